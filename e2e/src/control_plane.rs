@@ -1,0 +1,270 @@
+//! One Kubernetes control plane: etcd and kube-apiserver on free loopback ports, in a temporary
+//! directory of their own, with their own CA and an admin client certificate.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+use tempfile::TempDir;
+
+use crate::pki::ControlPlanePki;
+use crate::ports::free_loopback_port;
+use crate::process::ManagedProcess;
+use crate::{Error, TestBedAssets};
+
+const READY_TIMEOUT: Duration = Duration::from_secs(90);
+const POLL_INTERVAL: Duration = Duration::from_millis(200);
+
+/// A running control plane. Dropping it stops its processes and deletes its directory.
+pub struct ControlPlane {
+    name: String,
+    server_url: String,
+    kubeconfig_path: PathBuf,
+    client: Client,
+    // Field order is drop order: the apiserver stops before etcd, and both before the directory
+    // holding their data is deleted.
+    apiserver: ManagedProcess,
+    etcd: ManagedProcess,
+    dir: TempDir,
+}
+
+impl std::fmt::Debug for ControlPlane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControlPlane")
+            .field("name", &self.name)
+            .field("server_url", &self.server_url)
+            .field("dir", &self.dir.path())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A control plane whose processes are started but not yet known to be ready.
+#[derive(Debug)]
+struct Launched {
+    name: String,
+    server_url: String,
+    kubeconfig_path: PathBuf,
+    apiserver: ManagedProcess,
+    etcd: ManagedProcess,
+    dir: TempDir,
+}
+
+impl ControlPlane {
+    /// Starts one control plane and waits until it serves.
+    pub async fn start(name: &str, assets: &TestBedAssets) -> Result<Self, Error> {
+        launch(name, assets)?.wait_ready().await
+    }
+
+    /// Starts several control planes at once: every process is started first, then all are
+    /// awaited together, so N control planes take about as long as the slowest one.
+    pub async fn start_many(names: &[&str], assets: &TestBedAssets) -> Result<Vec<Self>, Error> {
+        let launched = names
+            .iter()
+            .map(|name| launch(name, assets))
+            .collect::<Result<Vec<_>, _>>()?;
+        futures::future::try_join_all(launched.into_iter().map(Launched::wait_ready)).await
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A client authenticated as a cluster admin (`system:masters`).
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// A kubeconfig file for this control plane, usable with `kubectl --kubeconfig`.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig_path
+    }
+
+    pub fn server_url(&self) -> &str {
+        &self.server_url
+    }
+
+    /// This control plane's private directory (data, certificates, logs).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Process IDs of etcd and kube-apiserver, for tests that prove nothing outlives a test.
+    pub fn pids(&self) -> Vec<u32> {
+        vec![self.etcd.pid(), self.apiserver.pid()]
+    }
+
+    /// Resident memory of etcd plus kube-apiserver, from /proc, in bytes.
+    pub fn resident_memory_bytes(&self) -> u64 {
+        self.pids().into_iter().filter_map(resident_memory_of).sum()
+    }
+
+    /// The cluster ID Meridian uses: the UID of the `kube-system` namespace.
+    pub async fn cluster_id(&self) -> Result<String, Error> {
+        let namespace = Api::<Namespace>::all(self.client.clone()).get("kube-system").await?;
+        Ok(namespace.metadata.uid.unwrap_or_default())
+    }
+}
+
+fn launch(name: &str, assets: &TestBedAssets) -> Result<Launched, Error> {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("meridian-{name}-"))
+        .tempdir()
+        .map_err(Error::io("creating a control-plane directory"))?;
+    let path = |file: &str| dir.path().join(file);
+    let write = |file: &str, contents: &str| {
+        std::fs::write(path(file), contents).map_err(Error::io(format!("writing {file}")))
+    };
+
+    let pki = ControlPlanePki::generate(name)?;
+    write("ca.crt", &pki.ca_cert)?;
+    write("apiserver.crt", &pki.serving_cert)?;
+    write("apiserver.key", &pki.serving_key)?;
+    write("service-account.key", &pki.service_account_key)?;
+    write("service-account.pub", &pki.service_account_public_key)?;
+
+    let etcd_client_port = free_loopback_port()?;
+    let etcd_peer_port = free_loopback_port()?;
+    let apiserver_port = free_loopback_port()?;
+    let etcd_client_url = format!("http://127.0.0.1:{etcd_client_port}");
+    let etcd_peer_url = format!("http://127.0.0.1:{etcd_peer_port}");
+    let server_url = format!("https://127.0.0.1:{apiserver_port}");
+
+    let etcd_args = [
+        "--name=testbed".to_string(),
+        format!("--data-dir={}", path("etcd").display()),
+        format!("--listen-client-urls={etcd_client_url}"),
+        format!("--advertise-client-urls={etcd_client_url}"),
+        format!("--listen-peer-urls={etcd_peer_url}"),
+        format!("--initial-advertise-peer-urls={etcd_peer_url}"),
+        format!("--initial-cluster=testbed={etcd_peer_url}"),
+        // A test cluster's data is thrown away with its directory; fsync only costs time.
+        "--unsafe-no-fsync=true".to_string(),
+        "--log-level=warn".to_string(),
+    ];
+    let etcd = ManagedProcess::spawn(format!("{name}/etcd"), &assets.etcd, &etcd_args, &path("etcd.log"))?;
+
+    let apiserver_args = [
+        format!("--etcd-servers={etcd_client_url}"),
+        "--bind-address=127.0.0.1".to_string(),
+        "--advertise-address=127.0.0.1".to_string(),
+        format!("--secure-port={apiserver_port}"),
+        format!("--cert-dir={}", path("apiserver-certs").display()),
+        format!("--tls-cert-file={}", path("apiserver.crt").display()),
+        format!("--tls-private-key-file={}", path("apiserver.key").display()),
+        format!("--client-ca-file={}", path("ca.crt").display()),
+        format!("--service-account-key-file={}", path("service-account.pub").display()),
+        format!("--service-account-signing-key-file={}", path("service-account.key").display()),
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_string(),
+        // Only an allocation range for Service IPs; nothing routes to it.
+        "--service-cluster-ip-range=10.0.0.0/24".to_string(),
+        "--authorization-mode=RBAC".to_string(),
+        "--allow-privileged=true".to_string(),
+        // Fewer background controllers on a two-core machine that runs several control planes.
+        "--enable-priority-and-fairness=false".to_string(),
+    ];
+    let apiserver = ManagedProcess::spawn(
+        format!("{name}/kube-apiserver"),
+        &assets.kube_apiserver,
+        &apiserver_args,
+        &path("kube-apiserver.log"),
+    )?;
+
+    let kubeconfig_path = path(&format!("{name}.kubeconfig"));
+    write(&format!("{name}.kubeconfig"), &admin_kubeconfig(name, &server_url, &pki))?;
+
+    Ok(Launched { name: name.to_string(), server_url, kubeconfig_path, apiserver, etcd, dir })
+}
+
+impl Launched {
+    async fn wait_ready(mut self) -> Result<ControlPlane, Error> {
+        let client = client_from_kubeconfig(&self.kubeconfig_path).await?;
+        let started = Instant::now();
+        let readyz = || http::Request::get("/readyz").body(Vec::new()).expect("static request");
+        loop {
+            self.etcd.ensure_running()?;
+            self.apiserver.ensure_running()?;
+            if client.request_text(readyz()).await.is_ok_and(|body| body.trim() == "ok") {
+                break;
+            }
+            self.check_deadline(started)?;
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+        // kube-system is created by a post-start hook that /readyz does not wait for, and its UID
+        // is the cluster ID, so a control plane is only ready for Meridian once it exists.
+        let namespaces = Api::<Namespace>::all(client.clone());
+        while namespaces.get_opt("kube-system").await?.is_none() {
+            self.check_deadline(started)?;
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+        tracing::info!(name = %self.name, url = %self.server_url, elapsed = ?started.elapsed(), "control plane ready");
+        Ok(ControlPlane {
+            name: self.name,
+            server_url: self.server_url,
+            kubeconfig_path: self.kubeconfig_path,
+            client,
+            apiserver: self.apiserver,
+            etcd: self.etcd,
+            dir: self.dir,
+        })
+    }
+
+    fn check_deadline(&self, started: Instant) -> Result<(), Error> {
+        if started.elapsed() < READY_TIMEOUT {
+            return Ok(());
+        }
+        Err(Error::NotReady {
+            what: format!("control plane {}", self.name),
+            seconds: READY_TIMEOUT.as_secs(),
+            log_tail: format!(
+                "--- etcd ---\n{}\n--- kube-apiserver ---\n{}",
+                self.etcd.log_tail(),
+                self.apiserver.log_tail()
+            ),
+        })
+    }
+}
+
+/// A client built from a kubeconfig file, exactly as a user of that file would get one.
+pub(crate) async fn client_from_kubeconfig(path: &Path) -> Result<Client, Error> {
+    let kubeconfig = Kubeconfig::read_from(path)?;
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    Ok(Client::try_from(config)?)
+}
+
+fn admin_kubeconfig(name: &str, server_url: &str, pki: &ControlPlanePki) -> String {
+    let ca = BASE64.encode(&pki.ca_cert);
+    let cert = BASE64.encode(&pki.admin_cert);
+    let key = BASE64.encode(&pki.admin_key);
+    format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: {name}
+  cluster:
+    server: {server_url}
+    certificate-authority-data: {ca}
+users:
+- name: {name}-admin
+  user:
+    client-certificate-data: {cert}
+    client-key-data: {key}
+contexts:
+- name: {name}
+  context:
+    cluster: {name}
+    user: {name}-admin
+current-context: {name}
+"
+    )
+}
+
+fn resident_memory_of(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}

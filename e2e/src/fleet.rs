@@ -1,0 +1,129 @@
+//! A hub and its spokes: control planes started at once, CRDs installed everywhere, spokes
+//! registered on the hub, and OCM's agents running.
+
+use std::collections::BTreeMap;
+
+use crate::crds::{install_crds, load_crds};
+use crate::ocm::{register_managed_cluster, start_placement_controller, start_work_agent};
+use crate::process::ManagedProcess;
+use crate::{ControlPlane, Error, TestBedAssets};
+
+/// Describes a fleet to start; see [`Fleet::builder`].
+#[derive(Debug, Clone)]
+pub struct FleetBuilder {
+    hub_name: String,
+    spokes: Vec<(String, BTreeMap<String, String>)>,
+    run_ocm: bool,
+}
+
+/// A running hub and spokes. Dropping it stops the OCM agents, then the control planes.
+#[derive(Debug)]
+pub struct Fleet {
+    // Declared first so they stop before the API servers they talk to.
+    ocm_processes: Vec<ManagedProcess>,
+    pub hub: ControlPlane,
+    pub spokes: Vec<ControlPlane>,
+    pub assets: TestBedAssets,
+}
+
+impl Fleet {
+    /// A hub named `hub` with no spokes and OCM's agents enabled; add spokes to taste.
+    pub fn builder() -> FleetBuilder {
+        FleetBuilder { hub_name: "hub".to_string(), spokes: Vec::new(), run_ocm: true }
+    }
+
+    /// The spoke called `name`.
+    pub fn spoke(&self, name: &str) -> &ControlPlane {
+        self.spokes
+            .iter()
+            .find(|spoke| spoke.name() == name)
+            .unwrap_or_else(|| panic!("no spoke named {name} in this fleet"))
+    }
+
+    /// Every control plane, hub first.
+    pub fn clusters(&self) -> impl Iterator<Item = &ControlPlane> {
+        std::iter::once(&self.hub).chain(&self.spokes)
+    }
+
+    /// Process IDs of everything the fleet runs.
+    pub fn pids(&self) -> Vec<u32> {
+        self.clusters()
+            .flat_map(ControlPlane::pids)
+            .chain(self.ocm_processes.iter().map(ManagedProcess::pid))
+            .collect()
+    }
+
+    /// The OCM processes' log tails, for a failing test to print.
+    pub fn ocm_logs(&self) -> String {
+        self.ocm_processes
+            .iter()
+            .map(|process| format!("--- {} ---\n{}", process.name(), process.log_tail()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Fails when an OCM process has exited.
+    pub fn ensure_ocm_running(&mut self) -> Result<(), Error> {
+        self.ocm_processes.iter_mut().try_for_each(ManagedProcess::ensure_running)
+    }
+}
+
+impl FleetBuilder {
+    pub fn hub_name(mut self, name: impl Into<String>) -> Self {
+        self.hub_name = name.into();
+        self
+    }
+
+    /// Adds spokes without labels.
+    pub fn spokes<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
+        self.spokes.extend(names.into_iter().map(|name| (name.into(), BTreeMap::new())));
+        self
+    }
+
+    /// Adds a spoke whose ManagedCluster carries `labels`.
+    pub fn spoke<K: Into<String>, V: Into<String>>(
+        mut self,
+        name: impl Into<String>,
+        labels: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        let labels = labels.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
+        self.spokes.push((name.into(), labels));
+        self
+    }
+
+    /// Leaves OCM's work agents and placement controller out (plain control planes only).
+    pub fn without_ocm(mut self) -> Self {
+        self.run_ocm = false;
+        self
+    }
+
+    pub async fn start(self) -> Result<Fleet, Error> {
+        let assets = TestBedAssets::locate()?;
+        let names: Vec<&str> = std::iter::once(self.hub_name.as_str())
+            .chain(self.spokes.iter().map(|(name, _)| name.as_str()))
+            .collect();
+        let mut clusters = ControlPlane::start_many(&names, &assets).await?;
+        let spokes = clusters.split_off(1);
+        let hub = clusters.pop().expect("the hub was started first");
+
+        let mut crds = load_crds(&assets.upstream_crds)?;
+        crds.extend(load_crds(&assets.meridian_crds)?);
+        let installs = std::iter::once(&hub)
+            .chain(&spokes)
+            .map(|cluster| async { install_crds(&cluster.client(), &crds).await });
+        futures::future::try_join_all(installs).await?;
+
+        for (name, labels) in &self.spokes {
+            register_managed_cluster(&hub.client(), name, labels).await?;
+        }
+
+        let mut ocm_processes = Vec::new();
+        if self.run_ocm {
+            ocm_processes.push(start_placement_controller(&assets, &hub).await?);
+            for spoke in &spokes {
+                ocm_processes.push(start_work_agent(&assets, &hub, spoke).await?);
+            }
+        }
+        Ok(Fleet { ocm_processes, hub, spokes, assets })
+    }
+}

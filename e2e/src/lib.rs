@@ -1,0 +1,38 @@
+//! Meridian's test bed: real Kubernetes control planes (etcd + kube-apiserver built from their Go
+//! modules), the upstream and Meridian CRDs, and OCM's own work agent and placement controller.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), meridian_e2e::Error> {
+//! let fleet = meridian_e2e::Fleet::builder().spokes(["spoke-1", "spoke-2"]).start().await?;
+//! let hub_client = fleet.hub.client();
+//! # Ok(()) }
+//! ```
+//!
+//! Everything a test starts is owned by a value that kills it on drop, also while a test panics.
+//! Every child process is started through `setpriv --pdeathsig KILL`, so the kernel kills it
+//! when the thread that started it ends, even if the test process itself is killed and no
+//! destructor runs.
+
+mod assets;
+pub mod cli;
+mod control_plane;
+mod crds;
+mod error;
+mod fleet;
+mod ocm;
+mod pki;
+mod ports;
+mod process;
+mod wait;
+
+pub use assets::TestBedAssets;
+pub use control_plane::ControlPlane;
+pub use crds::{install_crds, load_crds};
+pub use error::Error;
+pub use fleet::{Fleet, FleetBuilder};
+pub use ocm::{AGENT_NAMESPACE, HUB_NAMESPACE, OcmDynamicApis, ensure_namespace, register_managed_cluster};
+pub use process::ManagedProcess;
+pub use wait::{DEFAULT_PATIENCE, eventually};
+
+/// The field manager the test bed uses for its own server-side applies.
+pub const FIELD_MANAGER: &str = "meridian-testbed";

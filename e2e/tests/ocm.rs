@@ -1,0 +1,166 @@
+//! OCM's own agents in the test bed: the work agent applies a ManifestWork on its spoke, and the
+//! placement controller turns a Placement bound to a ManagedClusterSet into PlacementDecisions.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use kube::{Api, Client};
+use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, OcmDynamicApis, ensure_namespace, eventually};
+use serde_json::json;
+
+const CLUSTER_SET: &str = "meridian";
+const CLUSTER_SET_LABEL: &str = "cluster.open-cluster-management.io/clusterset";
+const GEO_LABEL: &str = "kuadrant.io/lb-attribute-geo-code";
+const PLACEMENT_LABEL: &str = "cluster.open-cluster-management.io/placement";
+
+async fn apply(client: &Client, namespace: Option<&str>, object: serde_json::Value) -> Result<(), Error> {
+    let object: DynamicObject = serde_json::from_value(object).expect("valid object");
+    let types = object.types.clone().expect("object has apiVersion and kind");
+    let resource = [
+        OcmDynamicApis::managed_cluster_set(),
+        OcmDynamicApis::managed_cluster_set_binding(),
+        OcmDynamicApis::placement(),
+        OcmDynamicApis::manifest_work(),
+    ]
+    .into_iter()
+    .find(|resource| resource.kind == types.kind)
+    .expect("a known OCM kind");
+    let api: Api<DynamicObject> = match namespace {
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    let name = object.metadata.name.clone().expect("object has a name");
+    api.patch(&name, &PatchParams::apply("ocm-test"), &Patch::Apply(&object)).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn ocm_applies_work_and_places_clusters() -> Result<(), Error> {
+    let fleet = Fleet::builder()
+        .spoke("spoke-1", [(CLUSTER_SET_LABEL, CLUSTER_SET), (GEO_LABEL, "IE")])
+        .spoke("spoke-2", [(CLUSTER_SET_LABEL, CLUSTER_SET), (GEO_LABEL, "US")])
+        .start()
+        .await?;
+    let result = async {
+        manifest_work_is_applied_on_its_spoke(&fleet).await?;
+        placement_decides_the_right_clusters(&fleet).await
+    }
+    .await;
+    if result.is_err() {
+        eprintln!("OCM logs:\n{}", fleet.ocm_logs());
+    }
+    result
+}
+
+async fn manifest_work_is_applied_on_its_spoke(fleet: &Fleet) -> Result<(), Error> {
+    let hub = fleet.hub.client();
+    apply(
+        &hub,
+        Some("spoke-1"),
+        json!({
+            "apiVersion": "work.open-cluster-management.io/v1",
+            "kind": "ManifestWork",
+            "metadata": { "name": "hello", "namespace": "spoke-1" },
+            "spec": { "workload": { "manifests": [{
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": { "name": "hello-from-hub", "namespace": "default" },
+                "data": { "greeting": "hello" },
+            }]}},
+        }),
+    )
+    .await?;
+
+    let on_spoke = Api::<ConfigMap>::namespaced(fleet.spoke("spoke-1").client(), "default");
+    let config_map = eventually("the ConfigMap to reach spoke-1", DEFAULT_PATIENCE, || async {
+        Ok(on_spoke.get_opt("hello-from-hub").await?)
+    })
+    .await?;
+    assert_eq!(config_map.data.unwrap_or_default().get("greeting").map(String::as_str), Some("hello"));
+
+    let works = Api::<DynamicObject>::namespaced_with(hub, "spoke-1", &OcmDynamicApis::manifest_work());
+    eventually("the ManifestWork to report Applied", DEFAULT_PATIENCE, || async {
+        let work = works.get("hello").await?;
+        let applied = work.data["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|condition| condition["type"] == "Applied" && condition["status"] == "True");
+        Ok(applied.then_some(()))
+    })
+    .await?;
+
+    // The work was addressed to spoke-1's namespace only.
+    let elsewhere = Api::<ConfigMap>::namespaced(fleet.spoke("spoke-2").client(), "default");
+    assert!(elsewhere.get_opt("hello-from-hub").await?.is_none());
+    Ok(())
+}
+
+async fn placement_decides_the_right_clusters(fleet: &Fleet) -> Result<(), Error> {
+    let hub = fleet.hub.client();
+    let namespace = "gateways";
+    ensure_namespace(&hub, namespace).await?;
+    apply(
+        &hub,
+        None,
+        json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1beta2",
+            "kind": "ManagedClusterSet",
+            "metadata": { "name": CLUSTER_SET },
+            "spec": { "clusterSelector": { "selectorType": "ExclusiveClusterSetLabel" } },
+        }),
+    )
+    .await?;
+    apply(
+        &hub,
+        Some(namespace),
+        json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1beta2",
+            "kind": "ManagedClusterSetBinding",
+            "metadata": { "name": CLUSTER_SET, "namespace": namespace },
+            "spec": { "clusterSet": CLUSTER_SET },
+        }),
+    )
+    .await?;
+    for (name, predicates) in [
+        ("everywhere", json!([])),
+        (
+            "ireland",
+            json!([{ "requiredClusterSelector": { "labelSelector": { "matchLabels": { GEO_LABEL: "IE" } } } }]),
+        ),
+    ] {
+        apply(
+            &hub,
+            Some(namespace),
+            json!({
+                "apiVersion": "cluster.open-cluster-management.io/v1beta1",
+                "kind": "Placement",
+                "metadata": { "name": name, "namespace": namespace },
+                "spec": { "clusterSets": [CLUSTER_SET], "predicates": predicates },
+            }),
+        )
+        .await?;
+    }
+
+    let decisions =
+        Api::<DynamicObject>::namespaced_with(hub, namespace, &OcmDynamicApis::placement_decision());
+    for (placement, expected) in [("everywhere", vec!["spoke-1", "spoke-2"]), ("ireland", vec!["spoke-1"])] {
+        let expected: BTreeSet<String> = expected.into_iter().map(String::from).collect();
+        let decided = eventually(&format!("PlacementDecisions for {placement}"), DEFAULT_PATIENCE, || async {
+            let selector = format!("{PLACEMENT_LABEL}={placement}");
+            let list = decisions.list(&ListParams::default().labels(&selector)).await?;
+            let clusters: BTreeSet<String> = list
+                .items
+                .iter()
+                .flat_map(|decision| decision.data["status"]["decisions"].as_array().cloned().unwrap_or_default())
+                .filter_map(|decision| decision["clusterName"].as_str().map(String::from))
+                .filter(|name| !name.is_empty())
+                .collect();
+            Ok((clusters == expected).then_some(clusters))
+        })
+        .await?;
+        assert_eq!(decided, expected);
+    }
+    Ok(())
+}

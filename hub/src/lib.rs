@@ -1,0 +1,84 @@
+//! The Meridian hub: the `meridian-hub` command line and, as issues land, the DNSPolicy and
+//! DNSRecord controllers and the embedded nameserver. `main` only calls [`Cli::parse_and_run`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// `meridian-hub`: multi-cluster DNS load balancing for OCM fleets, hub side.
+#[derive(Debug, Parser)]
+#[command(name = "meridian-hub", version, about)]
+pub struct Cli {
+    /// Log filter in `tracing` syntax, e.g. `info,meridian_hub=debug`.
+    #[arg(long, env = "MERIDIAN_LOG", default_value = "info", global = true)]
+    pub log: String,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the hub controllers against the hub cluster.
+    Run(RunArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Kubeconfig of the hub cluster; in-cluster configuration when absent.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Address of the `/livez`, `/readyz` and `/metrics` endpoints.
+    #[arg(long, env = "MERIDIAN_HEALTH_ADDR", default_value = "127.0.0.1:8080")]
+    pub health_addr: SocketAddr,
+}
+
+impl Cli {
+    /// Parses the process arguments and runs the chosen command.
+    pub fn parse_and_run() -> anyhow::Result<()> {
+        Self::parse().run()
+    }
+
+    pub fn run(self) -> anyhow::Result<()> {
+        tracing_subscriber::fmt().with_env_filter(self.log.as_str()).init();
+        match self.command {
+            Command::Run(args) => {
+                // The controllers are the subject of later issues. Until they land the command
+                // says so and exits cleanly instead of pretending to reconcile.
+                tracing::warn!(
+                    kubeconfig = ?args.kubeconfig,
+                    health_addr = %args.health_addr,
+                    "no hub controllers are built yet; exiting"
+                );
+                Ok(())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_flags_parse_and_default() {
+        let cli = Cli::try_parse_from(["meridian-hub", "run", "--kubeconfig", "hub.kubeconfig"])
+            .expect("valid flags");
+        let Command::Run(args) = cli.command;
+        assert_eq!(args.kubeconfig, Some(PathBuf::from("hub.kubeconfig")));
+        assert_eq!(args.health_addr, "127.0.0.1:8080".parse().unwrap());
+    }
+
+    #[test]
+    fn unknown_flag_is_rejected() {
+        assert!(Cli::try_parse_from(["meridian-hub", "run", "--no-such-flag"]).is_err());
+    }
+}

@@ -1,0 +1,3 @@
+fn main() -> anyhow::Result<()> {
+    meridian_agent::Cli::parse_and_run()
+}
