@@ -34,7 +34,9 @@ impl TestBedAssets {
         };
         let kube_assets = std::env::var_os(KUBEBUILDER_ASSETS_ENV)
             .map(PathBuf::from)
-            .filter(|assets| assets.join("kube-apiserver").exists() && assets.join("etcd").exists());
+            .filter(|assets| {
+                assets.join("kube-apiserver").exists() && assets.join("etcd").exists()
+            });
         let kube_bin = kube_assets.unwrap_or_else(|| dir.join("bin"));
         let kubectl = [kube_bin.join("kubectl"), dir.join("bin/kubectl")]
             .into_iter()
@@ -58,11 +60,30 @@ impl TestBedAssets {
             (&assets.upstream_crds, "upstream CRDs"),
         ] {
             if !path.exists() {
-                return Err(Error::MissingAsset { path: path.clone(), hint });
+                return Err(Error::MissingAsset {
+                    path: path.clone(),
+                    hint,
+                });
             }
         }
         Ok(assets)
     }
+}
+
+/// The Kubernetes release the test bed builds (`k8s.io/kubernetes` in `e2e/testbed/kube/go.mod`).
+pub fn pinned_kubernetes_version() -> Option<String> {
+    let go_mod = std::fs::read_to_string(repository_root().join("e2e/testbed/kube/go.mod")).ok()?;
+    required_version(&go_mod, "k8s.io/kubernetes")
+}
+
+/// The version a go.mod requires of `module`, in a `require` block or on a `require` line.
+fn required_version(go_mod: &str, module: &str) -> Option<String> {
+    go_mod.lines().find_map(|line| {
+        let mut words = line
+            .split_whitespace()
+            .skip_while(|word| *word == "require");
+        (words.next()? == module).then(|| words.next().map(String::from))?
+    })
 }
 
 /// The repository root, found from this crate's manifest directory at compile time.
@@ -81,10 +102,42 @@ fn build_script_dir() -> Result<PathBuf, Error> {
         .arg(&script)
         .arg("--print-dir")
         .output()
-        .map_err(|source| Error::Spawn { program: script.display().to_string(), source })?;
+        .map_err(|source| Error::Spawn {
+            program: script.display().to_string(),
+            source,
+        })?;
     let dir = String::from_utf8_lossy(&output.stdout).trim().to_string();
     if !output.status.success() || dir.is_empty() {
-        return Err(Error::MissingAsset { path: script, hint: "the build script failed" });
+        return Err(Error::MissingAsset {
+            path: script,
+            hint: "the build script failed",
+        });
     }
     Ok(PathBuf::from(dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn required_version_reads_blocks_and_single_lines() {
+        let block = "module x\n\nrequire (\n\tk8s.io/api v0.36.3 // indirect\n\tk8s.io/kubernetes v1.36.3 // indirect\n)\n\ntool k8s.io/kubernetes/cmd/kubectl\n";
+        assert_eq!(
+            required_version(block, "k8s.io/kubernetes").as_deref(),
+            Some("v1.36.3")
+        );
+        let single = "module x\nrequire go.etcd.io/etcd/server/v3 v3.6.8\n";
+        assert_eq!(
+            required_version(single, "go.etcd.io/etcd/server/v3").as_deref(),
+            Some("v3.6.8")
+        );
+        assert_eq!(required_version(single, "k8s.io/kubernetes"), None);
+    }
+
+    #[test]
+    fn the_pinned_kubernetes_release_is_a_v1_release() {
+        let version = pinned_kubernetes_version().expect("e2e/testbed/kube/go.mod pins kubernetes");
+        assert!(version.starts_with("v1."), "{version}");
+    }
 }

@@ -104,7 +104,9 @@ impl ControlPlane {
 
     /// The cluster ID Meridian uses: the UID of the `kube-system` namespace.
     pub async fn cluster_id(&self) -> Result<String, Error> {
-        let namespace = Api::<Namespace>::all(self.client.clone()).get("kube-system").await?;
+        let namespace = Api::<Namespace>::all(self.client.clone())
+            .get("kube-system")
+            .await?;
         Ok(namespace.metadata.uid.unwrap_or_default())
     }
 }
@@ -145,7 +147,12 @@ fn launch(name: &str, assets: &TestBedAssets) -> Result<Launched, Error> {
         "--unsafe-no-fsync=true".to_string(),
         "--log-level=warn".to_string(),
     ];
-    let etcd = ManagedProcess::spawn(format!("{name}/etcd"), &assets.etcd, &etcd_args, &path("etcd.log"))?;
+    let etcd = ManagedProcess::spawn(
+        format!("{name}/etcd"),
+        &assets.etcd,
+        &etcd_args,
+        &path("etcd.log"),
+    )?;
 
     let apiserver_args = [
         format!("--etcd-servers={etcd_client_url}"),
@@ -156,8 +163,14 @@ fn launch(name: &str, assets: &TestBedAssets) -> Result<Launched, Error> {
         format!("--tls-cert-file={}", path("apiserver.crt").display()),
         format!("--tls-private-key-file={}", path("apiserver.key").display()),
         format!("--client-ca-file={}", path("ca.crt").display()),
-        format!("--service-account-key-file={}", path("service-account.pub").display()),
-        format!("--service-account-signing-key-file={}", path("service-account.key").display()),
+        format!(
+            "--service-account-key-file={}",
+            path("service-account.pub").display()
+        ),
+        format!(
+            "--service-account-signing-key-file={}",
+            path("service-account.key").display()
+        ),
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_string(),
         // Only an allocation range for Service IPs; nothing routes to it.
         "--service-cluster-ip-range=10.0.0.0/24".to_string(),
@@ -174,20 +187,38 @@ fn launch(name: &str, assets: &TestBedAssets) -> Result<Launched, Error> {
     )?;
 
     let kubeconfig_path = path(&format!("{name}.kubeconfig"));
-    write(&format!("{name}.kubeconfig"), &admin_kubeconfig(name, &server_url, &pki))?;
+    write(
+        &format!("{name}.kubeconfig"),
+        &admin_kubeconfig(name, &server_url, &pki),
+    )?;
 
-    Ok(Launched { name: name.to_string(), server_url, kubeconfig_path, apiserver, etcd, dir })
+    Ok(Launched {
+        name: name.to_string(),
+        server_url,
+        kubeconfig_path,
+        apiserver,
+        etcd,
+        dir,
+    })
 }
 
 impl Launched {
     async fn wait_ready(mut self) -> Result<ControlPlane, Error> {
         let client = client_from_kubeconfig(&self.kubeconfig_path).await?;
         let started = Instant::now();
-        let readyz = || http::Request::get("/readyz").body(Vec::new()).expect("static request");
+        let readyz = || {
+            http::Request::get("/readyz")
+                .body(Vec::new())
+                .expect("static request")
+        };
         loop {
             self.etcd.ensure_running()?;
             self.apiserver.ensure_running()?;
-            if client.request_text(readyz()).await.is_ok_and(|body| body.trim() == "ok") {
+            if client
+                .request_text(readyz())
+                .await
+                .is_ok_and(|body| body.trim() == "ok")
+            {
                 break;
             }
             self.check_deadline(started)?;

@@ -21,15 +21,22 @@ pub fn load_crds(dir: &Path) -> Result<Vec<CustomResourceDefinition>, Error> {
     files.sort();
     let mut crds = Vec::new();
     for path in files {
-        let text = std::fs::read_to_string(&path).map_err(Error::io(format!("reading {}", path.display())))?;
+        let text = std::fs::read_to_string(&path)
+            .map_err(Error::io(format!("reading {}", path.display())))?;
         for document in serde_yaml::Deserializer::from_str(&text) {
-            let value = serde_yaml::Value::deserialize(document)
-                .map_err(|source| Error::InvalidCrd { path: path.clone(), source })?;
-            if value.get("kind").and_then(|kind| kind.as_str()) != Some("CustomResourceDefinition") {
+            let value =
+                serde_yaml::Value::deserialize(document).map_err(|source| Error::InvalidCrd {
+                    path: path.clone(),
+                    source,
+                })?;
+            if value.get("kind").and_then(|kind| kind.as_str()) != Some("CustomResourceDefinition")
+            {
                 continue;
             }
-            let crd = serde_yaml::from_value(value)
-                .map_err(|source| Error::InvalidCrd { path: path.clone(), source })?;
+            let crd = serde_yaml::from_value(value).map_err(|source| Error::InvalidCrd {
+                path: path.clone(),
+                source,
+            })?;
             crds.push(crd);
         }
     }
@@ -40,12 +47,18 @@ fn collect_yaml_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), Error>
     if !dir.exists() {
         return Ok(());
     }
-    let entries = std::fs::read_dir(dir).map_err(Error::io(format!("listing {}", dir.display())))?;
+    let entries =
+        std::fs::read_dir(dir).map_err(Error::io(format!("listing {}", dir.display())))?;
     for entry in entries {
-        let path = entry.map_err(Error::io(format!("listing {}", dir.display())))?.path();
+        let path = entry
+            .map_err(Error::io(format!("listing {}", dir.display())))?
+            .path();
         if path.is_dir() {
             collect_yaml_files(&path, files)?;
-        } else if path.extension().is_some_and(|ext| ext == "yaml" || ext == "yml") {
+        } else if path
+            .extension()
+            .is_some_and(|ext| ext == "yaml" || ext == "yml")
+        {
             files.push(path);
         }
     }
@@ -83,4 +96,60 @@ pub async fn install_crds(client: &Client, crds: &[CustomResourceDefinition]) ->
     });
     futures::future::try_join_all(established).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CRD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: things.example.dev
+spec:
+  group: example.dev
+  scope: Namespaced
+  names: {kind: Thing, plural: things}
+  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}]
+";
+
+    #[test]
+    fn loads_crds_from_nested_multi_document_files_and_skips_other_kinds() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("nested")).unwrap();
+        let other = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: not-a-crd}\n";
+        std::fs::write(dir.path().join("a.yaml"), format!("{other}---\n{CRD}")).unwrap();
+        std::fs::write(
+            dir.path().join("nested/b.yml"),
+            CRD.replace("things", "gadgets"),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "not yaml: [").unwrap();
+
+        let names: Vec<_> = load_crds(dir.path())
+            .unwrap()
+            .into_iter()
+            .map(|crd| crd.metadata.name.unwrap())
+            .collect();
+        assert_eq!(names, ["things.example.dev", "gadgets.example.dev"]);
+    }
+
+    #[test]
+    fn a_missing_directory_holds_no_crds() {
+        assert!(
+            load_crds(Path::new("/nonexistent/meridian/crds"))
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_malformed_crd_names_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let broken =
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nspec: 7\n";
+        std::fs::write(dir.path().join("broken.yaml"), broken).unwrap();
+        let error = load_crds(dir.path()).unwrap_err();
+        assert!(error.to_string().contains("broken.yaml"), "{error}");
+    }
 }

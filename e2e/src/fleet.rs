@@ -29,7 +29,11 @@ pub struct Fleet {
 impl Fleet {
     /// A hub named `hub` with no spokes and OCM's agents enabled; add spokes to taste.
     pub fn builder() -> FleetBuilder {
-        FleetBuilder { hub_name: "hub".to_string(), spokes: Vec::new(), run_ocm: true }
+        FleetBuilder {
+            hub_name: "hub".to_string(),
+            spokes: Vec::new(),
+            run_ocm: true,
+        }
     }
 
     /// The spoke called `name`.
@@ -64,7 +68,9 @@ impl Fleet {
 
     /// Fails when an OCM process has exited.
     pub fn ensure_ocm_running(&mut self) -> Result<(), Error> {
-        self.ocm_processes.iter_mut().try_for_each(ManagedProcess::ensure_running)
+        self.ocm_processes
+            .iter_mut()
+            .try_for_each(ManagedProcess::ensure_running)
     }
 }
 
@@ -76,7 +82,8 @@ impl FleetBuilder {
 
     /// Adds spokes without labels.
     pub fn spokes<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
-        self.spokes.extend(names.into_iter().map(|name| (name.into(), BTreeMap::new())));
+        self.spokes
+            .extend(names.into_iter().map(|name| (name.into(), BTreeMap::new())));
         self
     }
 
@@ -86,7 +93,10 @@ impl FleetBuilder {
         name: impl Into<String>,
         labels: impl IntoIterator<Item = (K, V)>,
     ) -> Self {
-        let labels = labels.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
+        let labels = labels
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
         self.spokes.push((name.into(), labels));
         self
     }
@@ -124,6 +134,11 @@ impl FleetBuilder {
                 ocm_processes.push(start_work_agent(&assets, &hub, spoke).await?);
             }
         }
-        Ok(Fleet { ocm_processes, hub, spokes, assets })
+        Ok(Fleet {
+            ocm_processes,
+            hub,
+            spokes,
+            assets,
+        })
     }
 }

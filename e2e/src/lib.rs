@@ -25,12 +25,14 @@ mod ports;
 mod process;
 mod wait;
 
-pub use assets::TestBedAssets;
+pub use assets::{TestBedAssets, pinned_kubernetes_version};
 pub use control_plane::ControlPlane;
 pub use crds::{install_crds, load_crds};
 pub use error::Error;
 pub use fleet::{Fleet, FleetBuilder};
-pub use ocm::{AGENT_NAMESPACE, HUB_NAMESPACE, OcmDynamicApis, ensure_namespace, register_managed_cluster};
+pub use ocm::{
+    AGENT_NAMESPACE, HUB_NAMESPACE, OcmDynamicApis, ensure_namespace, register_managed_cluster,
+};
 pub use process::ManagedProcess;
 pub use wait::{DEFAULT_PATIENCE, eventually};
 

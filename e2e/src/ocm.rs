@@ -27,10 +27,20 @@ pub struct OcmDynamicApis;
 
 impl OcmDynamicApis {
     pub fn managed_cluster() -> ApiResource {
-        resource("cluster.open-cluster-management.io", "v1", "ManagedCluster", "managedclusters")
+        resource(
+            "cluster.open-cluster-management.io",
+            "v1",
+            "ManagedCluster",
+            "managedclusters",
+        )
     }
     pub fn managed_cluster_set() -> ApiResource {
-        resource("cluster.open-cluster-management.io", "v1beta2", "ManagedClusterSet", "managedclustersets")
+        resource(
+            "cluster.open-cluster-management.io",
+            "v1beta2",
+            "ManagedClusterSet",
+            "managedclustersets",
+        )
     }
     pub fn managed_cluster_set_binding() -> ApiResource {
         resource(
@@ -41,13 +51,28 @@ impl OcmDynamicApis {
         )
     }
     pub fn placement() -> ApiResource {
-        resource("cluster.open-cluster-management.io", "v1beta1", "Placement", "placements")
+        resource(
+            "cluster.open-cluster-management.io",
+            "v1beta1",
+            "Placement",
+            "placements",
+        )
     }
     pub fn placement_decision() -> ApiResource {
-        resource("cluster.open-cluster-management.io", "v1beta1", "PlacementDecision", "placementdecisions")
+        resource(
+            "cluster.open-cluster-management.io",
+            "v1beta1",
+            "PlacementDecision",
+            "placementdecisions",
+        )
     }
     pub fn manifest_work() -> ApiResource {
-        resource("work.open-cluster-management.io", "v1", "ManifestWork", "manifestworks")
+        resource(
+            "work.open-cluster-management.io",
+            "v1",
+            "ManifestWork",
+            "manifestworks",
+        )
     }
 }
 
@@ -70,7 +95,11 @@ pub async fn ensure_namespace(client: &Client, name: &str) -> Result<(), Error> 
     }))
     .expect("static namespace");
     Api::<Namespace>::all(client.clone())
-        .patch(name, &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(&namespace))
+        .patch(
+            name,
+            &PatchParams::apply(FIELD_MANAGER),
+            &Patch::Apply(&namespace),
+        )
         .await?;
     Ok(())
 }
@@ -92,7 +121,11 @@ pub async fn register_managed_cluster(
     }))
     .expect("static ManagedCluster");
     Api::<DynamicObject>::all_with(hub.clone(), &resource)
-        .patch(cluster_name, &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(&managed_cluster))
+        .patch(
+            cluster_name,
+            &PatchParams::apply(FIELD_MANAGER),
+            &Patch::Apply(&managed_cluster),
+        )
         .await?;
     Ok(())
 }
@@ -110,7 +143,10 @@ pub(crate) async fn start_work_agent(
         format!("--agent-id={}", spoke.name()),
         format!("--hub-kubeconfig={}", hub.kubeconfig_path().display()),
         // The "kube" workload source reads ManifestWorks through this file, not --hub-kubeconfig.
-        format!("--workload-source-config={}", hub.kubeconfig_path().display()),
+        format!(
+            "--workload-source-config={}",
+            hub.kubeconfig_path().display()
+        ),
         format!("--spoke-kubeconfig={}", spoke.kubeconfig_path().display()),
         format!("--kubeconfig={}", spoke.kubeconfig_path().display()),
         format!("--namespace={AGENT_NAMESPACE}"),
@@ -118,7 +154,12 @@ pub(crate) async fn start_work_agent(
         "--disable-leader-election".to_string(),
     ];
     let log = spoke.dir().join("ocm-work-agent.log");
-    ManagedProcess::spawn(format!("{}/ocm-work-agent", spoke.name()), &assets.ocm_work, &args, &log)
+    ManagedProcess::spawn(
+        format!("{}/ocm-work-agent", spoke.name()),
+        &assets.ocm_work,
+        &args,
+        &log,
+    )
 }
 
 /// OCM's placement controller on `hub`, turning Placements into PlacementDecisions.
@@ -135,5 +176,10 @@ pub(crate) async fn start_placement_controller(
         "--disable-leader-election".to_string(),
     ];
     let log = hub.dir().join("ocm-placement.log");
-    ManagedProcess::spawn(format!("{}/ocm-placement", hub.name()), &assets.ocm_placement, &args, &log)
+    ManagedProcess::spawn(
+        format!("{}/ocm-placement", hub.name()),
+        &assets.ocm_placement,
+        &args,
+        &log,
+    )
 }

@@ -25,7 +25,10 @@ impl ControlPlanePki {
         let mut ca_params = CertificateParams::default();
         ca_params.distinguished_name = common_name(&format!("meridian-testbed-ca-{cluster_name}"));
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
+        ca_params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
         let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
 
         let mut serving_params =

@@ -34,8 +34,11 @@ impl ManagedProcess {
         log_path: &Path,
     ) -> Result<Self, Error> {
         let name = name.into();
-        let log = File::create(log_path).map_err(Error::io(format!("creating {}", log_path.display())))?;
-        let log_for_stderr = log.try_clone().map_err(Error::io("duplicating a log handle"))?;
+        let log = File::create(log_path)
+            .map_err(Error::io(format!("creating {}", log_path.display())))?;
+        let log_for_stderr = log
+            .try_clone()
+            .map_err(Error::io("duplicating a log handle"))?;
         let child = Command::new("setpriv")
             .arg("--pdeathsig")
             .arg("KILL")
@@ -46,9 +49,16 @@ impl ManagedProcess {
             .stdout(log)
             .stderr(log_for_stderr)
             .spawn()
-            .map_err(|source| Error::Spawn { program: program.display().to_string(), source })?;
+            .map_err(|source| Error::Spawn {
+                program: program.display().to_string(),
+                source,
+            })?;
         tracing::debug!(%name, pid = child.id(), log = %log_path.display(), "started");
-        Ok(ManagedProcess { name, child, log_path: log_path.to_path_buf() })
+        Ok(ManagedProcess {
+            name,
+            child,
+            log_path: log_path.to_path_buf(),
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -72,7 +82,10 @@ impl ManagedProcess {
                 status,
                 log_tail: self.log_tail(),
             }),
-            Err(source) => Err(Error::Io { context: format!("waiting for {}", self.name), source }),
+            Err(source) => Err(Error::Io {
+                context: format!("waiting for {}", self.name),
+                source,
+            }),
         }
     }
 
@@ -108,4 +121,44 @@ pub(crate) fn log_tail(path: &Path, max_bytes: u64) -> String {
         &text
     };
     text.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_tail_starts_at_a_line_boundary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let lines: String = (0..100).map(|i| format!("line {i:03}\n")).collect();
+        std::fs::write(&path, &lines).unwrap();
+
+        let tail = log_tail(&path, 30);
+        assert!(tail.starts_with("line "), "{tail:?}");
+        assert!(tail.ends_with("line 099\n"));
+        assert!(tail.len() <= 30);
+        assert_eq!(
+            log_tail(&path, 10_000),
+            lines,
+            "a short log is returned whole"
+        );
+    }
+
+    #[test]
+    fn a_process_that_exits_reports_its_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let args = ["-c".to_string(), "echo about to fail; exit 3".to_string()];
+        let mut process = ManagedProcess::spawn("failing", Path::new("sh"), &args, &log).unwrap();
+        let error = loop {
+            match process.ensure_running() {
+                Ok(()) => std::thread::sleep(std::time::Duration::from_millis(20)),
+                Err(error) => break error,
+            }
+        };
+        let message = error.to_string();
+        assert!(message.contains("failing exited early"), "{message}");
+        assert!(message.contains("about to fail"), "{message}");
+    }
 }

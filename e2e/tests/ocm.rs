@@ -14,9 +14,16 @@ const CLUSTER_SET_LABEL: &str = "cluster.open-cluster-management.io/clusterset";
 const GEO_LABEL: &str = "kuadrant.io/lb-attribute-geo-code";
 const PLACEMENT_LABEL: &str = "cluster.open-cluster-management.io/placement";
 
-async fn apply(client: &Client, namespace: Option<&str>, object: serde_json::Value) -> Result<(), Error> {
+async fn apply(
+    client: &Client,
+    namespace: Option<&str>,
+    object: serde_json::Value,
+) -> Result<(), Error> {
     let object: DynamicObject = serde_json::from_value(object).expect("valid object");
-    let types = object.types.clone().expect("object has apiVersion and kind");
+    let types = object
+        .types
+        .clone()
+        .expect("object has apiVersion and kind");
     let resource = [
         OcmDynamicApis::managed_cluster_set(),
         OcmDynamicApis::managed_cluster_set_binding(),
@@ -31,15 +38,26 @@ async fn apply(client: &Client, namespace: Option<&str>, object: serde_json::Val
         None => Api::all_with(client.clone(), &resource),
     };
     let name = object.metadata.name.clone().expect("object has a name");
-    api.patch(&name, &PatchParams::apply("ocm-test"), &Patch::Apply(&object)).await?;
+    api.patch(
+        &name,
+        &PatchParams::apply("ocm-test"),
+        &Patch::Apply(&object),
+    )
+    .await?;
     Ok(())
 }
 
 #[tokio::test]
 async fn ocm_applies_work_and_places_clusters() -> Result<(), Error> {
     let fleet = Fleet::builder()
-        .spoke("spoke-1", [(CLUSTER_SET_LABEL, CLUSTER_SET), (GEO_LABEL, "IE")])
-        .spoke("spoke-2", [(CLUSTER_SET_LABEL, CLUSTER_SET), (GEO_LABEL, "US")])
+        .spoke(
+            "spoke-1",
+            [(CLUSTER_SET_LABEL, CLUSTER_SET), (GEO_LABEL, "IE")],
+        )
+        .spoke(
+            "spoke-2",
+            [(CLUSTER_SET_LABEL, CLUSTER_SET), (GEO_LABEL, "US")],
+        )
         .start()
         .await?;
     let result = async {
@@ -73,22 +91,36 @@ async fn manifest_work_is_applied_on_its_spoke(fleet: &Fleet) -> Result<(), Erro
     .await?;
 
     let on_spoke = Api::<ConfigMap>::namespaced(fleet.spoke("spoke-1").client(), "default");
-    let config_map = eventually("the ConfigMap to reach spoke-1", DEFAULT_PATIENCE, || async {
-        Ok(on_spoke.get_opt("hello-from-hub").await?)
-    })
+    let config_map = eventually(
+        "the ConfigMap to reach spoke-1",
+        DEFAULT_PATIENCE,
+        || async { Ok(on_spoke.get_opt("hello-from-hub").await?) },
+    )
     .await?;
-    assert_eq!(config_map.data.unwrap_or_default().get("greeting").map(String::as_str), Some("hello"));
+    assert_eq!(
+        config_map
+            .data
+            .unwrap_or_default()
+            .get("greeting")
+            .map(String::as_str),
+        Some("hello")
+    );
 
-    let works = Api::<DynamicObject>::namespaced_with(hub, "spoke-1", &OcmDynamicApis::manifest_work());
-    eventually("the ManifestWork to report Applied", DEFAULT_PATIENCE, || async {
-        let work = works.get("hello").await?;
-        let applied = work.data["status"]["conditions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|condition| condition["type"] == "Applied" && condition["status"] == "True");
-        Ok(applied.then_some(()))
-    })
+    let works =
+        Api::<DynamicObject>::namespaced_with(hub, "spoke-1", &OcmDynamicApis::manifest_work());
+    eventually(
+        "the ManifestWork to report Applied",
+        DEFAULT_PATIENCE,
+        || async {
+            let work = works.get("hello").await?;
+            let applied = work.data["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|condition| condition["type"] == "Applied" && condition["status"] == "True");
+            Ok(applied.then_some(()))
+        },
+    )
     .await?;
 
     // The work was addressed to spoke-1's namespace only.
@@ -143,22 +175,39 @@ async fn placement_decides_the_right_clusters(fleet: &Fleet) -> Result<(), Error
         .await?;
     }
 
-    let decisions =
-        Api::<DynamicObject>::namespaced_with(hub, namespace, &OcmDynamicApis::placement_decision());
-    for (placement, expected) in [("everywhere", vec!["spoke-1", "spoke-2"]), ("ireland", vec!["spoke-1"])] {
+    let decisions = Api::<DynamicObject>::namespaced_with(
+        hub,
+        namespace,
+        &OcmDynamicApis::placement_decision(),
+    );
+    for (placement, expected) in [
+        ("everywhere", vec!["spoke-1", "spoke-2"]),
+        ("ireland", vec!["spoke-1"]),
+    ] {
         let expected: BTreeSet<String> = expected.into_iter().map(String::from).collect();
-        let decided = eventually(&format!("PlacementDecisions for {placement}"), DEFAULT_PATIENCE, || async {
-            let selector = format!("{PLACEMENT_LABEL}={placement}");
-            let list = decisions.list(&ListParams::default().labels(&selector)).await?;
-            let clusters: BTreeSet<String> = list
-                .items
-                .iter()
-                .flat_map(|decision| decision.data["status"]["decisions"].as_array().cloned().unwrap_or_default())
-                .filter_map(|decision| decision["clusterName"].as_str().map(String::from))
-                .filter(|name| !name.is_empty())
-                .collect();
-            Ok((clusters == expected).then_some(clusters))
-        })
+        let decided = eventually(
+            &format!("PlacementDecisions for {placement}"),
+            DEFAULT_PATIENCE,
+            || async {
+                let selector = format!("{PLACEMENT_LABEL}={placement}");
+                let list = decisions
+                    .list(&ListParams::default().labels(&selector))
+                    .await?;
+                let clusters: BTreeSet<String> = list
+                    .items
+                    .iter()
+                    .flat_map(|decision| {
+                        decision.data["status"]["decisions"]
+                            .as_array()
+                            .cloned()
+                            .unwrap_or_default()
+                    })
+                    .filter_map(|decision| decision["clusterName"].as_str().map(String::from))
+                    .filter(|name| !name.is_empty())
+                    .collect();
+                Ok((clusters == expected).then_some(clusters))
+            },
+        )
         .await?;
         assert_eq!(decided, expected);
     }

@@ -42,7 +42,9 @@ impl Cli {
     }
 
     pub fn run(self) -> anyhow::Result<()> {
-        tracing_subscriber::fmt().with_env_filter(self.log.as_str()).init();
+        tracing_subscriber::fmt()
+            .with_env_filter(self.log.as_str())
+            .init();
         match self.command {
             Command::Run(args) => {
                 // The controllers are the subject of later issues. Until they land the command

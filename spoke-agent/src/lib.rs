@@ -46,7 +46,9 @@ impl Cli {
     }
 
     pub fn run(self) -> anyhow::Result<()> {
-        tracing_subscriber::fmt().with_env_filter(self.log.as_str()).init();
+        tracing_subscriber::fmt()
+            .with_env_filter(self.log.as_str())
+            .init();
         match self.command {
             Command::Run(args) => {
                 // Reporting, probing and scheduling are the subject of later issues; until they

@@ -1,0 +1,34 @@
+# Meridian: `make demo` runs it, `make test` tests it. Both install what is missing first.
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+CARGO ?= cargo
+
+# The test bed's per-version cache directory (outside the checkout; see e2e/testbed/build.sh).
+export MERIDIAN_TESTBED_DIR := $(shell bash e2e/testbed/build.sh --print-dir)
+
+.PHONY: help toolchain testbed test lint fmt demo clean-testbed
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+toolchain: ## Check the toolchains the build needs (Go, Rust with rustfmt and clippy, setpriv)
+	@bash scripts/check-toolchain.sh
+
+testbed: toolchain ## Build kube-apiserver, etcd, kubectl, OCM agents and gather upstream CRDs (cached)
+	@bash e2e/testbed/build.sh >/dev/null
+
+lint: toolchain ## rustfmt and clippy, warnings are errors
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+
+test: testbed lint ## Install what is missing, then run every test
+	$(CARGO) test --workspace --all-targets --locked
+
+fmt: ## Format the Rust code
+	$(CARGO) fmt --all
+
+demo: testbed ## Start a hub and two spokes with all CRDs and OCM; Ctrl-C stops
+	$(CARGO) run --quiet --locked -p meridian-e2e --bin meridian-testbed -- demo
+
+clean-testbed: ## Delete this version's test-bed cache (the next build starts cold)
+	rm -rf "$(MERIDIAN_TESTBED_DIR)"
