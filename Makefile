@@ -6,7 +6,7 @@ CARGO ?= cargo
 # The test bed's per-version cache directory (outside the checkout; see e2e/testbed/build.sh).
 export MERIDIAN_TESTBED_DIR := $(shell bash e2e/testbed/build.sh --print-dir)
 
-.PHONY: help toolchain testbed test lint fmt demo clean-testbed
+.PHONY: help toolchain testbed test lint fmt demo bench-testbed clean-testbed
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -29,6 +29,9 @@ fmt: ## Format the Rust code
 
 demo: testbed ## Start a hub and two spokes with all CRDs and OCM; Ctrl-C stops
 	$(CARGO) run --quiet --locked -p meridian-e2e --bin meridian-testbed -- demo
+
+bench-testbed: testbed ## Time one control plane's start, three at once, and one's memory
+	$(CARGO) run --quiet --locked --release -p meridian-e2e --bin meridian-testbed -- measure
 
 clean-testbed: ## Delete this version's test-bed cache (the next build starts cold)
 	rm -rf "$(MERIDIAN_TESTBED_DIR)"

@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 
-use crate::Fleet;
+use crate::{ControlPlane, Fleet, TestBedAssets};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -35,6 +35,15 @@ pub enum Command {
         #[arg(long, value_delimiter = ',', default_value = "spoke-1,spoke-2")]
         spokes: Vec<String>,
     },
+    /// Time the start of one control plane and of several at once, and one's resident memory.
+    Measure {
+        /// How many control planes to start at once in the second measurement.
+        #[arg(long, default_value_t = 3)]
+        at_once: usize,
+        /// Repetitions of each measurement; the median is printed.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+    },
 }
 
 impl Cli {
@@ -54,6 +63,7 @@ impl Cli {
             .build()?;
         match self.command {
             Command::Demo { spokes } => runtime.block_on(demo(spokes)),
+            Command::Measure { at_once, rounds } => runtime.block_on(measure(at_once, rounds)),
         }
     }
 }
@@ -83,4 +93,41 @@ async fn demo(spokes: Vec<String>) -> anyhow::Result<()> {
     println!("Stopping the test bed.");
     drop(fleet);
     Ok(())
+}
+
+async fn measure(at_once: usize, rounds: usize) -> anyhow::Result<()> {
+    let assets = TestBedAssets::locate()?;
+    let names: Vec<String> = (1..=at_once).map(|i| format!("measure-{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let (mut one, mut many, mut memory) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds.max(1) {
+        let started = Instant::now();
+        let single = ControlPlane::start("measure", &assets).await?;
+        one.push(started.elapsed().as_secs_f64());
+        memory.push(single.resident_memory_bytes() as f64 / (1024.0 * 1024.0));
+        drop(single);
+
+        let started = Instant::now();
+        let several = ControlPlane::start_many(&names, &assets).await?;
+        many.push(started.elapsed().as_secs_f64());
+        drop(several);
+    }
+    println!(
+        "one control plane ready (etcd + kube-apiserver, /readyz ok): {:.2} s median",
+        median(&mut one)
+    );
+    println!(
+        "{at_once} control planes at once, all ready: {:.2} s median",
+        median(&mut many)
+    );
+    println!(
+        "resident memory of one control plane just after ready: {:.0} MiB median",
+        median(&mut memory)
+    );
+    Ok(())
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
 }

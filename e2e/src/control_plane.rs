@@ -56,17 +56,23 @@ struct Launched {
 impl ControlPlane {
     /// Starts one control plane and waits until it serves.
     pub async fn start(name: &str, assets: &TestBedAssets) -> Result<Self, Error> {
-        launch(name, assets)?.wait_ready().await
+        // A free port can be taken by another process between being picked and being bound;
+        // such a start is retried on fresh ports.
+        const ATTEMPTS: usize = 3;
+        for attempt in 1.. {
+            match launch(name, assets)?.wait_ready().await {
+                Err(error) if attempt < ATTEMPTS && is_port_clash(&error) => {
+                    tracing::warn!(%name, attempt, "a port was taken before it was bound; retrying");
+                }
+                result => return result,
+            }
+        }
+        unreachable!("the last attempt returns")
     }
 
-    /// Starts several control planes at once: every process is started first, then all are
-    /// awaited together, so N control planes take about as long as the slowest one.
+    /// Starts several control planes at once; N take about as long as the slowest one.
     pub async fn start_many(names: &[&str], assets: &TestBedAssets) -> Result<Vec<Self>, Error> {
-        let launched = names
-            .iter()
-            .map(|name| launch(name, assets))
-            .collect::<Result<Vec<_>, _>>()?;
-        futures::future::try_join_all(launched.into_iter().map(Launched::wait_ready)).await
+        futures::future::try_join_all(names.iter().map(|name| Self::start(name, assets))).await
     }
 
     pub fn name(&self) -> &str {
@@ -291,6 +297,10 @@ contexts:
 current-context: {name}
 "
     )
+}
+
+fn is_port_clash(error: &Error) -> bool {
+    matches!(error, Error::ExitedEarly { log_tail, .. } if log_tail.contains("address already in use"))
 }
 
 fn resident_memory_of(pid: u32) -> Option<u64> {
