@@ -31,7 +31,7 @@ demo: testbed ## Start a hub and two spokes with all CRDs and OCM; Ctrl-C stops
 	$(CARGO) run --quiet --locked -p meridian-e2e --bin meridian-testbed -- demo
 
 bench-testbed: testbed ## Time one control plane's start, three at once, and one's memory
-	$(CARGO) run --quiet --locked --release -p meridian-e2e --bin meridian-testbed -- measure
+	$(CARGO) run --quiet --locked -p meridian-e2e --bin meridian-testbed -- measure
 
 clean-testbed: ## Delete this version's test-bed cache (the next build starts cold)
 	rm -rf "$(MERIDIAN_TESTBED_DIR)"

@@ -46,6 +46,7 @@ fn spawn_helper(mode: &str, pids_file: &Path) -> Child {
         ])
         .env(MODE_ENV, mode)
         .env(PIDS_ENV, pids_file)
+        .env("RUST_BACKTRACE", "0")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
