@@ -35,7 +35,9 @@ async fn fleet_in_child_process() -> Result<(), Error> {
     }
 }
 
-fn spawn_helper(mode: &str, pids_file: &Path) -> Child {
+/// Starts the helper with its temporary files under `dir`, which this test owns and deletes:
+/// a killed helper cannot delete its control planes' directories itself.
+fn spawn_helper(mode: &str, dir: &Path) -> Child {
     Command::new(std::env::current_exe().expect("test binary path"))
         .args([
             "--ignored",
@@ -45,7 +47,8 @@ fn spawn_helper(mode: &str, pids_file: &Path) -> Child {
             "--test-threads=1",
         ])
         .env(MODE_ENV, mode)
-        .env(PIDS_ENV, pids_file)
+        .env(PIDS_ENV, dir.join("pids"))
+        .env("TMPDIR", dir)
         .env("RUST_BACKTRACE", "0")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
@@ -88,7 +91,7 @@ async fn all_gone(pids: &[u32]) -> Result<(), Error> {
 async fn nothing_outlives_a_panicking_test() -> Result<(), Error> {
     let dir = tempfile::tempdir().expect("temp dir");
     let pids_file = dir.path().join("pids");
-    let status = spawn_helper("panic", &pids_file)
+    let status = spawn_helper("panic", dir.path())
         .wait()
         .expect("helper ran");
     assert!(!status.success(), "the helper test panicked");
@@ -103,7 +106,7 @@ async fn nothing_outlives_a_panicking_test() -> Result<(), Error> {
 async fn nothing_outlives_a_killed_test() -> Result<(), Error> {
     let dir = tempfile::tempdir().expect("temp dir");
     let pids_file = dir.path().join("pids");
-    let mut helper = spawn_helper("wait", &pids_file);
+    let mut helper = spawn_helper("wait", dir.path());
     eventually(
         "the helper's fleet to start",
         Duration::from_secs(180),
