@@ -6,7 +6,7 @@ CARGO ?= cargo
 # The test bed's per-version cache directory (outside the checkout; see e2e/testbed/build.sh).
 export MERIDIAN_TESTBED_DIR := $(shell bash e2e/testbed/build.sh --print-dir)
 
-.PHONY: help toolchain testbed test lint fmt demo bench-testbed clean-testbed
+.PHONY: help toolchain testbed test lint fmt crds demo bench-testbed clean-testbed
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -26,6 +26,9 @@ test: testbed lint ## Install what is missing, then run every test
 
 fmt: ## Format the Rust code
 	$(CARGO) fmt --all
+
+crds: ## Regenerate crds/ from the meridian-api types (a test fails when it is stale)
+	$(CARGO) run --quiet --locked -p meridian-api --bin crdgen -- --out-dir crds
 
 demo: testbed ## Start a hub and two spokes with all CRDs and OCM; Ctrl-C stops
 	$(CARGO) run --quiet --locked -p meridian-e2e --bin meridian-testbed -- demo

@@ -1,0 +1,220 @@
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use super::HealthCheck;
+
+/// DNS load balancing for the listeners of one Gateway: how the hostname's record tree is
+/// shaped (simple, or weighted and GEO load balanced) and how its endpoints are health checked.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "kuadrant.io",
+    version = "v1alpha1",
+    kind = "DNSPolicy",
+    doc = "DNS load balancing (simple, weighted, GEO) and health checks for the listeners of one Gateway.",
+    plural = "dnspolicies",
+    namespaced,
+    status = "DNSPolicyStatus",
+    shortname = "dnspol",
+    category = "meridian",
+    printcolumn(name = "Target", type_ = "string", json_path = ".spec.targetRef.name"),
+    printcolumn(
+        name = "Strategy",
+        type_ = "string",
+        json_path = ".spec.routingStrategy"
+    ),
+    printcolumn(
+        name = "Accepted",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Accepted\")].status"
+    ),
+    printcolumn(
+        name = "Enforced",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Enforced\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct DNSPolicySpec {
+    /// The Gateway this policy applies to, in the policy's namespace.
+    pub target_ref: PolicyTargetReference,
+
+    /// `loadbalanced` (the default) builds the weighted/GEO record tree; `simple` publishes one
+    /// A record (or CNAME) per host holding every cluster's addresses.
+    #[serde(default)]
+    pub routing_strategy: RoutingStrategy,
+
+    /// Weights and GEO routing of the `loadbalanced` strategy.
+    #[serde(default)]
+    pub load_balancing: LoadBalancing,
+
+    /// Health checks for every endpoint of the record tree; unhealthy endpoints leave DNS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check: Option<HealthCheck>,
+}
+
+/// The object a policy attaches to. Only Gateway API Gateways are supported.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("self.group == 'gateway.networking.k8s.io' && self.kind == 'Gateway'").message("targetRef must reference a Gateway (group gateway.networking.k8s.io, kind Gateway)"))]
+pub struct PolicyTargetReference {
+    /// API group of the target; defaults to `gateway.networking.k8s.io`.
+    #[serde(default = "default_target_group")]
+    pub group: String,
+    /// Kind of the target; defaults to `Gateway`.
+    #[serde(default = "default_target_kind")]
+    pub kind: String,
+    /// Name of the Gateway.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Namespace of the Gateway; when set it must be the policy's own namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Restricts the policy to one listener. Not supported yet: the policy covers every listener.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub section_name: Option<String>,
+}
+
+fn default_target_group() -> String {
+    "gateway.networking.k8s.io".to_string()
+}
+fn default_target_kind() -> String {
+    "Gateway".to_string()
+}
+
+/// The shape of the published record tree.
+#[derive(
+    Serialize, Deserialize, schemars::JsonSchema, Clone, Copy, Debug, Default, PartialEq, Eq, Hash,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum RoutingStrategy {
+    /// One record per host with every cluster's addresses.
+    Simple,
+    /// Load-balancer CNAME → GEO CNAMEs → weighted cluster records → A/AAAA records.
+    #[default]
+    Loadbalanced,
+}
+
+/// Weighted and GEO load balancing.
+#[derive(Serialize, Deserialize, schemars::JsonSchema, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadBalancing {
+    /// Weights of the cluster records (the seeds' `weighted`).
+    #[serde(default)]
+    pub weighted: WeightedLoadBalancing,
+
+    /// GEO routing (the seeds' `GEO`); absent means every cluster is in the `default` geo.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub geo: Option<GeoLoadBalancing>,
+}
+
+/// Weights of cluster records.
+#[derive(Serialize, Deserialize, schemars::JsonSchema, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct WeightedLoadBalancing {
+    /// Weight of a cluster no custom entry matches (the seeds' `weighted.default`).
+    #[serde(default = "default_weight")]
+    #[schemars(range(min = 0))]
+    pub default_weight: i64,
+
+    /// Custom weights; the first entry matching a cluster's ManagedCluster labels wins.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub custom: Vec<CustomWeight>,
+}
+
+impl Default for WeightedLoadBalancing {
+    fn default() -> Self {
+        WeightedLoadBalancing {
+            default_weight: default_weight(),
+            custom: Vec::new(),
+        }
+    }
+}
+
+/// The default weight of a cluster record.
+pub const DEFAULT_WEIGHT: i64 = 120;
+
+fn default_weight() -> i64 {
+    DEFAULT_WEIGHT
+}
+
+/// A weight for the clusters that match either a label selector or the seeds' shorthand
+/// `{attribute?, value}`, which means the label `kuadrant.io/lb-attribute-<attribute>: <value>`
+/// (`attribute` defaults to `custom-weight`).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("has(self.selector) != has(self.value)").message("each custom weight needs exactly one of value and selector"),
+    validation = Rule::new("!has(self.attribute) || has(self.value)").message("custom weight attribute is only allowed together with value")
+)]
+pub struct CustomWeight {
+    /// Matches ManagedCluster labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+
+    /// Shorthand: the attribute name, i.e. the label `kuadrant.io/lb-attribute-<attribute>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+    )]
+    pub attribute: Option<String>,
+
+    /// Shorthand: the label value to match (`AWS`, `Azure`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 63))]
+    pub value: Option<String>,
+
+    /// The weight of matching clusters' records (≥ 0).
+    #[schemars(range(min = 0))]
+    pub weight: i64,
+}
+
+impl CustomWeight {
+    /// The label selector this entry stands for, expanding the `{attribute, value}` shorthand;
+    /// `None` for an entry with neither form, which the schema rejects.
+    pub fn effective_selector(&self) -> Option<LabelSelector> {
+        match (&self.selector, &self.value) {
+            (Some(selector), _) => Some(selector.clone()),
+            (None, Some(value)) => Some(LabelSelector {
+                match_labels: Some(
+                    [(
+                        crate::labels::lb_attribute_label(self.attribute.as_deref()),
+                        value.clone(),
+                    )]
+                    .into(),
+                ),
+                match_expressions: None,
+            }),
+            (None, None) => None,
+        }
+    }
+}
+
+/// GEO routing.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct GeoLoadBalancing {
+    /// The geo whose clusters also answer clients from unknown locations (the seeds'
+    /// `GEO.default`): an ISO-3166 alpha-2 country code or a continent `GEO-AF|AN|AS|EU|NA|OC|SA`.
+    #[x_kube(validation = Rule::new(crate::geo::geo_code_cel()).message("geo.defaultGeo must be an ISO-3166 alpha-2 country code (e.g. IE, US) or a continent GEO-AF, GEO-AN, GEO-AS, GEO-EU, GEO-NA, GEO-OC or GEO-SA"))]
+    pub default_geo: String,
+}
+
+/// Observed state of a DNSPolicy.
+#[derive(Serialize, Deserialize, schemars::JsonSchema, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DNSPolicyStatus {
+    /// `Accepted` (reasons Accepted, Conflicted, Invalid, TargetNotFound) and `Enforced`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The generation the conditions describe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}

@@ -1,0 +1,43 @@
+//! Labels and annotations Meridian reads or writes.
+
+/// ManagedCluster label holding the cluster's geo code (`IE`, `US`, or a continent `GEO-EU`).
+pub const GEO_CODE_LABEL: &str = "kuadrant.io/lb-attribute-geo-code";
+
+/// Prefix of the ManagedCluster labels a custom weight's `{attribute, value}` shorthand matches:
+/// `kuadrant.io/lb-attribute-<attribute>: <value>`.
+pub const LB_ATTRIBUTE_LABEL_PREFIX: &str = "kuadrant.io/lb-attribute-";
+
+/// The attribute a custom weight entry means when it names none.
+pub const DEFAULT_WEIGHT_ATTRIBUTE: &str = "custom-weight";
+
+/// Label on a hub Gateway naming the OCM Placement that decides its clusters, and on each
+/// PlacementDecision naming the Placement it belongs to.
+pub const PLACEMENT_LABEL: &str = "cluster.open-cluster-management.io/placement";
+
+/// Label that makes a ManagedCluster a member of a ManagedClusterSet.
+pub const CLUSTER_SET_LABEL: &str = "cluster.open-cluster-management.io/clusterset";
+
+/// The label key a custom weight's `{attribute, value}` shorthand stands for.
+pub fn lb_attribute_label(attribute: Option<&str>) -> String {
+    format!(
+        "{LB_ATTRIBUTE_LABEL_PREFIX}{}",
+        attribute.unwrap_or(DEFAULT_WEIGHT_ATTRIBUTE)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shorthand_attribute_maps_to_its_label() {
+        assert_eq!(
+            lb_attribute_label(None),
+            "kuadrant.io/lb-attribute-custom-weight"
+        );
+        assert_eq!(
+            lb_attribute_label(Some("cloud")),
+            "kuadrant.io/lb-attribute-cloud"
+        );
+    }
+}

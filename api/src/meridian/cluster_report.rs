@@ -1,0 +1,132 @@
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use serde::{Deserialize, Serialize};
+
+/// What a spoke agent tells the hub about its cluster, written into the cluster's own namespace
+/// on the hub (the only place the agent may write there): its cluster ID, every downstream
+/// Gateway's addresses and listeners, its router shards, and its health-probe results.
+#[derive(CustomResource, Serialize, Deserialize, schemars::JsonSchema, Clone, Debug, PartialEq)]
+#[kube(
+    group = "meridian.dev",
+    version = "v1alpha1",
+    kind = "ClusterReport",
+    doc = "What a spoke agent reports to the hub: cluster ID, gateway addresses and listeners, router shards, probe results.",
+    namespaced,
+    status = "ClusterReportStatus",
+    shortname = "creport",
+    category = "meridian",
+    printcolumn(name = "Cluster ID", type_ = "string", json_path = ".spec.clusterID"),
+    printcolumn(
+        name = "Gateways",
+        type_ = "string",
+        json_path = ".spec.gateways[*].name"
+    ),
+    printcolumn(name = "Reported", type_ = "date", json_path = ".spec.reportedAt"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterReportSpec {
+    /// UID of the cluster's `kube-system` namespace.
+    #[serde(rename = "clusterID")]
+    #[schemars(length(min = 1, max = 128))]
+    pub cluster_id: String,
+    /// When the agent last wrote the report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_at: Option<Time>,
+    /// The downstream Gateways on the cluster.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 1000))]
+    pub gateways: Vec<GatewayReport>,
+    /// The cluster's router shards.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    pub router_shards: Vec<RouterShardReport>,
+    /// Results of the health probes this cluster runs (its vantage point).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 10000))]
+    pub probes: Vec<ProbeReport>,
+}
+
+/// One downstream Gateway.
+#[derive(Serialize, Deserialize, schemars::JsonSchema, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayReport {
+    pub name: String,
+    pub namespace: String,
+    /// The Gateway's `status.addresses`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<ReportedAddress>,
+    /// Per listener: its host and how many routes are attached.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listeners: Vec<ListenerReport>,
+}
+
+/// An address as Gateway API writes it: `IPAddress` or `Hostname`.
+#[derive(
+    Serialize, Deserialize, schemars::JsonSchema, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash,
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportedAddress {
+    #[serde(rename = "type", default = "ip_address_type")]
+    pub type_: String,
+    pub value: String,
+}
+
+fn ip_address_type() -> String {
+    "IPAddress".to_string()
+}
+
+/// One listener of a downstream Gateway.
+#[derive(Serialize, Deserialize, schemars::JsonSchema, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerReport {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    #[serde(default)]
+    pub attached_routes: i32,
+}
+
+/// One router shard on the cluster.
+#[derive(Serialize, Deserialize, schemars::JsonSchema, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RouterShardReport {
+    /// The Router's name.
+    pub name: String,
+    /// The shard's public DNS suffix.
+    pub dns: String,
+    /// Addresses of the shard's routers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<String>,
+}
+
+/// This cluster's latest result for one DNSHealthCheckProbe.
+#[derive(Serialize, Deserialize, schemars::JsonSchema, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ProbeReport {
+    /// Namespace of the DNSHealthCheckProbe on the hub.
+    pub namespace: String,
+    /// Name of the DNSHealthCheckProbe on the hub.
+    pub name: String,
+    pub healthy: bool,
+    #[serde(default)]
+    pub consecutive_failures: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_checked_at: Option<Time>,
+}
+
+/// The hub's view of a report.
+#[derive(Serialize, Deserialize, schemars::JsonSchema, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterReportStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}

@@ -1,0 +1,128 @@
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use serde::{Deserialize, Serialize};
+
+use super::Extra;
+
+/// The GatewayClass whose hub Gateways Meridian turns into one Gateway per placed cluster.
+pub const MULTI_CLUSTER_GATEWAY_CLASS: &str = "kuadrant-multi-cluster-gateway-instance-per-cluster";
+
+/// `gateway.networking.k8s.io/v1` Gateway. Meridian reads listeners and addresses, and copies
+/// hub Gateways to spokes, so every level keeps the fields it does not model.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "gateway.networking.k8s.io",
+    version = "v1",
+    kind = "Gateway",
+    namespaced,
+    status = "GatewayStatus",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewaySpec {
+    pub gateway_class_name: String,
+    #[serde(default)]
+    pub listeners: Vec<Listener>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Listener {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    pub port: i32,
+    pub protocol: String,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<GatewayStatusAddress>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listeners: Vec<ListenerStatus>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct GatewayStatusAddress {
+    /// `IPAddress` (the default) or `Hostname`.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
+    pub value: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerStatus {
+    pub name: String,
+    #[serde(default)]
+    pub attached_routes: i32,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `gateway.networking.k8s.io/v1` GatewayClass; `parametersRef` names the downstream class.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "gateway.networking.k8s.io",
+    version = "v1",
+    kind = "GatewayClass",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayClassSpec {
+    pub controller_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters_ref: Option<ParametersReference>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct ParametersReference {
+    pub group: String,
+    pub kind: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+/// `gateway.networking.k8s.io/v1` HTTPRoute: its hostnames and the Gateways it attaches to.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "gateway.networking.k8s.io",
+    version = "v1",
+    kind = "HTTPRoute",
+    namespaced,
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct HTTPRouteSpec {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parent_refs: Vec<ParentReference>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hostnames: Vec<String>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ParentReference {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub section_name: Option<String>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}

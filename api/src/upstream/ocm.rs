@@ -1,0 +1,170 @@
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use serde::{Deserialize, Serialize};
+
+use super::Extra;
+
+/// `cluster.open-cluster-management.io/v1` ManagedCluster: a spoke as the hub knows it. Its
+/// labels carry Meridian's cluster attributes (geo code, custom-weight class).
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "cluster.open-cluster-management.io",
+    version = "v1",
+    kind = "ManagedCluster",
+    status = "ManagedClusterStatus",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedClusterSpec {
+    #[serde(default)]
+    pub hub_accepts_client: bool,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedClusterStatus {
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `cluster.open-cluster-management.io/v1beta1` Placement. Meridian only needs its identity:
+/// the decisions are read from PlacementDecisions.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "cluster.open-cluster-management.io",
+    version = "v1beta1",
+    kind = "Placement",
+    namespaced,
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementSpec {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_sets: Vec<String>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `cluster.open-cluster-management.io/v1beta1` PlacementDecision: up to 100 of a Placement's
+/// chosen clusters, labelled `cluster.open-cluster-management.io/placement=<placement>`.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "cluster.open-cluster-management.io",
+    version = "v1beta1",
+    kind = "PlacementDecision",
+    namespaced,
+    status = "PlacementDecisionStatus",
+    schema = "disabled"
+)]
+pub struct PlacementDecisionSpec {
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct PlacementDecisionStatus {
+    #[serde(default)]
+    pub decisions: Vec<ClusterDecision>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterDecision {
+    #[serde(default)]
+    pub cluster_name: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// `work.open-cluster-management.io/v1` ManifestWork: objects the hub asks a spoke's work agent
+/// to apply, placed in the cluster's namespace on the hub.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "work.open-cluster-management.io",
+    version = "v1",
+    kind = "ManifestWork",
+    namespaced,
+    status = "ManifestWorkStatus",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestWorkSpec {
+    #[serde(default)]
+    pub workload: ManifestsTemplate,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct ManifestsTemplate {
+    /// Whole Kubernetes objects, applied on the spoke as written.
+    #[serde(default)]
+    pub manifests: Vec<serde_json::Value>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestWorkStatus {
+    /// `Applied`, `Available`, `Degraded`, as the work agent reports them.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `addon.open-cluster-management.io/v1alpha1` ClusterManagementAddOn: registers the Meridian
+/// agent as an OCM addon on the hub.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "addon.open-cluster-management.io",
+    version = "v1alpha1",
+    kind = "ClusterManagementAddOn",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterManagementAddOnSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub add_on_meta: Option<AddOnMeta>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct AddOnMeta {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// `addon.open-cluster-management.io/v1alpha1` ManagedClusterAddOn: the addon enabled on one
+/// cluster, in that cluster's namespace on the hub.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "addon.open-cluster-management.io",
+    version = "v1alpha1",
+    kind = "ManagedClusterAddOn",
+    namespaced,
+    status = "ManagedClusterAddOnStatus",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedClusterAddOnSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_namespace: Option<String>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct ManagedClusterAddOnStatus {
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
