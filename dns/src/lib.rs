@@ -1,6 +1,16 @@
 //! Meridian's DNS engine. It knows records, zones, owners and health, and nothing about
 //! Kubernetes: the hub and the spoke agent translate their objects into its types.
 //!
-//! The engine arrives with the record-tree issue; this crate exists now so the workspace has
-//! its final shape and the dependency direction (hub → dns, agent → dns, never dns → kube) is
-//! fixed from the start.
+//! - [`tree`] builds the record tree of one host from a policy and the clusters serving it;
+//!   [`tree::RecordTree::prune`] removes unhealthy leaves from it;
+//! - [`plan`] turns one owner's desired records, the zone and what the owner published before
+//!   into a change set, with external-dns-compatible ownership records;
+//! - [`provider`] is the interface to DNS providers, with a strict in-memory one.
+
+pub mod model;
+pub mod plan;
+pub mod provider;
+pub mod shortcode;
+pub mod tree;
+
+pub use model::{Endpoint, RecordKey, RecordType};

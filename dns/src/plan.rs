@@ -1,0 +1,402 @@
+//! The plan: one owner's desired records + the zone + what the owner published before → a
+//! change batch, with external-dns-compatible ownership.
+//!
+//! Every record an owner publishes is paired with a TXT record
+//! `kuadrant-<shortcode8(owner)>-<type>-<name>` holding
+//! `heritage=external-dns,external-dns/owner=<owner>,external-dns/version=1` (same set
+//! identifier and routing properties as the record, so providers with routing policies can store
+//! it). Rules:
+//! - several owners may publish one record: multi-value targets are unioned, and a record is
+//!   deleted only by its last owner;
+//! - records of other owners, and records nobody owns, are never changed;
+//! - a record-type change on a shared name, and a CNAME inside the root host pointing at
+//!   nothing, are refused;
+//! - value conflicts between owners (single CNAME target such as the catch-all, TTL, routing
+//!   properties) are reported, and the value already published stays.
+//!
+//! A refused or conflicting record is left out of the batch; everything else still goes ahead.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use crate::model::{Endpoint, RecordKey, RecordType, is_at_or_below};
+use crate::provider::{Changes, Update, ZoneRecords};
+use crate::shortcode::shortcode;
+
+const REGISTRY_PREFIX: &str = "kuadrant-";
+const HERITAGE: &str = "heritage=external-dns";
+
+/// Name of the ownership TXT record of `owner`'s record `record_type` at `dns_name`.
+pub fn ownership_txt_name(owner: &str, record_type: RecordType, dns_name: &str) -> String {
+    format!(
+        "{REGISTRY_PREFIX}{}-{}-{dns_name}",
+        shortcode(owner, 8),
+        record_type.as_str().to_ascii_lowercase()
+    )
+}
+
+/// Value of `owner`'s ownership TXT records.
+pub fn ownership_txt_value(owner: &str) -> String {
+    format!("{HERITAGE},external-dns/owner={owner},external-dns/version=1")
+}
+
+/// The ownership TXT record for `owner`'s `record`.
+pub fn ownership_record(owner: &str, record: &Endpoint) -> Endpoint {
+    let mut txt = Endpoint::new(
+        ownership_txt_name(owner, record.record_type, &record.dns_name),
+        RecordType::Txt,
+        [ownership_txt_value(owner)],
+        record.record_ttl,
+    );
+    txt.set_identifier = record.set_identifier.clone();
+    txt.provider_specific = record.provider_specific.clone();
+    txt
+}
+
+/// The record an ownership TXT record vouches for, and its owner.
+fn parse_ownership(txt: &Endpoint) -> Option<(RecordKey, String)> {
+    if txt.record_type != RecordType::Txt {
+        return None;
+    }
+    let rest = txt.dns_name.strip_prefix(REGISTRY_PREFIX)?;
+    let (code, rest) = rest.split_at_checked(8)?;
+    let (type_name, dns_name) = rest.strip_prefix('-')?.split_once('-')?;
+    let owner = txt.targets.iter().find_map(|value| {
+        let value = value.trim_matches('"');
+        if !value.starts_with(HERITAGE) {
+            return None;
+        }
+        value.split(',').find_map(|part| part.strip_prefix("external-dns/owner=")).map(str::to_string)
+    })?;
+    let record_type = [
+        RecordType::A,
+        RecordType::Aaaa,
+        RecordType::Cname,
+        RecordType::Txt,
+        RecordType::Ns,
+        RecordType::Srv,
+        RecordType::Mx,
+        RecordType::Caa,
+    ]
+    .into_iter()
+    .find(|t| t.as_str().eq_ignore_ascii_case(type_name))?;
+    (shortcode(&owner, 8) == code).then(|| {
+        let key = RecordKey { dns_name: dns_name.to_string(), record_type, set_identifier: txt.set_identifier.clone() };
+        (key, owner)
+    })
+}
+
+/// The zone split into records and who owns each.
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    pub records: ZoneRecords,
+    /// Ownership TXT records, by the key of the record they vouch for, then owner.
+    pub ownership: BTreeMap<RecordKey, BTreeMap<String, Endpoint>>,
+}
+
+impl Registry {
+    pub fn read(zone: &[Endpoint]) -> Self {
+        let mut registry = Registry::default();
+        for record in zone {
+            match parse_ownership(record) {
+                Some((key, owner)) => {
+                    registry.ownership.entry(key).or_default().insert(owner, record.clone());
+                }
+                None => {
+                    registry.records.insert(record.key(), record.clone());
+                }
+            }
+        }
+        registry
+    }
+
+    pub fn owners(&self, key: &RecordKey) -> BTreeSet<&str> {
+        self.ownership.get(key).map(|owners| owners.keys().map(String::as_str).collect()).unwrap_or_default()
+    }
+}
+
+/// What the plan needs to know.
+#[derive(Debug, Clone)]
+pub struct PlanInput<'a> {
+    /// Who is planning; its ownership TXT records are written with this ID.
+    pub owner: &'a str,
+    /// The host whose records these are; CNAMEs inside it must point at records.
+    pub root_host: &'a str,
+    /// The owner's desired records (all at or below the root host's base).
+    pub desired: &'a [Endpoint],
+    /// What this owner published before (its contribution to shared records). `None` when
+    /// unknown: then only records it owns alone count as wholly its own.
+    pub previous: Option<&'a [Endpoint]>,
+}
+
+/// A record left out of the batch, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Problem {
+    /// The record exists and no owner vouches for it: it is never changed.
+    Unowned(RecordKey),
+    /// Another owner's records of another type hold the name.
+    TypeConflict { key: RecordKey, existing: RecordType },
+    /// Owners disagree on a value; the published value stays.
+    ValueConflict { key: RecordKey, field: &'static str, published: String, desired: String },
+    /// The CNAME would point at a name with no record.
+    DanglingCname { key: RecordKey, target: String },
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::Unowned(key) => write!(f, "{key} exists and is not owned by Meridian; left unchanged"),
+            Problem::TypeConflict { key, existing } => {
+                write!(f, "{key} cannot be published: another owner holds {} records at {}", existing, key.dns_name)
+            }
+            Problem::ValueConflict { key, field, published, desired } => {
+                write!(f, "{key}: owners disagree on {field} (published {published}, this owner wants {desired}); keeping the published value")
+            }
+            Problem::DanglingCname { key, target } => write!(f, "{key} would point at {target}, which has no record; not published"),
+        }
+    }
+}
+
+/// A change batch and the records left out of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub changes: Changes,
+    pub problems: Vec<Problem>,
+}
+
+/// Plans `input.owner`'s records against `zone`.
+pub fn plan(input: &PlanInput<'_>, zone: &[Endpoint]) -> Plan {
+    let registry = Registry::read(zone);
+    let owner = input.owner;
+    let desired = merge_by_key(input.desired);
+    let previous = input.previous.map(merge_by_key);
+    let owned_before: BTreeSet<&RecordKey> =
+        registry.ownership.iter().filter(|(_, owners)| owners.contains_key(owner)).map(|(key, _)| key).collect();
+
+    let mut problems = Vec::new();
+    // The records this owner will publish (or leave) after the plan, by key: None = remove.
+    let mut next: BTreeMap<RecordKey, Option<Endpoint>> = BTreeMap::new();
+    // Keys whose ownership TXT this owner should hold afterwards.
+    let mut own_after: BTreeSet<RecordKey> = BTreeSet::new();
+
+    // Removals first: the records this owner owned and no longer wants.
+    for key in owned_before.iter().filter(|key| !desired.contains_key(**key)) {
+        let others = others(&registry, key, owner);
+        let Some(current) = registry.records.get(*key) else { continue };
+        if others.is_empty() {
+            next.insert((*key).clone(), None);
+        } else if current.record_type.is_multi_value() {
+            let mine = contribution(previous.as_ref(), key, current, &desired);
+            let remaining: Vec<String> = current.targets.iter().filter(|t| !mine.contains(*t)).cloned().collect();
+            if !remaining.is_empty() && remaining != current.targets {
+                next.insert((*key).clone(), Some(Endpoint { targets: remaining, ..current.clone() }));
+            }
+        }
+    }
+
+    for (key, want) in &desired {
+        let others = others(&registry, key, owner);
+        let current = registry.records.get(key);
+        match current {
+            None => {
+                if let Some(existing) = blocking_type(&registry, key, &next) {
+                    problems.push(Problem::TypeConflict { key: key.clone(), existing });
+                    continue;
+                }
+                next.insert(key.clone(), Some(want.clone()));
+                own_after.insert(key.clone());
+            }
+            // Nobody vouches for it: a hand-made record, or another tool's.
+            Some(_) if others.is_empty() && !owned_before.contains(key) => problems.push(Problem::Unowned(key.clone())),
+            Some(current) if others.is_empty() => {
+                if current != want {
+                    next.insert(key.clone(), Some(want.clone()));
+                }
+                own_after.insert(key.clone());
+            }
+            Some(current) => {
+                let merged = merge_shared(key, current, want, previous.as_ref(), &desired, &mut problems);
+                if let Some(merged) = merged {
+                    if &merged != current {
+                        next.insert(key.clone(), Some(merged));
+                    }
+                    own_after.insert(key.clone());
+                }
+            }
+        }
+    }
+
+    // Drop changes that would leave a CNAME inside the root host pointing at nothing, until
+    // what remains is consistent.
+    let base = input.root_host.strip_prefix("*.").unwrap_or(input.root_host).to_ascii_lowercase();
+    loop {
+        let result: BTreeSet<&str> = records_after(&registry, &next).map(|r| r.dns_name.as_str()).collect();
+        let dangling: Vec<(RecordKey, String)> = next
+            .iter()
+            .filter_map(|(key, record)| {
+                let record = record.as_ref()?;
+                let target = record.targets.first()?;
+                (record.record_type == RecordType::Cname && is_at_or_below(target, &base) && !result.contains(target.as_str()))
+                    .then(|| (key.clone(), target.clone()))
+            })
+            .collect();
+        // A removal that strands someone's CNAME is undone as well.
+        let stranding: Vec<RecordKey> = next
+            .iter()
+            .filter(|(key, record)| record.is_none() && !result.contains(key.dns_name.as_str()))
+            .filter(|(key, _)| {
+                records_after(&registry, &next)
+                    .any(|r| r.record_type == RecordType::Cname && r.targets.first() == Some(&key.dns_name))
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        if dangling.is_empty() && stranding.is_empty() {
+            break;
+        }
+        for (key, target) in dangling {
+            next.remove(&key);
+            own_after.remove(&key);
+            problems.push(Problem::DanglingCname { key, target });
+        }
+        for key in stranding {
+            next.remove(&key);
+            own_after.insert(key);
+        }
+    }
+
+    Plan { changes: to_changes(&registry, owner, &next, &own_after), problems }
+}
+
+fn others<'r>(registry: &'r Registry, key: &RecordKey, owner: &str) -> BTreeSet<&'r str> {
+    let mut owners = registry.owners(key);
+    owners.remove(owner);
+    owners
+}
+
+fn merge_by_key(endpoints: &[Endpoint]) -> BTreeMap<RecordKey, Endpoint> {
+    let mut merged: BTreeMap<RecordKey, Endpoint> = BTreeMap::new();
+    for endpoint in endpoints {
+        let mut endpoint = endpoint.clone();
+        endpoint.normalize();
+        merged
+            .entry(endpoint.key())
+            .and_modify(|existing| {
+                existing.targets.extend(endpoint.targets.iter().cloned());
+                existing.normalize();
+            })
+            .or_insert(endpoint);
+    }
+    merged
+}
+
+/// This owner's targets within a shared record: what it published before if known, else the
+/// targets it wants now (it cannot prove any others are its own).
+fn contribution(
+    previous: Option<&BTreeMap<RecordKey, Endpoint>>,
+    key: &RecordKey,
+    current: &Endpoint,
+    desired: &BTreeMap<RecordKey, Endpoint>,
+) -> BTreeSet<String> {
+    let known = previous.and_then(|p| p.get(key)).or_else(|| desired.get(key));
+    known
+        .map(|e| e.targets.iter().filter(|t| current.targets.contains(t)).cloned().collect())
+        .unwrap_or_default()
+}
+
+/// A shared record after this owner's contribution: targets unioned for multi-value records;
+/// single values, TTLs and routing properties must agree with what is published.
+fn merge_shared(
+    key: &RecordKey,
+    current: &Endpoint,
+    want: &Endpoint,
+    previous: Option<&BTreeMap<RecordKey, Endpoint>>,
+    desired: &BTreeMap<RecordKey, Endpoint>,
+    problems: &mut Vec<Problem>,
+) -> Option<Endpoint> {
+    let conflict = |field: &'static str, published: String, desired: String| Problem::ValueConflict {
+        key: key.clone(),
+        field,
+        published,
+        desired,
+    };
+    if current.record_ttl != want.record_ttl {
+        problems.push(conflict("TTL", current.record_ttl.to_string(), want.record_ttl.to_string()));
+    }
+    if current.provider_specific != want.provider_specific {
+        let show = |e: &Endpoint| e.provider_specific.iter().map(|p| format!("{}={}", p.name, p.value)).collect::<Vec<_>>().join(",");
+        problems.push(conflict("routing properties", show(current), show(want)));
+    }
+    if !current.record_type.is_multi_value() {
+        if current.targets != want.targets {
+            problems.push(conflict("target", current.targets.join(","), want.targets.join(",")));
+            return None;
+        }
+        return Some(current.clone());
+    }
+    // Union: drop what this owner contributed before and no longer wants, add what it wants.
+    let stale: BTreeSet<String> = contribution(previous, key, current, desired)
+        .into_iter()
+        .filter(|t| !want.targets.contains(t))
+        .collect();
+    let mut merged = current.clone();
+    merged.targets.retain(|t| !stale.contains(t));
+    merged.targets.extend(want.targets.iter().cloned());
+    merged.normalize();
+    Some(merged)
+}
+
+/// A record of another type at `key`'s name that stops this owner from creating `key`: any
+/// other record beside a CNAME, or a CNAME beside anything, unless this plan removes it (a type
+/// change of records the owner held alone).
+fn blocking_type(registry: &Registry, key: &RecordKey, next: &BTreeMap<RecordKey, Option<Endpoint>>) -> Option<RecordType> {
+    registry
+        .records
+        .values()
+        .filter(|r| r.dns_name == key.dns_name && r.record_type != key.record_type)
+        .filter(|r| r.record_type == RecordType::Cname || key.record_type == RecordType::Cname)
+        .find(|r| !matches!(next.get(&r.key()), Some(None)))
+        .map(|r| r.record_type)
+}
+
+/// Every record in the zone after the plan (ownership records aside).
+fn records_after<'a>(registry: &'a Registry, next: &'a BTreeMap<RecordKey, Option<Endpoint>>) -> impl Iterator<Item = &'a Endpoint> {
+    registry
+        .records
+        .iter()
+        .filter(|(key, _)| !next.contains_key(*key))
+        .map(|(_, record)| record)
+        .chain(next.values().flatten())
+}
+
+fn to_changes(registry: &Registry, owner: &str, next: &BTreeMap<RecordKey, Option<Endpoint>>, own_after: &BTreeSet<RecordKey>) -> Changes {
+    let mut changes = Changes::default();
+    for (key, record) in next {
+        match (registry.records.get(key), record) {
+            (Some(old), None) => changes.deletes.push(old.clone()),
+            (Some(old), Some(new)) => changes.updates.push(Update { old: old.clone(), new: new.clone() }),
+            (None, Some(new)) => changes.creates.push(new.clone()),
+            (None, None) => {}
+        }
+    }
+    // Ownership records follow the records: one per owned record, matching its properties.
+    let record_after = |key: &RecordKey| -> Option<&Endpoint> {
+        match next.get(key) {
+            Some(record) => record.as_ref(),
+            None => registry.records.get(key),
+        }
+    };
+    let mut keys: BTreeSet<&RecordKey> = own_after.iter().collect();
+    keys.extend(registry.ownership.iter().filter(|(_, o)| o.contains_key(owner)).map(|(k, _)| k));
+    for key in keys {
+        let existing = registry.ownership.get(key).and_then(|owners| owners.get(owner));
+        let wanted = own_after.contains(key).then(|| record_after(key)).flatten().map(|r| ownership_record(owner, r));
+        match (existing, wanted) {
+            (Some(old), Some(new)) if old != &new => changes.updates.push(Update { old: old.clone(), new }),
+            (Some(_), Some(_)) => {}
+            (Some(old), None) => changes.deletes.push(old.clone()),
+            (None, Some(new)) => changes.creates.push(new),
+            (None, None) => {}
+        }
+    }
+    changes
+}
