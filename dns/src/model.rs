@@ -102,7 +102,12 @@ impl fmt::Display for RecordKey {
 
 impl Endpoint {
     /// A record with sorted, de-duplicated targets and sorted properties.
-    pub fn new(dns_name: impl Into<String>, record_type: RecordType, targets: impl IntoIterator<Item = String>, ttl: u32) -> Self {
+    pub fn new(
+        dns_name: impl Into<String>,
+        record_type: RecordType,
+        targets: impl IntoIterator<Item = String>,
+        ttl: u32,
+    ) -> Self {
         let mut endpoint = Endpoint {
             dns_name: dns_name.into(),
             record_type,
@@ -122,13 +127,19 @@ impl Endpoint {
 
     pub fn with_property(mut self, name: &str, value: impl Into<String>) -> Self {
         self.provider_specific.retain(|p| p.name != name);
-        self.provider_specific.push(ProviderSpecific { name: name.to_string(), value: value.into() });
+        self.provider_specific.push(ProviderSpecific {
+            name: name.to_string(),
+            value: value.into(),
+        });
         self.provider_specific.sort();
         self
     }
 
     pub fn property(&self, name: &str) -> Option<&str> {
-        self.provider_specific.iter().find(|p| p.name == name).map(|p| p.value.as_str())
+        self.provider_specific
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.value.as_str())
     }
 
     pub fn key(&self) -> RecordKey {
@@ -154,11 +165,18 @@ impl Endpoint {
 /// then type.
 pub fn sort_endpoints(endpoints: &mut [Endpoint]) {
     endpoints.sort_by(|a, b| {
-        (&a.dns_name, &a.set_identifier, a.record_type).cmp(&(&b.dns_name, &b.set_identifier, b.record_type))
+        (&a.dns_name, &a.set_identifier, a.record_type).cmp(&(
+            &b.dns_name,
+            &b.set_identifier,
+            b.record_type,
+        ))
     });
 }
 
 /// Whether `name` is `base` or a name below it.
 pub fn is_at_or_below(name: &str, base: &str) -> bool {
-    name == base || name.strip_suffix(base).is_some_and(|prefix| prefix.ends_with('.'))
+    name == base
+        || name
+            .strip_suffix(base)
+            .is_some_and(|prefix| prefix.ends_with('.'))
 }

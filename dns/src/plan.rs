@@ -66,7 +66,10 @@ fn parse_ownership(txt: &Endpoint) -> Option<(RecordKey, String)> {
         if !value.starts_with(HERITAGE) {
             return None;
         }
-        value.split(',').find_map(|part| part.strip_prefix("external-dns/owner=")).map(str::to_string)
+        value
+            .split(',')
+            .find_map(|part| part.strip_prefix("external-dns/owner="))
+            .map(str::to_string)
     })?;
     let record_type = [
         RecordType::A,
@@ -81,7 +84,11 @@ fn parse_ownership(txt: &Endpoint) -> Option<(RecordKey, String)> {
     .into_iter()
     .find(|t| t.as_str().eq_ignore_ascii_case(type_name))?;
     (shortcode(&owner, 8) == code).then(|| {
-        let key = RecordKey { dns_name: dns_name.to_string(), record_type, set_identifier: txt.set_identifier.clone() };
+        let key = RecordKey {
+            dns_name: dns_name.to_string(),
+            record_type,
+            set_identifier: txt.set_identifier.clone(),
+        };
         (key, owner)
     })
 }
@@ -100,7 +107,11 @@ impl Registry {
         for record in zone {
             match parse_ownership(record) {
                 Some((key, owner)) => {
-                    registry.ownership.entry(key).or_default().insert(owner, record.clone());
+                    registry
+                        .ownership
+                        .entry(key)
+                        .or_default()
+                        .insert(owner, record.clone());
                 }
                 None => {
                     registry.records.insert(record.key(), record.clone());
@@ -111,7 +122,10 @@ impl Registry {
     }
 
     pub fn owners(&self, key: &RecordKey) -> BTreeSet<&str> {
-        self.ownership.get(key).map(|owners| owners.keys().map(String::as_str).collect()).unwrap_or_default()
+        self.ownership
+            .get(key)
+            .map(|owners| owners.keys().map(String::as_str).collect())
+            .unwrap_or_default()
     }
 }
 
@@ -135,9 +149,17 @@ pub enum Problem {
     /// The record exists and no owner vouches for it: it is never changed.
     Unowned(RecordKey),
     /// Another owner's records of another type hold the name.
-    TypeConflict { key: RecordKey, existing: RecordType },
+    TypeConflict {
+        key: RecordKey,
+        existing: RecordType,
+    },
     /// Owners disagree on a value; the published value stays.
-    ValueConflict { key: RecordKey, field: &'static str, published: String, desired: String },
+    ValueConflict {
+        key: RecordKey,
+        field: &'static str,
+        published: String,
+        desired: String,
+    },
     /// The CNAME would point at a name with no record.
     DanglingCname { key: RecordKey, target: String },
 }
@@ -145,14 +167,32 @@ pub enum Problem {
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Problem::Unowned(key) => write!(f, "{key} exists and is not owned by Meridian; left unchanged"),
+            Problem::Unowned(key) => write!(
+                f,
+                "{key} exists and is not owned by Meridian; left unchanged"
+            ),
             Problem::TypeConflict { key, existing } => {
-                write!(f, "{key} cannot be published: another owner holds {} records at {}", existing, key.dns_name)
+                write!(
+                    f,
+                    "{key} cannot be published: another owner holds {} records at {}",
+                    existing, key.dns_name
+                )
             }
-            Problem::ValueConflict { key, field, published, desired } => {
-                write!(f, "{key}: owners disagree on {field} (published {published}, this owner wants {desired}); keeping the published value")
+            Problem::ValueConflict {
+                key,
+                field,
+                published,
+                desired,
+            } => {
+                write!(
+                    f,
+                    "{key}: owners disagree on {field} (published {published}, this owner wants {desired}); keeping the published value"
+                )
             }
-            Problem::DanglingCname { key, target } => write!(f, "{key} would point at {target}, which has no record; not published"),
+            Problem::DanglingCname { key, target } => write!(
+                f,
+                "{key} would point at {target}, which has no record; not published"
+            ),
         }
     }
 }
@@ -170,8 +210,12 @@ pub fn plan(input: &PlanInput<'_>, zone: &[Endpoint]) -> Plan {
     let owner = input.owner;
     let desired = merge_by_key(input.desired);
     let previous = input.previous.map(merge_by_key);
-    let owned_before: BTreeSet<&RecordKey> =
-        registry.ownership.iter().filter(|(_, owners)| owners.contains_key(owner)).map(|(key, _)| key).collect();
+    let owned_before: BTreeSet<&RecordKey> = registry
+        .ownership
+        .iter()
+        .filter(|(_, owners)| owners.contains_key(owner))
+        .map(|(key, _)| key)
+        .collect();
 
     let mut problems = Vec::new();
     // The records this owner will publish (or leave) after the plan, by key: None = remove.
@@ -180,16 +224,32 @@ pub fn plan(input: &PlanInput<'_>, zone: &[Endpoint]) -> Plan {
     let mut own_after: BTreeSet<RecordKey> = BTreeSet::new();
 
     // Removals first: the records this owner owned and no longer wants.
-    for key in owned_before.iter().filter(|key| !desired.contains_key(**key)) {
+    for key in owned_before
+        .iter()
+        .filter(|key| !desired.contains_key(**key))
+    {
         let others = others(&registry, key, owner);
-        let Some(current) = registry.records.get(*key) else { continue };
+        let Some(current) = registry.records.get(*key) else {
+            continue;
+        };
         if others.is_empty() {
             next.insert((*key).clone(), None);
         } else if current.record_type.is_multi_value() {
             let mine = contribution(previous.as_ref(), key, current, &desired);
-            let remaining: Vec<String> = current.targets.iter().filter(|t| !mine.contains(*t)).cloned().collect();
+            let remaining: Vec<String> = current
+                .targets
+                .iter()
+                .filter(|t| !mine.contains(*t))
+                .cloned()
+                .collect();
             if !remaining.is_empty() && remaining != current.targets {
-                next.insert((*key).clone(), Some(Endpoint { targets: remaining, ..current.clone() }));
+                next.insert(
+                    (*key).clone(),
+                    Some(Endpoint {
+                        targets: remaining,
+                        ..current.clone()
+                    }),
+                );
             }
         }
     }
@@ -200,14 +260,19 @@ pub fn plan(input: &PlanInput<'_>, zone: &[Endpoint]) -> Plan {
         match current {
             None => {
                 if let Some(existing) = blocking_type(&registry, key, &next) {
-                    problems.push(Problem::TypeConflict { key: key.clone(), existing });
+                    problems.push(Problem::TypeConflict {
+                        key: key.clone(),
+                        existing,
+                    });
                     continue;
                 }
                 next.insert(key.clone(), Some(want.clone()));
                 own_after.insert(key.clone());
             }
             // Nobody vouches for it: a hand-made record, or another tool's.
-            Some(_) if others.is_empty() && !owned_before.contains(key) => problems.push(Problem::Unowned(key.clone())),
+            Some(_) if others.is_empty() && !owned_before.contains(key) => {
+                problems.push(Problem::Unowned(key.clone()))
+            }
             Some(current) if others.is_empty() => {
                 if current != want {
                     next.insert(key.clone(), Some(want.clone()));
@@ -215,7 +280,14 @@ pub fn plan(input: &PlanInput<'_>, zone: &[Endpoint]) -> Plan {
                 own_after.insert(key.clone());
             }
             Some(current) => {
-                let merged = merge_shared(key, current, want, previous.as_ref(), &desired, &mut problems);
+                let merged = merge_shared(
+                    key,
+                    current,
+                    want,
+                    previous.as_ref(),
+                    &desired,
+                    &mut problems,
+                );
                 if let Some(merged) = merged {
                     if &merged != current {
                         next.insert(key.clone(), Some(merged));
@@ -228,16 +300,24 @@ pub fn plan(input: &PlanInput<'_>, zone: &[Endpoint]) -> Plan {
 
     // Drop changes that would leave a CNAME inside the root host pointing at nothing, until
     // what remains is consistent.
-    let base = input.root_host.strip_prefix("*.").unwrap_or(input.root_host).to_ascii_lowercase();
+    let base = input
+        .root_host
+        .strip_prefix("*.")
+        .unwrap_or(input.root_host)
+        .to_ascii_lowercase();
     loop {
-        let result: BTreeSet<&str> = records_after(&registry, &next).map(|r| r.dns_name.as_str()).collect();
+        let result: BTreeSet<&str> = records_after(&registry, &next)
+            .map(|r| r.dns_name.as_str())
+            .collect();
         let dangling: Vec<(RecordKey, String)> = next
             .iter()
             .filter_map(|(key, record)| {
                 let record = record.as_ref()?;
                 let target = record.targets.first()?;
-                (record.record_type == RecordType::Cname && is_at_or_below(target, &base) && !result.contains(target.as_str()))
-                    .then(|| (key.clone(), target.clone()))
+                (record.record_type == RecordType::Cname
+                    && is_at_or_below(target, &base)
+                    && !result.contains(target.as_str()))
+                .then(|| (key.clone(), target.clone()))
             })
             .collect();
         // A removal that strands someone's CNAME is undone as well.
@@ -245,8 +325,9 @@ pub fn plan(input: &PlanInput<'_>, zone: &[Endpoint]) -> Plan {
             .iter()
             .filter(|(key, record)| record.is_none() && !result.contains(key.dns_name.as_str()))
             .filter(|(key, _)| {
-                records_after(&registry, &next)
-                    .any(|r| r.record_type == RecordType::Cname && r.targets.first() == Some(&key.dns_name))
+                records_after(&registry, &next).any(|r| {
+                    r.record_type == RecordType::Cname && r.targets.first() == Some(&key.dns_name)
+                })
             })
             .map(|(key, _)| key.clone())
             .collect();
@@ -264,7 +345,10 @@ pub fn plan(input: &PlanInput<'_>, zone: &[Endpoint]) -> Plan {
         }
     }
 
-    Plan { changes: to_changes(&registry, owner, &next, &own_after), problems }
+    Plan {
+        changes: to_changes(&registry, owner, &next, &own_after),
+        problems,
+    }
 }
 
 fn others<'r>(registry: &'r Registry, key: &RecordKey, owner: &str) -> BTreeSet<&'r str> {
@@ -297,9 +381,17 @@ fn contribution(
     current: &Endpoint,
     desired: &BTreeMap<RecordKey, Endpoint>,
 ) -> BTreeSet<String> {
-    let known = previous.and_then(|p| p.get(key)).or_else(|| desired.get(key));
+    let known = previous
+        .and_then(|p| p.get(key))
+        .or_else(|| desired.get(key));
     known
-        .map(|e| e.targets.iter().filter(|t| current.targets.contains(t)).cloned().collect())
+        .map(|e| {
+            e.targets
+                .iter()
+                .filter(|t| current.targets.contains(t))
+                .cloned()
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -313,22 +405,37 @@ fn merge_shared(
     desired: &BTreeMap<RecordKey, Endpoint>,
     problems: &mut Vec<Problem>,
 ) -> Option<Endpoint> {
-    let conflict = |field: &'static str, published: String, desired: String| Problem::ValueConflict {
-        key: key.clone(),
-        field,
-        published,
-        desired,
-    };
+    let conflict =
+        |field: &'static str, published: String, desired: String| Problem::ValueConflict {
+            key: key.clone(),
+            field,
+            published,
+            desired,
+        };
     if current.record_ttl != want.record_ttl {
-        problems.push(conflict("TTL", current.record_ttl.to_string(), want.record_ttl.to_string()));
+        problems.push(conflict(
+            "TTL",
+            current.record_ttl.to_string(),
+            want.record_ttl.to_string(),
+        ));
     }
     if current.provider_specific != want.provider_specific {
-        let show = |e: &Endpoint| e.provider_specific.iter().map(|p| format!("{}={}", p.name, p.value)).collect::<Vec<_>>().join(",");
+        let show = |e: &Endpoint| {
+            e.provider_specific
+                .iter()
+                .map(|p| format!("{}={}", p.name, p.value))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
         problems.push(conflict("routing properties", show(current), show(want)));
     }
     if !current.record_type.is_multi_value() {
         if current.targets != want.targets {
-            problems.push(conflict("target", current.targets.join(","), want.targets.join(",")));
+            problems.push(conflict(
+                "target",
+                current.targets.join(","),
+                want.targets.join(","),
+            ));
             return None;
         }
         return Some(current.clone());
@@ -348,7 +455,11 @@ fn merge_shared(
 /// A record of another type at `key`'s name that stops this owner from creating `key`: any
 /// other record beside a CNAME, or a CNAME beside anything, unless this plan removes it (a type
 /// change of records the owner held alone).
-fn blocking_type(registry: &Registry, key: &RecordKey, next: &BTreeMap<RecordKey, Option<Endpoint>>) -> Option<RecordType> {
+fn blocking_type(
+    registry: &Registry,
+    key: &RecordKey,
+    next: &BTreeMap<RecordKey, Option<Endpoint>>,
+) -> Option<RecordType> {
     registry
         .records
         .values()
@@ -359,7 +470,10 @@ fn blocking_type(registry: &Registry, key: &RecordKey, next: &BTreeMap<RecordKey
 }
 
 /// Every record in the zone after the plan (ownership records aside).
-fn records_after<'a>(registry: &'a Registry, next: &'a BTreeMap<RecordKey, Option<Endpoint>>) -> impl Iterator<Item = &'a Endpoint> {
+fn records_after<'a>(
+    registry: &'a Registry,
+    next: &'a BTreeMap<RecordKey, Option<Endpoint>>,
+) -> impl Iterator<Item = &'a Endpoint> {
     registry
         .records
         .iter()
@@ -368,12 +482,20 @@ fn records_after<'a>(registry: &'a Registry, next: &'a BTreeMap<RecordKey, Optio
         .chain(next.values().flatten())
 }
 
-fn to_changes(registry: &Registry, owner: &str, next: &BTreeMap<RecordKey, Option<Endpoint>>, own_after: &BTreeSet<RecordKey>) -> Changes {
+fn to_changes(
+    registry: &Registry,
+    owner: &str,
+    next: &BTreeMap<RecordKey, Option<Endpoint>>,
+    own_after: &BTreeSet<RecordKey>,
+) -> Changes {
     let mut changes = Changes::default();
     for (key, record) in next {
         match (registry.records.get(key), record) {
             (Some(old), None) => changes.deletes.push(old.clone()),
-            (Some(old), Some(new)) => changes.updates.push(Update { old: old.clone(), new: new.clone() }),
+            (Some(old), Some(new)) => changes.updates.push(Update {
+                old: old.clone(),
+                new: new.clone(),
+            }),
             (None, Some(new)) => changes.creates.push(new.clone()),
             (None, None) => {}
         }
@@ -386,12 +508,28 @@ fn to_changes(registry: &Registry, owner: &str, next: &BTreeMap<RecordKey, Optio
         }
     };
     let mut keys: BTreeSet<&RecordKey> = own_after.iter().collect();
-    keys.extend(registry.ownership.iter().filter(|(_, o)| o.contains_key(owner)).map(|(k, _)| k));
+    keys.extend(
+        registry
+            .ownership
+            .iter()
+            .filter(|(_, o)| o.contains_key(owner))
+            .map(|(k, _)| k),
+    );
     for key in keys {
-        let existing = registry.ownership.get(key).and_then(|owners| owners.get(owner));
-        let wanted = own_after.contains(key).then(|| record_after(key)).flatten().map(|r| ownership_record(owner, r));
+        let existing = registry
+            .ownership
+            .get(key)
+            .and_then(|owners| owners.get(owner));
+        let wanted = own_after
+            .contains(key)
+            .then(|| record_after(key))
+            .flatten()
+            .map(|r| ownership_record(owner, r));
         match (existing, wanted) {
-            (Some(old), Some(new)) if old != &new => changes.updates.push(Update { old: old.clone(), new }),
+            (Some(old), Some(new)) if old != &new => changes.updates.push(Update {
+                old: old.clone(),
+                new,
+            }),
             (Some(_), Some(_)) => {}
             (Some(old), None) => changes.deletes.push(old.clone()),
             (None, Some(new)) => changes.creates.push(new),

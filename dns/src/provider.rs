@@ -64,8 +64,15 @@ pub enum ProviderError {
 /// What Meridian needs of a DNS provider.
 pub trait Provider {
     fn list_zones(&self) -> impl Future<Output = Result<Vec<ZoneInfo>, ProviderError>> + Send;
-    fn records(&self, zone_id: &str) -> impl Future<Output = Result<Vec<Endpoint>, ProviderError>> + Send;
-    fn apply(&self, zone_id: &str, changes: &Changes) -> impl Future<Output = Result<(), ProviderError>> + Send;
+    fn records(
+        &self,
+        zone_id: &str,
+    ) -> impl Future<Output = Result<Vec<Endpoint>, ProviderError>> + Send;
+    fn apply(
+        &self,
+        zone_id: &str,
+        changes: &Changes,
+    ) -> impl Future<Output = Result<(), ProviderError>> + Send;
 }
 
 /// A zone's records keyed by name, type and set identifier.
@@ -110,9 +117,15 @@ pub fn apply_strictly(zone: &mut ZoneRecords, changes: &Changes) -> Result<(), P
     }
     let mut types_by_name: BTreeMap<&str, BTreeSet<RecordType>> = BTreeMap::new();
     for key in next.keys() {
-        types_by_name.entry(&key.dns_name).or_default().insert(key.record_type);
+        types_by_name
+            .entry(&key.dns_name)
+            .or_default()
+            .insert(key.record_type);
     }
-    if let Some((name, _)) = types_by_name.iter().find(|(_, types)| types.contains(&RecordType::Cname) && types.len() > 1) {
+    if let Some((name, _)) = types_by_name
+        .iter()
+        .find(|(_, types)| types.contains(&RecordType::Cname) && types.len() > 1)
+    {
         return Err(ProviderError::CnameNotAlone(name.to_string()));
     }
     *zone = next;
@@ -129,13 +142,23 @@ pub struct InMemoryProvider {
 impl InMemoryProvider {
     pub fn with_zone(id: &str, domain: &str) -> Self {
         let provider = InMemoryProvider::default();
-        provider.zones.lock().expect("zones lock").insert(id.to_string(), (domain.to_string(), ZoneRecords::new()));
+        provider
+            .zones
+            .lock()
+            .expect("zones lock")
+            .insert(id.to_string(), (domain.to_string(), ZoneRecords::new()));
         provider
     }
 
-    fn with_records<T>(&self, zone_id: &str, f: impl FnOnce(&mut ZoneRecords) -> Result<T, ProviderError>) -> Result<T, ProviderError> {
+    fn with_records<T>(
+        &self,
+        zone_id: &str,
+        f: impl FnOnce(&mut ZoneRecords) -> Result<T, ProviderError>,
+    ) -> Result<T, ProviderError> {
         let mut zones = self.zones.lock().expect("zones lock");
-        let (_, records) = zones.get_mut(zone_id).ok_or_else(|| ProviderError::ZoneNotFound(zone_id.to_string()))?;
+        let (_, records) = zones
+            .get_mut(zone_id)
+            .ok_or_else(|| ProviderError::ZoneNotFound(zone_id.to_string()))?;
         f(records)
     }
 }
@@ -143,7 +166,13 @@ impl InMemoryProvider {
 impl Provider for InMemoryProvider {
     async fn list_zones(&self) -> Result<Vec<ZoneInfo>, ProviderError> {
         let zones = self.zones.lock().expect("zones lock");
-        Ok(zones.iter().map(|(id, (domain, _))| ZoneInfo { id: id.clone(), domain: domain.clone() }).collect())
+        Ok(zones
+            .iter()
+            .map(|(id, (domain, _))| ZoneInfo {
+                id: id.clone(),
+                domain: domain.clone(),
+            })
+            .collect())
     }
 
     async fn records(&self, zone_id: &str) -> Result<Vec<Endpoint>, ProviderError> {
@@ -170,15 +199,27 @@ mod tests {
     #[tokio::test]
     async fn rejects_what_a_strict_provider_rejects_and_applies_nothing_then() {
         let provider = InMemoryProvider::with_zone("z", "example.com");
-        let create = Changes { creates: vec![a("app.example.com", "192.0.2.1")], ..Default::default() };
+        let create = Changes {
+            creates: vec![a("app.example.com", "192.0.2.1")],
+            ..Default::default()
+        };
         provider.apply("z", &create).await.unwrap();
 
         let cases = [
             (create.clone(), "create of an existing record"),
-            (Changes { deletes: vec![a("app.example.com", "192.0.2.9")], ..Default::default() }, "inexact delete"),
             (
                 Changes {
-                    updates: vec![Update { old: a("app.example.com", "192.0.2.9"), new: a("app.example.com", "192.0.2.2") }],
+                    deletes: vec![a("app.example.com", "192.0.2.9")],
+                    ..Default::default()
+                },
+                "inexact delete",
+            ),
+            (
+                Changes {
+                    updates: vec![Update {
+                        old: a("app.example.com", "192.0.2.9"),
+                        new: a("app.example.com", "192.0.2.2"),
+                    }],
                     ..Default::default()
                 },
                 "inexact update",
@@ -191,30 +232,65 @@ mod tests {
                 },
                 "two changes to one record",
             ),
-            (Changes { creates: vec![cname("app.example.com", "lb.example.com")], ..Default::default() }, "CNAME beside an A"),
             (
-                Changes { creates: vec![a("new.example.com", "192.0.2.3")], deletes: vec![a("gone.example.com", "192.0.2.4")], ..Default::default() },
+                Changes {
+                    creates: vec![cname("app.example.com", "lb.example.com")],
+                    ..Default::default()
+                },
+                "CNAME beside an A",
+            ),
+            (
+                Changes {
+                    creates: vec![a("new.example.com", "192.0.2.3")],
+                    deletes: vec![a("gone.example.com", "192.0.2.4")],
+                    ..Default::default()
+                },
                 "a valid create in a batch with an invalid delete",
             ),
         ];
         for (changes, what) in cases {
-            assert!(provider.apply("z", &changes).await.is_err(), "{what} must be rejected");
+            assert!(
+                provider.apply("z", &changes).await.is_err(),
+                "{what} must be rejected"
+            );
         }
-        assert_eq!(provider.records("z").await.unwrap(), vec![a("app.example.com", "192.0.2.1")], "nothing applied");
+        assert_eq!(
+            provider.records("z").await.unwrap(),
+            vec![a("app.example.com", "192.0.2.1")],
+            "nothing applied"
+        );
     }
 
     #[tokio::test]
     async fn a_type_change_in_one_batch_deletes_first() {
         let provider = InMemoryProvider::with_zone("z", "example.com");
-        provider.apply("z", &Changes { creates: vec![a("app.example.com", "192.0.2.1")], ..Default::default() }).await.unwrap();
+        provider
+            .apply(
+                "z",
+                &Changes {
+                    creates: vec![a("app.example.com", "192.0.2.1")],
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
         let change = Changes {
             deletes: vec![a("app.example.com", "192.0.2.1")],
-            creates: vec![cname("app.example.com", "klb.app.example.com"), a("klb.app.example.com", "192.0.2.1")],
+            creates: vec![
+                cname("app.example.com", "klb.app.example.com"),
+                a("klb.app.example.com", "192.0.2.1"),
+            ],
             ..Default::default()
         };
         provider.apply("z", &change).await.unwrap();
         assert_eq!(provider.records("z").await.unwrap().len(), 2);
-        assert_eq!(provider.list_zones().await.unwrap()[0].domain, "example.com");
-        assert!(matches!(provider.records("nope").await, Err(ProviderError::ZoneNotFound(_))));
+        assert_eq!(
+            provider.list_zones().await.unwrap()[0].domain,
+            "example.com"
+        );
+        assert!(matches!(
+            provider.records("nope").await,
+            Err(ProviderError::ZoneNotFound(_))
+        ));
     }
 }

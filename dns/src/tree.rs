@@ -51,8 +51,12 @@ impl Address {
                 .parse()
                 .map(Address::Ip)
                 .map_err(|_| TreeError::InvalidAddress(format!("{value:?} is not an IP address"))),
-            "Hostname" if !value.is_empty() => Ok(Address::Hostname(value.trim_end_matches('.').to_ascii_lowercase())),
-            other => Err(TreeError::InvalidAddress(format!("unsupported address type {other:?} for {value:?}"))),
+            "Hostname" if !value.is_empty() => Ok(Address::Hostname(
+                value.trim_end_matches('.').to_ascii_lowercase(),
+            )),
+            other => Err(TreeError::InvalidAddress(format!(
+                "unsupported address type {other:?} for {value:?}"
+            ))),
         }
     }
 
@@ -105,12 +109,16 @@ pub enum SelectorOperator {
 
 impl LabelSelector {
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.match_labels.iter().all(|(key, value)| labels.get(key) == Some(value))
+        self.match_labels
+            .iter()
+            .all(|(key, value)| labels.get(key) == Some(value))
             && self.match_expressions.iter().all(|requirement| {
                 let value = labels.get(&requirement.key);
                 match requirement.operator {
                     SelectorOperator::In => value.is_some_and(|v| requirement.values.contains(v)),
-                    SelectorOperator::NotIn => value.is_none_or(|v| !requirement.values.contains(v)),
+                    SelectorOperator::NotIn => {
+                        value.is_none_or(|v| !requirement.values.contains(v))
+                    }
                     SelectorOperator::Exists => value.is_some(),
                     SelectorOperator::DoesNotExist => value.is_none(),
                 }
@@ -153,7 +161,11 @@ impl LoadBalancing {
     fn geo_of(&self, cluster: &ClusterTarget) -> String {
         match &self.default_geo {
             None => DEFAULT_GEO_GROUP.to_string(),
-            Some(default_geo) => cluster.labels.get(GEO_CODE_LABEL).cloned().unwrap_or_else(|| default_geo.clone()),
+            Some(default_geo) => cluster
+                .labels
+                .get(GEO_CODE_LABEL)
+                .cloned()
+                .unwrap_or_else(|| default_geo.clone()),
         }
     }
 }
@@ -163,7 +175,9 @@ impl LoadBalancing {
 pub enum TreeError {
     #[error("invalid address: {0}")]
     InvalidAddress(String),
-    #[error("host {host}: a simple record cannot point at several hostnames ({hostnames}); use loadbalanced")]
+    #[error(
+        "host {host}: a simple record cannot point at several hostnames ({hostnames}); use loadbalanced"
+    )]
     SimpleMultipleHostnames { host: String, hostnames: String },
     #[error("host {host}: a simple record cannot mix IP addresses and hostnames; use loadbalanced")]
     SimpleMixedAddresses { host: String },
@@ -228,13 +242,18 @@ pub fn build_record_tree(
         return Err(TreeError::InvalidHost(host));
     }
     // Sorted by name, so the result is the same whatever order the clusters arrive in.
-    let mut serving: Vec<&ClusterTarget> = clusters.iter().filter(|c| c.attached_routes != Some(0)).collect();
+    let mut serving: Vec<&ClusterTarget> = clusters
+        .iter()
+        .filter(|c| c.attached_routes != Some(0))
+        .collect();
     serving.sort_by(|a, b| (&a.name, &a.cluster_id).cmp(&(&b.name, &b.cluster_id)));
 
     let mut warnings = Vec::new();
     let endpoints = match strategy {
         Strategy::Simple => simple_endpoints(&host, &serving)?,
-        Strategy::LoadBalanced(lb) => loadbalanced_endpoints(&host, &base, gateway, lb, &serving, &mut warnings),
+        Strategy::LoadBalanced(lb) => {
+            loadbalanced_endpoints(&host, &base, gateway, lb, &serving, &mut warnings)
+        }
     };
     let tree = RecordTree::from_endpoints(host, endpoints, warnings);
     tree.validate()?;
@@ -253,9 +272,19 @@ fn simple_endpoints(host: &str, clusters: &[&ClusterTarget]) -> Result<Vec<Endpo
     let (v4, v6) = split_ips(addresses.iter().copied());
     match (hostnames.as_slice(), v4.is_empty() && v6.is_empty()) {
         ([], _) => Ok(ip_records(host, v4, v6)),
-        ([hostname], true) => Ok(vec![Endpoint::new(host, RecordType::Cname, [hostname.to_string()], LEAF_TTL)]),
-        ([_], false) => Err(TreeError::SimpleMixedAddresses { host: host.to_string() }),
-        (many, _) => Err(TreeError::SimpleMultipleHostnames { host: host.to_string(), hostnames: many.join(", ") }),
+        ([hostname], true) => Ok(vec![Endpoint::new(
+            host,
+            RecordType::Cname,
+            [hostname.to_string()],
+            LEAF_TTL,
+        )]),
+        ([_], false) => Err(TreeError::SimpleMixedAddresses {
+            host: host.to_string(),
+        }),
+        (many, _) => Err(TreeError::SimpleMultipleHostnames {
+            host: host.to_string(),
+            hostnames: many.join(", "),
+        }),
     }
 }
 
@@ -319,9 +348,14 @@ fn loadbalanced_endpoints(
         }));
         for target in targets {
             geos.insert(geo.clone());
-            add(Endpoint::new(geo_name(&geo), RecordType::Cname, [target.clone()], LEAF_TTL)
-                .with_set_identifier(target)
-                .with_property(WEIGHT, weight.clone()));
+            add(Endpoint::new(
+                geo_name(&geo),
+                RecordType::Cname,
+                [target.clone()],
+                LEAF_TTL,
+            )
+            .with_set_identifier(target)
+            .with_property(WEIGHT, weight.clone()));
         }
     }
     for (name, (v4, v6)) in cluster_ips {
@@ -344,15 +378,27 @@ fn loadbalanced_endpoints(
     };
     if lb.default_geo.is_some() {
         for geo in &geos {
-            add(Endpoint::new(&lb_name, RecordType::Cname, [geo_name(geo)], LB_TTL)
-                .with_set_identifier(geo.clone())
-                .with_property(GEO_CODE, geo.clone()));
+            add(
+                Endpoint::new(&lb_name, RecordType::Cname, [geo_name(geo)], LB_TTL)
+                    .with_set_identifier(geo.clone())
+                    .with_property(GEO_CODE, geo.clone()),
+            );
         }
     }
-    add(Endpoint::new(&lb_name, RecordType::Cname, [geo_name(&catch_all_geo)], LB_TTL)
-        .with_set_identifier(DEFAULT_SET)
-        .with_property(GEO_CODE, CATCH_ALL_GEO));
-    add(Endpoint::new(host, RecordType::Cname, [lb_name.clone()], LB_TTL));
+    add(Endpoint::new(
+        &lb_name,
+        RecordType::Cname,
+        [geo_name(&catch_all_geo)],
+        LB_TTL,
+    )
+    .with_set_identifier(DEFAULT_SET)
+    .with_property(GEO_CODE, CATCH_ALL_GEO));
+    add(Endpoint::new(
+        host,
+        RecordType::Cname,
+        [lb_name.clone()],
+        LB_TTL,
+    ));
     records.into_values().collect()
 }
 
@@ -372,7 +418,9 @@ impl RecordTree {
         let cnames: Vec<(NodeIndex, String)> = graph
             .node_indices()
             .filter_map(|index| match &graph[index] {
-                Node::Record(e) if e.record_type == RecordType::Cname => Some((index, e.targets.first()?.clone())),
+                Node::Record(e) if e.record_type == RecordType::Cname => {
+                    Some((index, e.targets.first()?.clone()))
+                }
                 _ => None,
             })
             .collect();
@@ -382,11 +430,17 @@ impl RecordTree {
                     graph.add_edge(index, *child, ());
                 }
             } else if !is_at_or_below(&target, &base) {
-                let external = *externals.entry(target.clone()).or_insert_with(|| graph.add_node(Node::External(target)));
+                let external = *externals
+                    .entry(target.clone())
+                    .or_insert_with(|| graph.add_node(Node::External(target)));
                 graph.add_edge(index, external, ());
             }
         }
-        RecordTree { host, graph, warnings }
+        RecordTree {
+            host,
+            graph,
+            warnings,
+        }
     }
 
     /// The tree's records, sorted by name, set identifier and type.
@@ -496,8 +550,16 @@ impl RecordTree {
                 if e.record_type != RecordType::Cname {
                     let _ = write!(label, " {}", e.targets.join(", "));
                 }
-                let mut details: Vec<String> = e.set_identifier.iter().map(|s| format!("set={s}")).collect();
-                details.extend(e.provider_specific.iter().map(|p| format!("{}={}", p.name, p.value)));
+                let mut details: Vec<String> = e
+                    .set_identifier
+                    .iter()
+                    .map(|s| format!("set={s}"))
+                    .collect();
+                details.extend(
+                    e.provider_specific
+                        .iter()
+                        .map(|p| format!("{}={}", p.name, p.value)),
+                );
                 details.push(format!("ttl={}", e.record_ttl));
                 let _ = write!(label, " [{}]", details.join(" "));
                 label
@@ -506,7 +568,8 @@ impl RecordTree {
     }
 
     fn sorted_children(&self, index: NodeIndex) -> Vec<NodeIndex> {
-        let mut children: Vec<NodeIndex> = self.graph.edges(index).map(|edge| edge.target()).collect();
+        let mut children: Vec<NodeIndex> =
+            self.graph.edges(index).map(|edge| edge.target()).collect();
         children.sort_by_key(|child| self.label(*child));
         children
     }
@@ -525,7 +588,12 @@ impl RecordTree {
         let children = self.sorted_children(index);
         for (position, child) in children.iter().enumerate() {
             let last = position + 1 == children.len();
-            let _ = writeln!(out, "{prefix}{}{}", if last { "└─ " } else { "├─ " }, self.label(*child));
+            let _ = writeln!(
+                out,
+                "{prefix}{}{}",
+                if last { "└─ " } else { "├─ " },
+                self.label(*child)
+            );
             let deeper = format!("{prefix}{}", if last { "   " } else { "│  " });
             self.render_children(*child, &deeper, out);
         }
@@ -536,11 +604,23 @@ impl RecordTree {
         let mut nodes: Vec<NodeIndex> = self.graph.node_indices().collect();
         nodes.sort_by_key(|i| self.label(*i));
         let id = |i: NodeIndex| nodes.iter().position(|n| *n == i).unwrap_or_default();
-        let mut out = format!("digraph \"{}\" {{\n  rankdir=LR;\n  node [shape=box, fontname=monospace];\n", self.host);
+        let mut out = format!(
+            "digraph \"{}\" {{\n  rankdir=LR;\n  node [shape=box, fontname=monospace];\n",
+            self.host
+        );
         for node in &nodes {
-            let _ = writeln!(out, "  n{} [label=\"{}\"];", id(*node), self.label(*node).replace('"', "\\\""));
+            let _ = writeln!(
+                out,
+                "  n{} [label=\"{}\"];",
+                id(*node),
+                self.label(*node).replace('"', "\\\"")
+            );
         }
-        let mut edges: Vec<(usize, usize)> = self.graph.edge_references().map(|e| (id(e.source()), id(e.target()))).collect();
+        let mut edges: Vec<(usize, usize)> = self
+            .graph
+            .edge_references()
+            .map(|e| (id(e.source()), id(e.target())))
+            .collect();
         edges.sort_unstable();
         for (from, to) in edges {
             let _ = writeln!(out, "  n{from} -> n{to};");

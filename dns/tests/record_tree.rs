@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use meridian_dns::model::{Endpoint, RecordType};
 use meridian_dns::tree::{
-    Address, ClusterTarget, CustomWeight, GatewayRef, Health, LabelSelector, LoadBalancing, Pruned, Strategy,
-    TreeError, build_record_tree,
+    Address, ClusterTarget, CustomWeight, GatewayRef, Health, LabelSelector, LoadBalancing, Pruned,
+    Strategy, TreeError, build_record_tree,
 };
 
 const C1: &str = "20qri0-a8xcra.klb.api.example.com";
@@ -15,14 +15,20 @@ const C2: &str = "2pj3we-a8xcra.klb.api.example.com";
 const C3: &str = "336mwr-a8xcra.klb.api.example.com";
 
 fn gateway() -> GatewayRef {
-    GatewayRef { name: "TestName".into(), namespace: "TestNamespace".into() }
+    GatewayRef {
+        name: "TestName".into(),
+        namespace: "TestNamespace".into(),
+    }
 }
 
 fn cluster(n: u32, labels: &[(&str, &str)], addresses: &[&str]) -> ClusterTarget {
     ClusterTarget {
         name: format!("cluster-{n}"),
         cluster_id: format!("test-cluster-{n}"),
-        labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
         addresses: addresses
             .iter()
             .map(|a| {
@@ -38,29 +44,52 @@ fn cluster(n: u32, labels: &[(&str, &str)], addresses: &[&str]) -> ClusterTarget
 }
 
 fn weighted(default_weight: u32) -> LoadBalancing {
-    LoadBalancing { default_weight, custom: Vec::new(), default_geo: None }
+    LoadBalancing {
+        default_weight,
+        custom: Vec::new(),
+        default_geo: None,
+    }
 }
 
 fn rec(name: &str, record_type: RecordType, targets: &[&str], ttl: u32) -> Endpoint {
-    Endpoint::new(name, record_type, targets.iter().map(|t| t.to_string()), ttl)
+    Endpoint::new(
+        name,
+        record_type,
+        targets.iter().map(|t| t.to_string()),
+        ttl,
+    )
 }
 
 fn lb(set: &str, geo_code: &str, target: &str) -> Endpoint {
-    rec("klb.api.example.com", RecordType::Cname, &[target], 300).with_set_identifier(set).with_property("geo-code", geo_code)
+    rec("klb.api.example.com", RecordType::Cname, &[target], 300)
+        .with_set_identifier(set)
+        .with_property("geo-code", geo_code)
 }
 
 fn geo(geo: &str, target: &str, weight: u32) -> Endpoint {
-    rec(&format!("{geo}.klb.api.example.com"), RecordType::Cname, &[target], 60)
-        .with_set_identifier(target)
-        .with_property("weight", weight.to_string())
+    rec(
+        &format!("{geo}.klb.api.example.com"),
+        RecordType::Cname,
+        &[target],
+        60,
+    )
+    .with_set_identifier(target)
+    .with_property("weight", weight.to_string())
 }
 
 fn root() -> Endpoint {
-    rec("api.example.com", RecordType::Cname, &["klb.api.example.com"], 300)
+    rec(
+        "api.example.com",
+        RecordType::Cname,
+        &["klb.api.example.com"],
+        300,
+    )
 }
 
 fn build(strategy: Strategy, clusters: &[ClusterTarget]) -> Vec<Endpoint> {
-    build_record_tree("api.example.com", &gateway(), &strategy, clusters).unwrap().endpoints()
+    build_record_tree("api.example.com", &gateway(), &strategy, clusters)
+        .unwrap()
+        .endpoints()
 }
 
 fn sorted(mut endpoints: Vec<Endpoint>) -> Vec<Endpoint> {
@@ -70,7 +99,10 @@ fn sorted(mut endpoints: Vec<Endpoint>) -> Vec<Endpoint> {
 
 #[test]
 fn weighted_only_puts_every_cluster_in_the_default_geo() {
-    let clusters = [cluster(1, &[], &["172.31.0.1"]), cluster(2, &[], &["172.31.0.2", "172.31.0.3"])];
+    let clusters = [
+        cluster(1, &[], &["172.31.0.1"]),
+        cluster(2, &[], &["172.31.0.2", "172.31.0.3"]),
+    ];
     let expected = sorted(vec![
         root(),
         rec(C1, RecordType::A, &["172.31.0.1"], 60),
@@ -79,17 +111,31 @@ fn weighted_only_puts_every_cluster_in_the_default_geo() {
         geo("default", C2, 120),
         lb("default", "*", "default.klb.api.example.com"),
     ]);
-    assert_eq!(build(Strategy::LoadBalanced(weighted(120)), &clusters), expected);
+    assert_eq!(
+        build(Strategy::LoadBalanced(weighted(120)), &clusters),
+        expected
+    );
 }
 
 #[test]
 fn geo_groups_clusters_and_the_catch_all_points_at_the_default_geo() {
     let clusters = [
-        cluster(1, &[("kuadrant.io/lb-attribute-geo-code", "IE")], &["172.31.0.1"]),
-        cluster(2, &[("kuadrant.io/lb-attribute-geo-code", "US")], &["172.31.0.2"]),
+        cluster(
+            1,
+            &[("kuadrant.io/lb-attribute-geo-code", "IE")],
+            &["172.31.0.1"],
+        ),
+        cluster(
+            2,
+            &[("kuadrant.io/lb-attribute-geo-code", "US")],
+            &["172.31.0.2"],
+        ),
         cluster(3, &[], &["172.31.0.3"]), // no label: the default geo
     ];
-    let policy = LoadBalancing { default_geo: Some("IE".into()), ..weighted(120) };
+    let policy = LoadBalancing {
+        default_geo: Some("IE".into()),
+        ..weighted(120)
+    };
     let expected = sorted(vec![
         root(),
         rec(C1, RecordType::A, &["172.31.0.1"], 60),
@@ -108,15 +154,56 @@ fn geo_groups_clusters_and_the_catch_all_points_at_the_default_geo() {
 #[test]
 fn geo_with_custom_weights_first_matching_entry_wins() {
     let clusters = [
-        cluster(1, &[("kuadrant.io/lb-attribute-geo-code", "GEO-EU"), ("kuadrant.io/lb-attribute-cloud", "Azure")], &["172.31.0.1"]),
-        cluster(2, &[("kuadrant.io/lb-attribute-geo-code", "GEO-EU"), ("kuadrant.io/lb-attribute-custom-weight", "GCP")], &["172.31.0.2"]),
-        cluster(3, &[("kuadrant.io/lb-attribute-geo-code", "GEO-NA"), ("kuadrant.io/lb-attribute-cloud", "Azure"), ("kuadrant.io/lb-attribute-custom-weight", "GCP")], &["172.31.0.3"]),
+        cluster(
+            1,
+            &[
+                ("kuadrant.io/lb-attribute-geo-code", "GEO-EU"),
+                ("kuadrant.io/lb-attribute-cloud", "Azure"),
+            ],
+            &["172.31.0.1"],
+        ),
+        cluster(
+            2,
+            &[
+                ("kuadrant.io/lb-attribute-geo-code", "GEO-EU"),
+                ("kuadrant.io/lb-attribute-custom-weight", "GCP"),
+            ],
+            &["172.31.0.2"],
+        ),
+        cluster(
+            3,
+            &[
+                ("kuadrant.io/lb-attribute-geo-code", "GEO-NA"),
+                ("kuadrant.io/lb-attribute-cloud", "Azure"),
+                ("kuadrant.io/lb-attribute-custom-weight", "GCP"),
+            ],
+            &["172.31.0.3"],
+        ),
     ];
-    let azure = LabelSelector { match_labels: [("kuadrant.io/lb-attribute-cloud".into(), "Azure".into())].into(), ..Default::default() };
-    let gcp = LabelSelector { match_labels: [("kuadrant.io/lb-attribute-custom-weight".into(), "GCP".into())].into(), ..Default::default() };
+    let azure = LabelSelector {
+        match_labels: [("kuadrant.io/lb-attribute-cloud".into(), "Azure".into())].into(),
+        ..Default::default()
+    };
+    let gcp = LabelSelector {
+        match_labels: [(
+            "kuadrant.io/lb-attribute-custom-weight".into(),
+            "GCP".into(),
+        )]
+        .into(),
+        ..Default::default()
+    };
     let policy = LoadBalancing {
         default_weight: 10,
-        custom: vec![CustomWeight { selector: azure, weight: 30 }, CustomWeight { selector: gcp, weight: 20 }],
+        custom: vec![
+            CustomWeight {
+                selector: azure,
+                weight: 30,
+            },
+            CustomWeight {
+                selector: gcp,
+                weight: 20,
+            },
+        ],
         default_geo: Some("GEO-EU".into()),
     };
     let expected = sorted(vec![
@@ -137,27 +224,68 @@ fn geo_with_custom_weights_first_matching_entry_wins() {
 #[test]
 fn an_empty_default_geo_falls_back_to_the_lowest_geo_and_says_so() {
     let clusters = [
-        cluster(1, &[("kuadrant.io/lb-attribute-geo-code", "US")], &["172.31.0.1"]),
-        cluster(2, &[("kuadrant.io/lb-attribute-geo-code", "CA")], &["172.31.0.2"]),
+        cluster(
+            1,
+            &[("kuadrant.io/lb-attribute-geo-code", "US")],
+            &["172.31.0.1"],
+        ),
+        cluster(
+            2,
+            &[("kuadrant.io/lb-attribute-geo-code", "CA")],
+            &["172.31.0.2"],
+        ),
     ];
-    let policy = LoadBalancing { default_geo: Some("IE".into()), ..weighted(120) };
-    let tree = build_record_tree("api.example.com", &gateway(), &Strategy::LoadBalanced(policy), &clusters).unwrap();
-    let catch_all = tree.endpoints().into_iter().find(|e| e.set_identifier.as_deref() == Some("default")).unwrap();
+    let policy = LoadBalancing {
+        default_geo: Some("IE".into()),
+        ..weighted(120)
+    };
+    let tree = build_record_tree(
+        "api.example.com",
+        &gateway(),
+        &Strategy::LoadBalanced(policy),
+        &clusters,
+    )
+    .unwrap();
+    let catch_all = tree
+        .endpoints()
+        .into_iter()
+        .find(|e| e.set_identifier.as_deref() == Some("default"))
+        .unwrap();
     assert_eq!(catch_all.targets, ["ca.klb.api.example.com"]);
     assert_eq!(tree.warnings.len(), 1);
-    assert!(tree.warnings[0].contains("IE") && tree.warnings[0].contains("CA"), "{:?}", tree.warnings);
+    assert!(
+        tree.warnings[0].contains("IE") && tree.warnings[0].contains("CA"),
+        "{:?}",
+        tree.warnings
+    );
 }
 
 #[test]
 fn wildcard_hosts_keep_the_wildcard_only_at_the_root() {
-    let tree = build_record_tree("*.apps.example.com", &gateway(), &Strategy::LoadBalanced(weighted(120)), &[cluster(1, &[], &["172.31.0.1"])]).unwrap();
-    let names: Vec<(String, RecordType)> = tree.endpoints().into_iter().map(|e| (e.dns_name, e.record_type)).collect();
+    let tree = build_record_tree(
+        "*.apps.example.com",
+        &gateway(),
+        &Strategy::LoadBalanced(weighted(120)),
+        &[cluster(1, &[], &["172.31.0.1"])],
+    )
+    .unwrap();
+    let names: Vec<(String, RecordType)> = tree
+        .endpoints()
+        .into_iter()
+        .map(|e| (e.dns_name, e.record_type))
+        .collect();
     assert_eq!(
         names,
         [
             ("*.apps.example.com".to_string(), RecordType::Cname),
-            ("20qri0-a8xcra.klb.apps.example.com".to_string(), RecordType::A),
-            ("default.klb.apps.example.com".to_string(), RecordType::Cname),
+            (
+                "20qri0-a8xcra.klb.apps.example.com".to_string(),
+                RecordType::A
+            ),
+            (
+                "default.klb.apps.example.com".to_string(),
+                RecordType::Cname
+            ),
             ("klb.apps.example.com".to_string(), RecordType::Cname),
         ]
     );
@@ -165,7 +293,10 @@ fn wildcard_hosts_keep_the_wildcard_only_at_the_root() {
 
 #[test]
 fn hostname_addresses_are_pointed_at_from_the_geo_record() {
-    let clusters = [cluster(1, &[], &["lb-1.elb.amazonaws.com"]), cluster(2, &[], &["172.31.0.2"])];
+    let clusters = [
+        cluster(1, &[], &["lb-1.elb.amazonaws.com"]),
+        cluster(2, &[], &["172.31.0.2"]),
+    ];
     let expected = sorted(vec![
         root(),
         rec(C2, RecordType::A, &["172.31.0.2"], 60),
@@ -173,7 +304,10 @@ fn hostname_addresses_are_pointed_at_from_the_geo_record() {
         geo("default", C2, 120),
         lb("default", "*", "default.klb.api.example.com"),
     ]);
-    assert_eq!(build(Strategy::LoadBalanced(weighted(120)), &clusters), expected);
+    assert_eq!(
+        build(Strategy::LoadBalanced(weighted(120)), &clusters),
+        expected
+    );
 }
 
 #[test]
@@ -181,11 +315,30 @@ fn ipv6_addresses_give_aaaa_records_beside_a_records() {
     let clusters = [cluster(1, &[], &["172.31.0.1", "2001:db8::1"])];
     let endpoints = build(Strategy::LoadBalanced(weighted(120)), &clusters);
     let leaves: Vec<&Endpoint> = endpoints.iter().filter(|e| e.dns_name == C1).collect();
-    assert_eq!(leaves, [&rec(C1, RecordType::A, &["172.31.0.1"], 60), &rec(C1, RecordType::Aaaa, &["2001:db8::1"], 60)]);
-    assert_eq!(endpoints.iter().filter(|e| e.dns_name == "default.klb.api.example.com").count(), 1, "one GEO record per cluster");
+    assert_eq!(
+        leaves,
+        [
+            &rec(C1, RecordType::A, &["172.31.0.1"], 60),
+            &rec(C1, RecordType::Aaaa, &["2001:db8::1"], 60)
+        ]
+    );
+    assert_eq!(
+        endpoints
+            .iter()
+            .filter(|e| e.dns_name == "default.klb.api.example.com")
+            .count(),
+        1,
+        "one GEO record per cluster"
+    );
 
     let simple = build(Strategy::Simple, &clusters);
-    assert_eq!(simple, [rec("api.example.com", RecordType::A, &["172.31.0.1"], 60), rec("api.example.com", RecordType::Aaaa, &["2001:db8::1"], 60)]);
+    assert_eq!(
+        simple,
+        [
+            rec("api.example.com", RecordType::A, &["172.31.0.1"], 60),
+            rec("api.example.com", RecordType::Aaaa, &["2001:db8::1"], 60)
+        ]
+    );
 }
 
 #[test]
@@ -195,28 +348,71 @@ fn clusters_without_attached_routes_get_no_records() {
     let mut busy = cluster(1, &[], &["172.31.0.1"]);
     busy.attached_routes = Some(3);
     let endpoints = build(Strategy::LoadBalanced(weighted(120)), &[busy, idle.clone()]);
-    assert!(endpoints.iter().all(|e| !e.dns_name.contains("2pj3we") && !e.targets.iter().any(|t| t.contains("2pj3we"))));
-    assert!(build(Strategy::LoadBalanced(weighted(120)), &[idle]).is_empty(), "no serving cluster, no records");
+    assert!(
+        endpoints
+            .iter()
+            .all(|e| !e.dns_name.contains("2pj3we")
+                && !e.targets.iter().any(|t| t.contains("2pj3we")))
+    );
+    assert!(
+        build(Strategy::LoadBalanced(weighted(120)), &[idle]).is_empty(),
+        "no serving cluster, no records"
+    );
 }
 
 #[test]
 fn simple_publishes_one_record_with_every_address() {
-    let clusters = [cluster(1, &[], &["172.31.0.1"]), cluster(2, &[], &["172.31.0.2"])];
-    assert_eq!(build(Strategy::Simple, &clusters), [rec("api.example.com", RecordType::A, &["172.31.0.1", "172.31.0.2"], 60)]);
+    let clusters = [
+        cluster(1, &[], &["172.31.0.1"]),
+        cluster(2, &[], &["172.31.0.2"]),
+    ];
+    assert_eq!(
+        build(Strategy::Simple, &clusters),
+        [rec(
+            "api.example.com",
+            RecordType::A,
+            &["172.31.0.1", "172.31.0.2"],
+            60
+        )]
+    );
     assert_eq!(
         build(Strategy::Simple, &[cluster(1, &[], &["lb.example.net"])]),
-        [rec("api.example.com", RecordType::Cname, &["lb.example.net"], 60)]
+        [rec(
+            "api.example.com",
+            RecordType::Cname,
+            &["lb.example.net"],
+            60
+        )]
     );
 }
 
 #[test]
 fn simple_refuses_what_one_record_cannot_hold() {
-    let two_hostnames = [cluster(1, &[], &["a.example.net"]), cluster(2, &[], &["b.example.net"])];
-    let mixed = [cluster(1, &[], &["a.example.net"]), cluster(2, &[], &["172.31.0.2"])];
-    for (clusters, what) in [(&two_hostnames[..], "two hostnames"), (&mixed[..], "IPs and a hostname")] {
-        let error = build_record_tree("api.example.com", &gateway(), &Strategy::Simple, clusters).unwrap_err();
-        assert!(matches!(error, TreeError::SimpleMultipleHostnames { .. } | TreeError::SimpleMixedAddresses { .. }), "{what}: {error}");
-        assert!(error.to_string().contains("loadbalanced"), "the error says what to do: {error}");
+    let two_hostnames = [
+        cluster(1, &[], &["a.example.net"]),
+        cluster(2, &[], &["b.example.net"]),
+    ];
+    let mixed = [
+        cluster(1, &[], &["a.example.net"]),
+        cluster(2, &[], &["172.31.0.2"]),
+    ];
+    for (clusters, what) in [
+        (&two_hostnames[..], "two hostnames"),
+        (&mixed[..], "IPs and a hostname"),
+    ] {
+        let error = build_record_tree("api.example.com", &gateway(), &Strategy::Simple, clusters)
+            .unwrap_err();
+        assert!(
+            matches!(
+                error,
+                TreeError::SimpleMultipleHostnames { .. } | TreeError::SimpleMixedAddresses { .. }
+            ),
+            "{what}: {error}"
+        );
+        assert!(
+            error.to_string().contains("loadbalanced"),
+            "the error says what to do: {error}"
+        );
     }
 }
 
@@ -229,19 +425,43 @@ fn invalid_addresses_are_errors_not_panics() {
 
 fn pruned(strategy: Strategy, clusters: &[ClusterTarget], health: &[(&str, Health)]) -> Pruned {
     let tree = build_record_tree("api.example.com", &gateway(), &strategy, clusters).unwrap();
-    let health: BTreeMap<String, Health> = health.iter().map(|(a, h)| (a.to_string(), *h)).collect();
+    let health: BTreeMap<String, Health> =
+        health.iter().map(|(a, h)| (a.to_string(), *h)).collect();
     tree.prune(&health)
 }
 
 #[test]
 fn pruning_removes_unhealthy_leaves_and_their_childless_parents() {
     let clusters = [
-        cluster(1, &[("kuadrant.io/lb-attribute-geo-code", "IE")], &["172.31.0.1"]),
-        cluster(2, &[("kuadrant.io/lb-attribute-geo-code", "US")], &["172.31.0.2"]),
-        cluster(3, &[("kuadrant.io/lb-attribute-geo-code", "US")], &["172.31.0.3", "172.31.0.4"]),
+        cluster(
+            1,
+            &[("kuadrant.io/lb-attribute-geo-code", "IE")],
+            &["172.31.0.1"],
+        ),
+        cluster(
+            2,
+            &[("kuadrant.io/lb-attribute-geo-code", "US")],
+            &["172.31.0.2"],
+        ),
+        cluster(
+            3,
+            &[("kuadrant.io/lb-attribute-geo-code", "US")],
+            &["172.31.0.3", "172.31.0.4"],
+        ),
     ];
-    let policy = Strategy::LoadBalanced(LoadBalancing { default_geo: Some("IE".into()), ..weighted(120) });
-    let Pruned::Endpoints(endpoints) = pruned(policy, &clusters, &[("172.31.0.1", Health::Unhealthy), ("172.31.0.3", Health::Unhealthy), ("172.31.0.4", Health::Unknown)]) else {
+    let policy = Strategy::LoadBalanced(LoadBalancing {
+        default_geo: Some("IE".into()),
+        ..weighted(120)
+    });
+    let Pruned::Endpoints(endpoints) = pruned(
+        policy,
+        &clusters,
+        &[
+            ("172.31.0.1", Health::Unhealthy),
+            ("172.31.0.3", Health::Unhealthy),
+            ("172.31.0.4", Health::Unknown),
+        ],
+    ) else {
         panic!("some leaves are healthy");
     };
     let expected = sorted(vec![
@@ -258,17 +478,40 @@ fn pruning_removes_unhealthy_leaves_and_their_childless_parents() {
 
 #[test]
 fn pruning_with_no_healthy_leaf_keeps_what_was_published() {
-    let clusters = [cluster(1, &[], &["172.31.0.1"]), cluster(2, &[], &["lb.example.net"])];
-    let all_down = [("172.31.0.1", Health::Unhealthy), ("lb.example.net", Health::Unhealthy)];
-    assert_eq!(pruned(Strategy::LoadBalanced(weighted(120)), &clusters, &all_down), Pruned::NoHealthyLeaf);
+    let clusters = [
+        cluster(1, &[], &["172.31.0.1"]),
+        cluster(2, &[], &["lb.example.net"]),
+    ];
+    let all_down = [
+        ("172.31.0.1", Health::Unhealthy),
+        ("lb.example.net", Health::Unhealthy),
+    ];
+    assert_eq!(
+        pruned(Strategy::LoadBalanced(weighted(120)), &clusters, &all_down),
+        Pruned::NoHealthyLeaf
+    );
     let simple = [cluster(1, &[], &["172.31.0.1"])];
-    assert_eq!(pruned(Strategy::Simple, &simple, &[("172.31.0.1", Health::Unhealthy)]), Pruned::NoHealthyLeaf);
+    assert_eq!(
+        pruned(
+            Strategy::Simple,
+            &simple,
+            &[("172.31.0.1", Health::Unhealthy)]
+        ),
+        Pruned::NoHealthyLeaf
+    );
 }
 
 #[test]
 fn pruning_an_unhealthy_hostname_removes_its_geo_record() {
-    let clusters = [cluster(1, &[], &["lb.example.net"]), cluster(2, &[], &["172.31.0.2"])];
-    let Pruned::Endpoints(endpoints) = pruned(Strategy::LoadBalanced(weighted(120)), &clusters, &[("lb.example.net", Health::Unhealthy)]) else {
+    let clusters = [
+        cluster(1, &[], &["lb.example.net"]),
+        cluster(2, &[], &["172.31.0.2"]),
+    ];
+    let Pruned::Endpoints(endpoints) = pruned(
+        Strategy::LoadBalanced(weighted(120)),
+        &clusters,
+        &[("lb.example.net", Health::Unhealthy)],
+    ) else {
         panic!("cluster 2 is healthy");
     };
     assert!(endpoints.iter().all(|e| e.targets != ["lb.example.net"]));
@@ -277,12 +520,25 @@ fn pruning_an_unhealthy_hostname_removes_its_geo_record() {
 
 #[test]
 fn renders_text_and_dot() {
-    let clusters = [cluster(1, &[("kuadrant.io/lb-attribute-geo-code", "IE")], &["172.31.0.1"])];
-    let policy = Strategy::LoadBalanced(LoadBalancing { default_geo: Some("IE".into()), ..weighted(120) });
+    let clusters = [cluster(
+        1,
+        &[("kuadrant.io/lb-attribute-geo-code", "IE")],
+        &["172.31.0.1"],
+    )];
+    let policy = Strategy::LoadBalanced(LoadBalancing {
+        default_geo: Some("IE".into()),
+        ..weighted(120)
+    });
     let tree = build_record_tree("api.example.com", &gateway(), &policy, &clusters).unwrap();
     let text = tree.render_text();
-    assert!(text.starts_with("api.example.com CNAME [ttl=300]\n"), "{text}");
-    assert!(text.contains("└─ 20qri0-a8xcra.klb.api.example.com A 172.31.0.1 [ttl=60]"), "{text}");
+    assert!(
+        text.starts_with("api.example.com CNAME [ttl=300]\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("└─ 20qri0-a8xcra.klb.api.example.com A 172.31.0.1 [ttl=60]"),
+        "{text}"
+    );
     let dot = tree.render_dot();
     assert!(dot.starts_with("digraph \"api.example.com\" {"), "{dot}");
     // root → 2 lb records, each lb record → the IE GEO record, the GEO record → the A record.
