@@ -68,12 +68,12 @@ pub struct ProviderSpecific {
 pub struct Endpoint {
     pub dns_name: String,
     pub record_type: RecordType,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub set_identifier: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub targets: Vec<String>,
     #[serde(rename = "recordTTL", default, skip_serializing_if = "is_zero")]
     pub record_ttl: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_identifier: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub provider_specific: Vec<ProviderSpecific>,
 }

@@ -1,6 +1,9 @@
 //! The Meridian hub: the `meridian-hub` command line and, as issues land, the DNSPolicy and
 //! DNSRecord controllers and the embedded nameserver. `main` only calls [`Cli::parse_and_run`].
 
+pub mod plan_command;
+pub mod policy;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -22,6 +25,19 @@ pub struct Cli {
 pub enum Command {
     /// Run the hub controllers against the hub cluster.
     Run(RunArgs),
+    /// Print the records a policy would publish for a gateway on given clusters (offline).
+    Plan(PlanArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    /// Scenario file (gateway, policy, clusters; see docs/plan.md), or `-` for standard input.
+    #[arg(short = 'f', long = "file")]
+    pub file: PathBuf,
+
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "yaml")]
+    pub output: plan_command::OutputFormat,
 }
 
 #[derive(Debug, clap::Args)]
@@ -44,8 +60,10 @@ impl Cli {
     pub fn run(self) -> anyhow::Result<()> {
         tracing_subscriber::fmt()
             .with_env_filter(self.log.as_str())
+            .with_writer(std::io::stderr)
             .init();
         match self.command {
+            Command::Plan(args) => plan_command::run(&args.file, args.output),
             Command::Run(args) => {
                 // The controllers are the subject of later issues. Until they land the command
                 // says so and exits cleanly instead of pretending to reconcile.
@@ -74,7 +92,9 @@ mod tests {
     fn run_flags_parse_and_default() {
         let cli = Cli::try_parse_from(["meridian-hub", "run", "--kubeconfig", "hub.kubeconfig"])
             .expect("valid flags");
-        let Command::Run(args) = cli.command;
+        let Command::Run(args) = cli.command else {
+            panic!("run parses as run")
+        };
         assert_eq!(args.kubeconfig, Some(PathBuf::from("hub.kubeconfig")));
         assert_eq!(args.health_addr, "127.0.0.1:8080".parse().unwrap());
     }

@@ -1,0 +1,130 @@
+//! `meridian-hub plan` as a user runs it: every documented scenario plans in every format, the
+//! JSON is exactly the documented shape, and bad input is a message and a non-zero exit.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+fn hub(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_meridian-hub"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("meridian-hub starts");
+    if let Some(text) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().unwrap()
+}
+
+fn examples() -> Vec<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/plan-examples");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn every_documented_scenario_plans_in_every_format() {
+    assert!(
+        examples().len() >= 4,
+        "the seeds' four policies are documented"
+    );
+    for file in examples() {
+        for format in ["yaml", "json", "tree", "dot"] {
+            let output = hub(&["plan", "-f", file.to_str().unwrap(), "-o", format], None);
+            assert!(
+                output.status.success(),
+                "{} -o {format}: {}",
+                file.display(),
+                String::from_utf8_lossy(&output.stderr)
+            );
+            assert!(!output.stdout.is_empty());
+        }
+    }
+}
+
+#[test]
+fn json_has_the_documented_shape() {
+    let scenario = "
+gateway: {name: prod-web, namespace: gateways, listeners: [{name: api, hostname: api.example.com}, {name: nohost}]}
+policy: {routingStrategy: simple}
+clusters:
+  - {name: c1, clusterID: test-cluster-1, addresses: [{type: IPAddress, value: 172.31.0.2}, {value: 172.31.0.1}]}
+";
+    let output = hub(&["plan", "-f", "-", "-o", "json"], Some(scenario));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({"records": [{
+            "name": "prod-web-api",
+            "rootHost": "api.example.com",
+            "endpoints": [{"dnsName": "api.example.com", "recordType": "A", "targets": ["172.31.0.1", "172.31.0.2"], "recordTTL": 60}],
+        }]})
+    );
+}
+
+#[test]
+fn bad_input_is_a_message_and_a_failure_never_a_panic() {
+    let gateway =
+        "gateway: {name: gw, namespace: ns, listeners: [{name: api, hostname: api.example.com}]}\n";
+    let cases = [
+        (
+            format!("{gateway}policy: {{loadBalancing: {{weighted: {{default: 10}}}}}}"),
+            "unknown field policy.loadBalancing.weighted.default",
+        ),
+        (
+            format!("{gateway}policy: {{loadBalancing: {{geo: {{defaultGeo: EU}}}}}}"),
+            "defaultGeo \"EU\"",
+        ),
+        (
+            format!("{gateway}policy: {{loadBalancing: {{weighted: {{defaultWeight: -1}}}}}}"),
+            "defaultWeight",
+        ),
+        (
+            format!("{gateway}policy: {{routingStrategy: weighted}}"),
+            "unknown variant `weighted`",
+        ),
+        (
+            format!(
+                "{gateway}clusters: [{{name: c1, clusterID: x, addresses: [{{value: 300.0.0.1}}]}}]"
+            ),
+            "cluster c1: invalid address",
+        ),
+        (
+            format!(
+                "{gateway}policy: {{routingStrategy: simple}}\nclusters: [{{name: c1, clusterID: a, addresses: [{{type: Hostname, value: a.example.net}}]}}, {{name: c2, clusterID: b, addresses: [{{type: Hostname, value: b.example.net}}]}}]"
+            ),
+            "cannot point at several hostnames",
+        ),
+        ("gateway: [".to_string(), "invalid scenario"),
+    ];
+    for (scenario, expected) in cases {
+        let output = hub(&["plan", "-f", "-"], Some(&scenario));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{expected}: accepted");
+        assert!(stderr.contains(expected), "{expected:?} not in {stderr:?}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    let missing = hub(&["plan", "-f", "/nonexistent/scenario.yaml"], None);
+    assert!(!missing.status.success());
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("cannot read /nonexistent/scenario.yaml")
+    );
+}
