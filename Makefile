@@ -6,7 +6,7 @@ CARGO ?= cargo
 # The test bed's per-version cache directory (outside the checkout; see e2e/testbed/build.sh).
 export MERIDIAN_TESTBED_DIR := $(shell bash e2e/testbed/build.sh --print-dir)
 
-.PHONY: help toolchain testbed test lint fmt crds demo bench-testbed clean-testbed
+.PHONY: help toolchain testbed test lint fmt crds demo bench-testbed bench-engine clean-testbed
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -35,6 +35,9 @@ demo: testbed ## Start a hub and two spokes with all CRDs and OCM; Ctrl-C stops
 
 bench-testbed: testbed ## Time one control plane's start, three at once, and one's memory
 	$(CARGO) run --quiet --locked -p meridian-e2e --bin meridian-testbed -- measure
+
+bench-engine: ## Build trees and plans for 10,000 hosts x 10 clusters x 3 geos on one core
+	$(CARGO) run --quiet --locked --release -p meridian-dns --bin bench-engine
 
 clean-testbed: ## Delete this version's test-bed cache (the next build starts cold)
 	rm -rf "$(MERIDIAN_TESTBED_DIR)"

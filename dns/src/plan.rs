@@ -28,9 +28,12 @@ const HERITAGE: &str = "heritage=external-dns";
 
 /// Name of the ownership TXT record of `owner`'s record `record_type` at `dns_name`.
 pub fn ownership_txt_name(owner: &str, record_type: RecordType, dns_name: &str) -> String {
+    txt_name_with_code(&shortcode(owner, 8), record_type, dns_name)
+}
+
+fn txt_name_with_code(owner_code: &str, record_type: RecordType, dns_name: &str) -> String {
     format!(
-        "{REGISTRY_PREFIX}{}-{}-{dns_name}",
-        shortcode(owner, 8),
+        "{REGISTRY_PREFIX}{owner_code}-{}-{dns_name}",
         record_type.as_str().to_ascii_lowercase()
     )
 }
@@ -42,8 +45,14 @@ pub fn ownership_txt_value(owner: &str) -> String {
 
 /// The ownership TXT record for `owner`'s `record`.
 pub fn ownership_record(owner: &str, record: &Endpoint) -> Endpoint {
+    ownership_record_with_code(&shortcode(owner, 8), owner, record)
+}
+
+/// [`ownership_record`] with the owner's shortcode already computed (it is a SHA-224; a plan
+/// writes one ownership record per record).
+fn ownership_record_with_code(owner_code: &str, owner: &str, record: &Endpoint) -> Endpoint {
     let mut txt = Endpoint::new(
-        ownership_txt_name(owner, record.record_type, &record.dns_name),
+        txt_name_with_code(owner_code, record.record_type, &record.dns_name),
         RecordType::Txt,
         [ownership_txt_value(owner)],
         record.record_ttl,
@@ -53,8 +62,12 @@ pub fn ownership_record(owner: &str, record: &Endpoint) -> Endpoint {
     txt
 }
 
-/// The record an ownership TXT record vouches for, and its owner.
-fn parse_ownership(txt: &Endpoint) -> Option<(RecordKey, String)> {
+/// The record an ownership TXT record vouches for, and its owner. `codes` memoizes owners'
+/// shortcodes across the records of one zone.
+fn parse_ownership(
+    txt: &Endpoint,
+    codes: &mut BTreeMap<String, String>,
+) -> Option<(RecordKey, String)> {
     if txt.record_type != RecordType::Txt {
         return None;
     }
@@ -83,7 +96,10 @@ fn parse_ownership(txt: &Endpoint) -> Option<(RecordKey, String)> {
     ]
     .into_iter()
     .find(|t| t.as_str().eq_ignore_ascii_case(type_name))?;
-    (shortcode(&owner, 8) == code).then(|| {
+    let owner_code = codes
+        .entry(owner.clone())
+        .or_insert_with(|| shortcode(&owner, 8));
+    (owner_code == code).then(|| {
         let key = RecordKey {
             dns_name: dns_name.to_string(),
             record_type,
@@ -104,8 +120,9 @@ pub struct Registry {
 impl Registry {
     pub fn read(zone: &[Endpoint]) -> Self {
         let mut registry = Registry::default();
+        let mut codes = BTreeMap::new();
         for record in zone {
-            match parse_ownership(record) {
+            match parse_ownership(record, &mut codes) {
                 Some((key, owner)) => {
                     registry
                         .ownership
@@ -507,6 +524,7 @@ fn to_changes(
             None => registry.records.get(key),
         }
     };
+    let owner_code = shortcode(owner, 8);
     let mut keys: BTreeSet<&RecordKey> = own_after.iter().collect();
     keys.extend(
         registry
@@ -524,7 +542,7 @@ fn to_changes(
             .contains(key)
             .then(|| record_after(key))
             .flatten()
-            .map(|r| ownership_record(owner, r));
+            .map(|r| ownership_record_with_code(&owner_code, owner, r));
         match (existing, wanted) {
             (Some(old), Some(new)) if old != &new => changes.updates.push(Update {
                 old: old.clone(),
