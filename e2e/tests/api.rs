@@ -5,12 +5,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use meridian_api::kuadrant::{
-    DNSHealthCheckProbe, DNSPolicy, HealthProtocol, ManagedZone, RoutingStrategy,
+    DNSHealthCheckProbe, DNSPolicy, DNSRecord, HealthProtocol, ManagedZone, RoutingStrategy,
 };
-use meridian_api::meridian::Router;
+use meridian_api::meridian::{RouteBinding, Router};
 use meridian_e2e::{ControlPlane, Error, Fleet};
 use serde_json::json;
 
@@ -35,18 +35,23 @@ fn object(yaml: &str) -> DynamicObject {
 }
 
 fn api_for(client: &Client, object: &DynamicObject) -> Api<DynamicObject> {
-    let types = object.types.as_ref().expect("apiVersion and kind");
-    let (group, version) = types.api_version.split_once('/').expect("a group version");
-    let gvk = GroupVersionKind::gvk(group, version, &types.kind);
-    let plural = match types.kind.as_str() {
-        "DNSPolicy" => "dnspolicies".to_string(),
-        kind => format!("{}s", kind.to_lowercase()),
+    let kind = object
+        .types
+        .as_ref()
+        .expect("apiVersion and kind")
+        .kind
+        .as_str();
+    // The resource names come from Meridian's own types, as a controller would use them.
+    let resource = match kind {
+        "DNSPolicy" => ApiResource::erase::<DNSPolicy>(&()),
+        "DNSRecord" => ApiResource::erase::<DNSRecord>(&()),
+        "ManagedZone" => ApiResource::erase::<ManagedZone>(&()),
+        "DNSHealthCheckProbe" => ApiResource::erase::<DNSHealthCheckProbe>(&()),
+        "RouteBinding" => ApiResource::erase::<RouteBinding>(&()),
+        "Router" => return Api::all_with(client.clone(), &ApiResource::erase::<Router>(&())),
+        other => panic!("no Meridian kind {other}"),
     };
-    let resource = ApiResource::from_gvk_with_plural(&gvk, &plural);
-    match types.kind.as_str() {
-        "Router" => Api::all_with(client.clone(), &resource),
-        _ => Api::namespaced_with(client.clone(), NAMESPACE, &resource),
-    }
+    Api::namespaced_with(client.clone(), NAMESPACE, &resource)
 }
 
 async fn create(client: &Client, yaml: &str) -> Result<DynamicObject, kube::Error> {
