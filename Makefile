@@ -6,13 +6,19 @@ CARGO ?= cargo
 # The test bed's per-version cache directory (outside the checkout; see e2e/testbed/build.sh).
 export MERIDIAN_TESTBED_DIR := $(shell bash e2e/testbed/build.sh --print-dir)
 
-.PHONY: help toolchain testbed test lint fmt crds demo bench-testbed bench-engine clean-testbed
+# Debian packages the tests use: dig (dnsutils) as a real DNS client.
+TEST_PACKAGES := dnsutils
+
+.PHONY: help toolchain packages testbed test lint fmt crds demo bench-testbed bench-engine clean-testbed
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 toolchain: ## Check the toolchains the build needs (Go, Rust with rustfmt and clippy, setpriv)
 	@bash scripts/check-toolchain.sh
+
+packages: ## Install the Debian packages the tests use (once; a warm run asks no mirror)
+	@bash scripts/debian-packages.sh $(TEST_PACKAGES)
 
 testbed: toolchain ## Build kube-apiserver, etcd, kubectl, OCM agents and gather upstream CRDs (cached)
 	@bash e2e/testbed/build.sh >/dev/null
@@ -21,7 +27,7 @@ lint: toolchain ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
-test: testbed lint ## Install what is missing, then run every test
+test: packages testbed lint ## Install what is missing, then run every test
 	$(CARGO) test --workspace --all-targets --locked
 
 fmt: ## Format the Rust code

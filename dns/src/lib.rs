@@ -5,9 +5,12 @@
 //!   [`tree::RecordTree::prune`] removes unhealthy leaves from it;
 //! - [`plan`] turns one owner's desired records, the zone and what the owner published before
 //!   into a change set, with external-dns-compatible ownership records;
-//! - [`provider`] is the interface to DNS providers, with a strict in-memory one.
+//! - [`provider`] is the interface to DNS providers, with a strict in-memory one;
+//! - [`nameserver`] is the embedded authoritative server, answering GEO and weighted records
+//!   at query time.
 
 pub mod model;
+pub mod nameserver;
 pub mod plan;
 pub mod provider;
 pub mod shortcode;

@@ -1,0 +1,20 @@
+//! Meridian's embedded authoritative nameserver.
+//!
+//! Zones are immutable snapshots in a [`Catalog`] that is swapped atomically on every change, so a
+//! query sees either the old zone or the new one, never a mix. Answers are chosen at query time:
+//! one target drawn by weight for weighted records, the client's location (EDNS Client Subnet,
+//! else the source address, looked up in a MaxMind-format database) for GEO records, with the
+//! catch-all `*` and then a deterministic fallback, never an empty answer.
+//!
+//! [`respond`] is a pure function from a request packet to response packets; [`server`] runs it
+//! on UDP and TCP.
+
+mod answer;
+pub mod geo;
+pub mod server;
+mod zone;
+
+pub use answer::{QueryContext, Transport, respond};
+pub use geo::{GeoDb, Location};
+pub use server::{NameServer, ServerConfig};
+pub use zone::{Catalog, Zone, ZoneConfig};
