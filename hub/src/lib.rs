@@ -1,6 +1,7 @@
 //! The Meridian hub: the `meridian-hub` command line and, as issues land, the DNSPolicy and
 //! DNSRecord controllers and the embedded nameserver. `main` only calls [`Cli::parse_and_run`].
 
+pub mod nameserver_command;
 pub mod plan_command;
 pub mod policy;
 
@@ -27,6 +28,8 @@ pub enum Command {
     Run(RunArgs),
     /// Print the records a policy would publish for a gateway on given clusters (offline).
     Plan(PlanArgs),
+    /// Serve the records of a plan with the embedded nameserver (for dig and benchmarks).
+    Nameserver(nameserver_command::NameserverArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -64,6 +67,7 @@ impl Cli {
             .init();
         match self.command {
             Command::Plan(args) => plan_command::run(&args.file, args.output),
+            Command::Nameserver(args) => nameserver_command::run(args),
             Command::Run(args) => {
                 // The controllers are the subject of later issues. Until they land the command
                 // says so and exits cleanly instead of pretending to reconcile.

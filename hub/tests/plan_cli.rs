@@ -128,3 +128,67 @@ fn bad_input_is_a_message_and_a_failure_never_a_panic() {
         String::from_utf8_lossy(&missing.stderr).contains("cannot read /nonexistent/scenario.yaml")
     );
 }
+
+/// A free loopback port for both UDP and TCP.
+fn free_port() -> u16 {
+    loop {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = udp.local_addr().unwrap().port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+#[test]
+fn the_nameserver_command_serves_a_plan_to_dig() {
+    let dir = tempfile::tempdir().unwrap();
+    let example = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/plan-examples/geo.yaml");
+    let plan = hub(
+        &["plan", "-f", example.to_str().unwrap(), "-o", "json"],
+        None,
+    );
+    assert!(plan.status.success());
+    let records = dir.path().join("plan.json");
+    std::fs::write(&records, &plan.stdout).unwrap();
+
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_meridian-hub"))
+        .args([
+            "nameserver",
+            "--records",
+            records.to_str().unwrap(),
+            "--zone",
+            "example.com",
+            "--listen",
+            &listen,
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut answer = String::new();
+    for _ in 0..50 {
+        let dig = Command::new("dig")
+            .args([
+                "@127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "+short",
+                "+time=1",
+                "+tries=1",
+                "api.example.com",
+            ])
+            .output()
+            .expect("dig runs (Debian dnsutils)");
+        answer = String::from_utf8_lossy(&dig.stdout).into_owned();
+        if answer.contains("172.31.0.1") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    server.kill().unwrap();
+    server.wait().unwrap();
+    assert_eq!(answer.lines().last(), Some("172.31.0.1"), "{answer}");
+    assert_eq!(answer.lines().count(), 4, "the whole chain: {answer}");
+}

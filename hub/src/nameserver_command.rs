@@ -1,0 +1,92 @@
+//! `meridian-hub nameserver`: the embedded nameserver on its own, serving the records of a
+//! `meridian-hub plan -o json` file, for trying answers with dig and for benchmarks.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use ipnet::IpNet;
+use meridian_dns::model::Endpoint;
+use meridian_dns::nameserver::{GeoDb, NameServer, ServerConfig, ZoneConfig};
+use serde::Deserialize;
+
+#[derive(Debug, clap::Args)]
+pub struct NameserverArgs {
+    /// Records to serve: the JSON that `meridian-hub plan -o json` prints.
+    #[arg(long)]
+    pub records: PathBuf,
+    /// The zone's apex; records outside it are not served.
+    #[arg(long)]
+    pub zone: String,
+    /// UDP and TCP address to answer on.
+    #[arg(long, default_value = "127.0.0.1:5353")]
+    pub listen: SocketAddr,
+    /// MaxMind-format database (GeoIP2/GeoLite2 Country or City) for GEO answers.
+    #[arg(long)]
+    pub geoip: Option<PathBuf>,
+    /// Name servers of the zone (NS records and SOA primary); default `ns1.<zone>`.
+    #[arg(long = "ns")]
+    pub name_servers: Vec<String>,
+    /// Networks allowed to transfer the zone (AXFR over TCP); none by default.
+    #[arg(long = "allow-transfer")]
+    pub allow_transfer: Vec<IpNet>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PlanFile {
+    records: Vec<PlanFileRecord>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PlanFileRecord {
+    endpoints: Vec<Endpoint>,
+}
+
+/// The endpoints of every record in a plan file.
+pub fn read_plan_records(path: &Path) -> anyhow::Result<Vec<Endpoint>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| anyhow::anyhow!("cannot read {}: {error}", path.display()))?;
+    let plan: PlanFile = serde_json::from_str(&text).map_err(|error| {
+        anyhow::anyhow!(
+            "{} is not `meridian-hub plan -o json` output: {error}",
+            path.display()
+        )
+    })?;
+    Ok(plan
+        .records
+        .into_iter()
+        .flat_map(|record| record.endpoints)
+        .collect())
+}
+
+pub fn run(args: NameserverArgs) -> anyhow::Result<()> {
+    let endpoints = read_plan_records(&args.records)?;
+    let geo = args.geoip.as_deref().map(GeoDb::open).transpose()?;
+    let mut zone = ZoneConfig::new(&args.zone);
+    if !args.name_servers.is_empty() {
+        zone.name_servers = args
+            .name_servers
+            .iter()
+            .map(|ns| ns.trim_end_matches('.').to_ascii_lowercase())
+            .collect();
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let config = ServerConfig {
+            geo,
+            transfer_allowed: args.allow_transfer,
+        };
+        let server = NameServer::start(args.listen, config).await?;
+        server.publish(zone.clone(), endpoints.clone());
+        tracing::info!(
+            listen = %server.local_addr(),
+            zone = %zone.apex,
+            records = endpoints.len(),
+            "answering; Ctrl-C stops"
+        );
+        tokio::signal::ctrl_c().await?;
+        server.shutdown().await;
+        Ok(())
+    })
+}
