@@ -9,7 +9,7 @@ export MERIDIAN_TESTBED_DIR := $(shell bash e2e/testbed/build.sh --print-dir)
 # Debian packages the tests use: dig (dnsutils) as a real DNS client.
 TEST_PACKAGES := dnsutils
 
-.PHONY: help toolchain packages testbed test lint fmt crds demo bench-testbed bench-engine clean-testbed
+.PHONY: help toolchain packages testbed test lint fmt crds demo bench-testbed bench-engine bench-dns clean-testbed
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -44,6 +44,10 @@ bench-testbed: testbed ## Time one control plane's start, three at once, and one
 
 bench-engine: ## Build trees and plans for 10,000 hosts x 10 clusters x 3 geos on one core
 	$(CARGO) run --quiet --locked --release -p meridian-dns --bin bench-engine
+
+bench-dns: ## dnsperf against Meridian's nameserver and PowerDNS (the anchor), same zone, one run
+	@bash scripts/debian-packages.sh dnsutils dnsperf pdns-server pdns-backend-bind pdns-backend-geoip
+	$(CARGO) run --quiet --locked --release -p meridian-dns --bin bench-dns
 
 clean-testbed: ## Delete this version's test-bed cache (the next build starts cold)
 	rm -rf "$(MERIDIAN_TESTBED_DIR)"

@@ -83,6 +83,12 @@ pub fn write_database(networks: &[(ipnet::Ipv4Net, &str, &str)]) -> Vec<u8> {
     database.metadata.database_type = "Meridian-Test-Country".to_string();
     database.metadata.languages = vec!["en".to_string()];
     database.metadata.binary_format_major_version = 2;
+    // libmaxminddb (PowerDNS, mmdblookup) rejects a database whose build_epoch is 0.
+    database.metadata.build_epoch = 1_767_225_600;
+    database.metadata.description.insert(
+        "en".to_string(),
+        "Meridian test country database".to_string(),
+    );
     for (network, country, continent) in networks {
         let record = GeoRecord {
             country: Some(IsoCode {
