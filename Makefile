@@ -9,7 +9,7 @@ export MERIDIAN_TESTBED_DIR := $(shell bash e2e/testbed/build.sh --print-dir)
 # Debian packages the tests use: dig (dnsutils) as a real DNS client.
 TEST_PACKAGES := dnsutils
 
-.PHONY: help toolchain packages testbed test lint fmt crds demo bench-testbed bench-engine bench-dns clean-testbed
+.PHONY: help toolchain packages testbed test lint fmt crds demo bench-testbed bench-engine bench-dns fuzz clean-testbed
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -48,6 +48,11 @@ bench-engine: ## Build trees and plans for 10,000 hosts x 10 clusters x 3 geos o
 bench-dns: ## dnsperf against Meridian's nameserver and PowerDNS (the anchor), same zone, one run
 	@bash scripts/debian-packages.sh dnsutils dnsperf pdns-server pdns-backend-bind pdns-backend-geoip
 	$(CARGO) run --quiet --locked --release -p meridian-dns --bin bench-dns
+
+FUZZ_SECONDS ?= 300
+fuzz: ## Fuzz the nameserver (raw packet → response) for FUZZ_SECONDS; needs the nightly toolchain
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install --locked cargo-fuzz
+	cd dns/fuzz && $(CARGO) +nightly fuzz run respond -- -max_total_time=$(FUZZ_SECONDS)
 
 clean-testbed: ## Delete this version's test-bed cache (the next build starts cold)
 	rm -rf "$(MERIDIAN_TESTBED_DIR)"
