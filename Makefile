@@ -5,6 +5,8 @@ CARGO ?= cargo
 
 # The test bed's per-version cache directory (outside the checkout; see e2e/testbed/build.sh).
 export MERIDIAN_TESTBED_DIR := $(shell bash e2e/testbed/build.sh --print-dir)
+# moto's server for the Route53 tests, in a virtualenv in the same cache (scripts/moto-venv.sh).
+export MERIDIAN_MOTO_SERVER := $(shell bash scripts/moto-venv.sh --print-path)
 
 # Debian packages the tests use: dig (dnsutils) as a real DNS client.
 TEST_PACKAGES := dnsutils
@@ -17,8 +19,9 @@ help: ## List the targets
 toolchain: ## Check the toolchains the build needs (Go, Rust with rustfmt and clippy, setpriv)
 	@bash scripts/check-toolchain.sh
 
-packages: ## Install the Debian packages the tests use (once; a warm run asks no mirror)
+packages: ## Install the Debian packages and the moto venv the tests use (once; a warm run asks no mirror)
 	@bash scripts/debian-packages.sh $(TEST_PACKAGES)
+	@bash scripts/moto-venv.sh >/dev/null
 
 testbed: toolchain ## Build kube-apiserver, etcd, kubectl, OCM agents and gather upstream CRDs (cached)
 	@bash e2e/testbed/build.sh >/dev/null

@@ -62,28 +62,15 @@ fn ownership_record_with_code(owner_code: &str, owner: &str, record: &Endpoint) 
     txt
 }
 
-/// The record an ownership TXT record vouches for, and its owner. `codes` memoizes owners'
-/// shortcodes across the records of one zone.
-fn parse_ownership(
-    txt: &Endpoint,
-    codes: &mut BTreeMap<String, String>,
-) -> Option<(RecordKey, String)> {
+/// The key of the record an ownership TXT record vouches for, read from its name alone (the
+/// owner is not checked).
+pub fn record_vouched_for(txt: &Endpoint) -> Option<RecordKey> {
     if txt.record_type != RecordType::Txt {
         return None;
     }
     let rest = txt.dns_name.strip_prefix(REGISTRY_PREFIX)?;
-    let (code, rest) = rest.split_at_checked(8)?;
+    let (_, rest) = rest.split_at_checked(8)?;
     let (type_name, dns_name) = rest.strip_prefix('-')?.split_once('-')?;
-    let owner = txt.targets.iter().find_map(|value| {
-        let value = value.trim_matches('"');
-        if !value.starts_with(HERITAGE) {
-            return None;
-        }
-        value
-            .split(',')
-            .find_map(|part| part.strip_prefix("external-dns/owner="))
-            .map(str::to_string)
-    })?;
     let record_type = [
         RecordType::A,
         RecordType::Aaaa,
@@ -96,17 +83,35 @@ fn parse_ownership(
     ]
     .into_iter()
     .find(|t| t.as_str().eq_ignore_ascii_case(type_name))?;
+    Some(RecordKey {
+        dns_name: dns_name.to_string(),
+        record_type,
+        set_identifier: txt.set_identifier.clone(),
+    })
+}
+
+/// The record an ownership TXT record vouches for, and its owner, when the name's shortcode is
+/// the owner's. `codes` memoizes owners' shortcodes across the records of one zone.
+fn parse_ownership(
+    txt: &Endpoint,
+    codes: &mut BTreeMap<String, String>,
+) -> Option<(RecordKey, String)> {
+    let key = record_vouched_for(txt)?;
+    let code = txt.dns_name.strip_prefix(REGISTRY_PREFIX)?.get(..8)?;
+    let owner = txt.targets.iter().find_map(|value| {
+        let value = value.trim_matches('"');
+        if !value.starts_with(HERITAGE) {
+            return None;
+        }
+        value
+            .split(',')
+            .find_map(|part| part.strip_prefix("external-dns/owner="))
+            .map(str::to_string)
+    })?;
     let owner_code = codes
         .entry(owner.clone())
         .or_insert_with(|| shortcode(&owner, 8));
-    (owner_code == code).then(|| {
-        let key = RecordKey {
-            dns_name: dns_name.to_string(),
-            record_type,
-            set_identifier: txt.set_identifier.clone(),
-        };
-        (key, owner)
-    })
+    (owner_code == code).then_some((key, owner))
 }
 
 /// The zone split into records and who owns each.

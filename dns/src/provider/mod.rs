@@ -11,6 +11,10 @@ use std::sync::Mutex;
 
 use crate::model::{Endpoint, RecordKey, RecordType};
 
+pub mod batch;
+pub mod budget;
+pub mod route53;
+
 /// One record replaced by another with the same key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Update {
@@ -59,6 +63,14 @@ pub enum ProviderError {
     CnameNotAlone(String),
     #[error("provider error: {0}")]
     Other(String),
+    #[error("invalid records, nothing sent: {0}")]
+    Invalid(String),
+    #[error("the provider refused the change: {0}")]
+    Rejected(String),
+    #[error("some records could not be published: {}", .0.join("; "))]
+    PartlyApplied(Vec<String>),
+    #[error("still throttled after retries: {0}")]
+    Throttled(String),
 }
 
 /// What Meridian needs of a DNS provider.

@@ -1,0 +1,475 @@
+//! The Route53 provider against moto's server (a real Route53 API implementation, started by
+//! the test on loopback), driven by the engine's own plans.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+
+use meridian_dns::model::{Endpoint, RecordType};
+use meridian_dns::plan::{PlanInput, plan};
+use meridian_dns::provider::budget::RequestBudget;
+use meridian_dns::provider::route53::{Route53Credentials, Route53Provider};
+use meridian_dns::provider::{Changes, Provider, ProviderError};
+use meridian_dns::tree::{
+    Address, ClusterTarget, CustomWeight, GatewayRef, LabelSelector, LoadBalancing, Strategy,
+    build_record_tree,
+};
+
+/// moto's server, killed on drop (and by the kernel if the test process dies).
+struct Moto {
+    child: Child,
+    endpoint: String,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn moto_server_path() -> PathBuf {
+    if let Some(path) = std::env::var_os("MERIDIAN_MOTO_SERVER") {
+        return PathBuf::from(path);
+    }
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/moto-venv.sh");
+    let output = Command::new("bash")
+        .arg(script)
+        .output()
+        .expect("moto-venv.sh runs");
+    assert!(
+        output.status.success(),
+        "installing moto failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
+}
+
+fn start_moto() -> Moto {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // The venv's python runs moto through our wrapper, which corrects one moto bug (see the file).
+    let python = moto_server_path().with_file_name("python3");
+    let wrapper = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/moto_server.py");
+    let child = Command::new("setpriv")
+        .args(["--pdeathsig", "KILL", "--"])
+        .arg(python)
+        .arg(wrapper)
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("moto_server starts");
+    let moto = Moto {
+        child,
+        endpoint: format!("http://127.0.0.1:{port}"),
+    };
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return moto;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("moto did not start");
+}
+
+fn credentials(moto: &Moto) -> Route53Credentials {
+    Route53Credentials {
+        access_key_id: "testing".into(),
+        secret_access_key: "testing".into(),
+        region: "us-east-1".into(),
+        endpoint: Some(moto.endpoint.clone()),
+    }
+}
+
+/// A provider with a generous budget (tests are not about pacing) and a new zone.
+async fn provider_with_zone(
+    moto: &Moto,
+    domain: &str,
+) -> (Route53Provider, Arc<RequestBudget>, String) {
+    let budget = Arc::new(RequestBudget::per_second(1000));
+    let provider = Route53Provider::new(&credentials(moto), budget.clone());
+    let config = aws_sdk_route53::Config::builder()
+        .behavior_version(aws_sdk_route53::config::BehaviorVersion::latest())
+        .region(aws_sdk_route53::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_route53::config::Credentials::new(
+            "testing", "testing", None, None, "test",
+        ))
+        .endpoint_url(&moto.endpoint)
+        .build();
+    let client = aws_sdk_route53::Client::from_conf(config);
+    client
+        .create_hosted_zone()
+        .name(domain)
+        .caller_reference(domain)
+        .send()
+        .await
+        .unwrap();
+    provider.invalidate_zones();
+    let zone = provider
+        .list_zones()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|z| z.domain == domain)
+        .expect("the new zone is listed");
+    (provider, budget, zone.id)
+}
+
+fn gateway() -> GatewayRef {
+    GatewayRef {
+        name: "prod-web".into(),
+        namespace: "gateways".into(),
+    }
+}
+
+fn cluster(n: u32, geo: &str, address: &str, cloud: &str) -> ClusterTarget {
+    let hostname = address.parse::<std::net::IpAddr>().is_err();
+    ClusterTarget {
+        name: format!("c{n}"),
+        cluster_id: format!("test-cluster-{n}"),
+        labels: BTreeMap::from([
+            (
+                "kuadrant.io/lb-attribute-geo-code".to_string(),
+                geo.to_string(),
+            ),
+            (
+                "kuadrant.io/lb-attribute-cloud".to_string(),
+                cloud.to_string(),
+            ),
+        ]),
+        addresses: vec![
+            Address::parse(
+                Some(if hostname { "Hostname" } else { "IPAddress" }),
+                address,
+            )
+            .unwrap(),
+        ],
+        attached_routes: None,
+    }
+}
+
+fn geo_policy(azure_weight: u32) -> Strategy {
+    let azure = LabelSelector {
+        match_labels: [("kuadrant.io/lb-attribute-cloud".into(), "Azure".into())].into(),
+        ..Default::default()
+    };
+    Strategy::LoadBalanced(LoadBalancing {
+        default_weight: 120,
+        custom: vec![CustomWeight {
+            selector: azure,
+            weight: azure_weight,
+        }],
+        default_geo: Some("IE".into()),
+    })
+}
+
+fn clusters() -> Vec<ClusterTarget> {
+    vec![
+        cluster(1, "IE", "192.0.2.1", "Azure"),
+        cluster(2, "US", "192.0.2.2", "AWS"),
+        cluster(3, "GEO-EU", "lb-3.elb.example.net", "AWS"),
+    ]
+}
+
+/// Plans `desired` for `owner` against the zone as Route53 holds it, and applies the plan.
+async fn converge(
+    provider: &Route53Provider,
+    zone: &str,
+    owner: &str,
+    host: &str,
+    desired: &[Endpoint],
+    previous: Option<&[Endpoint]>,
+) {
+    let current = provider.records(zone).await.unwrap();
+    let planned = plan(
+        &PlanInput {
+            owner,
+            root_host: host,
+            desired,
+            previous,
+        },
+        &current,
+    );
+    assert!(planned.problems.is_empty(), "{:?}", planned.problems);
+    provider.apply(zone, &planned.changes).await.unwrap();
+}
+
+/// The zone's records at or below `host`, without ownership records.
+async fn published(provider: &Route53Provider, zone: &str, host: &str) -> Vec<Endpoint> {
+    let base = host.trim_start_matches("*.");
+    let mut records: Vec<Endpoint> = provider
+        .records(zone)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| {
+            meridian_dns::model::is_at_or_below(&r.dns_name, base)
+                && r.record_type != RecordType::Txt
+        })
+        .collect();
+    meridian_dns::model::sort_endpoints(&mut records);
+    records
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_weighted_geo_tree_is_created_updated_and_removed() {
+    let moto = start_moto();
+    let (provider, _, zone) = provider_with_zone(&moto, "example.com").await;
+    let host = "api.example.com";
+    let desired = build_record_tree(host, &gateway(), &geo_policy(30), &clusters())
+        .unwrap()
+        .endpoints();
+    converge(&provider, &zone, "hub", host, &desired, None).await;
+    assert_eq!(
+        published(&provider, &zone, host).await,
+        desired,
+        "what Route53 holds is exactly the tree"
+    );
+
+    let current = provider.records(&zone).await.unwrap();
+    let again = plan(
+        &PlanInput {
+            owner: "hub",
+            root_host: host,
+            desired: &desired,
+            previous: Some(&desired),
+        },
+        &current,
+    );
+    assert!(
+        again.changes.is_empty(),
+        "a converged zone plans no change: {:#?}",
+        again.changes
+    );
+
+    let reweighted = build_record_tree(host, &gateway(), &geo_policy(200), &clusters())
+        .unwrap()
+        .endpoints();
+    converge(&provider, &zone, "hub", host, &reweighted, Some(&desired)).await;
+    assert_eq!(published(&provider, &zone, host).await, reweighted);
+
+    converge(&provider, &zone, "hub", host, &[], Some(&reweighted)).await;
+    let left: Vec<Endpoint> = provider
+        .records(&zone)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.record_type != RecordType::Ns)
+        .collect();
+    assert!(left.is_empty(), "nothing of ours is left: {left:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simple_to_loadbalanced_and_back_on_a_live_name() {
+    let moto = start_moto();
+    let (provider, _, zone) = provider_with_zone(&moto, "example.com").await;
+    let host = "shop.example.com";
+    let ips = [
+        cluster(1, "IE", "192.0.2.1", "AWS"),
+        cluster(2, "US", "192.0.2.2", "AWS"),
+    ];
+    let simple = build_record_tree(host, &gateway(), &Strategy::Simple, &ips)
+        .unwrap()
+        .endpoints();
+    let loadbalanced = build_record_tree(host, &gateway(), &geo_policy(30), &ips)
+        .unwrap()
+        .endpoints();
+    converge(&provider, &zone, "hub", host, &simple, None).await;
+    assert_eq!(published(&provider, &zone, host).await, simple);
+    converge(&provider, &zone, "hub", host, &loadbalanced, Some(&simple)).await;
+    assert_eq!(
+        published(&provider, &zone, host).await,
+        loadbalanced,
+        "A became CNAME in one batch"
+    );
+    converge(&provider, &zone, "hub", host, &simple, Some(&loadbalanced)).await;
+    assert_eq!(published(&provider, &zone, host).await, simple, "and back");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_and_unowned_records_are_never_touched() {
+    let moto = start_moto();
+    let (provider, _, zone) = provider_with_zone(&moto, "example.com").await;
+    let legacy = Endpoint::new(
+        "legacy.api.example.com",
+        RecordType::A,
+        ["198.51.100.1".to_string()],
+        300,
+    );
+    provider
+        .apply(
+            &zone,
+            &Changes {
+                creates: vec![legacy.clone()],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let theirs = build_record_tree(
+        "other.example.com",
+        &gateway(),
+        &geo_policy(30),
+        &clusters(),
+    )
+    .unwrap()
+    .endpoints();
+    converge(
+        &provider,
+        &zone,
+        "someone-else",
+        "other.example.com",
+        &theirs,
+        None,
+    )
+    .await;
+    let before: Vec<Endpoint> = provider.records(&zone).await.unwrap();
+
+    let host = "api.example.com";
+    let desired = build_record_tree(host, &gateway(), &geo_policy(30), &clusters())
+        .unwrap()
+        .endpoints();
+    converge(&provider, &zone, "hub", host, &desired, None).await;
+    converge(&provider, &zone, "hub", host, &[], Some(&desired)).await;
+    assert_eq!(provider.records(&zone).await.unwrap(), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_than_a_thousand_changes_are_split_into_batches() {
+    let moto = start_moto();
+    let (provider, budget, zone) = provider_with_zone(&moto, "bulk.example.com").await;
+    let desired: Vec<Endpoint> = (0..700)
+        .map(|i| {
+            Endpoint::new(
+                format!("h{i}.bulk.example.com"),
+                RecordType::A,
+                [format!("10.0.{}.{}", i / 250, i % 250)],
+                60,
+            )
+        })
+        .collect();
+    let planned = plan(
+        &PlanInput {
+            owner: "hub",
+            root_host: "bulk.example.com",
+            desired: &desired,
+            previous: None,
+        },
+        &provider.records(&zone).await.unwrap(),
+    );
+    assert_eq!(
+        planned.changes.len(),
+        1400,
+        "700 records and their ownership records"
+    );
+    let calls_before = budget.spent();
+    provider.apply(&zone, &planned.changes).await.unwrap();
+    // Creates go out as UPSERTs, whose values count twice. Each name's pair (an A value of ~9
+    // characters, a quoted ownership value of 69) costs ~156 of the 32,000 characters a call may
+    // carry, so at most ~205 pairs fit in a call: 700 pairs take four calls.
+    assert_eq!(budget.spent() - calls_before, 4);
+    let records = provider.records(&zone).await.unwrap();
+    assert_eq!(
+        records
+            .iter()
+            .filter(|r| r.record_type == RecordType::A)
+            .count(),
+        700,
+        "all records, read across pages"
+    );
+    assert_eq!(
+        records
+            .iter()
+            .filter(|r| r.dns_name.starts_with("kuadrant-"))
+            .count(),
+        700
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_record_blocks_only_itself() {
+    let moto = start_moto();
+    let (provider, _, zone) = provider_with_zone(&moto, "example.com").await;
+    let good: Vec<Endpoint> = (0..5)
+        .map(|i| {
+            Endpoint::new(
+                format!("good{i}.example.com"),
+                RecordType::A,
+                ["192.0.2.1".to_string()],
+                60,
+            )
+        })
+        .collect();
+    // Deleting a record that is not there is refused by Route53, and fails the whole batch.
+    let missing = Endpoint::new(
+        "missing.example.com",
+        RecordType::A,
+        ["192.0.2.9".to_string()],
+        60,
+    );
+    let changes = Changes {
+        creates: good.clone(),
+        deletes: vec![missing],
+        ..Default::default()
+    };
+    let error = provider.apply(&zone, &changes).await.unwrap_err();
+    match &error {
+        ProviderError::PartlyApplied(failures) => {
+            assert_eq!(failures.len(), 1, "{failures:?}");
+            assert!(
+                failures[0].starts_with("missing.example.com"),
+                "{failures:?}"
+            );
+        }
+        other => panic!("expected a partial failure, got {other}"),
+    }
+    let names: Vec<String> = provider
+        .records(&zone)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.dns_name)
+        .collect();
+    for record in &good {
+        assert!(
+            names.contains(&record.dns_name),
+            "{} landed despite its neighbour",
+            record.dns_name
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_records_are_refused_before_any_call() {
+    let moto = start_moto();
+    let (provider, budget, zone) = provider_with_zone(&moto, "example.com").await;
+    let calls_before = budget.spent();
+    let heavy = Endpoint::new(
+        "w.example.com",
+        RecordType::A,
+        ["192.0.2.1".to_string()],
+        60,
+    )
+    .with_set_identifier("a")
+    .with_property("weight", "300");
+    let error = provider
+        .apply(
+            &zone,
+            &Changes {
+                creates: vec![heavy],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ProviderError::Invalid(_)), "{error}");
+    assert_eq!(budget.spent(), calls_before, "no request was made");
+    // The zone list is cached: listing again costs nothing.
+    provider.list_zones().await.unwrap();
+    assert_eq!(budget.spent(), calls_before);
+}
