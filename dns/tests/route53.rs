@@ -92,7 +92,19 @@ async fn provider_with_zone(
     domain: &str,
 ) -> (Route53Provider, Arc<RequestBudget>, String) {
     let budget = Arc::new(RequestBudget::per_second(1000));
-    let provider = Route53Provider::new(&credentials(moto), budget.clone());
+    provider_through(moto, &moto.endpoint, budget, domain).await
+}
+
+/// A provider talking to `endpoint` (moto, or a proxy in front of it) and a new zone in moto.
+async fn provider_through(
+    moto: &Moto,
+    endpoint: &str,
+    budget: Arc<RequestBudget>,
+    domain: &str,
+) -> (Route53Provider, Arc<RequestBudget>, String) {
+    let mut route53 = credentials(moto);
+    route53.endpoint = Some(endpoint.to_string());
+    let provider = Route53Provider::new(&route53, budget.clone());
     let config = aws_sdk_route53::Config::builder()
         .behavior_version(aws_sdk_route53::config::BehaviorVersion::latest())
         .region(aws_sdk_route53::config::Region::new("us-east-1"))
@@ -472,4 +484,49 @@ async fn invalid_records_are_refused_before_any_call() {
     // The zone list is cached: listing again costs nothing.
     provider.list_zones().await.unwrap();
     assert_eq!(budget.spent(), calls_before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttling_is_absorbed_with_backoff_within_the_budget() {
+    use meridian_dns::provider::budget::{Backoff, ROUTE53_REQUESTS_PER_SECOND};
+    use meridian_dns::provider::counting_proxy::CountingProxy;
+
+    let moto = start_moto();
+    let upstream = moto.endpoint.trim_start_matches("http://").parse().unwrap();
+    // Every third request is answered with Route53's throttling error.
+    let proxy = CountingProxy::start(upstream, 3).await.unwrap();
+    let budget = Arc::new(RequestBudget::per_second(ROUTE53_REQUESTS_PER_SECOND));
+    let (provider, budget, zone) =
+        provider_through(&moto, &proxy.endpoint(), budget, "example.com").await;
+    let provider = provider.with_backoff(Backoff {
+        base: std::time::Duration::from_millis(50),
+        cap: std::time::Duration::from_secs(1),
+        max_attempts: 8,
+    });
+    proxy.reset();
+    let spent_before = budget.spent();
+
+    let host = "api.example.com";
+    let desired = build_record_tree(host, &gateway(), &geo_policy(30), &clusters())
+        .unwrap()
+        .endpoints();
+    converge(&provider, &zone, "hub", host, &desired, None).await;
+    assert_eq!(
+        published(&provider, &zone, host).await,
+        desired,
+        "converged despite throttling"
+    );
+
+    let answered: u64 = proxy.calls().values().sum();
+    let attempts = budget.spent() - spent_before;
+    assert!(proxy.throttled() > 0, "the proxy throttled some calls");
+    assert_eq!(
+        answered + proxy.throttled(),
+        attempts,
+        "every attempt, retries included, went through the budget"
+    );
+    assert!(
+        attempts <= 2 * answered,
+        "no hot loop: {attempts} attempts for {answered} answered calls"
+    );
 }

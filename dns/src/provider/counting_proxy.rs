@@ -1,0 +1,156 @@
+//! An HTTP proxy for Route53-compatible endpoints that counts API calls by action and can
+//! answer a share of them with Route53's throttling error. Test and benchmark tooling: it sits
+//! between the provider and moto so tests can see every call and inject throttling.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+const THROTTLING_BODY: &str = "<?xml version=\"1.0\"?>\n<ErrorResponse xmlns=\"https://route53.amazonaws.com/doc/2013-04-01/\"><Error><Type>Sender</Type><Code>Throttling</Code><Message>Rate exceeded</Message></Error><RequestId>meridian-fault-proxy</RequestId></ErrorResponse>";
+
+/// A running proxy; dropping it stops it.
+#[derive(Debug)]
+pub struct CountingProxy {
+    pub address: SocketAddr,
+    calls: Arc<Mutex<BTreeMap<String, u64>>>,
+    throttled: Arc<AtomicU64>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for CountingProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl CountingProxy {
+    /// Forwards to `upstream`; every `throttle_every`-th call (0: none) gets a throttling error
+    /// instead.
+    pub async fn start(upstream: SocketAddr, throttle_every: u64) -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let address = listener.local_addr()?;
+        let calls = Arc::new(Mutex::new(BTreeMap::new()));
+        let throttled = Arc::new(AtomicU64::new(0));
+        let seen = Arc::new(AtomicU64::new(0));
+        let (task_calls, task_throttled) = (calls.clone(), throttled.clone());
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let (calls, throttled, seen) =
+                    (task_calls.clone(), task_throttled.clone(), seen.clone());
+                tokio::spawn(async move {
+                    let _ =
+                        relay(client, upstream, throttle_every, &calls, &throttled, &seen).await;
+                });
+            }
+        });
+        Ok(CountingProxy {
+            address,
+            calls,
+            throttled,
+            task,
+        })
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// Calls answered by the upstream, by Route53 action.
+    pub fn calls(&self) -> BTreeMap<String, u64> {
+        self.calls.lock().expect("calls lock").clone()
+    }
+
+    /// Calls answered with a throttling error.
+    pub fn throttled(&self) -> u64 {
+        self.throttled.load(Ordering::Relaxed)
+    }
+
+    pub fn reset(&self) {
+        self.calls.lock().expect("calls lock").clear();
+        self.throttled.store(0, Ordering::Relaxed);
+    }
+}
+
+/// The Route53 action of a request line.
+fn action(method: &str, path: &str) -> String {
+    let path = path.split('?').next().unwrap_or(path).trim_end_matches('/');
+    match (method, path.rsplit('/').next()) {
+        ("POST", Some("rrset")) => "ChangeResourceRecordSets",
+        ("GET", Some("rrset")) => "ListResourceRecordSets",
+        ("GET", Some("hostedzone")) => "ListHostedZones",
+        ("POST", Some("hostedzone")) => "CreateHostedZone",
+        _ => "Other",
+    }
+    .to_string()
+}
+
+/// Reads one HTTP/1.1 message (head and Content-Length body).
+async fn read_message(stream: &mut TcpStream) -> std::io::Result<Option<Vec<u8>>> {
+    let mut message = Vec::new();
+    let mut buffer = [0u8; 8192];
+    let head_end = loop {
+        if let Some(position) = message.windows(4).position(|w| w == b"\r\n\r\n") {
+            break position + 4;
+        }
+        let read = stream.read(&mut buffer).await?;
+        if read == 0 {
+            return Ok(None);
+        }
+        message.extend_from_slice(&buffer[..read]);
+    };
+    let head = String::from_utf8_lossy(&message[..head_end]).to_ascii_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|line| line.strip_prefix("content-length:"))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0);
+    while message.len() < head_end + length {
+        let read = stream.read(&mut buffer).await?;
+        if read == 0 {
+            break;
+        }
+        message.extend_from_slice(&buffer[..read]);
+    }
+    Ok(Some(message))
+}
+
+async fn relay(
+    mut client: TcpStream,
+    upstream: SocketAddr,
+    throttle_every: u64,
+    calls: &Mutex<BTreeMap<String, u64>>,
+    throttled: &AtomicU64,
+    seen: &AtomicU64,
+) -> std::io::Result<()> {
+    // One request per connection keeps the relay simple; clients reconnect.
+    let Some(request) = read_message(&mut client).await? else {
+        return Ok(());
+    };
+    let line =
+        String::from_utf8_lossy(&request[..request.iter().position(|b| *b == b'\r').unwrap_or(0)])
+            .to_string();
+    let mut parts = line.split_whitespace();
+    let action = action(parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let number = seen.fetch_add(1, Ordering::Relaxed) + 1;
+    if throttle_every > 0 && number % throttle_every == 0 {
+        throttled.fetch_add(1, Ordering::Relaxed);
+        let response = format!(
+            "HTTP/1.1 400 Bad Request\r\nContent-Type: text/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{THROTTLING_BODY}",
+            THROTTLING_BODY.len()
+        );
+        return client.write_all(response.as_bytes()).await;
+    }
+    *calls.lock().expect("calls lock").entry(action).or_default() += 1;
+    let mut server = TcpStream::connect(upstream).await?;
+    let request =
+        String::from_utf8_lossy(&request).replacen("\r\n", "\r\nConnection: close\r\n", 1);
+    server.write_all(request.as_bytes()).await?;
+    let mut response = Vec::new();
+    server.read_to_end(&mut response).await?;
+    client.write_all(&response).await
+}
