@@ -137,7 +137,7 @@ async fn relay(
     let mut parts = line.split_whitespace();
     let action = action(parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let number = seen.fetch_add(1, Ordering::Relaxed) + 1;
-    if throttle_every > 0 && number % throttle_every == 0 {
+    if throttle_every > 0 && number.is_multiple_of(throttle_every) {
         throttled.fetch_add(1, Ordering::Relaxed);
         let response = format!(
             "HTTP/1.1 400 Bad Request\r\nContent-Type: text/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{THROTTLING_BODY}",
