@@ -11,7 +11,7 @@ export MERIDIAN_MOTO_SERVER := $(shell bash scripts/moto-venv.sh --print-path)
 # Debian packages the tests use: dig (dnsutils) as a real DNS client.
 TEST_PACKAGES := dnsutils
 
-.PHONY: help toolchain packages testbed test lint fmt crds demo bench-testbed bench-engine bench-dns fuzz clean-testbed
+.PHONY: help toolchain packages testbed test lint fmt crds demo bench-testbed bench-engine bench-dns bench-providers fuzz clean-testbed
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -51,6 +51,9 @@ bench-engine: ## Build trees and plans for 10,000 hosts x 10 clusters x 3 geos o
 bench-dns: ## dnsperf against Meridian's nameserver and PowerDNS (the anchor), same zone, one run
 	@bash scripts/debian-packages.sh dnsutils dnsperf pdns-server pdns-backend-bind pdns-backend-geoip
 	$(CARGO) run --quiet --locked --release -p meridian-dns --bin bench-dns
+
+bench-providers: packages ## Route53 API calls per phase for 1,000 hosts, against moto at 5 req/s
+	$(CARGO) run --quiet --locked --release -p meridian-dns --bin bench-providers
 
 FUZZ_SECONDS ?= 300
 fuzz: ## Fuzz the nameserver (raw packet → response) for FUZZ_SECONDS; needs the nightly toolchain

@@ -114,6 +114,23 @@ fn parse_ownership(
     (owner_code == code).then_some((key, owner))
 }
 
+/// The zone as `owner` left it when it published `published`: the records and their ownership
+/// records. Planning a small change against this, instead of reading the provider, costs no
+/// read at all; if someone changed the zone meanwhile, the provider refuses the inexact change
+/// and the controller falls back to reading.
+pub fn published_zone(owner: &str, published: &[Endpoint]) -> Vec<Endpoint> {
+    let owner_code = shortcode(owner, 8);
+    published
+        .iter()
+        .flat_map(|record| {
+            [
+                record.clone(),
+                ownership_record_with_code(&owner_code, owner, record),
+            ]
+        })
+        .collect()
+}
+
 /// The zone split into records and who owns each.
 #[derive(Debug, Clone, Default)]
 pub struct Registry {

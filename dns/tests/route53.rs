@@ -54,7 +54,7 @@ fn start_moto() -> Moto {
         .port();
     // The venv's python runs moto through our wrapper, which corrects one moto bug (see the file).
     let python = moto_server_path().with_file_name("python3");
-    let wrapper = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/moto_server.py");
+    let wrapper = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/moto_server.py");
     let child = Command::new("setpriv")
         .args(["--pdeathsig", "KILL", "--"])
         .arg(python)

@@ -189,7 +189,10 @@ impl Provider for Route53Provider {
     }
 
     async fn records(&self, zone_id: &str) -> Result<Vec<Endpoint>, ProviderError> {
-        let mut records = Vec::new();
+        // Keyed by name, type and set identifier: a page that restarts inside a set of
+        // identified records (moto ignores StartRecordIdentifier) must not duplicate them.
+        let mut records: std::collections::BTreeMap<crate::model::RecordKey, Endpoint> =
+            std::collections::BTreeMap::new();
         let mut start: Option<(String, RrType, Option<String>)> = None;
         loop {
             let request = || {
@@ -206,7 +209,9 @@ impl Provider for Route53Provider {
                 request.send()
             };
             let page = self.call("ListResourceRecordSets", request).await?;
-            records.extend(page.resource_record_sets().iter().filter_map(from_rrset));
+            for record in page.resource_record_sets().iter().filter_map(from_rrset) {
+                records.entry(record.key()).or_insert(record);
+            }
             match (
                 page.is_truncated(),
                 page.next_record_name(),
@@ -222,7 +227,7 @@ impl Provider for Route53Provider {
                 _ => break,
             }
         }
-        Ok(records)
+        Ok(records.into_values().collect())
     }
 
     async fn apply(&self, zone_id: &str, changes: &Changes) -> Result<(), ProviderError> {
