@@ -267,6 +267,9 @@ impl Launched {
 
 /// A client built from a kubeconfig file, exactly as a user of that file would get one.
 pub(crate) async fn client_from_kubeconfig(path: &Path) -> Result<Client, Error> {
+    // The workspace builds rustls with two crypto backends (ring for kube, aws-lc-rs for the AWS
+    // SDK), so there is no implicit default: choose ring, once per process.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let kubeconfig = Kubeconfig::read_from(path)?;
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
     Ok(Client::try_from(config)?)
