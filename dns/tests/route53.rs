@@ -2,125 +2,37 @@
 //! the test on loopback), driven by the engine's own plans.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
 use meridian_dns::model::{Endpoint, RecordType};
 use meridian_dns::plan::{PlanInput, plan};
 use meridian_dns::provider::budget::RequestBudget;
-use meridian_dns::provider::route53::{Route53Credentials, Route53Provider};
+use meridian_dns::provider::moto::MotoServer;
+use meridian_dns::provider::route53::Route53Provider;
 use meridian_dns::provider::{Changes, Provider, ProviderError};
 use meridian_dns::tree::{
     Address, ClusterTarget, CustomWeight, GatewayRef, LabelSelector, LoadBalancing, Strategy,
     build_record_tree,
 };
 
-/// moto's server, killed on drop (and by the kernel if the test process dies).
-struct Moto {
-    child: Child,
-    endpoint: String,
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn moto_server_path() -> PathBuf {
-    if let Some(path) = std::env::var_os("MERIDIAN_MOTO_SERVER") {
-        return PathBuf::from(path);
-    }
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/moto-venv.sh");
-    let output = Command::new("bash")
-        .arg(script)
-        .output()
-        .expect("moto-venv.sh runs");
-    assert!(
-        output.status.success(),
-        "installing moto failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
-}
-
-fn start_moto() -> Moto {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    // The venv's python runs moto through our wrapper, which corrects one moto bug (see the file).
-    let python = moto_server_path().with_file_name("python3");
-    let wrapper = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/moto_server.py");
-    let child = Command::new("setpriv")
-        .args(["--pdeathsig", "KILL", "--"])
-        .arg(python)
-        .arg(wrapper)
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("moto_server starts");
-    let moto = Moto {
-        child,
-        endpoint: format!("http://127.0.0.1:{port}"),
-    };
-    for _ in 0..200 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return moto;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    panic!("moto did not start");
-}
-
-fn credentials(moto: &Moto) -> Route53Credentials {
-    Route53Credentials {
-        access_key_id: "testing".into(),
-        secret_access_key: "testing".into(),
-        region: "us-east-1".into(),
-        endpoint: Some(moto.endpoint.clone()),
-    }
-}
-
 /// A provider with a generous budget (tests are not about pacing) and a new zone.
 async fn provider_with_zone(
-    moto: &Moto,
+    moto: &MotoServer,
     domain: &str,
 ) -> (Route53Provider, Arc<RequestBudget>, String) {
     let budget = Arc::new(RequestBudget::per_second(1000));
-    provider_through(moto, &moto.endpoint, budget, domain).await
+    provider_through(moto, &moto.endpoint(), budget, domain).await
 }
 
 /// A provider talking to `endpoint` (moto, or a proxy in front of it) and a new zone in moto.
 async fn provider_through(
-    moto: &Moto,
+    moto: &MotoServer,
     endpoint: &str,
     budget: Arc<RequestBudget>,
     domain: &str,
 ) -> (Route53Provider, Arc<RequestBudget>, String) {
-    let mut route53 = credentials(moto);
-    route53.endpoint = Some(endpoint.to_string());
-    let provider = Route53Provider::new(&route53, budget.clone());
-    let config = aws_sdk_route53::Config::builder()
-        .behavior_version(aws_sdk_route53::config::BehaviorVersion::latest())
-        .region(aws_sdk_route53::config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_route53::config::Credentials::new(
-            "testing", "testing", None, None, "test",
-        ))
-        .endpoint_url(&moto.endpoint)
-        .build();
-    let client = aws_sdk_route53::Client::from_conf(config);
-    client
-        .create_hosted_zone()
-        .name(domain)
-        .caller_reference(domain)
-        .send()
-        .await
-        .unwrap();
+    let provider = Route53Provider::new(&moto.credentials(endpoint), budget.clone());
+    moto.create_zone(domain).await.unwrap();
     provider.invalidate_zones();
     let zone = provider
         .list_zones()
@@ -230,7 +142,7 @@ async fn published(provider: &Route53Provider, zone: &str, host: &str) -> Vec<En
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_weighted_geo_tree_is_created_updated_and_removed() {
-    let moto = start_moto();
+    let moto = MotoServer::start().unwrap();
     let (provider, _, zone) = provider_with_zone(&moto, "example.com").await;
     let host = "api.example.com";
     let desired = build_record_tree(host, &gateway(), &geo_policy(30), &clusters())
@@ -278,7 +190,7 @@ async fn a_weighted_geo_tree_is_created_updated_and_removed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn simple_to_loadbalanced_and_back_on_a_live_name() {
-    let moto = start_moto();
+    let moto = MotoServer::start().unwrap();
     let (provider, _, zone) = provider_with_zone(&moto, "example.com").await;
     let host = "shop.example.com";
     let ips = [
@@ -305,7 +217,7 @@ async fn simple_to_loadbalanced_and_back_on_a_live_name() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_and_unowned_records_are_never_touched() {
-    let moto = start_moto();
+    let moto = MotoServer::start().unwrap();
     let (provider, _, zone) = provider_with_zone(&moto, "example.com").await;
     let legacy = Endpoint::new(
         "legacy.api.example.com",
@@ -353,7 +265,7 @@ async fn foreign_and_unowned_records_are_never_touched() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn more_than_a_thousand_changes_are_split_into_batches() {
-    let moto = start_moto();
+    let moto = MotoServer::start().unwrap();
     let (provider, budget, zone) = provider_with_zone(&moto, "bulk.example.com").await;
     let desired: Vec<Endpoint> = (0..700)
         .map(|i| {
@@ -405,7 +317,7 @@ async fn more_than_a_thousand_changes_are_split_into_batches() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_record_blocks_only_itself() {
-    let moto = start_moto();
+    let moto = MotoServer::start().unwrap();
     let (provider, _, zone) = provider_with_zone(&moto, "example.com").await;
     let good: Vec<Endpoint> = (0..5)
         .map(|i| {
@@ -458,7 +370,7 @@ async fn a_bad_record_blocks_only_itself() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_records_are_refused_before_any_call() {
-    let moto = start_moto();
+    let moto = MotoServer::start().unwrap();
     let (provider, budget, zone) = provider_with_zone(&moto, "example.com").await;
     let calls_before = budget.spent();
     let heavy = Endpoint::new(
@@ -491,10 +403,9 @@ async fn throttling_is_absorbed_with_backoff_within_the_budget() {
     use meridian_dns::provider::budget::{Backoff, ROUTE53_REQUESTS_PER_SECOND};
     use meridian_dns::provider::counting_proxy::CountingProxy;
 
-    let moto = start_moto();
-    let upstream = moto.endpoint.trim_start_matches("http://").parse().unwrap();
+    let moto = MotoServer::start().unwrap();
     // Every third request is answered with Route53's throttling error.
-    let proxy = CountingProxy::start(upstream, 3).await.unwrap();
+    let proxy = CountingProxy::start(moto.address(), 3).await.unwrap();
     let budget = Arc::new(RequestBudget::per_second(ROUTE53_REQUESTS_PER_SECOND));
     let (provider, budget, zone) =
         provider_through(&moto, &proxy.endpoint(), budget, "example.com").await;

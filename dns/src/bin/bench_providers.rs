@@ -4,8 +4,6 @@
 //! the calls per phase by type next to the theoretical minimum under Route53's limits.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -14,7 +12,8 @@ use meridian_dns::plan::{PlanInput, plan, published_zone};
 use meridian_dns::provider::batch::{ROUTE53_LIMITS, group_by_name, pack};
 use meridian_dns::provider::budget::{ROUTE53_REQUESTS_PER_SECOND, RequestBudget};
 use meridian_dns::provider::counting_proxy::CountingProxy;
-use meridian_dns::provider::route53::{Route53Credentials, Route53Provider};
+use meridian_dns::provider::moto::MotoServer;
+use meridian_dns::provider::route53::Route53Provider;
 use meridian_dns::provider::{Changes, Provider};
 use meridian_dns::tree::{
     Address, ClusterTarget, CustomWeight, GatewayRef, LabelSelector, LoadBalancing, Strategy,
@@ -23,46 +22,6 @@ use meridian_dns::tree::{
 
 const HOSTS: usize = 1000;
 const OWNER: &str = "bench-hub";
-
-struct Moto(Child);
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn repository() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn start_moto(port: u16) -> Result<Moto, Box<dyn std::error::Error>> {
-    let moto_server = match std::env::var_os("MERIDIAN_MOTO_SERVER") {
-        Some(path) => PathBuf::from(path),
-        None => {
-            let output = Command::new("bash")
-                .arg(repository().join("scripts/moto-venv.sh"))
-                .output()?;
-            PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
-        }
-    };
-    let child = Command::new("setpriv")
-        .args(["--pdeathsig", "KILL", "--"])
-        .arg(moto_server.with_file_name("python3"))
-        .arg(repository().join("scripts/moto_server.py"))
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
-    for _ in 0..200 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Ok(Moto(child));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    Err("moto did not start".into())
-}
 
 fn tree(host: &str, azure_weight: u32) -> Vec<Endpoint> {
     let gateway = GatewayRef {
@@ -131,32 +90,15 @@ fn print_phase(name: &str, proxy: &CountingProxy, minimum: &str, started: Instan
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let _moto = start_moto(port)?;
+    let moto = MotoServer::start()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async move {
-        let proxy = CountingProxy::start(format!("127.0.0.1:{port}").parse()?, 0).await?;
-        let credentials = Route53Credentials {
-            access_key_id: "bench".into(),
-            secret_access_key: "bench".into(),
-            region: "us-east-1".into(),
-            endpoint: Some(proxy.endpoint()),
-        };
+        let proxy = CountingProxy::start(moto.address(), 0).await?;
         let budget = Arc::new(RequestBudget::per_second(ROUTE53_REQUESTS_PER_SECOND));
-        let provider = Route53Provider::new(&credentials, budget);
-        let setup = aws_sdk_route53::Client::from_conf(
-            aws_sdk_route53::Config::builder()
-                .behavior_version(aws_sdk_route53::config::BehaviorVersion::latest())
-                .region(aws_sdk_route53::config::Region::new("us-east-1"))
-                .credentials_provider(aws_sdk_route53::config::Credentials::new("bench", "bench", None, None, "bench"))
-                .endpoint_url(format!("http://127.0.0.1:{port}"))
-                .build(),
-        );
-        setup.create_hosted_zone().name("example.com").caller_reference("bench").send().await?;
+        let provider = Route53Provider::new(&moto.credentials(&proxy.endpoint()), budget);
+        moto.create_zone("example.com").await?;
         let hosts: Vec<String> = (0..HOSTS).map(|i| format!("app{i}.example.com")).collect();
         println!("Route53 API calls, {HOSTS} hosts x 3 clusters (GEO + weighted), budget {ROUTE53_REQUESTS_PER_SECOND} req/s, moto behind a counting proxy");
 

@@ -14,6 +14,7 @@ use crate::model::{Endpoint, RecordKey, RecordType};
 pub mod batch;
 pub mod budget;
 pub mod counting_proxy;
+pub mod moto;
 pub mod route53;
 
 /// One record replaced by another with the same key.
