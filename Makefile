@@ -8,8 +8,8 @@ export MERIDIAN_TESTBED_DIR := $(shell bash e2e/testbed/build.sh --print-dir)
 # moto's server for the Route53 tests, in a virtualenv in the same cache (scripts/moto-venv.sh).
 export MERIDIAN_MOTO_SERVER := $(shell bash scripts/moto-venv.sh --print-path)
 
-# Debian packages the tests use: dig (dnsutils) as a real DNS client.
-TEST_PACKAGES := dnsutils
+# Debian packages the tests use: dig (dnsutils) as a real DNS client, BIND 9 for RFC2136.
+TEST_PACKAGES := dnsutils bind9
 
 .PHONY: help toolchain packages testbed test lint fmt crds demo bench-testbed bench-engine bench-dns bench-providers fuzz clean-testbed
 

@@ -243,7 +243,7 @@ fn wire_type(record_type: RecordType) -> Option<WireType> {
     })
 }
 
-fn to_wire(owner: &Name, records: Vec<&Endpoint>) -> Vec<Record> {
+pub(crate) fn to_wire(owner: &Name, records: Vec<&Endpoint>) -> Vec<Record> {
     let mut wire = Vec::new();
     for record in records {
         let ttl = if record.record_ttl == 0 {
@@ -275,7 +275,7 @@ fn to_wire(owner: &Name, records: Vec<&Endpoint>) -> Vec<Record> {
     wire
 }
 
-fn fqdn(name: &str) -> Name {
+pub(crate) fn fqdn(name: &str) -> Name {
     Name::from_ascii(format!("{name}.")).unwrap_or_else(|_| Name::root())
 }
 

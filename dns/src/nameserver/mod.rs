@@ -9,7 +9,7 @@
 //! [`respond`] is a pure function from a request packet to response packets; [`server`] runs it
 //! on UDP and TCP.
 
-mod answer;
+pub(crate) mod answer;
 pub mod geo;
 pub mod server;
 mod zone;

@@ -15,6 +15,7 @@ pub mod batch;
 pub mod budget;
 pub mod counting_proxy;
 pub mod moto;
+pub mod rfc2136;
 pub mod route53;
 
 /// One record replaced by another with the same key.

@@ -1,0 +1,353 @@
+//! The RFC2136 provider against BIND 9 (Debian `bind9`), started by the test on loopback with a
+//! generated configuration and TSIG key: UPDATE to write, AXFR to read, both signed.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use base64::Engine as _;
+use meridian_dns::model::{Endpoint, RecordType, is_at_or_below};
+use meridian_dns::plan::{PlanInput, plan};
+use meridian_dns::provider::rfc2136::{Rfc2136Config, Rfc2136Provider, plain_dns_records};
+use meridian_dns::provider::{Changes, Provider, ProviderError};
+use meridian_dns::tree::{
+    Address, ClusterTarget, GatewayRef, LoadBalancing, Strategy, build_record_tree,
+};
+
+struct Bind {
+    child: Child,
+    config: Rfc2136Config,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Bind {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+}
+
+async fn start_bind() -> Bind {
+    let dir = tempfile::tempdir().unwrap();
+    let port = loop {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = udp.local_addr().unwrap().port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            break port;
+        }
+    };
+    let secret = base64::engine::general_purpose::STANDARD.encode(rand::random::<[u8; 32]>());
+    let d = dir.path().display();
+    write(
+        &dir.path().join("named.conf"),
+        &format!(
+            r#"options {{
+  directory "{d}";
+  listen-on port {port} {{ 127.0.0.1; }};
+  listen-on-v6 {{ none; }};
+  pid-file "{d}/named.pid";
+  session-keyfile "{d}/session.key";
+  recursion no;
+  allow-query {{ any; }};
+  dnssec-validation no;
+}};
+key "meridian" {{ algorithm hmac-sha256; secret "{secret}"; }};
+zone "example.com" {{
+  type primary;
+  file "{d}/example.com.db";
+  allow-update {{ key "meridian"; }};
+  allow-transfer {{ key "meridian"; }};
+}};
+"#
+        ),
+    );
+    write(
+        &dir.path().join("example.com.db"),
+        "$TTL 60\n@ IN SOA ns1.example.com. hostmaster.example.com. 1 3600 600 86400 60\n@ IN NS ns1.example.com.\nns1 IN A 127.0.0.1\n",
+    );
+    let child = Command::new("setpriv")
+        .args(["--pdeathsig", "KILL", "--", "named", "-g", "-c"])
+        .arg(dir.path().join("named.conf"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("named.log")).unwrap())
+        .spawn()
+        .expect("named starts (Debian bind9)");
+    let config = Rfc2136Config {
+        server: format!("127.0.0.1:{port}").parse().unwrap(),
+        zone: "example.com".into(),
+        key_name: "meridian".into(),
+        algorithm: "hmac-sha256".into(),
+        secret,
+    };
+    let bind = Bind {
+        child,
+        config,
+        _dir: dir,
+    };
+    let provider = Rfc2136Provider::new(bind.config.clone()).unwrap();
+    for _ in 0..100 {
+        if provider.records("example.com").await.is_ok() {
+            return bind;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!(
+        "BIND did not serve the zone:\n{}",
+        std::fs::read_to_string(bind._dir.path().join("named.log")).unwrap_or_default()
+    );
+}
+
+fn clusters() -> Vec<ClusterTarget> {
+    [
+        ("IE", "192.0.2.1"),
+        ("US", "192.0.2.2"),
+        ("GEO-EU", "2001:db8::3"),
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, (geo, ip))| ClusterTarget {
+        name: format!("c{i}"),
+        cluster_id: format!("test-cluster-{i}"),
+        labels: [(
+            "kuadrant.io/lb-attribute-geo-code".to_string(),
+            geo.to_string(),
+        )]
+        .into(),
+        addresses: vec![Address::parse(None, ip).unwrap()],
+        attached_routes: None,
+    })
+    .collect()
+}
+
+fn geo_tree(host: &str, clusters: &[ClusterTarget]) -> Vec<Endpoint> {
+    let gateway = GatewayRef {
+        name: "prod-web".into(),
+        namespace: "gateways".into(),
+    };
+    let strategy = Strategy::LoadBalanced(LoadBalancing {
+        default_weight: 120,
+        custom: Vec::new(),
+        default_geo: Some("IE".into()),
+    });
+    build_record_tree(host, &gateway, &strategy, clusters)
+        .unwrap()
+        .endpoints()
+}
+
+async fn converge(
+    provider: &Rfc2136Provider,
+    owner: &str,
+    host: &str,
+    desired: &[Endpoint],
+    previous: Option<&[Endpoint]>,
+) {
+    let current = provider.records("example.com").await.unwrap();
+    let planned = plan(
+        &PlanInput {
+            owner,
+            root_host: host,
+            desired,
+            previous,
+        },
+        &current,
+    );
+    assert!(planned.problems.is_empty(), "{:?}", planned.problems);
+    provider
+        .apply("example.com", &planned.changes)
+        .await
+        .unwrap();
+}
+
+async fn published(provider: &Rfc2136Provider, host: &str) -> Vec<Endpoint> {
+    provider
+        .records("example.com")
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| is_at_or_below(&r.dns_name, host) && r.record_type != RecordType::Txt)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flattened_tree_lands_updates_and_leaves_others_alone() {
+    let bind = start_bind().await;
+    let provider = Rfc2136Provider::new(bind.config.clone()).unwrap();
+    let (theirs, _) = plain_dns_records(
+        "other.example.com",
+        &geo_tree("other.example.com", &clusters()),
+    );
+    converge(
+        &provider,
+        "someone-else",
+        "other.example.com",
+        &theirs,
+        None,
+    )
+    .await;
+    let before = provider.records("example.com").await.unwrap();
+
+    let host = "api.example.com";
+    let (desired, notes) = plain_dns_records(host, &geo_tree(host, &clusters()));
+    assert!(
+        notes[0].contains("weights and GEO are not honoured"),
+        "{notes:?}"
+    );
+    assert_eq!(
+        desired,
+        [
+            Endpoint::new(
+                host,
+                RecordType::A,
+                ["192.0.2.1".to_string(), "192.0.2.2".to_string()],
+                60
+            ),
+            Endpoint::new(host, RecordType::Aaaa, ["2001:db8::3".to_string()], 60),
+        ],
+        "every cluster address, at the host"
+    );
+    converge(&provider, "hub", host, &desired, None).await;
+    assert_eq!(published(&provider, host).await, desired);
+    let again = plan(
+        &PlanInput {
+            owner: "hub",
+            root_host: host,
+            desired: &desired,
+            previous: Some(&desired),
+        },
+        &provider.records("example.com").await.unwrap(),
+    );
+    assert!(
+        again.changes.is_empty(),
+        "what BIND holds reads back exactly: {:#?}",
+        again.changes
+    );
+
+    let (fewer, _) = plain_dns_records(host, &geo_tree(host, &clusters()[..1]));
+    converge(&provider, "hub", host, &fewer, Some(&desired)).await;
+    assert_eq!(published(&provider, host).await, fewer);
+
+    converge(&provider, "hub", host, &[], Some(&fewer)).await;
+    assert_eq!(
+        provider.records("example.com").await.unwrap(),
+        before,
+        "only our records came and went"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weighted_records_and_a_wrong_key_are_refused() {
+    let bind = start_bind().await;
+    let provider = Rfc2136Provider::new(bind.config.clone()).unwrap();
+    let weighted = Endpoint::new(
+        "w.example.com",
+        RecordType::A,
+        ["192.0.2.1".to_string()],
+        60,
+    )
+    .with_set_identifier("a")
+    .with_property("weight", "10");
+    let error = provider
+        .apply(
+            "example.com",
+            &Changes {
+                creates: vec![weighted],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, ProviderError::Invalid(_))
+            && error.to_string().contains("no weighted or GEO"),
+        "{error}"
+    );
+
+    let mut wrong = bind.config.clone();
+    wrong.secret = base64::engine::general_purpose::STANDARD.encode([7u8; 32]);
+    let intruder = Rfc2136Provider::new(wrong).unwrap();
+    assert!(
+        intruder.records("example.com").await.is_err(),
+        "AXFR needs the key"
+    );
+    let change = Changes {
+        creates: vec![Endpoint::new(
+            "x.example.com",
+            RecordType::A,
+            ["192.0.2.9".to_string()],
+            60,
+        )],
+        ..Default::default()
+    };
+    assert!(
+        intruder.apply("example.com", &change).await.is_err(),
+        "UPDATE needs the key"
+    );
+    assert!(
+        provider
+            .records("example.com")
+            .await
+            .unwrap()
+            .iter()
+            .all(|r| r.dns_name != "x.example.com")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_plan_lands_identically_on_bind_and_route53() {
+    use meridian_dns::provider::budget::RequestBudget;
+    use meridian_dns::provider::moto::MotoServer;
+    use meridian_dns::provider::route53::Route53Provider;
+
+    let bind = start_bind().await;
+    let rfc2136 = Rfc2136Provider::new(bind.config.clone()).unwrap();
+    let moto = MotoServer::start().unwrap();
+    moto.create_zone("example.com").await.unwrap();
+    let route53 = Route53Provider::new(
+        &moto.credentials(&moto.endpoint()),
+        std::sync::Arc::new(RequestBudget::per_second(1000)),
+    );
+    let zone_id = route53
+        .list_zones()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|z| z.domain == "example.com")
+        .unwrap()
+        .id;
+
+    // What plain DNS can express: the flattened tree, with its ownership records.
+    let host = "api.example.com";
+    let (desired, _) = plain_dns_records(host, &geo_tree(host, &clusters()));
+    let planned = plan(
+        &PlanInput {
+            owner: "hub",
+            root_host: host,
+            desired: &desired,
+            previous: None,
+        },
+        &[],
+    );
+    rfc2136
+        .apply("example.com", &planned.changes)
+        .await
+        .unwrap();
+    route53.apply(&zone_id, &planned.changes).await.unwrap();
+
+    let ours = |records: Vec<Endpoint>| -> Vec<Endpoint> {
+        records
+            .into_iter()
+            .filter(|r| is_at_or_below(&r.dns_name, host) || r.dns_name.starts_with("kuadrant-"))
+            .collect()
+    };
+    let on_bind = ours(rfc2136.records("example.com").await.unwrap());
+    let on_route53 = ours(route53.records(&zone_id).await.unwrap());
+    assert_eq!(
+        on_bind.len(),
+        4,
+        "two records and two ownership records: {on_bind:#?}"
+    );
+    assert_eq!(on_bind, on_route53);
+}
