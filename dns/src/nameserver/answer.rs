@@ -347,10 +347,11 @@ fn encode(mut response: Message, request: &Message, context: &QueryContext<'_>) 
     if context.transport == Transport::Tcp {
         return Some(bytes);
     }
+    // Clients may offer up to 65535 bytes; above 4096 fragmentation makes UDP unreliable.
     let limit = request
         .edns
         .as_ref()
-        .map_or(512, |e| usize::from(e.max_payload().max(512)));
+        .map_or(512, |e| usize::from(e.max_payload().clamp(512, 4096)));
     if bytes.len() <= limit {
         return Some(bytes);
     }
