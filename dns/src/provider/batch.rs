@@ -5,7 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use super::Changes;
+use std::future::Future;
+
+use super::{Changes, ProviderError};
 use crate::model::Endpoint;
 use crate::plan::record_vouched_for;
 
@@ -127,6 +129,52 @@ pub fn pack(groups: Vec<ChangeGroup>, limits: Limits) -> Vec<Vec<ChangeGroup>> {
         batches.push(current);
     }
     batches
+}
+
+/// The name a group is about (its record, not the ownership records beside it).
+pub fn group_name(group: &ChangeGroup) -> String {
+    group
+        .iter()
+        .find(|c| record_vouched_for(&c.record).is_none())
+        .or(group.first())
+        .map(|c| c.record.dns_name.clone())
+        .unwrap_or_default()
+}
+
+/// Sends `batches` one after the other. When the provider refuses a batch, its names are sent
+/// one by one, so a bad record blocks only itself; the error lists exactly the names that
+/// failed. Any other error (throttling that outlasted the retries, a broken connection) stops.
+pub async fn send_batches<F, Fut>(
+    batches: Vec<Vec<ChangeGroup>>,
+    mut send: F,
+) -> Result<(), ProviderError>
+where
+    F: FnMut(Vec<Change>) -> Fut,
+    Fut: Future<Output = Result<(), ProviderError>>,
+{
+    let mut failures = Vec::new();
+    for batch in batches {
+        match send(batch.concat()).await {
+            Ok(()) => {}
+            Err(ProviderError::Rejected(_)) if batch.len() > 1 => {
+                for group in batch {
+                    let name = group_name(&group);
+                    if let Err(error) = send(group).await {
+                        failures.push(format!("{name}: {error}"));
+                    }
+                }
+            }
+            Err(ProviderError::Rejected(message)) => {
+                failures.push(format!("{}: {message}", group_name(&batch[0])))
+            }
+            Err(other) => return Err(other),
+        }
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(ProviderError::PartlyApplied(failures))
+    }
 }
 
 #[cfg(test)]

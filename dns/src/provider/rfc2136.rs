@@ -14,7 +14,7 @@ use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType as WireType, T
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::batch::{Action, Change, Limits, group_by_name, pack};
+use super::batch::{Action, Change, Limits, group_by_name, pack, send_batches};
 use super::{Changes, Provider, ProviderError, ZoneInfo};
 use crate::model::{Endpoint, RecordType, is_at_or_below, sort_endpoints};
 use crate::nameserver::answer::{fqdn, to_wire};
@@ -272,31 +272,11 @@ impl Provider for Rfc2136Provider {
                 routed.join(", ")
             )));
         }
-        let mut failures = Vec::new();
-        for batch in pack(group_by_name(changes), UPDATE_LIMITS) {
-            match self.update(&batch.concat()).await {
-                Ok(()) => {}
-                Err(ProviderError::Rejected(_)) if batch.len() > 1 => {
-                    for group in &batch {
-                        if let Err(error) = self.update(group).await {
-                            failures.push(format!(
-                                "{}: {error}",
-                                group
-                                    .first()
-                                    .map(|c| c.record.dns_name.as_str())
-                                    .unwrap_or("")
-                            ));
-                        }
-                    }
-                }
-                Err(error) => failures.push(error.to_string()),
-            }
-        }
-        if failures.is_empty() {
-            Ok(())
-        } else {
-            Err(ProviderError::PartlyApplied(failures))
-        }
+        let batches = pack(group_by_name(changes), UPDATE_LIMITS);
+        send_batches(batches, move |batch: Vec<Change>| async move {
+            self.update(&batch).await
+        })
+        .await
     }
 }
 

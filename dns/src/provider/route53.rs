@@ -17,7 +17,7 @@ use aws_sdk_route53::types::{
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
-use super::batch::{Action, Change, ChangeGroup, ROUTE53_LIMITS, group_by_name, pack};
+use super::batch::{Action, Change, ROUTE53_LIMITS, group_by_name, pack, send_batches};
 use super::budget::{Backoff, RequestBudget};
 use super::{Changes, Provider, ProviderError, ZoneInfo};
 use crate::model::{Endpoint, GEO_CODE, ProviderSpecific, RecordType, WEIGHT};
@@ -232,45 +232,12 @@ impl Provider for Route53Provider {
 
     async fn apply(&self, zone_id: &str, changes: &Changes) -> Result<(), ProviderError> {
         validate(changes)?;
-        let mut failures = Vec::new();
-        for batch in pack(group_by_name(changes), ROUTE53_LIMITS) {
-            match self.change(zone_id, &batch.concat()).await {
-                Ok(()) => {}
-                Err(ProviderError::Rejected(_)) if batch.len() > 1 => {
-                    // One bad record must block only itself: retry name by name.
-                    for group in &batch {
-                        if let Err(error) = self.change(zone_id, group).await {
-                            failures.push(format!("{}: {error}", group_name(group)));
-                        }
-                    }
-                }
-                Err(ProviderError::Rejected(message)) => {
-                    failures.push(format!("{}: {message}", group_name(&batch[0])))
-                }
-                Err(other) => return Err(other),
-            }
-        }
-        if failures.is_empty() {
-            Ok(())
-        } else {
-            Err(ProviderError::PartlyApplied(failures))
-        }
+        let batches = pack(group_by_name(changes), ROUTE53_LIMITS);
+        send_batches(batches, move |batch: Vec<Change>| async move {
+            self.change(zone_id, &batch).await
+        })
+        .await
     }
-}
-
-fn group_name(group: &ChangeGroup) -> String {
-    group
-        .iter()
-        .find(|c| !c.record.dns_name.starts_with("kuadrant-"))
-        .map_or_else(
-            || {
-                group
-                    .first()
-                    .map(|c| c.record.dns_name.clone())
-                    .unwrap_or_default()
-            },
-            |c| c.record.dns_name.clone(),
-        )
 }
 
 /// Refuses what Route53 cannot hold before any call, with one message for status.
