@@ -5,6 +5,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use base64::Engine as _;
+mod support;
+use support::{converge, published};
+
 use meridian_dns::model::{Endpoint, RecordType, is_at_or_below};
 use meridian_dns::plan::{PlanInput, plan};
 use meridian_dns::provider::rfc2136::{Rfc2136Config, Rfc2136Provider, plain_dns_records};
@@ -137,40 +140,6 @@ fn geo_tree(host: &str, clusters: &[ClusterTarget]) -> Vec<Endpoint> {
         .endpoints()
 }
 
-async fn converge(
-    provider: &Rfc2136Provider,
-    owner: &str,
-    host: &str,
-    desired: &[Endpoint],
-    previous: Option<&[Endpoint]>,
-) {
-    let current = provider.records("example.com").await.unwrap();
-    let planned = plan(
-        &PlanInput {
-            owner,
-            root_host: host,
-            desired,
-            previous,
-        },
-        &current,
-    );
-    assert!(planned.problems.is_empty(), "{:?}", planned.problems);
-    provider
-        .apply("example.com", &planned.changes)
-        .await
-        .unwrap();
-}
-
-async fn published(provider: &Rfc2136Provider, host: &str) -> Vec<Endpoint> {
-    provider
-        .records("example.com")
-        .await
-        .unwrap()
-        .into_iter()
-        .filter(|r| is_at_or_below(&r.dns_name, host) && r.record_type != RecordType::Txt)
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flattened_tree_lands_updates_and_leaves_others_alone() {
     let bind = start_bind().await;
@@ -181,6 +150,7 @@ async fn a_flattened_tree_lands_updates_and_leaves_others_alone() {
     );
     converge(
         &provider,
+        "example.com",
         "someone-else",
         "other.example.com",
         &theirs,
@@ -208,8 +178,8 @@ async fn a_flattened_tree_lands_updates_and_leaves_others_alone() {
         ],
         "every cluster address, at the host"
     );
-    converge(&provider, "hub", host, &desired, None).await;
-    assert_eq!(published(&provider, host).await, desired);
+    converge(&provider, "example.com", "hub", host, &desired, None).await;
+    assert_eq!(published(&provider, "example.com", host).await, desired);
     let again = plan(
         &PlanInput {
             owner: "hub",
@@ -226,10 +196,18 @@ async fn a_flattened_tree_lands_updates_and_leaves_others_alone() {
     );
 
     let (fewer, _) = plain_dns_records(host, &geo_tree(host, &clusters()[..1]));
-    converge(&provider, "hub", host, &fewer, Some(&desired)).await;
-    assert_eq!(published(&provider, host).await, fewer);
+    converge(
+        &provider,
+        "example.com",
+        "hub",
+        host,
+        &fewer,
+        Some(&desired),
+    )
+    .await;
+    assert_eq!(published(&provider, "example.com", host).await, fewer);
 
-    converge(&provider, "hub", host, &[], Some(&fewer)).await;
+    converge(&provider, "example.com", "hub", host, &[], Some(&fewer)).await;
     assert_eq!(
         provider.records("example.com").await.unwrap(),
         before,

@@ -4,6 +4,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+mod support;
+use support::{converge, published};
+
 use meridian_dns::model::{Endpoint, RecordType};
 use meridian_dns::plan::{PlanInput, plan};
 use meridian_dns::provider::budget::RequestBudget;
@@ -98,46 +101,6 @@ fn clusters() -> Vec<ClusterTarget> {
         cluster(2, "US", "192.0.2.2", "AWS"),
         cluster(3, "GEO-EU", "lb-3.elb.example.net", "AWS"),
     ]
-}
-
-/// Plans `desired` for `owner` against the zone as Route53 holds it, and applies the plan.
-async fn converge(
-    provider: &Route53Provider,
-    zone: &str,
-    owner: &str,
-    host: &str,
-    desired: &[Endpoint],
-    previous: Option<&[Endpoint]>,
-) {
-    let current = provider.records(zone).await.unwrap();
-    let planned = plan(
-        &PlanInput {
-            owner,
-            root_host: host,
-            desired,
-            previous,
-        },
-        &current,
-    );
-    assert!(planned.problems.is_empty(), "{:?}", planned.problems);
-    provider.apply(zone, &planned.changes).await.unwrap();
-}
-
-/// The zone's records at or below `host`, without ownership records.
-async fn published(provider: &Route53Provider, zone: &str, host: &str) -> Vec<Endpoint> {
-    let base = host.trim_start_matches("*.");
-    let mut records: Vec<Endpoint> = provider
-        .records(zone)
-        .await
-        .unwrap()
-        .into_iter()
-        .filter(|r| {
-            meridian_dns::model::is_at_or_below(&r.dns_name, base)
-                && r.record_type != RecordType::Txt
-        })
-        .collect();
-    meridian_dns::model::sort_endpoints(&mut records);
-    records
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
