@@ -14,6 +14,7 @@ use crate::model::{Endpoint, RecordKey, RecordType};
 pub mod batch;
 pub mod budget;
 pub mod counting_proxy;
+pub mod google;
 pub mod moto;
 pub mod rfc2136;
 pub mod route53;
@@ -88,6 +89,50 @@ pub trait Provider {
         zone_id: &str,
         changes: &Changes,
     ) -> impl Future<Output = Result<(), ProviderError>> + Send;
+}
+
+/// A TXT value as zone files and provider APIs write it: quoted, with `"` and `\\` escaped, and
+/// split into strings of at most 255 bytes (the most one DNS character-string holds).
+pub(crate) fn quote_txt(value: &str) -> String {
+    let mut strings = Vec::new();
+    let mut rest = value;
+    loop {
+        let mut end = rest.len().min(255);
+        while !rest.is_char_boundary(end) {
+            end -= 1;
+        }
+        let (chunk, tail) = rest.split_at(end);
+        strings.push(format!(
+            "\"{}\"",
+            chunk.replace('\\', "\\\\").replace('"', "\\\"")
+        ));
+        rest = tail;
+        if rest.is_empty() {
+            break;
+        }
+    }
+    strings.join(" ")
+}
+
+/// The value [`quote_txt`] wrote: the quoted strings unescaped and joined. A value that is not
+/// quoted is returned as it is.
+pub(crate) fn unquote_txt(value: &str) -> String {
+    let value = value.trim();
+    if !value.starts_with('"') {
+        return value.to_string();
+    }
+    let mut out = String::with_capacity(value.len());
+    let mut inside = false;
+    let mut chars = value.chars();
+    while let Some(c) = chars.next() {
+        match (c, inside) {
+            ('"', _) => inside = !inside,
+            ('\\', true) => out.extend(chars.next()),
+            (c, true) => out.push(c),
+            (_, false) => {} // the blanks between strings
+        }
+    }
+    out
 }
 
 /// A zone's records keyed by name, type and set identifier.

@@ -19,7 +19,7 @@ use rand::rngs::SmallRng;
 
 use super::batch::{Action, Change, ROUTE53_LIMITS, group_by_name, pack, send_batches};
 use super::budget::{Backoff, RequestBudget};
-use super::{Changes, Provider, ProviderError, ZoneInfo};
+use super::{Changes, Provider, ProviderError, ZoneInfo, quote_txt, unquote_txt};
 use crate::model::{Endpoint, GEO_CODE, ProviderSpecific, RecordType, WEIGHT};
 
 const CONTINENTS: [&str; 7] = ["AF", "AN", "AS", "EU", "NA", "OC", "SA"];
@@ -428,18 +428,6 @@ fn from_rrset(rrset: &ResourceRecordSet) -> Option<Endpoint> {
     }
     endpoint.normalize();
     Some(endpoint)
-}
-
-fn quote_txt(value: &str) -> String {
-    format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""))
-}
-
-fn unquote_txt(value: &str) -> String {
-    let inner = value
-        .strip_prefix('"')
-        .and_then(|v| v.strip_suffix('"'))
-        .unwrap_or(value);
-    inner.replace("\\\"", "\"").replace("\\\\", "\\")
 }
 
 #[cfg(test)]

@@ -1,0 +1,574 @@
+//! The Google Cloud DNS provider against a FAKE of Cloud DNS's REST API
+//! (`scripts/fake_cloud_dns.py`, started by the test on loopback). Google publishes no Cloud DNS
+//! emulator, so this is the one provider tested against a fake; the fake checks every request
+//! body strictly (fields, values, routing policies, per-change quotas, exact deletions).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+mod support;
+use support::{converge, published};
+
+use meridian_dns::model::{Endpoint, RecordType};
+use meridian_dns::plan::{PlanInput, plan};
+use meridian_dns::provider::budget::{Backoff, RequestBudget};
+use meridian_dns::provider::google::{
+    CLOUD_DNS_REQUESTS_PER_SECOND, GeoRegions, GoogleAuth, GoogleCredentials, GoogleProvider,
+};
+use meridian_dns::provider::{Changes, Provider, ProviderError, Update};
+use meridian_dns::tree::{
+    Address, ClusterTarget, CustomWeight, GatewayRef, LabelSelector, LoadBalancing, Strategy,
+    build_record_tree,
+};
+use serde_json::Value;
+
+const PROJECT: &str = "meridian-test";
+
+/// The fake Cloud DNS server; killed on drop (and by the kernel if the test process dies).
+struct FakeCloudDns {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for FakeCloudDns {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl FakeCloudDns {
+    /// Starts the fake with zone `example-com` for `example.com.`; `extra` are more flags.
+    fn start(extra: &[&str]) -> Self {
+        let script =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/fake_cloud_dns.py");
+        let mut child = Command::new("setpriv")
+            .args(["--pdeathsig", "KILL", "--", "python3"])
+            .arg(script)
+            .args(["--project", PROJECT, "--zone", "example-com=example.com."])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("python3 runs the fake");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .trim()
+            .strip_prefix("listening on ")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("the fake did not start: {line:?}"));
+        FakeCloudDns { child, port }
+    }
+
+    /// A GET answered by the fake, as JSON (a plain HTTP/1.1 request: the tests need no client).
+    fn get(&self, path: &str) -> Value {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        let (_, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+        serde_json::from_str(body).unwrap()
+    }
+
+    /// Requests the fake answered, by method (`list-rrsets`, `create-change`, `throttled`, …).
+    fn requests(&self) -> BTreeMap<String, u64> {
+        serde_json::from_value(self.get("/_fake/requests")).unwrap()
+    }
+
+    /// The zone's record sets exactly as the fake stores them.
+    fn record_set(&self, name: &str, record_type: &str) -> Value {
+        let sets = self.get(&format!(
+            "/dns/v1/projects/{PROJECT}/managedZones/example-com/rrsets?name={name}&type={record_type}"
+        ));
+        sets["rrsets"][0].clone()
+    }
+
+    async fn provider(&self, budget: Arc<RequestBudget>) -> GoogleProvider {
+        GoogleProvider::new(
+            &GoogleCredentials {
+                project: PROJECT.into(),
+                auth: GoogleAuth::Anonymous,
+                endpoint: Some(format!("http://127.0.0.1:{}", self.port)),
+            },
+            geo_regions(),
+            budget,
+        )
+        .await
+        .unwrap()
+    }
+}
+
+/// IE and `*` share europe-west1: the trees below use `defaultGeo: IE`.
+fn geo_regions() -> GeoRegions {
+    GeoRegions::new(
+        [
+            ("IE", "europe-west1"),
+            ("US", "us-east1"),
+            ("GEO-EU", "europe-west4"),
+        ]
+        .into_iter()
+        .map(|(c, r)| (c.to_string(), r.to_string()))
+        .collect(),
+        "europe-west1".into(),
+    )
+    .unwrap()
+}
+
+async fn provider_and_zone(fake: &FakeCloudDns) -> (GoogleProvider, Arc<RequestBudget>, String) {
+    let budget = Arc::new(RequestBudget::per_second(1000));
+    let provider = fake.provider(budget.clone()).await;
+    let zone = provider
+        .list_zones()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|z| z.domain == "example.com")
+        .expect("the zone is listed");
+    (provider, budget, zone.id)
+}
+
+fn gateway() -> GatewayRef {
+    GatewayRef {
+        name: "prod-web".into(),
+        namespace: "gateways".into(),
+    }
+}
+
+fn cluster(n: u32, geo: &str, address: &str, cloud: &str) -> ClusterTarget {
+    let hostname = address.parse::<std::net::IpAddr>().is_err();
+    ClusterTarget {
+        name: format!("c{n}"),
+        cluster_id: format!("test-cluster-{n}"),
+        labels: BTreeMap::from([
+            ("kuadrant.io/lb-attribute-geo-code".into(), geo.into()),
+            ("kuadrant.io/lb-attribute-cloud".into(), cloud.into()),
+        ]),
+        addresses: vec![
+            Address::parse(
+                Some(if hostname { "Hostname" } else { "IPAddress" }),
+                address,
+            )
+            .unwrap(),
+        ],
+        attached_routes: None,
+    }
+}
+
+fn geo_policy(azure_weight: u32) -> Strategy {
+    let azure = LabelSelector {
+        match_labels: [("kuadrant.io/lb-attribute-cloud".into(), "Azure".into())].into(),
+        ..Default::default()
+    };
+    Strategy::LoadBalanced(LoadBalancing {
+        default_weight: 120,
+        custom: vec![CustomWeight {
+            selector: azure,
+            weight: azure_weight,
+        }],
+        default_geo: Some("IE".into()),
+    })
+}
+
+fn clusters() -> Vec<ClusterTarget> {
+    vec![
+        cluster(1, "IE", "192.0.2.1", "Azure"),
+        cluster(2, "US", "192.0.2.2", "AWS"),
+        cluster(4, "IE", "192.0.2.4", "AWS"),
+        cluster(3, "GEO-EU", "lb-3.elb.example.net", "AWS"),
+    ]
+}
+
+fn tree(host: &str, strategy: &Strategy, clusters: &[ClusterTarget]) -> Vec<Endpoint> {
+    build_record_tree(host, &gateway(), strategy, clusters)
+        .unwrap()
+        .endpoints()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_weighted_geo_tree_is_one_record_set_per_name_created_updated_and_removed() {
+    let fake = FakeCloudDns::start(&["--page-size", "7"]);
+    let (provider, _, zone) = provider_and_zone(&fake).await;
+    let host = "api.example.com";
+    let desired = tree(host, &geo_policy(30), &clusters());
+    converge(&provider, &zone, "hub", host, &desired, None).await;
+    assert_eq!(
+        published(&provider, &zone, host).await,
+        desired,
+        "what Cloud DNS holds reads back exactly as the tree (across pages of 7)"
+    );
+
+    // Cloud DNS's own shapes: one GEO set, `*` merged into IE's region, and one WRR set.
+    let geo = fake.record_set("klb.api.example.com.", "CNAME");
+    let locations: Vec<&str> = geo["routingPolicy"]["geo"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["location"].as_str().unwrap())
+        .collect();
+    assert_eq!(locations, ["europe-west1", "europe-west4", "us-east1"]);
+    let ie = fake.record_set("ie.klb.api.example.com.", "CNAME");
+    let mut weights: Vec<f64> = ie["routingPolicy"]["wrr"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["weight"].as_f64().unwrap())
+        .collect();
+    weights.sort_by(f64::total_cmp);
+    assert_eq!(weights, [30.0, 120.0]);
+    let notes = provider.status_notes(&desired);
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("`*` answer of klb.api.example.com") && n.contains("europe-west1")),
+        "status says what `*` became: {notes:?}"
+    );
+
+    let current = provider.records(&zone).await.unwrap();
+    let again = plan(
+        &PlanInput {
+            owner: "hub",
+            root_host: host,
+            desired: &desired,
+            previous: Some(&desired),
+        },
+        &current,
+    );
+    assert!(
+        again.changes.is_empty(),
+        "a converged zone plans no change: {:#?}",
+        again.changes
+    );
+
+    let reweighted = tree(host, &geo_policy(200), &clusters());
+    converge(&provider, &zone, "hub", host, &reweighted, Some(&desired)).await;
+    assert_eq!(published(&provider, &zone, host).await, reweighted);
+
+    converge(&provider, &zone, "hub", host, &[], Some(&reweighted)).await;
+    let left: Vec<Endpoint> = provider
+        .records(&zone)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.record_type != RecordType::Ns)
+        .collect();
+    assert!(left.is_empty(), "nothing of ours is left: {left:#?}");
+    assert_eq!(
+        fake.requests().get("create-change-refused"),
+        None,
+        "the fake accepted every request body"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simple_to_loadbalanced_and_back_on_a_live_name() {
+    let fake = FakeCloudDns::start(&[]);
+    let (provider, _, zone) = provider_and_zone(&fake).await;
+    let host = "shop.example.com";
+    let ips = [
+        cluster(1, "IE", "192.0.2.1", "AWS"),
+        cluster(2, "US", "192.0.2.2", "AWS"),
+    ];
+    let simple = tree(host, &Strategy::Simple, &ips);
+    let loadbalanced = tree(host, &geo_policy(30), &ips);
+    converge(&provider, &zone, "hub", host, &simple, None).await;
+    assert_eq!(published(&provider, &zone, host).await, simple);
+    converge(&provider, &zone, "hub", host, &loadbalanced, Some(&simple)).await;
+    assert_eq!(
+        published(&provider, &zone, host).await,
+        loadbalanced,
+        "A became CNAME in one change"
+    );
+    converge(&provider, &zone, "hub", host, &simple, Some(&loadbalanced)).await;
+    assert_eq!(published(&provider, &zone, host).await, simple, "and back");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_and_unowned_records_are_never_touched() {
+    let fake = FakeCloudDns::start(&[]);
+    let (provider, _, zone) = provider_and_zone(&fake).await;
+    let legacy = Endpoint::new(
+        "legacy.api.example.com",
+        RecordType::A,
+        ["198.51.100.1".to_string()],
+        300,
+    );
+    provider
+        .apply(
+            &zone,
+            &Changes {
+                creates: vec![legacy],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let theirs = tree("other.example.com", &geo_policy(30), &clusters());
+    converge(
+        &provider,
+        &zone,
+        "someone-else",
+        "other.example.com",
+        &theirs,
+        None,
+    )
+    .await;
+    let before = provider.records(&zone).await.unwrap();
+
+    let host = "api.example.com";
+    let desired = tree(host, &geo_policy(30), &clusters());
+    converge(&provider, &zone, "hub", host, &desired, None).await;
+    converge(&provider, &zone, "hub", host, &[], Some(&desired)).await;
+    assert_eq!(provider.records(&zone).await.unwrap(), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_cache_never_overwrites_someone_elses_change() {
+    let fake = FakeCloudDns::start(&[]);
+    let (mine, _, zone) = provider_and_zone(&fake).await;
+    let (theirs, _, _) = provider_and_zone(&fake).await;
+    let member = |target: &str, weight: &str| {
+        Endpoint::new("w.example.com", RecordType::Cname, [target.into()], 60)
+            .with_set_identifier(target)
+            .with_property("weight", weight)
+    };
+    let one = member("c1.example.com", "10");
+    mine.apply(
+        &zone,
+        &Changes {
+            creates: vec![one.clone()],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    mine.records(&zone).await.unwrap(); // `mine` caches the set with one member
+    theirs.records(&zone).await.unwrap();
+    theirs
+        .apply(
+            &zone,
+            &Changes {
+                creates: vec![member("c2.example.com", "5")],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    // `mine` rebuilds the set from its stale copy; Cloud DNS refuses the deletion, the cache is
+    // dropped, and the retry rebuilds from a fresh read.
+    mine.apply(
+        &zone,
+        &Changes {
+            updates: vec![Update {
+                old: one,
+                new: member("c1.example.com", "99"),
+            }],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let mut records: Vec<Endpoint> = mine
+        .records(&zone)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.dns_name == "w.example.com")
+        .collect();
+    records.sort();
+    assert_eq!(
+        records,
+        [
+            member("c1.example.com", "99"),
+            member("c2.example.com", "5")
+        ]
+    );
+    assert_eq!(fake.requests().get("create-change-refused"), Some(&1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_changes_than_one_call_takes_are_split_into_calls() {
+    let fake = FakeCloudDns::start(&[]);
+    let (provider, _, zone) = provider_and_zone(&fake).await;
+    let desired: Vec<Endpoint> = (0..250)
+        .map(|i| {
+            Endpoint::new(
+                format!("h{i}.bulk.example.com"),
+                RecordType::A,
+                [format!("10.0.{}.{}", i / 250, i % 250)],
+                60,
+            )
+        })
+        .collect();
+    let planned = plan(
+        &PlanInput {
+            owner: "hub",
+            root_host: "bulk.example.com",
+            desired: &desired,
+            previous: None,
+        },
+        &provider.records(&zone).await.unwrap(),
+    );
+    assert_eq!(
+        planned.changes.len(),
+        500,
+        "250 records and their ownership records"
+    );
+    let before = fake.requests();
+    provider.apply(&zone, &planned.changes).await.unwrap();
+    let after = fake.requests();
+    // 100 record-set additions per change: 500 additions take five calls, none refused.
+    let changes =
+        |counts: &BTreeMap<String, u64>| counts.get("create-change").copied().unwrap_or(0);
+    assert_eq!(changes(&after) - changes(&before), 5);
+    assert_eq!(after.get("create-change-refused"), None);
+    let records = provider.records(&zone).await.unwrap();
+    assert_eq!(
+        records
+            .iter()
+            .filter(|r| r.record_type == RecordType::A)
+            .count(),
+        250,
+        "all records, read across pages"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_record_blocks_only_itself() {
+    let fake = FakeCloudDns::start(&[]);
+    let (provider, _, zone) = provider_and_zone(&fake).await;
+    let good: Vec<Endpoint> = (0..5)
+        .map(|i| {
+            Endpoint::new(
+                format!("good{i}.example.com"),
+                RecordType::A,
+                ["192.0.2.1".to_string()],
+                60,
+            )
+        })
+        .collect();
+    // Outside the zone: Cloud DNS refuses it, and with it the whole change.
+    let outside = Endpoint::new(
+        "www.example.org",
+        RecordType::A,
+        ["192.0.2.9".to_string()],
+        60,
+    );
+    let mut creates = good.clone();
+    creates.push(outside);
+    let error = provider
+        .apply(
+            &zone,
+            &Changes {
+                creates,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    match &error {
+        ProviderError::PartlyApplied(failures) => {
+            assert_eq!(failures.len(), 1, "{failures:?}");
+            assert!(failures[0].starts_with("www.example.org"), "{failures:?}");
+            assert!(failures[0].contains("is not in zone"), "{failures:?}");
+        }
+        other => panic!("expected a partial failure, got {other}"),
+    }
+    let names: Vec<String> = provider
+        .records(&zone)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.dns_name)
+        .collect();
+    for record in &good {
+        assert!(
+            names.contains(&record.dns_name),
+            "{} landed despite its neighbour",
+            record.dns_name
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_cloud_dns_cannot_hold_is_refused_before_any_call() {
+    let fake = FakeCloudDns::start(&[]);
+    let (provider, budget, zone) = provider_and_zone(&fake).await;
+    let spent = budget.spent();
+    let unmapped = tree(
+        "api.example.com",
+        &geo_policy(30),
+        &[cluster(5, "JP", "192.0.2.5", "AWS")],
+    );
+    let error = provider
+        .apply(
+            &zone,
+            &Changes {
+                creates: unmapped,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ProviderError::Invalid(_)), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("geo code JP has no Cloud DNS region"),
+        "{error}"
+    );
+    assert_eq!(budget.spent(), spent, "no request was made");
+    provider.list_zones().await.unwrap();
+    assert_eq!(budget.spent(), spent, "the zone list is cached");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttling_is_absorbed_with_backoff_within_the_budget() {
+    // Every third request is answered with 429 rateLimitExceeded.
+    let fake = FakeCloudDns::start(&["--throttle-every", "3"]);
+    let budget = Arc::new(RequestBudget::per_second(CLOUD_DNS_REQUESTS_PER_SECOND));
+    let provider = fake.provider(budget.clone()).await.with_backoff(Backoff {
+        base: Duration::from_millis(50),
+        cap: Duration::from_secs(1),
+        max_attempts: 8,
+    });
+    let zone = provider.list_zones().await.unwrap()[0].id.clone();
+    let host = "api.example.com";
+    let desired = tree(host, &geo_policy(30), &clusters());
+    converge(&provider, &zone, "hub", host, &desired, None).await;
+    assert_eq!(
+        published(&provider, &zone, host).await,
+        desired,
+        "converged despite throttling"
+    );
+    let requests = fake.requests();
+    let throttled = requests["throttled"];
+    let answered: u64 = requests
+        .iter()
+        .filter(|(method, _)| !["throttled", "create-change-refused"].contains(&method.as_str()))
+        .map(|(_, n)| n)
+        .sum();
+    assert!(throttled > 0, "the fake throttled some calls");
+    assert_eq!(
+        answered + throttled,
+        budget.spent(),
+        "every attempt, retries included, went through the budget"
+    );
+    assert!(
+        budget.spent() <= 2 * answered,
+        "no hot loop: {} attempts for {answered} answered calls",
+        budget.spent()
+    );
+}
