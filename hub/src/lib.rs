@@ -1,11 +1,16 @@
 //! The Meridian hub: the `meridian-hub` command line and, as issues land, the DNSPolicy and
 //! DNSRecord controllers and the embedded nameserver. `main` only calls [`Cli::parse_and_run`].
 
+pub mod controller;
+pub mod convert;
+pub mod desired;
+pub mod metrics;
 pub mod nameserver_command;
 pub mod plan_command;
 pub mod policy;
+pub mod run_command;
+pub mod zone_provider;
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
@@ -25,7 +30,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the hub controllers against the hub cluster.
-    Run(RunArgs),
+    Run(run_command::RunArgs),
     /// Print the records a policy would publish for a gateway on given clusters (offline).
     Plan(PlanArgs),
     /// Serve the records of a plan with the embedded nameserver (for dig and benchmarks).
@@ -43,17 +48,6 @@ pub struct PlanArgs {
     pub output: plan_command::OutputFormat,
 }
 
-#[derive(Debug, clap::Args)]
-pub struct RunArgs {
-    /// Kubeconfig of the hub cluster; in-cluster configuration when absent.
-    #[arg(long, env = "KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-
-    /// Address of the `/livez`, `/readyz` and `/metrics` endpoints.
-    #[arg(long, env = "MERIDIAN_HEALTH_ADDR", default_value = "127.0.0.1:8080")]
-    pub health_addr: SocketAddr,
-}
-
 impl Cli {
     /// Parses the process arguments and runs the chosen command.
     pub fn parse_and_run() -> anyhow::Result<()> {
@@ -68,16 +62,7 @@ impl Cli {
         match self.command {
             Command::Plan(args) => plan_command::run(&args.file, args.output),
             Command::Nameserver(args) => nameserver_command::run(args),
-            Command::Run(args) => {
-                // The controllers are the subject of later issues. Until they land the command
-                // says so and exits cleanly instead of pretending to reconcile.
-                tracing::warn!(
-                    kubeconfig = ?args.kubeconfig,
-                    health_addr = %args.health_addr,
-                    "no hub controllers are built yet; exiting"
-                );
-                Ok(())
-            }
+            Command::Run(args) => run_command::run(args),
         }
     }
 }
@@ -101,6 +86,7 @@ mod tests {
         };
         assert_eq!(args.kubeconfig, Some(PathBuf::from("hub.kubeconfig")));
         assert_eq!(args.health_addr, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(args.dns_addr, "127.0.0.1:5353".parse().unwrap());
     }
 
     #[test]

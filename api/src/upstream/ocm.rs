@@ -51,18 +51,37 @@ pub struct PlacementSpec {
 
 /// `cluster.open-cluster-management.io/v1beta1` PlacementDecision: up to 100 of a Placement's
 /// chosen clusters, labelled `cluster.open-cluster-management.io/placement=<placement>`.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[kube(
-    group = "cluster.open-cluster-management.io",
-    version = "v1beta1",
-    kind = "PlacementDecision",
-    namespaced,
-    status = "PlacementDecisionStatus",
-    schema = "disabled"
-)]
-pub struct PlacementDecisionSpec {
-    #[serde(flatten)]
-    pub extra: Extra,
+/// Written by hand rather than derived: a PlacementDecision has no `spec` at all, which the
+/// derive would require.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct PlacementDecision {
+    pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<PlacementDecisionStatus>,
+}
+
+impl kube::Resource for PlacementDecision {
+    type DynamicType = ();
+    type Scope = kube::core::NamespaceResourceScope;
+
+    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+        "PlacementDecision".into()
+    }
+    fn group(_: &()) -> std::borrow::Cow<'_, str> {
+        "cluster.open-cluster-management.io".into()
+    }
+    fn version(_: &()) -> std::borrow::Cow<'_, str> {
+        "v1beta1".into()
+    }
+    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+        "placementdecisions".into()
+    }
+    fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        &mut self.metadata
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
@@ -167,4 +186,24 @@ pub struct ManagedClusterAddOnStatus {
     pub conditions: Vec<Condition>,
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_placement_decision_has_no_spec_and_still_reads() {
+        let decision: PlacementDecision = serde_json::from_value(serde_json::json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1beta1",
+            "kind": "PlacementDecision",
+            "metadata": { "name": "everywhere-decision-1", "namespace": "gateways" },
+            "status": { "decisions": [{ "clusterName": "spoke-1", "reason": "" }] },
+        }))
+        .unwrap();
+        assert_eq!(
+            decision.status.unwrap().decisions[0].cluster_name,
+            "spoke-1"
+        );
+    }
 }

@@ -1,0 +1,465 @@
+//! The hub's controllers end to end on real API servers: a hub and three spokes with OCM's
+//! placement controller, a Gateway placed on every spoke, the agents' reports, a ManagedZone
+//! served by the embedded nameserver, and a DNSPolicy; answers checked with `dig`.
+//!
+//! The spoke agents' reports are written by the test here, as the agents would write them
+//! (the agent's report loop is its own issue); everything else is the real hub.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use meridian_api::conditions::{self, condition_status};
+use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
+use meridian_api::meridian::{
+    ClusterReport, ClusterReportSpec, GatewayReport, ListenerReport, ReportedAddress,
+};
+use meridian_api::upstream::{Gateway, ManagedCluster};
+use meridian_dns::nameserver::geo::write_database;
+use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, OcmDynamicApis, ensure_namespace, eventually};
+use meridian_hub::run_command::{RunArgs, RunningHub};
+use serde_json::json;
+
+const CLUSTER_SET: &str = "meridian";
+const CLUSTER_SET_LABEL: &str = "cluster.open-cluster-management.io/clusterset";
+const GEO_LABEL: &str = "kuadrant.io/lb-attribute-geo-code";
+const CLOUD_LABEL: &str = "kuadrant.io/lb-attribute-cloud";
+const PLACEMENT_LABEL: &str = "cluster.open-cluster-management.io/placement";
+const NAMESPACE: &str = "gateways";
+const HOST: &str = "api.example.com";
+
+/// Client subnets the test GeoIP database places: Ireland, the United States, France.
+const IRELAND: &str = "192.0.2.0/24";
+const UNITED_STATES: &str = "198.51.100.0/24";
+const FRANCE: &str = "203.0.113.0/24";
+
+fn spoke_ip(spoke: &str) -> String {
+    match spoke {
+        "spoke-1" => "10.0.0.1",
+        "spoke-2" => "10.0.0.2",
+        _ => "10.0.0.3",
+    }
+    .to_string()
+}
+
+async fn apply_ocm(
+    client: &Client,
+    namespace: Option<&str>,
+    object: serde_json::Value,
+) -> Result<(), Error> {
+    let object: DynamicObject = serde_json::from_value(object).expect("valid object");
+    let kind = object.types.clone().expect("typed").kind;
+    let resource = [
+        OcmDynamicApis::managed_cluster_set(),
+        OcmDynamicApis::managed_cluster_set_binding(),
+        OcmDynamicApis::placement(),
+    ]
+    .into_iter()
+    .find(|r| r.kind == kind)
+    .expect("a known OCM kind");
+    let api: Api<DynamicObject> = match namespace {
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    api.patch(
+        &object.name_any(),
+        &PatchParams::apply("e2e"),
+        &Patch::Apply(&object),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn apply<K>(api: &Api<K>, object: serde_json::Value) -> Result<K, Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let name = object["metadata"]["name"]
+        .as_str()
+        .expect("named")
+        .to_string();
+    Ok(api
+        .patch(
+            &name,
+            &PatchParams::apply("e2e").force(),
+            &Patch::Apply(&object),
+        )
+        .await?)
+}
+
+/// What a spoke's agent reports: its cluster ID and the downstream Gateway's address.
+async fn report(hub: &Client, spoke: &str, cluster_id: &str, ip: &str) -> Result<(), Error> {
+    ensure_namespace(hub, spoke).await?;
+    let report = ClusterReport::new(
+        "agent",
+        ClusterReportSpec {
+            cluster_id: cluster_id.to_string(),
+            reported_at: None,
+            gateways: vec![GatewayReport {
+                name: "prod-web".into(),
+                namespace: format!("kuadrant-{NAMESPACE}"),
+                addresses: vec![ReportedAddress {
+                    type_: "IPAddress".into(),
+                    value: ip.into(),
+                }],
+                listeners: vec![ListenerReport {
+                    name: "api".into(),
+                    hostname: Some(HOST.into()),
+                    attached_routes: 1,
+                }],
+            }],
+            router_shards: vec![],
+            probes: vec![],
+        },
+    );
+    let api: Api<ClusterReport> = Api::namespaced(hub.clone(), spoke);
+    apply(&api, serde_json::to_value(&report).unwrap()).await?;
+    Ok(())
+}
+
+fn dig(server: SocketAddr, subnet: Option<&str>) -> Vec<String> {
+    let mut command = Command::new("dig");
+    command.arg(format!("@{}", server.ip())).args([
+        "-p",
+        &server.port().to_string(),
+        "+time=2",
+        "+tries=2",
+        "+short",
+    ]);
+    if let Some(subnet) = subnet {
+        command.arg(format!("+subnet={subnet}"));
+    }
+    command.args([HOST, "A"]);
+    let output = command.output().expect("dig runs (Debian dnsutils)");
+    let mut answers: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with(';') && l.parse::<std::net::Ipv4Addr>().is_ok())
+        .map(str::to_string)
+        .collect();
+    answers.sort();
+    answers
+}
+
+async fn start_hub(hub_kubeconfig: &Path, geoip: &Path) -> RunningHub {
+    RunningHub::start(&RunArgs {
+        kubeconfig: Some(hub_kubeconfig.to_path_buf()),
+        health_addr: "127.0.0.1:0".parse().unwrap(),
+        dns_addr: "127.0.0.1:0".parse().unwrap(),
+        geoip: Some(geoip.to_path_buf()),
+        resync_seconds: 300,
+    })
+    .await
+    .expect("the hub starts")
+}
+
+async fn policy_enforced(hub: &Client, name: &str) -> Result<Option<DNSPolicy>, Error> {
+    let policy = Api::<DNSPolicy>::namespaced(hub.clone(), NAMESPACE)
+        .get(name)
+        .await?;
+    let enforced = policy.status.as_ref().is_some_and(|s| {
+        s.observed_generation == policy.metadata.generation
+            && condition_status(&s.conditions, conditions::ENFORCED) == Some(true)
+    });
+    Ok(enforced.then_some(policy))
+}
+
+/// Waits until `dig` from `subnet` answers exactly `expected` (sorted), every time of `tries`.
+async fn answers_become(
+    nameserver: SocketAddr,
+    subnet: Option<&'static str>,
+    expected: &[&str],
+) -> Result<(), Error> {
+    let expected: Vec<String> = expected.iter().map(|s| s.to_string()).collect();
+    let what = format!("dig from {subnet:?} answers {expected:?}");
+    eventually(&what, DEFAULT_PATIENCE, || {
+        let expected = expected.clone();
+        async move {
+            let seen = tokio::task::spawn_blocking(move || dig(nameserver, subnet))
+                .await
+                .unwrap();
+            if seen != expected {
+                eprintln!("dig from {subnet:?}: {seen:?}, waiting for {expected:?}");
+            }
+            Ok((seen == expected).then_some(()))
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -> Result<(), Error>
+{
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("warn,meridian_hub=info")
+        .with_test_writer()
+        .try_init();
+    let fleet = Fleet::builder()
+        .spoke(
+            "spoke-1",
+            [
+                (CLUSTER_SET_LABEL, CLUSTER_SET),
+                (GEO_LABEL, "IE"),
+                (CLOUD_LABEL, "AWS"),
+            ],
+        )
+        .spoke(
+            "spoke-2",
+            [
+                (CLUSTER_SET_LABEL, CLUSTER_SET),
+                (GEO_LABEL, "US"),
+                (CLOUD_LABEL, "AWS"),
+            ],
+        )
+        .spoke(
+            "spoke-3",
+            [
+                (CLUSTER_SET_LABEL, CLUSTER_SET),
+                (GEO_LABEL, "GEO-EU"),
+                (CLOUD_LABEL, "Azure"),
+            ],
+        )
+        .start()
+        .await?;
+    let hub = fleet.hub.client();
+    let geoip_dir = tempfile::tempdir().unwrap();
+    let geoip = geoip_dir.path().join("country.mmdb");
+    std::fs::write(
+        &geoip,
+        write_database(&[
+            (IRELAND.parse().unwrap(), "IE", "EU"),
+            (UNITED_STATES.parse().unwrap(), "US", "NA"),
+            (FRANCE.parse().unwrap(), "FR", "EU"),
+        ]),
+    )
+    .unwrap();
+
+    // The admin's side: a cluster set bound to the namespace, a Placement of every cluster, a
+    // Gateway placed by it, a zone without a provider secret, and the policy.
+    ensure_namespace(&hub, NAMESPACE).await?;
+    apply_ocm(
+        &hub,
+        None,
+        json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1beta2", "kind": "ManagedClusterSet",
+            "metadata": { "name": CLUSTER_SET },
+            "spec": { "clusterSelector": { "selectorType": "ExclusiveClusterSetLabel" } },
+        }),
+    )
+    .await?;
+    apply_ocm(&hub, Some(NAMESPACE), json!({
+        "apiVersion": "cluster.open-cluster-management.io/v1beta2", "kind": "ManagedClusterSetBinding",
+        "metadata": { "name": CLUSTER_SET, "namespace": NAMESPACE },
+        "spec": { "clusterSet": CLUSTER_SET },
+    })).await?;
+    apply_ocm(
+        &hub,
+        Some(NAMESPACE),
+        json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
+            "metadata": { "name": "everywhere", "namespace": NAMESPACE },
+            "spec": { "clusterSets": [CLUSTER_SET] },
+        }),
+    )
+    .await?;
+    let gateways: Api<Gateway> = Api::namespaced(hub.clone(), NAMESPACE);
+    apply(&gateways, json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": { "name": "prod-web", "namespace": NAMESPACE, "labels": { PLACEMENT_LABEL: "everywhere" } },
+        "spec": {
+            "gatewayClassName": "kuadrant-multi-cluster-gateway-instance-per-cluster",
+            "listeners": [
+                { "name": "api", "hostname": HOST, "port": 80, "protocol": "HTTP" },
+                { "name": "elsewhere", "hostname": "www.example.org", "port": 80, "protocol": "HTTP" },
+            ],
+        },
+    })).await?;
+    let zones: Api<ManagedZone> = Api::namespaced(hub.clone(), NAMESPACE);
+    apply(
+        &zones,
+        json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
+            "metadata": { "name": "example", "namespace": NAMESPACE },
+            "spec": { "domainName": "example.com" },
+        }),
+    )
+    .await?;
+    let policies: Api<DNSPolicy> = Api::namespaced(hub.clone(), NAMESPACE);
+    let policy = |azure_weight: i64| {
+        json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSPolicy",
+            "metadata": { "name": "prod-web", "namespace": NAMESPACE },
+            "spec": {
+                "targetRef": { "name": "prod-web" },
+                "routingStrategy": "loadbalanced",
+                "loadBalancing": {
+                    "weighted": { "defaultWeight": 120, "custom": [{ "attribute": "cloud", "value": "Azure", "weight": azure_weight }] },
+                    "geo": { "defaultGeo": "IE" },
+                },
+            },
+        })
+    };
+    apply(&policies, policy(30)).await?;
+
+    // The agents' side: each spoke's Gateway got an address.
+    for spoke in &fleet.spokes {
+        report(
+            &hub,
+            spoke.name(),
+            &spoke.cluster_id().await?,
+            &spoke_ip(spoke.name()),
+        )
+        .await?;
+    }
+
+    let running = start_hub(fleet.hub.kubeconfig_path(), &geoip).await;
+    let nameserver = running.nameserver;
+    let enforced = eventually("the policy is Enforced", DEFAULT_PATIENCE, || {
+        policy_enforced(&hub, "prod-web")
+    })
+    .await?;
+    let enforced_message = enforced
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == conditions::ENFORCED)
+        .unwrap()
+        .message
+        .clone();
+    assert!(
+        enforced_message.contains("no ManagedZone holds www.example.org"),
+        "{enforced_message}"
+    );
+
+    // GEO by client subnet: Ireland → spoke-1; the US → spoke-2; France (no FR, continent EU)
+    // → spoke-3; a client with no subnet gets the catch-all, IE.
+    answers_become(nameserver, Some(IRELAND), &["10.0.0.1"]).await?;
+    answers_become(nameserver, Some(UNITED_STATES), &["10.0.0.2"]).await?;
+    answers_become(nameserver, Some(FRANCE), &["10.0.0.3"]).await?;
+    answers_become(nameserver, None, &["10.0.0.1"]).await?;
+
+    let gateway = gateways.get("prod-web").await?;
+    let affected = gateway
+        .status
+        .as_ref()
+        .map(|s| condition_status(&s.conditions, conditions::DNS_POLICY_AFFECTED));
+    assert_eq!(
+        affected,
+        Some(Some(true)),
+        "the Gateway says a DNSPolicy affects it"
+    );
+    let zone = zones.get("example").await?;
+    assert_eq!(
+        zone.status.as_ref().and_then(|s| s.provider.as_deref()),
+        Some("embedded")
+    );
+
+    // Relabel spoke-3 from GEO-EU to IE: the French client now falls to the catch-all (IE),
+    // where spoke-1 and spoke-3 share the answers by weight (120 : 30).
+    let managed_clusters: Api<ManagedCluster> = Api::all(hub.clone());
+    managed_clusters
+        .patch(
+            "spoke-3",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "labels": { GEO_LABEL: "IE" } } })),
+        )
+        .await?;
+    let records: Api<DNSRecord> = Api::namespaced(hub.clone(), NAMESPACE);
+    eventually("spoke-3 joins the IE group", DEFAULT_PATIENCE, || {
+        let records = records.clone();
+        async move {
+            let record = records.get("prod-web-api").await?;
+            let ie_weights: BTreeMap<String, String> = record
+                .spec
+                .endpoints
+                .iter()
+                .filter(|e| e.dns_name == format!("ie.klb.{HOST}"))
+                .map(|e| {
+                    let weight = e
+                        .provider_specific
+                        .iter()
+                        .find(|p| p.name == "weight")
+                        .map(|p| p.value.clone())
+                        .unwrap_or_default();
+                    (e.targets[0].clone(), weight)
+                })
+                .collect();
+            let geo_eu_gone = !record
+                .spec
+                .endpoints
+                .iter()
+                .any(|e| e.dns_name.starts_with("geo-eu."));
+            let weights: Vec<&str> = ie_weights.values().map(String::as_str).collect();
+            Ok((ie_weights.len() == 2
+                && geo_eu_gone
+                && weights.contains(&"30")
+                && weights.contains(&"120"))
+            .then_some(()))
+        }
+    })
+    .await?;
+    let mut seen = BTreeMap::new();
+    for _ in 0..60 {
+        for ip in tokio::task::spawn_blocking(move || dig(nameserver, Some(FRANCE)))
+            .await
+            .unwrap()
+        {
+            *seen.entry(ip).or_insert(0) += 1;
+        }
+    }
+    assert_eq!(
+        seen.keys().cloned().collect::<Vec<_>>(),
+        ["10.0.0.1", "10.0.0.3"],
+        "{seen:?}"
+    );
+    assert!(
+        seen["10.0.0.1"] > seen["10.0.0.3"],
+        "weights 120 : 30 show in proportions: {seen:?}"
+    );
+
+    // An invalid policy keeps what is published and says why.
+    policies
+        .patch("prod-web", &PatchParams::default(), &Patch::Merge(json!({ "spec": { "loadBalancing": { "weighted": { "custom": [{ "value": "Azure", "selector": { "matchLabels": { "a": "b" } }, "weight": 5 }] } } } })))
+        .await
+        .expect_err("the schema refuses a custom weight with both forms");
+
+    // A restart in the middle of things converges with no duplicates: the new hub's embedded
+    // zone is rebuilt from the DNSRecords.
+    running.abort();
+    let running = start_hub(fleet.hub.kubeconfig_path(), &geoip).await;
+    let nameserver = running.nameserver;
+    answers_become(nameserver, Some(UNITED_STATES), &["10.0.0.2"]).await?;
+    answers_become(nameserver, Some(IRELAND), &["10.0.0.1"]).await?;
+
+    // Deleting the policy removes every record it created, and nothing else.
+    policies
+        .delete("prod-web", &DeleteParams::default())
+        .await?;
+    eventually(
+        "the policy and its records are gone",
+        DEFAULT_PATIENCE,
+        || {
+            let (policies, records) = (policies.clone(), records.clone());
+            async move {
+                let policy_gone = policies.get_opt("prod-web").await?.is_none();
+                let records_gone = records.list(&Default::default()).await?.items.is_empty();
+                Ok((policy_gone && records_gone).then_some(()))
+            }
+        },
+    )
+    .await?;
+    answers_become(nameserver, Some(IRELAND), &[]).await?;
+    assert!(zones.get_opt("example").await?.is_some(), "the zone stays");
+    let gateway = gateways.get("prod-web").await?;
+    let affected = gateway
+        .status
+        .as_ref()
+        .and_then(|s| condition_status(&s.conditions, conditions::DNS_POLICY_AFFECTED));
+    assert_eq!(affected, None, "the Gateway's condition is withdrawn");
+    running.stop().await;
+    Ok(())
+}

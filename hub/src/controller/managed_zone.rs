@@ -1,0 +1,129 @@
+//! ManagedZone status: which provider serves it, its name servers, how many records it holds,
+//! and `Ready`. Embedded zones are counted from memory whenever one of their records changes;
+//! zones at a provider are counted by reading them only when the zone itself changes and once
+//! per resync, so status never costs a zone list per record change.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, Patch};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use meridian_api::conditions::{self, ConditionUpdate, set_condition};
+use meridian_api::kuadrant::ManagedZone;
+use meridian_dns::nameserver::ZoneConfig;
+use meridian_dns::provider::Provider;
+use serde_json::json;
+
+use super::{Context, Error, apply_params, now, object_key};
+
+const CONTROLLER: &str = "managedzone";
+
+pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Action, Error> {
+    ctx.metrics.reconciled(CONTROLLER);
+    let namespace = zone.namespace().unwrap_or_default();
+    let domain = zone
+        .spec
+        .domain_name
+        .trim_end_matches('.')
+        .to_ascii_lowercase();
+    let mut status = zone.status.clone().unwrap_or_default();
+    status.observed_generation = zone.metadata.generation;
+    let (ready, reason, message, requeue) = match &zone.spec.dns_provider_secret_ref {
+        None => {
+            ctx.providers.embedded_zones().ensure_served(&domain);
+            status.provider = Some("embedded".into());
+            status.name_servers = ZoneConfig::new(&domain).name_servers;
+            status.record_count = Some(ctx.providers.embedded_zones().record_count(&domain) as i64);
+            (
+                true,
+                "Serving",
+                format!(
+                    "served by the hub's embedded nameserver at {}",
+                    ctx.providers.embedded_zones().server().local_addr()
+                ),
+                // Counting is free; the DNSRecord watch keeps it fresh.
+                ctx.config.resync,
+            )
+        }
+        Some(secret_ref) => {
+            let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+            match secrets.get_opt(&secret_ref.name).await? {
+                None => (
+                    false,
+                    "SecretNotFound",
+                    format!("Secret {} not found", secret_ref.name),
+                    ctx.config.retry_cap,
+                ),
+                Some(secret) => match ctx.providers.for_secret(&secret, &domain).await {
+                    Err(error) => (
+                        false,
+                        "InvalidSecret",
+                        error.to_string(),
+                        ctx.config.retry_cap,
+                    ),
+                    Ok(provider) => {
+                        status.provider = Some(provider.kind().into());
+                        let counted = async {
+                            let id = provider.zone_id(&domain, zone.spec.id.as_deref()).await?;
+                            let records = provider.records(&id).await?;
+                            Ok::<_, meridian_dns::provider::ProviderError>((id, records.len()))
+                        };
+                        match counted.await {
+                            Ok((id, count)) => {
+                                status.id = Some(id);
+                                status.record_count = Some(count as i64);
+                                (
+                                    true,
+                                    "Reachable",
+                                    format!("served by {}", provider.kind()),
+                                    ctx.config.resync,
+                                )
+                            }
+                            Err(error) => (
+                                false,
+                                "ProviderError",
+                                error.to_string(),
+                                ctx.config.retry_cap,
+                            ),
+                        }
+                    }
+                },
+            }
+        }
+    };
+    set_condition(
+        &mut status.conditions,
+        ConditionUpdate {
+            type_: conditions::READY,
+            status: ready,
+            reason,
+            message,
+        },
+        zone.metadata.generation,
+        &now(),
+    );
+    if zone.status.as_ref() != Some(&status) {
+        let api: Api<ManagedZone> = Api::namespaced(ctx.client.clone(), &namespace);
+        let patch = json!({
+            "apiVersion": ManagedZone::api_version(&()),
+            "kind": ManagedZone::kind(&()),
+            "status": status,
+        });
+        api.patch_status(&zone.name_any(), &apply_params(), &Patch::Apply(patch))
+            .await?;
+    }
+    ctx.succeeded(&object_key(
+        "ManagedZone",
+        Some(&namespace),
+        &zone.name_any(),
+    ));
+    Ok(Action::requeue(requeue))
+}
+
+pub fn error_policy(zone: Arc<ManagedZone>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics.failed(CONTROLLER, error.reason());
+    let key = object_key("ManagedZone", zone.namespace().as_deref(), &zone.name_any());
+    tracing::warn!(zone = %key, %error, "ManagedZone reconcile failed; retrying with backoff");
+    ctx.retry_after_failure(&key)
+}

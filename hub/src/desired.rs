@@ -1,0 +1,369 @@
+//! The pure middle of the DNSPolicy reconcile: from a Gateway's listeners, the clusters it is
+//! placed on (labels and their agents' reports) and the namespace's ManagedZones, to the
+//! DNSRecords the policy should own. No Kubernetes I/O here, so it is tested with tables.
+
+use std::collections::BTreeMap;
+
+use meridian_api::meridian::GatewayReport;
+use meridian_dns::model::Endpoint;
+use meridian_dns::tree::{Address, ClusterTarget, GatewayRef, Strategy, build_record_tree};
+
+/// One placed cluster as the hub sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlacedCluster {
+    /// The ManagedCluster's name (= its namespace on the hub).
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    /// The cluster ID its agent reported; `None` when no report arrived yet.
+    pub cluster_id: Option<String>,
+    /// The downstream Gateway as the agent reported it; `None` when not (yet) there.
+    pub gateway: Option<GatewayReport>,
+}
+
+/// A ManagedZone in the policy's namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZoneRef {
+    pub name: String,
+    pub domain: String,
+}
+
+/// A listener as the policy needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerRef {
+    pub name: String,
+    pub hostname: Option<String>,
+}
+
+/// A DNSRecord the policy should own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DesiredRecord {
+    /// `<gateway>-<listener>`.
+    pub name: String,
+    pub listener: String,
+    pub root_host: String,
+    pub zone: String,
+    pub endpoints: Vec<Endpoint>,
+    pub warnings: Vec<String>,
+}
+
+/// What the policy should own, and what it could not build (each names the listener).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Desired {
+    pub records: Vec<DesiredRecord>,
+    pub problems: Vec<String>,
+    /// Clusters that add nothing yet, and why.
+    pub waiting: Vec<String>,
+}
+
+/// The ManagedZone holding `host`: the one whose domain is the longest suffix of it (walking
+/// up the host's parent domains). A wildcard host's zone is its base's.
+pub fn zone_for<'a>(host: &str, zones: &'a [ZoneRef]) -> Option<&'a ZoneRef> {
+    let host = host
+        .trim_start_matches("*.")
+        .trim_end_matches('.')
+        .to_ascii_lowercase();
+    let mut candidate = host.as_str();
+    loop {
+        if let Some(zone) = zones.iter().find(|z| {
+            z.domain
+                .trim_end_matches('.')
+                .eq_ignore_ascii_case(candidate)
+        }) {
+            return Some(zone);
+        }
+        candidate = candidate.split_once('.')?.1;
+    }
+}
+
+/// Name of the DNSRecord for a listener.
+pub fn record_name(gateway: &str, listener: &str) -> String {
+    format!("{gateway}-{listener}")
+}
+
+/// The records for every listener that has a hostname in a zone.
+pub fn desired_records(
+    gateway: &GatewayRef,
+    listeners: &[ListenerRef],
+    section_name: Option<&str>,
+    strategy: &Strategy,
+    clusters: &[PlacedCluster],
+    zones: &[ZoneRef],
+) -> Desired {
+    let mut desired = Desired::default();
+    for cluster in clusters {
+        match (&cluster.cluster_id, &cluster.gateway) {
+            (None, _) => desired
+                .waiting
+                .push(format!("{}: no report from its agent yet", cluster.name)),
+            (Some(_), None) => desired.waiting.push(format!(
+                "{}: its agent reports no Gateway {}/{} yet",
+                cluster.name,
+                downstream_namespace(&gateway.namespace),
+                gateway.name
+            )),
+            (Some(_), Some(report)) if report.addresses.is_empty() => desired.waiting.push(
+                format!("{}: the Gateway has no addresses yet", cluster.name),
+            ),
+            _ => {}
+        }
+    }
+    for listener in listeners {
+        if section_name.is_some_and(|section| section != listener.name) {
+            continue;
+        }
+        let Some(host) = &listener.hostname else {
+            continue;
+        };
+        let Some(zone) = zone_for(host, zones) else {
+            desired.problems.push(format!(
+                "listener {}: no ManagedZone holds {host}",
+                listener.name
+            ));
+            continue;
+        };
+        let mut targets = Vec::new();
+        for cluster in clusters {
+            match cluster_target(cluster, &listener.name) {
+                Ok(Some(target)) => targets.push(target),
+                Ok(None) => {}
+                Err(problem) => desired
+                    .problems
+                    .push(format!("listener {}: {problem}", listener.name)),
+            }
+        }
+        match build_record_tree(host, gateway, strategy, &targets) {
+            Ok(tree) => desired.records.push(DesiredRecord {
+                name: record_name(&gateway.name, &listener.name),
+                listener: listener.name.clone(),
+                root_host: tree.host.clone(),
+                zone: zone.name.clone(),
+                endpoints: tree.endpoints(),
+                warnings: tree.warnings.clone(),
+            }),
+            Err(error) => desired
+                .problems
+                .push(format!("listener {}: {error}", listener.name)),
+        }
+    }
+    desired
+}
+
+/// The namespace downstream Gateways live in on the spokes.
+pub fn downstream_namespace(hub_namespace: &str) -> String {
+    format!("kuadrant-{hub_namespace}")
+}
+
+fn cluster_target(
+    cluster: &PlacedCluster,
+    listener: &str,
+) -> Result<Option<ClusterTarget>, String> {
+    let (Some(cluster_id), Some(report)) = (&cluster.cluster_id, &cluster.gateway) else {
+        return Ok(None);
+    };
+    let addresses = report
+        .addresses
+        .iter()
+        .map(|a| Address::parse(Some(&a.type_), &a.value))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| format!("cluster {}: {error}", cluster.name))?;
+    let attached_routes = report
+        .listeners
+        .iter()
+        .find(|l| l.name == listener)
+        .map(|l| u32::try_from(l.attached_routes).unwrap_or(0));
+    Ok(Some(ClusterTarget {
+        name: cluster.name.clone(),
+        cluster_id: cluster_id.clone(),
+        labels: cluster.labels.clone(),
+        addresses,
+        attached_routes,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_api::meridian::{ListenerReport, ReportedAddress};
+    use meridian_dns::model::RecordType;
+    use meridian_dns::tree::LoadBalancing;
+
+    fn zones() -> Vec<ZoneRef> {
+        vec![
+            ZoneRef {
+                name: "example".into(),
+                domain: "example.com".into(),
+            },
+            ZoneRef {
+                name: "apps".into(),
+                domain: "apps.example.com".into(),
+            },
+        ]
+    }
+
+    #[test]
+    fn the_zone_is_the_longest_parent_domain() {
+        let zones = zones();
+        let cases = [
+            ("api.example.com", Some("example")),
+            ("shop.apps.example.com", Some("apps")),
+            ("*.apps.example.com", Some("apps")),
+            ("apps.example.com", Some("apps")),
+            ("API.Example.COM.", Some("example")),
+            ("example.org", None),
+            ("badexample.com", None),
+        ];
+        for (host, expected) in cases {
+            assert_eq!(
+                zone_for(host, &zones).map(|z| z.name.as_str()),
+                expected,
+                "{host}"
+            );
+        }
+    }
+
+    fn cluster(name: &str, geo: &str, ip: Option<&str>, routes: i32) -> PlacedCluster {
+        PlacedCluster {
+            name: name.into(),
+            labels: [(
+                "kuadrant.io/lb-attribute-geo-code".to_string(),
+                geo.to_string(),
+            )]
+            .into(),
+            cluster_id: Some(format!("id-{name}")),
+            gateway: ip.map(|ip| GatewayReport {
+                name: "prod-web".into(),
+                namespace: "kuadrant-gateways".into(),
+                addresses: vec![ReportedAddress {
+                    type_: "IPAddress".into(),
+                    value: ip.into(),
+                }],
+                listeners: vec![ListenerReport {
+                    name: "api".into(),
+                    hostname: Some("api.example.com".into()),
+                    attached_routes: routes,
+                }],
+            }),
+        }
+    }
+
+    fn listeners() -> Vec<ListenerRef> {
+        vec![
+            ListenerRef {
+                name: "api".into(),
+                hostname: Some("api.example.com".into()),
+            },
+            ListenerRef {
+                name: "other".into(),
+                hostname: Some("www.example.org".into()),
+            },
+            ListenerRef {
+                name: "any".into(),
+                hostname: None,
+            },
+        ]
+    }
+
+    fn gateway() -> GatewayRef {
+        GatewayRef {
+            name: "prod-web".into(),
+            namespace: "gateways".into(),
+        }
+    }
+
+    fn loadbalanced() -> Strategy {
+        Strategy::LoadBalanced(LoadBalancing {
+            default_weight: 120,
+            custom: vec![],
+            default_geo: Some("IE".into()),
+        })
+    }
+
+    #[test]
+    fn one_record_per_listener_in_a_zone_and_problems_for_the_rest() {
+        let clusters = [
+            cluster("c1", "IE", Some("192.0.2.1"), 1),
+            cluster("c2", "US", Some("192.0.2.2"), 1),
+        ];
+        let desired = desired_records(
+            &gateway(),
+            &listeners(),
+            None,
+            &loadbalanced(),
+            &clusters,
+            &zones(),
+        );
+        assert_eq!(desired.records.len(), 1);
+        let record = &desired.records[0];
+        assert_eq!(record.name, "prod-web-api");
+        assert_eq!(record.zone, "example");
+        assert_eq!(record.root_host, "api.example.com");
+        let mut ips: Vec<&str> = record
+            .endpoints
+            .iter()
+            .filter(|e| e.record_type == RecordType::A)
+            .flat_map(|e| e.targets.iter().map(String::as_str))
+            .collect();
+        ips.sort();
+        assert_eq!(ips, ["192.0.2.1", "192.0.2.2"]);
+        assert_eq!(
+            desired.problems,
+            ["listener other: no ManagedZone holds www.example.org"]
+        );
+        assert!(desired.waiting.is_empty());
+    }
+
+    #[test]
+    fn section_name_limits_the_policy_to_one_listener() {
+        let clusters = [cluster("c1", "IE", Some("192.0.2.1"), 1)];
+        let desired = desired_records(
+            &gateway(),
+            &listeners(),
+            Some("other"),
+            &Strategy::Simple,
+            &clusters,
+            &zones(),
+        );
+        assert!(desired.records.is_empty());
+        assert_eq!(desired.problems.len(), 1);
+    }
+
+    #[test]
+    fn clusters_without_reports_or_addresses_wait_and_add_nothing() {
+        let mut silent = cluster("c2", "US", None, 0);
+        silent.cluster_id = None;
+        let clusters = [
+            cluster("c1", "IE", Some("192.0.2.1"), 1),
+            silent,
+            cluster("c3", "US", None, 0),
+        ];
+        let desired = desired_records(
+            &gateway(),
+            &listeners()[..1],
+            None,
+            &Strategy::Simple,
+            &clusters,
+            &zones(),
+        );
+        assert_eq!(desired.waiting.len(), 2, "{:?}", desired.waiting);
+        let record = &desired.records[0];
+        assert_eq!(record.endpoints.len(), 1);
+        assert_eq!(record.endpoints[0].targets, ["192.0.2.1"]);
+    }
+
+    #[test]
+    fn a_listener_without_attached_routes_on_a_cluster_leaves_that_cluster_out() {
+        let clusters = [
+            cluster("c1", "IE", Some("192.0.2.1"), 1),
+            cluster("c2", "US", Some("192.0.2.2"), 0),
+        ];
+        let desired = desired_records(
+            &gateway(),
+            &listeners()[..1],
+            None,
+            &Strategy::Simple,
+            &clusters,
+            &zones(),
+        );
+        assert_eq!(desired.records[0].endpoints[0].targets, ["192.0.2.1"]);
+    }
+}

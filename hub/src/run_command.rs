@@ -1,0 +1,321 @@
+//! `meridian-hub run`: the controllers, the embedded nameserver and the health endpoints, in
+//! one process, until SIGINT or SIGTERM ([`RunningHub`] runs them inside another process, as
+//! the end-to-end tests do).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{Controller, watcher};
+use kube::{Client, Config, ResourceExt};
+use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
+use meridian_api::meridian::ClusterReport;
+use meridian_api::upstream::{Gateway, ManagedCluster, PlacementDecision};
+use meridian_dns::nameserver::{GeoDb, NameServer, ServerConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use crate::controller::{Context, HubConfig, dns_policy, dns_record, managed_zone};
+use crate::zone_provider::{EmbeddedZones, ProviderCache};
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Kubeconfig of the hub cluster; in-cluster configuration when absent.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Address of the `/livez`, `/readyz` and `/metrics` endpoints.
+    #[arg(long, env = "MERIDIAN_HEALTH_ADDR", default_value = "127.0.0.1:8080")]
+    pub health_addr: SocketAddr,
+
+    /// UDP and TCP address of the embedded nameserver (zones without a provider secret).
+    #[arg(long, env = "MERIDIAN_DNS_ADDR", default_value = "127.0.0.1:5353")]
+    pub dns_addr: SocketAddr,
+
+    /// MaxMind-format database (GeoIP2/GeoLite2 Country or City) for GEO answers.
+    #[arg(long, env = "MERIDIAN_GEOIP")]
+    pub geoip: Option<PathBuf>,
+
+    /// Seconds between looks at converged objects.
+    #[arg(long, env = "MERIDIAN_RESYNC_SECONDS", default_value_t = 300)]
+    pub resync_seconds: u64,
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let hub = RunningHub::start(&args).await?;
+        // Scripts and the demo read these lines.
+        println!("nameserver: {}", hub.nameserver);
+        println!("health: {}", hub.health);
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        tracing::info!("shutting down");
+        hub.stop().await;
+        Ok(())
+    })
+}
+
+async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
+            Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
+        }
+        None => Config::infer().await?,
+    };
+    Ok(Client::try_from(config)?)
+}
+
+/// A hub running in this process: controllers, nameserver and health endpoints.
+#[derive(Debug)]
+pub struct RunningHub {
+    pub nameserver: SocketAddr,
+    pub health: SocketAddr,
+    pub context: Arc<Context>,
+    stop: tokio::sync::watch::Sender<bool>,
+    controllers: tokio::task::JoinHandle<()>,
+    health_server: tokio::task::JoinHandle<()>,
+}
+
+impl RunningHub {
+    pub async fn start(args: &RunArgs) -> anyhow::Result<Self> {
+        // kube and the AWS SDK bring two rustls crypto backends; pick one before any TLS.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = client(args.kubeconfig.as_ref()).await?;
+        let geo = args.geoip.as_deref().map(GeoDb::open).transpose()?;
+        let server = NameServer::start(
+            args.dns_addr,
+            ServerConfig {
+                geo,
+                transfer_allowed: Vec::new(),
+            },
+        )
+        .await?;
+        let nameserver = server.local_addr();
+        let embedded = Arc::new(EmbeddedZones::new(Arc::new(server)));
+        let config = HubConfig {
+            resync: std::time::Duration::from_secs(args.resync_seconds.max(1)),
+            ..HubConfig::default()
+        };
+        let ctx = Arc::new(Context::new(
+            client.clone(),
+            ProviderCache::new(embedded),
+            config,
+        ));
+        let ready = Arc::new(AtomicBool::new(false));
+        let health_listener = TcpListener::bind(args.health_addr).await?;
+        let health = health_listener.local_addr()?;
+        let health_server = tokio::spawn(serve_health(health_listener, ctx.clone(), ready.clone()));
+
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        };
+        let policies = policy_controller(&client);
+        let records = record_controller(&client);
+        let zones = zone_controller(&client);
+        let stores = (policies.store(), records.store(), zones.store());
+        tokio::spawn(async move {
+            // Ready once every controller's cache has synced.
+            let synced = tokio::join!(
+                stores.0.wait_until_ready(),
+                stores.1.wait_until_ready(),
+                stores.2.wait_until_ready()
+            );
+            if synced.0.is_ok() && synced.1.is_ok() && synced.2.is_ok() {
+                ready.store(true, Ordering::SeqCst);
+                tracing::info!("caches synced; ready");
+            }
+        });
+        let policies = policies
+            .graceful_shutdown_on(stopped(stop_rx.clone()))
+            .run(dns_policy::reconcile, dns_policy::error_policy, ctx.clone())
+            .for_each(|_| async {});
+        let records = records
+            .graceful_shutdown_on(stopped(stop_rx.clone()))
+            .run(dns_record::reconcile, dns_record::error_policy, ctx.clone())
+            .for_each(|_| async {});
+        let zones = zones
+            .graceful_shutdown_on(stopped(stop_rx))
+            .run(
+                managed_zone::reconcile,
+                managed_zone::error_policy,
+                ctx.clone(),
+            )
+            .for_each(|_| async {});
+        let controllers = tokio::spawn(async move {
+            tokio::join!(policies, records, zones);
+        });
+        tracing::info!(%nameserver, %health, "hub controllers running");
+        Ok(RunningHub {
+            nameserver,
+            health,
+            context: ctx,
+            stop,
+            controllers,
+            health_server,
+        })
+    }
+
+    /// Lets running reconciles finish, then stops everything.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.controllers.await;
+        self.health_server.abort();
+        let _ = self.health_server.await;
+    }
+
+    /// Stops at once, as a crash would (for tests of restarts mid-publish).
+    pub fn abort(self) {
+        self.controllers.abort();
+        self.health_server.abort();
+    }
+}
+
+fn policy_controller(client: &Client) -> Controller<DNSPolicy> {
+    let controller = Controller::new(
+        Api::<DNSPolicy>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let store = controller.store();
+    let all_policies = move || -> Vec<ObjectRef<DNSPolicy>> {
+        store
+            .state()
+            .iter()
+            .map(|p| ObjectRef::from_obj(&**p))
+            .collect()
+    };
+    let by_gateway = {
+        let store = controller.store();
+        move |gateway: Gateway| {
+            let (namespace, name) = (gateway.namespace().unwrap_or_default(), gateway.name_any());
+            store
+                .state()
+                .iter()
+                .filter(|p| dns_policy::targets(p, &namespace, &name))
+                .map(|p| ObjectRef::from_obj(&**p))
+                .collect::<Vec<_>>()
+        }
+    };
+    let (a, b, c, d) = (
+        all_policies.clone(),
+        all_policies.clone(),
+        all_policies.clone(),
+        all_policies,
+    );
+    controller
+        .owns(
+            Api::<DNSRecord>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .watches(
+            Api::<Gateway>::all(client.clone()),
+            watcher::Config::default(),
+            by_gateway,
+        )
+        .watches(
+            Api::<PlacementDecision>::all(client.clone()),
+            watcher::Config::default(),
+            move |_| a(),
+        )
+        .watches(
+            Api::<ManagedCluster>::all(client.clone()),
+            watcher::Config::default(),
+            move |_| b(),
+        )
+        .watches(
+            Api::<ClusterReport>::all(client.clone()),
+            watcher::Config::default(),
+            move |_| c(),
+        )
+        .watches(
+            Api::<ManagedZone>::all(client.clone()),
+            watcher::Config::default(),
+            move |_| d(),
+        )
+}
+
+fn record_controller(client: &Client) -> Controller<DNSRecord> {
+    let controller = Controller::new(
+        Api::<DNSRecord>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let store = controller.store();
+    controller.watches(
+        Api::<ManagedZone>::all(client.clone()),
+        watcher::Config::default(),
+        move |zone| {
+            let namespace = zone.namespace();
+            store
+                .state()
+                .iter()
+                .filter(|r| {
+                    r.namespace() == namespace && r.spec.managed_zone.name == zone.name_any()
+                })
+                .map(|r| ObjectRef::from_obj(&**r))
+                .collect::<Vec<_>>()
+        },
+    )
+}
+
+fn zone_controller(client: &Client) -> Controller<ManagedZone> {
+    let controller = Controller::new(
+        Api::<ManagedZone>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let store = controller.store();
+    controller.watches(
+        Api::<DNSRecord>::all(client.clone()),
+        watcher::Config::default(),
+        move |record| {
+            // Only embedded zones are recounted per record change (counting them is free).
+            let zone = ObjectRef::<ManagedZone>::new(&record.spec.managed_zone.name)
+                .within(&record.namespace().unwrap_or_default());
+            store
+                .get(&zone)
+                .filter(|z| z.spec.dns_provider_secret_ref.is_none())
+                .map(|_| zone)
+        },
+    )
+}
+
+/// `/livez`, `/readyz` and `/metrics` over plain HTTP/1.1.
+async fn serve_health(listener: TcpListener, ctx: Arc<Context>, ready: Arc<AtomicBool>) {
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let ctx = ctx.clone();
+        let ready = ready.clone();
+        tokio::spawn(async move {
+            let mut buffer = [0u8; 1024];
+            let Ok(n) = stream.read(&mut buffer).await else {
+                return;
+            };
+            let request = String::from_utf8_lossy(&buffer[..n]);
+            let path = request.split_whitespace().nth(1).unwrap_or("/");
+            let (status, body) = match path {
+                "/livez" => ("200 OK", "ok\n".to_string()),
+                "/readyz" if ready.load(Ordering::SeqCst) => ("200 OK", "ok\n".to_string()),
+                "/readyz" => ("503 Service Unavailable", "not ready\n".to_string()),
+                "/metrics" => ("200 OK", ctx.metrics.render()),
+                _ => ("404 Not Found", "not found\n".to_string()),
+            };
+            let response = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes()).await;
+        });
+    }
+}
