@@ -1,25 +1,29 @@
-//! The hub's controllers end to end on real API servers: a hub and three spokes with OCM's
-//! placement controller, a Gateway placed on every spoke, the agents' reports, a ManagedZone
-//! served by the embedded nameserver, and a DNSPolicy; answers checked with `dig`.
+//! The hub end to end on real API servers: a hub and three spokes with OCM's placement
+//! controller and work agents. The hub places a Gateway on every decided spoke through
+//! ManifestWorks and installs the agent there with hub credentials scoped to its cluster
+//! namespace; each agent runs as its own process with exactly the credentials the hub delivered
+//! and reports its Gateway; the hub publishes the DNSPolicy's records through the embedded
+//! nameserver; answers are checked with `dig`.
 //!
-//! The spoke agents' reports are written by the test here, as the agents would write them
-//! (the agent's report loop is its own issue); everything else is the real hub.
+//! The test plays one part itself: the gateway implementation on each spoke (there is no
+//! Istio here), which gives each downstream Gateway an address in its status.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
 
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use meridian_api::conditions::{self, condition_status};
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
-use meridian_api::meridian::{
-    ClusterReport, ClusterReportSpec, GatewayReport, ListenerReport, ReportedAddress,
-};
-use meridian_api::upstream::{Gateway, ManagedCluster};
+use meridian_api::meridian::ClusterReport;
+use meridian_api::upstream::{Gateway, ManagedCluster, ManifestWork};
 use meridian_dns::nameserver::geo::write_database;
-use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, OcmDynamicApis, ensure_namespace, eventually};
+use meridian_e2e::{
+    DEFAULT_PATIENCE, Error, Fleet, ManagedProcess, OcmDynamicApis, ensure_namespace, eventually,
+};
 use meridian_hub::run_command::{RunArgs, RunningHub};
 use serde_json::json;
 
@@ -90,34 +94,112 @@ where
         .await?)
 }
 
-/// What a spoke's agent reports: its cluster ID and the downstream Gateway's address.
-async fn report(hub: &Client, spoke: &str, cluster_id: &str, ip: &str) -> Result<(), Error> {
-    ensure_namespace(hub, spoke).await?;
-    let report = ClusterReport::new(
-        "agent",
-        ClusterReportSpec {
-            cluster_id: cluster_id.to_string(),
-            reported_at: None,
-            gateways: vec![GatewayReport {
-                name: "prod-web".into(),
-                namespace: format!("kuadrant-{NAMESPACE}"),
-                addresses: vec![ReportedAddress {
-                    type_: "IPAddress".into(),
-                    value: ip.into(),
-                }],
-                listeners: vec![ListenerReport {
-                    name: "api".into(),
-                    hostname: Some(HOST.into()),
-                    attached_routes: 1,
-                }],
-            }],
-            router_shards: vec![],
-            probes: vec![],
+/// The gateway implementation's part: once the work agent created the downstream Gateway on
+/// the spoke, give it an address and count one route on its listener.
+async fn serve_gateway(spoke: &Client, ip: &str) -> Result<(), Error> {
+    let gateways: Api<Gateway> = Api::namespaced(spoke.clone(), &format!("kuadrant-{NAMESPACE}"));
+    eventually(
+        "the work agent creates the downstream Gateway",
+        DEFAULT_PATIENCE,
+        || {
+            let gateways = gateways.clone();
+            async move { Ok(gateways.get_opt("prod-web").await?) }
         },
-    );
-    let api: Api<ClusterReport> = Api::namespaced(hub.clone(), spoke);
-    apply(&api, serde_json::to_value(&report).unwrap()).await?;
+    )
+    .await?;
+    let status = json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "status": {
+            "addresses": [{ "type": "IPAddress", "value": ip }],
+            "listeners": [{ "name": "api", "attachedRoutes": 1, "supportedKinds": [], "conditions": [] }],
+        },
+    });
+    gateways
+        .patch_status(
+            "prod-web",
+            &PatchParams::apply("gateway-implementation").force(),
+            &Patch::Apply(&status),
+        )
+        .await?;
     Ok(())
+}
+
+/// Environment of the agent helper process.
+const AGENT_ENV: [&str; 3] = [
+    "MERIDIAN_E2E_AGENT_CLUSTER",
+    "MERIDIAN_E2E_AGENT_SPOKE_KUBECONFIG",
+    "MERIDIAN_E2E_AGENT_HUB_KUBECONFIG",
+];
+
+/// The spoke agent as its own process: this test binary, re-run as the helper below, with the
+/// hub kubeconfig the hub delivered to the spoke (read back from the spoke, where the work
+/// agent put it) and nothing else of the hub's.
+async fn start_agent(fleet: &Fleet, spoke: &str, dir: &Path) -> Result<ManagedProcess, Error> {
+    let secrets: Api<Secret> = Api::namespaced(fleet.spoke(spoke).client(), "meridian-system");
+    let secret = eventually(
+        "the hub delivers the agent's hub kubeconfig",
+        DEFAULT_PATIENCE,
+        || {
+            let secrets = secrets.clone();
+            async move { Ok(secrets.get_opt("meridian-hub-kubeconfig").await?) }
+        },
+    )
+    .await?;
+    let kubeconfig = secret
+        .data
+        .and_then(|d| d.get("kubeconfig").cloned())
+        .map(|b| b.0)
+        .expect("the secret holds a kubeconfig");
+    let hub_kubeconfig = dir.join(format!("{spoke}-hub.kubeconfig"));
+    std::fs::write(&hub_kubeconfig, kubeconfig).unwrap();
+    let args: Vec<String> = [
+        format!("{}={spoke}", AGENT_ENV[0]),
+        format!(
+            "{}={}",
+            AGENT_ENV[1],
+            fleet.spoke(spoke).kubeconfig_path().display()
+        ),
+        format!("{}={}", AGENT_ENV[2], hub_kubeconfig.display()),
+        std::env::current_exe().unwrap().display().to_string(),
+        "--ignored".into(),
+        "--exact".into(),
+        "agent_process".into(),
+        "--nocapture".into(),
+    ]
+    .into();
+    ManagedProcess::spawn(
+        format!("agent-{spoke}"),
+        Path::new("env"),
+        &args,
+        &dir.join(format!("agent-{spoke}.log")),
+    )
+}
+
+/// The agent helper: runs the agent's report loop with the clients named in its environment.
+#[tokio::test]
+#[ignore = "run by the hub test as the agent's own process"]
+async fn agent_process() {
+    let env = |name: &str| std::env::var(name).expect("started by the hub test");
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = |path: String| async move {
+        let config = kube::config::Kubeconfig::read_from(path).unwrap();
+        Client::try_from(
+            kube::Config::from_custom_kubeconfig(config, &Default::default())
+                .await
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    let spoke = client(env(AGENT_ENV[1])).await;
+    let hub = client(env(AGENT_ENV[2])).await;
+    meridian_agent::report::run(
+        spoke,
+        hub,
+        env(AGENT_ENV[0]),
+        std::time::Duration::from_secs(5),
+    )
+    .await
+    .unwrap();
 }
 
 fn dig(server: SocketAddr, subnet: Option<&str>) -> Vec<String> {
@@ -144,15 +226,11 @@ fn dig(server: SocketAddr, subnet: Option<&str>) -> Vec<String> {
 }
 
 async fn start_hub(hub_kubeconfig: &Path, geoip: &Path) -> RunningHub {
-    RunningHub::start(&RunArgs {
-        kubeconfig: Some(hub_kubeconfig.to_path_buf()),
-        health_addr: "127.0.0.1:0".parse().unwrap(),
-        dns_addr: "127.0.0.1:0".parse().unwrap(),
-        geoip: Some(geoip.to_path_buf()),
-        resync_seconds: 300,
-    })
-    .await
-    .expect("the hub starts")
+    let mut args = RunArgs::local(hub_kubeconfig);
+    args.geoip = Some(geoip.to_path_buf());
+    // Short, so the test sees a leaving cluster's Gateway go.
+    args.withdrawal_grace_seconds = 3;
+    RunningHub::start(&args).await.expect("the hub starts")
 }
 
 async fn policy_enforced(hub: &Client, name: &str) -> Result<Option<DNSPolicy>, Error> {
@@ -185,6 +263,27 @@ async fn answers_become(
             }
             Ok((seen == expected).then_some(()))
         }
+    })
+    .await
+}
+
+/// Waits until ten `dig`s in a row from `subnet` each answer one address out of `allowed`.
+async fn answers_within(
+    nameserver: SocketAddr,
+    subnet: Option<&'static str>,
+    allowed: &'static [&'static str],
+) -> Result<(), Error> {
+    let what = format!("dig from {subnet:?} answers within {allowed:?}");
+    eventually(&what, DEFAULT_PATIENCE, || async move {
+        for _ in 0..10 {
+            let seen = tokio::task::spawn_blocking(move || dig(nameserver, subnet))
+                .await
+                .unwrap();
+            if seen.len() != 1 || !allowed.contains(&seen[0].as_str()) {
+                return Ok(None);
+            }
+        }
+        Ok(Some(()))
     })
     .await
 }
@@ -303,19 +402,17 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
     };
     apply(&policies, policy(30)).await?;
 
-    // The agents' side: each spoke's Gateway got an address.
-    for spoke in &fleet.spokes {
-        report(
-            &hub,
-            spoke.name(),
-            &spoke.cluster_id().await?,
-            &spoke_ip(spoke.name()),
-        )
-        .await?;
-    }
-
     let running = start_hub(fleet.hub.kubeconfig_path(), &geoip).await;
     let nameserver = running.nameserver;
+
+    // The spokes' side: the hub's ManifestWorks create each downstream Gateway, which the
+    // gateway implementation (the test) gives an address; each agent, started with the
+    // credentials the hub delivered, reports it.
+    let mut agents = Vec::new();
+    for spoke in ["spoke-1", "spoke-2", "spoke-3"] {
+        serve_gateway(&fleet.spoke(spoke).client(), &spoke_ip(spoke)).await?;
+        agents.push(start_agent(&fleet, spoke, geoip_dir.path()).await?);
+    }
     let enforced = eventually("the policy is Enforced", DEFAULT_PATIENCE, || {
         policy_enforced(&hub, "prod-web")
     })
@@ -357,6 +454,90 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
         zone.status.as_ref().and_then(|s| s.provider.as_deref()),
         Some("embedded")
     );
+
+    // The agent's hub credentials write its own report and nothing else.
+    let spoke_1_hub = {
+        let path = geoip_dir.path().join("spoke-1-hub.kubeconfig");
+        let config = kube::config::Kubeconfig::read_from(path).unwrap();
+        Client::try_from(kube::Config::from_custom_kubeconfig(config, &Default::default()).await?)?
+    };
+    let elsewhere = Api::<DNSRecord>::namespaced(spoke_1_hub.clone(), NAMESPACE)
+        .list(&Default::default())
+        .await
+        .expect_err("an agent cannot read the hub's records");
+    assert!(
+        matches!(elsewhere, kube::Error::Api(ref e) if e.code == 403),
+        "{elsewhere}"
+    );
+    let foreign_report = json!({
+        "apiVersion": "meridian.dev/v1alpha1", "kind": "ClusterReport",
+        "metadata": { "name": "forged", "namespace": "spoke-2" },
+        "spec": { "clusterID": "forged" },
+    });
+    let forged = Api::<ClusterReport>::namespaced(spoke_1_hub.clone(), "spoke-2")
+        .patch(
+            "forged",
+            &PatchParams::apply("forger"),
+            &Patch::Apply(&foreign_report),
+        )
+        .await
+        .expect_err("an agent cannot write another cluster's report");
+    assert!(
+        matches!(forged, kube::Error::Api(ref e) if e.code == 403),
+        "{forged}"
+    );
+
+    // spoke-2 leaves the placement: it leaves DNS at once (US clients get the catch-all, IE),
+    // its Gateway's ManifestWork stays for the grace period, then goes.
+    apply_ocm(
+        &hub,
+        Some(NAMESPACE),
+        json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
+            "metadata": { "name": "everywhere", "namespace": NAMESPACE },
+            "spec": {
+                "clusterSets": [CLUSTER_SET],
+                "predicates": [{ "requiredClusterSelector": { "labelSelector": {
+                    "matchExpressions": [{ "key": GEO_LABEL, "operator": "NotIn", "values": ["US"] }],
+                } } }],
+            },
+        }),
+    )
+    .await?;
+    answers_become(nameserver, Some(UNITED_STATES), &["10.0.0.1"]).await?;
+    let spoke_2_works: Api<ManifestWork> = Api::namespaced(hub.clone(), "spoke-2");
+    let work_name = format!("gateway-{NAMESPACE}-prod-web");
+    let leaving = spoke_2_works.get(&work_name).await;
+    eventually(
+        "spoke-2's Gateway work is removed after the grace period",
+        DEFAULT_PATIENCE,
+        || {
+            let works = spoke_2_works.clone();
+            let name = work_name.clone();
+            async move { Ok(works.get_opt(&name).await?.is_none().then_some(())) }
+        },
+    )
+    .await?;
+    if let Ok(work) = leaving {
+        assert!(
+            work.annotations()
+                .contains_key("meridian.dev/leaving-since"),
+            "the work was kept, marked as leaving, after DNS moved: {:?}",
+            work.annotations()
+        );
+    }
+    eventually(
+        "the work agent removes spoke-2's Gateway",
+        DEFAULT_PATIENCE,
+        || {
+            let gateways: Api<Gateway> = Api::namespaced(
+                fleet.spoke("spoke-2").client(),
+                &format!("kuadrant-{NAMESPACE}"),
+            );
+            async move { Ok(gateways.get_opt("prod-web").await?.is_none().then_some(())) }
+        },
+    )
+    .await?;
 
     // Relabel spoke-3 from GEO-EU to IE: the French client now falls to the catch-all (IE),
     // where spoke-1 and spoke-3 share the answers by weight (120 : 30).
@@ -427,13 +608,32 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
         .await
         .expect_err("the schema refuses a custom weight with both forms");
 
-    // A restart in the middle of things converges with no duplicates: the new hub's embedded
-    // zone is rebuilt from the DNSRecords.
+    // A restart converges with no duplicates and no orphans: the new hub's embedded zone is
+    // rebuilt from the DNSRecords, record for record.
+    let published = records.get("prod-web-api").await?.status.unwrap().endpoints;
+    let count_before = running
+        .context
+        .providers
+        .embedded_zones()
+        .record_count("example.com");
     running.abort();
     let running = start_hub(fleet.hub.kubeconfig_path(), &geoip).await;
     let nameserver = running.nameserver;
-    answers_become(nameserver, Some(UNITED_STATES), &["10.0.0.2"]).await?;
-    answers_become(nameserver, Some(IRELAND), &["10.0.0.1"]).await?;
+    answers_within(nameserver, Some(UNITED_STATES), &["10.0.0.1", "10.0.0.3"]).await?;
+    eventually(
+        "the restarted hub serves the same zone",
+        DEFAULT_PATIENCE,
+        || {
+            let zones = running.context.providers.embedded_zones();
+            let count = zones.record_count("example.com");
+            async move { Ok((count == count_before).then_some(())) }
+        },
+    )
+    .await?;
+    assert_eq!(
+        records.get("prod-web-api").await?.status.unwrap().endpoints,
+        published
+    );
 
     // Deleting the policy removes every record it created, and nothing else.
     policies
@@ -453,6 +653,15 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
     )
     .await?;
     answers_become(nameserver, Some(IRELAND), &[]).await?;
+    assert_eq!(
+        running
+            .context
+            .providers
+            .embedded_zones()
+            .record_count("example.com"),
+        0,
+        "no orphans: every record and ownership record is gone"
+    );
     assert!(zones.get_opt("example").await?.is_some(), "the zone stays");
     let gateway = gateways.get("prod-web").await?;
     let affected = gateway
@@ -461,5 +670,6 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
         .and_then(|s| condition_status(&s.conditions, conditions::DNS_POLICY_AFFECTED));
     assert_eq!(affected, None, "the Gateway's condition is withdrawn");
     running.stop().await;
+    drop(agents);
     Ok(())
 }

@@ -6,6 +6,7 @@ pub mod convert;
 pub mod desired;
 pub mod metrics;
 pub mod nameserver_command;
+pub mod placement;
 pub mod plan_command;
 pub mod policy;
 pub mod run_command;

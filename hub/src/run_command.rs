@@ -19,8 +19,11 @@ use meridian_dns::nameserver::{GeoDb, NameServer, ServerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use crate::controller::{Context, HubConfig, dns_policy, dns_record, managed_zone};
+use crate::controller::{
+    AgentInstall, Context, HubConfig, dns_policy, dns_record, gateway_placement, managed_zone,
+};
 use crate::zone_provider::{EmbeddedZones, ProviderCache};
+use meridian_api::labels::PLACEMENT_LABEL;
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -43,6 +46,39 @@ pub struct RunArgs {
     /// Seconds between looks at converged objects.
     #[arg(long, env = "MERIDIAN_RESYNC_SECONDS", default_value_t = 300)]
     pub resync_seconds: u64,
+
+    /// Seconds a cluster that left a placement keeps its Gateway after leaving DNS.
+    #[arg(long, env = "MERIDIAN_WITHDRAWAL_GRACE_SECONDS", default_value_t = 600)]
+    pub withdrawal_grace_seconds: u64,
+
+    /// Image of the agent the hub installs on placed clusters.
+    #[arg(
+        long,
+        env = "MERIDIAN_AGENT_IMAGE",
+        default_value = "ghcr.io/meridian-dev/meridian-agent:latest"
+    )]
+    pub agent_image: String,
+
+    /// The hub's API address as agents reach it; the address in the hub kubeconfig when unset.
+    #[arg(long, env = "MERIDIAN_HUB_SERVER_URL")]
+    pub hub_server_url: Option<String>,
+}
+
+impl RunArgs {
+    /// Defaults for running against `kubeconfig` on loopback ports chosen by the system (tests,
+    /// the demo).
+    pub fn local(kubeconfig: &std::path::Path) -> Self {
+        RunArgs {
+            kubeconfig: Some(kubeconfig.to_path_buf()),
+            health_addr: "127.0.0.1:0".parse().expect("valid address"),
+            dns_addr: "127.0.0.1:0".parse().expect("valid address"),
+            geoip: None,
+            resync_seconds: 300,
+            withdrawal_grace_seconds: 600,
+            agent_image: "ghcr.io/meridian-dev/meridian-agent:latest".into(),
+            hub_server_url: None,
+        }
+    }
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -65,15 +101,36 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     })
 }
 
-async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Client> {
-    let config = match kubeconfig {
+async fn client_config(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Config> {
+    Ok(match kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
             Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
         }
         None => Config::infer().await?,
-    };
-    Ok(Client::try_from(config)?)
+    })
+}
+
+/// PEM of the CA certificates a client trusts (DER in kube's config).
+fn ca_pem(config: &Config) -> String {
+    use base64::Engine;
+    config
+        .root_cert
+        .iter()
+        .flatten()
+        .map(|der| {
+            let body = base64::engine::general_purpose::STANDARD.encode(der);
+            let lines: Vec<&str> = body
+                .as_bytes()
+                .chunks(64)
+                .map(|c| std::str::from_utf8(c).expect("base64 is ASCII"))
+                .collect();
+            format!(
+                "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+                lines.join("\n")
+            )
+        })
+        .collect()
 }
 
 /// A hub running in this process: controllers, nameserver and health endpoints.
@@ -91,7 +148,19 @@ impl RunningHub {
     pub async fn start(args: &RunArgs) -> anyhow::Result<Self> {
         // kube and the AWS SDK bring two rustls crypto backends; pick one before any TLS.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = client(args.kubeconfig.as_ref()).await?;
+        let client_config = client_config(args.kubeconfig.as_ref()).await?;
+        let agent = AgentInstall {
+            server_url: args.hub_server_url.clone().unwrap_or_else(|| {
+                client_config
+                    .cluster_url
+                    .to_string()
+                    .trim_end_matches('/')
+                    .to_string()
+            }),
+            ca_pem: ca_pem(&client_config),
+            image: args.agent_image.clone(),
+        };
+        let client = Client::try_from(client_config)?;
         let geo = args.geoip.as_deref().map(GeoDb::open).transpose()?;
         let server = NameServer::start(
             args.dns_addr,
@@ -105,6 +174,8 @@ impl RunningHub {
         let embedded = Arc::new(EmbeddedZones::new(Arc::new(server)));
         let config = HubConfig {
             resync: std::time::Duration::from_secs(args.resync_seconds.max(1)),
+            withdrawal_grace: std::time::Duration::from_secs(args.withdrawal_grace_seconds),
+            agent: Some(agent),
             ..HubConfig::default()
         };
         let ctx = Arc::new(Context::new(
@@ -124,6 +195,7 @@ impl RunningHub {
         let policies = policy_controller(&client);
         let records = record_controller(&client);
         let zones = zone_controller(&client);
+        let gateways = gateway_controller(&client);
         let stores = (policies.store(), records.store(), zones.store());
         tokio::spawn(async move {
             // Ready once every controller's cache has synced.
@@ -146,15 +218,23 @@ impl RunningHub {
             .run(dns_record::reconcile, dns_record::error_policy, ctx.clone())
             .for_each(|_| async {});
         let zones = zones
-            .graceful_shutdown_on(stopped(stop_rx))
+            .graceful_shutdown_on(stopped(stop_rx.clone()))
             .run(
                 managed_zone::reconcile,
                 managed_zone::error_policy,
                 ctx.clone(),
             )
             .for_each(|_| async {});
+        let gateways = gateways
+            .graceful_shutdown_on(stopped(stop_rx))
+            .run(
+                gateway_placement::reconcile,
+                gateway_placement::error_policy,
+                ctx.clone(),
+            )
+            .for_each(|_| async {});
         let controllers = tokio::spawn(async move {
-            tokio::join!(policies, records, zones);
+            tokio::join!(policies, records, zones, gateways);
         });
         tracing::info!(%nameserver, %health, "hub controllers running");
         Ok(RunningHub {
@@ -242,6 +322,48 @@ fn policy_controller(client: &Client) -> Controller<DNSPolicy> {
             Api::<ManagedZone>::all(client.clone()),
             watcher::Config::default(),
             move |_| d(),
+        )
+}
+
+fn gateway_controller(client: &Client) -> Controller<Gateway> {
+    let controller = Controller::new(
+        Api::<Gateway>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let store = controller.store();
+    let by_placement = {
+        let store = store.clone();
+        move |decision: PlacementDecision| {
+            let namespace = decision.namespace();
+            let placement = decision.labels().get(PLACEMENT_LABEL).cloned();
+            store
+                .state()
+                .iter()
+                .filter(|g| {
+                    g.namespace() == namespace
+                        && g.labels().get(PLACEMENT_LABEL) == placement.as_ref()
+                })
+                .map(|g| ObjectRef::from_obj(&**g))
+                .collect::<Vec<_>>()
+        }
+    };
+    controller
+        .watches(
+            Api::<PlacementDecision>::all(client.clone()),
+            watcher::Config::default(),
+            by_placement,
+        )
+        .watches(
+            Api::<ManagedCluster>::all(client.clone()),
+            watcher::Config::default(),
+            move |_| {
+                store
+                    .state()
+                    .iter()
+                    .filter(|g| gateway_placement::is_multi_cluster(g))
+                    .map(|g| ObjectRef::from_obj(&**g))
+                    .collect::<Vec<_>>()
+            },
         )
 }
 

@@ -1,8 +1,12 @@
-//! The Meridian spoke agent: the `meridian-agent` command line and, as issues land, gateway
-//! reports to the hub, health probes, router-shard scheduling and distributed mode. `main` only
+//! The Meridian spoke agent: the `meridian-agent` command line, gateway reports to the hub
+//! ([`report`]), and, as issues land, health probes, router-shard scheduling and distributed
+//! mode. `main` only
 //! calls [`Cli::parse_and_run`].
 
+pub mod report;
+
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
@@ -37,6 +41,34 @@ pub struct RunArgs {
     /// Kubeconfig of the hub; without it the agent runs in distributed mode.
     #[arg(long, env = "MERIDIAN_HUB_KUBECONFIG")]
     pub hub_kubeconfig: Option<PathBuf>,
+
+    /// Seconds between reports when nothing changes (the hub's liveness signal).
+    #[arg(long, env = "MERIDIAN_HEARTBEAT_SECONDS", default_value_t = 30)]
+    pub heartbeat_seconds: u64,
+}
+
+async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
+        }
+        None => kube::Config::infer().await?,
+    };
+    Ok(kube::Client::try_from(config)?)
+}
+
+async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
+    let Some(hub_kubeconfig) = &args.hub_kubeconfig else {
+        anyhow::bail!("distributed mode (no --hub-kubeconfig) is not built yet");
+    };
+    let spoke = client(args.kubeconfig.as_ref()).await?;
+    let hub = client(Some(hub_kubeconfig)).await?;
+    let heartbeat = Duration::from_secs(args.heartbeat_seconds.max(1));
+    tokio::select! {
+        result = report::run(spoke, hub, args.cluster_name.clone(), heartbeat) => result,
+        _ = tokio::signal::ctrl_c() => Ok(()),
+    }
 }
 
 impl Cli {
@@ -51,14 +83,12 @@ impl Cli {
             .init();
         match self.command {
             Command::Run(args) => {
-                // Reporting, probing and scheduling are the subject of later issues; until they
-                // land the command says so and exits cleanly.
-                tracing::warn!(
-                    cluster = %args.cluster_name,
-                    mode = if args.hub_kubeconfig.is_some() { "hub" } else { "distributed" },
-                    "no agent loops are built yet; exiting"
-                );
-                Ok(())
+                // kube brings rustls without a default crypto backend choice; pick ring.
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                tokio::runtime::Builder::new_multi_thread()
+                    .enable_all()
+                    .build()?
+                    .block_on(run_agent(args))
             }
         }
     }

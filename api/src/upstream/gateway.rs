@@ -76,6 +76,7 @@ pub struct ListenerStatus {
     group = "gateway.networking.k8s.io",
     version = "v1",
     kind = "GatewayClass",
+    status = "GatewayClassStatus",
     schema = "disabled"
 )]
 #[serde(rename_all = "camelCase")]
@@ -83,6 +84,14 @@ pub struct GatewayClassSpec {
     pub controller_name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameters_ref: Option<ParametersReference>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct GatewayClassStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
     #[serde(flatten)]
     pub extra: Extra,
 }

@@ -5,7 +5,6 @@
 //! hostname or zone replaces it (the old record withdraws its DNS first). An invalid or
 //! conflicting policy changes nothing that was published.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use kube::api::{Api, DeleteParams, ListParams, Patch};
@@ -16,11 +15,11 @@ use meridian_api::conditions::{self, ConditionUpdate, condition_status, reasons,
 use meridian_api::kuadrant::{DNSPolicy, DNSPolicyStatus, DNSRecord, ManagedZone};
 use meridian_api::labels::PLACEMENT_LABEL;
 use meridian_api::meridian::ClusterReport;
-use meridian_api::upstream::{Gateway, ManagedCluster, PlacementDecision};
+use meridian_api::upstream::{Gateway, ManagedCluster};
 use meridian_dns::tree::GatewayRef;
 use serde_json::json;
 
-use super::{Context, Error, POLICY_LABEL, apply_params, now, object_key};
+use super::{Context, Error, POLICY_LABEL, apply_params, decided_clusters, now, object_key};
 use crate::convert::all_to_api;
 use crate::desired::{
     Desired, ListenerRef, PlacedCluster, ZoneRef, desired_records, downstream_namespace,
@@ -281,27 +280,7 @@ async fn placed_clusters(gateway: &Gateway, ctx: &Context) -> Result<Vec<PlacedC
     let Some(placement) = gateway.labels().get(PLACEMENT_LABEL) else {
         return Ok(Vec::new());
     };
-    let decisions: Api<PlacementDecision> = Api::namespaced(ctx.client.clone(), &namespace);
-    let mut names = BTreeSet::new();
-    // Every PlacementDecision of the placement (100 decisions each), every page.
-    let mut params = ListParams::default()
-        .labels(&format!("{PLACEMENT_LABEL}={placement}"))
-        .limit(500);
-    loop {
-        let page = decisions.list(&params).await?;
-        names.extend(
-            page.items
-                .iter()
-                .filter_map(|d| d.status.as_ref())
-                .flat_map(|s| s.decisions.iter())
-                .map(|d| d.cluster_name.clone())
-                .filter(|name| !name.is_empty()),
-        );
-        match page.metadata.continue_ {
-            Some(token) if !token.is_empty() => params = params.continue_token(&token),
-            _ => break,
-        }
-    }
+    let names = decided_clusters(&ctx.client, &namespace, placement).await?;
     let managed_clusters: Api<ManagedCluster> = Api::all(ctx.client.clone());
     let downstream = downstream_namespace(&namespace);
     let mut clusters = Vec::new();

@@ -5,10 +5,11 @@
 
 pub mod dns_policy;
 pub mod dns_record;
+pub mod gateway_placement;
 pub mod managed_zone;
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -34,6 +35,20 @@ pub struct HubConfig {
     /// First delay after a failed reconcile; doubles per consecutive failure.
     pub retry_base: Duration,
     pub retry_cap: Duration,
+    /// How long a cluster that left a placement keeps its Gateway (DNS no longer points at
+    /// it; clients holding old answers drain).
+    pub withdrawal_grace: Duration,
+    /// How to install the agent on placed clusters; `None` leaves agents to the operator.
+    pub agent: Option<AgentInstall>,
+}
+
+/// What the agent's install needs: where the hub is for the agents, and the image.
+#[derive(Debug, Clone)]
+pub struct AgentInstall {
+    pub server_url: String,
+    /// The hub's CA, PEM.
+    pub ca_pem: String,
+    pub image: String,
 }
 
 impl Default for HubConfig {
@@ -42,6 +57,8 @@ impl Default for HubConfig {
             resync: Duration::from_secs(300),
             retry_base: Duration::from_secs(1),
             retry_cap: Duration::from_secs(120),
+            withdrawal_grace: Duration::from_secs(600),
+            agent: None,
         }
     }
 }
@@ -52,8 +69,12 @@ pub struct Context {
     pub providers: ProviderCache,
     pub config: HubConfig,
     pub metrics: Metrics,
+    /// The time; injectable so tests can move it.
+    pub clock: Clock,
     failures: Mutex<HashMap<String, u32>>,
 }
+
+pub type Clock = Arc<dyn Fn() -> k8s_openapi::jiff::Timestamp + Send + Sync>;
 
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -70,6 +91,7 @@ impl Context {
             providers,
             config,
             metrics: Metrics::default(),
+            clock: Arc::new(k8s_openapi::jiff::Timestamp::now),
             failures: Mutex::new(HashMap::new()),
         }
     }
@@ -119,6 +141,39 @@ impl Error {
             Error::Finalizer(_) => "finalizer",
             Error::Provider(_) => "provider",
             Error::Waiting(_) => "waiting",
+        }
+    }
+}
+
+/// The clusters a Placement decided: the union of `status.decisions[].clusterName` over every
+/// PlacementDecision labelled with it (100 decisions each), every page, empty names skipped.
+pub async fn decided_clusters(
+    client: &Client,
+    namespace: &str,
+    placement: &str,
+) -> Result<BTreeSet<String>, kube::Error> {
+    use kube::api::{Api, ListParams};
+    use meridian_api::labels::PLACEMENT_LABEL;
+    use meridian_api::upstream::PlacementDecision;
+
+    let decisions: Api<PlacementDecision> = Api::namespaced(client.clone(), namespace);
+    let mut names = BTreeSet::new();
+    let mut params = ListParams::default()
+        .labels(&format!("{PLACEMENT_LABEL}={placement}"))
+        .limit(500);
+    loop {
+        let page = decisions.list(&params).await?;
+        names.extend(
+            page.items
+                .iter()
+                .filter_map(|d| d.status.as_ref())
+                .flat_map(|s| s.decisions.iter())
+                .map(|d| d.cluster_name.clone())
+                .filter(|name| !name.is_empty()),
+        );
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(names),
         }
     }
 }

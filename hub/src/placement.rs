@@ -1,0 +1,360 @@
+//! The pure middle of gateway placement: what the hub asks each placed cluster's work agent to
+//! apply (the downstream Gateway and its TLS Secrets; the Meridian agent with credentials that
+//! can write only in that cluster's namespace on the hub), and when a cluster that left the
+//! placement loses its ManifestWork.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use meridian_api::upstream::Gateway;
+use serde_json::{Value, json};
+
+use crate::desired::downstream_namespace;
+
+/// Label on ManifestWorks naming the hub Gateway they place (`<namespace>.<name>`).
+pub const GATEWAY_WORK_LABEL: &str = "meridian.dev/gateway";
+/// Annotation on a ManifestWork whose cluster left the placement: since when (RFC 3339).
+pub const LEAVING_SINCE: &str = "meridian.dev/leaving-since";
+/// Name of the ManifestWork that installs the agent in a cluster namespace.
+pub const AGENT_WORK: &str = "meridian-agent";
+/// Namespace the agent runs in on a spoke.
+pub const AGENT_NAMESPACE: &str = "meridian-system";
+/// Secret on the spoke holding the agent's hub kubeconfig.
+pub const AGENT_HUB_KUBECONFIG_SECRET: &str = "meridian-hub-kubeconfig";
+/// The downstream GatewayClass when the hub GatewayClass names none.
+pub const DEFAULT_DOWNSTREAM_CLASS: &str = "istio";
+
+/// The value of [`GATEWAY_WORK_LABEL`] for a hub Gateway.
+pub fn gateway_label(namespace: &str, name: &str) -> String {
+    format!("{namespace}.{name}")
+}
+
+/// Name of the ManifestWork placing a hub Gateway.
+pub fn gateway_work_name(namespace: &str, name: &str) -> String {
+    format!("gateway-{namespace}-{name}")
+}
+
+/// Secrets the Gateway's listeners use for TLS (`tls.certificateRefs`, kind Secret, in the
+/// Gateway's namespace).
+pub fn tls_secret_names(gateway: &Gateway) -> Vec<String> {
+    let mut names: Vec<String> = gateway
+        .spec
+        .listeners
+        .iter()
+        .filter_map(|l| l.extra.get("tls"))
+        .filter_map(|tls| tls.get("certificateRefs").and_then(Value::as_array))
+        .flatten()
+        .filter(|r| r.get("kind").and_then(Value::as_str).unwrap_or("Secret") == "Secret")
+        .filter(|r| r.get("namespace").is_none())
+        .filter_map(|r| r.get("name").and_then(Value::as_str).map(str::to_string))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The ManifestWork placing `gateway` on a cluster: the downstream namespace, the Gateway
+/// (same listeners, the downstream class) and copies of its TLS Secrets.
+pub fn gateway_work(
+    gateway: &Gateway,
+    downstream_class: &str,
+    secrets: &[Secret],
+    cluster: &str,
+) -> Value {
+    let namespace = gateway.namespace().unwrap_or_default();
+    let downstream = downstream_namespace(&namespace);
+    let mut spec = serde_json::to_value(&gateway.spec).expect("a Gateway spec serializes");
+    spec["gatewayClassName"] = json!(downstream_class);
+    let mut manifests = vec![
+        json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": downstream } }),
+        json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "metadata": { "name": gateway.name_any(), "namespace": downstream },
+            "spec": spec,
+        }),
+    ];
+    for secret in secrets {
+        manifests.push(json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": { "name": secret.name_any(), "namespace": downstream },
+            "type": secret.type_,
+            "data": secret.data,
+        }));
+    }
+    json!({
+        "apiVersion": "work.open-cluster-management.io/v1",
+        "kind": "ManifestWork",
+        "metadata": {
+            "name": gateway_work_name(&namespace, &gateway.name_any()),
+            "namespace": cluster,
+            "labels": { GATEWAY_WORK_LABEL: gateway_label(&namespace, &gateway.name_any()) },
+        },
+        "spec": {
+            "workload": { "manifests": manifests },
+            // Other Gateways of the same hub namespace share the downstream namespace: removing
+            // this work leaves it in place.
+            "deleteOption": {
+                "propagationPolicy": "SelectivelyOrphan",
+                "selectivelyOrphans": { "orphaningRules": [
+                    { "group": "", "resource": "namespaces", "name": downstream },
+                ] },
+            },
+        },
+    })
+}
+
+/// What to do with a cluster's ManifestWork for a Gateway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkFate {
+    /// The cluster is placed: keep (and update) the work.
+    Keep,
+    /// The cluster just left: remember since when; DNS already no longer points at it.
+    MarkLeaving,
+    /// Still within the grace period: look again after this long.
+    Wait(Duration),
+    /// Remove the work now.
+    Delete,
+}
+
+/// The fate of a cluster's work: placed clusters keep it; a cluster that left keeps it for
+/// `grace` (its traffic drains while DNS TTLs expire), unless the ManagedCluster is gone.
+pub fn work_fate(
+    placed: bool,
+    cluster_exists: bool,
+    leaving_since: Option<&str>,
+    now: Timestamp,
+    grace: Duration,
+) -> WorkFate {
+    if placed {
+        return WorkFate::Keep;
+    }
+    if !cluster_exists {
+        return WorkFate::Delete;
+    }
+    let Some(since) = leaving_since.and_then(|s| s.parse::<Timestamp>().ok()) else {
+        return WorkFate::MarkLeaving;
+    };
+    let elapsed = now.duration_since(since);
+    let elapsed = Duration::try_from(elapsed).unwrap_or_default();
+    if elapsed >= grace {
+        WorkFate::Delete
+    } else {
+        WorkFate::Wait(grace - elapsed)
+    }
+}
+
+/// A kubeconfig for the agent: the hub's address and CA, and a token of the agent's hub
+/// ServiceAccount, whose Role allows writing ClusterReports in the cluster namespace only.
+pub fn agent_kubeconfig(server: &str, ca_pem: &str, token: &str, cluster: &str) -> String {
+    use base64::Engine;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    serde_yaml::to_string(&json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{ "name": "hub", "cluster": { "server": server, "certificate-authority-data": ca } }],
+        "users": [{ "name": "meridian-agent", "user": { "token": token } }],
+        "contexts": [{ "name": "hub", "context": { "cluster": "hub", "user": "meridian-agent", "namespace": cluster } }],
+        "current-context": "hub",
+    }))
+    .expect("a kubeconfig serializes")
+}
+
+/// The hub-side RBAC of a cluster's agent: a ServiceAccount and a Role in the cluster's
+/// namespace allowing exactly its report.
+pub fn agent_hub_rbac(cluster: &str) -> [Value; 3] {
+    [
+        json!({
+            "apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": { "name": AGENT_WORK, "namespace": cluster },
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": { "name": AGENT_WORK, "namespace": cluster },
+            "rules": [{
+                "apiGroups": ["meridian.dev"],
+                "resources": ["clusterreports"],
+                "verbs": ["get", "list", "watch", "create", "update", "patch"],
+            }],
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": { "name": AGENT_WORK, "namespace": cluster },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": AGENT_WORK },
+            "subjects": [{ "kind": "ServiceAccount", "name": AGENT_WORK, "namespace": cluster }],
+        }),
+    ]
+}
+
+/// The ManifestWork installing the agent on a cluster: its namespace, a ServiceAccount that
+/// may read Gateways and the `kube-system` namespace there, the hub kubeconfig, and the
+/// Deployment.
+pub fn agent_work(cluster: &str, hub_kubeconfig: &str, image: &str) -> Value {
+    let manifests = json!([
+        { "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": AGENT_NAMESPACE } },
+        { "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": "meridian-agent", "namespace": AGENT_NAMESPACE } },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": { "name": "meridian-agent" },
+            "rules": [
+                { "apiGroups": ["gateway.networking.k8s.io"], "resources": ["gateways"], "verbs": ["get", "list", "watch"] },
+                { "apiGroups": [""], "resources": ["namespaces"], "resourceNames": ["kube-system"], "verbs": ["get"] },
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": { "name": "meridian-agent" },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "meridian-agent" },
+            "subjects": [{ "kind": "ServiceAccount", "name": "meridian-agent", "namespace": AGENT_NAMESPACE }],
+        },
+        {
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": { "name": AGENT_HUB_KUBECONFIG_SECRET, "namespace": AGENT_NAMESPACE },
+            "stringData": { "kubeconfig": hub_kubeconfig },
+        },
+        {
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": { "name": "meridian-agent", "namespace": AGENT_NAMESPACE },
+            "spec": {
+                "replicas": 1,
+                "selector": { "matchLabels": { "app": "meridian-agent" } },
+                "template": {
+                    "metadata": { "labels": { "app": "meridian-agent" } },
+                    "spec": {
+                        "serviceAccountName": "meridian-agent",
+                        "containers": [{
+                            "name": "agent",
+                            "image": image,
+                            "args": ["run", "--cluster-name", cluster, "--hub-kubeconfig", "/etc/meridian/hub/kubeconfig"],
+                            "volumeMounts": [{ "name": "hub", "mountPath": "/etc/meridian/hub", "readOnly": true }],
+                        }],
+                        "volumes": [{ "name": "hub", "secret": { "secretName": AGENT_HUB_KUBECONFIG_SECRET } }],
+                    },
+                },
+            },
+        },
+    ]);
+    json!({
+        "apiVersion": "work.open-cluster-management.io/v1",
+        "kind": "ManifestWork",
+        "metadata": { "name": AGENT_WORK, "namespace": cluster },
+        "spec": { "workload": { "manifests": manifests } },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_api::upstream::{GatewaySpec, Listener};
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(seconds).unwrap()
+    }
+
+    #[test]
+    fn a_leaving_cluster_keeps_its_work_for_the_grace_period_unless_it_is_gone() {
+        let grace = Duration::from_secs(600);
+        let since = at(1_000).to_string();
+        let cases = [
+            (true, true, None, at(0), WorkFate::Keep),
+            (false, true, None, at(1_000), WorkFate::MarkLeaving),
+            (
+                false,
+                true,
+                Some(since.as_str()),
+                at(1_100),
+                WorkFate::Wait(Duration::from_secs(500)),
+            ),
+            (
+                false,
+                true,
+                Some(since.as_str()),
+                at(1_600),
+                WorkFate::Delete,
+            ),
+            (false, false, None, at(1_000), WorkFate::Delete),
+            (
+                false,
+                true,
+                Some("not a time"),
+                at(1_000),
+                WorkFate::MarkLeaving,
+            ),
+        ];
+        for (placed, exists, leaving, now, expected) in cases {
+            assert_eq!(
+                work_fate(placed, exists, leaving, now, grace),
+                expected,
+                "{placed} {exists} {leaving:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_downstream_gateway_keeps_listeners_and_takes_the_downstream_class_and_tls_secrets() {
+        let mut listener = Listener {
+            name: "api".into(),
+            hostname: Some("api.example.com".into()),
+            port: 443,
+            protocol: "HTTPS".into(),
+            extra: Default::default(),
+        };
+        listener.extra.insert(
+            "tls".into(),
+            json!({ "certificateRefs": [{ "name": "api-cert" }, { "name": "elsewhere", "namespace": "other" }] }),
+        );
+        let mut gateway = Gateway::new(
+            "prod-web",
+            GatewaySpec {
+                gateway_class_name: "kuadrant-multi-cluster-gateway-instance-per-cluster".into(),
+                listeners: vec![listener],
+                extra: Default::default(),
+            },
+        );
+        gateway.metadata.namespace = Some("gateways".into());
+        assert_eq!(tls_secret_names(&gateway), ["api-cert"]);
+        let mut secret = Secret::default();
+        secret.metadata.name = Some("api-cert".into());
+        secret.type_ = Some("kubernetes.io/tls".into());
+        let work = gateway_work(&gateway, "istio", &[secret], "spoke-1");
+        assert_eq!(work["metadata"]["namespace"], "spoke-1");
+        assert_eq!(
+            work["metadata"]["labels"][GATEWAY_WORK_LABEL],
+            "gateways.prod-web"
+        );
+        let manifests = work["spec"]["workload"]["manifests"].as_array().unwrap();
+        assert_eq!(manifests[0]["metadata"]["name"], "kuadrant-gateways");
+        assert_eq!(manifests[1]["spec"]["gatewayClassName"], "istio");
+        assert_eq!(
+            manifests[1]["spec"]["listeners"][0]["tls"]["certificateRefs"][0]["name"],
+            "api-cert"
+        );
+        assert_eq!(manifests[2]["metadata"]["namespace"], "kuadrant-gateways");
+        assert_eq!(manifests[2]["type"], "kubernetes.io/tls");
+        let orphaned = &work["spec"]["deleteOption"]["selectivelyOrphans"]["orphaningRules"][0];
+        assert_eq!(
+            orphaned["resource"], "namespaces",
+            "the shared namespace outlives the work"
+        );
+    }
+
+    #[test]
+    fn the_agent_kubeconfig_points_at_the_hub_in_the_cluster_namespace() {
+        let text = agent_kubeconfig(
+            "https://hub:6443",
+            "-----BEGIN CERTIFICATE-----\n",
+            "tok",
+            "spoke-1",
+        );
+        let config: Value = serde_yaml::from_str(&text).unwrap();
+        assert_eq!(
+            config["clusters"][0]["cluster"]["server"],
+            "https://hub:6443"
+        );
+        assert_eq!(config["users"][0]["user"]["token"], "tok");
+        assert_eq!(config["contexts"][0]["context"]["namespace"], "spoke-1");
+    }
+}

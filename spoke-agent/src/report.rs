@@ -1,0 +1,260 @@
+//! The agent's report loop: watch the downstream Gateways of this cluster and keep the
+//! cluster's `ClusterReport` on the hub current. The report is written with server-side apply
+//! into the cluster's own namespace on the hub (the only place the agent may write there), when
+//! what it says changes and on every heartbeat. Watches and writes that fail are retried with
+//! backoff, so after a hub outage the agent reconnects and rewrites the whole report: nothing
+//! is duplicated (one object, one field manager) and nothing is lost (it is always whole).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use meridian_api::meridian::{
+    ClusterReport, ClusterReportSpec, GatewayReport, ListenerReport, ReportedAddress,
+};
+use meridian_api::upstream::Gateway;
+use rand::Rng;
+use serde_json::json;
+
+/// The one field manager the agent writes with.
+pub const FIELD_MANAGER: &str = "meridian-agent";
+/// Name of the agent's report in its cluster namespace on the hub.
+pub const REPORT_NAME: &str = "agent";
+/// Downstream Gateways live in namespaces with this prefix (`kuadrant-<hub namespace>`).
+pub const DOWNSTREAM_PREFIX: &str = "kuadrant-";
+
+/// A Gateway as the hub needs to know it.
+pub fn gateway_report(gateway: &Gateway) -> GatewayReport {
+    let status = gateway.status.clone().unwrap_or_default();
+    GatewayReport {
+        name: gateway.name_any(),
+        namespace: gateway.namespace().unwrap_or_default(),
+        addresses: status
+            .addresses
+            .iter()
+            .map(|a| ReportedAddress {
+                type_: a.type_.clone().unwrap_or_else(|| "IPAddress".into()),
+                value: a.value.clone(),
+            })
+            .collect(),
+        listeners: gateway
+            .spec
+            .listeners
+            .iter()
+            .map(|listener| ListenerReport {
+                name: listener.name.clone(),
+                hostname: listener.hostname.clone(),
+                attached_routes: status
+                    .listeners
+                    .iter()
+                    .find(|l| l.name == listener.name)
+                    .map_or(0, |l| l.attached_routes),
+            })
+            .collect(),
+    }
+}
+
+/// The report for a set of Gateways, in a stable order (so an unchanged cluster writes an
+/// unchanged report).
+pub fn cluster_report(
+    cluster_id: &str,
+    gateways: &[Gateway],
+    reported_at: Option<Time>,
+) -> ClusterReportSpec {
+    let mut reports: Vec<GatewayReport> = gateways
+        .iter()
+        .filter(|g| {
+            g.namespace()
+                .is_some_and(|ns| ns.starts_with(DOWNSTREAM_PREFIX))
+        })
+        .map(gateway_report)
+        .collect();
+    reports.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    ClusterReportSpec {
+        cluster_id: cluster_id.to_string(),
+        reported_at,
+        gateways: reports,
+        router_shards: Vec::new(),
+        probes: Vec::new(),
+    }
+}
+
+/// This cluster's ID: the UID of its `kube-system` namespace.
+pub async fn cluster_id(spoke: &Client) -> Result<String, kube::Error> {
+    let namespace = Api::<Namespace>::all(spoke.clone())
+        .get("kube-system")
+        .await?;
+    Ok(namespace.metadata.uid.unwrap_or_default())
+}
+
+/// Writes the report; returns whether the hub took it.
+async fn write_report(hub: &Client, cluster_name: &str, spec: &ClusterReportSpec) -> bool {
+    let api: Api<ClusterReport> = Api::namespaced(hub.clone(), cluster_name);
+    let report = json!({
+        "apiVersion": "meridian.dev/v1alpha1",
+        "kind": "ClusterReport",
+        "metadata": { "name": REPORT_NAME, "namespace": cluster_name },
+        "spec": spec,
+    });
+    match api
+        .patch(
+            REPORT_NAME,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(report),
+        )
+        .await
+    {
+        Ok(_) => true,
+        Err(error) => {
+            tracing::warn!(%error, "writing the report to the hub failed; retrying");
+            false
+        }
+    }
+}
+
+/// Runs the report loop until the process ends.
+pub async fn run(
+    spoke: Client,
+    hub: Client,
+    cluster_name: String,
+    heartbeat: Duration,
+) -> anyhow::Result<()> {
+    let cluster_id = loop {
+        match cluster_id(&spoke).await {
+            Ok(id) => break id,
+            Err(error) => {
+                tracing::warn!(%error, "cannot read kube-system on this cluster; retrying");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        }
+    };
+    tracing::info!(cluster = %cluster_name, %cluster_id, "reporting to the hub");
+    let gateways = watcher(
+        Api::<Gateway>::all(spoke.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .applied_objects();
+    let mut gateways = std::pin::pin!(gateways);
+    let mut known: BTreeMap<(String, String), Gateway> = BTreeMap::new();
+    let mut deletions = tokio::time::interval(heartbeat.min(Duration::from_secs(10)));
+    let mut next_heartbeat = tokio::time::Instant::now();
+    let mut written: Option<ClusterReportSpec> = None;
+    let mut failures = 0u32;
+    loop {
+        tokio::select! {
+            event = gateways.next() => match event {
+                Some(Ok(gateway)) => {
+                    known.insert((gateway.namespace().unwrap_or_default(), gateway.name_any()), gateway);
+                }
+                Some(Err(error)) => tracing::warn!(%error, "watching Gateways failed; the watch restarts with backoff"),
+                None => anyhow::bail!("the Gateway watch ended"),
+            },
+            _ = deletions.tick() => {
+                // `applied_objects` does not see deletions: re-list what still exists.
+                if let Ok(list) = Api::<Gateway>::all(spoke.clone()).list(&Default::default()).await {
+                    known = list.items.into_iter().map(|g| ((g.namespace().unwrap_or_default(), g.name_any()), g)).collect();
+                }
+            }
+        }
+        let current: Vec<Gateway> = known.values().cloned().collect();
+        let unchanged = written
+            .as_ref()
+            .is_some_and(|w| cluster_report(&cluster_id, &current, w.reported_at.clone()) == *w);
+        let now = tokio::time::Instant::now();
+        if unchanged && now < next_heartbeat {
+            continue;
+        }
+        let spec = cluster_report(
+            &cluster_id,
+            &current,
+            Some(Time(k8s_openapi::jiff::Timestamp::now())),
+        );
+        if write_report(&hub, &cluster_name, &spec).await {
+            written = Some(spec);
+            failures = 0;
+            next_heartbeat = now + heartbeat;
+        } else {
+            // Back off with jitter; the next event or tick tries again.
+            failures = failures.saturating_add(1);
+            let ceiling = Duration::from_millis(500).saturating_mul(1 << failures.min(6));
+            tokio::time::sleep(rand::rng().random_range(ceiling / 2..=ceiling)).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_api::upstream::{
+        GatewaySpec, GatewayStatus, GatewayStatusAddress, Listener, ListenerStatus,
+    };
+
+    fn gateway(namespace: &str, name: &str, ip: Option<&str>) -> Gateway {
+        let mut gateway = Gateway::new(
+            name,
+            GatewaySpec {
+                gateway_class_name: "istio".into(),
+                listeners: vec![Listener {
+                    name: "api".into(),
+                    hostname: Some("api.example.com".into()),
+                    port: 443,
+                    protocol: "HTTPS".into(),
+                    extra: Default::default(),
+                }],
+                extra: Default::default(),
+            },
+        );
+        gateway.metadata.namespace = Some(namespace.into());
+        gateway.status = ip.map(|ip| GatewayStatus {
+            addresses: vec![GatewayStatusAddress {
+                type_: None,
+                value: ip.into(),
+            }],
+            listeners: vec![ListenerStatus {
+                name: "api".into(),
+                attached_routes: 2,
+                extra: Default::default(),
+            }],
+            ..Default::default()
+        });
+        gateway
+    }
+
+    #[test]
+    fn reports_downstream_gateways_in_a_stable_order_with_addresses_and_routes() {
+        let gateways = [
+            gateway("kuadrant-b", "web", Some("192.0.2.2")),
+            gateway("default", "ignored", Some("192.0.2.9")),
+            gateway("kuadrant-a", "web", Some("192.0.2.1")),
+            gateway("kuadrant-a", "pending", None),
+        ];
+        let report = cluster_report("id-1", &gateways, None);
+        let names: Vec<(&str, &str)> = report
+            .gateways
+            .iter()
+            .map(|g| (g.namespace.as_str(), g.name.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("kuadrant-a", "pending"),
+                ("kuadrant-a", "web"),
+                ("kuadrant-b", "web")
+            ]
+        );
+        let web = &report.gateways[1];
+        assert_eq!(
+            web.addresses[0].type_, "IPAddress",
+            "the Gateway API default"
+        );
+        assert_eq!(web.listeners[0].attached_routes, 2);
+        assert!(report.gateways[0].addresses.is_empty());
+        assert_eq!(report.gateways[0].listeners[0].attached_routes, 0);
+    }
+}
