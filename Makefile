@@ -39,7 +39,7 @@ fmt: ## Format the Rust code
 crds: ## Regenerate crds/ from the meridian-api types (a test fails when it is stale)
 	$(CARGO) run --quiet --locked -p meridian-api --bin crdgen -- --out-dir crds
 
-demo: testbed ## Start a hub and two spokes with all CRDs and OCM; Ctrl-C stops
+demo: packages testbed ## Run Meridian end to end: hub, 3 spokes, agents, a DNSPolicy, dig answers; Ctrl-C stops
 	$(CARGO) run --quiet --locked -p meridian-e2e --bin meridian-testbed -- demo
 
 bench-testbed: testbed ## Time one control plane's start, three at once, and one's memory

@@ -29,12 +29,9 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Start a hub and spokes with every CRD installed and OCM running; stop on Ctrl-C.
-    Demo {
-        /// Names of the spoke clusters.
-        #[arg(long, value_delimiter = ',', default_value = "spoke-1,spoke-2")]
-        spokes: Vec<String>,
-    },
+    /// Run Meridian end to end: a hub and three spokes with OCM, the hub and the agents, the
+    /// example DNSPolicy, answers from the embedded nameserver; stop on Ctrl-C.
+    Demo,
     /// Time the start of one control plane and of several at once, and one's resident memory.
     Measure {
         /// How many control planes to start at once in the second measurement.
@@ -62,35 +59,121 @@ impl Cli {
             .enable_all()
             .build()?;
         match self.command {
-            Command::Demo { spokes } => runtime.block_on(demo(spokes)),
+            Command::Demo => runtime.block_on(demo()),
             Command::Measure { at_once, rounds } => runtime.block_on(measure(at_once, rounds)),
         }
     }
 }
 
-async fn demo(spokes: Vec<String>) -> anyhow::Result<()> {
+async fn demo() -> anyhow::Result<()> {
+    use crate::example::{
+        FRANCE, HOST, IRELAND, NAMESPACE, SPOKES, UNITED_STATES, client_from_file,
+        delivered_hub_kubeconfig, dig, install, serve_gateway, with_example_spokes, write_geoip,
+    };
+    use meridian_api::conditions::{ENFORCED, condition_status};
+    use meridian_api::kuadrant::{DNSPolicy, DNSRecord};
+
     let started = Instant::now();
-    let fleet = Fleet::builder().spokes(spokes).start().await?;
     println!(
-        "Meridian test bed up in {:.1} s. Use a cluster with kubectl:",
+        "Starting a hub and three spokes (real kube-apiservers, OCM placement and work agents)..."
+    );
+    let fleet = with_example_spokes(Fleet::builder()).start().await?;
+    let dir = tempfile::tempdir()?;
+    let geoip = dir.path().join("country.mmdb");
+    write_geoip(&geoip)?;
+    let mut args = meridian_hub::run_command::RunArgs::local(fleet.hub.kubeconfig_path());
+    args.geoip = Some(geoip);
+    let hub = meridian_hub::run_command::RunningHub::start(&args).await?;
+    let hub_client = fleet.hub.client();
+    install(&hub_client).await?;
+
+    // Each spoke: the hub's ManifestWork creates the downstream Gateway; the demo plays the
+    // gateway implementation (there is no Istio here) and gives it an address; the agent runs
+    // with the hub credentials the hub delivered to the spoke.
+    let mut agents = Vec::new();
+    for (spoke, _, _, ip) in SPOKES {
+        let spoke_client = fleet.spoke(spoke).client();
+        serve_gateway(&spoke_client, ip).await?;
+        let kubeconfig = dir.path().join(format!("{spoke}-agent-hub.kubeconfig"));
+        std::fs::write(&kubeconfig, delivered_hub_kubeconfig(&spoke_client).await?)?;
+        let agent_hub = client_from_file(&kubeconfig).await?;
+        agents.push(tokio::spawn(meridian_agent::report::run(
+            spoke_client,
+            agent_hub,
+            spoke.to_string(),
+            std::time::Duration::from_secs(10),
+        )));
+    }
+    let policies: kube::Api<DNSPolicy> = kube::Api::namespaced(hub_client.clone(), NAMESPACE);
+    crate::eventually("the DNSPolicy is Enforced", crate::DEFAULT_PATIENCE, || {
+        let policies = policies.clone();
+        async move {
+            let policy = policies.get("prod-web").await?;
+            Ok(policy
+                .status
+                .filter(|s| condition_status(&s.conditions, ENFORCED) == Some(true))
+                .map(|_| ()))
+        }
+    })
+    .await?;
+    let record = kube::Api::<DNSRecord>::namespaced(hub_client.clone(), NAMESPACE)
+        .get("prod-web-api")
+        .await?;
+    println!(
+        "\nUp in {:.1} s. The DNSRecord prod-web-api the hub built from the policy:",
         started.elapsed().as_secs_f64()
     );
-    for cluster in fleet.clusters() {
-        let role = if cluster.name() == fleet.hub.name() {
-            "hub"
-        } else {
-            "spoke"
-        };
+    for endpoint in record.status.map(|s| s.endpoints).unwrap_or_default() {
+        let routing: Vec<String> = endpoint
+            .provider_specific
+            .iter()
+            .map(|p| format!("{}={}", p.name, p.value))
+            .collect();
         println!(
-            "  {:<10} {role:<6} KUBECONFIG={}",
-            cluster.name(),
-            cluster.kubeconfig_path().display()
+            "  {:<44} {:<5} {:<28} -> {}",
+            endpoint.dns_name,
+            serde_json::to_value(endpoint.record_type)?
+                .as_str()
+                .unwrap_or_default(),
+            routing.join(","),
+            endpoint.targets.join(", ")
         );
     }
+    let nameserver = hub.nameserver;
+    println!(
+        "\nAnswers for {HOST} (spoke-1 IE 10.0.0.1, spoke-2 US 10.0.0.2, spoke-3 GEO-EU 10.0.0.3):"
+    );
+    for (place, subnet) in [
+        ("Ireland", IRELAND),
+        ("the United States", UNITED_STATES),
+        ("France", FRANCE),
+    ] {
+        let answers = tokio::task::spawn_blocking(move || dig(nameserver, Some(subnet))).await?;
+        println!(
+            "  from {place:<18} (+subnet={subnet}): {}",
+            answers.join(", ")
+        );
+    }
+    println!("\nnameserver: {nameserver}");
+    println!("KUBECONFIG={}", fleet.hub.kubeconfig_path().display());
     println!("kubectl: {}", fleet.assets.kubectl.display());
-    println!("Press Ctrl-C to stop; everything is deleted on exit.");
+    println!(
+        "\nTry it (in another shell, with the KUBECONFIG above):
+  dig @{ip} -p {port} {HOST} +subnet={UNITED_STATES} +short
+  kubectl label managedcluster spoke-2 kuadrant.io/lb-attribute-geo-code=IE --overwrite
+  dig @{ip} -p {port} {HOST} +subnet={UNITED_STATES} +short    # now the IE group answers
+  kubectl -n {NAMESPACE} patch dnspolicy prod-web --type merge -p '{{\"spec\":{{\"loadBalancing\":{{\"weighted\":{{\"defaultWeight\":10}}}}}}}}'
+  kubectl -n {NAMESPACE} get dnsrecord prod-web-api -o yaml    # the weights changed
+Press Ctrl-C to stop; everything is deleted on exit.",
+        ip = nameserver.ip(),
+        port = nameserver.port()
+    );
     tokio::signal::ctrl_c().await?;
-    println!("Stopping the test bed.");
+    println!("Stopping.");
+    hub.stop().await;
+    for agent in agents {
+        agent.abort();
+    }
     drop(fleet);
     Ok(())
 }

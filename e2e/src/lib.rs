@@ -18,6 +18,7 @@ pub mod cli;
 mod control_plane;
 mod crds;
 mod error;
+pub mod example;
 mod fleet;
 mod ocm;
 mod pki;

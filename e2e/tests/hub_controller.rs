@@ -11,117 +11,24 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Command;
 
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use meridian_api::conditions::{self, condition_status};
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
 use meridian_api::meridian::ClusterReport;
 use meridian_api::upstream::{Gateway, ManagedCluster, ManifestWork};
-use meridian_dns::nameserver::geo::write_database;
-use meridian_e2e::{
-    DEFAULT_PATIENCE, Error, Fleet, ManagedProcess, OcmDynamicApis, ensure_namespace, eventually,
+use meridian_e2e::example::{
+    FRANCE, GEO_LABEL, HOST, IRELAND, NAMESPACE, SPOKES, UNITED_STATES, apply_ocm,
+    client_from_file, delivered_hub_kubeconfig, dig, install, placement, serve_gateway,
+    with_example_spokes, write_geoip,
 };
+use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, ManagedProcess, eventually};
 use meridian_hub::run_command::{RunArgs, RunningHub};
 use serde_json::json;
 
-const CLUSTER_SET: &str = "meridian";
-const CLUSTER_SET_LABEL: &str = "cluster.open-cluster-management.io/clusterset";
-const GEO_LABEL: &str = "kuadrant.io/lb-attribute-geo-code";
-const CLOUD_LABEL: &str = "kuadrant.io/lb-attribute-cloud";
-const PLACEMENT_LABEL: &str = "cluster.open-cluster-management.io/placement";
-const NAMESPACE: &str = "gateways";
-const HOST: &str = "api.example.com";
-
-/// Client subnets the test GeoIP database places: Ireland, the United States, France.
-const IRELAND: &str = "192.0.2.0/24";
-const UNITED_STATES: &str = "198.51.100.0/24";
-const FRANCE: &str = "203.0.113.0/24";
-
-fn spoke_ip(spoke: &str) -> String {
-    match spoke {
-        "spoke-1" => "10.0.0.1",
-        "spoke-2" => "10.0.0.2",
-        _ => "10.0.0.3",
-    }
-    .to_string()
-}
-
-async fn apply_ocm(
-    client: &Client,
-    namespace: Option<&str>,
-    object: serde_json::Value,
-) -> Result<(), Error> {
-    let object: DynamicObject = serde_json::from_value(object).expect("valid object");
-    let kind = object.types.clone().expect("typed").kind;
-    let resource = [
-        OcmDynamicApis::managed_cluster_set(),
-        OcmDynamicApis::managed_cluster_set_binding(),
-        OcmDynamicApis::placement(),
-    ]
-    .into_iter()
-    .find(|r| r.kind == kind)
-    .expect("a known OCM kind");
-    let api: Api<DynamicObject> = match namespace {
-        Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
-        None => Api::all_with(client.clone(), &resource),
-    };
-    api.patch(
-        &object.name_any(),
-        &PatchParams::apply("e2e"),
-        &Patch::Apply(&object),
-    )
-    .await?;
-    Ok(())
-}
-
-async fn apply<K>(api: &Api<K>, object: serde_json::Value) -> Result<K, Error>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    let name = object["metadata"]["name"]
-        .as_str()
-        .expect("named")
-        .to_string();
-    Ok(api
-        .patch(
-            &name,
-            &PatchParams::apply("e2e").force(),
-            &Patch::Apply(&object),
-        )
-        .await?)
-}
-
-/// The gateway implementation's part: once the work agent created the downstream Gateway on
-/// the spoke, give it an address and count one route on its listener.
-async fn serve_gateway(spoke: &Client, ip: &str) -> Result<(), Error> {
-    let gateways: Api<Gateway> = Api::namespaced(spoke.clone(), &format!("kuadrant-{NAMESPACE}"));
-    eventually(
-        "the work agent creates the downstream Gateway",
-        DEFAULT_PATIENCE,
-        || {
-            let gateways = gateways.clone();
-            async move { Ok(gateways.get_opt("prod-web").await?) }
-        },
-    )
-    .await?;
-    let status = json!({
-        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-        "status": {
-            "addresses": [{ "type": "IPAddress", "value": ip }],
-            "listeners": [{ "name": "api", "attachedRoutes": 1, "supportedKinds": [], "conditions": [] }],
-        },
-    });
-    gateways
-        .patch_status(
-            "prod-web",
-            &PatchParams::apply("gateway-implementation").force(),
-            &Patch::Apply(&status),
-        )
-        .await?;
-    Ok(())
+fn spoke_ip(spoke: &str) -> &'static str {
+    SPOKES.iter().find(|s| s.0 == spoke).map_or("", |s| s.3)
 }
 
 /// Environment of the agent helper process.
@@ -135,21 +42,7 @@ const AGENT_ENV: [&str; 3] = [
 /// hub kubeconfig the hub delivered to the spoke (read back from the spoke, where the work
 /// agent put it) and nothing else of the hub's.
 async fn start_agent(fleet: &Fleet, spoke: &str, dir: &Path) -> Result<ManagedProcess, Error> {
-    let secrets: Api<Secret> = Api::namespaced(fleet.spoke(spoke).client(), "meridian-system");
-    let secret = eventually(
-        "the hub delivers the agent's hub kubeconfig",
-        DEFAULT_PATIENCE,
-        || {
-            let secrets = secrets.clone();
-            async move { Ok(secrets.get_opt("meridian-hub-kubeconfig").await?) }
-        },
-    )
-    .await?;
-    let kubeconfig = secret
-        .data
-        .and_then(|d| d.get("kubeconfig").cloned())
-        .map(|b| b.0)
-        .expect("the secret holds a kubeconfig");
+    let kubeconfig = delivered_hub_kubeconfig(&fleet.spoke(spoke).client()).await?;
     let hub_kubeconfig = dir.join(format!("{spoke}-hub.kubeconfig"));
     std::fs::write(&hub_kubeconfig, kubeconfig).unwrap();
     let args: Vec<String> = [
@@ -181,17 +74,12 @@ async fn start_agent(fleet: &Fleet, spoke: &str, dir: &Path) -> Result<ManagedPr
 async fn agent_process() {
     let env = |name: &str| std::env::var(name).expect("started by the hub test");
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = |path: String| async move {
-        let config = kube::config::Kubeconfig::read_from(path).unwrap();
-        Client::try_from(
-            kube::Config::from_custom_kubeconfig(config, &Default::default())
-                .await
-                .unwrap(),
-        )
-        .unwrap()
-    };
-    let spoke = client(env(AGENT_ENV[1])).await;
-    let hub = client(env(AGENT_ENV[2])).await;
+    let spoke = client_from_file(Path::new(&env(AGENT_ENV[1])))
+        .await
+        .unwrap();
+    let hub = client_from_file(Path::new(&env(AGENT_ENV[2])))
+        .await
+        .unwrap();
     meridian_agent::report::run(
         spoke,
         hub,
@@ -200,29 +88,6 @@ async fn agent_process() {
     )
     .await
     .unwrap();
-}
-
-fn dig(server: SocketAddr, subnet: Option<&str>) -> Vec<String> {
-    let mut command = Command::new("dig");
-    command.arg(format!("@{}", server.ip())).args([
-        "-p",
-        &server.port().to_string(),
-        "+time=2",
-        "+tries=2",
-        "+short",
-    ]);
-    if let Some(subnet) = subnet {
-        command.arg(format!("+subnet={subnet}"));
-    }
-    command.args([HOST, "A"]);
-    let output = command.output().expect("dig runs (Debian dnsutils)");
-    let mut answers: Vec<String> = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter(|l| !l.is_empty() && !l.starts_with(';') && l.parse::<std::net::Ipv4Addr>().is_ok())
-        .map(str::to_string)
-        .collect();
-    answers.sort();
-    answers
 }
 
 async fn start_hub(hub_kubeconfig: &Path, geoip: &Path) -> RunningHub {
@@ -295,112 +160,15 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
         .with_env_filter("warn,meridian_hub=info")
         .with_test_writer()
         .try_init();
-    let fleet = Fleet::builder()
-        .spoke(
-            "spoke-1",
-            [
-                (CLUSTER_SET_LABEL, CLUSTER_SET),
-                (GEO_LABEL, "IE"),
-                (CLOUD_LABEL, "AWS"),
-            ],
-        )
-        .spoke(
-            "spoke-2",
-            [
-                (CLUSTER_SET_LABEL, CLUSTER_SET),
-                (GEO_LABEL, "US"),
-                (CLOUD_LABEL, "AWS"),
-            ],
-        )
-        .spoke(
-            "spoke-3",
-            [
-                (CLUSTER_SET_LABEL, CLUSTER_SET),
-                (GEO_LABEL, "GEO-EU"),
-                (CLOUD_LABEL, "Azure"),
-            ],
-        )
-        .start()
-        .await?;
+    let fleet = with_example_spokes(Fleet::builder()).start().await?;
     let hub = fleet.hub.client();
     let geoip_dir = tempfile::tempdir().unwrap();
     let geoip = geoip_dir.path().join("country.mmdb");
-    std::fs::write(
-        &geoip,
-        write_database(&[
-            (IRELAND.parse().unwrap(), "IE", "EU"),
-            (UNITED_STATES.parse().unwrap(), "US", "NA"),
-            (FRANCE.parse().unwrap(), "FR", "EU"),
-        ]),
-    )
-    .unwrap();
-
-    // The admin's side: a cluster set bound to the namespace, a Placement of every cluster, a
-    // Gateway placed by it, a zone without a provider secret, and the policy.
-    ensure_namespace(&hub, NAMESPACE).await?;
-    apply_ocm(
-        &hub,
-        None,
-        json!({
-            "apiVersion": "cluster.open-cluster-management.io/v1beta2", "kind": "ManagedClusterSet",
-            "metadata": { "name": CLUSTER_SET },
-            "spec": { "clusterSelector": { "selectorType": "ExclusiveClusterSetLabel" } },
-        }),
-    )
-    .await?;
-    apply_ocm(&hub, Some(NAMESPACE), json!({
-        "apiVersion": "cluster.open-cluster-management.io/v1beta2", "kind": "ManagedClusterSetBinding",
-        "metadata": { "name": CLUSTER_SET, "namespace": NAMESPACE },
-        "spec": { "clusterSet": CLUSTER_SET },
-    })).await?;
-    apply_ocm(
-        &hub,
-        Some(NAMESPACE),
-        json!({
-            "apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
-            "metadata": { "name": "everywhere", "namespace": NAMESPACE },
-            "spec": { "clusterSets": [CLUSTER_SET] },
-        }),
-    )
-    .await?;
+    write_geoip(&geoip)?;
+    install(&hub).await?;
     let gateways: Api<Gateway> = Api::namespaced(hub.clone(), NAMESPACE);
-    apply(&gateways, json!({
-        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-        "metadata": { "name": "prod-web", "namespace": NAMESPACE, "labels": { PLACEMENT_LABEL: "everywhere" } },
-        "spec": {
-            "gatewayClassName": "kuadrant-multi-cluster-gateway-instance-per-cluster",
-            "listeners": [
-                { "name": "api", "hostname": HOST, "port": 80, "protocol": "HTTP" },
-                { "name": "elsewhere", "hostname": "www.example.org", "port": 80, "protocol": "HTTP" },
-            ],
-        },
-    })).await?;
     let zones: Api<ManagedZone> = Api::namespaced(hub.clone(), NAMESPACE);
-    apply(
-        &zones,
-        json!({
-            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
-            "metadata": { "name": "example", "namespace": NAMESPACE },
-            "spec": { "domainName": "example.com" },
-        }),
-    )
-    .await?;
     let policies: Api<DNSPolicy> = Api::namespaced(hub.clone(), NAMESPACE);
-    let policy = |azure_weight: i64| {
-        json!({
-            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSPolicy",
-            "metadata": { "name": "prod-web", "namespace": NAMESPACE },
-            "spec": {
-                "targetRef": { "name": "prod-web" },
-                "routingStrategy": "loadbalanced",
-                "loadBalancing": {
-                    "weighted": { "defaultWeight": 120, "custom": [{ "attribute": "cloud", "value": "Azure", "weight": azure_weight }] },
-                    "geo": { "defaultGeo": "IE" },
-                },
-            },
-        })
-    };
-    apply(&policies, policy(30)).await?;
 
     let running = start_hub(fleet.hub.kubeconfig_path(), &geoip).await;
     let nameserver = running.nameserver;
@@ -410,7 +178,7 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
     // credentials the hub delivered, reports it.
     let mut agents = Vec::new();
     for spoke in ["spoke-1", "spoke-2", "spoke-3"] {
-        serve_gateway(&fleet.spoke(spoke).client(), &spoke_ip(spoke)).await?;
+        serve_gateway(&fleet.spoke(spoke).client(), spoke_ip(spoke)).await?;
         agents.push(start_agent(&fleet, spoke, geoip_dir.path()).await?);
     }
     let enforced = eventually("the policy is Enforced", DEFAULT_PATIENCE, || {
@@ -456,11 +224,7 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
     );
 
     // The agent's hub credentials write its own report and nothing else.
-    let spoke_1_hub = {
-        let path = geoip_dir.path().join("spoke-1-hub.kubeconfig");
-        let config = kube::config::Kubeconfig::read_from(path).unwrap();
-        Client::try_from(kube::Config::from_custom_kubeconfig(config, &Default::default()).await?)?
-    };
+    let spoke_1_hub = client_from_file(&geoip_dir.path().join("spoke-1-hub.kubeconfig")).await?;
     let elsewhere = Api::<DNSRecord>::namespaced(spoke_1_hub.clone(), NAMESPACE)
         .list(&Default::default())
         .await
@@ -489,21 +253,7 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
 
     // spoke-2 leaves the placement: it leaves DNS at once (US clients get the catch-all, IE),
     // its Gateway's ManifestWork stays for the grace period, then goes.
-    apply_ocm(
-        &hub,
-        Some(NAMESPACE),
-        json!({
-            "apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
-            "metadata": { "name": "everywhere", "namespace": NAMESPACE },
-            "spec": {
-                "clusterSets": [CLUSTER_SET],
-                "predicates": [{ "requiredClusterSelector": { "labelSelector": {
-                    "matchExpressions": [{ "key": GEO_LABEL, "operator": "NotIn", "values": ["US"] }],
-                } } }],
-            },
-        }),
-    )
-    .await?;
+    apply_ocm(&hub, placement(&["US"])).await?;
     answers_become(nameserver, Some(UNITED_STATES), &["10.0.0.1"]).await?;
     let spoke_2_works: Api<ManifestWork> = Api::namespaced(hub.clone(), "spoke-2");
     let work_name = format!("gateway-{NAMESPACE}-prod-web");

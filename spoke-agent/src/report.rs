@@ -183,7 +183,8 @@ pub async fn run(
             // Back off with jitter; the next event or tick tries again.
             failures = failures.saturating_add(1);
             let ceiling = Duration::from_millis(500).saturating_mul(1 << failures.min(6));
-            tokio::time::sleep(rand::rng().random_range(ceiling / 2..=ceiling)).await;
+            let delay = rand::rng().random_range(ceiling / 2..=ceiling);
+            tokio::time::sleep(delay).await;
         }
     }
 }

@@ -1,0 +1,274 @@
+//! The example deployment the hub's end-to-end test and `make demo` share: three spokes with
+//! geo and cloud labels, the admin's objects for one multi-cluster Gateway with a DNSPolicy,
+//! the gateway implementation's part on the spokes, a small GeoIP database, and `dig`.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use meridian_api::upstream::Gateway;
+use serde_json::{Value, json};
+
+use crate::{DEFAULT_PATIENCE, Error, FleetBuilder, OcmDynamicApis, ensure_namespace, eventually};
+
+pub const CLUSTER_SET: &str = "meridian";
+pub const CLUSTER_SET_LABEL: &str = "cluster.open-cluster-management.io/clusterset";
+pub const GEO_LABEL: &str = "kuadrant.io/lb-attribute-geo-code";
+pub const CLOUD_LABEL: &str = "kuadrant.io/lb-attribute-cloud";
+pub const PLACEMENT_LABEL: &str = "cluster.open-cluster-management.io/placement";
+/// The hub namespace of the example Gateway, policy and zone.
+pub const NAMESPACE: &str = "gateways";
+pub const GATEWAY: &str = "prod-web";
+pub const HOST: &str = "api.example.com";
+pub const ZONE_DOMAIN: &str = "example.com";
+
+/// Client subnets the example GeoIP database places: Ireland, the United States, France.
+pub const IRELAND: &str = "192.0.2.0/24";
+pub const UNITED_STATES: &str = "198.51.100.0/24";
+pub const FRANCE: &str = "203.0.113.0/24";
+
+/// The example spokes: name, geo code, cloud, and the address their Gateway gets.
+pub const SPOKES: [(&str, &str, &str, &str); 3] = [
+    ("spoke-1", "IE", "AWS", "10.0.0.1"),
+    ("spoke-2", "US", "AWS", "10.0.0.2"),
+    ("spoke-3", "GEO-EU", "Azure", "10.0.0.3"),
+];
+
+/// Adds the example spokes, labelled, to a fleet.
+pub fn with_example_spokes(mut builder: FleetBuilder) -> FleetBuilder {
+    for (name, geo, cloud, _) in SPOKES {
+        builder = builder.spoke(
+            name,
+            [
+                (CLUSTER_SET_LABEL, CLUSTER_SET),
+                (GEO_LABEL, geo),
+                (CLOUD_LABEL, cloud),
+            ],
+        );
+    }
+    builder
+}
+
+/// Writes the example GeoIP database (MaxMind format) to `path`.
+pub fn write_geoip(path: &Path) -> Result<(), Error> {
+    let database = meridian_dns::nameserver::geo::write_database(&[
+        (IRELAND.parse().expect("a network"), "IE", "EU"),
+        (UNITED_STATES.parse().expect("a network"), "US", "NA"),
+        (FRANCE.parse().expect("a network"), "FR", "EU"),
+    ]);
+    std::fs::write(path, database).map_err(Error::io("writing the GeoIP database"))
+}
+
+/// Server-side applies an object through `api` as the example's admin.
+pub async fn apply<K>(api: &Api<K>, object: Value) -> Result<K, Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    Ok(api
+        .patch(
+            &name,
+            &PatchParams::apply("example-admin").force(),
+            &Patch::Apply(&object),
+        )
+        .await?)
+}
+
+/// Server-side applies a ManagedClusterSet, ManagedClusterSetBinding or Placement.
+pub async fn apply_ocm(client: &Client, object: Value) -> Result<(), Error> {
+    let object: DynamicObject = serde_json::from_value(object).expect("a valid object");
+    let kind = object.types.clone().expect("apiVersion and kind").kind;
+    let resource = [
+        OcmDynamicApis::managed_cluster_set(),
+        OcmDynamicApis::managed_cluster_set_binding(),
+        OcmDynamicApis::placement(),
+    ]
+    .into_iter()
+    .find(|r| r.kind == kind)
+    .expect("a known OCM kind");
+    let api: Api<DynamicObject> = match object.namespace() {
+        Some(namespace) => Api::namespaced_with(client.clone(), &namespace, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    api.patch(
+        &object.name_any(),
+        &PatchParams::apply("example-admin").force(),
+        &Patch::Apply(&object),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The Placement `everywhere`: every cluster of the set, except those labelled with one of
+/// `excluded_geos`.
+pub fn placement(excluded_geos: &[&str]) -> Value {
+    let predicates = if excluded_geos.is_empty() {
+        json!([])
+    } else {
+        json!([{ "requiredClusterSelector": { "labelSelector": {
+            "matchExpressions": [{ "key": GEO_LABEL, "operator": "NotIn", "values": excluded_geos }],
+        } } }])
+    };
+    json!({
+        "apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
+        "metadata": { "name": "everywhere", "namespace": NAMESPACE },
+        "spec": { "clusterSets": [CLUSTER_SET], "predicates": predicates },
+    })
+}
+
+/// The example DNSPolicy: load-balanced, GEO with `IE` as the default, Azure clusters weighted
+/// `azure_weight` against 120 for the rest.
+pub fn dns_policy(azure_weight: i64) -> Value {
+    json!({
+        "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSPolicy",
+        "metadata": { "name": GATEWAY, "namespace": NAMESPACE },
+        "spec": {
+            "targetRef": { "name": GATEWAY },
+            "routingStrategy": "loadbalanced",
+            "loadBalancing": {
+                "weighted": { "defaultWeight": 120, "custom": [{ "attribute": "cloud", "value": "Azure", "weight": azure_weight }] },
+                "geo": { "defaultGeo": "IE" },
+            },
+        },
+    })
+}
+
+/// The admin's side: a cluster set bound to the namespace, a Placement of every cluster, a
+/// multi-cluster Gateway placed by it (one listener in the zone, one outside any zone), a
+/// ManagedZone without a provider secret (served by the hub), and the DNSPolicy.
+pub async fn install(hub: &Client) -> Result<(), Error> {
+    ensure_namespace(hub, NAMESPACE).await?;
+    apply_ocm(
+        hub,
+        json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1beta2", "kind": "ManagedClusterSet",
+            "metadata": { "name": CLUSTER_SET },
+            "spec": { "clusterSelector": { "selectorType": "ExclusiveClusterSetLabel" } },
+        }),
+    )
+    .await?;
+    apply_ocm(hub, json!({
+        "apiVersion": "cluster.open-cluster-management.io/v1beta2", "kind": "ManagedClusterSetBinding",
+        "metadata": { "name": CLUSTER_SET, "namespace": NAMESPACE },
+        "spec": { "clusterSet": CLUSTER_SET },
+    }))
+    .await?;
+    apply_ocm(hub, placement(&[])).await?;
+    apply(&Api::<Gateway>::namespaced(hub.clone(), NAMESPACE), json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": { "name": GATEWAY, "namespace": NAMESPACE, "labels": { PLACEMENT_LABEL: "everywhere" } },
+        "spec": {
+            "gatewayClassName": "kuadrant-multi-cluster-gateway-instance-per-cluster",
+            "listeners": [
+                { "name": "api", "hostname": HOST, "port": 80, "protocol": "HTTP" },
+                { "name": "elsewhere", "hostname": "www.example.org", "port": 80, "protocol": "HTTP" },
+            ],
+        },
+    }))
+    .await?;
+    apply(
+        &Api::<meridian_api::kuadrant::ManagedZone>::namespaced(hub.clone(), NAMESPACE),
+        json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
+            "metadata": { "name": "example", "namespace": NAMESPACE },
+            "spec": { "domainName": ZONE_DOMAIN },
+        }),
+    )
+    .await?;
+    apply(
+        &Api::<meridian_api::kuadrant::DNSPolicy>::namespaced(hub.clone(), NAMESPACE),
+        dns_policy(30),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The gateway implementation's part (there is no Istio here): once the work agent created the
+/// downstream Gateway on the spoke, give it an address and count one route on its listener.
+pub async fn serve_gateway(spoke: &Client, ip: &str) -> Result<(), Error> {
+    let gateways: Api<Gateway> = Api::namespaced(spoke.clone(), &format!("kuadrant-{NAMESPACE}"));
+    eventually(
+        "the work agent creates the downstream Gateway",
+        DEFAULT_PATIENCE,
+        || {
+            let gateways = gateways.clone();
+            async move { Ok(gateways.get_opt(GATEWAY).await?) }
+        },
+    )
+    .await?;
+    let status = json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "status": {
+            "addresses": [{ "type": "IPAddress", "value": ip }],
+            "listeners": [{ "name": "api", "attachedRoutes": 1, "supportedKinds": [], "conditions": [] }],
+        },
+    });
+    gateways
+        .patch_status(
+            GATEWAY,
+            &PatchParams::apply("gateway-implementation").force(),
+            &Patch::Apply(&status),
+        )
+        .await?;
+    Ok(())
+}
+
+/// The hub kubeconfig the hub delivered to a spoke for its agent (where the work agent put it).
+pub async fn delivered_hub_kubeconfig(spoke: &Client) -> Result<Vec<u8>, Error> {
+    let secrets: Api<Secret> = Api::namespaced(spoke.clone(), "meridian-system");
+    let secret = eventually(
+        "the hub delivers the agent's hub kubeconfig",
+        DEFAULT_PATIENCE,
+        || {
+            let secrets = secrets.clone();
+            async move { Ok(secrets.get_opt("meridian-hub-kubeconfig").await?) }
+        },
+    )
+    .await?;
+    Ok(secret
+        .data
+        .and_then(|d| d.get("kubeconfig").cloned())
+        .map(|b| b.0)
+        .unwrap_or_default())
+}
+
+/// A client from a kubeconfig file.
+pub async fn client_from_file(path: &Path) -> Result<Client, Error> {
+    let config = kube::config::Kubeconfig::read_from(path)?;
+    Ok(Client::try_from(
+        kube::Config::from_custom_kubeconfig(config, &Default::default()).await?,
+    )?)
+}
+
+/// `dig +short` for `HOST A` at `server`, optionally as a client in `subnet` (EDNS Client
+/// Subnet); the addresses answered, sorted.
+pub fn dig(server: SocketAddr, subnet: Option<&str>) -> Vec<String> {
+    let mut command = Command::new("dig");
+    command.arg(format!("@{}", server.ip())).args([
+        "-p",
+        &server.port().to_string(),
+        "+time=2",
+        "+tries=2",
+        "+short",
+    ]);
+    if let Some(subnet) = subnet {
+        command.arg(format!("+subnet={subnet}"));
+    }
+    command.args([HOST, "A"]);
+    let Ok(output) = command.output() else {
+        return Vec::new();
+    };
+    let mut answers: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|l| l.parse::<std::net::Ipv4Addr>().is_ok())
+        .map(str::to_string)
+        .collect();
+    answers.sort();
+    answers
+}
