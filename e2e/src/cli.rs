@@ -32,6 +32,12 @@ pub enum Command {
     /// Run Meridian end to end: a hub and three spokes with OCM, the hub and the agents, the
     /// example DNSPolicy, answers from the embedded nameserver; stop on Ctrl-C.
     Demo,
+    /// Time from a spoke Gateway's address change to the embedded nameserver answering with it.
+    Convergence {
+        /// How many address changes to time.
+        #[arg(long, default_value_t = 25)]
+        changes: usize,
+    },
     /// Time the start of one control plane and of several at once, and one's resident memory.
     Measure {
         /// How many control planes to start at once in the second measurement.
@@ -61,14 +67,14 @@ impl Cli {
         match self.command {
             Command::Demo => runtime.block_on(demo()),
             Command::Measure { at_once, rounds } => runtime.block_on(measure(at_once, rounds)),
+            Command::Convergence { changes } => runtime.block_on(convergence(changes)),
         }
     }
 }
 
 async fn demo() -> anyhow::Result<()> {
     use crate::example::{
-        FRANCE, HOST, IRELAND, NAMESPACE, SPOKES, UNITED_STATES, client_from_file,
-        delivered_hub_kubeconfig, dig, install, serve_gateway, with_example_spokes, write_geoip,
+        FRANCE, HOST, IRELAND, NAMESPACE, RunningExample, UNITED_STATES, dig, with_example_spokes,
     };
     use meridian_api::conditions::{ENFORCED, condition_status};
     use meridian_api::kuadrant::{DNSPolicy, DNSRecord};
@@ -78,32 +84,11 @@ async fn demo() -> anyhow::Result<()> {
         "Starting a hub and three spokes (real kube-apiservers, OCM placement and work agents)..."
     );
     let fleet = with_example_spokes(Fleet::builder()).start().await?;
-    let dir = tempfile::tempdir()?;
-    let geoip = dir.path().join("country.mmdb");
-    write_geoip(&geoip)?;
-    let mut args = meridian_hub::run_command::RunArgs::local(fleet.hub.kubeconfig_path());
-    args.geoip = Some(geoip);
-    let hub = meridian_hub::run_command::RunningHub::start(&args).await?;
-    let hub_client = fleet.hub.client();
-    install(&hub_client).await?;
-
     // Each spoke: the hub's ManifestWork creates the downstream Gateway; the demo plays the
     // gateway implementation (there is no Istio here) and gives it an address; the agent runs
     // with the hub credentials the hub delivered to the spoke.
-    let mut agents = Vec::new();
-    for (spoke, _, _, ip) in SPOKES {
-        let spoke_client = fleet.spoke(spoke).client();
-        serve_gateway(&spoke_client, ip).await?;
-        let kubeconfig = dir.path().join(format!("{spoke}-agent-hub.kubeconfig"));
-        std::fs::write(&kubeconfig, delivered_hub_kubeconfig(&spoke_client).await?)?;
-        let agent_hub = client_from_file(&kubeconfig).await?;
-        agents.push(tokio::spawn(meridian_agent::report::run(
-            spoke_client,
-            agent_hub,
-            spoke.to_string(),
-            std::time::Duration::from_secs(10),
-        )));
-    }
+    let example = RunningExample::start(&fleet, std::time::Duration::from_secs(10)).await?;
+    let hub_client = fleet.hub.client();
     let policies: kube::Api<DNSPolicy> = kube::Api::namespaced(hub_client.clone(), NAMESPACE);
     crate::eventually("the DNSPolicy is Enforced", crate::DEFAULT_PATIENCE, || {
         let policies = policies.clone();
@@ -139,7 +124,7 @@ async fn demo() -> anyhow::Result<()> {
             endpoint.targets.join(", ")
         );
     }
-    let nameserver = hub.nameserver;
+    let nameserver = example.hub.nameserver;
     println!(
         "\nAnswers for {HOST} (spoke-1 IE 10.0.0.1, spoke-2 US 10.0.0.2, spoke-3 GEO-EU 10.0.0.3):"
     );
@@ -168,13 +153,75 @@ Press Ctrl-C to stop; everything is deleted on exit.",
         ip = nameserver.ip(),
         port = nameserver.port()
     );
-    tokio::signal::ctrl_c().await?;
-    println!("Stopping.");
-    hub.stop().await;
-    for agent in agents {
-        agent.abort();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
     }
+    println!("Stopping.");
+    example.stop().await;
     drop(fleet);
+    Ok(())
+}
+
+/// `make bench-convergence`: change spoke-1's Gateway address `changes` times; each time, poll
+/// the embedded nameserver (as a client in Ireland, which spoke-1 serves) until it answers the
+/// new address. Prints p50/p99 next to the peers' documented figures.
+async fn convergence(changes: usize) -> anyhow::Result<()> {
+    use crate::example::{IRELAND, RunningExample, dig, set_gateway_address, with_example_spokes};
+
+    let fleet = with_example_spokes(Fleet::builder()).start().await?;
+    let example = RunningExample::start(&fleet, std::time::Duration::from_secs(30)).await?;
+    let nameserver = example.hub.nameserver;
+    let spoke = fleet.spoke("spoke-1").client();
+    let answer = || async move {
+        tokio::task::spawn_blocking(move || dig(nameserver, Some(IRELAND)))
+            .await
+            .unwrap_or_default()
+    };
+    crate::eventually("the first answer", crate::DEFAULT_PATIENCE, || async {
+        Ok((answer().await == ["10.0.0.1"]).then_some(()))
+    })
+    .await?;
+    let mut latencies = Vec::new();
+    for change in 0..changes.max(1) {
+        let ip = format!("10.1.{}.{}", change / 250, change % 250 + 1);
+        let started = Instant::now();
+        set_gateway_address(&spoke, &ip).await?;
+        loop {
+            if answer().await == [ip.clone()] {
+                break;
+            }
+            if started.elapsed() > std::time::Duration::from_secs(120) {
+                anyhow::bail!("the nameserver never answered {ip}");
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        latencies.push(started.elapsed().as_secs_f64());
+    }
+    latencies.sort_by(f64::total_cmp);
+    let percentile = |p: f64| latencies[((latencies.len() as f64 - 1.0) * p).round() as usize];
+    let (p50, p99) = (percentile(0.5), percentile(0.99));
+    println!(
+        "address change on a spoke → embedded nameserver answers it, {} changes:",
+        latencies.len()
+    );
+    println!(
+        "  p50 {:.3} s   p99 {:.3} s   max {:.3} s",
+        p50,
+        p99,
+        latencies[latencies.len() - 1]
+    );
+    println!(
+        "  goal p99 < 2 s: {}",
+        if p99 < 2.0 { "met" } else { "NOT met" }
+    );
+    println!(
+        "  peers (documented): k8gb 60–90 s → {:.0}× faster at p99; external-dns 60 s interval → {:.0}×",
+        60.0 / p99,
+        60.0 / p99
+    );
+    example.stop().await;
     Ok(())
 }
 

@@ -43,6 +43,9 @@ pub enum Error {
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
 
+    #[error("{0}")]
+    Component(String),
+
     #[error("{context}: {source}")]
     Io {
         context: String,

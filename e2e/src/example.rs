@@ -272,3 +272,58 @@ pub fn dig(server: SocketAddr, subnet: Option<&str>) -> Vec<String> {
     answers.sort();
     answers
 }
+
+/// The example running: the hub in this process, the example installed, each spoke's Gateway
+/// served and its agent running (in this process, with the credentials the hub delivered).
+#[derive(Debug)]
+pub struct RunningExample {
+    pub hub: meridian_hub::run_command::RunningHub,
+    pub agents: Vec<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    /// Holds the GeoIP database and the agents' kubeconfigs.
+    pub dir: tempfile::TempDir,
+}
+
+impl RunningExample {
+    pub async fn start(
+        fleet: &crate::Fleet,
+        heartbeat: std::time::Duration,
+    ) -> Result<Self, Error> {
+        let dir = tempfile::tempdir().map_err(Error::io("creating the example's directory"))?;
+        let geoip = dir.path().join("country.mmdb");
+        write_geoip(&geoip)?;
+        let mut args = meridian_hub::run_command::RunArgs::local(fleet.hub.kubeconfig_path());
+        args.geoip = Some(geoip);
+        let hub = meridian_hub::run_command::RunningHub::start(&args)
+            .await
+            .map_err(|e| Error::Component(format!("starting the hub: {e}")))?;
+        install(&fleet.hub.client()).await?;
+        let mut agents = Vec::new();
+        for (spoke, _, _, ip) in SPOKES {
+            let spoke_client = fleet.spoke(spoke).client();
+            serve_gateway(&spoke_client, ip).await?;
+            let kubeconfig = dir.path().join(format!("{spoke}-agent-hub.kubeconfig"));
+            std::fs::write(&kubeconfig, delivered_hub_kubeconfig(&spoke_client).await?)
+                .map_err(Error::io("writing an agent kubeconfig"))?;
+            let agent_hub = client_from_file(&kubeconfig).await?;
+            agents.push(tokio::spawn(meridian_agent::report::run(
+                spoke_client,
+                agent_hub,
+                spoke.to_string(),
+                heartbeat,
+            )));
+        }
+        Ok(RunningExample { hub, agents, dir })
+    }
+
+    pub async fn stop(self) {
+        self.hub.stop().await;
+        for agent in self.agents {
+            agent.abort();
+        }
+    }
+}
+
+/// Sets the address of the example Gateway on a spoke, as its gateway implementation would.
+pub async fn set_gateway_address(spoke: &Client, ip: &str) -> Result<(), Error> {
+    serve_gateway(spoke, ip).await
+}

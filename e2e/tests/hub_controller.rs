@@ -95,6 +95,8 @@ async fn start_hub(hub_kubeconfig: &Path, geoip: &Path) -> RunningHub {
     args.geoip = Some(geoip.to_path_buf());
     // Short, so the test sees a leaving cluster's Gateway go.
     args.withdrawal_grace_seconds = 3;
+    // Short, so a standby replica takes over quickly when the leader dies.
+    args.lease_seconds = 3;
     RunningHub::start(&args).await.expect("the hub starts")
 }
 
@@ -366,8 +368,22 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
         .providers
         .embedded_zones()
         .record_count("example.com");
+    // A second replica stands by and writes nothing while the first holds the Lease.
+    let standby = start_hub(fleet.hub.kubeconfig_path(), &geoip).await;
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    assert!(running.is_leading() && !standby.is_leading(), "one writer");
+    assert!(
+        !standby
+            .context
+            .metrics
+            .render()
+            .contains("meridian_reconciles_total{"),
+        "the standby reconciled nothing"
+    );
+    // The leader dies mid-flight (no graceful stop, no Lease release): the standby takes over
+    // once the Lease expires.
     running.abort();
-    let running = start_hub(fleet.hub.kubeconfig_path(), &geoip).await;
+    let running = standby;
     let nameserver = running.nameserver;
     answers_within(nameserver, Some(UNITED_STATES), &["10.0.0.1", "10.0.0.3"]).await?;
     eventually(

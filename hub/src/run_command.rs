@@ -22,6 +22,7 @@ use tokio::net::TcpListener;
 use crate::controller::{
     AgentInstall, Context, HubConfig, dns_policy, dns_record, gateway_placement, managed_zone,
 };
+use crate::leader::{self, Election};
 use crate::zone_provider::{EmbeddedZones, ProviderCache};
 use meridian_api::labels::PLACEMENT_LABEL;
 
@@ -62,6 +63,14 @@ pub struct RunArgs {
     /// The hub's API address as agents reach it; the address in the hub kubeconfig when unset.
     #[arg(long, env = "MERIDIAN_HUB_SERVER_URL")]
     pub hub_server_url: Option<String>,
+
+    /// Namespace of the Lease that makes one hub replica the only writer.
+    #[arg(long, env = "MERIDIAN_LEASE_NAMESPACE", default_value = "kube-system")]
+    pub lease_namespace: String,
+
+    /// Seconds a hub replica's Lease lasts without renewal.
+    #[arg(long, env = "MERIDIAN_LEASE_SECONDS", default_value_t = 15)]
+    pub lease_seconds: u64,
 }
 
 impl RunArgs {
@@ -77,6 +86,8 @@ impl RunArgs {
             withdrawal_grace_seconds: 600,
             agent_image: "ghcr.io/meridian-dev/meridian-agent:latest".into(),
             hub_server_url: None,
+            lease_namespace: "kube-system".into(),
+            lease_seconds: 15,
         }
     }
 }
@@ -86,7 +97,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let hub = RunningHub::start(&args).await?;
+        let mut hub = RunningHub::start(&args).await?;
         // Scripts and the demo read these lines.
         println!("nameserver: {}", hub.nameserver);
         println!("health: {}", hub.health);
@@ -94,6 +105,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
+            _ = hub.stopped() => {
+                // The Lease was lost: exit, so the replica restarts as a follower.
+                anyhow::bail!("lost the hub Lease");
+            }
         }
         tracing::info!("shutting down");
         hub.stop().await;
@@ -139,6 +154,7 @@ pub struct RunningHub {
     pub nameserver: SocketAddr,
     pub health: SocketAddr,
     pub context: Arc<Context>,
+    leading: Arc<AtomicBool>,
     stop: tokio::sync::watch::Sender<bool>,
     controllers: tokio::task::JoinHandle<()>,
     health_server: tokio::task::JoinHandle<()>,
@@ -189,62 +205,45 @@ impl RunningHub {
         let health_server = tokio::spawn(serve_health(health_listener, ctx.clone(), ready.clone()));
 
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
-        let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-            let _ = rx.wait_for(|stop| *stop).await;
+        let election = Election {
+            namespace: args.lease_namespace.clone(),
+            identity: format!(
+                "{}-{}",
+                std::env::var("HOSTNAME").unwrap_or_else(|_| "meridian-hub".into()),
+                rand::random::<u32>()
+            ),
+            lease_duration: std::time::Duration::from_secs(args.lease_seconds.max(3)),
         };
-        let policies = policy_controller(&client);
-        let records = record_controller(&client);
-        let zones = zone_controller(&client);
-        let gateways = gateway_controller(&client);
-        let stores = (policies.store(), records.store(), zones.store());
-        tokio::spawn(async move {
-            // Ready once every controller's cache has synced.
-            let synced = tokio::join!(
-                stores.0.wait_until_ready(),
-                stores.1.wait_until_ready(),
-                stores.2.wait_until_ready()
-            );
-            if synced.0.is_ok() && synced.1.is_ok() && synced.2.is_ok() {
-                ready.store(true, Ordering::SeqCst);
-                tracing::info!("caches synced; ready");
-            }
-        });
-        let policies = policies
-            .graceful_shutdown_on(stopped(stop_rx.clone()))
-            .run(dns_policy::reconcile, dns_policy::error_policy, ctx.clone())
-            .for_each(|_| async {});
-        let records = records
-            .graceful_shutdown_on(stopped(stop_rx.clone()))
-            .run(dns_record::reconcile, dns_record::error_policy, ctx.clone())
-            .for_each(|_| async {});
-        let zones = zones
-            .graceful_shutdown_on(stopped(stop_rx.clone()))
-            .run(
-                managed_zone::reconcile,
-                managed_zone::error_policy,
-                ctx.clone(),
-            )
-            .for_each(|_| async {});
-        let gateways = gateways
-            .graceful_shutdown_on(stopped(stop_rx))
-            .run(
-                gateway_placement::reconcile,
-                gateway_placement::error_policy,
-                ctx.clone(),
-            )
-            .for_each(|_| async {});
-        let controllers = tokio::spawn(async move {
-            tokio::join!(policies, records, zones, gateways);
-        });
+        let leading = Arc::new(AtomicBool::new(false));
+        let controllers = tokio::spawn(lead_and_run(
+            client,
+            ctx.clone(),
+            election,
+            stop.clone(),
+            stop_rx,
+            ready,
+            leading.clone(),
+        ));
         tracing::info!(%nameserver, %health, "hub controllers running");
         Ok(RunningHub {
             nameserver,
             health,
             context: ctx,
+            leading,
             stop,
             controllers,
             health_server,
         })
+    }
+
+    /// Whether this replica holds the Lease and runs the controllers.
+    pub fn is_leading(&self) -> bool {
+        self.leading.load(Ordering::SeqCst)
+    }
+
+    /// Resolves when the controllers have stopped (asked to, or the Lease was lost).
+    pub async fn stopped(&mut self) {
+        let _ = (&mut self.controllers).await;
     }
 
     /// Lets running reconciles finish, then stops everything.
@@ -323,6 +322,79 @@ fn policy_controller(client: &Client) -> Controller<DNSPolicy> {
             watcher::Config::default(),
             move |_| d(),
         )
+}
+
+/// Waits for the Lease, then runs the controllers until asked to stop or the Lease is lost.
+async fn lead_and_run(
+    client: Client,
+    ctx: Arc<Context>,
+    election: Election,
+    stop: tokio::sync::watch::Sender<bool>,
+    stop_rx: tokio::sync::watch::Receiver<bool>,
+    ready: Arc<AtomicBool>,
+    leading: Arc<AtomicBool>,
+) {
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    tokio::select! {
+        _ = leader::acquire(&client, &election) => {}
+        _ = stopped(stop_rx.clone()) => return,
+    }
+    leading.store(true, Ordering::SeqCst);
+    tracing::info!(identity = %election.identity, "holding the hub Lease; starting the controllers");
+    let policies = policy_controller(&client);
+    let records = record_controller(&client);
+    let zones = zone_controller(&client);
+    let gateways = gateway_controller(&client);
+    let stores = (policies.store(), records.store(), zones.store());
+    tokio::spawn(async move {
+        // Ready once every controller's cache has synced.
+        let synced = tokio::join!(
+            stores.0.wait_until_ready(),
+            stores.1.wait_until_ready(),
+            stores.2.wait_until_ready()
+        );
+        if synced.0.is_ok() && synced.1.is_ok() && synced.2.is_ok() {
+            ready.store(true, Ordering::SeqCst);
+            tracing::info!("caches synced; ready");
+        }
+    });
+    let policies = policies
+        .graceful_shutdown_on(stopped(stop_rx.clone()))
+        .run(dns_policy::reconcile, dns_policy::error_policy, ctx.clone())
+        .for_each(|_| async {});
+    let records = records
+        .graceful_shutdown_on(stopped(stop_rx.clone()))
+        .run(dns_record::reconcile, dns_record::error_policy, ctx.clone())
+        .for_each(|_| async {});
+    let zones = zones
+        .graceful_shutdown_on(stopped(stop_rx.clone()))
+        .run(
+            managed_zone::reconcile,
+            managed_zone::error_policy,
+            ctx.clone(),
+        )
+        .for_each(|_| async {});
+    let gateways = gateways
+        .graceful_shutdown_on(stopped(stop_rx.clone()))
+        .run(
+            gateway_placement::reconcile,
+            gateway_placement::error_policy,
+            ctx.clone(),
+        )
+        .for_each(|_| async {});
+    let hold = async {
+        tokio::select! {
+            _ = leader::hold(&client, &election) => {
+                // Lost: stop writing at once.
+                let _ = stop.send(true);
+            }
+            _ = stopped(stop_rx.clone()) => {}
+        }
+    };
+    tokio::join!(policies, records, zones, gateways, hold);
+    leading.store(false, Ordering::SeqCst);
 }
 
 fn gateway_controller(client: &Client) -> Controller<Gateway> {

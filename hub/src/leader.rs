@@ -1,0 +1,169 @@
+//! One writer among hub replicas, through a `coordination.k8s.io/v1` Lease. A replica writes
+//! only while it holds the Lease; it renews it every third of the lease duration, and takes it
+//! over only when the holder has not renewed for a whole duration. Every change to the Lease is
+//! conditional on its resourceVersion, so two replicas can never both believe they won.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, PostParams};
+use kube::{Client, ResourceExt};
+
+/// Name of the hub's Lease.
+pub const LEASE_NAME: &str = "meridian-hub";
+
+/// Settings of the election.
+#[derive(Debug, Clone)]
+pub struct Election {
+    pub namespace: String,
+    pub identity: String,
+    pub lease_duration: Duration,
+}
+
+impl Election {
+    pub fn renew_every(&self) -> Duration {
+        self.lease_duration / 3
+    }
+}
+
+/// What a look at the Lease decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    Leading,
+    Following,
+}
+
+/// Whether `spec` lets `identity` hold the Lease at `now`: it is free, ours, or expired.
+pub fn may_hold(spec: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> bool {
+    let Some(spec) = spec else {
+        return true;
+    };
+    match spec.holder_identity.as_deref() {
+        None | Some("") => true,
+        Some(holder) if holder == identity => true,
+        Some(_) => {
+            let renewed = spec.renew_time.as_ref().map(|t| t.0);
+            let duration = i64::from(spec.lease_duration_seconds.unwrap_or(15));
+            match renewed {
+                None => true,
+                Some(renewed) => now.as_second() - renewed.as_second() >= duration,
+            }
+        }
+    }
+}
+
+/// Tries once to acquire or renew the Lease.
+pub async fn try_lead(client: &Client, election: &Election) -> Result<Standing, kube::Error> {
+    let api: Api<Lease> = Api::namespaced(client.clone(), &election.namespace);
+    let now = Timestamp::now();
+    let seconds = i32::try_from(election.lease_duration.as_secs()).unwrap_or(i32::MAX);
+    match api.get_opt(LEASE_NAME).await? {
+        None => {
+            let mut lease = Lease::default();
+            lease.metadata.name = Some(LEASE_NAME.into());
+            lease.spec = Some(LeaseSpec {
+                holder_identity: Some(election.identity.clone()),
+                lease_duration_seconds: Some(seconds),
+                acquire_time: Some(MicroTime(now)),
+                renew_time: Some(MicroTime(now)),
+                lease_transitions: Some(0),
+                ..Default::default()
+            });
+            match api.create(&PostParams::default(), &lease).await {
+                Ok(_) => Ok(Standing::Leading),
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(Standing::Following),
+                Err(error) => Err(error),
+            }
+        }
+        Some(mut lease) => {
+            if !may_hold(lease.spec.as_ref(), &election.identity, now) {
+                return Ok(Standing::Following);
+            }
+            let spec = lease.spec.get_or_insert_with(Default::default);
+            if spec.holder_identity.as_deref() != Some(&election.identity) {
+                spec.acquire_time = Some(MicroTime(now));
+                spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+                spec.holder_identity = Some(election.identity.clone());
+            }
+            spec.renew_time = Some(MicroTime(now));
+            spec.lease_duration_seconds = Some(seconds);
+            // The replace carries the resourceVersion read above: if anyone changed the Lease
+            // since, it fails with a conflict and we stay a follower.
+            match api
+                .replace(&lease.name_any(), &PostParams::default(), &lease)
+                .await
+            {
+                Ok(_) => Ok(Standing::Leading),
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(Standing::Following),
+                Err(error) => Err(error),
+            }
+        }
+    }
+}
+
+/// Waits until this replica leads.
+pub async fn acquire(client: &Client, election: &Election) {
+    loop {
+        match try_lead(client, election).await {
+            Ok(Standing::Leading) => return,
+            Ok(Standing::Following) => {}
+            Err(error) => tracing::warn!(%error, "reading the hub Lease failed; retrying"),
+        }
+        tokio::time::sleep(election.renew_every()).await;
+    }
+}
+
+/// Renews the Lease until a renewal is lost or has failed for a whole lease duration; then
+/// returns, and the caller must stop writing.
+pub async fn hold(client: &Client, election: &Election) {
+    let mut last_renewal = tokio::time::Instant::now();
+    loop {
+        tokio::time::sleep(election.renew_every()).await;
+        match try_lead(client, election).await {
+            Ok(Standing::Leading) => last_renewal = tokio::time::Instant::now(),
+            Ok(Standing::Following) => {
+                tracing::error!("another hub replica holds the Lease; stopping");
+                return;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "renewing the hub Lease failed");
+                if last_renewal.elapsed() >= election.lease_duration {
+                    tracing::error!("the hub Lease could not be renewed in time; stopping");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(holder: Option<&str>, renewed: Option<i64>) -> LeaseSpec {
+        LeaseSpec {
+            holder_identity: holder.map(str::to_string),
+            renew_time: renewed.map(|s| MicroTime(Timestamp::from_second(s).unwrap())),
+            lease_duration_seconds: Some(15),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_lease_is_held_when_free_ours_or_expired() {
+        let now = Timestamp::from_second(1_000).unwrap();
+        let cases = [
+            (None, true),
+            (Some(spec(None, None)), true),
+            (Some(spec(Some("me"), Some(999))), true),
+            (Some(spec(Some("other"), Some(990))), false),
+            (Some(spec(Some("other"), Some(985))), true),
+            (Some(spec(Some("other"), None)), true),
+        ];
+        for (lease, expected) in cases {
+            assert_eq!(may_hold(lease.as_ref(), "me", now), expected, "{lease:?}");
+        }
+    }
+}
