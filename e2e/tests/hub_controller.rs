@@ -17,7 +17,7 @@ use kube::{Client, ResourceExt};
 use meridian_api::conditions::{self, condition_status};
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
 use meridian_api::meridian::ClusterReport;
-use meridian_api::upstream::{Gateway, ManagedCluster, ManifestWork};
+use meridian_api::upstream::{Gateway, ManagedCluster, ManagedClusterAddOn, ManifestWork};
 use meridian_e2e::example::{
     FRANCE, GEO_LABEL, HOST, IRELAND, NAMESPACE, SPOKES, UNITED_STATES, apply_ocm,
     client_from_file, delivered_hub_kubeconfig, dig, install, placement, serve_gateway,
@@ -399,6 +399,50 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
     assert_eq!(
         records.get("prod-web-api").await?.status.unwrap().endpoints,
         published
+    );
+
+    // The seeds' other shapes on the live name: `simple` answers every cluster's address; a
+    // load-balanced policy without GEO has one weighted group for everyone.
+    policies
+        .patch(
+            "prod-web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "routingStrategy": "simple" } })),
+        )
+        .await?;
+    answers_become(nameserver, Some(UNITED_STATES), &["10.0.0.1", "10.0.0.3"]).await?;
+    policies
+        .patch(
+            "prod-web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "routingStrategy": "loadbalanced", "loadBalancing": { "geo": null } } })),
+        )
+        .await?;
+    eventually(
+        "the record has one weighted group and no GEO",
+        DEFAULT_PATIENCE,
+        || {
+            let records = records.clone();
+            async move {
+                let record = records.get("prod-web-api").await?;
+                let codes: Vec<String> = record
+                    .spec
+                    .endpoints
+                    .iter()
+                    .flat_map(|e| e.provider_specific.iter())
+                    .filter(|p| p.name == "geo-code")
+                    .map(|p| p.value.clone())
+                    .collect();
+                Ok((codes == ["*"]).then_some(()))
+            }
+        },
+    )
+    .await?;
+    answers_within(nameserver, Some(UNITED_STATES), &["10.0.0.1", "10.0.0.3"]).await?;
+    let addons: Api<ManagedClusterAddOn> = Api::namespaced(hub.clone(), "spoke-1");
+    assert!(
+        addons.get_opt("meridian").await?.is_some(),
+        "Meridian is registered as an OCM addon"
     );
 
     // Deleting the policy removes every record it created, and nothing else.

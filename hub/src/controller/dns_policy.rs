@@ -449,6 +449,30 @@ async fn write_status(
     if policy.status.as_ref() == Some(&status) {
         return Ok(());
     }
+    let accepted_before = policy
+        .status
+        .as_ref()
+        .and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == conditions::ACCEPTED)
+        })
+        .map(|c| c.reason.clone());
+    if let Some(now_accepted) = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == conditions::ACCEPTED)
+        && accepted_before.as_deref() != Some(now_accepted.reason.as_str())
+    {
+        ctx.notify(
+            policy,
+            now_accepted.status != "True",
+            &now_accepted.reason,
+            "Attach",
+            now_accepted.message.clone(),
+        )
+        .await;
+    }
     let api: Api<DNSPolicy> =
         Api::namespaced(ctx.client.clone(), &policy.namespace().unwrap_or_default());
     let patch = json!({

@@ -228,6 +228,21 @@ async fn provider_failed(
     error: ProviderError,
 ) -> Result<Action, Error> {
     let message = format!("{}: {error}", provider.kind());
+    let failing_before = record.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == conditions::READY && c.reason == reasons::PROVIDER_ERROR)
+    });
+    if !failing_before {
+        ctx.notify(
+            record,
+            true,
+            reasons::PROVIDER_ERROR,
+            "Publish",
+            message.clone(),
+        )
+        .await;
+    }
     write_status(
         record,
         ctx,

@@ -18,7 +18,8 @@ use kube::runtime::finalizer::{Event, finalizer};
 use kube::{Resource, ResourceExt};
 use meridian_api::labels::PLACEMENT_LABEL;
 use meridian_api::upstream::{
-    Gateway, GatewayClass, MULTI_CLUSTER_GATEWAY_CLASS, ManagedCluster, ManifestWork,
+    ClusterManagementAddOn, Gateway, GatewayClass, MULTI_CLUSTER_GATEWAY_CLASS, ManagedCluster,
+    ManagedClusterAddOn, ManifestWork,
 };
 use serde_json::{Value, json};
 
@@ -192,6 +193,14 @@ async fn place(gateway: &Gateway, ctx: &Context) -> Result<Action, Error> {
             }
             WorkFate::MarkLeaving => {
                 tracing::info!(%cluster, gateway = %name, grace = ?ctx.config.withdrawal_grace, "cluster left the placement: withdrawn from DNS; its Gateway stays for the grace period");
+                ctx.notify(
+                    gateway,
+                    false,
+                    "ClusterLeaving",
+                    "Withdraw",
+                    format!("{cluster} left the placement: withdrawn from DNS; its Gateway is removed after {:?}", ctx.config.withdrawal_grace),
+                )
+                .await;
                 let patch = json!({ "metadata": { "annotations": { LEAVING_SINCE: (ctx.clock)().to_string() } } });
                 api.patch(&work.name_any(), &Default::default(), &Patch::Merge(patch))
                     .await?;
@@ -251,6 +260,7 @@ async fn install_agent(cluster: &str, ctx: &Context) -> Result<(), Error> {
     for object in agent_hub_rbac(cluster) {
         apply_dynamic(ctx, cluster, object).await?;
     }
+    register_addon(cluster, ctx).await?;
     let token = Api::<ServiceAccount>::namespaced(ctx.client.clone(), cluster)
         .create_token_request(
             AGENT_WORK,
@@ -272,6 +282,33 @@ async fn install_agent(cluster: &str, ctx: &Context) -> Result<(), Error> {
     work["metadata"]["annotations"] = json!({ TOKEN_ISSUED: (ctx.clock)().to_string() });
     works
         .patch(AGENT_WORK, &apply_params(), &Patch::Apply(work))
+        .await?;
+    Ok(())
+}
+
+/// Meridian as an OCM addon: the ClusterManagementAddOn, and a ManagedClusterAddOn in the
+/// cluster's namespace saying where the agent is installed.
+async fn register_addon(cluster: &str, ctx: &Context) -> Result<(), Error> {
+    let addon = json!({
+        "apiVersion": ClusterManagementAddOn::api_version(&()),
+        "kind": ClusterManagementAddOn::kind(&()),
+        "metadata": { "name": "meridian" },
+        "spec": { "addOnMeta": {
+            "displayName": "Meridian",
+            "description": "Multi-cluster DNS load balancing; the agent reports Gateways and probes health.",
+        } },
+    });
+    Api::<ClusterManagementAddOn>::all(ctx.client.clone())
+        .patch("meridian", &apply_params(), &Patch::Apply(addon))
+        .await?;
+    let installed = json!({
+        "apiVersion": ManagedClusterAddOn::api_version(&()),
+        "kind": ManagedClusterAddOn::kind(&()),
+        "metadata": { "name": "meridian", "namespace": cluster },
+        "spec": { "installNamespace": crate::placement::AGENT_NAMESPACE },
+    });
+    Api::<ManagedClusterAddOn>::namespaced(ctx.client.clone(), cluster)
+        .patch("meridian", &apply_params(), &Patch::Apply(installed))
         .await?;
     Ok(())
 }

@@ -71,6 +71,7 @@ pub struct Context {
     pub metrics: Metrics,
     /// The time; injectable so tests can move it.
     pub clock: Clock,
+    recorder: kube::runtime::events::Recorder,
     failures: Mutex<HashMap<String, u32>>,
 }
 
@@ -87,11 +88,18 @@ impl std::fmt::Debug for Context {
 impl Context {
     pub fn new(client: Client, providers: ProviderCache, config: HubConfig) -> Self {
         Context {
-            client,
+            client: client.clone(),
             providers,
             config,
             metrics: Metrics::default(),
             clock: Arc::new(k8s_openapi::jiff::Timestamp::now),
+            recorder: kube::runtime::events::Recorder::new(
+                client.clone(),
+                kube::runtime::events::Reporter {
+                    controller: FIELD_MANAGER.into(),
+                    instance: std::env::var("HOSTNAME").ok(),
+                },
+            ),
             failures: Mutex::new(HashMap::new()),
         }
     }
@@ -112,6 +120,33 @@ impl Context {
             .min(self.config.retry_cap);
         let delay = rand::rng().random_range(ceiling / 2..=ceiling);
         Action::requeue(delay)
+    }
+
+    /// Publishes a Kubernetes Event about `object` for what users must notice. An Event that
+    /// cannot be written is logged and otherwise ignored: it never fails a reconcile.
+    pub async fn notify<K: kube::Resource<DynamicType = ()>>(
+        &self,
+        object: &K,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        use kube::runtime::events::{Event, EventType};
+        let event = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.into(),
+            note: Some(note),
+            action: action.into(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, &object.object_ref(&())).await {
+            tracing::debug!(%error, reason, "could not publish an Event");
+        }
     }
 
     /// Forgets `object`'s failures after a successful reconcile.
