@@ -134,6 +134,20 @@ async fn answers_become(
     .await
 }
 
+/// A plain HTTP/1.1 GET; the whole response.
+fn http_get(address: SocketAddr, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: hub\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
 /// Waits until ten `dig`s in a row from `subnet` each answer one address out of `allowed`.
 async fn answers_within(
     nameserver: SocketAddr,
@@ -368,10 +382,21 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
         .providers
         .embedded_zones()
         .record_count("example.com");
-    // A second replica stands by and writes nothing while the first holds the Lease.
+    // A second replica stands by and writes nothing while the first holds the Lease; only the
+    // leader is ready, so a Service sends DNS queries to it alone.
     let standby = start_hub(fleet.hub.kubeconfig_path(), &geoip).await;
     tokio::time::sleep(std::time::Duration::from_secs(4)).await;
     assert!(running.is_leading() && !standby.is_leading(), "one writer");
+    assert!(http_get(running.health, "/readyz").starts_with("HTTP/1.1 200"));
+    assert!(http_get(standby.health, "/readyz").starts_with("HTTP/1.1 503"));
+    assert!(http_get(standby.health, "/livez").starts_with("HTTP/1.1 200"));
+    let metrics = http_get(running.health, "/metrics");
+    assert!(
+        metrics.contains("meridian_reconciles_total{controller=\"dnspolicy\"}")
+            && metrics
+                .contains("meridian_provider_calls_total{provider=\"embedded\",outcome=\"ok\"}"),
+        "{metrics}"
+    );
     assert!(
         !standby
             .context

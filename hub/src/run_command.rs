@@ -347,17 +347,30 @@ async fn lead_and_run(
     let records = record_controller(&client);
     let zones = zone_controller(&client);
     let gateways = gateway_controller(&client);
-    let stores = (policies.store(), records.store(), zones.store());
+    let ready_when_listed = ready.clone();
+    let lister = client.clone();
     tokio::spawn(async move {
-        // Ready once every controller's cache has synced.
-        let synced = tokio::join!(
-            stores.0.wait_until_ready(),
-            stores.1.wait_until_ready(),
-            stores.2.wait_until_ready()
-        );
-        if synced.0.is_ok() && synced.1.is_ok() && synced.2.is_ok() {
-            ready.store(true, Ordering::SeqCst);
-            tracing::info!("caches synced; ready");
+        // Ready once this replica leads and the API server lists every kind it watches.
+        let one = kube::api::ListParams::default().limit(1);
+        loop {
+            let (policies, records, zones, gateways) = (
+                Api::<DNSPolicy>::all(lister.clone()),
+                Api::<DNSRecord>::all(lister.clone()),
+                Api::<ManagedZone>::all(lister.clone()),
+                Api::<Gateway>::all(lister.clone()),
+            );
+            let listed = tokio::join!(
+                policies.list(&one),
+                records.list(&one),
+                zones.list(&one),
+                gateways.list(&one),
+            );
+            if listed.0.is_ok() && listed.1.is_ok() && listed.2.is_ok() && listed.3.is_ok() {
+                ready_when_listed.store(true, Ordering::SeqCst);
+                tracing::info!("leading, and the API server answers: ready");
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         }
     });
     let policies = policies
@@ -394,6 +407,7 @@ async fn lead_and_run(
         }
     };
     tokio::join!(policies, records, zones, gateways, hold);
+    ready.store(false, Ordering::SeqCst);
     leading.store(false, Ordering::SeqCst);
 }
 
