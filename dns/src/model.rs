@@ -25,6 +25,25 @@ pub enum RecordType {
 }
 
 impl RecordType {
+    /// Every type, for parsing and for tests.
+    pub const ALL: [RecordType; 8] = [
+        RecordType::A,
+        RecordType::Aaaa,
+        RecordType::Cname,
+        RecordType::Txt,
+        RecordType::Ns,
+        RecordType::Srv,
+        RecordType::Mx,
+        RecordType::Caa,
+    ];
+
+    /// The type named `name` (as DNS spells it, any case).
+    pub fn parse(name: &str) -> Option<RecordType> {
+        RecordType::ALL
+            .into_iter()
+            .find(|t| t.as_str().eq_ignore_ascii_case(name))
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             RecordType::A => "A",

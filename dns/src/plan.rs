@@ -71,18 +71,7 @@ pub fn record_vouched_for(txt: &Endpoint) -> Option<RecordKey> {
     let rest = txt.dns_name.strip_prefix(REGISTRY_PREFIX)?;
     let (_, rest) = rest.split_at_checked(8)?;
     let (type_name, dns_name) = rest.strip_prefix('-')?.split_once('-')?;
-    let record_type = [
-        RecordType::A,
-        RecordType::Aaaa,
-        RecordType::Cname,
-        RecordType::Txt,
-        RecordType::Ns,
-        RecordType::Srv,
-        RecordType::Mx,
-        RecordType::Caa,
-    ]
-    .into_iter()
-    .find(|t| t.as_str().eq_ignore_ascii_case(type_name))?;
+    let record_type = RecordType::parse(type_name)?;
     Some(RecordKey {
         dns_name: dns_name.to_string(),
         record_type,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod support;
-use support::{converge, published};
+use support::{cluster, converge, gateway, geo_policy, published};
 
 use meridian_dns::model::{Endpoint, RecordType};
 use meridian_dns::plan::{PlanInput, plan};
@@ -19,10 +19,7 @@ use meridian_dns::provider::google::{
     CLOUD_DNS_REQUESTS_PER_SECOND, GeoRegions, GoogleAuth, GoogleCredentials, GoogleProvider,
 };
 use meridian_dns::provider::{Changes, Provider, ProviderError, Update};
-use meridian_dns::tree::{
-    Address, ClusterTarget, CustomWeight, GatewayRef, LabelSelector, LoadBalancing, Strategy,
-    build_record_tree,
-};
+use meridian_dns::tree::{ClusterTarget, Strategy, build_record_tree};
 use serde_json::Value;
 
 const PROJECT: &str = "meridian-test";
@@ -138,48 +135,6 @@ async fn provider_and_zone(fake: &FakeCloudDns) -> (GoogleProvider, Arc<RequestB
         .find(|z| z.domain == "example.com")
         .expect("the zone is listed");
     (provider, budget, zone.id)
-}
-
-fn gateway() -> GatewayRef {
-    GatewayRef {
-        name: "prod-web".into(),
-        namespace: "gateways".into(),
-    }
-}
-
-fn cluster(n: u32, geo: &str, address: &str, cloud: &str) -> ClusterTarget {
-    let hostname = address.parse::<std::net::IpAddr>().is_err();
-    ClusterTarget {
-        name: format!("c{n}"),
-        cluster_id: format!("test-cluster-{n}"),
-        labels: BTreeMap::from([
-            ("kuadrant.io/lb-attribute-geo-code".into(), geo.into()),
-            ("kuadrant.io/lb-attribute-cloud".into(), cloud.into()),
-        ]),
-        addresses: vec![
-            Address::parse(
-                Some(if hostname { "Hostname" } else { "IPAddress" }),
-                address,
-            )
-            .unwrap(),
-        ],
-        attached_routes: None,
-    }
-}
-
-fn geo_policy(azure_weight: u32) -> Strategy {
-    let azure = LabelSelector {
-        match_labels: [("kuadrant.io/lb-attribute-cloud".into(), "Azure".into())].into(),
-        ..Default::default()
-    };
-    Strategy::LoadBalanced(LoadBalancing {
-        default_weight: 120,
-        custom: vec![CustomWeight {
-            selector: azure,
-            weight: azure_weight,
-        }],
-        default_geo: Some("IE".into()),
-    })
 }
 
 fn clusters() -> Vec<ClusterTarget> {

@@ -1,11 +1,10 @@
 //! The Route53 provider against moto's server (a real Route53 API implementation, started by
 //! the test on loopback), driven by the engine's own plans.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 mod support;
-use support::{converge, published};
+use support::{cluster, converge, gateway, geo_policy, published};
 
 use meridian_dns::model::{Endpoint, RecordType};
 use meridian_dns::plan::{PlanInput, plan};
@@ -13,10 +12,7 @@ use meridian_dns::provider::budget::RequestBudget;
 use meridian_dns::provider::moto::MotoServer;
 use meridian_dns::provider::route53::Route53Provider;
 use meridian_dns::provider::{Changes, Provider, ProviderError};
-use meridian_dns::tree::{
-    Address, ClusterTarget, CustomWeight, GatewayRef, LabelSelector, LoadBalancing, Strategy,
-    build_record_tree,
-};
+use meridian_dns::tree::{ClusterTarget, Strategy, build_record_tree};
 
 /// A provider with a generous budget (tests are not about pacing) and a new zone.
 async fn provider_with_zone(
@@ -45,54 +41,6 @@ async fn provider_through(
         .find(|z| z.domain == domain)
         .expect("the new zone is listed");
     (provider, budget, zone.id)
-}
-
-fn gateway() -> GatewayRef {
-    GatewayRef {
-        name: "prod-web".into(),
-        namespace: "gateways".into(),
-    }
-}
-
-fn cluster(n: u32, geo: &str, address: &str, cloud: &str) -> ClusterTarget {
-    let hostname = address.parse::<std::net::IpAddr>().is_err();
-    ClusterTarget {
-        name: format!("c{n}"),
-        cluster_id: format!("test-cluster-{n}"),
-        labels: BTreeMap::from([
-            (
-                "kuadrant.io/lb-attribute-geo-code".to_string(),
-                geo.to_string(),
-            ),
-            (
-                "kuadrant.io/lb-attribute-cloud".to_string(),
-                cloud.to_string(),
-            ),
-        ]),
-        addresses: vec![
-            Address::parse(
-                Some(if hostname { "Hostname" } else { "IPAddress" }),
-                address,
-            )
-            .unwrap(),
-        ],
-        attached_routes: None,
-    }
-}
-
-fn geo_policy(azure_weight: u32) -> Strategy {
-    let azure = LabelSelector {
-        match_labels: [("kuadrant.io/lb-attribute-cloud".into(), "Azure".into())].into(),
-        ..Default::default()
-    };
-    Strategy::LoadBalanced(LoadBalancing {
-        default_weight: 120,
-        custom: vec![CustomWeight {
-            selector: azure,
-            weight: azure_weight,
-        }],
-        default_geo: Some("IE".into()),
-    })
 }
 
 fn clusters() -> Vec<ClusterTarget> {

@@ -89,16 +89,7 @@ mod tests {
 
     #[test]
     fn records_survive_the_round_trip_through_the_api_type() {
-        for record_type in [
-            RecordType::A,
-            RecordType::Aaaa,
-            RecordType::Cname,
-            RecordType::Txt,
-            RecordType::Ns,
-            RecordType::Srv,
-            RecordType::Mx,
-            RecordType::Caa,
-        ] {
+        for record_type in RecordType::ALL {
             let record = Endpoint::new("x.example.com", record_type, ["v".to_string()], 60)
                 .with_set_identifier("s")
                 .with_property(WEIGHT, "10")

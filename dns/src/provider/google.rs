@@ -867,18 +867,8 @@ fn encode(
 }
 
 fn record_type(name: &str) -> Option<RecordType> {
-    [
-        RecordType::A,
-        RecordType::Aaaa,
-        RecordType::Cname,
-        RecordType::Txt,
-        RecordType::Ns,
-        RecordType::Srv,
-        RecordType::Mx,
-        RecordType::Caa,
-    ]
-    .into_iter()
-    .find(|t| t.as_str() == name)
+    // Cloud DNS spells types in upper case.
+    RecordType::ALL.into_iter().find(|t| t.as_str() == name)
 }
 
 fn to_google_name(name: &str) -> String {

@@ -1,8 +1,15 @@
-//! Helpers shared by the provider tests: drive any provider with the engine's own plans.
+//! Helpers shared by the provider tests: drive any provider with the engine's own plans, and
+//! the clusters and policy they publish. Each test file uses a part of it.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
 
 use meridian_dns::model::{Endpoint, RecordType, is_at_or_below, sort_endpoints};
 use meridian_dns::plan::{PlanInput, plan};
 use meridian_dns::provider::Provider;
+use meridian_dns::tree::{
+    Address, ClusterTarget, CustomWeight, GatewayRef, LabelSelector, LoadBalancing, Strategy,
+};
 
 /// Plans `desired` for `owner` against the zone as the provider holds it, and applies the plan.
 pub async fn converge<P: Provider>(
@@ -39,4 +46,53 @@ pub async fn published<P: Provider>(provider: &P, zone: &str, host: &str) -> Vec
         .collect();
     sort_endpoints(&mut records);
     records
+}
+
+/// The Gateway every test tree is built for.
+pub fn gateway() -> GatewayRef {
+    GatewayRef {
+        name: "prod-web".into(),
+        namespace: "gateways".into(),
+    }
+}
+
+pub fn cluster(n: u32, geo: &str, address: &str, cloud: &str) -> ClusterTarget {
+    let hostname = address.parse::<std::net::IpAddr>().is_err();
+    ClusterTarget {
+        name: format!("c{n}"),
+        cluster_id: format!("test-cluster-{n}"),
+        labels: BTreeMap::from([
+            (
+                "kuadrant.io/lb-attribute-geo-code".to_string(),
+                geo.to_string(),
+            ),
+            (
+                "kuadrant.io/lb-attribute-cloud".to_string(),
+                cloud.to_string(),
+            ),
+        ]),
+        addresses: vec![
+            Address::parse(
+                Some(if hostname { "Hostname" } else { "IPAddress" }),
+                address,
+            )
+            .unwrap(),
+        ],
+        attached_routes: None,
+    }
+}
+
+pub fn geo_policy(azure_weight: u32) -> Strategy {
+    let azure = LabelSelector {
+        match_labels: [("kuadrant.io/lb-attribute-cloud".into(), "Azure".into())].into(),
+        ..Default::default()
+    };
+    Strategy::LoadBalanced(LoadBalancing {
+        default_weight: 120,
+        custom: vec![CustomWeight {
+            selector: azure,
+            weight: azure_weight,
+        }],
+        default_geo: Some("IE".into()),
+    })
 }

@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use kube::api::{Api, DeleteParams, ListParams, Patch};
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{Event, finalizer};
 use kube::{Resource, ResourceExt};
 use meridian_api::conditions::{self, ConditionUpdate, condition_status, reasons, set_condition};
 use meridian_api::kuadrant::{DNSPolicy, DNSPolicyStatus, DNSRecord, ManagedZone};
@@ -19,7 +18,9 @@ use meridian_api::upstream::{Gateway, ManagedCluster};
 use meridian_dns::tree::GatewayRef;
 use serde_json::json;
 
-use super::{Context, Error, POLICY_LABEL, apply_params, decided_clusters, now, object_key};
+use super::{
+    Context, Error, POLICY_LABEL, apply_params, decided_clusters, now, retry_after, with_finalizer,
+};
 use crate::convert::all_to_api;
 use crate::desired::{
     Desired, ListenerRef, PlacedCluster, ZoneRef, desired_records, downstream_namespace,
@@ -36,37 +37,25 @@ mod enforced {
 }
 
 pub async fn reconcile(policy: Arc<DNSPolicy>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let namespace = policy.namespace().unwrap_or_default();
-    let key = object_key("DNSPolicy", Some(&namespace), &policy.name_any());
-    ctx.metrics.reconciled(CONTROLLER);
-    let api: Api<DNSPolicy> = Api::namespaced(ctx.client.clone(), &namespace);
-    let result = finalizer(&api, FINALIZER, policy, |event| async {
-        match event {
-            Event::Apply(policy) => enforce(&policy, &ctx).await,
-            Event::Cleanup(policy) => remove(&policy, &ctx).await,
-        }
-    })
+    with_finalizer(
+        policy,
+        &ctx,
+        CONTROLLER,
+        FINALIZER,
+        |policy| {
+            let ctx = &ctx;
+            async move { enforce(&policy, ctx).await }
+        },
+        |policy| {
+            let ctx = &ctx;
+            async move { remove(&policy, ctx).await }
+        },
+    )
     .await
-    .map_err(|error| match error {
-        kube::runtime::finalizer::Error::ApplyFailed(e)
-        | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
-        other => Error::Finalizer(other.to_string()),
-    });
-    if result.is_ok() {
-        ctx.succeeded(&key);
-    }
-    result
 }
 
 pub fn error_policy(policy: Arc<DNSPolicy>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.metrics.failed(CONTROLLER, error.reason());
-    let key = object_key(
-        "DNSPolicy",
-        policy.namespace().as_deref(),
-        &policy.name_any(),
-    );
-    tracing::warn!(policy = %key, %error, "DNSPolicy reconcile failed; retrying with backoff");
-    ctx.retry_after_failure(&key)
+    retry_after(&*policy, error, &ctx, CONTROLLER)
 }
 
 /// Whether `policy` targets the Gateway `namespace/name`.

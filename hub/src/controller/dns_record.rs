@@ -10,7 +10,6 @@ use std::time::Instant;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch};
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{Event, finalizer};
 use kube::{Resource, ResourceExt};
 use meridian_api::conditions::{self, ConditionUpdate, set_condition};
 use meridian_api::kuadrant::{DNSRecord, DNSRecordStatus, ManagedZone};
@@ -19,7 +18,7 @@ use meridian_dns::plan::{PlanInput, Registry, plan};
 use meridian_dns::provider::{Provider, ProviderError};
 use serde_json::json;
 
-use super::{Context, Error, apply_params, now, object_key};
+use super::{Context, Error, apply_params, now, retry_after, with_finalizer};
 use crate::convert::{all_to_api, all_to_engine};
 use crate::zone_provider::ZoneProvider;
 
@@ -36,37 +35,25 @@ pub mod reasons {
 }
 
 pub async fn reconcile(record: Arc<DNSRecord>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let namespace = record.namespace().unwrap_or_default();
-    let key = object_key("DNSRecord", Some(&namespace), &record.name_any());
-    ctx.metrics.reconciled(CONTROLLER);
-    let api: Api<DNSRecord> = Api::namespaced(ctx.client.clone(), &namespace);
-    let result = finalizer(&api, FINALIZER, record, |event| async {
-        match event {
-            Event::Apply(record) => publish(&record, &ctx).await,
-            Event::Cleanup(record) => withdraw(&record, &ctx).await,
-        }
-    })
+    with_finalizer(
+        record,
+        &ctx,
+        CONTROLLER,
+        FINALIZER,
+        |record| {
+            let ctx = &ctx;
+            async move { publish(&record, ctx).await }
+        },
+        |record| {
+            let ctx = &ctx;
+            async move { withdraw(&record, ctx).await }
+        },
+    )
     .await
-    .map_err(|error| match error {
-        kube::runtime::finalizer::Error::ApplyFailed(e)
-        | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
-        other => Error::Finalizer(other.to_string()),
-    });
-    if result.is_ok() {
-        ctx.succeeded(&key);
-    }
-    result
 }
 
 pub fn error_policy(record: Arc<DNSRecord>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.metrics.failed(CONTROLLER, error.reason());
-    let key = object_key(
-        "DNSRecord",
-        record.namespace().as_deref(),
-        &record.name_any(),
-    );
-    tracing::warn!(record = %key, %error, "DNSRecord reconcile failed; retrying with backoff");
-    ctx.retry_after_failure(&key)
+    retry_after(&*record, error, &ctx, CONTROLLER)
 }
 
 /// The owner ID the record publishes under.

@@ -14,7 +14,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{Event, finalizer};
 use kube::{Resource, ResourceExt};
 use meridian_api::labels::PLACEMENT_LABEL;
 use meridian_api::upstream::{
@@ -23,7 +22,7 @@ use meridian_api::upstream::{
 };
 use serde_json::{Value, json};
 
-use super::{Context, Error, apply_params, decided_clusters, object_key};
+use super::{Context, Error, apply_params, decided_clusters, retry_after, with_finalizer};
 use crate::placement::{
     AGENT_WORK, DEFAULT_DOWNSTREAM_CLASS, GATEWAY_WORK_LABEL, LEAVING_SINCE, WorkFate,
     agent_hub_rbac, agent_kubeconfig, agent_work, gateway_label, gateway_work, gateway_work_name,
@@ -46,37 +45,25 @@ pub async fn reconcile(gateway: Arc<Gateway>, ctx: Arc<Context>) -> Result<Actio
     if !is_multi_cluster(&gateway) {
         return Ok(Action::await_change());
     }
-    ctx.metrics.reconciled(CONTROLLER);
-    let namespace = gateway.namespace().unwrap_or_default();
-    let key = object_key("Gateway", Some(&namespace), &gateway.name_any());
-    let api: Api<Gateway> = Api::namespaced(ctx.client.clone(), &namespace);
-    let result = finalizer(&api, FINALIZER, gateway, |event| async {
-        match event {
-            Event::Apply(gateway) => place(&gateway, &ctx).await,
-            Event::Cleanup(gateway) => unplace(&gateway, &ctx).await,
-        }
-    })
+    with_finalizer(
+        gateway,
+        &ctx,
+        CONTROLLER,
+        FINALIZER,
+        |gateway| {
+            let ctx = &ctx;
+            async move { place(&gateway, ctx).await }
+        },
+        |gateway| {
+            let ctx = &ctx;
+            async move { unplace(&gateway, ctx).await }
+        },
+    )
     .await
-    .map_err(|error| match error {
-        kube::runtime::finalizer::Error::ApplyFailed(e)
-        | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
-        other => Error::Finalizer(other.to_string()),
-    });
-    if result.is_ok() {
-        ctx.succeeded(&key);
-    }
-    result
 }
 
 pub fn error_policy(gateway: Arc<Gateway>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.metrics.failed(CONTROLLER, error.reason());
-    let key = object_key(
-        "Gateway",
-        gateway.namespace().as_deref(),
-        &gateway.name_any(),
-    );
-    tracing::warn!(gateway = %key, %error, "Gateway placement failed; retrying with backoff");
-    ctx.retry_after_failure(&key)
+    retry_after(&*gateway, error, &ctx, CONTROLLER)
 }
 
 fn works_api(ctx: &Context) -> Api<ManifestWork> {

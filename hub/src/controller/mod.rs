@@ -213,6 +213,69 @@ pub async fn decided_clusters(
     }
 }
 
+/// Runs a namespaced object's reconcile behind its finalizer: `apply` while it exists,
+/// `cleanup` once it is being deleted (the finalizer goes when `cleanup` succeeds). Counts the
+/// reconcile and resets the object's backoff on success.
+pub async fn with_finalizer<K, Apply, ApplyFut, Cleanup, CleanupFut>(
+    object: Arc<K>,
+    ctx: &Context,
+    controller: &str,
+    finalizer_name: &str,
+    apply: Apply,
+    cleanup: Cleanup,
+) -> Result<Action, Error>
+where
+    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+    Apply: FnOnce(Arc<K>) -> ApplyFut,
+    ApplyFut: std::future::Future<Output = Result<Action, Error>>,
+    Cleanup: FnOnce(Arc<K>) -> CleanupFut,
+    CleanupFut: std::future::Future<Output = Result<Action, Error>>,
+{
+    use kube::ResourceExt;
+    use kube::runtime::finalizer::{Error as FinalizerError, Event, finalizer};
+    let namespace = object.namespace().unwrap_or_default();
+    let key = object_key(&K::kind(&()), Some(&namespace), &object.name_any());
+    ctx.metrics.reconciled(controller);
+    let api: kube::Api<K> = kube::Api::namespaced(ctx.client.clone(), &namespace);
+    let result = finalizer(&api, finalizer_name, object, |event| async {
+        match event {
+            Event::Apply(object) => apply(object).await,
+            Event::Cleanup(object) => cleanup(object).await,
+        }
+    })
+    .await
+    .map_err(|error| match error {
+        FinalizerError::ApplyFailed(e) | FinalizerError::CleanupFailed(e) => e,
+        other => Error::Finalizer(other.to_string()),
+    });
+    if result.is_ok() {
+        ctx.succeeded(&key);
+    }
+    result
+}
+
+/// The error policy every controller shares: count, log, and retry with jittered backoff.
+pub fn retry_after<K: kube::Resource<DynamicType = ()>>(
+    object: &K,
+    error: &Error,
+    ctx: &Context,
+    controller: &str,
+) -> Action {
+    use kube::ResourceExt;
+    ctx.metrics.failed(controller, error.reason());
+    let key = object_key(
+        &K::kind(&()),
+        object.namespace().as_deref(),
+        &object.name_any(),
+    );
+    tracing::warn!(object = %key, %error, "reconcile failed; retrying with backoff");
+    ctx.retry_after_failure(&key)
+}
+
 pub fn apply_params() -> PatchParams {
     PatchParams::apply(FIELD_MANAGER).force()
 }
