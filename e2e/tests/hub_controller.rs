@@ -508,3 +508,116 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
     drop(agents);
     Ok(())
 }
+
+/// A zone at a provider: the hub publishes a DNSRecord through a `kuadrant.io/aws` Secret to
+/// moto (a real Route53 API), reports the zone in status, and withdraws the record on deletion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_in_a_route53_zone_is_published_and_withdrawn_through_its_secret()
+-> Result<(), Error> {
+    use k8s_openapi::api::core::v1::Secret;
+    use meridian_dns::provider::Provider;
+    use meridian_dns::provider::budget::RequestBudget;
+    use meridian_dns::provider::moto::MotoServer;
+    use meridian_dns::provider::route53::Route53Provider;
+
+    let moto = MotoServer::start().expect("moto starts");
+    moto.create_zone("example.net")
+        .await
+        .expect("a hosted zone");
+    let fleet = Fleet::builder().without_ocm().start().await?;
+    let hub = fleet.hub.client();
+    let namespace = "dns";
+    meridian_e2e::ensure_namespace(&hub, namespace).await?;
+    let secrets: Api<Secret> = Api::namespaced(hub.clone(), namespace);
+    meridian_e2e::example::apply(
+        &secrets,
+        json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/aws",
+            "metadata": { "name": "aws", "namespace": namespace },
+            "stringData": {
+                "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": moto.endpoint(),
+            },
+        }),
+    )
+    .await?;
+    let zones: Api<ManagedZone> = Api::namespaced(hub.clone(), namespace);
+    meridian_e2e::example::apply(
+        &zones,
+        json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
+            "metadata": { "name": "net", "namespace": namespace },
+            "spec": { "domainName": "example.net", "dnsProviderSecretRef": { "name": "aws" } },
+        }),
+    )
+    .await?;
+    let records: Api<DNSRecord> = Api::namespaced(hub.clone(), namespace);
+    meridian_e2e::example::apply(&records, json!({
+        "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
+        "metadata": { "name": "shop", "namespace": namespace },
+        "spec": {
+            "rootHost": "shop.example.net",
+            "managedZone": { "name": "net" },
+            "endpoints": [{ "dnsName": "shop.example.net", "recordType": "A", "targets": ["192.0.2.7"], "recordTTL": 60 }],
+        },
+    }))
+    .await?;
+    let running = RunningHub::start(&RunArgs::local(fleet.hub.kubeconfig_path()))
+        .await
+        .expect("the hub starts");
+    eventually("the record is Ready", DEFAULT_PATIENCE, || {
+        let records = records.clone();
+        async move {
+            let record = records.get("shop").await?;
+            Ok(record
+                .status
+                .filter(|s| condition_status(&s.conditions, conditions::READY) == Some(true))
+                .map(|_| ()))
+        }
+    })
+    .await?;
+    let route53 = Route53Provider::new(
+        &moto.credentials(&moto.endpoint()),
+        std::sync::Arc::new(RequestBudget::per_second(100)),
+    );
+    let zone_id = route53.list_zones().await.unwrap()[0].id.clone();
+    let at_moto = route53.records(&zone_id).await.unwrap();
+    assert!(
+        at_moto
+            .iter()
+            .any(|r| r.dns_name == "shop.example.net" && r.targets == ["192.0.2.7"]),
+        "{at_moto:?}"
+    );
+    eventually(
+        "the zone's status names its provider",
+        DEFAULT_PATIENCE,
+        || {
+            let zones = zones.clone();
+            async move {
+                let zone = zones.get("net").await?;
+                Ok(zone
+                    .status
+                    .filter(|s| {
+                        s.provider.as_deref() == Some("route53") && s.record_count.is_some()
+                    })
+                    .map(|_| ()))
+            }
+        },
+    )
+    .await?;
+
+    records.delete("shop", &DeleteParams::default()).await?;
+    eventually("the record is withdrawn", DEFAULT_PATIENCE, || {
+        let records = records.clone();
+        async move { Ok(records.get_opt("shop").await?.is_none().then_some(())) }
+    })
+    .await?;
+    let left = route53.records(&zone_id).await.unwrap();
+    assert!(
+        left.iter()
+            .all(|r| !r.dns_name.contains("shop.example.net")),
+        "the record and its ownership record are gone: {left:?}"
+    );
+    running.stop().await;
+    Ok(())
+}
