@@ -10,7 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod support;
-use support::{cluster, converge, gateway, geo_policy, published};
+use support::{
+    cluster, converge, geo_policy, leave_foreign_records_alone, published,
+    switch_simple_and_loadbalanced, tree,
+};
 
 use meridian_dns::model::{Endpoint, RecordType};
 use meridian_dns::plan::{PlanInput, plan};
@@ -19,7 +22,7 @@ use meridian_dns::provider::google::{
     CLOUD_DNS_REQUESTS_PER_SECOND, GeoRegions, GoogleAuth, GoogleCredentials, GoogleProvider,
 };
 use meridian_dns::provider::{Changes, Provider, ProviderError, Update};
-use meridian_dns::tree::{ClusterTarget, Strategy, build_record_tree};
+use meridian_dns::tree::ClusterTarget;
 use serde_json::Value;
 
 const PROJECT: &str = "meridian-test";
@@ -146,12 +149,6 @@ fn clusters() -> Vec<ClusterTarget> {
     ]
 }
 
-fn tree(host: &str, strategy: &Strategy, clusters: &[ClusterTarget]) -> Vec<Endpoint> {
-    build_record_tree(host, &gateway(), strategy, clusters)
-        .unwrap()
-        .endpoints()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_weighted_geo_tree_is_one_record_set_per_name_created_updated_and_removed() {
     let fake = FakeCloudDns::start(&["--page-size", "7"]);
@@ -231,62 +228,14 @@ async fn a_weighted_geo_tree_is_one_record_set_per_name_created_updated_and_remo
 async fn simple_to_loadbalanced_and_back_on_a_live_name() {
     let fake = FakeCloudDns::start(&[]);
     let (provider, _, zone) = provider_and_zone(&fake).await;
-    let host = "shop.example.com";
-    let ips = [
-        cluster(1, "IE", "192.0.2.1", "AWS"),
-        cluster(2, "US", "192.0.2.2", "AWS"),
-    ];
-    let simple = tree(host, &Strategy::Simple, &ips);
-    let loadbalanced = tree(host, &geo_policy(30), &ips);
-    converge(&provider, &zone, "hub", host, &simple, None).await;
-    assert_eq!(published(&provider, &zone, host).await, simple);
-    converge(&provider, &zone, "hub", host, &loadbalanced, Some(&simple)).await;
-    assert_eq!(
-        published(&provider, &zone, host).await,
-        loadbalanced,
-        "A became CNAME in one change"
-    );
-    converge(&provider, &zone, "hub", host, &simple, Some(&loadbalanced)).await;
-    assert_eq!(published(&provider, &zone, host).await, simple, "and back");
+    switch_simple_and_loadbalanced(&provider, &zone).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_and_unowned_records_are_never_touched() {
     let fake = FakeCloudDns::start(&[]);
     let (provider, _, zone) = provider_and_zone(&fake).await;
-    let legacy = Endpoint::new(
-        "legacy.api.example.com",
-        RecordType::A,
-        ["198.51.100.1".to_string()],
-        300,
-    );
-    provider
-        .apply(
-            &zone,
-            &Changes {
-                creates: vec![legacy],
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-    let theirs = tree("other.example.com", &geo_policy(30), &clusters());
-    converge(
-        &provider,
-        &zone,
-        "someone-else",
-        "other.example.com",
-        &theirs,
-        None,
-    )
-    .await;
-    let before = provider.records(&zone).await.unwrap();
-
-    let host = "api.example.com";
-    let desired = tree(host, &geo_policy(30), &clusters());
-    converge(&provider, &zone, "hub", host, &desired, None).await;
-    converge(&provider, &zone, "hub", host, &[], Some(&desired)).await;
-    assert_eq!(provider.records(&zone).await.unwrap(), before);
+    leave_foreign_records_alone(&provider, &zone, &clusters()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,7 +4,10 @@
 use std::sync::Arc;
 
 mod support;
-use support::{cluster, converge, gateway, geo_policy, published};
+use support::{
+    cluster, converge, geo_policy, leave_foreign_records_alone, published,
+    switch_simple_and_loadbalanced, tree,
+};
 
 use meridian_dns::model::{Endpoint, RecordType};
 use meridian_dns::plan::{PlanInput, plan};
@@ -12,7 +15,7 @@ use meridian_dns::provider::budget::RequestBudget;
 use meridian_dns::provider::moto::MotoServer;
 use meridian_dns::provider::route53::Route53Provider;
 use meridian_dns::provider::{Changes, Provider, ProviderError};
-use meridian_dns::tree::{ClusterTarget, Strategy, build_record_tree};
+use meridian_dns::tree::ClusterTarget;
 
 /// A provider with a generous budget (tests are not about pacing) and a new zone.
 async fn provider_with_zone(
@@ -56,9 +59,7 @@ async fn a_weighted_geo_tree_is_created_updated_and_removed() {
     let moto = MotoServer::start().unwrap();
     let (provider, _, zone) = provider_with_zone(&moto, "example.com").await;
     let host = "api.example.com";
-    let desired = build_record_tree(host, &gateway(), &geo_policy(30), &clusters())
-        .unwrap()
-        .endpoints();
+    let desired = tree(host, &geo_policy(30), &clusters());
     converge(&provider, &zone, "hub", host, &desired, None).await;
     assert_eq!(
         published(&provider, &zone, host).await,
@@ -82,9 +83,7 @@ async fn a_weighted_geo_tree_is_created_updated_and_removed() {
         again.changes
     );
 
-    let reweighted = build_record_tree(host, &gateway(), &geo_policy(200), &clusters())
-        .unwrap()
-        .endpoints();
+    let reweighted = tree(host, &geo_policy(200), &clusters());
     converge(&provider, &zone, "hub", host, &reweighted, Some(&desired)).await;
     assert_eq!(published(&provider, &zone, host).await, reweighted);
 
@@ -103,75 +102,14 @@ async fn a_weighted_geo_tree_is_created_updated_and_removed() {
 async fn simple_to_loadbalanced_and_back_on_a_live_name() {
     let moto = MotoServer::start().unwrap();
     let (provider, _, zone) = provider_with_zone(&moto, "example.com").await;
-    let host = "shop.example.com";
-    let ips = [
-        cluster(1, "IE", "192.0.2.1", "AWS"),
-        cluster(2, "US", "192.0.2.2", "AWS"),
-    ];
-    let simple = build_record_tree(host, &gateway(), &Strategy::Simple, &ips)
-        .unwrap()
-        .endpoints();
-    let loadbalanced = build_record_tree(host, &gateway(), &geo_policy(30), &ips)
-        .unwrap()
-        .endpoints();
-    converge(&provider, &zone, "hub", host, &simple, None).await;
-    assert_eq!(published(&provider, &zone, host).await, simple);
-    converge(&provider, &zone, "hub", host, &loadbalanced, Some(&simple)).await;
-    assert_eq!(
-        published(&provider, &zone, host).await,
-        loadbalanced,
-        "A became CNAME in one batch"
-    );
-    converge(&provider, &zone, "hub", host, &simple, Some(&loadbalanced)).await;
-    assert_eq!(published(&provider, &zone, host).await, simple, "and back");
+    switch_simple_and_loadbalanced(&provider, &zone).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_and_unowned_records_are_never_touched() {
     let moto = MotoServer::start().unwrap();
     let (provider, _, zone) = provider_with_zone(&moto, "example.com").await;
-    let legacy = Endpoint::new(
-        "legacy.api.example.com",
-        RecordType::A,
-        ["198.51.100.1".to_string()],
-        300,
-    );
-    provider
-        .apply(
-            &zone,
-            &Changes {
-                creates: vec![legacy.clone()],
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-    let theirs = build_record_tree(
-        "other.example.com",
-        &gateway(),
-        &geo_policy(30),
-        &clusters(),
-    )
-    .unwrap()
-    .endpoints();
-    converge(
-        &provider,
-        &zone,
-        "someone-else",
-        "other.example.com",
-        &theirs,
-        None,
-    )
-    .await;
-    let before: Vec<Endpoint> = provider.records(&zone).await.unwrap();
-
-    let host = "api.example.com";
-    let desired = build_record_tree(host, &gateway(), &geo_policy(30), &clusters())
-        .unwrap()
-        .endpoints();
-    converge(&provider, &zone, "hub", host, &desired, None).await;
-    converge(&provider, &zone, "hub", host, &[], Some(&desired)).await;
-    assert_eq!(provider.records(&zone).await.unwrap(), before);
+    leave_foreign_records_alone(&provider, &zone, &clusters()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -329,9 +267,7 @@ async fn throttling_is_absorbed_with_backoff_within_the_budget() {
     let spent_before = budget.spent();
 
     let host = "api.example.com";
-    let desired = build_record_tree(host, &gateway(), &geo_policy(30), &clusters())
-        .unwrap()
-        .endpoints();
+    let desired = tree(host, &geo_policy(30), &clusters());
     converge(&provider, &zone, "hub", host, &desired, None).await;
     assert_eq!(
         published(&provider, &zone, host).await,

@@ -6,9 +6,11 @@ use std::collections::BTreeMap;
 
 use meridian_dns::model::{Endpoint, RecordType, is_at_or_below, sort_endpoints};
 use meridian_dns::plan::{PlanInput, plan};
+use meridian_dns::provider::Changes;
 use meridian_dns::provider::Provider;
 use meridian_dns::tree::{
     Address, ClusterTarget, CustomWeight, GatewayRef, LabelSelector, LoadBalancing, Strategy,
+    build_record_tree,
 };
 
 /// Plans `desired` for `owner` against the zone as the provider holds it, and applies the plan.
@@ -95,4 +97,74 @@ pub fn geo_policy(azure_weight: u32) -> Strategy {
         }],
         default_geo: Some("IE".into()),
     })
+}
+
+/// The records of `host`'s tree for `clusters`.
+pub fn tree(host: &str, strategy: &Strategy, clusters: &[ClusterTarget]) -> Vec<Endpoint> {
+    build_record_tree(host, &gateway(), strategy, clusters)
+        .unwrap()
+        .endpoints()
+}
+
+/// Simple → load-balanced → simple on one live name; each switch (A ↔ CNAME) lands whole.
+pub async fn switch_simple_and_loadbalanced<P: Provider>(provider: &P, zone: &str) {
+    let host = "shop.example.com";
+    let ips = [
+        cluster(1, "IE", "192.0.2.1", "AWS"),
+        cluster(2, "US", "192.0.2.2", "AWS"),
+    ];
+    let simple = tree(host, &Strategy::Simple, &ips);
+    let loadbalanced = tree(host, &geo_policy(30), &ips);
+    converge(provider, zone, "hub", host, &simple, None).await;
+    assert_eq!(published(provider, zone, host).await, simple);
+    converge(provider, zone, "hub", host, &loadbalanced, Some(&simple)).await;
+    assert_eq!(
+        published(provider, zone, host).await,
+        loadbalanced,
+        "A became CNAME in one batch"
+    );
+    converge(provider, zone, "hub", host, &simple, Some(&loadbalanced)).await;
+    assert_eq!(published(provider, zone, host).await, simple, "and back");
+}
+
+/// An unowned record and another owner's tree stay exactly as they were while "hub" publishes
+/// and then removes its own tree in the same zone.
+pub async fn leave_foreign_records_alone<P: Provider>(
+    provider: &P,
+    zone: &str,
+    clusters: &[ClusterTarget],
+) {
+    let legacy = Endpoint::new(
+        "legacy.api.example.com",
+        RecordType::A,
+        ["198.51.100.1".to_string()],
+        300,
+    );
+    provider
+        .apply(
+            zone,
+            &Changes {
+                creates: vec![legacy],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let theirs = tree("other.example.com", &geo_policy(30), clusters);
+    converge(
+        provider,
+        zone,
+        "someone-else",
+        "other.example.com",
+        &theirs,
+        None,
+    )
+    .await;
+    let before = provider.records(zone).await.unwrap();
+
+    let host = "api.example.com";
+    let desired = tree(host, &geo_policy(30), clusters);
+    converge(provider, zone, "hub", host, &desired, None).await;
+    converge(provider, zone, "hub", host, &[], Some(&desired)).await;
+    assert_eq!(provider.records(zone).await.unwrap(), before);
 }
