@@ -84,7 +84,7 @@ async fn agent_process() {
         spoke,
         hub,
         env(AGENT_ENV[0]),
-        std::time::Duration::from_secs(5),
+        std::time::Duration::from_secs(2),
     )
     .await
     .unwrap();
@@ -97,6 +97,8 @@ async fn start_hub(hub_kubeconfig: &Path, geoip: &Path) -> RunningHub {
     args.withdrawal_grace_seconds = 3;
     // Short, so a standby replica takes over quickly when the leader dies.
     args.lease_seconds = 3;
+    // Agents report every 2 s here.
+    args.cluster_heartbeat_timeout_seconds = 8;
     RunningHub::start(&args).await.expect("the hub starts")
 }
 
@@ -464,6 +466,31 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
     )
     .await?;
     answers_within(nameserver, Some(UNITED_STATES), &["10.0.0.1", "10.0.0.3"]).await?;
+    // spoke-3's agent dies: once its heartbeat is older than the timeout, the cluster is gone
+    // for DNS, and the policy says why.
+    drop(agents.remove(2));
+    eventually(
+        "the policy says spoke-3 went silent",
+        DEFAULT_PATIENCE,
+        || {
+            let policies = policies.clone();
+            async move {
+                let policy = policies.get("prod-web").await?;
+                let silent = policy
+                    .status
+                    .iter()
+                    .flat_map(|s| s.conditions.iter())
+                    .any(|c| {
+                        c.type_ == conditions::ENFORCED
+                            && c.message.contains("spoke-3: no heartbeat from its agent")
+                    });
+                Ok(silent.then_some(()))
+            }
+        },
+    )
+    .await?;
+    answers_within(nameserver, Some(UNITED_STATES), &["10.0.0.1"]).await?;
+
     let addons: Api<ManagedClusterAddOn> = Api::namespaced(hub.clone(), "spoke-1");
     assert!(
         addons.get_opt("meridian").await?.is_some(),

@@ -18,6 +18,20 @@ pub struct PlacedCluster {
     pub cluster_id: Option<String>,
     /// The downstream Gateway as the agent reported it; `None` when not (yet) there.
     pub gateway: Option<GatewayReport>,
+    /// How long the agent has been silent, when that is past the heartbeat timeout: the
+    /// cluster is then gone for DNS.
+    pub silent_for: Option<std::time::Duration>,
+}
+
+/// How long a report has gone without a heartbeat, if that exceeds `timeout`.
+pub fn silence(
+    reported_at: Option<k8s_openapi::jiff::Timestamp>,
+    now: k8s_openapi::jiff::Timestamp,
+    timeout: std::time::Duration,
+) -> Option<std::time::Duration> {
+    let reported_at = reported_at?;
+    let silent = std::time::Duration::try_from(now.duration_since(reported_at)).unwrap_or_default();
+    (silent > timeout).then_some(silent)
 }
 
 /// A ManagedZone in the policy's namespace.
@@ -91,6 +105,14 @@ pub fn desired_records(
 ) -> Desired {
     let mut desired = Desired::default();
     for cluster in clusters {
+        if let Some(silent) = cluster.silent_for {
+            desired.waiting.push(format!(
+                "{}: no heartbeat from its agent for {} s; withdrawn from DNS",
+                cluster.name,
+                silent.as_secs()
+            ));
+            continue;
+        }
         match (&cluster.cluster_id, &cluster.gateway) {
             (None, _) => desired
                 .waiting
@@ -157,7 +179,9 @@ fn cluster_target(
     cluster: &PlacedCluster,
     listener: &str,
 ) -> Result<Option<ClusterTarget>, String> {
-    let (Some(cluster_id), Some(report)) = (&cluster.cluster_id, &cluster.gateway) else {
+    let (Some(cluster_id), Some(report), None) =
+        (&cluster.cluster_id, &cluster.gateway, cluster.silent_for)
+    else {
         return Ok(None);
     };
     let addresses = report
@@ -243,6 +267,7 @@ mod tests {
                     attached_routes: routes,
                 }],
             }),
+            silent_for: None,
         }
     }
 
@@ -348,6 +373,41 @@ mod tests {
         let record = &desired.records[0];
         assert_eq!(record.endpoints.len(), 1);
         assert_eq!(record.endpoints[0].targets, ["192.0.2.1"]);
+    }
+
+    #[test]
+    fn a_silent_cluster_is_gone_for_dns_and_says_why() {
+        use k8s_openapi::jiff::Timestamp;
+        use std::time::Duration;
+        let at = |s: i64| Timestamp::from_second(s).unwrap();
+        let timeout = Duration::from_secs(120);
+        assert_eq!(silence(Some(at(1_000)), at(1_100), timeout), None);
+        assert_eq!(
+            silence(Some(at(1_000)), at(1_121), timeout),
+            Some(Duration::from_secs(121))
+        );
+        assert_eq!(
+            silence(None, at(1_121), timeout),
+            None,
+            "no heartbeat yet is not silence"
+        );
+
+        let mut silent = cluster("c2", "US", Some("192.0.2.2"), 1);
+        silent.silent_for = Some(Duration::from_secs(121));
+        let clusters = [cluster("c1", "IE", Some("192.0.2.1"), 1), silent];
+        let desired = desired_records(
+            &gateway(),
+            &listeners()[..1],
+            None,
+            &Strategy::Simple,
+            &clusters,
+            &zones(),
+        );
+        assert_eq!(desired.records[0].endpoints[0].targets, ["192.0.2.1"]);
+        assert_eq!(
+            desired.waiting,
+            ["c2: no heartbeat from its agent for 121 s; withdrawn from DNS"]
+        );
     }
 
     #[test]

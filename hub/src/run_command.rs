@@ -64,6 +64,14 @@ pub struct RunArgs {
     #[arg(long, env = "MERIDIAN_HUB_SERVER_URL")]
     pub hub_server_url: Option<String>,
 
+    /// Seconds without a report after which a cluster is gone for DNS (agents report every 30 s).
+    #[arg(
+        long,
+        env = "MERIDIAN_CLUSTER_HEARTBEAT_TIMEOUT_SECONDS",
+        default_value_t = 120
+    )]
+    pub cluster_heartbeat_timeout_seconds: u64,
+
     /// Namespace of the Lease that makes one hub replica the only writer.
     #[arg(long, env = "MERIDIAN_LEASE_NAMESPACE", default_value = "kube-system")]
     pub lease_namespace: String,
@@ -88,6 +96,7 @@ impl RunArgs {
             hub_server_url: None,
             lease_namespace: "kube-system".into(),
             lease_seconds: 15,
+            cluster_heartbeat_timeout_seconds: 120,
         }
     }
 }
@@ -191,6 +200,9 @@ impl RunningHub {
         let config = HubConfig {
             resync: std::time::Duration::from_secs(args.resync_seconds.max(1)),
             withdrawal_grace: std::time::Duration::from_secs(args.withdrawal_grace_seconds),
+            heartbeat_timeout: std::time::Duration::from_secs(
+                args.cluster_heartbeat_timeout_seconds.max(2),
+            ),
             agent: Some(agent),
             ..HubConfig::default()
         };
@@ -506,10 +518,16 @@ async fn serve_health(listener: TcpListener, ctx: Arc<Context>, ready: Arc<Atomi
         let ctx = ctx.clone();
         let ready = ready.clone();
         tokio::spawn(async move {
-            let mut buffer = [0u8; 1024];
-            let Ok(n) = stream.read(&mut buffer).await else {
-                return;
-            };
+            // Read the request head (up to 8 KiB), then answer and close.
+            let mut buffer = Vec::with_capacity(1024);
+            let mut chunk = [0u8; 1024];
+            while !buffer.windows(4).any(|w| w == b"\r\n\r\n") && buffer.len() < 8192 {
+                match stream.read(&mut chunk).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+                }
+            }
+            let n = buffer.len();
             let request = String::from_utf8_lossy(&buffer[..n]);
             let path = request.split_whitespace().nth(1).unwrap_or("/");
             let (status, body) = match path {

@@ -23,7 +23,7 @@ use super::{
 };
 use crate::convert::all_to_api;
 use crate::desired::{
-    Desired, ListenerRef, PlacedCluster, ZoneRef, desired_records, downstream_namespace,
+    Desired, ListenerRef, PlacedCluster, ZoneRef, desired_records, downstream_namespace, silence,
 };
 use crate::policy::routing_strategy;
 
@@ -285,9 +285,18 @@ async fn placed_clusters(gateway: &Gateway, ctx: &Context) -> Result<Vec<PlacedC
             .items
             .into_iter()
             .max_by_key(|r| r.spec.reported_at.as_ref().map(|t| t.0));
+        let silent_for = silence(
+            report
+                .as_ref()
+                .and_then(|r| r.spec.reported_at.as_ref())
+                .map(|t| t.0),
+            (ctx.clock)(),
+            ctx.config.heartbeat_timeout,
+        );
         clusters.push(PlacedCluster {
             name: name.clone(),
             labels: cluster.labels().clone(),
+            silent_for,
             cluster_id: report.as_ref().map(|r| r.spec.cluster_id.clone()),
             gateway: report.and_then(|r| {
                 r.spec

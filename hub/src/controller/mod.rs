@@ -40,6 +40,8 @@ pub struct HubConfig {
     pub withdrawal_grace: Duration,
     /// How to install the agent on placed clusters; `None` leaves agents to the operator.
     pub agent: Option<AgentInstall>,
+    /// A cluster whose agent has not reported for this long is gone for DNS.
+    pub heartbeat_timeout: Duration,
 }
 
 /// What the agent's install needs: where the hub is for the agents, and the image.
@@ -59,6 +61,7 @@ impl Default for HubConfig {
             retry_cap: Duration::from_secs(120),
             withdrawal_grace: Duration::from_secs(600),
             agent: None,
+            heartbeat_timeout: Duration::from_secs(120),
         }
     }
 }
