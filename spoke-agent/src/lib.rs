@@ -3,6 +3,7 @@
 //! mode. `main` only
 //! calls [`Cli::parse_and_run`].
 
+pub mod probe;
 pub mod report;
 
 use std::path::PathBuf;

@@ -1,0 +1,301 @@
+//! Health probes of record-tree leaves, from this cluster's vantage point.
+//!
+//! A probe is an HTTP or HTTPS GET of `<protocol>://<host>:<port><path>` whose TCP connection
+//! goes to the leaf's address while the real host travels in `Host` and in TLS SNI, so the
+//! probe sees exactly what a client sent there by DNS would see. The request is written by
+//! hand (HTTP/1.1, `Connection: close`) and only the status line is read: a probe is one
+//! connection and a few hundred bytes, so one agent can probe thousands of leaves.
+//!
+//! [`ProbeState`] turns outcomes into health: unhealthy once `failure_threshold` consecutive
+//! failures are seen, healthy again on the first success.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpSocket;
+
+/// `HTTP` or `HTTPS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    Http,
+    Https,
+}
+
+/// One probe: where to connect and what to ask.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeSpec {
+    /// The host clients use (Host header and SNI).
+    pub host: String,
+    /// The leaf's address: where the connection goes.
+    pub address: IpAddr,
+    pub port: u16,
+    pub path: String,
+    pub protocol: Protocol,
+    /// Status codes that count as healthy (default 200 and 201).
+    pub expected: Vec<u16>,
+    /// Extra request headers (from the probe's Secret); never logged.
+    pub headers: Vec<(String, String)>,
+    pub allow_insecure_certificate: bool,
+    pub timeout: Duration,
+}
+
+/// TLS settings shared by every probe of an agent.
+#[derive(Debug, Clone)]
+pub struct Prober {
+    verified: Arc<rustls::ClientConfig>,
+    insecure: Arc<rustls::ClientConfig>,
+    /// Local address to connect from (one per agent in tests of partial reachability).
+    source: Option<IpAddr>,
+}
+
+impl Prober {
+    /// A prober trusting the system's CA certificates plus `extra_roots` (DER).
+    pub fn new(extra_roots: &[Vec<u8>], source: Option<IpAddr>) -> Self {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        for certificate in rustls_native_certs::load_native_certs().certs {
+            let _ = roots.add(certificate);
+        }
+        for der in extra_roots {
+            let _ = roots.add(der.clone().into());
+        }
+        let verified = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .expect("ring supports the default protocol versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let insecure = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .expect("ring supports the default protocol versions")
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
+            .with_no_client_auth();
+        Prober {
+            verified: Arc::new(verified),
+            insecure: Arc::new(insecure),
+            source,
+        }
+    }
+
+    /// Runs one probe; `Err` says why it failed.
+    pub async fn probe(&self, spec: &ProbeSpec) -> Result<u16, String> {
+        tokio::time::timeout(spec.timeout, self.probe_inner(spec))
+            .await
+            .map_err(|_| format!("no answer within {:?}", spec.timeout))?
+    }
+
+    async fn probe_inner(&self, spec: &ProbeSpec) -> Result<u16, String> {
+        let target = SocketAddr::new(spec.address, spec.port);
+        let socket = if target.is_ipv4() {
+            TcpSocket::new_v4()
+        } else {
+            TcpSocket::new_v6()
+        }
+        .map_err(|e| format!("socket: {e}"))?;
+        if let Some(source) = self.source {
+            socket
+                .bind(SocketAddr::new(source, 0))
+                .map_err(|e| format!("binding {source}: {e}"))?;
+        }
+        let stream = socket
+            .connect(target)
+            .await
+            .map_err(|e| format!("connecting to {target}: {e}"))?;
+        match spec.protocol {
+            Protocol::Http => exchange(stream, spec).await,
+            Protocol::Https => {
+                let config = if spec.allow_insecure_certificate {
+                    self.insecure.clone()
+                } else {
+                    self.verified.clone()
+                };
+                let name = ServerName::try_from(spec.host.clone())
+                    .map_err(|_| format!("{} is not a valid TLS server name", spec.host))?;
+                let tls = tokio_rustls::TlsConnector::from(config)
+                    .connect(name, stream)
+                    .await
+                    .map_err(|e| format!("TLS with {}: {e}", spec.host))?;
+                exchange(tls, spec).await
+            }
+        }
+        .and_then(|status| {
+            if spec.expected.contains(&status) {
+                Ok(status)
+            } else {
+                Err(format!(
+                    "status {status}, expected one of {:?}",
+                    spec.expected
+                ))
+            }
+        })
+    }
+}
+
+/// Sends the GET and reads the status code.
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    spec: &ProbeSpec,
+) -> Result<u16, String> {
+    let default_port = match spec.protocol {
+        Protocol::Http => 80,
+        Protocol::Https => 443,
+    };
+    let host = if spec.port == default_port {
+        spec.host.clone()
+    } else {
+        format!("{}:{}", spec.host, spec.port)
+    };
+    let mut request = format!(
+        "GET {} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: meridian-agent\r\nConnection: close\r\n",
+        spec.path
+    );
+    for (name, value) in &spec.headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(|e| format!("sending the request: {e}"))?;
+    let mut head = Vec::with_capacity(64);
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n") && head.len() < 512 {
+        match stream.read(&mut byte).await {
+            Ok(0) => break,
+            Ok(_) => head.push(byte[0]),
+            Err(e) => return Err(format!("reading the response: {e}")),
+        }
+    }
+    parse_status_line(&String::from_utf8_lossy(&head))
+}
+
+/// The status code of an HTTP/1.x status line.
+pub fn parse_status_line(line: &str) -> Result<u16, String> {
+    let mut parts = line.split_whitespace();
+    match (
+        parts.next(),
+        parts.next().and_then(|c| c.parse::<u16>().ok()),
+    ) {
+        (Some(version), Some(code)) if version.starts_with("HTTP/1.") => Ok(code),
+        _ => Err(format!("not an HTTP response: {:?}", line.trim())),
+    }
+}
+
+/// Health from consecutive outcomes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProbeState {
+    pub consecutive_failures: u32,
+    /// `None` until the first outcome.
+    pub healthy: Option<bool>,
+    pub reason: Option<String>,
+}
+
+impl ProbeState {
+    /// Records an outcome: a success makes the leaf healthy at once; failures make it
+    /// unhealthy once `failure_threshold` of them are consecutive.
+    pub fn record(&mut self, outcome: &Result<u16, String>, failure_threshold: u32) {
+        match outcome {
+            Ok(_) => {
+                self.consecutive_failures = 0;
+                self.healthy = Some(true);
+                self.reason = None;
+            }
+            Err(reason) => {
+                self.consecutive_failures = self.consecutive_failures.saturating_add(1);
+                self.reason = Some(reason.clone());
+                if self.consecutive_failures >= failure_threshold.max(1) {
+                    self.healthy = Some(false);
+                }
+            }
+        }
+    }
+}
+
+/// Accepts any server certificate: only for probes whose policy allows insecure certificates.
+#[derive(Debug)]
+struct AcceptAnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AcceptAnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &[rustls::pki_types::CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        certificate: &rustls::pki_types::CertificateDer<'_>,
+        signature: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            certificate,
+            signature,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        certificate: &rustls::pki_types::CertificateDer<'_>,
+        signature: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            certificate,
+            signature,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_lines_parse_and_garbage_does_not() {
+        assert_eq!(parse_status_line("HTTP/1.1 200 OK\r\n"), Ok(200));
+        assert_eq!(
+            parse_status_line("HTTP/1.0 503 Service Unavailable"),
+            Ok(503)
+        );
+        assert!(parse_status_line("SSH-2.0-OpenSSH").is_err());
+        assert!(parse_status_line("").is_err());
+    }
+
+    #[test]
+    fn unhealthy_after_the_threshold_and_healthy_again_on_a_success() {
+        let mut state = ProbeState::default();
+        let fail = Err("status 503".to_string());
+        state.record(&fail, 3);
+        state.record(&fail, 3);
+        assert_eq!(state.healthy, None, "two failures of three: not yet judged");
+        state.record(&fail, 3);
+        assert_eq!(state.healthy, Some(false));
+        assert_eq!(state.consecutive_failures, 3);
+        state.record(&Ok(200), 3);
+        assert_eq!(state.healthy, Some(true));
+        assert_eq!(state.consecutive_failures, 0);
+        state.record(&fail, 3);
+        assert_eq!(
+            state.healthy,
+            Some(true),
+            "one failure does not flap a healthy leaf"
+        );
+    }
+}

@@ -1,0 +1,198 @@
+//! The prober against real HTTP and HTTPS servers started by the test on loopback (HTTPS with a
+//! self-signed certificate made by rcgen).
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use meridian_agent::probe::{ProbeSpec, ProbeState, Prober, Protocol};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+const HOST: &str = "api.example.test";
+
+/// How a test server answers one request: from the request head and the client's address.
+type Answer = Arc<dyn Fn(&str, IpAddr) -> u16 + Send + Sync>;
+
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, peer: IpAddr, answer: Answer) {
+    let mut head = Vec::new();
+    let mut chunk = [0u8; 512];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let status = answer(&String::from_utf8_lossy(&head), peer);
+    let response = format!("HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    let _ = stream.write_all(response.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}
+
+/// A plain HTTP server on 127.0.0.1.
+async fn http_server(answer: Answer) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, peer)) = listener.accept().await {
+            tokio::spawn(serve(stream, peer.ip(), answer.clone()));
+        }
+    });
+    address
+}
+
+/// An HTTPS server on 127.0.0.1 with a self-signed certificate for `HOST`; returns the address
+/// and the certificate (DER).
+async fn https_server(answer: Answer) -> (SocketAddr, Vec<u8>) {
+    let certified = rcgen::generate_simple_self_signed(vec![HOST.to_string()]).unwrap();
+    let der = certified.cert.der().to_vec();
+    let key =
+        rustls::pki_types::PrivateKeyDer::try_from(certified.signing_key.serialize_der()).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![der.clone().into()], key)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, peer)) = listener.accept().await {
+            let (acceptor, answer) = (acceptor.clone(), answer.clone());
+            tokio::spawn(async move {
+                if let Ok(tls) = acceptor.accept(stream).await {
+                    serve(tls, peer.ip(), answer).await;
+                }
+            });
+        }
+    });
+    (address, der)
+}
+
+fn spec(address: SocketAddr, protocol: Protocol) -> ProbeSpec {
+    ProbeSpec {
+        host: HOST.into(),
+        address: address.ip(),
+        port: address.port(),
+        path: "/healthz".into(),
+        protocol,
+        expected: vec![200, 201],
+        headers: vec![],
+        allow_insecure_certificate: false,
+        timeout: Duration::from_secs(5),
+    }
+}
+
+#[tokio::test]
+async fn expected_codes_host_and_required_headers() {
+    // 200 only for the right path, Host and key; 401 without the key; 503 otherwise.
+    let answer: Answer = Arc::new(|head, _| {
+        // The port is not 80, so it travels in Host too.
+        let host_ok = head.contains(&format!("\r\nHost: {HOST}:"));
+        match (
+            head.starts_with("GET /healthz "),
+            host_ok,
+            head.contains("X-Probe-Key: s3cret"),
+        ) {
+            (true, true, true) => 200,
+            (true, true, false) => 401,
+            _ => 503,
+        }
+    });
+    let address = http_server(answer).await;
+    let prober = Prober::new(&[], None);
+    let mut probe = spec(address, Protocol::Http);
+    assert_eq!(
+        prober.probe(&probe).await.unwrap_err(),
+        "status 401, expected one of [200, 201]"
+    );
+    probe.headers = vec![("X-Probe-Key".into(), "s3cret".into())];
+    assert_eq!(
+        prober.probe(&probe).await,
+        Ok(200),
+        "Host carries the real host, the key is sent"
+    );
+    probe.path = "/elsewhere".into();
+    assert!(prober.probe(&probe).await.is_err());
+    probe.expected = vec![503];
+    assert_eq!(
+        prober.probe(&probe).await,
+        Ok(503),
+        "expected codes are configurable"
+    );
+}
+
+#[tokio::test]
+async fn self_signed_certificates_are_refused_unless_allowed_and_sni_names_the_host() {
+    let (address, der) = https_server(Arc::new(|_, _| 200)).await;
+    let mut probe = spec(address, Protocol::Https);
+    let strict = Prober::new(&[], None);
+    let refused = strict.probe(&probe).await.unwrap_err();
+    assert!(refused.contains("TLS with api.example.test"), "{refused}");
+    probe.allow_insecure_certificate = true;
+    assert_eq!(strict.probe(&probe).await, Ok(200));
+    // Trusting the certificate, verification passes: the connection went to 127.0.0.1 while
+    // SNI and the name checked were the real host's.
+    probe.allow_insecure_certificate = false;
+    let trusting = Prober::new(&[der], None);
+    assert_eq!(trusting.probe(&probe).await, Ok(200));
+}
+
+#[tokio::test]
+async fn a_failure_seen_from_one_vantage_point_only() {
+    // The server fails for clients from 127.0.0.2 only (as if one cluster's path were broken).
+    let answer: Answer = Arc::new(|_, peer| {
+        if peer == IpAddr::from([127, 0, 0, 2]) {
+            503
+        } else {
+            200
+        }
+    });
+    let listener = TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((stream, peer)) = listener.accept().await {
+            tokio::spawn(serve(stream, peer.ip(), answer.clone()));
+        }
+    });
+    let address = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut outcomes = Vec::new();
+    for source in [[127, 0, 0, 1], [127, 0, 0, 2], [127, 0, 0, 3]] {
+        let prober = Prober::new(&[], Some(IpAddr::from(source)));
+        outcomes.push(prober.probe(&spec(address, Protocol::Http)).await.is_ok());
+    }
+    assert_eq!(outcomes, [true, false, true]);
+}
+
+#[tokio::test]
+async fn a_silent_server_times_out_and_the_threshold_decides_health() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    // Accepts and never answers.
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    let mut probe = spec(address, Protocol::Http);
+    probe.timeout = Duration::from_millis(200);
+    let prober = Prober::new(&[], None);
+    let mut state = ProbeState::default();
+    for _ in 0..2 {
+        let outcome = prober.probe(&probe).await;
+        assert!(
+            outcome
+                .as_ref()
+                .unwrap_err()
+                .starts_with("no answer within"),
+            "{outcome:?}"
+        );
+        state.record(&outcome, 2);
+    }
+    assert_eq!(state.healthy, Some(false));
+    assert_eq!(state.consecutive_failures, 2);
+}
