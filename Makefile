@@ -11,7 +11,7 @@ export MERIDIAN_MOTO_SERVER := $(shell bash scripts/moto-venv.sh --print-path)
 # Debian packages the tests use: dig (dnsutils) as a real DNS client, BIND 9 for RFC2136.
 TEST_PACKAGES := dnsutils bind9
 
-.PHONY: help toolchain packages testbed test lint fmt crds demo bench-testbed bench-engine bench-dns bench-providers bench-convergence fuzz clean-testbed
+.PHONY: help toolchain packages testbed test lint fmt crds demo bench-testbed bench-engine bench-dns bench-providers bench-convergence bench-probes fuzz clean-testbed
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -57,6 +57,9 @@ bench-providers: packages ## Route53 API calls per phase for 1,000 hosts, agains
 
 bench-convergence: packages testbed ## Spoke address change → nameserver answer, p50/p99 over 25 changes
 	$(CARGO) run --quiet --locked --release -p meridian-e2e --bin meridian-testbed -- convergence
+
+bench-probes: ## One agent probing 5,000 leaves every 5 s: CPU and memory
+	$(CARGO) run --quiet --locked --release -p meridian-agent --bin bench-probes
 
 FUZZ_SECONDS ?= 300
 fuzz: ## Fuzz the nameserver (raw packet → response) for FUZZ_SECONDS; needs the nightly toolchain

@@ -299,3 +299,65 @@ mod tests {
         );
     }
 }
+
+/// One leaf to keep probing.
+#[derive(Debug, Clone)]
+pub struct Leaf {
+    pub spec: ProbeSpec,
+    pub interval: Duration,
+    pub failure_threshold: u32,
+}
+
+/// The latest state of a leaf, as the probe loop reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeafUpdate {
+    pub index: usize,
+    pub state: ProbeState,
+}
+
+/// Most probes in flight at once: a bound on sockets, whatever the number of leaves.
+pub const MAX_IN_FLIGHT: usize = 256;
+
+/// Probes every leaf forever, each every `interval` with ±10 % jitter, starting at a random
+/// point of its first interval so that thousands of leaves spread out instead of bursting.
+/// Sends each leaf's state after every probe; stops when the receiver is dropped.
+pub async fn probe_forever(
+    prober: Arc<Prober>,
+    leaves: Vec<Leaf>,
+    updates: tokio::sync::mpsc::Sender<LeafUpdate>,
+) {
+    use rand::Rng;
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (index, leaf) in leaves.into_iter().enumerate() {
+        let (prober, in_flight, updates) = (prober.clone(), in_flight.clone(), updates.clone());
+        tasks.spawn(async move {
+            let first = rand::rng().random_range(Duration::ZERO..=leaf.interval);
+            tokio::time::sleep(first).await;
+            let mut state = ProbeState::default();
+            loop {
+                let outcome = {
+                    let _permit = in_flight
+                        .acquire()
+                        .await
+                        .expect("the semaphore is never closed");
+                    prober.probe(&leaf.spec).await
+                };
+                state.record(&outcome, leaf.failure_threshold);
+                if updates
+                    .send(LeafUpdate {
+                        index,
+                        state: state.clone(),
+                    })
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                let jitter = rand::rng().random_range(0.9..=1.1);
+                tokio::time::sleep(leaf.interval.mul_f64(jitter)).await;
+            }
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+}

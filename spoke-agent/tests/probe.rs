@@ -196,3 +196,42 @@ async fn a_silent_server_times_out_and_the_threshold_decides_health() {
     assert_eq!(state.healthy, Some(false));
     assert_eq!(state.consecutive_failures, 2);
 }
+
+#[tokio::test]
+async fn the_probe_loop_keeps_every_leaf_current() {
+    use meridian_agent::probe::{Leaf, probe_forever};
+    // Healthy for every host but "down.example.test".
+    let answer: Answer = Arc::new(|head, _| {
+        if head.contains("Host: down.example.test") {
+            503
+        } else {
+            200
+        }
+    });
+    let address = http_server(answer).await;
+    let leaf = |host: &str| {
+        let mut spec = spec(address, Protocol::Http);
+        spec.host = host.into();
+        Leaf {
+            spec,
+            interval: Duration::from_millis(50),
+            failure_threshold: 2,
+        }
+    };
+    let (updates, mut received) = tokio::sync::mpsc::channel(64);
+    let prober = Arc::new(Prober::new(&[], None));
+    tokio::spawn(probe_forever(
+        prober,
+        vec![leaf("up.example.test"), leaf("down.example.test")],
+        updates,
+    ));
+    let mut latest = [None, None];
+    while latest[0].is_none() || latest[1] != Some(Some(false)) {
+        let update = tokio::time::timeout(Duration::from_secs(30), received.recv())
+            .await
+            .expect("updates keep coming")
+            .expect("the loop runs");
+        latest[update.index] = Some(update.state.healthy);
+    }
+    assert_eq!(latest, [Some(Some(true)), Some(Some(false))]);
+}
