@@ -4,6 +4,7 @@
 pub mod controller;
 pub mod convert;
 pub mod desired;
+pub mod health;
 pub mod leader;
 pub mod metrics;
 pub mod nameserver_command;
