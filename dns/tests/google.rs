@@ -12,7 +12,7 @@ use std::time::Duration;
 mod support;
 use support::{
     cluster, converge, geo_policy, leave_foreign_records_alone, published,
-    switch_simple_and_loadbalanced, tree,
+    replan_reweight_and_remove, switch_simple_and_loadbalanced, tree,
 };
 
 use meridian_dns::model::{Endpoint, RecordType};
@@ -188,35 +188,7 @@ async fn a_weighted_geo_tree_is_one_record_set_per_name_created_updated_and_remo
         "status says what `*` became: {notes:?}"
     );
 
-    let current = provider.records(&zone).await.unwrap();
-    let again = plan(
-        &PlanInput {
-            owner: "hub",
-            root_host: host,
-            desired: &desired,
-            previous: Some(&desired),
-        },
-        &current,
-    );
-    assert!(
-        again.changes.is_empty(),
-        "a converged zone plans no change: {:#?}",
-        again.changes
-    );
-
-    let reweighted = tree(host, &geo_policy(200), &clusters());
-    converge(&provider, &zone, "hub", host, &reweighted, Some(&desired)).await;
-    assert_eq!(published(&provider, &zone, host).await, reweighted);
-
-    converge(&provider, &zone, "hub", host, &[], Some(&reweighted)).await;
-    let left: Vec<Endpoint> = provider
-        .records(&zone)
-        .await
-        .unwrap()
-        .into_iter()
-        .filter(|r| r.record_type != RecordType::Ns)
-        .collect();
-    assert!(left.is_empty(), "nothing of ours is left: {left:#?}");
+    replan_reweight_and_remove(&provider, &zone, host, &desired, &clusters()).await;
     assert_eq!(
         fake.requests().get("create-change-refused"),
         None,

@@ -168,3 +168,43 @@ pub async fn leave_foreign_records_alone<P: Provider>(
     converge(provider, zone, "hub", host, &[], Some(&desired)).await;
     assert_eq!(provider.records(zone).await.unwrap(), before);
 }
+
+/// From a converged `desired` tree at `host`: re-planning changes nothing, a new weight lands
+/// exactly, and removing the tree leaves nothing of ours (the zone's NS records stay).
+pub async fn replan_reweight_and_remove<P: Provider>(
+    provider: &P,
+    zone: &str,
+    host: &str,
+    desired: &[Endpoint],
+    clusters: &[ClusterTarget],
+) {
+    let current = provider.records(zone).await.unwrap();
+    let again = plan(
+        &PlanInput {
+            owner: "hub",
+            root_host: host,
+            desired,
+            previous: Some(desired),
+        },
+        &current,
+    );
+    assert!(
+        again.changes.is_empty(),
+        "a converged zone plans no change: {:#?}",
+        again.changes
+    );
+
+    let reweighted = tree(host, &geo_policy(200), clusters);
+    converge(provider, zone, "hub", host, &reweighted, Some(desired)).await;
+    assert_eq!(published(provider, zone, host).await, reweighted);
+
+    converge(provider, zone, "hub", host, &[], Some(&reweighted)).await;
+    let left: Vec<Endpoint> = provider
+        .records(zone)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.record_type != RecordType::Ns)
+        .collect();
+    assert!(left.is_empty(), "nothing of ours is left: {left:#?}");
+}
