@@ -403,6 +403,31 @@ fn loadbalanced_endpoints(
 }
 
 impl RecordTree {
+    /// The tree of records already built (for example a DNSRecord's endpoints), so they can be
+    /// pruned by health.
+    pub fn from_records(host: impl Into<String>, endpoints: Vec<Endpoint>) -> Self {
+        Self::from_endpoints(host.into(), endpoints, Vec::new())
+    }
+
+    /// The addresses of the tree's leaves: A/AAAA values and CNAME targets outside the host's
+    /// names (gateway hostnames), sorted and without duplicates.
+    pub fn leaf_addresses(&self) -> Vec<String> {
+        let mut leaves: Vec<String> = self
+            .graph
+            .node_weights()
+            .flat_map(|node| match node {
+                Node::External(hostname) => vec![hostname.clone()],
+                Node::Record(e) if matches!(e.record_type, RecordType::A | RecordType::Aaaa) => {
+                    e.targets.clone()
+                }
+                Node::Record(_) => Vec::new(),
+            })
+            .collect();
+        leaves.sort();
+        leaves.dedup();
+        leaves
+    }
+
     /// Links records into a graph: an edge from each CNAME to every record at its target, or to
     /// an external node when the target is outside the host's names.
     fn from_endpoints(host: String, endpoints: Vec<Endpoint>, warnings: Vec<String>) -> Self {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use meridian_dns::model::{Endpoint, RecordType};
 use meridian_dns::tree::{
     Address, ClusterTarget, CustomWeight, GatewayRef, Health, LabelSelector, LoadBalancing, Pruned,
-    Strategy, TreeError, build_record_tree,
+    RecordTree, Strategy, TreeError, build_record_tree,
 };
 
 const C1: &str = "20qri0-a8xcra.klb.api.example.com";
@@ -516,6 +516,50 @@ fn pruning_an_unhealthy_hostname_removes_its_geo_record() {
     };
     assert!(endpoints.iter().all(|e| e.targets != ["lb.example.net"]));
     assert_eq!(endpoints.len(), 4);
+}
+
+#[test]
+fn a_tree_rebuilt_from_its_records_has_the_same_leaves_and_prunes_the_same() {
+    let clusters = [
+        cluster(
+            1,
+            &[("kuadrant.io/lb-attribute-geo-code", "IE")],
+            &["172.31.0.1"],
+        ),
+        cluster(
+            2,
+            &[("kuadrant.io/lb-attribute-geo-code", "US")],
+            &["lb.example.net"],
+        ),
+        cluster(
+            3,
+            &[("kuadrant.io/lb-attribute-geo-code", "US")],
+            &["172.31.0.3", "172.31.0.1"],
+        ),
+    ];
+    let policy = Strategy::LoadBalanced(weighted(120));
+    let built = build_record_tree("api.example.com", &gateway(), &policy, &clusters).unwrap();
+    let rebuilt = RecordTree::from_records("api.example.com", built.endpoints());
+    assert_eq!(
+        rebuilt.leaf_addresses(),
+        ["172.31.0.1", "172.31.0.3", "lb.example.net"],
+        "every address once, hostnames included"
+    );
+    for down in ["172.31.0.1", "172.31.0.3", "lb.example.net"] {
+        let health = BTreeMap::from([(down.to_string(), Health::Unhealthy)]);
+        assert_eq!(rebuilt.prune(&health), built.prune(&health), "{down} down");
+    }
+    let simple = build_record_tree(
+        "api.example.com",
+        &gateway(),
+        &Strategy::Simple,
+        &clusters[..1],
+    )
+    .unwrap();
+    assert_eq!(
+        RecordTree::from_records("api.example.com", simple.endpoints()).leaf_addresses(),
+        ["172.31.0.1"]
+    );
 }
 
 #[test]
