@@ -163,9 +163,14 @@ pub fn agent_kubeconfig(server: &str, ca_pem: &str, token: &str, cluster: &str) 
     .expect("a kubeconfig serializes")
 }
 
+/// The ClusterRole every agent shares on the hub: reading the health probes (every agent
+/// probes every leaf). Probes hold hosts and addresses, never credentials.
+pub const AGENT_PROBE_READER: &str = "meridian-agent-probe-reader";
+
 /// The hub-side RBAC of a cluster's agent: a ServiceAccount and a Role in the cluster's
-/// namespace allowing exactly its report.
-pub fn agent_hub_rbac(cluster: &str) -> [Value; 3] {
+/// namespace allowing exactly its report and its copy of the probe headers, and a binding to
+/// the shared probe reader.
+pub fn agent_hub_rbac(cluster: &str) -> [Value; 5] {
     [
         json!({
             "apiVersion": "v1", "kind": "ServiceAccount",
@@ -174,16 +179,39 @@ pub fn agent_hub_rbac(cluster: &str) -> [Value; 3] {
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
             "metadata": { "name": AGENT_WORK, "namespace": cluster },
-            "rules": [{
-                "apiGroups": ["meridian.dev"],
-                "resources": ["clusterreports"],
-                "verbs": ["get", "list", "watch", "create", "update", "patch"],
-            }],
+            "rules": [
+                {
+                    "apiGroups": ["meridian.dev"],
+                    "resources": ["clusterreports"],
+                    "verbs": ["get", "list", "watch", "create", "update", "patch"],
+                },
+                {
+                    "apiGroups": [""],
+                    "resources": ["secrets"],
+                    "resourceNames": [crate::controller::probe_headers::HEADERS_SECRET],
+                    "verbs": ["get"],
+                },
+            ],
         }),
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
             "metadata": { "name": AGENT_WORK, "namespace": cluster },
             "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": AGENT_WORK },
+            "subjects": [{ "kind": "ServiceAccount", "name": AGENT_WORK, "namespace": cluster }],
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": { "name": AGENT_PROBE_READER },
+            "rules": [{
+                "apiGroups": ["kuadrant.io"],
+                "resources": ["dnshealthcheckprobes"],
+                "verbs": ["get", "list", "watch"],
+            }],
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": { "name": format!("{AGENT_PROBE_READER}-{cluster}") },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": AGENT_PROBE_READER },
             "subjects": [{ "kind": "ServiceAccount", "name": AGENT_WORK, "namespace": cluster }],
         }),
     ]

@@ -12,7 +12,7 @@ use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Client, Config, ResourceExt};
-use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
+use meridian_api::kuadrant::{DNSHealthCheckProbe, DNSPolicy, DNSRecord, ManagedZone};
 use meridian_api::meridian::ClusterReport;
 use meridian_api::upstream::{Gateway, ManagedCluster, PlacementDecision};
 use meridian_dns::nameserver::{GeoDb, NameServer, ServerConfig};
@@ -21,7 +21,9 @@ use tokio::net::TcpListener;
 
 use crate::controller::{
     AgentInstall, Context, HubConfig, dns_policy, dns_record, gateway_placement, managed_zone,
+    probe_headers,
 };
+use crate::health::PROBE_RECORD_LABEL;
 use crate::leader::{self, Election};
 use crate::zone_provider::{EmbeddedZones, ProviderCache};
 use meridian_api::labels::PLACEMENT_LABEL;
@@ -72,6 +74,16 @@ pub struct RunArgs {
     )]
     pub cluster_heartbeat_timeout_seconds: u64,
 
+    /// `MultiClusterFailureThreshold`: the share (percent) of the clusters probing a leaf that
+    /// must see it failing before it leaves DNS; one failing vantage point of three is not enough.
+    #[arg(
+        long,
+        env = "MERIDIAN_FAILURE_THRESHOLD_PERCENT",
+        default_value_t = crate::health::DEFAULT_THRESHOLD_PERCENT,
+        value_parser = clap::value_parser!(u32).range(1..=100)
+    )]
+    pub failure_threshold_percent: u32,
+
     /// Namespace of the Lease that makes one hub replica the only writer.
     #[arg(long, env = "MERIDIAN_LEASE_NAMESPACE", default_value = "kube-system")]
     pub lease_namespace: String,
@@ -97,6 +109,7 @@ impl RunArgs {
             lease_namespace: "kube-system".into(),
             lease_seconds: 15,
             cluster_heartbeat_timeout_seconds: 120,
+            failure_threshold_percent: crate::health::DEFAULT_THRESHOLD_PERCENT,
         }
     }
 }
@@ -204,6 +217,7 @@ impl RunningHub {
                 args.cluster_heartbeat_timeout_seconds.max(2),
             ),
             agent: Some(agent),
+            failure_threshold_percent: args.failure_threshold_percent,
             ..HubConfig::default()
         };
         let ctx = Arc::new(Context::new(
@@ -356,7 +370,8 @@ async fn lead_and_run(
     leading.store(true, Ordering::SeqCst);
     tracing::info!(identity = %election.identity, "holding the hub Lease; starting the controllers");
     let policies = policy_controller(&client);
-    let records = record_controller(&client);
+    let records = record_controller(&client, &ctx);
+    let headers = headers_controller(&client);
     let zones = zone_controller(&client);
     let gateways = gateway_controller(&client);
     let ready_when_listed = ready.clone();
@@ -401,6 +416,20 @@ async fn lead_and_run(
             ctx.clone(),
         )
         .for_each(|_| async {});
+    let headers = headers
+        .graceful_shutdown_on(stopped(stop_rx.clone()))
+        .run(
+            probe_headers::reconcile,
+            probe_headers::error_policy,
+            ctx.clone(),
+        )
+        .for_each(|_| async {});
+    let caches = async {
+        tokio::select! {
+            _ = ctx.watched.reflect(client.clone()) => {}
+            _ = stopped(stop_rx.clone()) => {}
+        }
+    };
     let gateways = gateways
         .graceful_shutdown_on(stopped(stop_rx.clone()))
         .run(
@@ -418,7 +447,7 @@ async fn lead_and_run(
             _ = stopped(stop_rx.clone()) => {}
         }
     };
-    tokio::join!(policies, records, zones, gateways, hold);
+    tokio::join!(policies, records, zones, gateways, headers, caches, hold);
     ready.store(false, Ordering::SeqCst);
     leading.store(false, Ordering::SeqCst);
 }
@@ -465,13 +494,37 @@ fn gateway_controller(client: &Client) -> Controller<Gateway> {
         )
 }
 
-fn record_controller(client: &Client) -> Controller<DNSRecord> {
+fn record_controller(client: &Client, ctx: &Context) -> Controller<DNSRecord> {
     let controller = Controller::new(
         Api::<DNSRecord>::all(client.clone()),
         watcher::Config::default(),
     );
     let store = controller.store();
-    controller.watches(
+    let probes = ctx.watched.probes.clone();
+    // A report's probe results concern the records the probes check.
+    let by_report = move |report: ClusterReport| {
+        let mut records: Vec<ObjectRef<DNSRecord>> = report
+            .spec
+            .probes
+            .iter()
+            .filter_map(|result| {
+                let probe = probes
+                    .get(&ObjectRef::new(&result.name).within(&result.namespace))?;
+                let record = probe.labels().get(PROBE_RECORD_LABEL)?;
+                Some(ObjectRef::new(record).within(&result.namespace))
+            })
+            .collect();
+        records.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        records.dedup();
+        records
+    };
+    controller
+        .watches(
+            Api::<ClusterReport>::all(client.clone()),
+            watcher::Config::default(),
+            by_report,
+        )
+        .watches(
         Api::<ManagedZone>::all(client.clone()),
         watcher::Config::default(),
         move |zone| {
@@ -483,6 +536,28 @@ fn record_controller(client: &Client) -> Controller<DNSRecord> {
                     r.namespace() == namespace && r.spec.managed_zone.name == zone.name_any()
                 })
                 .map(|r| ObjectRef::from_obj(&**r))
+                .collect::<Vec<_>>()
+        },
+    )
+}
+
+/// Copies probe headers into cluster namespaces; any probe change may change every copy.
+fn headers_controller(client: &Client) -> Controller<ManagedCluster> {
+    let controller = Controller::new(
+        Api::<ManagedCluster>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let clusters = controller.store();
+    controller.watches(
+        Api::<DNSHealthCheckProbe>::all(client.clone()),
+        watcher::Config::default(),
+        move |probe| {
+            let named_headers = probe.spec.additional_headers_ref.is_some();
+            clusters
+                .state()
+                .iter()
+                .filter(|_| named_headers)
+                .map(|c| ObjectRef::from_obj(&**c))
                 .collect::<Vec<_>>()
         },
     )

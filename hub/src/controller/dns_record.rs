@@ -8,11 +8,18 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, Patch};
+use std::collections::BTreeMap;
+
+use kube::api::{Api, DeleteParams, ListParams, Patch};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use meridian_api::conditions::{self, ConditionUpdate, set_condition};
-use meridian_api::kuadrant::{DNSRecord, DNSRecordStatus, ManagedZone};
+use meridian_api::kuadrant::{
+    DNSHealthCheckProbe, DNSHealthCheckProbeStatus, DNSRecord, DNSRecordStatus, HealthCheck,
+    ManagedZone,
+};
+use meridian_api::meridian::{ClusterReport, ProbeReport};
+use meridian_dns::tree::RecordTree;
 use meridian_dns::model::{Endpoint, RecordKey};
 use meridian_dns::plan::{PlanInput, Registry, plan};
 use meridian_dns::provider::{Provider, ProviderError};
@@ -20,6 +27,11 @@ use serde_json::json;
 
 use super::{Context, Error, apply_params, now, retry_after, with_finalizer};
 use crate::convert::{all_to_api, all_to_engine};
+use crate::desired::silence;
+use crate::health::{
+    HealthOutcome, PROBE_RECORD_LABEL, apply_health, probe_status, reasons as health_reasons,
+    same_findings, wanted_probes,
+};
 use crate::zone_provider::ZoneProvider;
 
 pub const FINALIZER: &str = "meridian.dev/dns-record";
@@ -134,22 +146,38 @@ async fn zone_provider(
 
 async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     let started = Instant::now();
-    let (_, provider, zone_id) = match zone_provider(record, ctx).await {
-        Ok(found) => found,
-        Err((_, reason, message)) => {
-            // Nothing is changed at any provider: what was published stays published.
-            write_status(record, ctx, None, false, reason, message, Vec::new()).await?;
-            return Err(Error::Waiting(format!("zone of {}", record.name_any())));
-        }
-    };
-    let owner = owner_of(record);
     let requested = all_to_engine(&record.spec.endpoints);
-    let (desired, notes) = provider.publishable(&record.spec.root_host, &requested);
     let previous: Option<Vec<Endpoint>> = record
         .status
         .as_ref()
         .filter(|status| !status.endpoints.is_empty())
         .map(|status| all_to_engine(&status.endpoints));
+    let health = match &record.spec.health_check {
+        Some(check) => Some(check_health(record, check, &requested, previous.as_deref(), ctx).await?),
+        None => {
+            delete_probes(record, ctx, &[]).await?;
+            None
+        }
+    };
+    let health = health.as_ref();
+    // A silent cluster's results must expire even when nothing else changes.
+    let resync = if health.is_some() {
+        ctx.config.resync.min(ctx.config.heartbeat_timeout)
+    } else {
+        ctx.config.resync
+    };
+    let (_, provider, zone_id) = match zone_provider(record, ctx).await {
+        Ok(found) => found,
+        Err((_, reason, message)) => {
+            // Nothing is changed at any provider: what was published stays published.
+            let outcome = (false, reason, message);
+            write_status(record, ctx, None, outcome, health, Vec::new()).await?;
+            return Err(Error::Waiting(format!("zone of {}", record.name_any())));
+        }
+    };
+    let owner = owner_of(record);
+    let healthy_endpoints = health.map_or(&requested, |h| &h.endpoints);
+    let (desired, notes) = provider.publishable(&record.spec.root_host, healthy_endpoints);
 
     // Steady state at a provider: what this generation asks for is what status says is
     // published, so there is nothing to ask the provider (not even a zone list). Embedded zones
@@ -159,7 +187,8 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
             && conditions::condition_status(&status.conditions, conditions::READY) == Some(true)
     }) && previous.as_deref() == Some(desired.as_slice());
     if published_as_desired && !matches!(provider, ZoneProvider::Embedded(_)) {
-        return Ok(Action::requeue(ctx.config.resync));
+        write_status(record, ctx, None, ready_as_before(record), health, Vec::new()).await?;
+        return Ok(Action::requeue(resync));
     }
 
     let current = provider.records(&zone_id).await;
@@ -200,8 +229,171 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     } else {
         (false, reasons::PARTLY_PUBLISHED, messages.join("; "))
     };
-    write_status(record, ctx, Some(&desired), ready, reason, message, owners).await?;
-    Ok(Action::requeue(ctx.config.resync))
+    write_status(
+        record,
+        ctx,
+        Some(&desired),
+        (ready, reason, message),
+        health,
+        owners,
+    )
+    .await?;
+    Ok(Action::requeue(resync))
+}
+
+/// The `Ready` condition as status has it (for passes that publish nothing new).
+fn ready_as_before(record: &DNSRecord) -> (bool, &str, String) {
+    let ready = record
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == conditions::READY));
+    match ready {
+        Some(c) => (c.status == "True", c.reason.as_str(), c.message.clone()),
+        None => (false, reasons::PUBLISHED, String::new()),
+    }
+}
+
+/// Keeps one probe per leaf of the record, turns the live clusters' results into each probe's
+/// status, and prunes the record by them.
+async fn check_health(
+    record: &DNSRecord,
+    check: &HealthCheck,
+    requested: &[Endpoint],
+    published: Option<&[Endpoint]>,
+    ctx: &Context,
+) -> Result<HealthOutcome, Error> {
+    if !ctx.watched.listed() {
+        return Err(Error::Waiting("the first list of probes and reports".into()));
+    }
+    let namespace = record.namespace().unwrap_or_default();
+    let name = record.name_any();
+    let root_host = &record.spec.root_host;
+    let leaves = RecordTree::from_records(root_host.as_str(), requested.to_vec()).leaf_addresses();
+    let wanted = wanted_probes(&name, root_host, &leaves, check);
+    let existing = probes_of(record, ctx);
+    let api: Api<DNSHealthCheckProbe> = Api::namespaced(ctx.client.clone(), &namespace);
+    let owner = record
+        .controller_owner_ref(&())
+        .expect("a stored record has a UID");
+    for probe in &wanted {
+        let current = existing.iter().find(|p| p.name_any() == probe.name);
+        if current.is_some_and(|p| p.spec == probe.spec) {
+            continue;
+        }
+        let object = json!({
+            "apiVersion": DNSHealthCheckProbe::api_version(&()),
+            "kind": DNSHealthCheckProbe::kind(&()),
+            "metadata": {
+                "name": probe.name,
+                "namespace": namespace,
+                "labels": { PROBE_RECORD_LABEL: name },
+                "ownerReferences": [owner],
+            },
+            "spec": probe.spec,
+        });
+        api.patch(&probe.name, &apply_params(), &Patch::Apply(object))
+            .await?;
+    }
+    let keep: Vec<&str> = wanted.iter().map(|p| p.name.as_str()).collect();
+    delete_probes(record, ctx, &keep).await?;
+
+    let now = (ctx.clock)();
+    let live: Vec<Arc<ClusterReport>> = ctx
+        .watched
+        .reports
+        .state()
+        .into_iter()
+        .filter(|report| {
+            let reported_at = report.spec.reported_at.as_ref().map(|t| t.0);
+            reported_at.is_some() && silence(reported_at, now, ctx.config.heartbeat_timeout).is_none()
+        })
+        .collect();
+    let mut verdicts = BTreeMap::new();
+    for probe in &wanted {
+        let results: Vec<(String, &ProbeReport)> = live
+            .iter()
+            .filter_map(|report| {
+                let result = report
+                    .spec
+                    .probes
+                    .iter()
+                    .find(|p| p.namespace == namespace && p.name == probe.name)?;
+                Some((report.namespace().unwrap_or_default(), result))
+            })
+            .collect();
+        let status = probe_status(&results, ctx.config.failure_threshold_percent);
+        let current = existing
+            .iter()
+            .find(|p| p.name_any() == probe.name)
+            .and_then(|p| p.status.clone());
+        if status_worth_writing(current.as_ref(), &status, ctx.config.resync) {
+            let patch = json!({
+                "apiVersion": DNSHealthCheckProbe::api_version(&()),
+                "kind": DNSHealthCheckProbe::kind(&()),
+                "status": status,
+            });
+            api.patch_status(&probe.name, &apply_params(), &Patch::Apply(patch))
+                .await?;
+        }
+        verdicts.insert(probe.spec.address.clone(), status.healthy);
+    }
+    Ok(apply_health(root_host, requested, &verdicts, published))
+}
+
+/// A probe's status is rewritten when its findings change, and otherwise only to refresh
+/// `lastCheckedAt` once per resync period.
+fn status_worth_writing(
+    current: Option<&DNSHealthCheckProbeStatus>,
+    new: &DNSHealthCheckProbeStatus,
+    refresh: std::time::Duration,
+) -> bool {
+    let Some(current) = current else {
+        return true;
+    };
+    if !same_findings(current, new) {
+        return true;
+    }
+    match (&current.last_checked_at, &new.last_checked_at) {
+        (Some(old), Some(new)) => new
+            .0
+            .duration_since(old.0)
+            .as_secs()
+            .max(0)
+            .unsigned_abs()
+            > refresh.as_secs(),
+        (None, Some(_)) => true,
+        _ => false,
+    }
+}
+
+/// The record's probes, from the cache.
+fn probes_of(record: &DNSRecord, ctx: &Context) -> Vec<Arc<DNSHealthCheckProbe>> {
+    let namespace = record.namespace();
+    let name = record.name_any();
+    ctx.watched
+        .probes
+        .state()
+        .into_iter()
+        .filter(|p| p.namespace() == namespace && p.labels().get(PROBE_RECORD_LABEL) == Some(&name))
+        .collect()
+}
+
+/// Deletes the record's probes except `keep`.
+async fn delete_probes(record: &DNSRecord, ctx: &Context, keep: &[&str]) -> Result<(), Error> {
+    let api: Api<DNSHealthCheckProbe> =
+        Api::namespaced(ctx.client.clone(), &record.namespace().unwrap_or_default());
+    for stale in probes_of(record, ctx)
+        .iter()
+        .filter(|p| !keep.contains(&p.name_any().as_str()))
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+    {
+        match api.delete(&stale.name_any(), &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(())
 }
 
 /// Owners of the root host's record besides this one, and this one.
@@ -241,13 +433,17 @@ async fn provider_failed(
         )
         .await;
     }
+    let health = record
+        .spec
+        .health_check
+        .as_ref()
+        .and_then(|_| health_as_before(record));
     write_status(
         record,
         ctx,
         None,
-        false,
-        reasons::PROVIDER_ERROR,
-        message,
+        (false, reasons::PROVIDER_ERROR, message),
+        health.as_ref(),
         Vec::new(),
     )
     .await?;
@@ -260,9 +456,8 @@ async fn write_status(
     record: &DNSRecord,
     ctx: &Context,
     published: Option<&[Endpoint]>,
-    ready: bool,
-    reason: &str,
-    message: String,
+    (ready, reason, message): (bool, &str, String),
+    health: Option<&HealthOutcome>,
     domain_owners: Vec<String>,
 ) -> Result<(), Error> {
     let mut status = record.status.clone().unwrap_or_default();
@@ -282,6 +477,20 @@ async fn write_status(
         record.metadata.generation,
         &now(),
     );
+    match health {
+        Some(health) => set_condition(
+            &mut status.conditions,
+            ConditionUpdate {
+                type_: conditions::HEALTHY,
+                status: health.healthy,
+                reason: health.reason,
+                message: health.message.clone(),
+            },
+            record.metadata.generation,
+            &now(),
+        ),
+        None => status.conditions.retain(|c| c.type_ != conditions::HEALTHY),
+    }
     if record.status.as_ref() == Some(&status) {
         return Ok(());
     }
@@ -297,8 +506,40 @@ async fn write_status(
     Ok(())
 }
 
+/// The `Healthy` condition as status has it, for a pass that could not look at health.
+fn health_as_before(record: &DNSRecord) -> Option<HealthOutcome> {
+    let condition = record
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == conditions::HEALTHY)?;
+    let reason = [
+        health_reasons::HEALTHY,
+        health_reasons::UNHEALTHY,
+        health_reasons::NONE_HEALTHY,
+        health_reasons::AWAITING,
+    ]
+    .into_iter()
+    .find(|r| *r == condition.reason)?;
+    Some(HealthOutcome {
+        endpoints: Vec::new(),
+        healthy: condition.status == "True",
+        reason,
+        message: condition.message.clone(),
+    })
+}
+
 /// Removes this record's contribution from its zone, then lets the finalizer go.
 async fn withdraw(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
+    let probes: Api<DNSHealthCheckProbe> =
+        Api::namespaced(ctx.client.clone(), &record.namespace().unwrap_or_default());
+    probes
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels(&format!("{PROBE_RECORD_LABEL}={}", record.name_any())),
+        )
+        .await?;
     let Some(previous) = record
         .status
         .as_ref()

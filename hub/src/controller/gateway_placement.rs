@@ -35,6 +35,8 @@ const CONTROLLER: &str = "gatewayplacement";
 const AGENT_TOKEN_SECONDS: i64 = 24 * 3600;
 /// Annotation on the agent's ManifestWork: when its token was issued (RFC 3339).
 const TOKEN_ISSUED: &str = "meridian.dev/token-issued";
+/// Annotation on the agent's ManifestWork: a digest of the hub RBAC it was installed with.
+const RBAC_REVISION: &str = "meridian.dev/rbac-revision";
 
 /// Whether the hub handles this Gateway (its class is the multi-cluster class).
 pub fn is_multi_cluster(gateway: &Gateway) -> bool {
@@ -232,6 +234,9 @@ async fn install_agent(cluster: &str, ctx: &Context) -> Result<(), Error> {
         return Ok(());
     };
     let works = Api::<ManifestWork>::namespaced(ctx.client.clone(), cluster);
+    let rbac = agent_hub_rbac(cluster);
+    // A hub upgrade that changes the agents' RBAC reinstalls them.
+    let rbac_revision = meridian_dns::shortcode::shortcode(&json!(rbac).to_string(), 8);
     if let Some(existing) = works.get_opt(AGENT_WORK).await? {
         let fresh = existing
             .annotations()
@@ -240,12 +245,13 @@ async fn install_agent(cluster: &str, ctx: &Context) -> Result<(), Error> {
             .is_some_and(|issued| {
                 (ctx.clock)().duration_since(issued).as_secs() < AGENT_TOKEN_SECONDS / 2
             });
-        if fresh {
+        let same_rbac = existing.annotations().get(RBAC_REVISION) == Some(&rbac_revision);
+        if fresh && same_rbac {
             return Ok(());
         }
     }
-    for object in agent_hub_rbac(cluster) {
-        apply_dynamic(ctx, cluster, object).await?;
+    for object in rbac {
+        apply_dynamic(ctx, object).await?;
     }
     register_addon(cluster, ctx).await?;
     let token = Api::<ServiceAccount>::namespaced(ctx.client.clone(), cluster)
@@ -266,7 +272,10 @@ async fn install_agent(cluster: &str, ctx: &Context) -> Result<(), Error> {
         .unwrap_or_default();
     let kubeconfig = agent_kubeconfig(&install.server_url, &install.ca_pem, &token, cluster);
     let mut work = agent_work(cluster, &kubeconfig, &install.image);
-    work["metadata"]["annotations"] = json!({ TOKEN_ISSUED: (ctx.clock)().to_string() });
+    work["metadata"]["annotations"] = json!({
+        TOKEN_ISSUED: (ctx.clock)().to_string(),
+        RBAC_REVISION: rbac_revision,
+    });
     works
         .patch(AGENT_WORK, &apply_params(), &Patch::Apply(work))
         .await?;
@@ -300,12 +309,16 @@ async fn register_addon(cluster: &str, ctx: &Context) -> Result<(), Error> {
     Ok(())
 }
 
-async fn apply_dynamic(ctx: &Context, namespace: &str, object: Value) -> Result<(), Error> {
+/// Applies an object of any kind; cluster-scoped when its metadata has no namespace.
+async fn apply_dynamic(ctx: &Context, object: Value) -> Result<(), Error> {
     let api_version = object["apiVersion"].as_str().unwrap_or_default();
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     let kind = object["kind"].as_str().unwrap_or_default();
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
-    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), namespace, &resource);
+    let api: Api<DynamicObject> = match object["metadata"]["namespace"].as_str() {
+        Some(namespace) => Api::namespaced_with(ctx.client.clone(), namespace, &resource),
+        None => Api::all_with(ctx.client.clone(), &resource),
+    };
     let name = object["metadata"]["name"]
         .as_str()
         .unwrap_or_default()

@@ -7,15 +7,20 @@ pub mod dns_policy;
 pub mod dns_record;
 pub mod gateway_placement;
 pub mod managed_zone;
+pub mod probe_headers;
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::Client;
 use kube::api::PatchParams;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::{self, Store, store::Writer};
+use kube::{Api, Client};
+use meridian_api::kuadrant::DNSHealthCheckProbe;
+use meridian_api::meridian::ClusterReport;
 use rand::Rng;
 
 use crate::metrics::Metrics;
@@ -42,6 +47,9 @@ pub struct HubConfig {
     pub agent: Option<AgentInstall>,
     /// A cluster whose agent has not reported for this long is gone for DNS.
     pub heartbeat_timeout: Duration,
+    /// `MultiClusterFailureThreshold`: the share (percent) of judging clusters that must see a
+    /// leaf failing before it leaves DNS.
+    pub failure_threshold_percent: u32,
 }
 
 /// What the agent's install needs: where the hub is for the agents, and the image.
@@ -62,6 +70,7 @@ impl Default for HubConfig {
             withdrawal_grace: Duration::from_secs(600),
             agent: None,
             heartbeat_timeout: Duration::from_secs(120),
+            failure_threshold_percent: crate::health::DEFAULT_THRESHOLD_PERCENT,
         }
     }
 }
@@ -74,6 +83,8 @@ pub struct Context {
     pub metrics: Metrics,
     /// The time; injectable so tests can move it.
     pub clock: Clock,
+    /// Caches of what every health-checked record reads, filled while leading.
+    pub watched: Watched,
     recorder: kube::runtime::events::Recorder,
     failures: Mutex<HashMap<String, u32>>,
 }
@@ -96,6 +107,7 @@ impl Context {
             config,
             metrics: Metrics::default(),
             clock: Arc::new(k8s_openapi::jiff::Timestamp::now),
+            watched: Watched::new(),
             recorder: kube::runtime::events::Recorder::new(
                 client.clone(),
                 kube::runtime::events::Reporter {
@@ -156,6 +168,91 @@ impl Context {
     pub fn succeeded(&self, object: &str) {
         self.failures.lock().expect("failures lock").remove(object);
     }
+}
+
+/// Caches of the kinds that many reconciles read: the clusters' reports and the health
+/// probes. One watch each, however many records read them.
+pub struct Watched {
+    pub reports: Store<ClusterReport>,
+    pub probes: Store<DNSHealthCheckProbe>,
+    listed: Arc<(AtomicBool, AtomicBool)>,
+    writers: Mutex<Option<(Writer<ClusterReport>, Writer<DNSHealthCheckProbe>)>>,
+}
+
+impl std::fmt::Debug for Watched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watched")
+            .field("listed", &self.listed())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Watched {
+    fn new() -> Self {
+        let (reports, report_writer) = reflector::store();
+        let (probes, probe_writer) = reflector::store();
+        Watched {
+            reports,
+            probes,
+            listed: Arc::new((AtomicBool::new(false), AtomicBool::new(false))),
+            writers: Mutex::new(Some((report_writer, probe_writer))),
+        }
+    }
+
+    /// Whether both caches hold a first complete list (before that, an empty cache would read
+    /// as "no cluster reported").
+    pub fn listed(&self) -> bool {
+        self.listed.0.load(Ordering::SeqCst) && self.listed.1.load(Ordering::SeqCst)
+    }
+
+    /// Fills the caches until the process ends; only the first call does anything.
+    pub async fn reflect(&self, client: Client) {
+        let Some((report_writer, probe_writer)) = self.writers.lock().expect("writers lock").take()
+        else {
+            return;
+        };
+        let reports = reflect_into(
+            Api::<ClusterReport>::all(client.clone()),
+            report_writer,
+            self.listed.clone(),
+            |listed| &listed.0,
+        );
+        let probes = reflect_into(
+            Api::<DNSHealthCheckProbe>::all(client),
+            probe_writer,
+            self.listed.clone(),
+            |listed| &listed.1,
+        );
+        tokio::join!(reports, probes);
+    }
+}
+
+async fn reflect_into<K>(
+    api: Api<K>,
+    writer: Writer<K>,
+    listed: Arc<(AtomicBool, AtomicBool)>,
+    flag: fn(&(AtomicBool, AtomicBool)) -> &AtomicBool,
+) where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .for_each(|event| {
+            if let Ok(watcher::Event::InitDone) = event {
+                flag(&listed).store(true, Ordering::SeqCst);
+            }
+            async {}
+        })
+        .await;
 }
 
 /// Why a reconcile failed; every variant is retried with backoff.

@@ -1,0 +1,132 @@
+//! Delivers the extra request headers of health probes to the agents. A probe names a Secret
+//! in its own namespace, which an agent may not read. The hub copies the headers of every
+//! Secret a probe names into one Secret, `meridian-probe-headers`, in each cluster's namespace,
+//! and the agent's Role there allows reading that Secret only. Keys are
+//! `<namespace>.<secret name>` (a namespace has no dots, so the split is unambiguous); values
+//! are JSON objects of header names to values.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::ByteString;
+use kube::api::{Api, Patch};
+use kube::runtime::controller::Action;
+use kube::ResourceExt;
+use meridian_api::upstream::ManagedCluster;
+use serde_json::json;
+
+use super::{Context, Error, apply_params, retry_after};
+
+/// The Secret an agent reads its probes' headers from, in its cluster namespace on the hub.
+pub const HEADERS_SECRET: &str = "meridian-probe-headers";
+const CONTROLLER: &str = "probe-headers";
+
+/// How often the copies are compared with their sources even when no probe changed (a
+/// rotated header Secret reaches the agents within this).
+const REFRESH: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The key of a header Secret in the copy.
+pub fn headers_key(namespace: &str, secret: &str) -> String {
+    format!("{namespace}.{secret}")
+}
+
+/// The copy's data: for each named Secret that exists, its keys and values as headers.
+pub fn headers_data(sources: &BTreeMap<(String, String), Option<Secret>>) -> BTreeMap<String, ByteString> {
+    sources
+        .iter()
+        .filter_map(|((namespace, name), secret)| {
+            let secret = secret.as_ref()?;
+            let headers: BTreeMap<String, String> = secret
+                .data
+                .iter()
+                .flatten()
+                .map(|(key, value)| (key.clone(), String::from_utf8_lossy(&value.0).into_owned()))
+                .chain(secret.string_data.iter().flatten().map(|(k, v)| (k.clone(), v.clone())))
+                .collect();
+            let json = serde_json::to_vec(&headers).expect("a map of strings serializes");
+            Some((headers_key(namespace, name), ByteString(json)))
+        })
+        .collect()
+}
+
+pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+    ctx.metrics.reconciled(CONTROLLER);
+    if !ctx.watched.listed() {
+        return Err(Error::Waiting("the first list of probes".into()));
+    }
+    let namespace = cluster.name_any();
+    let referenced: BTreeSet<(String, String)> = ctx
+        .watched
+        .probes
+        .state()
+        .iter()
+        .filter_map(|probe| {
+            let reference = probe.spec.additional_headers_ref.as_ref()?;
+            Some((probe.namespace().unwrap_or_default(), reference.name.clone()))
+        })
+        .collect();
+    let mut sources = BTreeMap::new();
+    for (secret_namespace, name) in referenced {
+        let secret = Api::<Secret>::namespaced(ctx.client.clone(), &secret_namespace)
+            .get_opt(&name)
+            .await?;
+        if secret.is_none() {
+            tracing::warn!(namespace = %secret_namespace, secret = %name, "a probe's header Secret does not exist");
+        }
+        sources.insert((secret_namespace, name), secret);
+    }
+    let data = headers_data(&sources);
+    let copies: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+    let current = copies.get_opt(HEADERS_SECRET).await?;
+    let unchanged = match &current {
+        Some(copy) => copy.data.clone().unwrap_or_default() == data,
+        None => data.is_empty(),
+    };
+    if !unchanged {
+        let copy = json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": HEADERS_SECRET,
+                "namespace": namespace,
+                "labels": { "app.kubernetes.io/managed-by": super::FIELD_MANAGER },
+            },
+            "type": "Opaque",
+            "data": data,
+        });
+        // SSA replaces the whole data map this manager owns: a dropped reference disappears.
+        copies
+            .patch(HEADERS_SECRET, &apply_params(), &Patch::Apply(copy))
+            .await?;
+        tracing::info!(cluster = %namespace, secrets = data.len(), "delivered probe headers");
+    }
+    Ok(Action::requeue(REFRESH.min(ctx.config.resync)))
+}
+
+pub fn error_policy(cluster: Arc<ManagedCluster>, error: &Error, ctx: Arc<Context>) -> Action {
+    retry_after(&*cluster, error, &ctx, CONTROLLER)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_named_secret_becomes_one_key_of_json_headers_and_missing_ones_are_left_out() {
+        let mut secret = Secret::default();
+        secret.data = Some(BTreeMap::from([(
+            "X-Probe-Token".to_string(),
+            ByteString(b"s3cret".to_vec()),
+        )]));
+        let sources = BTreeMap::from([
+            (("gateways".to_string(), "probe-auth".to_string()), Some(secret)),
+            (("gateways".to_string(), "missing".to_string()), None),
+        ]);
+        let data = headers_data(&sources);
+        assert_eq!(data.keys().collect::<Vec<_>>(), ["gateways.probe-auth"]);
+        let headers: BTreeMap<String, String> =
+            serde_json::from_slice(&data["gateways.probe-auth"].0).unwrap();
+        assert_eq!(headers["X-Probe-Token"], "s3cret");
+    }
+}
