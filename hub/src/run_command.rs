@@ -508,8 +508,7 @@ fn record_controller(client: &Client, ctx: &Context) -> Controller<DNSRecord> {
             .probes
             .iter()
             .filter_map(|result| {
-                let probe = probes
-                    .get(&ObjectRef::new(&result.name).within(&result.namespace))?;
+                let probe = probes.get(&ObjectRef::new(&result.name).within(&result.namespace))?;
                 let record = probe.labels().get(PROBE_RECORD_LABEL)?;
                 Some(ObjectRef::new(record).within(&result.namespace))
             })
@@ -525,20 +524,20 @@ fn record_controller(client: &Client, ctx: &Context) -> Controller<DNSRecord> {
             by_report,
         )
         .watches(
-        Api::<ManagedZone>::all(client.clone()),
-        watcher::Config::default(),
-        move |zone| {
-            let namespace = zone.namespace();
-            store
-                .state()
-                .iter()
-                .filter(|r| {
-                    r.namespace() == namespace && r.spec.managed_zone.name == zone.name_any()
-                })
-                .map(|r| ObjectRef::from_obj(&**r))
-                .collect::<Vec<_>>()
-        },
-    )
+            Api::<ManagedZone>::all(client.clone()),
+            watcher::Config::default(),
+            move |zone| {
+                let namespace = zone.namespace();
+                store
+                    .state()
+                    .iter()
+                    .filter(|r| {
+                        r.namespace() == namespace && r.spec.managed_zone.name == zone.name_any()
+                    })
+                    .map(|r| ObjectRef::from_obj(&**r))
+                    .collect::<Vec<_>>()
+            },
+        )
 }
 
 /// Copies probe headers into cluster namespaces; any probe change may change every copy.

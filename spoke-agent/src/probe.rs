@@ -29,8 +29,9 @@ pub enum Protocol {
 pub struct ProbeSpec {
     /// The host clients use (Host header and SNI).
     pub host: String,
-    /// The leaf's address: where the connection goes.
-    pub address: IpAddr,
+    /// The leaf's address: where the connection goes. An IP address, or a hostname (a
+    /// gateway's load balancer) resolved at each probe.
+    pub address: String,
     pub port: u16,
     pub path: String,
     pub protocol: Protocol,
@@ -88,7 +89,14 @@ impl Prober {
     }
 
     async fn probe_inner(&self, spec: &ProbeSpec) -> Result<u16, String> {
-        let target = SocketAddr::new(spec.address, spec.port);
+        let target = match spec.address.parse::<IpAddr>() {
+            Ok(ip) => SocketAddr::new(ip, spec.port),
+            Err(_) => tokio::net::lookup_host((spec.address.as_str(), spec.port))
+                .await
+                .map_err(|e| format!("resolving {}: {e}", spec.address))?
+                .next()
+                .ok_or_else(|| format!("{} has no address", spec.address))?,
+        };
         let socket = if target.is_ipv4() {
             TcpSocket::new_v4()
         } else {
@@ -301,7 +309,7 @@ mod tests {
 }
 
 /// One leaf to keep probing.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Leaf {
     pub spec: ProbeSpec,
     pub interval: Duration,
@@ -310,54 +318,118 @@ pub struct Leaf {
 
 /// The latest state of a leaf, as the probe loop reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeafUpdate {
-    pub index: usize,
+pub struct LeafUpdate<K> {
+    pub key: K,
     pub state: ProbeState,
 }
 
 /// Most probes in flight at once: a bound on sockets, whatever the number of leaves.
 pub const MAX_IN_FLIGHT: usize = 256;
 
-/// Probes every leaf forever, each every `interval` with ±10 % jitter, starting at a random
-/// point of its first interval so that thousands of leaves spread out instead of bursting.
-/// Sends each leaf's state after every probe; stops when the receiver is dropped.
-pub async fn probe_forever(
+/// A new leaf's first probe comes at a random point of this window (or of its interval, if
+/// shorter): soon, so a new record is published quickly, yet spread, so thousands of new
+/// leaves do not burst.
+pub const FIRST_PROBE_WINDOW: Duration = Duration::from_secs(5);
+
+/// Keeps probing a changing set of leaves, each every `interval` with ±10 % jitter, sending
+/// each leaf's state after every probe. A leaf whose settings change starts over; a removed
+/// leaf stops. Dropping the runner stops every probe.
+#[derive(Debug)]
+pub struct ProbeRunner<K> {
     prober: Arc<Prober>,
-    leaves: Vec<Leaf>,
-    updates: tokio::sync::mpsc::Sender<LeafUpdate>,
+    in_flight: Arc<tokio::sync::Semaphore>,
+    updates: tokio::sync::mpsc::Sender<LeafUpdate<K>>,
+    running: std::collections::HashMap<K, (Leaf, tokio::task::AbortHandle)>,
+    tasks: tokio::task::JoinSet<()>,
+}
+
+impl<K> ProbeRunner<K>
+where
+    K: Clone + Eq + std::hash::Hash + Send + Sync + 'static,
+{
+    pub fn new(prober: Arc<Prober>, updates: tokio::sync::mpsc::Sender<LeafUpdate<K>>) -> Self {
+        ProbeRunner {
+            prober,
+            in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
+            updates,
+            running: Default::default(),
+            tasks: tokio::task::JoinSet::new(),
+        }
+    }
+
+    /// Probes exactly `leaves` from now on; returns the keys that stopped.
+    pub fn sync(&mut self, mut leaves: std::collections::HashMap<K, Leaf>) -> Vec<K> {
+        let stopped: Vec<K> = self
+            .running
+            .iter()
+            .filter(|(key, (leaf, _))| leaves.get(*key) != Some(leaf))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in &stopped {
+            if let Some((_, task)) = self.running.remove(key) {
+                task.abort();
+            }
+        }
+        for (key, leaf) in leaves.drain() {
+            if self.running.contains_key(&key) {
+                continue;
+            }
+            let task = self.tasks.spawn(probe_leaf(
+                self.prober.clone(),
+                self.in_flight.clone(),
+                self.updates.clone(),
+                key.clone(),
+                leaf.clone(),
+            ));
+            self.running.insert(key, (leaf, task));
+        }
+        // Reap the aborted tasks.
+        while self.tasks.try_join_next().is_some() {}
+        stopped
+            .into_iter()
+            .filter(|key| !self.running.contains_key(key))
+            .collect()
+    }
+
+    /// How many leaves are being probed.
+    pub fn len(&self) -> usize {
+        self.running.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.running.is_empty()
+    }
+}
+
+async fn probe_leaf<K: Clone>(
+    prober: Arc<Prober>,
+    in_flight: Arc<tokio::sync::Semaphore>,
+    updates: tokio::sync::mpsc::Sender<LeafUpdate<K>>,
+    key: K,
+    leaf: Leaf,
 ) {
     use rand::Rng;
-    let in_flight = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
-    let mut tasks = tokio::task::JoinSet::new();
-    for (index, leaf) in leaves.into_iter().enumerate() {
-        let (prober, in_flight, updates) = (prober.clone(), in_flight.clone(), updates.clone());
-        tasks.spawn(async move {
-            let first = rand::rng().random_range(Duration::ZERO..=leaf.interval);
-            tokio::time::sleep(first).await;
-            let mut state = ProbeState::default();
-            loop {
-                let outcome = {
-                    let _permit = in_flight
-                        .acquire()
-                        .await
-                        .expect("the semaphore is never closed");
-                    prober.probe(&leaf.spec).await
-                };
-                state.record(&outcome, leaf.failure_threshold);
-                if updates
-                    .send(LeafUpdate {
-                        index,
-                        state: state.clone(),
-                    })
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
-                let jitter = rand::rng().random_range(0.9..=1.1);
-                tokio::time::sleep(leaf.interval.mul_f64(jitter)).await;
-            }
-        });
+    let window = leaf.interval.min(FIRST_PROBE_WINDOW);
+    let first = rand::rng().random_range(Duration::ZERO..=window);
+    tokio::time::sleep(first).await;
+    let mut state = ProbeState::default();
+    loop {
+        let outcome = {
+            let _permit = in_flight
+                .acquire()
+                .await
+                .expect("the semaphore is never closed");
+            prober.probe(&leaf.spec).await
+        };
+        state.record(&outcome, leaf.failure_threshold);
+        let update = LeafUpdate {
+            key: key.clone(),
+            state: state.clone(),
+        };
+        if updates.send(update).await.is_err() {
+            return;
+        }
+        let jitter = rand::rng().random_range(0.9..=1.1);
+        tokio::time::sleep(leaf.interval.mul_f64(jitter)).await;
     }
-    while tasks.join_next().await.is_some() {}
 }

@@ -75,7 +75,7 @@ async fn https_server(answer: Answer) -> (SocketAddr, Vec<u8>) {
 fn spec(address: SocketAddr, protocol: Protocol) -> ProbeSpec {
     ProbeSpec {
         host: HOST.into(),
-        address: address.ip(),
+        address: address.ip().to_string(),
         port: address.port(),
         path: "/healthz".into(),
         protocol,
@@ -198,8 +198,9 @@ async fn a_silent_server_times_out_and_the_threshold_decides_health() {
 }
 
 #[tokio::test]
-async fn the_probe_loop_keeps_every_leaf_current() {
-    use meridian_agent::probe::{Leaf, probe_forever};
+async fn the_runner_keeps_every_leaf_current_and_follows_changes() {
+    use meridian_agent::probe::{Leaf, ProbeRunner};
+    use std::collections::HashMap;
     // Healthy for every host but "down.example.test".
     let answer: Answer = Arc::new(|head, _| {
         if head.contains("Host: down.example.test") {
@@ -220,18 +221,40 @@ async fn the_probe_loop_keeps_every_leaf_current() {
     };
     let (updates, mut received) = tokio::sync::mpsc::channel(64);
     let prober = Arc::new(Prober::new(&[], None));
-    tokio::spawn(probe_forever(
-        prober,
-        vec![leaf("up.example.test"), leaf("down.example.test")],
-        updates,
-    ));
-    let mut latest = [None, None];
-    while latest[0].is_none() || latest[1] != Some(Some(false)) {
+    let mut runner = ProbeRunner::new(prober, updates);
+    runner.sync(HashMap::from([
+        ("a", leaf("up.example.test")),
+        ("b", leaf("down.example.test")),
+    ]));
+    let mut latest: HashMap<&str, Option<bool>> = HashMap::new();
+    while latest.get("a").is_none() || latest.get("b") != Some(&Some(false)) {
         let update = tokio::time::timeout(Duration::from_secs(30), received.recv())
             .await
             .expect("updates keep coming")
-            .expect("the loop runs");
-        latest[update.index] = Some(update.state.healthy);
+            .expect("the runner runs");
+        latest.insert(update.key, update.state.healthy);
     }
-    assert_eq!(latest, [Some(Some(true)), Some(Some(false))]);
+    assert_eq!(latest["a"], Some(true));
+
+    // "b" now asks another host: it starts over and becomes healthy; "a" is removed.
+    let stopped = runner.sync(HashMap::from([("b", leaf("back.example.test"))]));
+    assert_eq!(stopped, ["a"], "only the removed leaf stops for good");
+    assert_eq!(runner.len(), 1);
+    loop {
+        let update = tokio::time::timeout(Duration::from_secs(30), received.recv())
+            .await
+            .expect("updates keep coming")
+            .expect("the runner runs");
+        if update.key == "b" && update.state.healthy == Some(true) {
+            break;
+        }
+    }
+    // Once the channel is drained, no update of "a" arrives any more.
+    while let Ok(update) = received.try_recv() {
+        let _ = update;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    while let Ok(update) = received.try_recv() {
+        assert_eq!(update.key, "b", "a removed leaf is not probed");
+    }
 }

@@ -19,10 +19,10 @@ use meridian_api::kuadrant::{
     ManagedZone,
 };
 use meridian_api::meridian::{ClusterReport, ProbeReport};
-use meridian_dns::tree::RecordTree;
 use meridian_dns::model::{Endpoint, RecordKey};
 use meridian_dns::plan::{PlanInput, Registry, plan};
 use meridian_dns::provider::{Provider, ProviderError};
+use meridian_dns::tree::RecordTree;
 use serde_json::json;
 
 use super::{Context, Error, apply_params, now, retry_after, with_finalizer};
@@ -153,7 +153,9 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         .filter(|status| !status.endpoints.is_empty())
         .map(|status| all_to_engine(&status.endpoints));
     let health = match &record.spec.health_check {
-        Some(check) => Some(check_health(record, check, &requested, previous.as_deref(), ctx).await?),
+        Some(check) => {
+            Some(check_health(record, check, &requested, previous.as_deref(), ctx).await?)
+        }
         None => {
             delete_probes(record, ctx, &[]).await?;
             None
@@ -187,7 +189,15 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
             && conditions::condition_status(&status.conditions, conditions::READY) == Some(true)
     }) && previous.as_deref() == Some(desired.as_slice());
     if published_as_desired && !matches!(provider, ZoneProvider::Embedded(_)) {
-        write_status(record, ctx, None, ready_as_before(record), health, Vec::new()).await?;
+        write_status(
+            record,
+            ctx,
+            None,
+            ready_as_before(record),
+            health,
+            Vec::new(),
+        )
+        .await?;
         return Ok(Action::requeue(resync));
     }
 
@@ -263,7 +273,9 @@ async fn check_health(
     ctx: &Context,
 ) -> Result<HealthOutcome, Error> {
     if !ctx.watched.listed() {
-        return Err(Error::Waiting("the first list of probes and reports".into()));
+        return Err(Error::Waiting(
+            "the first list of probes and reports".into(),
+        ));
     }
     let namespace = record.namespace().unwrap_or_default();
     let name = record.name_any();
@@ -305,7 +317,8 @@ async fn check_health(
         .into_iter()
         .filter(|report| {
             let reported_at = report.spec.reported_at.as_ref().map(|t| t.0);
-            reported_at.is_some() && silence(reported_at, now, ctx.config.heartbeat_timeout).is_none()
+            reported_at.is_some()
+                && silence(reported_at, now, ctx.config.heartbeat_timeout).is_none()
         })
         .collect();
     let mut verdicts = BTreeMap::new();
@@ -354,13 +367,9 @@ fn status_worth_writing(
         return true;
     }
     match (&current.last_checked_at, &new.last_checked_at) {
-        (Some(old), Some(new)) => new
-            .0
-            .duration_since(old.0)
-            .as_secs()
-            .max(0)
-            .unsigned_abs()
-            > refresh.as_secs(),
+        (Some(old), Some(new)) => {
+            new.0.duration_since(old.0).as_secs().max(0).unsigned_abs() > refresh.as_secs()
+        }
         (None, Some(_)) => true,
         _ => false,
     }
@@ -387,7 +396,10 @@ async fn delete_probes(record: &DNSRecord, ctx: &Context, keep: &[&str]) -> Resu
         .filter(|p| !keep.contains(&p.name_any().as_str()))
         .filter(|p| p.metadata.deletion_timestamp.is_none())
     {
-        match api.delete(&stale.name_any(), &DeleteParams::default()).await {
+        match api
+            .delete(&stale.name_any(), &DeleteParams::default())
+            .await
+        {
             Ok(_) => {}
             Err(kube::Error::Api(status)) if status.code == 404 => {}
             Err(error) => return Err(error.into()),

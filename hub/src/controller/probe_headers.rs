@@ -8,11 +8,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
 use kube::api::{Api, Patch};
 use kube::runtime::controller::Action;
-use kube::ResourceExt;
 use meridian_api::upstream::ManagedCluster;
 use serde_json::json;
 
@@ -32,7 +32,9 @@ pub fn headers_key(namespace: &str, secret: &str) -> String {
 }
 
 /// The copy's data: for each named Secret that exists, its keys and values as headers.
-pub fn headers_data(sources: &BTreeMap<(String, String), Option<Secret>>) -> BTreeMap<String, ByteString> {
+pub fn headers_data(
+    sources: &BTreeMap<(String, String), Option<Secret>>,
+) -> BTreeMap<String, ByteString> {
     sources
         .iter()
         .filter_map(|((namespace, name), secret)| {
@@ -42,7 +44,13 @@ pub fn headers_data(sources: &BTreeMap<(String, String), Option<Secret>>) -> BTr
                 .iter()
                 .flatten()
                 .map(|(key, value)| (key.clone(), String::from_utf8_lossy(&value.0).into_owned()))
-                .chain(secret.string_data.iter().flatten().map(|(k, v)| (k.clone(), v.clone())))
+                .chain(
+                    secret
+                        .string_data
+                        .iter()
+                        .flatten()
+                        .map(|(k, v)| (k.clone(), v.clone())),
+                )
                 .collect();
             let json = serde_json::to_vec(&headers).expect("a map of strings serializes");
             Some((headers_key(namespace, name), ByteString(json)))
@@ -63,7 +71,10 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
         .iter()
         .filter_map(|probe| {
             let reference = probe.spec.additional_headers_ref.as_ref()?;
-            Some((probe.namespace().unwrap_or_default(), reference.name.clone()))
+            Some((
+                probe.namespace().unwrap_or_default(),
+                reference.name.clone(),
+            ))
         })
         .collect();
     let mut sources = BTreeMap::new();
@@ -120,7 +131,10 @@ mod tests {
             ByteString(b"s3cret".to_vec()),
         )]));
         let sources = BTreeMap::from([
-            (("gateways".to_string(), "probe-auth".to_string()), Some(secret)),
+            (
+                ("gateways".to_string(), "probe-auth".to_string()),
+                Some(secret),
+            ),
             (("gateways".to_string(), "missing".to_string()), None),
         ]);
         let data = headers_data(&sources);

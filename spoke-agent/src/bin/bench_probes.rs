@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use meridian_agent::probe::{Leaf, ProbeSpec, Prober, Protocol, probe_forever};
+use meridian_agent::probe::{Leaf, ProbeRunner, ProbeSpec, Prober, Protocol};
 
 const LEAVES: usize = 5_000;
 const INTERVAL: Duration = Duration::from_secs(5);
@@ -83,25 +83,29 @@ fn resident_mib() -> f64 {
 
 async fn measure(address: SocketAddr) -> anyhow::Result<()> {
     let prober = Arc::new(Prober::new(&[], None));
-    let leaves: Vec<Leaf> = (0..LEAVES)
-        .map(|i| Leaf {
-            spec: ProbeSpec {
-                host: format!("app-{i}.example.test"),
-                address: address.ip(),
-                port: address.port(),
-                path: "/healthz".into(),
-                protocol: Protocol::Http,
-                expected: vec![200, 201],
-                headers: vec![],
-                allow_insecure_certificate: false,
-                timeout: Duration::from_secs(3),
-            },
-            interval: INTERVAL,
-            failure_threshold: 3,
+    let leaves: std::collections::HashMap<usize, Leaf> = (0..LEAVES)
+        .map(|i| {
+            let leaf = Leaf {
+                spec: ProbeSpec {
+                    host: format!("app-{i}.example.test"),
+                    address: address.ip().to_string(),
+                    port: address.port(),
+                    path: "/healthz".into(),
+                    protocol: Protocol::Http,
+                    expected: vec![200, 201],
+                    headers: vec![],
+                    allow_insecure_certificate: false,
+                    timeout: Duration::from_secs(3),
+                },
+                interval: INTERVAL,
+                failure_threshold: 3,
+            };
+            (i, leaf)
         })
         .collect();
     let (updates, mut received) = tokio::sync::mpsc::channel(4096);
-    tokio::spawn(probe_forever(prober, leaves, updates));
+    let mut runner = ProbeRunner::new(prober, updates);
+    runner.sync(leaves);
     let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let healthy = Arc::new(std::sync::atomic::AtomicU64::new(0));
     {
