@@ -305,11 +305,12 @@ impl RunningExample {
             std::fs::write(&kubeconfig, delivered_hub_kubeconfig(&spoke_client).await?)
                 .map_err(Error::io("writing an agent kubeconfig"))?;
             let agent_hub = client_from_file(&kubeconfig).await?;
-            agents.push(tokio::spawn(meridian_agent::report::run(
+            agents.push(tokio::spawn(meridian_agent::run_hub_mode(
                 spoke_client,
                 agent_hub,
                 spoke.to_string(),
                 heartbeat,
+                None,
             )));
         }
         Ok(RunningExample { hub, agents, dir })

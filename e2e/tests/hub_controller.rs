@@ -12,10 +12,11 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use meridian_api::conditions::{self, condition_status};
-use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
+use meridian_api::kuadrant::{DNSHealthCheckProbe, DNSPolicy, DNSRecord, ManagedZone};
 use meridian_api::meridian::ClusterReport;
 use meridian_api::upstream::{Gateway, ManagedCluster, ManagedClusterAddOn, ManifestWork};
 use meridian_e2e::example::{
@@ -38,14 +39,40 @@ const AGENT_ENV: [&str; 3] = [
     "MERIDIAN_E2E_AGENT_HUB_KUBECONFIG",
 ];
 
+/// Optional environment of the agent helper: the address its probes connect from.
+const PROBE_SOURCE_ENV: &str = "MERIDIAN_E2E_AGENT_PROBE_SOURCE";
+
 /// The spoke agent as its own process: this test binary, re-run as the helper below, with the
 /// hub kubeconfig the hub delivered to the spoke (read back from the spoke, where the work
 /// agent put it) and nothing else of the hub's.
 async fn start_agent(fleet: &Fleet, spoke: &str, dir: &Path) -> Result<ManagedProcess, Error> {
+    start_agent_with(fleet, spoke, dir, None).await
+}
+
+/// The agent as its own process, probing from `source`.
+async fn start_agent_probing_from(
+    fleet: &Fleet,
+    spoke: &str,
+    dir: &Path,
+    source: &str,
+) -> Result<ManagedProcess, Error> {
+    start_agent_with(fleet, spoke, dir, Some(source)).await
+}
+
+async fn start_agent_with(
+    fleet: &Fleet,
+    spoke: &str,
+    dir: &Path,
+    probe_source: Option<&str>,
+) -> Result<ManagedProcess, Error> {
     let kubeconfig = delivered_hub_kubeconfig(&fleet.spoke(spoke).client()).await?;
     let hub_kubeconfig = dir.join(format!("{spoke}-hub.kubeconfig"));
     std::fs::write(&hub_kubeconfig, kubeconfig).unwrap();
-    let args: Vec<String> = [
+    let mut args: Vec<String> = probe_source
+        .map(|source| format!("{PROBE_SOURCE_ENV}={source}"))
+        .into_iter()
+        .collect();
+    args.extend([
         format!("{}={spoke}", AGENT_ENV[0]),
         format!(
             "{}={}",
@@ -58,8 +85,7 @@ async fn start_agent(fleet: &Fleet, spoke: &str, dir: &Path) -> Result<ManagedPr
         "--exact".into(),
         "agent_process".into(),
         "--nocapture".into(),
-    ]
-    .into();
+    ]);
     ManagedProcess::spawn(
         format!("agent-{spoke}"),
         Path::new("env"),
@@ -68,7 +94,7 @@ async fn start_agent(fleet: &Fleet, spoke: &str, dir: &Path) -> Result<ManagedPr
     )
 }
 
-/// The agent helper: runs the agent's report loop with the clients named in its environment.
+/// The agent helper: runs the agent (reports and probes) with the clients named in its environment.
 #[tokio::test]
 #[ignore = "run by the hub test as the agent's own process"]
 async fn agent_process() {
@@ -80,11 +106,15 @@ async fn agent_process() {
     let hub = client_from_file(Path::new(&env(AGENT_ENV[2])))
         .await
         .unwrap();
-    meridian_agent::report::run(
+    let probe_source = std::env::var(PROBE_SOURCE_ENV)
+        .ok()
+        .map(|ip| ip.parse().expect("an IP address"));
+    meridian_agent::run_hub_mode(
         spoke,
         hub,
         env(AGENT_ENV[0]),
         std::time::Duration::from_secs(2),
+        probe_source,
     )
     .await
     .unwrap();
@@ -646,5 +676,327 @@ async fn a_record_in_a_route53_zone_is_published_and_withdrawn_through_its_secre
         "the record and its ownership record are gone: {left:?}"
     );
     running.stop().await;
+    Ok(())
+}
+
+/// How a test backend answers, per backend address: dead (503 to all), or failing for some
+/// probe source addresses only. Every request must carry the probe's secret header.
+#[derive(Debug, Default)]
+struct Backends {
+    dead: std::collections::BTreeSet<std::net::IpAddr>,
+    failing_for: BTreeMap<std::net::IpAddr, Vec<std::net::IpAddr>>,
+}
+
+/// The header the backends require; the policy names a Secret holding it.
+const PROBE_TOKEN: (&str, &str) = ("X-Probe-Token", "s3cret-token");
+
+/// HTTP backends on `addresses`, all on one port; returns the port.
+async fn start_backends(
+    addresses: &[std::net::IpAddr],
+    state: std::sync::Arc<std::sync::Mutex<Backends>>,
+) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    'attempt: loop {
+        let first = tokio::net::TcpListener::bind((addresses[0], 0))
+            .await
+            .unwrap();
+        let port = first.local_addr().unwrap().port();
+        let mut listeners = vec![first];
+        for address in &addresses[1..] {
+            match tokio::net::TcpListener::bind((*address, port)).await {
+                Ok(listener) => listeners.push(listener),
+                Err(_) => continue 'attempt,
+            }
+        }
+        for listener in listeners {
+            let state = state.clone();
+            tokio::spawn(async move {
+                loop {
+                    let Ok((mut stream, peer)) = listener.accept().await else {
+                        continue;
+                    };
+                    let local = stream.local_addr().unwrap().ip();
+                    let state = state.clone();
+                    tokio::spawn(async move {
+                        let mut head = Vec::new();
+                        let mut chunk = [0u8; 1024];
+                        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 {
+                            match stream.read(&mut chunk).await {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => head.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        let head = String::from_utf8_lossy(&head);
+                        let authorized =
+                            head.contains(&format!("{}: {}", PROBE_TOKEN.0, PROBE_TOKEN.1));
+                        let failing = {
+                            let state = state.lock().unwrap();
+                            state.dead.contains(&local)
+                                || state
+                                    .failing_for
+                                    .get(&local)
+                                    .is_some_and(|s| s.contains(&peer.ip()))
+                        };
+                        let status = match (authorized, failing) {
+                            (false, _) => "401 Unauthorized",
+                            (true, true) => "503 Service Unavailable",
+                            (true, false) => "200 OK",
+                        };
+                        let _ = stream
+                            .write_all(format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").as_bytes())
+                            .await;
+                    });
+                }
+            });
+        }
+        return port;
+    }
+}
+
+/// The probes of the example host, by address, once each has results from `clusters` clusters.
+async fn probes_judged_by(
+    hub: &Client,
+    clusters: usize,
+) -> Result<Option<BTreeMap<String, DNSHealthCheckProbe>>, Error> {
+    let probes = Api::<DNSHealthCheckProbe>::namespaced(hub.clone(), NAMESPACE)
+        .list(&Default::default())
+        .await?
+        .items;
+    let judged = probes.len() == 3
+        && probes.iter().all(|p| {
+            p.status
+                .as_ref()
+                .is_some_and(|s| s.clusters.len() == clusters)
+        });
+    Ok(judged.then(|| {
+        probes
+            .into_iter()
+            .map(|p| (p.spec.address.clone(), p))
+            .collect()
+    }))
+}
+
+/// `dig` answers for the example host, with no client subnet.
+async fn answers_now(nameserver: SocketAddr) -> Vec<String> {
+    tokio::task::spawn_blocking(move || dig(nameserver, None))
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_checks_from_every_cluster_decide_which_gateways_stay_in_dns() -> Result<(), Error> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("warn,meridian_hub=info")
+        .with_test_writer()
+        .try_init();
+    // The probe interval and threshold; MERIDIAN_E2E_HEALTH_INTERVAL=30s and
+    // MERIDIAN_E2E_HEALTH_THRESHOLD=3 measure the defaults' time to withdraw.
+    let interval = std::env::var("MERIDIAN_E2E_HEALTH_INTERVAL").unwrap_or_else(|_| "5s".into());
+    let threshold: i64 = std::env::var("MERIDIAN_E2E_HEALTH_THRESHOLD")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(2);
+    let gateway_ips: [std::net::IpAddr; 3] = [
+        "127.0.1.1".parse().unwrap(),
+        "127.0.1.2".parse().unwrap(),
+        "127.0.1.3".parse().unwrap(),
+    ];
+    let sources = ["127.0.2.1", "127.0.2.2", "127.0.2.3"];
+    let backends = std::sync::Arc::new(std::sync::Mutex::new(Backends::default()));
+    let port = start_backends(&gateway_ips, backends.clone()).await;
+
+    let fleet = with_example_spokes(Fleet::builder()).start().await?;
+    let hub = fleet.hub.client();
+    let dir = tempfile::tempdir().unwrap();
+    let geoip = dir.path().join("country.mmdb");
+    write_geoip(&geoip)?;
+    install(&hub).await?;
+    Api::<Secret>::namespaced(hub.clone(), NAMESPACE)
+        .patch(
+            "probe-auth",
+            &PatchParams::apply("example-admin").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": { "name": "probe-auth", "namespace": NAMESPACE },
+                "stringData": { PROBE_TOKEN.0: PROBE_TOKEN.1 },
+            })),
+        )
+        .await?;
+    // A simple policy answers every healthy gateway at once, which dig shows directly.
+    meridian_e2e::example::apply(
+        &Api::<DNSPolicy>::namespaced(hub.clone(), NAMESPACE),
+        json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSPolicy",
+            "metadata": { "name": "prod-web", "namespace": NAMESPACE },
+            "spec": {
+                "targetRef": { "name": "prod-web" },
+                "routingStrategy": "simple",
+                "healthCheck": {
+                    "endpoint": "/healthz", "port": port, "protocol": "HTTP",
+                    "interval": interval, "failureThreshold": threshold,
+                    "additionalHeadersRef": { "name": "probe-auth" },
+                },
+            },
+        }),
+    )
+    .await?;
+    let running = start_hub(fleet.hub.kubeconfig_path(), &geoip).await;
+    let nameserver = running.nameserver;
+    let mut agents = Vec::new();
+    for (index, spoke) in ["spoke-1", "spoke-2", "spoke-3"].into_iter().enumerate() {
+        serve_gateway(
+            &fleet.spoke(spoke).client(),
+            &gateway_ips[index].to_string(),
+        )
+        .await?;
+        agents.push(start_agent_probing_from(&fleet, spoke, dir.path(), sources[index]).await?);
+    }
+    let all = ["127.0.1.1", "127.0.1.2", "127.0.1.3"];
+    answers_become(nameserver, None, &all).await?;
+
+    // Every cluster judged every leaf, through the headers the hub copied for it.
+    let probes = eventually("every cluster judges every probe", DEFAULT_PATIENCE, || {
+        probes_judged_by(&hub, 3)
+    })
+    .await?;
+    for probe in probes.values() {
+        let status = probe.status.as_ref().unwrap();
+        assert_eq!(status.healthy, Some(true), "{status:?}");
+        assert!(status.clusters.iter().all(|c| c.healthy), "{status:?}");
+        assert_eq!(probe.spec.host, HOST);
+    }
+    let spoke_1_hub = client_from_file(&dir.path().join("spoke-1-hub.kubeconfig")).await?;
+    let denied = Api::<Secret>::namespaced(spoke_1_hub.clone(), NAMESPACE)
+        .get("probe-auth")
+        .await
+        .expect_err("an agent cannot read the hub's Secrets");
+    assert!(
+        matches!(denied, kube::Error::Api(ref e) if e.code == 403),
+        "{denied}"
+    );
+    let copy = Api::<Secret>::namespaced(spoke_1_hub.clone(), "spoke-1")
+        .get("meridian-probe-headers")
+        .await?;
+    assert!(copy.data.unwrap().contains_key("gateways.probe-auth"));
+
+    // One vantage point of three sees 127.0.1.2 failing: its view shows in the probe's
+    // status, and DNS does not move.
+    backends
+        .lock()
+        .unwrap()
+        .failing_for
+        .insert(gateway_ips[1], vec![sources[0].parse().unwrap()]);
+    eventually(
+        "spoke-1 sees 127.0.1.2 failing",
+        DEFAULT_PATIENCE,
+        || async {
+            let Some(probes) = probes_judged_by(&hub, 3).await? else {
+                return Ok(None);
+            };
+            let status = probes["127.0.1.2"].status.clone().unwrap();
+            let spoke_1 = status
+                .clusters
+                .iter()
+                .find(|c| c.cluster == "spoke-1")
+                .unwrap();
+            Ok((!spoke_1.healthy).then_some(status))
+        },
+    )
+    .await
+    .map(|status| {
+        assert_eq!(
+            status.healthy,
+            Some(true),
+            "1 of 3 is below 66 %: {status:?}"
+        )
+    })?;
+    for _ in 0..6 {
+        assert_eq!(
+            answers_now(nameserver).await,
+            all,
+            "one vantage point does not flap DNS"
+        );
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+
+    // Two of three: the leaf leaves DNS, and the record says which address is unhealthy.
+    backends.lock().unwrap().failing_for.insert(
+        gateway_ips[1],
+        vec![sources[0].parse().unwrap(), sources[1].parse().unwrap()],
+    );
+    answers_become(nameserver, None, &["127.0.1.1", "127.0.1.3"]).await?;
+    let records = Api::<DNSRecord>::namespaced(hub.clone(), NAMESPACE);
+    let record = records.get("prod-web-api").await?;
+    let healthy = record
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == conditions::HEALTHY)
+        .unwrap()
+        .clone();
+    assert_eq!(healthy.status, "False");
+    assert!(healthy.message.contains("127.0.1.2"), "{}", healthy.message);
+    backends.lock().unwrap().failing_for.clear();
+    answers_become(nameserver, None, &all).await?;
+
+    // A gateway whose backend dies leaves DNS, and returns when it recovers.
+    let died = std::time::Instant::now();
+    backends.lock().unwrap().dead.insert(gateway_ips[2]);
+    answers_become(nameserver, None, &["127.0.1.1", "127.0.1.2"]).await?;
+    let withdrawn_after = died.elapsed();
+    let recovered = std::time::Instant::now();
+    backends.lock().unwrap().dead.clear();
+    answers_become(nameserver, None, &all).await?;
+    eprintln!(
+        "health: interval {interval}, threshold {threshold}: withdrawn {:.1} s after the backend died, back {:.1} s after it recovered",
+        withdrawn_after.as_secs_f64(),
+        recovered.elapsed().as_secs_f64()
+    );
+
+    // Every backend failing: nothing is removed (a total outage is more likely the probes').
+    backends.lock().unwrap().dead.extend(gateway_ips);
+    eventually(
+        "every leaf is judged unhealthy",
+        DEFAULT_PATIENCE,
+        || async {
+            let Some(probes) = probes_judged_by(&hub, 3).await? else {
+                return Ok(None);
+            };
+            Ok(probes
+                .values()
+                .all(|p| p.status.as_ref().unwrap().healthy == Some(false))
+                .then_some(()))
+        },
+    )
+    .await?;
+    answers_become(nameserver, None, &all).await?;
+    let record = records.get("prod-web-api").await?;
+    let healthy = record
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == conditions::HEALTHY)
+        .unwrap();
+    assert_eq!(healthy.reason, "NoHealthyEndpoints", "{healthy:?}");
+
+    // Deleting the policy withdraws the records and their probes.
+    Api::<DNSPolicy>::namespaced(hub.clone(), NAMESPACE)
+        .delete("prod-web", &DeleteParams::default())
+        .await?;
+    eventually("the probes are gone", DEFAULT_PATIENCE, || async {
+        let left = Api::<DNSHealthCheckProbe>::namespaced(hub.clone(), NAMESPACE)
+            .list(&Default::default())
+            .await?
+            .items
+            .len();
+        Ok((left == 0).then_some(()))
+    })
+    .await?;
+    answers_become(nameserver, None, &[]).await?;
+    running.stop().await;
+    drop(agents);
     Ok(())
 }

@@ -193,7 +193,10 @@ pub mod reasons {
 /// Prunes a record by its leaves' verdicts (`None`: no cluster has judged it yet). A leaf
 /// without a verdict stays if it is published already (an agent restarting must not flap
 /// DNS) and waits otherwise: a leaf that was never healthy is not published until a probe
-/// passes. When no leaf is healthy, what was published stays published.
+/// passes. When no leaf is healthy, nothing published is removed: the whole record is
+/// published, as when every leaf is healthy (seed 004: a total outage is more likely the
+/// probes' than every gateway's, and a configured host must not answer NXDOMAIN). A record
+/// that was never published stays unpublished until a probe passes.
 pub fn apply_health(
     root_host: &str,
     requested: &[Endpoint],
@@ -250,7 +253,12 @@ pub fn apply_health(
             }
         }
         Pruned::NoHealthyLeaf => {
-            let kept = published.map(<[Endpoint]>::to_vec).unwrap_or_default();
+            let was_published = published.is_some_and(|p| !p.is_empty());
+            let kept = if was_published {
+                requested.to_vec()
+            } else {
+                Vec::new()
+            };
             let (reason, message) = if unhealthy.is_empty() {
                 (
                     reasons::AWAITING,
@@ -267,7 +275,7 @@ pub fn apply_health(
                 message.push_str(if kept.is_empty() {
                     "nothing was published before, so nothing is"
                 } else {
-                    "keeping what was published before"
+                    "publishing every endpoint rather than none"
                 });
                 if !awaiting.is_empty() {
                     message.push_str(&format!("; awaiting probes: {}", awaiting.join(", ")));
@@ -477,11 +485,15 @@ mod tests {
     }
 
     #[test]
-    fn nothing_healthy_keeps_what_was_published_and_never_healthy_waits() {
+    fn nothing_healthy_removes_nothing_and_never_healthy_waits() {
         let both_down = verdicts(&[("10.0.0.1", Some(false)), ("10.0.0.2", Some(false))]);
         let previous = &record()[..4];
         let kept = apply_health(HOST, &record(), &both_down, Some(previous));
-        assert_eq!(kept.endpoints, previous, "what was published stays");
+        assert_eq!(
+            kept.endpoints,
+            record(),
+            "all unhealthy is published like all healthy"
+        );
         assert_eq!(kept.reason, reasons::NONE_HEALTHY);
         assert!(
             kept.message.contains("10.0.0.1, 10.0.0.2"),

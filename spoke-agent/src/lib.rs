@@ -3,6 +3,7 @@
 //! mode. `main` only
 //! calls [`Cli::parse_and_run`].
 
+pub mod health;
 pub mod probe;
 pub mod report;
 
@@ -46,6 +47,11 @@ pub struct RunArgs {
     /// Seconds between reports when nothing changes (the hub's liveness signal).
     #[arg(long, env = "MERIDIAN_HEARTBEAT_SECONDS", default_value_t = 30)]
     pub heartbeat_seconds: u64,
+
+    /// Local address health probes connect from (a node with several networks, or one
+    /// vantage point per agent on one machine).
+    #[arg(long, env = "MERIDIAN_PROBE_SOURCE_ADDRESS")]
+    pub probe_source_address: Option<std::net::IpAddr>,
 }
 
 async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
@@ -67,8 +73,24 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     let hub = client(Some(hub_kubeconfig)).await?;
     let heartbeat = Duration::from_secs(args.heartbeat_seconds.max(1));
     tokio::select! {
-        result = report::run(spoke, hub, args.cluster_name.clone(), heartbeat) => result,
+        result = run_hub_mode(spoke, hub, args.cluster_name.clone(), heartbeat, args.probe_source_address) => result,
         _ = tokio::signal::ctrl_c() => Ok(()),
+    }
+}
+
+/// The agent in hub mode: the report loop and the health loop feeding it, until one fails.
+pub async fn run_hub_mode(
+    spoke: kube::Client,
+    hub: kube::Client,
+    cluster_name: String,
+    heartbeat: Duration,
+    probe_source: Option<std::net::IpAddr>,
+) -> anyhow::Result<()> {
+    let (probes, probe_reports) = tokio::sync::watch::channel(Vec::new());
+    let prober = std::sync::Arc::new(probe::Prober::new(&[], probe_source));
+    tokio::select! {
+        result = report::run(spoke, hub.clone(), cluster_name.clone(), heartbeat, probe_reports) => result,
+        result = health::run(hub, cluster_name, prober, probes) => result,
     }
 }
 

@@ -15,7 +15,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use meridian_api::meridian::{
-    ClusterReport, ClusterReportSpec, GatewayReport, ListenerReport, ReportedAddress,
+    ClusterReport, ClusterReportSpec, GatewayReport, ListenerReport, ProbeReport, ReportedAddress,
 };
 use meridian_api::upstream::Gateway;
 use rand::Rng;
@@ -64,6 +64,7 @@ pub fn gateway_report(gateway: &Gateway) -> GatewayReport {
 pub fn cluster_report(
     cluster_id: &str,
     gateways: &[Gateway],
+    probes: Vec<ProbeReport>,
     reported_at: Option<Time>,
 ) -> ClusterReportSpec {
     let mut reports: Vec<GatewayReport> = gateways
@@ -80,7 +81,7 @@ pub fn cluster_report(
         reported_at,
         gateways: reports,
         router_shards: Vec::new(),
-        probes: Vec::new(),
+        probes,
     }
 }
 
@@ -117,12 +118,14 @@ async fn write_report(hub: &Client, cluster_name: &str, spec: &ClusterReportSpec
     }
 }
 
-/// Runs the report loop until the process ends.
+/// Runs the report loop until the process ends. `probes` carries the health loop's results;
+/// it notifies when a verdict changes, and its latest value travels with every write.
 pub async fn run(
     spoke: Client,
     hub: Client,
     cluster_name: String,
     heartbeat: Duration,
+    mut probes: tokio::sync::watch::Receiver<Vec<ProbeReport>>,
 ) -> anyhow::Result<()> {
     let cluster_id = loop {
         match cluster_id(&spoke).await {
@@ -146,8 +149,15 @@ pub async fn run(
     let mut next_heartbeat = tokio::time::Instant::now();
     let mut written: Option<ClusterReportSpec> = None;
     let mut failures = 0u32;
+    let mut probes_open = true;
+    let mut probes_changed = false;
     loop {
         tokio::select! {
+            changed = probes.changed(), if probes_open => match changed {
+                Ok(()) => probes_changed = true,
+                // No health loop (or it ended): report gateways only.
+                Err(_) => probes_open = false,
+            },
             event = gateways.next() => match event {
                 Some(Ok(gateway)) => {
                     known.insert((gateway.namespace().unwrap_or_default(), gateway.name_any()), gateway);
@@ -163,21 +173,23 @@ pub async fn run(
             }
         }
         let current: Vec<Gateway> = known.values().cloned().collect();
-        let unchanged = written
-            .as_ref()
-            .is_some_and(|w| cluster_report(&cluster_id, &current, w.reported_at.clone()) == *w);
+        let gateways_unchanged = written.as_ref().is_some_and(|w| {
+            cluster_report(&cluster_id, &current, Vec::new(), None).gateways == w.gateways
+        });
         let now = tokio::time::Instant::now();
-        if unchanged && now < next_heartbeat {
+        if gateways_unchanged && !probes_changed && now < next_heartbeat {
             continue;
         }
         let spec = cluster_report(
             &cluster_id,
             &current,
+            probes.borrow_and_update().clone(),
             Some(Time(k8s_openapi::jiff::Timestamp::now())),
         );
         if write_report(&hub, &cluster_name, &spec).await {
             written = Some(spec);
             failures = 0;
+            probes_changed = false;
             next_heartbeat = now + heartbeat;
         } else {
             // Back off with jitter; the next event or tick tries again.
@@ -235,7 +247,7 @@ mod tests {
             gateway("kuadrant-a", "web", Some("192.0.2.1")),
             gateway("kuadrant-a", "pending", None),
         ];
-        let report = cluster_report("id-1", &gateways, None);
+        let report = cluster_report("id-1", &gateways, Vec::new(), None);
         let names: Vec<(&str, &str)> = report
             .gateways
             .iter()

@@ -1,0 +1,391 @@
+//! The agent's health loop: every `DNSHealthCheckProbe` on the hub becomes a leaf this cluster
+//! probes, and the results become the `probes` of the cluster's report.
+//!
+//! The agent may read probes hub-wide, but no hub Secret except the copy of the probes' header
+//! Secrets the hub keeps in this cluster's namespace (`meridian-probe-headers`). A probe whose
+//! headers have not arrived yet is not probed: probing it without them would report a failure
+//! that is not the backend's.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Client, ResourceExt};
+use meridian_api::kuadrant::{DNSHealthCheckProbe, HealthProtocol};
+use meridian_api::meridian::ProbeReport;
+use tokio::sync::{mpsc, watch};
+
+use crate::probe::{Leaf, LeafUpdate, ProbeRunner, ProbeSpec, ProbeState, Prober, Protocol};
+
+/// The hub's copy of the probes' header Secrets, in the cluster namespace.
+pub const HEADERS_SECRET: &str = "meridian-probe-headers";
+/// How often the header copy is read again when no probe changes.
+const HEADERS_REFRESH: Duration = Duration::from_secs(30);
+/// Longest wait for one probe's answer; shorter for short intervals.
+const MAX_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A probe on the hub: namespace and name.
+pub type ProbeKey = (String, String);
+
+/// Headers per `<namespace>.<secret>` key, as the hub's copy holds them.
+pub type HeaderCopies = BTreeMap<String, Vec<(String, String)>>;
+
+/// Parses a Go/Kubernetes duration (`30s`, `1m30s`, `500ms`, `1.5h`).
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let mut total = 0f64;
+    let mut rest = text;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let number_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let number: f64 = rest[..number_end].parse().ok()?;
+        rest = &rest[number_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let seconds = match &rest[..unit_end] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        total += number * seconds;
+        rest = &rest[unit_end..];
+    }
+    Some(Duration::from_secs_f64(total))
+}
+
+/// Reads the hub's header copy: each key's JSON object of header names to values. Headers that
+/// could smuggle another header or request line (CR, LF, or a name that is not a token) are
+/// dropped.
+pub fn header_copies(secret: &Secret) -> HeaderCopies {
+    let valid_name = |name: &str| {
+        !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    };
+    secret
+        .data
+        .iter()
+        .flatten()
+        .filter_map(|(key, value)| {
+            let headers: BTreeMap<String, String> = serde_json::from_slice(&value.0).ok()?;
+            let headers = headers
+                .into_iter()
+                .filter(|(name, value)| valid_name(name) && !value.contains(['\r', '\n', '\0']))
+                .collect();
+            Some((key.clone(), headers))
+        })
+        .collect()
+}
+
+/// Why a probe is not probed from here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Skipped {
+    /// A wildcard host names no one host to ask for.
+    Wildcard,
+    /// The probe's header Secret has not been copied to this cluster (yet).
+    HeadersMissing(String),
+    Invalid(String),
+}
+
+/// The leaf a probe asks this cluster to check.
+pub fn leaf_for(probe: &DNSHealthCheckProbe, headers: &HeaderCopies) -> Result<Leaf, Skipped> {
+    let spec = &probe.spec;
+    if spec.host.starts_with('*') {
+        return Err(Skipped::Wildcard);
+    }
+    let interval = parse_duration(&spec.interval)
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| Skipped::Invalid(format!("interval {:?}", spec.interval)))?;
+    let extra_headers = match &spec.additional_headers_ref {
+        None => Vec::new(),
+        Some(reference) => {
+            let key = format!(
+                "{}.{}",
+                probe.namespace().unwrap_or_default(),
+                reference.name
+            );
+            headers
+                .get(&key)
+                .cloned()
+                .ok_or(Skipped::HeadersMissing(key))?
+        }
+    };
+    Ok(Leaf {
+        spec: ProbeSpec {
+            host: spec.host.clone(),
+            address: spec.address.clone(),
+            port: u16::try_from(spec.port)
+                .map_err(|_| Skipped::Invalid(format!("port {}", spec.port)))?,
+            path: spec.path.clone(),
+            protocol: match spec.protocol {
+                HealthProtocol::Http => Protocol::Http,
+                HealthProtocol::Https => Protocol::Https,
+            },
+            expected: spec
+                .expected_responses
+                .iter()
+                .filter_map(|code| u16::try_from(*code).ok())
+                .collect(),
+            headers: extra_headers,
+            allow_insecure_certificate: spec.allow_insecure_certificate,
+            timeout: (interval / 2).min(MAX_TIMEOUT),
+        },
+        interval,
+        failure_threshold: u32::try_from(spec.failure_threshold.max(1)).unwrap_or(1),
+    })
+}
+
+/// The results worth reporting: probes with a verdict, sorted.
+pub fn probe_reports(results: &BTreeMap<ProbeKey, (ProbeState, Time)>) -> Vec<ProbeReport> {
+    results
+        .iter()
+        .filter_map(|((namespace, name), (state, at))| {
+            Some(ProbeReport {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                healthy: state.healthy?,
+                consecutive_failures: i32::try_from(state.consecutive_failures).unwrap_or(i32::MAX),
+                reason: state.reason.clone(),
+                last_checked_at: Some(at.clone()),
+            })
+        })
+        .collect()
+}
+
+/// Whether two report lists differ in what the hub decides on (verdicts and reasons), not
+/// just in counts and times. Only such changes are worth an immediate write; the rest travels
+/// with the next heartbeat.
+pub fn verdicts_differ(a: &[ProbeReport], b: &[ProbeReport]) -> bool {
+    let verdicts = |reports: &[ProbeReport]| -> Vec<(String, String, bool)> {
+        reports
+            .iter()
+            .map(|r| (r.namespace.clone(), r.name.clone(), r.healthy))
+            .collect()
+    };
+    verdicts(a) != verdicts(b)
+}
+
+/// Runs the health loop until the process ends: follows the hub's probes and header copy,
+/// probes every leaf, and publishes the results on `reports` (notifying only when a verdict
+/// changes).
+pub async fn run(
+    hub: Client,
+    cluster_name: String,
+    prober: Arc<Prober>,
+    reports: watch::Sender<Vec<ProbeReport>>,
+) -> anyhow::Result<()> {
+    let (store, writer) = reflector::store();
+    let probes = watcher(
+        Api::<DNSHealthCheckProbe>::all(hub.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .reflect(writer)
+    .touched_objects();
+    let mut probes = std::pin::pin!(probes);
+    let copies: Api<Secret> = Api::namespaced(hub, &cluster_name);
+    let (updates, mut results_rx) = mpsc::channel::<LeafUpdate<ProbeKey>>(1024);
+    let mut runner = ProbeRunner::new(prober, updates);
+    let mut results: BTreeMap<ProbeKey, (ProbeState, Time)> = BTreeMap::new();
+    let mut headers = HeaderCopies::new();
+    let mut refresh = tokio::time::interval(HEADERS_REFRESH);
+    let mut resync = false;
+    loop {
+        tokio::select! {
+            event = probes.next() => match event {
+                Some(Ok(_)) => resync = true,
+                Some(Err(error)) => tracing::warn!(%error, "watching probes failed; the watch restarts with backoff"),
+                None => anyhow::bail!("the probe watch ended"),
+            },
+            _ = refresh.tick() => {
+                headers = match copies.get_opt(HEADERS_SECRET).await {
+                    Ok(copy) => copy.as_ref().map(header_copies).unwrap_or_default(),
+                    Err(error) => {
+                        tracing::warn!(%error, "reading the probe headers failed; keeping the last copy");
+                        headers
+                    }
+                };
+                resync = true;
+            }
+            Some(update) = results_rx.recv() => {
+                let now = Time(k8s_openapi::jiff::Timestamp::now());
+                if runner_knows(&store, &update.key) {
+                    results.insert(update.key, (update.state, now));
+                }
+                publish(&reports, &results);
+                continue;
+            }
+        }
+        if !resync {
+            continue;
+        }
+        resync = false;
+        // Deletions are not "touched": compare the whole set with the cache each time.
+        let mut leaves = HashMap::new();
+        let mut awaiting_headers = false;
+        for probe in store.state() {
+            let key = (probe.namespace().unwrap_or_default(), probe.name_any());
+            match leaf_for(&probe, &headers) {
+                Ok(leaf) => {
+                    leaves.insert(key, leaf);
+                }
+                Err(Skipped::Wildcard) => {}
+                Err(skipped) => {
+                    awaiting_headers |= matches!(skipped, Skipped::HeadersMissing(_));
+                    tracing::debug!(probe = ?key, ?skipped, "not probing");
+                }
+            }
+        }
+        if awaiting_headers {
+            // The hub copies a new header Secret within moments: look again soon.
+            refresh.reset_after(Duration::from_secs(2));
+        }
+        let keys: Vec<ProbeKey> = leaves.keys().cloned().collect();
+        for stopped in runner.sync(leaves) {
+            results.remove(&stopped);
+        }
+        results.retain(|key, _| keys.contains(key));
+        publish(&reports, &results);
+    }
+}
+
+fn runner_knows(store: &reflector::Store<DNSHealthCheckProbe>, key: &ProbeKey) -> bool {
+    store
+        .get(&reflector::ObjectRef::new(&key.1).within(&key.0))
+        .is_some()
+}
+
+fn publish(
+    reports: &watch::Sender<Vec<ProbeReport>>,
+    results: &BTreeMap<ProbeKey, (ProbeState, Time)>,
+) {
+    let fresh = probe_reports(results);
+    reports.send_if_modified(|current| {
+        let notify = verdicts_differ(current, &fresh);
+        *current = fresh;
+        notify
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::ByteString;
+    use meridian_api::kuadrant::{DNSHealthCheckProbeSpec, SecretRef};
+
+    fn probe(host: &str, headers: Option<&str>) -> DNSHealthCheckProbe {
+        let mut probe = DNSHealthCheckProbe::new(
+            "api-abc",
+            DNSHealthCheckProbeSpec {
+                port: 8443,
+                host: host.into(),
+                address: "192.0.2.10".into(),
+                path: "/healthz".into(),
+                protocol: HealthProtocol::Https,
+                interval: "5s".into(),
+                additional_headers_ref: headers.map(|name| SecretRef { name: name.into() }),
+                expected_responses: vec![200, 204],
+                allow_insecure_certificate: true,
+                failure_threshold: 2,
+            },
+        );
+        probe.metadata.namespace = Some("gateways".into());
+        probe
+    }
+
+    #[test]
+    fn durations_parse_the_go_way() {
+        assert_eq!(parse_duration("30s"), Some(Duration::from_secs(30)));
+        assert_eq!(parse_duration("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1.5h"), Some(Duration::from_secs(5400)));
+        assert_eq!(parse_duration(""), None);
+        assert_eq!(parse_duration("5"), None);
+        assert_eq!(parse_duration("5x"), None);
+    }
+
+    #[test]
+    fn a_probe_becomes_a_leaf_with_its_settings_and_delivered_headers() {
+        let mut copy = Secret::default();
+        copy.data = Some(BTreeMap::from([(
+            "gateways.probe-auth".to_string(),
+            ByteString(
+                br#"{"X-Token":"s3cret","Bad\nName":"x","X-Evil":"a\r\nHost: other"}"#.to_vec(),
+            ),
+        )]));
+        let headers = header_copies(&copy);
+        let leaf = leaf_for(&probe("api.example.com", Some("probe-auth")), &headers).unwrap();
+        assert_eq!(
+            leaf.spec.headers,
+            [("X-Token".to_string(), "s3cret".to_string())]
+        );
+        assert_eq!(
+            (
+                leaf.spec.port,
+                leaf.spec.protocol,
+                leaf.spec.address.as_str()
+            ),
+            (8443, Protocol::Https, "192.0.2.10")
+        );
+        assert_eq!(leaf.spec.expected, [200, 204]);
+        assert!(leaf.spec.allow_insecure_certificate);
+        assert_eq!(
+            (leaf.interval, leaf.failure_threshold),
+            (Duration::from_secs(5), 2)
+        );
+        assert_eq!(leaf.spec.timeout, Duration::from_millis(2500));
+
+        assert_eq!(
+            leaf_for(&probe("api.example.com", Some("elsewhere")), &headers),
+            Err(Skipped::HeadersMissing("gateways.elsewhere".into()))
+        );
+        assert_eq!(
+            leaf_for(&probe("*.example.com", None), &headers),
+            Err(Skipped::Wildcard)
+        );
+    }
+
+    #[test]
+    fn only_judged_probes_are_reported_and_only_verdicts_notify() {
+        let at = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+        let judged = |healthy: Option<bool>, failures| ProbeState {
+            consecutive_failures: failures,
+            healthy,
+            reason: None,
+        };
+        let key = |name: &str| ("gateways".to_string(), name.to_string());
+        let mut results = BTreeMap::from([
+            (key("a"), (judged(Some(true), 0), at.clone())),
+            (key("b"), (judged(None, 1), at.clone())),
+        ]);
+        let first = probe_reports(&results);
+        assert_eq!(first.len(), 1, "b has no verdict yet");
+        results.insert(
+            key("a"),
+            (
+                judged(Some(true), 0),
+                Time(k8s_openapi::jiff::Timestamp::MAX),
+            ),
+        );
+        assert!(
+            !verdicts_differ(&first, &probe_reports(&results)),
+            "a new time is not news"
+        );
+        results.insert(key("b"), (judged(Some(false), 3), at));
+        assert!(verdicts_differ(&first, &probe_reports(&results)));
+    }
+}
