@@ -320,13 +320,15 @@ mod tests {
 
     #[test]
     fn a_probe_becomes_a_leaf_with_its_settings_and_delivered_headers() {
-        let mut copy = Secret::default();
-        copy.data = Some(BTreeMap::from([(
-            "gateways.probe-auth".to_string(),
-            ByteString(
-                br#"{"X-Token":"s3cret","Bad\nName":"x","X-Evil":"a\r\nHost: other"}"#.to_vec(),
-            ),
-        )]));
+        let copy = Secret {
+            data: Some(BTreeMap::from([(
+                "gateways.probe-auth".to_string(),
+                ByteString(
+                    br#"{"X-Token":"s3cret","Bad\nName":"x","X-Evil":"a\r\nHost: other"}"#.to_vec(),
+                ),
+            )])),
+            ..Default::default()
+        };
         let headers = header_copies(&copy);
         let leaf = leaf_for(&probe("api.example.com", Some("probe-auth")), &headers).unwrap();
         assert_eq!(

@@ -227,7 +227,7 @@ async fn the_runner_keeps_every_leaf_current_and_follows_changes() {
         ("b", leaf("down.example.test")),
     ]));
     let mut latest: HashMap<&str, Option<bool>> = HashMap::new();
-    while latest.get("a").is_none() || latest.get("b") != Some(&Some(false)) {
+    while !latest.contains_key("a") || latest.get("b") != Some(&Some(false)) {
         let update = tokio::time::timeout(Duration::from_secs(30), received.recv())
             .await
             .expect("updates keep coming")

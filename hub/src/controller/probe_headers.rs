@@ -125,11 +125,13 @@ mod tests {
 
     #[test]
     fn each_named_secret_becomes_one_key_of_json_headers_and_missing_ones_are_left_out() {
-        let mut secret = Secret::default();
-        secret.data = Some(BTreeMap::from([(
-            "X-Probe-Token".to_string(),
-            ByteString(b"s3cret".to_vec()),
-        )]));
+        let secret = Secret {
+            data: Some(BTreeMap::from([(
+                "X-Probe-Token".to_string(),
+                ByteString(b"s3cret".to_vec()),
+            )])),
+            ..Default::default()
+        };
         let sources = BTreeMap::from([
             (
                 ("gateways".to_string(), "probe-auth".to_string()),
