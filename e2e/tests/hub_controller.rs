@@ -938,6 +938,23 @@ async fn health_checks_from_every_cluster_decide_which_gateways_stay_in_dns() ->
         .clone();
     assert_eq!(healthy.status, "False");
     assert!(healthy.message.contains("127.0.1.2"), "{}", healthy.message);
+    eventually(
+        "the policy says what health left out",
+        DEFAULT_PATIENCE,
+        || async {
+            let policy = Api::<DNSPolicy>::namespaced(hub.clone(), NAMESPACE)
+                .get("prod-web")
+                .await?;
+            let said = policy.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == conditions::ENFORCED
+                        && c.message.contains("unhealthy, left out of DNS: 127.0.1.2")
+                })
+            });
+            Ok(said.then_some(()))
+        },
+    )
+    .await?;
     backends.lock().unwrap().failing_for.clear();
     answers_become(nameserver, None, &all).await?;
 

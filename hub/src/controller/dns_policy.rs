@@ -219,6 +219,15 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
         .collect();
     let mut notes = desired.problems.clone();
     notes.extend(desired.waiting.iter().cloned());
+    // Health pruning is the records' business; the policy repeats what it left out.
+    notes.extend(records.iter().filter_map(|r| {
+        let status = r.status.as_ref()?;
+        let healthy = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == conditions::HEALTHY && c.status == "False")?;
+        Some(format!("{}: {}", r.name_any(), healthy.message))
+    }));
     notes.extend(
         desired
             .records
