@@ -4,9 +4,7 @@
 
 use meridian_api::geo::is_valid_geo_code;
 use meridian_api::kuadrant::{LoadBalancing, RoutingStrategy};
-use meridian_dns::tree::{
-    self, CustomWeight, LabelSelector, SelectorOperator, SelectorRequirement, Strategy,
-};
+use meridian_dns::tree::{self, CustomWeight, LabelSelector, Strategy};
 
 /// Why a policy cannot be turned into a record tree; each names the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -54,7 +52,7 @@ pub fn routing_strategy(
                 .effective_selector()
                 .ok_or(PolicyError::CustomForm(index))?;
             Ok(CustomWeight {
-                selector: label_selector(&selector)
+                selector: LabelSelector::from_kubernetes(&selector)
                     .map_err(|problem| PolicyError::Selector { index, problem })?,
                 weight,
             })
@@ -74,38 +72,6 @@ pub fn routing_strategy(
             custom,
             default_geo,
         }),
-    })
-}
-
-fn label_selector(
-    selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
-) -> Result<LabelSelector, String> {
-    let match_expressions = selector
-        .match_expressions
-        .iter()
-        .flatten()
-        .map(|requirement| {
-            let operator = match requirement.operator.as_str() {
-                "In" => SelectorOperator::In,
-                "NotIn" => SelectorOperator::NotIn,
-                "Exists" => SelectorOperator::Exists,
-                "DoesNotExist" => SelectorOperator::DoesNotExist,
-                other => {
-                    return Err(format!(
-                        "unknown operator {other:?} (In, NotIn, Exists, DoesNotExist)"
-                    ));
-                }
-            };
-            Ok(SelectorRequirement {
-                key: requirement.key.clone(),
-                operator,
-                values: requirement.values.clone().unwrap_or_default(),
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(LabelSelector {
-        match_labels: selector.match_labels.clone().unwrap_or_default(),
-        match_expressions,
     })
 }
 

@@ -102,6 +102,18 @@ pub struct RouterShardReport {
     /// Addresses of the shard's routers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<String>,
+    /// The routes bound to the shard and admitted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub routes: Vec<ShardRoute>,
+}
+
+/// A route served by a shard.
+#[derive(Serialize, Deserialize, schemars::JsonSchema, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardRoute {
+    pub namespace: String,
+    pub name: String,
+    pub host: String,
 }
 
 /// This cluster's latest result for one DNSHealthCheckProbe.

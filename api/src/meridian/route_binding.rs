@@ -18,6 +18,11 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Router", type_ = "string", json_path = ".spec.router"),
     printcolumn(name = "Host", type_ = "string", json_path = ".spec.host"),
     printcolumn(
+        name = "Admitted",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Admitted\")].status"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"

@@ -17,8 +17,14 @@ use crate::validation::DNS_NAME_PATTERN;
     shortname = "rtr",
     category = "meridian",
     printcolumn(name = "DNS", type_ = "string", json_path = ".spec.dns"),
-    printcolumn(name = "Addresses", type_ = "string", json_path = ".spec.addresses"),
+    printcolumn(name = "Addresses", type_ = "string", json_path = ".status.addresses"),
     printcolumn(name = "Routes", type_ = "integer", json_path = ".status.routes"),
+    printcolumn(name = "Capacity", type_ = "integer", json_path = ".spec.capacity"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
     printcolumn(
         name = "Age",
         type_ = "date",
@@ -26,6 +32,7 @@ use crate::validation::DNS_NAME_PATTERN;
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.service) != (has(self.addresses) && size(self.addresses) > 0)").message("a Router takes its addresses from exactly one of spec.service and spec.addresses"))]
 pub struct RouterSpec {
     /// What the shard is for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -37,10 +44,30 @@ pub struct RouterSpec {
     /// Routes (by their labels) this shard serves; empty selects every route.
     #[serde(default)]
     pub route_selector: LabelSelector,
-    /// Addresses (IPs or hostnames) of the shard's routers.
+    /// Namespaces (by their labels) whose routes this shard serves; empty selects every one.
+    #[serde(default)]
+    pub namespace_selector: LabelSelector,
+    /// Fixed addresses (IPs or hostnames) of the shard's routers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
     pub addresses: Vec<String>,
+    /// A Service of type LoadBalancer in front of the shard's routers: its ingress addresses
+    /// are the shard's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<ServiceReference>,
+    /// Most routes the shard takes; unlimited when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub capacity: Option<i32>,
+}
+
+/// A Service in a namespace.
+#[derive(Serialize, Deserialize, schemars::JsonSchema, Clone, Debug, PartialEq, Eq)]
+pub struct ServiceReference {
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: String,
+    #[schemars(length(min = 1, max = 63))]
+    pub name: String,
 }
 
 /// Observed state of a Router.
@@ -51,6 +78,9 @@ pub struct RouterStatus {
     pub conditions: Vec<Condition>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// The addresses the shard answers at (from the Service or the fixed list).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<String>,
     /// Routes bound to the shard.
     #[serde(default)]
     pub routes: i32,
