@@ -6,6 +6,7 @@
 pub mod health;
 pub mod probe;
 pub mod report;
+pub mod routes;
 
 use std::path::PathBuf;
 use std::time::Duration;
