@@ -309,8 +309,7 @@ impl RunningExample {
                 spoke_client,
                 agent_hub,
                 spoke.to_string(),
-                heartbeat,
-                None,
+                meridian_agent::HubModeOptions::with_heartbeat(heartbeat),
             )));
         }
         Ok(RunningExample { hub, agents, dir })

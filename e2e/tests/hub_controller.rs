@@ -109,15 +109,13 @@ async fn agent_process() {
     let probe_source = std::env::var(PROBE_SOURCE_ENV)
         .ok()
         .map(|ip| ip.parse().expect("an IP address"));
-    meridian_agent::run_hub_mode(
-        spoke,
-        hub,
-        env(AGENT_ENV[0]),
-        std::time::Duration::from_secs(2),
+    let options = meridian_agent::HubModeOptions {
         probe_source,
-    )
-    .await
-    .unwrap();
+        ..meridian_agent::HubModeOptions::with_heartbeat(std::time::Duration::from_secs(2))
+    };
+    meridian_agent::run_hub_mode(spoke, hub, env(AGENT_ENV[0]), options)
+        .await
+        .unwrap();
 }
 
 async fn start_hub(hub_kubeconfig: &Path, geoip: &Path) -> RunningHub {

@@ -11,6 +11,7 @@ pub mod nameserver_command;
 pub mod placement;
 pub mod plan_command;
 pub mod policy;
+pub mod routers;
 pub mod run_command;
 pub mod zone_provider;
 
@@ -38,6 +39,19 @@ pub enum Command {
     Plan(PlanArgs),
     /// Serve the records of a plan with the embedded nameserver (for dig and benchmarks).
     Nameserver(nameserver_command::NameserverArgs),
+    /// Print the router shards the agents report, their routes and their DNS.
+    Routers(RoutersArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RoutersArgs {
+    /// Kubeconfig of the hub cluster; in-cluster configuration when absent.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Seconds without a report after which a cluster's shards are left out.
+    #[arg(long, default_value_t = 120)]
+    pub cluster_heartbeat_timeout_seconds: u64,
 }
 
 #[derive(Debug, clap::Args)]
@@ -66,8 +80,61 @@ impl Cli {
             Command::Plan(args) => plan_command::run(&args.file, args.output),
             Command::Nameserver(args) => nameserver_command::run(args),
             Command::Run(args) => run_command::run(args),
+            Command::Routers(args) => routers_command(&args),
         }
     }
+}
+
+/// `meridian-hub routers`.
+fn routers_command(args: &RoutersArgs) -> anyhow::Result<()> {
+    use kube::api::{Api, ListParams};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let config = match &args.kubeconfig {
+            Some(path) => {
+                let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
+                kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
+            }
+            None => kube::Config::infer().await?,
+        };
+        let client = kube::Client::try_from(config)?;
+        let reports: Vec<std::sync::Arc<meridian_api::meridian::ClusterReport>> =
+            Api::<meridian_api::meridian::ClusterReport>::all(client.clone())
+                .list(&ListParams::default())
+                .await?
+                .items
+                .into_iter()
+                .map(std::sync::Arc::new)
+                .collect();
+        let shards = controller::router_dns::fleet_shards(
+            &client,
+            &reports,
+            std::time::Duration::from_secs(args.cluster_heartbeat_timeout_seconds),
+            k8s_openapi::jiff::Timestamp::now(),
+        )
+        .await?;
+        let published: std::collections::BTreeMap<String, bool> =
+            Api::<meridian_api::kuadrant::DNSRecord>::all(client)
+                .list(&ListParams::default().labels(routers::ROUTER_DNS_LABEL))
+                .await?
+                .items
+                .into_iter()
+                .map(|r| {
+                    let ready = r.status.as_ref().is_some_and(|s| {
+                        meridian_api::conditions::condition_status(
+                            &s.conditions,
+                            meridian_api::conditions::READY,
+                        ) == Some(true)
+                    });
+                    (kube::ResourceExt::name_any(&r), ready)
+                })
+                .collect();
+        print!("{}", routers::render(&shards, &published));
+        Ok(())
+    })
 }
 
 #[cfg(test)]

@@ -229,8 +229,29 @@ pub fn agent_work(cluster: &str, hub_kubeconfig: &str, image: &str) -> Value {
             "metadata": { "name": "meridian-agent" },
             "rules": [
                 { "apiGroups": ["gateway.networking.k8s.io"], "resources": ["gateways"], "verbs": ["get", "list", "watch"] },
-                { "apiGroups": [""], "resources": ["namespaces"], "resourceNames": ["kube-system"], "verbs": ["get"] },
+                // The cluster ID (kube-system's UID) and the namespace labels routers select.
+                { "apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"] },
+                // Route scheduling: routes and their status, routers and their Services, bindings.
+                { "apiGroups": ["route.openshift.io"], "resources": ["routes"], "verbs": ["get", "list", "watch"] },
+                { "apiGroups": ["route.openshift.io"], "resources": ["routes/status"], "verbs": ["get", "patch", "update"] },
+                { "apiGroups": ["meridian.dev"], "resources": ["routers"], "verbs": ["get", "list", "watch"] },
+                { "apiGroups": ["meridian.dev"], "resources": ["routers/status"], "verbs": ["get", "patch", "update"] },
+                { "apiGroups": ["meridian.dev"], "resources": ["routebindings"], "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"] },
+                { "apiGroups": ["meridian.dev"], "resources": ["routebindings/status"], "verbs": ["get", "patch", "update"] },
+                { "apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch"] },
             ],
+        },
+        {
+            // The round-robin cursor, in the agent's own namespace.
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": { "name": "meridian-agent", "namespace": AGENT_NAMESPACE },
+            "rules": [{ "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "create", "patch", "update"] }],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": { "name": "meridian-agent", "namespace": AGENT_NAMESPACE },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "meridian-agent" },
+            "subjects": [{ "kind": "ServiceAccount", "name": "meridian-agent", "namespace": AGENT_NAMESPACE }],
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",

@@ -21,7 +21,7 @@ use tokio::net::TcpListener;
 
 use crate::controller::{
     AgentInstall, Context, HubConfig, dns_policy, dns_record, gateway_placement, managed_zone,
-    probe_headers,
+    probe_headers, router_dns,
 };
 use crate::health::PROBE_RECORD_LABEL;
 use crate::leader::{self, Election};
@@ -372,6 +372,7 @@ async fn lead_and_run(
     let policies = policy_controller(&client);
     let records = record_controller(&client, &ctx);
     let headers = headers_controller(&client);
+    let shard_dns = router_dns_controller(&client);
     let zones = zone_controller(&client);
     let gateways = gateway_controller(&client);
     let ready_when_listed = ready.clone();
@@ -424,6 +425,10 @@ async fn lead_and_run(
             ctx.clone(),
         )
         .for_each(|_| async {});
+    let shard_dns = shard_dns
+        .graceful_shutdown_on(stopped(stop_rx.clone()))
+        .run(router_dns::reconcile, router_dns::error_policy, ctx.clone())
+        .for_each(|_| async {});
     let caches = async {
         tokio::select! {
             _ = ctx.watched.reflect(client.clone()) => {}
@@ -447,7 +452,9 @@ async fn lead_and_run(
             _ = stopped(stop_rx.clone()) => {}
         }
     };
-    tokio::join!(policies, records, zones, gateways, headers, caches, hold);
+    tokio::join!(
+        policies, records, zones, gateways, headers, shard_dns, caches, hold
+    );
     ready.store(false, Ordering::SeqCst);
     leading.store(false, Ordering::SeqCst);
 }
@@ -557,6 +564,28 @@ fn headers_controller(client: &Client) -> Controller<ManagedCluster> {
                 .iter()
                 .filter(|_| named_headers)
                 .map(|c| ObjectRef::from_obj(&**c))
+                .collect::<Vec<_>>()
+        },
+    )
+}
+
+/// Router-shard DNS per zone; any report may change any zone's shards.
+fn router_dns_controller(client: &Client) -> Controller<ManagedZone> {
+    let controller = Controller::new(
+        Api::<ManagedZone>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let zones = controller.store();
+    controller.watches(
+        Api::<ClusterReport>::all(client.clone()),
+        watcher::Config::default(),
+        move |report| {
+            let reports_shards = !report.spec.router_shards.is_empty();
+            zones
+                .state()
+                .iter()
+                .filter(|_| reports_shards)
+                .map(|z| ObjectRef::from_obj(&**z))
                 .collect::<Vec<_>>()
         },
     )

@@ -7,6 +7,7 @@ pub mod health;
 pub mod probe;
 pub mod report;
 pub mod routes;
+pub mod scheduler;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -53,6 +54,32 @@ pub struct RunArgs {
     /// vantage point per agent on one machine).
     #[arg(long, env = "MERIDIAN_PROBE_SOURCE_ADDRESS")]
     pub probe_source_address: Option<std::net::IpAddr>,
+
+    /// How new OpenShift Routes are scheduled onto Router shards: `round-robin`,
+    /// `label-match` (every shard that selects the route) or `least-loaded`; `off` leaves
+    /// routes alone.
+    #[arg(long, env = "MERIDIAN_ROUTE_SCHEDULING", default_value = "round-robin")]
+    pub route_scheduling: String,
+}
+
+/// How the agent runs in hub mode.
+#[derive(Debug, Clone)]
+pub struct HubModeOptions {
+    pub heartbeat: Duration,
+    pub probe_source: Option<std::net::IpAddr>,
+    /// A strategy name for the route scheduler, or `None` for no scheduling.
+    pub route_scheduling: Option<String>,
+}
+
+impl HubModeOptions {
+    /// Heartbeat as given, probes from the default address, round-robin scheduling.
+    pub fn with_heartbeat(heartbeat: Duration) -> Self {
+        HubModeOptions {
+            heartbeat,
+            probe_source: None,
+            route_scheduling: Some("round-robin".into()),
+        }
+    }
 }
 
 async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
@@ -72,26 +99,39 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     };
     let spoke = client(args.kubeconfig.as_ref()).await?;
     let hub = client(Some(hub_kubeconfig)).await?;
-    let heartbeat = Duration::from_secs(args.heartbeat_seconds.max(1));
+    let options = HubModeOptions {
+        heartbeat: Duration::from_secs(args.heartbeat_seconds.max(1)),
+        probe_source: args.probe_source_address,
+        route_scheduling: Some(args.route_scheduling.clone()).filter(|s| s != "off"),
+    };
     tokio::select! {
-        result = run_hub_mode(spoke, hub, args.cluster_name.clone(), heartbeat, args.probe_source_address) => result,
+        result = run_hub_mode(spoke, hub, args.cluster_name.clone(), options) => result,
         _ = tokio::signal::ctrl_c() => Ok(()),
     }
 }
 
-/// The agent in hub mode: the report loop and the health loop feeding it, until one fails.
+/// The agent in hub mode: the report loop, and the health loop and route scheduler feeding
+/// it, until one fails.
 pub async fn run_hub_mode(
     spoke: kube::Client,
     hub: kube::Client,
     cluster_name: String,
-    heartbeat: Duration,
-    probe_source: Option<std::net::IpAddr>,
+    options: HubModeOptions,
 ) -> anyhow::Result<()> {
     let (probes, probe_reports) = tokio::sync::watch::channel(Vec::new());
-    let prober = std::sync::Arc::new(probe::Prober::new(&[], probe_source));
+    let (shards, shard_reports) = tokio::sync::watch::channel(Vec::new());
+    let prober = std::sync::Arc::new(probe::Prober::new(&[], options.probe_source));
+    let scheduling = async {
+        match options.route_scheduling {
+            Some(strategy) => scheduler::run(spoke.clone(), strategy, shards).await,
+            // Keep the sender: a dropped one would read as "no shards" forever, which is true.
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
-        result = report::run(spoke, hub.clone(), cluster_name.clone(), heartbeat, probe_reports) => result,
+        result = report::run(spoke.clone(), hub.clone(), cluster_name.clone(), options.heartbeat, probe_reports, shard_reports) => result,
         result = health::run(hub, cluster_name, prober, probes) => result,
+        result = scheduling => result,
     }
 }
 

@@ -16,6 +16,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use meridian_api::meridian::{
     ClusterReport, ClusterReportSpec, GatewayReport, ListenerReport, ProbeReport, ReportedAddress,
+    RouterShardReport,
 };
 use meridian_api::upstream::Gateway;
 use rand::Rng;
@@ -64,7 +65,7 @@ pub fn gateway_report(gateway: &Gateway) -> GatewayReport {
 pub fn cluster_report(
     cluster_id: &str,
     gateways: &[Gateway],
-    probes: Vec<ProbeReport>,
+    findings: &Findings,
     reported_at: Option<Time>,
 ) -> ClusterReportSpec {
     let mut reports: Vec<GatewayReport> = gateways
@@ -80,8 +81,8 @@ pub fn cluster_report(
         cluster_id: cluster_id.to_string(),
         reported_at,
         gateways: reports,
-        router_shards: Vec::new(),
-        probes,
+        router_shards: findings.shards.clone(),
+        probes: findings.probes.clone(),
     }
 }
 
@@ -118,14 +119,25 @@ async fn write_report(hub: &Client, cluster_name: &str, spec: &ClusterReportSpec
     }
 }
 
-/// Runs the report loop until the process ends. `probes` carries the health loop's results;
-/// it notifies when a verdict changes, and its latest value travels with every write.
+/// What the agent's other loops add to the report.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Findings {
+    /// The health loop's verdicts.
+    pub probes: Vec<ProbeReport>,
+    /// The route scheduler's shards.
+    pub shards: Vec<RouterShardReport>,
+}
+
+/// Runs the report loop until the process ends. `probes` and `shards` carry the other loops'
+/// results; they notify when something the hub decides on changes, and their latest values
+/// travel with every write.
 pub async fn run(
     spoke: Client,
     hub: Client,
     cluster_name: String,
     heartbeat: Duration,
     mut probes: tokio::sync::watch::Receiver<Vec<ProbeReport>>,
+    mut shards: tokio::sync::watch::Receiver<Vec<RouterShardReport>>,
 ) -> anyhow::Result<()> {
     let cluster_id = loop {
         match cluster_id(&spoke).await {
@@ -149,14 +161,18 @@ pub async fn run(
     let mut next_heartbeat = tokio::time::Instant::now();
     let mut written: Option<ClusterReportSpec> = None;
     let mut failures = 0u32;
-    let mut probes_open = true;
-    let mut probes_changed = false;
+    let (mut probes_open, mut shards_open) = (true, true);
+    let mut findings_changed = false;
     loop {
         tokio::select! {
             changed = probes.changed(), if probes_open => match changed {
-                Ok(()) => probes_changed = true,
-                // No health loop (or it ended): report gateways only.
+                Ok(()) => findings_changed = true,
+                // No health loop (or it ended): nothing more from it.
                 Err(_) => probes_open = false,
+            },
+            changed = shards.changed(), if shards_open => match changed {
+                Ok(()) => findings_changed = true,
+                Err(_) => shards_open = false,
             },
             event = gateways.next() => match event {
                 Some(Ok(gateway)) => {
@@ -174,22 +190,26 @@ pub async fn run(
         }
         let current: Vec<Gateway> = known.values().cloned().collect();
         let gateways_unchanged = written.as_ref().is_some_and(|w| {
-            cluster_report(&cluster_id, &current, Vec::new(), None).gateways == w.gateways
+            cluster_report(&cluster_id, &current, &Findings::default(), None).gateways == w.gateways
         });
         let now = tokio::time::Instant::now();
-        if gateways_unchanged && !probes_changed && now < next_heartbeat {
+        if gateways_unchanged && !findings_changed && now < next_heartbeat {
             continue;
         }
+        let findings = Findings {
+            probes: probes.borrow_and_update().clone(),
+            shards: shards.borrow_and_update().clone(),
+        };
         let spec = cluster_report(
             &cluster_id,
             &current,
-            probes.borrow_and_update().clone(),
+            &findings,
             Some(Time(k8s_openapi::jiff::Timestamp::now())),
         );
         if write_report(&hub, &cluster_name, &spec).await {
             written = Some(spec);
             failures = 0;
-            probes_changed = false;
+            findings_changed = false;
             next_heartbeat = now + heartbeat;
         } else {
             // Back off with jitter; the next event or tick tries again.
@@ -247,7 +267,7 @@ mod tests {
             gateway("kuadrant-a", "web", Some("192.0.2.1")),
             gateway("kuadrant-a", "pending", None),
         ];
-        let report = cluster_report("id-1", &gateways, Vec::new(), None);
+        let report = cluster_report("id-1", &gateways, &Findings::default(), None);
         let names: Vec<(&str, &str)> = report
             .gateways
             .iter()

@@ -72,6 +72,10 @@ pub trait SchedulingStrategy: Send {
         eligible: &[&Shard],
         load: &BTreeMap<String, usize>,
     ) -> Vec<String>;
+    /// State to persist across restarts (the round-robin cursor), if the strategy has any.
+    fn cursor(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The seed's first strategy: the next eligible shard after the last one chosen. The cursor
@@ -85,6 +89,10 @@ pub struct RoundRobin {
 impl SchedulingStrategy for RoundRobin {
     fn name(&self) -> &'static str {
         "round-robin"
+    }
+
+    fn cursor(&self) -> Option<u64> {
+        Some(self.cursor)
     }
 
     fn choose(

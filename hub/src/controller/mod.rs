@@ -8,6 +8,7 @@ pub mod dns_record;
 pub mod gateway_placement;
 pub mod managed_zone;
 pub mod probe_headers;
+pub mod router_dns;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,0 +1,141 @@
+//! Router-shard DNS: for each ManagedZone, one DNSRecord `router-<code>` per shard suffix the
+//! zone holds, built from the live clusters' reports (`crate::routers`, pure). The DNSRecord
+//! controller publishes them like any other record; a suffix no cluster reports any more loses
+//! its record.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kube::api::{Api, DeleteParams, ListParams, Patch};
+use kube::runtime::controller::Action;
+use kube::{Client, Resource, ResourceExt};
+use meridian_api::kuadrant::{DNSRecord, ManagedZone};
+use meridian_api::meridian::ClusterReport;
+use meridian_api::upstream::ManagedCluster;
+use serde_json::json;
+
+use super::{Context, Error, apply_params, retry_after};
+use crate::convert::all_to_api;
+use crate::desired::{ZoneRef, silence};
+use crate::routers::{FleetZone, ROUTER_DNS_LABEL, ShardDns, ShardSighting, shard_dns};
+
+const CONTROLLER: &str = "router-dns";
+
+/// The shards of every live cluster, and every ManagedZone (oldest first).
+pub async fn fleet_shards(
+    client: &Client,
+    reports: &[Arc<ClusterReport>],
+    heartbeat_timeout: std::time::Duration,
+    now: k8s_openapi::jiff::Timestamp,
+) -> Result<Vec<ShardDns>, kube::Error> {
+    let clusters: BTreeMap<String, ManagedCluster> = Api::<ManagedCluster>::all(client.clone())
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .map(|c| (c.name_any(), c))
+        .collect();
+    let mut sightings = Vec::new();
+    for report in reports {
+        let cluster = report.namespace().unwrap_or_default();
+        let reported_at = report.spec.reported_at.as_ref().map(|t| t.0);
+        let live = reported_at.is_some() && silence(reported_at, now, heartbeat_timeout).is_none();
+        // A cluster gone from OCM, or silent, is gone for DNS.
+        let Some(managed) = clusters.get(&cluster).filter(|_| live) else {
+            continue;
+        };
+        for shard in &report.spec.router_shards {
+            sightings.push(ShardSighting {
+                cluster: cluster.clone(),
+                cluster_id: report.spec.cluster_id.clone(),
+                labels: managed.labels().clone(),
+                shard: shard.clone(),
+            });
+        }
+    }
+    let mut zones = Api::<ManagedZone>::all(client.clone())
+        .list(&ListParams::default())
+        .await?
+        .items;
+    zones.sort_by_key(|z| (z.metadata.creation_timestamp.as_ref().map(|t| t.0), z.uid()));
+    let zones: Vec<FleetZone> = zones
+        .iter()
+        .filter(|z| z.metadata.deletion_timestamp.is_none())
+        .map(|z| FleetZone {
+            namespace: z.namespace().unwrap_or_default(),
+            zone: ZoneRef {
+                name: z.name_any(),
+                domain: z.spec.domain_name.clone(),
+            },
+        })
+        .collect();
+    Ok(shard_dns(&sightings, &zones))
+}
+
+pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Action, Error> {
+    ctx.metrics.reconciled(CONTROLLER);
+    if !ctx.watched.listed() {
+        return Err(Error::Waiting("the first list of reports".into()));
+    }
+    let namespace = zone.namespace().unwrap_or_default();
+    let reports = ctx.watched.reports.state();
+    let shards = fleet_shards(
+        &ctx.client,
+        &reports,
+        ctx.config.heartbeat_timeout,
+        (ctx.clock)(),
+    )
+    .await?;
+    let here = |s: &&ShardDns| {
+        s.zone.as_ref() == Some(&(namespace.clone(), zone.name_any())) && !s.endpoints.is_empty()
+    };
+    let records: Api<DNSRecord> = Api::namespaced(ctx.client.clone(), &namespace);
+    let owner = zone
+        .controller_owner_ref(&())
+        .expect("a stored zone has a UID");
+    for shard in shards.iter().filter(here) {
+        let record = json!({
+            "apiVersion": DNSRecord::api_version(&()),
+            "kind": DNSRecord::kind(&()),
+            "metadata": {
+                "name": shard.record_name,
+                "namespace": namespace,
+                "labels": { ROUTER_DNS_LABEL: shard.record_name },
+                "ownerReferences": [owner],
+            },
+            "spec": {
+                "rootHost": format!("*.{}", shard.suffix),
+                "managedZone": { "name": zone.name_any() },
+                "endpoints": all_to_api(&shard.endpoints),
+            },
+        });
+        records
+            .patch(&shard.record_name, &apply_params(), &Patch::Apply(record))
+            .await?;
+    }
+    let existing = records
+        .list(&ListParams::default().labels(ROUTER_DNS_LABEL))
+        .await?
+        .items;
+    for stale in existing.iter().filter(|r| {
+        r.spec.managed_zone.name == zone.name_any()
+            && r.metadata.deletion_timestamp.is_none()
+            && !shards
+                .iter()
+                .filter(here)
+                .any(|s| s.record_name == r.name_any())
+    }) {
+        tracing::info!(record = %stale.name_any(), "no cluster serves this router shard any more");
+        records
+            .delete(&stale.name_any(), &DeleteParams::default())
+            .await?;
+    }
+    // Silent clusters expire without an event.
+    Ok(Action::requeue(
+        ctx.config.resync.min(ctx.config.heartbeat_timeout),
+    ))
+}
+
+pub fn error_policy(zone: Arc<ManagedZone>, error: &Error, ctx: Arc<Context>) -> Action {
+    retry_after(&*zone, error, &ctx, CONTROLLER)
+}
