@@ -286,8 +286,21 @@ const INVALID: &[(&str, &str, &[&str])] = &[
     ),
     (
         "router whose DNS suffix is not a DNS name",
-        "apiVersion: meridian.dev/v1alpha1\nkind: Router\nspec: {dns: 'shard one'}",
+        "apiVersion: meridian.dev/v1alpha1\nkind: Router\nspec: {dns: 'shard one', addresses: [192.0.2.1]}",
         &["spec.dns", "should match"],
+    ),
+    (
+        "router with both a Service and fixed addresses",
+        "apiVersion: meridian.dev/v1alpha1\nkind: Router\nspec: {dns: shard1.example.com, addresses: [192.0.2.1], service: {namespace: infra, name: router}}",
+        &["exactly one of spec.service and spec.addresses"],
+    ),
+    (
+        "router with no addresses at all",
+        "apiVersion: meridian.dev/v1alpha1\nkind: Router\nspec: {dns: shard1.example.com, capacity: 0}",
+        &[
+            "exactly one of spec.service and spec.addresses",
+            "spec.capacity",
+        ],
     ),
 ];
 

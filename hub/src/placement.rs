@@ -218,7 +218,7 @@ pub fn agent_hub_rbac(cluster: &str) -> [Value; 5] {
 }
 
 /// The ManifestWork installing the agent on a cluster: its namespace, a ServiceAccount that
-/// may read Gateways and the `kube-system` namespace there, the hub kubeconfig, and the
+/// may read Gateways and namespaces and schedule routes there, the hub kubeconfig, and the
 /// Deployment.
 pub fn agent_work(cluster: &str, hub_kubeconfig: &str, image: &str) -> Value {
     let manifests = json!([
