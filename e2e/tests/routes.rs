@@ -386,6 +386,68 @@ async fn routes_are_scheduled_onto_router_shards_by_each_strategy() -> Result<()
         },
     )
     .await?;
+
+    // A shard behind a LoadBalancer Service answers at the Service's ingress addresses, and
+    // says it has none until the load balancer is provisioned.
+    let services = Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), SHOP);
+    apply(
+        &services,
+        json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": { "name": "router-lb", "namespace": SHOP },
+            "spec": { "type": "LoadBalancer", "ports": [{ "port": 443 }], "selector": { "app": "router" } },
+        }),
+    )
+    .await?;
+    apply(
+        &routers,
+        json!({
+            "apiVersion": "meridian.dev/v1alpha1", "kind": "Router",
+            "metadata": { "name": "shard-lb" },
+            "spec": {
+                "dns": "shard-lb.apps.example.com",
+                "routeSelector": { "matchLabels": { "tier": "nothing-yet" } },
+                "service": { "namespace": SHOP, "name": "router-lb" },
+            },
+        }),
+    )
+    .await?;
+    let ready = |reason: &'static str, addresses: &'static [&'static str]| {
+        let routers = routers.clone();
+        move || {
+            let routers = routers.clone();
+            async move {
+                let status = routers.get("shard-lb").await?.status.unwrap_or_default();
+                let ready = status
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.reason == reason);
+                Ok((ready && status.addresses == addresses).then_some(()))
+            }
+        }
+    };
+    eventually(
+        "shard-lb waits for its load balancer",
+        DEFAULT_PATIENCE,
+        ready("NoAddresses", &[]),
+    )
+    .await?;
+    services
+        .patch_status(
+            "router-lb",
+            &PatchParams::apply("cloud-provider").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "v1", "kind": "Service",
+                "status": { "loadBalancer": { "ingress": [{ "ip": "192.0.2.50" }, { "hostname": "lb.example.net" }] } },
+            })),
+        )
+        .await?;
+    eventually(
+        "shard-lb answers at the Service's addresses",
+        DEFAULT_PATIENCE,
+        ready("Serving", &["192.0.2.50", "lb.example.net"]),
+    )
+    .await?;
     running.abort();
     Ok(())
 }
