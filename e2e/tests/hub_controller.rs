@@ -411,6 +411,7 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
         .context
         .providers
         .embedded_zones()
+        .expect("the hub serves embedded zones")
         .record_count("example.com");
     // A second replica stands by and writes nothing while the first holds the Lease; only the
     // leader is ready, so a Service sends DNS queries to it alone.
@@ -445,7 +446,11 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
         "the restarted hub serves the same zone",
         DEFAULT_PATIENCE,
         || {
-            let zones = running.context.providers.embedded_zones();
+            let zones = running
+                .context
+                .providers
+                .embedded_zones()
+                .expect("the hub serves embedded zones");
             let count = zones.record_count("example.com");
             async move { Ok((count == count_before).then_some(())) }
         },
@@ -548,6 +553,7 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
             .context
             .providers
             .embedded_zones()
+            .expect("the hub serves embedded zones")
             .record_count("example.com"),
         0,
         "no orphans: every record and ownership record is gone"

@@ -220,27 +220,37 @@ fn required(secret: &Secret, key: &'static str) -> Result<String, SecretError> {
 /// Providers by Secret, so an account's budget and caches are shared.
 #[derive(Debug)]
 pub struct ProviderCache {
-    embedded: Arc<EmbeddedZones>,
+    /// The hub's nameserver; agents in distributed mode publish to provider zones only.
+    embedded: Option<Arc<EmbeddedZones>>,
     by_secret: tokio::sync::Mutex<BTreeMap<(String, String), ZoneProvider>>,
 }
 
 impl ProviderCache {
     pub fn new(embedded: Arc<EmbeddedZones>) -> Self {
         ProviderCache {
-            embedded,
+            embedded: Some(embedded),
             by_secret: tokio::sync::Mutex::new(BTreeMap::new()),
         }
     }
 
-    pub fn embedded(&self, apex: &str) -> ZoneProvider {
-        ZoneProvider::Embedded(EmbeddedZone {
-            zones: self.embedded.clone(),
-            apex: apex.trim_end_matches('.').to_ascii_lowercase(),
-        })
+    /// Providers at DNS services only (no embedded nameserver in this process).
+    pub fn without_embedded() -> Self {
+        ProviderCache {
+            embedded: None,
+            by_secret: tokio::sync::Mutex::new(BTreeMap::new()),
+        }
     }
 
-    pub fn embedded_zones(&self) -> &EmbeddedZones {
-        &self.embedded
+    /// The embedded zone `apex`, when this process serves embedded zones.
+    pub fn embedded(&self, apex: &str) -> Option<ZoneProvider> {
+        Some(ZoneProvider::Embedded(EmbeddedZone {
+            zones: self.embedded.clone()?,
+            apex: apex.trim_end_matches('.').to_ascii_lowercase(),
+        }))
+    }
+
+    pub fn embedded_zones(&self) -> Option<&EmbeddedZones> {
+        self.embedded.as_deref()
     }
 
     /// The provider for a zone published through `secret`.

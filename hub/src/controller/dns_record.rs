@@ -105,7 +105,15 @@ async fn zone_provider(
     };
     let domain = zone.spec.domain_name.clone();
     let provider = match &zone.spec.dns_provider_secret_ref {
-        None => ctx.providers.embedded(&domain),
+        None => ctx.providers.embedded(&domain).ok_or_else(|| {
+            (
+                zone_name.clone(),
+                reasons::PROVIDER_UNAVAILABLE,
+                format!(
+                    "ManagedZone {zone_name} has no dnsProviderSecretRef, and only the hub serves zones itself"
+                ),
+            )
+        })?,
         Some(secret_ref) => {
             let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
             let secret = match secrets.get_opt(&secret_ref.name).await {

@@ -31,16 +31,19 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
     status.observed_generation = zone.metadata.generation;
     let (ready, reason, message, requeue) = match &zone.spec.dns_provider_secret_ref {
         None => {
-            ctx.providers.embedded_zones().ensure_served(&domain);
+            let Some(embedded) = ctx.providers.embedded_zones() else {
+                return Ok(Action::await_change());
+            };
+            embedded.ensure_served(&domain);
             status.provider = Some("embedded".into());
             status.name_servers = ZoneConfig::new(&domain).name_servers;
-            status.record_count = Some(ctx.providers.embedded_zones().record_count(&domain) as i64);
+            status.record_count = Some(embedded.record_count(&domain) as i64);
             (
                 true,
                 "Serving",
                 format!(
                     "served by the hub's embedded nameserver at {}",
-                    ctx.providers.embedded_zones().server().local_addr()
+                    embedded.server().local_addr()
                 ),
                 // Counting is free; the DNSRecord watch keeps it fresh.
                 ctx.config.resync,
