@@ -1,106 +1,21 @@
 //! The RFC2136 provider against BIND 9 (Debian `bind9`), started by the test on loopback with a
 //! generated configuration and TSIG key: UPDATE to write, AXFR to read, both signed.
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-
 use base64::Engine as _;
 mod support;
 use support::{converge, published};
 
 use meridian_dns::model::{Endpoint, RecordType, is_at_or_below};
 use meridian_dns::plan::{PlanInput, plan};
-use meridian_dns::provider::rfc2136::{Rfc2136Config, Rfc2136Provider, plain_dns_records};
+use meridian_dns::provider::bind_server::BindServer;
+use meridian_dns::provider::rfc2136::{Rfc2136Provider, plain_dns_records};
 use meridian_dns::provider::{Changes, Provider, ProviderError};
 use meridian_dns::tree::{
     Address, ClusterTarget, GatewayRef, LoadBalancing, Strategy, build_record_tree,
 };
 
-struct Bind {
-    child: Child,
-    config: Rfc2136Config,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Bind {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn write(path: &Path, text: &str) {
-    std::fs::write(path, text).unwrap();
-}
-
-async fn start_bind() -> Bind {
-    let dir = tempfile::tempdir().unwrap();
-    let port = loop {
-        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let port = udp.local_addr().unwrap().port();
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            break port;
-        }
-    };
-    let secret = base64::engine::general_purpose::STANDARD.encode(rand::random::<[u8; 32]>());
-    let d = dir.path().display();
-    write(
-        &dir.path().join("named.conf"),
-        &format!(
-            r#"options {{
-  directory "{d}";
-  listen-on port {port} {{ 127.0.0.1; }};
-  listen-on-v6 {{ none; }};
-  pid-file "{d}/named.pid";
-  session-keyfile "{d}/session.key";
-  recursion no;
-  allow-query {{ any; }};
-  dnssec-validation no;
-}};
-key "meridian" {{ algorithm hmac-sha256; secret "{secret}"; }};
-zone "example.com" {{
-  type primary;
-  file "{d}/example.com.db";
-  allow-update {{ key "meridian"; }};
-  allow-transfer {{ key "meridian"; }};
-}};
-"#
-        ),
-    );
-    write(
-        &dir.path().join("example.com.db"),
-        "$TTL 60\n@ IN SOA ns1.example.com. hostmaster.example.com. 1 3600 600 86400 60\n@ IN NS ns1.example.com.\nns1 IN A 127.0.0.1\n",
-    );
-    let child = Command::new("setpriv")
-        .args(["--pdeathsig", "KILL", "--", "named", "-g", "-c"])
-        .arg(dir.path().join("named.conf"))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.path().join("named.log")).unwrap())
-        .spawn()
-        .expect("named starts (Debian bind9)");
-    let config = Rfc2136Config {
-        server: format!("127.0.0.1:{port}").parse().unwrap(),
-        zone: "example.com".into(),
-        key_name: "meridian".into(),
-        algorithm: "hmac-sha256".into(),
-        secret,
-    };
-    let bind = Bind {
-        child,
-        config,
-        _dir: dir,
-    };
-    let provider = Rfc2136Provider::new(bind.config.clone()).unwrap();
-    for _ in 0..100 {
-        if provider.records("example.com").await.is_ok() {
-            return bind;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    panic!(
-        "BIND did not serve the zone:\n{}",
-        std::fs::read_to_string(bind._dir.path().join("named.log")).unwrap_or_default()
-    );
+async fn start_bind() -> BindServer {
+    BindServer::start("example.com").await.unwrap()
 }
 
 fn clusters() -> Vec<ClusterTarget> {

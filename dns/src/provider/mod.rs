@@ -12,6 +12,7 @@ use std::sync::Mutex;
 use crate::model::{Endpoint, RecordKey, RecordType};
 
 pub mod batch;
+pub mod bind_server;
 pub mod budget;
 pub mod counting_proxy;
 pub mod google;
