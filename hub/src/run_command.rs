@@ -20,8 +20,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use crate::controller::{
-    AgentInstall, Context, HubConfig, dns_policy, dns_record, gateway_placement, managed_zone,
-    probe_headers, router_dns,
+    AgentInstall, Context, DISTRIBUTED_LABEL, HubConfig, LocalCluster, dns_policy, dns_record,
+    gateway_placement, managed_zone, probe_headers, router_dns,
 };
 use crate::health::PROBE_RECORD_LABEL;
 use crate::leader::{self, Election};
@@ -287,7 +287,9 @@ impl RunningHub {
     }
 }
 
-fn policy_controller(client: &Client) -> Controller<DNSPolicy> {
+/// The DNSPolicy controller. On the hub it also follows placements, clusters and their
+/// reports; in distributed mode (`hub_mode` false) the cluster's own Gateways are enough.
+fn policy_controller(client: &Client, hub_mode: bool) -> Controller<DNSPolicy> {
     let controller = Controller::new(
         Api::<DNSPolicy>::all(client.clone()),
         watcher::Config::default(),
@@ -318,7 +320,7 @@ fn policy_controller(client: &Client) -> Controller<DNSPolicy> {
         all_policies.clone(),
         all_policies,
     );
-    controller
+    let controller = controller
         .owns(
             Api::<DNSRecord>::all(client.clone()),
             watcher::Config::default(),
@@ -328,6 +330,15 @@ fn policy_controller(client: &Client) -> Controller<DNSPolicy> {
             watcher::Config::default(),
             by_gateway,
         )
+        .watches(
+            Api::<ManagedZone>::all(client.clone()),
+            watcher::Config::default(),
+            move |_| d(),
+        );
+    if !hub_mode {
+        return controller;
+    }
+    controller
         .watches(
             Api::<PlacementDecision>::all(client.clone()),
             watcher::Config::default(),
@@ -342,11 +353,6 @@ fn policy_controller(client: &Client) -> Controller<DNSPolicy> {
             Api::<ClusterReport>::all(client.clone()),
             watcher::Config::default(),
             move |_| c(),
-        )
-        .watches(
-            Api::<ManagedZone>::all(client.clone()),
-            watcher::Config::default(),
-            move |_| d(),
         )
 }
 
@@ -369,7 +375,7 @@ async fn lead_and_run(
     }
     leading.store(true, Ordering::SeqCst);
     tracing::info!(identity = %election.identity, "holding the hub Lease; starting the controllers");
-    let policies = policy_controller(&client);
+    let policies = policy_controller(&client, true);
     let records = record_controller(&client, &ctx);
     let headers = headers_controller(&client);
     let shard_dns = router_dns_controller(&client);
@@ -502,11 +508,30 @@ fn gateway_controller(client: &Client) -> Controller<Gateway> {
 }
 
 fn record_controller(client: &Client, ctx: &Context) -> Controller<DNSRecord> {
-    let controller = Controller::new(
-        Api::<DNSRecord>::all(client.clone()),
-        watcher::Config::default(),
-    );
+    // In distributed mode the agent publishes only the records it wrote.
+    let selection = match ctx.config.distributed {
+        None => watcher::Config::default(),
+        Some(_) => watcher::Config::default().labels(&format!("{DISTRIBUTED_LABEL}=true")),
+    };
+    let controller = Controller::new(Api::<DNSRecord>::all(client.clone()), selection);
     let store = controller.store();
+    let zone_store = store.clone();
+    let by_zone = move |zone: ManagedZone| {
+        let namespace = zone.namespace();
+        zone_store
+            .state()
+            .iter()
+            .filter(|r| r.namespace() == namespace && r.spec.managed_zone.name == zone.name_any())
+            .map(|r| ObjectRef::from_obj(&**r))
+            .collect::<Vec<_>>()
+    };
+    if ctx.config.distributed.is_some() {
+        return controller.watches(
+            Api::<ManagedZone>::all(client.clone()),
+            watcher::Config::default(),
+            by_zone,
+        );
+    }
     let probes = ctx.watched.probes.clone();
     // A report's probe results concern the records the probes check.
     let by_report = move |report: ClusterReport| {
@@ -533,17 +558,7 @@ fn record_controller(client: &Client, ctx: &Context) -> Controller<DNSRecord> {
         .watches(
             Api::<ManagedZone>::all(client.clone()),
             watcher::Config::default(),
-            move |zone| {
-                let namespace = zone.namespace();
-                store
-                    .state()
-                    .iter()
-                    .filter(|r| {
-                        r.namespace() == namespace && r.spec.managed_zone.name == zone.name_any()
-                    })
-                    .map(|r| ObjectRef::from_obj(&**r))
-                    .collect::<Vec<_>>()
-            },
+            by_zone,
         )
 }
 
@@ -647,4 +662,32 @@ async fn serve_health(listener: TcpListener, ctx: Arc<Context>, ready: Arc<Atomi
             let _ = stream.write_all(response.as_bytes()).await;
         });
     }
+}
+
+/// Distributed mode: the DNSPolicy and DNSRecord controllers on a spoke, publishing this
+/// cluster's branch of every policy into shared provider zones under its own owner ID. There
+/// is no hub, no embedded nameserver and no Lease (one agent per cluster).
+pub async fn run_distributed(
+    client: Client,
+    local: LocalCluster,
+    refresh: std::time::Duration,
+) -> anyhow::Result<()> {
+    let config = HubConfig {
+        resync: refresh,
+        distributed: Some(local),
+        ..HubConfig::default()
+    };
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        ProviderCache::without_embedded(),
+        config,
+    ));
+    let policies = policy_controller(&client, false)
+        .run(dns_policy::reconcile, dns_policy::error_policy, ctx.clone())
+        .for_each(|_| async {});
+    let records = record_controller(&client, &ctx)
+        .run(dns_record::reconcile, dns_record::error_policy, ctx.clone())
+        .for_each(|_| async {});
+    tokio::join!(policies, records);
+    Ok(())
 }

@@ -42,9 +42,23 @@ pub struct RunArgs {
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
 
-    /// Kubeconfig of the hub; without it the agent runs in distributed mode.
+    /// `hub`: report to the hub and let it publish. `distributed`: no hub; publish this
+    /// cluster's branch of every local DNSPolicy into the shared provider zones.
+    #[arg(long, env = "MERIDIAN_MODE", value_enum, default_value_t = Mode::Hub)]
+    pub mode: Mode,
+
+    /// Kubeconfig of the hub (hub mode).
     #[arg(long, env = "MERIDIAN_HUB_KUBECONFIG")]
     pub hub_kubeconfig: Option<PathBuf>,
+
+    /// Distributed mode: this cluster's attributes, as a ManagedCluster's labels would give
+    /// them (`kuadrant.io/lb-attribute-geo-code=IE`); repeatable.
+    #[arg(long = "cluster-label", value_parser = parse_label)]
+    pub cluster_labels: Vec<(String, String)>,
+
+    /// Distributed mode: seconds between looks at the shared zone (the shortest record TTL).
+    #[arg(long, env = "MERIDIAN_REFRESH_SECONDS", default_value_t = 60)]
+    pub refresh_seconds: u64,
 
     /// Seconds between reports when nothing changes (the hub's liveness signal).
     #[arg(long, env = "MERIDIAN_HEARTBEAT_SECONDS", default_value_t = 30)]
@@ -60,6 +74,20 @@ pub struct RunArgs {
     /// routes alone.
     #[arg(long, env = "MERIDIAN_ROUTE_SCHEDULING", default_value = "round-robin")]
     pub route_scheduling: String,
+}
+
+/// The agent's mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    Hub,
+    Distributed,
+}
+
+fn parse_label(text: &str) -> Result<(String, String), String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not KEY=VALUE"))?;
+    Ok((key.to_string(), value.to_string()))
 }
 
 /// How the agent runs in hub mode.
@@ -94,10 +122,24 @@ async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
 }
 
 async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
-    let Some(hub_kubeconfig) = &args.hub_kubeconfig else {
-        anyhow::bail!("distributed mode (no --hub-kubeconfig) is not built yet");
-    };
     let spoke = client(args.kubeconfig.as_ref()).await?;
+    if args.mode == Mode::Distributed {
+        let cluster_id = report::cluster_id(&spoke).await?;
+        let local = meridian_hub::controller::LocalCluster {
+            name: args.cluster_name.clone(),
+            cluster_id,
+            labels: args.cluster_labels.iter().cloned().collect(),
+        };
+        tracing::info!(cluster = %local.name, owner = %local.cluster_id, "distributed mode");
+        let refresh = Duration::from_secs(args.refresh_seconds.max(1));
+        return tokio::select! {
+            result = meridian_hub::run_command::run_distributed(spoke, local, refresh) => result,
+            _ = tokio::signal::ctrl_c() => Ok(()),
+        };
+    }
+    let Some(hub_kubeconfig) = &args.hub_kubeconfig else {
+        anyhow::bail!("hub mode needs --hub-kubeconfig (or use --mode distributed)");
+    };
     let hub = client(Some(hub_kubeconfig)).await?;
     let options = HubModeOptions {
         heartbeat: Duration::from_secs(args.heartbeat_seconds.max(1)),
@@ -176,5 +218,37 @@ mod tests {
         let Command::Run(args) = cli.command;
         assert_eq!(args.cluster_name, "spoke-1");
         assert!(args.hub_kubeconfig.is_none());
+        assert_eq!(args.mode, Mode::Hub);
+        let cli = Cli::try_parse_from([
+            "meridian-agent",
+            "run",
+            "--cluster-name",
+            "spoke-1",
+            "--mode",
+            "distributed",
+            "--cluster-label",
+            "kuadrant.io/lb-attribute-geo-code=IE",
+        ])
+        .expect("valid flags");
+        let Command::Run(args) = cli.command;
+        assert_eq!(args.mode, Mode::Distributed);
+        assert_eq!(
+            args.cluster_labels,
+            [(
+                "kuadrant.io/lb-attribute-geo-code".to_string(),
+                "IE".to_string()
+            )]
+        );
+        assert!(
+            Cli::try_parse_from([
+                "meridian-agent",
+                "run",
+                "--cluster-name",
+                "a",
+                "--cluster-label",
+                "nolabel"
+            ])
+            .is_err()
+        );
     }
 }

@@ -15,8 +15,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use meridian_api::meridian::{
-    ClusterReport, ClusterReportSpec, GatewayReport, ListenerReport, ProbeReport, ReportedAddress,
-    RouterShardReport,
+    ClusterReport, ClusterReportSpec, GatewayReport, ProbeReport, RouterShardReport,
 };
 use meridian_api::upstream::Gateway;
 use rand::Rng;
@@ -28,37 +27,6 @@ pub const FIELD_MANAGER: &str = "meridian-agent";
 pub const REPORT_NAME: &str = "agent";
 /// Downstream Gateways live in namespaces with this prefix (`kuadrant-<hub namespace>`).
 pub const DOWNSTREAM_PREFIX: &str = "kuadrant-";
-
-/// A Gateway as the hub needs to know it.
-pub fn gateway_report(gateway: &Gateway) -> GatewayReport {
-    let status = gateway.status.clone().unwrap_or_default();
-    GatewayReport {
-        name: gateway.name_any(),
-        namespace: gateway.namespace().unwrap_or_default(),
-        addresses: status
-            .addresses
-            .iter()
-            .map(|a| ReportedAddress {
-                type_: a.type_.clone().unwrap_or_else(|| "IPAddress".into()),
-                value: a.value.clone(),
-            })
-            .collect(),
-        listeners: gateway
-            .spec
-            .listeners
-            .iter()
-            .map(|listener| ListenerReport {
-                name: listener.name.clone(),
-                hostname: listener.hostname.clone(),
-                attached_routes: status
-                    .listeners
-                    .iter()
-                    .find(|l| l.name == listener.name)
-                    .map_or(0, |l| l.attached_routes),
-            })
-            .collect(),
-    }
-}
 
 /// The report for a set of Gateways, in a stable order (so an unchanged cluster writes an
 /// unchanged report).
@@ -74,7 +42,7 @@ pub fn cluster_report(
             g.namespace()
                 .is_some_and(|ns| ns.starts_with(DOWNSTREAM_PREFIX))
         })
-        .map(gateway_report)
+        .map(GatewayReport::from_gateway)
         .collect();
     reports.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     ClusterReportSpec {

@@ -65,6 +65,41 @@ pub struct GatewayReport {
     pub listeners: Vec<ListenerReport>,
 }
 
+impl GatewayReport {
+    /// A Gateway as the hub needs to know it: its addresses, and per listener the host and the
+    /// routes attached.
+    pub fn from_gateway(gateway: &crate::upstream::Gateway) -> Self {
+        use kube::ResourceExt;
+        let status = gateway.status.clone().unwrap_or_default();
+        GatewayReport {
+            name: gateway.name_any(),
+            namespace: gateway.namespace().unwrap_or_default(),
+            addresses: status
+                .addresses
+                .iter()
+                .map(|a| ReportedAddress {
+                    type_: a.type_.clone().unwrap_or_else(ip_address_type),
+                    value: a.value.clone(),
+                })
+                .collect(),
+            listeners: gateway
+                .spec
+                .listeners
+                .iter()
+                .map(|listener| ListenerReport {
+                    name: listener.name.clone(),
+                    hostname: listener.hostname.clone(),
+                    attached_routes: status
+                        .listeners
+                        .iter()
+                        .find(|l| l.name == listener.name)
+                        .map_or(0, |l| l.attached_routes),
+                })
+                .collect(),
+        }
+    }
+}
+
 /// An address as Gateway API writes it: `IPAddress` or `Hostname`.
 #[derive(
     Serialize, Deserialize, schemars::JsonSchema, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash,

@@ -13,7 +13,7 @@ use kube::{Resource, ResourceExt};
 use meridian_api::conditions::{self, ConditionUpdate, condition_status, reasons, set_condition};
 use meridian_api::kuadrant::{DNSPolicy, DNSPolicyStatus, DNSRecord, ManagedZone};
 use meridian_api::labels::PLACEMENT_LABEL;
-use meridian_api::meridian::ClusterReport;
+use meridian_api::meridian::{ClusterReport, GatewayReport};
 use meridian_api::upstream::{Gateway, ManagedCluster};
 use meridian_dns::tree::GatewayRef;
 use serde_json::json;
@@ -168,7 +168,17 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
         }
     };
 
-    let clusters = placed_clusters(&gateway, ctx).await?;
+    let clusters = match &ctx.config.distributed {
+        None => placed_clusters(&gateway, ctx).await?,
+        // This cluster alone, with the Gateway the policy targets here.
+        Some(local) => vec![PlacedCluster {
+            name: local.name.clone(),
+            labels: local.labels.clone(),
+            cluster_id: Some(local.cluster_id.clone()),
+            gateway: Some(GatewayReport::from_gateway(&gateway)),
+            silent_for: None,
+        }],
+    };
     let zones: Vec<ZoneRef> = Api::<ManagedZone>::namespaced(ctx.client.clone(), &namespace)
         .list(&ListParams::default())
         .await?
@@ -346,7 +356,7 @@ async fn write_records(
             }
             continue;
         }
-        let record = json!({
+        let mut record = json!({
             "apiVersion": DNSRecord::api_version(&()),
             "kind": DNSRecord::kind(&()),
             "metadata": {
@@ -362,6 +372,15 @@ async fn write_records(
                 "healthCheck": policy.spec.health_check,
             },
         });
+        if let Some(local) = &ctx.config.distributed {
+            // The cluster's branch, under its own owner ID, next to the other clusters'.
+            // Health is agreed through the zone itself in this mode, not through probes.
+            record["metadata"]["labels"][super::DISTRIBUTED_LABEL] = json!("true");
+            record["spec"]["ownerID"] = json!(local.cluster_id);
+            if let Some(spec) = record["spec"].as_object_mut() {
+                spec.remove("healthCheck");
+            }
+        }
         let written = api
             .patch(&wanted.name, &super::apply_params(), &Patch::Apply(record))
             .await?;

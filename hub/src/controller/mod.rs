@@ -51,7 +51,24 @@ pub struct HubConfig {
     /// `MultiClusterFailureThreshold`: the share (percent) of judging clusters that must see a
     /// leaf failing before it leaves DNS.
     pub failure_threshold_percent: u32,
+    /// Distributed mode: the controllers run on a spoke, for that cluster alone, and publish
+    /// its branch into shared zones under its own owner ID. `None` on the hub.
+    pub distributed: Option<LocalCluster>,
 }
+
+/// The cluster a distributed-mode agent runs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalCluster {
+    /// The cluster's name (for status).
+    pub name: String,
+    /// The UID of its `kube-system` namespace: the owner ID of everything it publishes.
+    pub cluster_id: String,
+    /// Its attributes (`kuadrant.io/lb-attribute-*`), as a ManagedCluster's labels would be.
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+/// Label on the DNSRecords a distributed-mode agent writes.
+pub const DISTRIBUTED_LABEL: &str = "meridian.dev/distributed";
 
 /// What the agent's install needs: where the hub is for the agents, and the image.
 #[derive(Debug, Clone)]
@@ -72,6 +89,7 @@ impl Default for HubConfig {
             agent: None,
             heartbeat_timeout: Duration::from_secs(120),
             failure_threshold_percent: crate::health::DEFAULT_THRESHOLD_PERCENT,
+            distributed: None,
         }
     }
 }
