@@ -150,6 +150,27 @@ impl ZoneProvider {
     }
 }
 
+impl ZoneProvider {
+    /// One record set by name and type: a single small read where the provider has one
+    /// (Route53, RFC2136), else read from the whole zone.
+    pub async fn read_record(
+        &self,
+        zone_id: &str,
+        name: &str,
+        record_type: meridian_dns::model::RecordType,
+    ) -> Result<Option<Endpoint>, ProviderError> {
+        match self {
+            ZoneProvider::Route53(p) => p.read_record(zone_id, name, record_type).await,
+            ZoneProvider::Rfc2136(p) => p.read_record(name, record_type).await,
+            ZoneProvider::Embedded(_) | ZoneProvider::Google(_) => Ok(self
+                .records(zone_id)
+                .await?
+                .into_iter()
+                .find(|e| e.dns_name == name && e.record_type == record_type)),
+        }
+    }
+}
+
 impl Provider for ZoneProvider {
     async fn list_zones(&self) -> Result<Vec<ZoneInfo>, ProviderError> {
         match self {

@@ -139,6 +139,26 @@ impl Rfc2136Provider {
         }
     }
 
+    /// One record set (name and type) by a signed query to the server, without a transfer.
+    pub async fn read_record(
+        &self,
+        name: &str,
+        record_type: RecordType,
+    ) -> Result<Option<Endpoint>, ProviderError> {
+        let mut request = Message::new(rand::random(), MessageType::Query, OpCode::Query);
+        request.add_query(Query::query(fqdn(name), wire_type(record_type)));
+        match self.exchange(request, |_| true).await {
+            Ok(responses) => {
+                let records: Vec<Record> = responses.into_iter().flat_map(|r| r.answers).collect();
+                Ok(endpoints_from_transfer(&records)
+                    .into_iter()
+                    .find(|e| e.dns_name == name && e.record_type == record_type))
+            }
+            Err(ProviderError::Rejected(message)) if message.ends_with("NXDomain") => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
     async fn update(&self, changes: &[Change]) -> Result<(), ProviderError> {
         let mut message = Message::new(rand::random(), MessageType::Query, OpCode::Update);
         let mut zone = Query::new();

@@ -119,6 +119,30 @@ impl Route53Provider {
         Err(ProviderError::Throttled(what.to_string()))
     }
 
+    /// One record set (name and type) without listing the zone: one call, one item.
+    pub async fn read_record(
+        &self,
+        zone_id: &str,
+        name: &str,
+        record_type: crate::model::RecordType,
+    ) -> Result<Option<Endpoint>, ProviderError> {
+        let request = || {
+            self.client
+                .list_resource_record_sets()
+                .hosted_zone_id(zone_id)
+                .start_record_name(name)
+                .start_record_type(rr_type(record_type))
+                .max_items(1)
+                .send()
+        };
+        let page = self.call("ListResourceRecordSets", request).await?;
+        Ok(page
+            .resource_record_sets()
+            .iter()
+            .filter_map(from_rrset)
+            .find(|e| e.dns_name == name && e.record_type == record_type))
+    }
+
     async fn change(&self, zone_id: &str, changes: &[Change]) -> Result<(), ProviderError> {
         let aws_changes = changes
             .iter()

@@ -20,7 +20,9 @@ use meridian_api::kuadrant::{
 };
 use meridian_api::meridian::{ClusterReport, ProbeReport};
 use meridian_dns::model::{Endpoint, RecordKey};
+use meridian_dns::model::{RecordType, is_at_or_below};
 use meridian_dns::plan::{PlanInput, Registry, plan};
+use meridian_dns::provider::Update;
 use meridian_dns::provider::{Provider, ProviderError};
 use meridian_dns::tree::RecordTree;
 use serde_json::json;
@@ -196,17 +198,41 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         status.observed_generation == record.metadata.generation
             && conditions::condition_status(&status.conditions, conditions::READY) == Some(true)
     }) && previous.as_deref() == Some(desired.as_slice());
+    let distributed = ctx.config.distributed.is_some();
+    let record_key = super::object_key(
+        "DNSRecord",
+        record.namespace().as_deref(),
+        &record.name_any(),
+    );
+    let mark_name = last_modified_name(&record.spec.root_host);
     if published_as_desired && !matches!(provider, ZoneProvider::Embedded(_)) {
-        write_status(
-            record,
-            ctx,
-            None,
-            ready_as_before(record),
-            health,
-            Vec::new(),
-        )
-        .await?;
-        return Ok(Action::requeue(resync));
+        // On the hub, nothing but this record changes what this record publishes. In
+        // distributed mode other clusters write the same names: one small read of the host's
+        // last-modified mark says whether anyone did since this cluster last looked.
+        let unchanged = if distributed {
+            let mark = match provider
+                .read_record(&zone_id, &mark_name, RecordType::Txt)
+                .await
+            {
+                Ok(mark) => mark.map(|m| m.targets.join("")),
+                Err(error) => return provider_failed(record, ctx, &provider, error).await,
+            };
+            ctx.last_seen_mark(&record_key) == Some(mark)
+        } else {
+            true
+        };
+        if unchanged {
+            write_status(
+                record,
+                ctx,
+                None,
+                ready_as_before(record),
+                health,
+                Vec::new(),
+            )
+            .await?;
+            return Ok(Action::requeue(refresh_after(resync, distributed)));
+        }
     }
 
     let current = provider.records(&zone_id).await;
@@ -214,6 +240,10 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         Ok(current) => current,
         Err(error) => return provider_failed(record, ctx, &provider, error).await,
     };
+    let mark_before = current
+        .iter()
+        .find(|e| e.dns_name == mark_name && e.record_type == RecordType::Txt)
+        .cloned();
     let planned = plan(
         &PlanInput {
             owner: &owner,
@@ -223,13 +253,21 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         },
         &current,
     );
-    if !planned.changes.is_empty() {
-        if let Err(error) = provider.apply(&zone_id, &planned.changes).await {
+    let mut changes = planned.changes.clone();
+    let mut mark_after = mark_before.as_ref().map(|m| m.targets.join(""));
+    if distributed && !changes.is_empty() {
+        mark_after = move_mark(&mut changes, &mark_name, mark_before.as_ref(), &owner, ctx);
+    }
+    if !changes.is_empty() {
+        if let Err(error) = provider.apply(&zone_id, &changes).await {
             ctx.metrics.provider_call(provider.kind(), "error");
             return provider_failed(record, ctx, &provider, error).await;
         }
         ctx.metrics.provider_call(provider.kind(), "ok");
         ctx.metrics.published(started.elapsed());
+    }
+    if distributed {
+        ctx.remember_mark(&record_key, mark_after);
     }
     let owners = domain_owners(&current, &record.spec.root_host, &owner);
     let mut messages: Vec<String> = planned.problems.iter().map(ToString::to_string).collect();
@@ -256,7 +294,54 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         owners,
     )
     .await?;
-    Ok(Action::requeue(resync))
+    if !planned.problems.is_empty() {
+        // A conflict with another owner is not fought over: look again later and later.
+        return Ok(ctx.retry_after_failure(&record_key));
+    }
+    Ok(Action::requeue(refresh_after(resync, distributed)))
+}
+
+/// TTL of the last-modified mark.
+const MARK_TTL: u32 = 60;
+
+/// Adds to `changes` a new value of the host's mark, so the other clusters look again; returns
+/// the new value.
+fn move_mark(
+    changes: &mut meridian_dns::provider::Changes,
+    mark_name: &str,
+    before: Option<&Endpoint>,
+    owner: &str,
+    ctx: &Context,
+) -> Option<String> {
+    let value = format!("{} {owner}", (ctx.clock)());
+    let mark = Endpoint::new(mark_name, RecordType::Txt, [value.clone()], MARK_TTL);
+    match before {
+        Some(old) => changes.updates.push(Update {
+            old: old.clone(),
+            new: mark,
+        }),
+        None => changes.creates.push(mark),
+    }
+    Some(value)
+}
+
+/// The TXT record whose value changes with every change any cluster makes to a host's records
+/// in distributed mode (`kuadrant.last_modified_at.<host>`).
+pub fn last_modified_name(root_host: &str) -> String {
+    format!(
+        "kuadrant.last_modified_at.{}",
+        root_host.trim_start_matches("*.")
+    )
+}
+
+/// The next refresh: in distributed mode with ±5 % jitter, so clusters sharing a zone do not
+/// read it in step.
+fn refresh_after(resync: std::time::Duration, distributed: bool) -> std::time::Duration {
+    if !distributed {
+        return resync;
+    }
+    use rand::Rng;
+    resync.mul_f64(rand::rng().random_range(0.95..=1.05))
 }
 
 /// The `Ready` condition as status has it (for passes that publish nothing new).
@@ -585,8 +670,30 @@ async fn withdraw(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         },
         &current,
     );
-    if !planned.changes.is_empty() {
-        provider.apply(&zone_id, &planned.changes).await?;
+    let mut changes = planned.changes.clone();
+    if ctx.config.distributed.is_some() && !changes.is_empty() {
+        let mark_name = last_modified_name(&record.spec.root_host);
+        let mark = current
+            .iter()
+            .find(|e| e.dns_name == mark_name && e.record_type == RecordType::Txt);
+        let base = record.spec.root_host.trim_start_matches("*.");
+        let others_remain = Registry::read(&current)
+            .ownership
+            .iter()
+            .any(|(key, owners)| {
+                is_at_or_below(&key.dns_name, base) && owners.keys().any(|o| o != &owner)
+            });
+        match (mark, others_remain) {
+            // The last owner leaves: its mark goes with it.
+            (Some(mark), false) => changes.deletes.push(mark.clone()),
+            (mark, true) => {
+                move_mark(&mut changes, &mark_name, mark, &owner, ctx);
+            }
+            (None, false) => {}
+        }
+    }
+    if !changes.is_empty() {
+        provider.apply(&zone_id, &changes).await?;
         ctx.metrics.provider_call(provider.kind(), "ok");
     }
     tracing::info!(record = %record.name_any(), removed = planned.changes.deletes.len(), "withdrew records");

@@ -106,6 +106,8 @@ pub struct Context {
     pub watched: Watched,
     recorder: kube::runtime::events::Recorder,
     failures: Mutex<HashMap<String, u32>>,
+    /// Distributed mode: each record's host mark as this process last saw it.
+    marks: Mutex<HashMap<String, Option<String>>>,
 }
 
 pub type Clock = Arc<dyn Fn() -> k8s_openapi::jiff::Timestamp + Send + Sync>;
@@ -135,7 +137,20 @@ impl Context {
                 },
             ),
             failures: Mutex::new(HashMap::new()),
+            marks: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The last-modified mark of `record`'s host as last seen (`Some(None)`: seen absent).
+    pub fn last_seen_mark(&self, record: &str) -> Option<Option<String>> {
+        self.marks.lock().expect("marks lock").get(record).cloned()
+    }
+
+    pub fn remember_mark(&self, record: &str, mark: Option<String>) {
+        self.marks
+            .lock()
+            .expect("marks lock")
+            .insert(record.to_string(), mark);
     }
 
     /// The delay before retrying `object` after a failure: exponential per consecutive

@@ -1,0 +1,304 @@
+//! Distributed mode (seed 002) on real API servers and real DNS servers: three clusters, each
+//! with its own DNSPolicy, Gateway and ManagedZone, and an agent in distributed mode, share one
+//! zone with no hub. BIND (RFC2136) and moto (Route53) hold the zone.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::process::Command;
+use std::time::Duration;
+
+use kube::Client;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use meridian_api::kuadrant::DNSRecord;
+use meridian_api::upstream::Gateway;
+use meridian_dns::model::{Endpoint, RecordType};
+use meridian_dns::plan::Registry;
+use meridian_dns::provider::Provider;
+use meridian_dns::provider::bind_server::BindServer;
+use meridian_dns::provider::rfc2136::Rfc2136Provider;
+use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, ensure_namespace, eventually};
+use meridian_hub::controller::LocalCluster;
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+
+const NAMESPACE: &str = "gateways";
+const HOST: &str = "api.example.com";
+const CLUSTERS: [(&str, &str, &str); 3] = [
+    ("spoke-1", "10.0.0.1", "IE"),
+    ("spoke-2", "10.0.0.2", "US"),
+    ("spoke-3", "10.0.0.3", "US"),
+];
+
+async fn apply<K>(api: &Api<K>, object: Value) -> Result<K, Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let name = object["metadata"]["name"].as_str().unwrap().to_string();
+    Ok(api
+        .patch(
+            &name,
+            &PatchParams::apply("cluster-admin").force(),
+            &Patch::Apply(&object),
+        )
+        .await?)
+}
+
+/// One cluster's side: the zone's Secret and ManagedZone, the Gateway with its address, and
+/// the policy.
+async fn install(
+    client: &Client,
+    secret: Value,
+    address: &str,
+    policy: Value,
+) -> Result<(), Error> {
+    ensure_namespace(client, NAMESPACE).await?;
+    apply(
+        &Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), NAMESPACE),
+        secret,
+    )
+    .await?;
+    apply(
+        &Api::<meridian_api::kuadrant::ManagedZone>::namespaced(client.clone(), NAMESPACE),
+        json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
+            "metadata": { "name": "example", "namespace": NAMESPACE },
+            "spec": { "domainName": "example.com", "dnsProviderSecretRef": { "name": "zone" } },
+        }),
+    )
+    .await?;
+    let gateways = Api::<Gateway>::namespaced(client.clone(), NAMESPACE);
+    apply(
+        &gateways,
+        json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": { "name": "prod-web", "namespace": NAMESPACE },
+            "spec": {
+                "gatewayClassName": "istio",
+                "listeners": [{ "name": "api", "hostname": HOST, "port": 80, "protocol": "HTTP" }],
+            },
+        }),
+    )
+    .await?;
+    gateways
+        .patch_status(
+            "prod-web",
+            &PatchParams::apply("gateway-implementation").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                "status": {
+                    "addresses": [{ "type": "IPAddress", "value": address }],
+                    "listeners": [{ "name": "api", "attachedRoutes": 1, "supportedKinds": [], "conditions": [] }],
+                },
+            })),
+        )
+        .await?;
+    apply(
+        &Api::<meridian_api::kuadrant::DNSPolicy>::namespaced(client.clone(), NAMESPACE),
+        policy,
+    )
+    .await?;
+    Ok(())
+}
+
+fn policy(spec: Value) -> Value {
+    json!({
+        "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSPolicy",
+        "metadata": { "name": "prod-web", "namespace": NAMESPACE },
+        "spec": spec,
+    })
+}
+
+/// A distributed-mode agent for a cluster, in this process.
+async fn agent(
+    client: &Client,
+    name: &str,
+    geo: &str,
+) -> Result<JoinHandle<anyhow::Result<()>>, Error> {
+    let cluster_id = meridian_agent::report::cluster_id(client).await?;
+    let local = LocalCluster {
+        name: name.into(),
+        cluster_id,
+        labels: [(
+            "kuadrant.io/lb-attribute-geo-code".to_string(),
+            geo.to_string(),
+        )]
+        .into(),
+    };
+    Ok(tokio::spawn(meridian_hub::run_command::run_distributed(
+        client.clone(),
+        local,
+        Duration::from_secs(2),
+    )))
+}
+
+/// `dig +short HOST A` at `server`: the addresses, sorted.
+fn dig(server: SocketAddr) -> Vec<String> {
+    let output = Command::new("dig")
+        .arg(format!("@{}", server.ip()))
+        .args([
+            "-p",
+            &server.port().to_string(),
+            "+time=2",
+            "+tries=2",
+            "+short",
+            HOST,
+            "A",
+        ])
+        .output();
+    let Ok(output) = output else {
+        return Vec::new();
+    };
+    let mut answers: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|l| l.parse::<std::net::Ipv4Addr>().is_ok())
+        .map(str::to_string)
+        .collect();
+    answers.sort();
+    answers
+}
+
+async fn dig_answers(server: SocketAddr, expected: &[&str]) -> Result<(), Error> {
+    let expected: Vec<String> = expected.iter().map(|s| s.to_string()).collect();
+    eventually(
+        &format!("BIND answers {expected:?}"),
+        DEFAULT_PATIENCE,
+        || {
+            let expected = expected.clone();
+            async move {
+                let seen = tokio::task::spawn_blocking(move || dig(server))
+                    .await
+                    .unwrap();
+                Ok((seen == expected).then_some(()))
+            }
+        },
+    )
+    .await
+}
+
+/// The owners vouching for the host's records in a zone.
+fn owners_of_host(zone: &[Endpoint]) -> BTreeSet<String> {
+    Registry::read(zone)
+        .ownership
+        .iter()
+        .filter(|(key, _)| key.dns_name == HOST)
+        .flat_map(|(_, owners)| owners.keys().cloned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_clusters_share_a_bind_zone_without_a_hub() -> Result<(), Error> {
+    let bind = BindServer::start("example.com")
+        .await
+        .map_err(Error::Component)?;
+    let fleet = Fleet::builder()
+        .spokes(CLUSTERS.map(|c| c.0))
+        .without_ocm()
+        .start()
+        .await?;
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/rfc2136",
+        "metadata": { "name": "zone", "namespace": NAMESPACE },
+        "stringData": {
+            "server": bind.config.server.to_string(),
+            "tsigKeyName": bind.config.key_name,
+            "tsigAlgorithm": bind.config.algorithm,
+            "tsigSecret": bind.config.secret,
+        },
+    });
+    let mut agents = Vec::new();
+    let mut owners = BTreeSet::new();
+    for (name, address, geo) in CLUSTERS {
+        let client = fleet.spoke(name).client();
+        install(
+            &client,
+            secret.clone(),
+            address,
+            policy(json!({ "targetRef": { "name": "prod-web" }, "routingStrategy": "simple" })),
+        )
+        .await?;
+        owners.insert(meridian_agent::report::cluster_id(&client).await?);
+        agents.push(agent(&client, name, geo).await?);
+    }
+
+    // The zone holds the union: one A record with every cluster's address, vouched for by
+    // each cluster under its own ID.
+    dig_answers(bind.config.server, &["10.0.0.1", "10.0.0.2", "10.0.0.3"]).await?;
+    let provider = Rfc2136Provider::new(bind.config.clone()).unwrap();
+    let zone = provider.records("example.com").await.unwrap();
+    assert_eq!(owners_of_host(&zone), owners);
+    let a = zone
+        .iter()
+        .find(|e| e.dns_name == HOST && e.record_type == RecordType::A)
+        .unwrap();
+    assert_eq!(a.targets, ["10.0.0.1", "10.0.0.2", "10.0.0.3"]);
+
+    // Each cluster's record says what it published and, once it looked again after the
+    // others' changes moved the host's mark, who else owns the host.
+    let records = Api::<DNSRecord>::namespaced(fleet.spoke("spoke-1").client(), NAMESPACE);
+    let status = eventually("spoke-1 sees every owner", DEFAULT_PATIENCE, || async {
+        let status = records
+            .get("prod-web-api")
+            .await?
+            .status
+            .unwrap_or_default();
+        Ok((status.domain_owners.len() == 3).then_some(status))
+    })
+    .await?;
+    assert_eq!(
+        status.endpoints[0].targets,
+        ["10.0.0.1"],
+        "its own contribution"
+    );
+    let mark = zone
+        .iter()
+        .find(|e| e.dns_name == "kuadrant.last_modified_at.api.example.com")
+        .expect("every change moves the host's mark");
+    assert_eq!(mark.record_type, RecordType::Txt);
+
+    // spoke-3's Gateway moves: only its own address changes.
+    let spoke_3 = fleet.spoke("spoke-3").client();
+    Api::<Gateway>::namespaced(spoke_3.clone(), NAMESPACE)
+        .patch_status(
+            "prod-web",
+            &PatchParams::apply("gateway-implementation").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                "status": {
+                    "addresses": [{ "type": "IPAddress", "value": "10.0.0.33" }],
+                    "listeners": [{ "name": "api", "attachedRoutes": 1, "supportedKinds": [], "conditions": [] }],
+                },
+            })),
+        )
+        .await?;
+    dig_answers(bind.config.server, &["10.0.0.1", "10.0.0.2", "10.0.0.33"]).await?;
+
+    // Deleting spoke-3's policy removes its contribution only; the others' records are intact.
+    Api::<meridian_api::kuadrant::DNSPolicy>::namespaced(spoke_3.clone(), NAMESPACE)
+        .delete("prod-web", &DeleteParams::default())
+        .await?;
+    dig_answers(bind.config.server, &["10.0.0.1", "10.0.0.2"]).await?;
+    let zone = provider.records("example.com").await.unwrap();
+    owners.remove(&meridian_agent::report::cluster_id(&spoke_3).await?);
+    assert_eq!(
+        owners_of_host(&zone),
+        owners,
+        "spoke-3 no longer vouches for anything"
+    );
+
+    // The last two go: nothing of theirs is left.
+    for name in ["spoke-1", "spoke-2"] {
+        Api::<meridian_api::kuadrant::DNSPolicy>::namespaced(fleet.spoke(name).client(), NAMESPACE)
+            .delete("prod-web", &DeleteParams::default())
+            .await?;
+    }
+    dig_answers(bind.config.server, &[]).await?;
+    let zone = provider.records("example.com").await.unwrap();
+    assert!(
+        zone.iter().all(|e| !e.dns_name.ends_with(HOST)),
+        "{zone:#?}"
+    );
+    for agent in agents {
+        agent.abort();
+    }
+    Ok(())
+}
