@@ -435,6 +435,49 @@ fn loadbalanced_endpoints(
     records.into_values().collect()
 }
 
+/// One cluster's branch of a host's tree in distributed mode: the records `clusters` (this
+/// cluster's targets) contribute to a tree other clusters add their branches to. Unlike a whole
+/// tree, the catch-all always answers with the configured default geo: the group may be
+/// another cluster's, and a branch that fell back to its own geo would fight the branches of
+/// the default geo over one shared record. The plan refuses the catch-all while no cluster
+/// serves the default geo (it would point at nothing) and publishes it once one does.
+pub fn build_branch(
+    host: &str,
+    gateway: &GatewayRef,
+    strategy: &Strategy,
+    clusters: &[ClusterTarget],
+) -> Result<RecordTree, TreeError> {
+    let tree = build_record_tree(host, gateway, strategy, clusters)?;
+    let Strategy::LoadBalanced(LoadBalancing {
+        default_geo: Some(default_geo),
+        ..
+    }) = strategy
+    else {
+        return Ok(tree);
+    };
+    let base = tree
+        .host
+        .strip_prefix("*.")
+        .unwrap_or(&tree.host)
+        .to_string();
+    let catch_all = format!("{}.klb.{base}", default_geo.to_ascii_lowercase());
+    let mut endpoints = tree.endpoints();
+    for endpoint in &mut endpoints {
+        if endpoint.set_identifier.as_deref() == Some(DEFAULT_SET)
+            && endpoint.property(GEO_CODE) == Some(CATCH_ALL_GEO)
+        {
+            endpoint.targets = vec![catch_all.clone()];
+        }
+    }
+    let warnings = tree
+        .warnings
+        .iter()
+        .filter(|w| !w.starts_with("no cluster is in the default geo"))
+        .cloned()
+        .collect();
+    Ok(RecordTree::from_endpoints(tree.host, endpoints, warnings))
+}
+
 impl RecordTree {
     /// The tree of records already built (for example a DNSRecord's endpoints), so they can be
     /// pruned by health.

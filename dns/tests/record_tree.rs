@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use meridian_dns::model::{Endpoint, RecordType};
 use meridian_dns::tree::{
     Address, ClusterTarget, CustomWeight, GatewayRef, Health, LabelSelector, LoadBalancing, Pruned,
-    RecordTree, Strategy, TreeError, build_record_tree,
+    RecordTree, Strategy, TreeError, build_branch, build_record_tree,
 };
 
 const C1: &str = "20qri0-a8xcra.klb.api.example.com";
@@ -560,6 +560,74 @@ fn a_tree_rebuilt_from_its_records_has_the_same_leaves_and_prunes_the_same() {
         RecordTree::from_records("api.example.com", simple.endpoints()).leaf_addresses(),
         ["172.31.0.1"]
     );
+}
+
+#[test]
+fn branches_add_up_to_the_whole_tree_and_keep_the_configured_catch_all() {
+    let clusters = [
+        cluster(
+            1,
+            &[("kuadrant.io/lb-attribute-geo-code", "IE")],
+            &["172.31.0.1"],
+        ),
+        cluster(
+            2,
+            &[("kuadrant.io/lb-attribute-geo-code", "US")],
+            &["172.31.0.2"],
+        ),
+        cluster(
+            3,
+            &[("kuadrant.io/lb-attribute-geo-code", "US")],
+            &["172.31.0.3"],
+        ),
+    ];
+    let policy = Strategy::LoadBalanced(LoadBalancing {
+        default_geo: Some("IE".into()),
+        ..weighted(120)
+    });
+    let whole = build_record_tree("api.example.com", &gateway(), &policy, &clusters).unwrap();
+    let mut union: Vec<Endpoint> = Vec::new();
+    for one in &clusters {
+        let branch = build_branch(
+            "api.example.com",
+            &gateway(),
+            &policy,
+            std::slice::from_ref(one),
+        )
+        .unwrap();
+        assert!(branch.warnings.is_empty(), "{:?}", branch.warnings);
+        let catch_all = branch
+            .endpoints()
+            .into_iter()
+            .find(|e| e.set_identifier.as_deref() == Some("default"))
+            .unwrap();
+        assert_eq!(
+            catch_all.targets,
+            ["ie.klb.api.example.com"],
+            "even in a US branch"
+        );
+        for endpoint in branch.endpoints() {
+            if !union.contains(&endpoint) {
+                union.push(endpoint);
+            }
+        }
+    }
+    union.sort_by(|a, b| {
+        (&a.dns_name, &a.set_identifier, a.record_type.as_str()).cmp(&(
+            &b.dns_name,
+            &b.set_identifier,
+            b.record_type.as_str(),
+        ))
+    });
+    let mut expected = whole.endpoints();
+    expected.sort_by(|a, b| {
+        (&a.dns_name, &a.set_identifier, a.record_type.as_str()).cmp(&(
+            &b.dns_name,
+            &b.set_identifier,
+            b.record_type.as_str(),
+        ))
+    });
+    assert_eq!(union, expected);
 }
 
 #[test]

@@ -302,3 +302,217 @@ async fn three_clusters_share_a_bind_zone_without_a_hub() -> Result<(), Error> {
     }
     Ok(())
 }
+
+/// The records of the host and below, without ownership TXT records and the host's mark.
+fn host_records(zone: &[Endpoint]) -> Vec<Endpoint> {
+    let mut records: Vec<Endpoint> = Registry::read(zone)
+        .records
+        .into_values()
+        .filter(|e| meridian_dns::model::is_at_or_below(&e.dns_name, HOST))
+        .filter(|e| !e.dns_name.starts_with("kuadrant.last_modified_at."))
+        .collect();
+    meridian_dns::model::sort_endpoints(&mut records);
+    records
+}
+
+/// What a hub would publish for the same clusters: the distributed branches must add up to it.
+fn hub_tree(clusters: &[(String, &str, &str)]) -> Vec<Endpoint> {
+    use meridian_dns::tree::{Address, ClusterTarget, GatewayRef, LoadBalancing, Strategy};
+    let targets: Vec<ClusterTarget> = clusters
+        .iter()
+        .map(|(id, address, geo)| ClusterTarget {
+            name: id.clone(),
+            cluster_id: id.clone(),
+            labels: [(
+                "kuadrant.io/lb-attribute-geo-code".to_string(),
+                geo.to_string(),
+            )]
+            .into(),
+            addresses: vec![Address::Ip(address.parse().unwrap())],
+            attached_routes: Some(1),
+        })
+        .collect();
+    let strategy = Strategy::LoadBalanced(LoadBalancing {
+        default_weight: 120,
+        custom: Vec::new(),
+        default_geo: Some("IE".into()),
+    });
+    let gateway = GatewayRef {
+        name: "prod-web".into(),
+        namespace: NAMESPACE.into(),
+    };
+    let mut endpoints = meridian_dns::tree::build_record_tree(HOST, &gateway, &strategy, &targets)
+        .unwrap()
+        .endpoints();
+    for endpoint in &mut endpoints {
+        endpoint.normalize();
+    }
+    meridian_dns::model::sort_endpoints(&mut endpoints);
+    endpoints
+}
+
+fn loadbalanced(default_geo: &str) -> Value {
+    policy(json!({
+        "targetRef": { "name": "prod-web" },
+        "routingStrategy": "loadbalanced",
+        "loadBalancing": { "weighted": { "defaultWeight": 120 }, "geo": { "defaultGeo": default_geo } },
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_clusters_share_a_route53_zone_agree_and_stay_thrifty() -> Result<(), Error> {
+    use meridian_dns::provider::counting_proxy::CountingProxy;
+    use meridian_dns::provider::moto::MotoServer;
+    use meridian_dns::provider::route53::Route53Provider;
+
+    let moto = MotoServer::start().expect("moto starts");
+    moto.create_zone("example.com")
+        .await
+        .map_err(Error::Component)?;
+    let proxy = CountingProxy::start(moto.address(), 0).await.unwrap();
+    let fleet = Fleet::builder()
+        .spokes(CLUSTERS.map(|c| c.0))
+        .without_ocm()
+        .start()
+        .await?;
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/aws",
+        "metadata": { "name": "zone", "namespace": NAMESPACE },
+        "stringData": {
+            "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": proxy.endpoint(),
+        },
+    });
+    let mut agents = Vec::new();
+    let mut clusters = Vec::new();
+    for (name, address, geo) in CLUSTERS {
+        let client = fleet.spoke(name).client();
+        install(&client, secret.clone(), address, loadbalanced("IE")).await?;
+        clusters.push((
+            meridian_agent::report::cluster_id(&client).await?,
+            address,
+            geo,
+        ));
+        agents.push(agent(&client, name, geo).await?);
+    }
+    let route53 = Route53Provider::new(
+        &moto.credentials(&moto.endpoint()),
+        std::sync::Arc::new(meridian_dns::provider::budget::RequestBudget::per_second(
+            1000,
+        )),
+    );
+    let zone_id = route53
+        .list_zones()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|z| z.domain == "example.com")
+        .expect("the zone is listed")
+        .id;
+
+    // The branches add up to exactly the tree a hub would publish for the three clusters:
+    // the same names, GEO groups and weights.
+    let expected = hub_tree(&clusters);
+    let last = std::sync::Mutex::new(Vec::new());
+    let union = eventually(
+        "the zone holds the union of the branches",
+        DEFAULT_PATIENCE,
+        || async {
+            let zone = route53
+                .records(&zone_id)
+                .await
+                .map_err(|e| Error::Component(e.to_string()))?;
+            let seen = host_records(&zone);
+            *last.lock().unwrap() = seen.clone();
+            Ok((seen == expected).then_some(()))
+        },
+    )
+    .await;
+    if union.is_err() {
+        let seen = last.lock().unwrap().clone();
+        let missing: Vec<&Endpoint> = expected.iter().filter(|e| !seen.contains(e)).collect();
+        let extra: Vec<&Endpoint> = seen.iter().filter(|e| !expected.contains(e)).collect();
+        panic!("missing {missing:#?}\nextra {extra:#?}");
+    }
+
+    // Steady state: a refresh reads the host's mark and nothing else.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    proxy.reset();
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let calls = proxy.calls();
+    assert_eq!(calls.get("ListResourceRecordSets"), None, "{calls:?}");
+    assert_eq!(calls.get("ChangeResourceRecordSets"), None, "{calls:?}");
+    let reads = calls
+        .get("ListResourceRecordSets(one)")
+        .copied()
+        .unwrap_or(0);
+    assert!(reads >= 6, "3 clusters refreshing every 2 s: {calls:?}");
+    eprintln!("distributed: 3 clusters over 7 s of steady state made {calls:?}");
+
+    // A conflict: spoke-3 wants US to answer unknown locations, the others IE. It is said in
+    // spoke-3's status and not fought over: the writes stay bounded.
+    let spoke_3 = fleet.spoke("spoke-3").client();
+    apply(
+        &Api::<meridian_api::kuadrant::DNSPolicy>::namespaced(spoke_3.clone(), NAMESPACE),
+        loadbalanced("US"),
+    )
+    .await?;
+    let records = Api::<DNSRecord>::namespaced(spoke_3.clone(), NAMESPACE);
+    let message = eventually("spoke-3 reports the conflict", DEFAULT_PATIENCE, || async {
+        let record = records.get("prod-web-api").await?;
+        let ready = record
+            .status
+            .unwrap_or_default()
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Ready");
+        Ok(ready.filter(|c| c.status == "False").map(|c| c.message))
+    })
+    .await?;
+    assert!(
+        message.contains("conflict") || message.contains("disagree"),
+        "{message}"
+    );
+    proxy.reset();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let calls = proxy.calls();
+    let writes = calls.get("ChangeResourceRecordSets").copied().unwrap_or(0);
+    assert!(
+        writes <= 1,
+        "a conflict is not rewritten in a loop: {calls:?}"
+    );
+    eprintln!("distributed: 10 s of a defaultGeo conflict made {calls:?}");
+    let zone = route53.records(&zone_id).await.unwrap();
+    assert_eq!(
+        host_records(&zone),
+        expected,
+        "the published catch-all stays IE"
+    );
+
+    // spoke-3 leaves: the others' records are intact, and equal a hub's tree for the two.
+    apply(
+        &Api::<meridian_api::kuadrant::DNSPolicy>::namespaced(spoke_3.clone(), NAMESPACE),
+        loadbalanced("IE"),
+    )
+    .await?;
+    Api::<meridian_api::kuadrant::DNSPolicy>::namespaced(spoke_3.clone(), NAMESPACE)
+        .delete("prod-web", &DeleteParams::default())
+        .await?;
+    let expected = hub_tree(&clusters[..2]);
+    eventually(
+        "spoke-3's branch is gone, the rest intact",
+        DEFAULT_PATIENCE,
+        || async {
+            let zone = route53
+                .records(&zone_id)
+                .await
+                .map_err(|e| Error::Component(e.to_string()))?;
+            Ok((host_records(&zone) == expected).then_some(()))
+        },
+    )
+    .await?;
+    for agent in agents {
+        agent.abort();
+    }
+    Ok(())
+}

@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 
 use meridian_api::meridian::GatewayReport;
 use meridian_dns::model::Endpoint;
-use meridian_dns::tree::{Address, ClusterTarget, GatewayRef, Strategy, build_record_tree};
+use meridian_dns::tree::{
+    Address, ClusterTarget, GatewayRef, RecordTree, Strategy, TreeError, build_branch,
+    build_record_tree,
+};
 
 /// One placed cluster as the hub sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -103,6 +106,50 @@ pub fn desired_records(
     clusters: &[PlacedCluster],
     zones: &[ZoneRef],
 ) -> Desired {
+    desired_with(
+        gateway,
+        listeners,
+        section_name,
+        strategy,
+        clusters,
+        zones,
+        build_record_tree,
+    )
+}
+
+/// Distributed mode: `cluster`'s branch of every listener's records (see
+/// [`meridian_dns::tree::build_branch`]).
+pub fn desired_branch(
+    gateway: &GatewayRef,
+    listeners: &[ListenerRef],
+    section_name: Option<&str>,
+    strategy: &Strategy,
+    cluster: &PlacedCluster,
+    zones: &[ZoneRef],
+) -> Desired {
+    desired_with(
+        gateway,
+        listeners,
+        section_name,
+        strategy,
+        std::slice::from_ref(cluster),
+        zones,
+        build_branch,
+    )
+}
+
+type TreeBuilder =
+    fn(&str, &GatewayRef, &Strategy, &[ClusterTarget]) -> Result<RecordTree, TreeError>;
+
+fn desired_with(
+    gateway: &GatewayRef,
+    listeners: &[ListenerRef],
+    section_name: Option<&str>,
+    strategy: &Strategy,
+    clusters: &[PlacedCluster],
+    zones: &[ZoneRef],
+    build: TreeBuilder,
+) -> Desired {
     let mut desired = Desired::default();
     for cluster in clusters {
         if let Some(silent) = cluster.silent_for {
@@ -153,7 +200,7 @@ pub fn desired_records(
                     .push(format!("listener {}: {problem}", listener.name)),
             }
         }
-        match build_record_tree(host, gateway, strategy, &targets) {
+        match build(host, gateway, strategy, &targets) {
             Ok(tree) => desired.records.push(DesiredRecord {
                 name: record_name(&gateway.name, &listener.name),
                 listener: listener.name.clone(),

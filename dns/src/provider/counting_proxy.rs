@@ -78,9 +78,13 @@ impl CountingProxy {
 
 /// The Route53 action of a request line.
 fn action(method: &str, path: &str) -> String {
-    let path = path.split('?').next().unwrap_or(path).trim_end_matches('/');
+    let (path, query) = path.split_once('?').unwrap_or((path, ""));
+    let path = path.trim_end_matches('/');
+    // A one-item listing is how a single record set is read.
+    let one_item = query.split('&').any(|p| p == "maxitems=1");
     match (method, path.rsplit('/').next()) {
         ("POST", Some("rrset")) => "ChangeResourceRecordSets",
+        ("GET", Some("rrset")) if one_item => "ListResourceRecordSets(one)",
         ("GET", Some("rrset")) => "ListResourceRecordSets",
         ("GET", Some("hostedzone")) => "ListHostedZones",
         ("POST", Some("hostedzone")) => "CreateHostedZone",

@@ -23,7 +23,8 @@ use super::{
 };
 use crate::convert::all_to_api;
 use crate::desired::{
-    Desired, ListenerRef, PlacedCluster, ZoneRef, desired_records, downstream_namespace, silence,
+    Desired, ListenerRef, PlacedCluster, ZoneRef, desired_branch, desired_records,
+    downstream_namespace, silence,
 };
 use crate::policy::routing_strategy;
 
@@ -168,17 +169,6 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
         }
     };
 
-    let clusters = match &ctx.config.distributed {
-        None => placed_clusters(&gateway, ctx).await?,
-        // This cluster alone, with the Gateway the policy targets here.
-        Some(local) => vec![PlacedCluster {
-            name: local.name.clone(),
-            labels: local.labels.clone(),
-            cluster_id: Some(local.cluster_id.clone()),
-            gateway: Some(GatewayReport::from_gateway(&gateway)),
-            silent_for: None,
-        }],
-    };
     let zones: Vec<ZoneRef> = Api::<ManagedZone>::namespaced(ctx.client.clone(), &namespace)
         .list(&ListParams::default())
         .await?
@@ -202,14 +192,38 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
         name: gateway.name_any(),
         namespace: gateway_namespace.clone(),
     };
-    let desired = desired_records(
-        &gateway_ref,
-        &listeners,
-        target.section_name.as_deref(),
-        &strategy,
-        &clusters,
-        &zones,
-    );
+    let section = target.section_name.as_deref();
+    let desired = match &ctx.config.distributed {
+        None => {
+            let clusters = placed_clusters(&gateway, ctx).await?;
+            desired_records(
+                &gateway_ref,
+                &listeners,
+                section,
+                &strategy,
+                &clusters,
+                &zones,
+            )
+        }
+        // This cluster's branch alone, from the Gateway the policy targets here.
+        Some(local) => {
+            let cluster = PlacedCluster {
+                name: local.name.clone(),
+                labels: local.labels.clone(),
+                cluster_id: Some(local.cluster_id.clone()),
+                gateway: Some(GatewayReport::from_gateway(&gateway)),
+                silent_for: None,
+            };
+            desired_branch(
+                &gateway_ref,
+                &listeners,
+                section,
+                &strategy,
+                &cluster,
+                &zones,
+            )
+        }
+    };
     let records = write_records(policy, &desired, ctx).await?;
     mark_gateway(&gateway, policy, ctx, true).await?;
 

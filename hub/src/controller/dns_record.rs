@@ -294,10 +294,13 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         owners,
     )
     .await?;
+    // A conflict with another owner is not fought over: look again later and later (its own
+    // count, which a successful pass does not reset).
+    let conflict_key = format!("{record_key}/conflict");
     if !planned.problems.is_empty() {
-        // A conflict with another owner is not fought over: look again later and later.
-        return Ok(ctx.retry_after_failure(&record_key));
+        return Ok(ctx.retry_after_failure(&conflict_key));
     }
+    ctx.succeeded(&conflict_key);
     Ok(Action::requeue(refresh_after(resync, distributed)))
 }
 
