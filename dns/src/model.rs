@@ -199,3 +199,36 @@ pub fn is_at_or_below(name: &str, base: &str) -> bool {
             .strip_suffix(base)
             .is_some_and(|prefix| prefix.ends_with('.'))
 }
+
+/// A TXT value as DNS character-strings of at most 255 bytes each, split on character
+/// boundaries (a value longer than one string holds travels as several, joined on reading).
+pub fn txt_strings(value: &str) -> Vec<String> {
+    let mut strings = Vec::new();
+    let mut rest = value;
+    while !rest.is_empty() || strings.is_empty() {
+        let mut end = rest.len().min(255);
+        while !rest.is_char_boundary(end) {
+            end -= 1;
+        }
+        let (chunk, tail) = rest.split_at(end);
+        strings.push(chunk.to_string());
+        rest = tail;
+    }
+    strings
+}
+
+#[cfg(test)]
+mod txt_tests {
+    use super::txt_strings;
+
+    #[test]
+    fn long_txt_values_split_into_strings_of_at_most_255_bytes() {
+        assert_eq!(txt_strings(""), [""]);
+        assert_eq!(txt_strings("short"), ["short"]);
+        let long = "é".repeat(200); // 400 bytes, two bytes per character
+        let strings = txt_strings(&long);
+        assert_eq!(strings.len(), 2);
+        assert!(strings.iter().all(|s| s.len() <= 255));
+        assert_eq!(strings.concat(), long);
+    }
+}

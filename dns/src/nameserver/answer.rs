@@ -264,7 +264,8 @@ pub(crate) fn to_wire(owner: &Name, records: Vec<&Endpoint>) -> Vec<Record> {
                 RecordType::Ns => Name::from_ascii(format!("{target}."))
                     .ok()
                     .map(|n| RData::NS(NS(n))),
-                RecordType::Txt => Some(RData::TXT(TXT::new(vec![target.clone()]))),
+                // One DNS character-string holds 255 bytes: longer values travel as several.
+                RecordType::Txt => Some(RData::TXT(TXT::new(crate::model::txt_strings(target)))),
                 RecordType::Srv | RecordType::Mx | RecordType::Caa => None,
             };
             if let Some(rdata) = rdata {

@@ -95,24 +95,11 @@ pub trait Provider {
 /// A TXT value as zone files and provider APIs write it: quoted, with `"` and `\\` escaped, and
 /// split into strings of at most 255 bytes (the most one DNS character-string holds).
 pub(crate) fn quote_txt(value: &str) -> String {
-    let mut strings = Vec::new();
-    let mut rest = value;
-    loop {
-        let mut end = rest.len().min(255);
-        while !rest.is_char_boundary(end) {
-            end -= 1;
-        }
-        let (chunk, tail) = rest.split_at(end);
-        strings.push(format!(
-            "\"{}\"",
-            chunk.replace('\\', "\\\\").replace('"', "\\\"")
-        ));
-        rest = tail;
-        if rest.is_empty() {
-            break;
-        }
-    }
-    strings.join(" ")
+    crate::model::txt_strings(value)
+        .iter()
+        .map(|chunk| format!("\"{}\"", chunk.replace('\\', "\\\\").replace('"', "\\\"")))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The value [`quote_txt`] wrote: the quoted strings unescaped and joined. A value that is not
