@@ -114,6 +114,16 @@ async fn agent(
     name: &str,
     geo: &str,
 ) -> Result<JoinHandle<anyhow::Result<()>>, Error> {
+    agent_probing_from(client, name, geo, None).await
+}
+
+/// A distributed-mode agent whose health probes leave from `source`.
+async fn agent_probing_from(
+    client: &Client,
+    name: &str,
+    geo: &str,
+    source: Option<std::net::IpAddr>,
+) -> Result<JoinHandle<anyhow::Result<()>>, Error> {
     let cluster_id = meridian_agent::report::cluster_id(client).await?;
     let local = LocalCluster {
         name: name.into(),
@@ -124,10 +134,14 @@ async fn agent(
         )]
         .into(),
     };
+    let probes = meridian_agent::health::ZoneProbes::start(std::sync::Arc::new(
+        meridian_agent::probe::Prober::new(&[], source),
+    ));
     Ok(tokio::spawn(meridian_hub::run_command::run_distributed(
         client.clone(),
         local,
         Duration::from_secs(2),
+        Some(probes),
     )))
 }
 
@@ -511,6 +525,206 @@ async fn three_clusters_share_a_route53_zone_agree_and_stay_thrifty() -> Result<
         },
     )
     .await?;
+    for agent in agents {
+        agent.abort();
+    }
+    Ok(())
+}
+
+/// HTTP backends on `addresses` (one port): 503 for the probe sources listed per address,
+/// 200 otherwise. Returns the port.
+async fn start_backends(
+    addresses: &[std::net::IpAddr],
+    failing_for: std::sync::Arc<
+        std::sync::Mutex<std::collections::BTreeMap<std::net::IpAddr, Vec<std::net::IpAddr>>>,
+    >,
+) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    'attempt: loop {
+        let first = tokio::net::TcpListener::bind((addresses[0], 0))
+            .await
+            .unwrap();
+        let port = first.local_addr().unwrap().port();
+        let mut listeners = vec![first];
+        for address in &addresses[1..] {
+            match tokio::net::TcpListener::bind((*address, port)).await {
+                Ok(listener) => listeners.push(listener),
+                Err(_) => continue 'attempt,
+            }
+        }
+        for listener in listeners {
+            let failing_for = failing_for.clone();
+            tokio::spawn(async move {
+                while let Ok((mut stream, peer)) = listener.accept().await {
+                    let local = stream.local_addr().unwrap().ip();
+                    let failing = failing_for
+                        .lock()
+                        .unwrap()
+                        .get(&local)
+                        .is_some_and(|sources| sources.contains(&peer.ip()));
+                    tokio::spawn(async move {
+                        let mut buffer = [0u8; 2048];
+                        let _ = stream.read(&mut buffer).await;
+                        let status = if failing {
+                            "503 Service Unavailable"
+                        } else {
+                            "200 OK"
+                        };
+                        let _ = stream
+                            .write_all(format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").as_bytes())
+                            .await;
+                    });
+                }
+            });
+        }
+        return port;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_clusters_agree_on_health_through_the_zone() -> Result<(), Error> {
+    let bind = BindServer::start("example.com")
+        .await
+        .map_err(Error::Component)?;
+    let gateways: Vec<std::net::IpAddr> = ["127.0.4.1", "127.0.4.2", "127.0.4.3"]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let sources: Vec<std::net::IpAddr> = ["127.0.5.1", "127.0.5.2", "127.0.5.3"]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let failing_for = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
+    let port = start_backends(&gateways, failing_for.clone()).await;
+    let fleet = Fleet::builder()
+        .spokes(CLUSTERS.map(|c| c.0))
+        .without_ocm()
+        .start()
+        .await?;
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/rfc2136",
+        "metadata": { "name": "zone", "namespace": NAMESPACE },
+        "stringData": {
+            "server": bind.config.server.to_string(),
+            "tsigKeyName": bind.config.key_name,
+            "tsigAlgorithm": bind.config.algorithm,
+            "tsigSecret": bind.config.secret,
+        },
+    });
+    let mut agents = Vec::new();
+    let mut ids = Vec::new();
+    for (index, (name, _, geo)) in CLUSTERS.into_iter().enumerate() {
+        let client = fleet.spoke(name).client();
+        let spec = json!({
+            "targetRef": { "name": "prod-web" },
+            "routingStrategy": "simple",
+            "healthCheck": { "endpoint": "/healthz", "port": port, "protocol": "HTTP", "interval": "5s", "failureThreshold": 1 },
+        });
+        install(
+            &client,
+            secret.clone(),
+            &gateways[index].to_string(),
+            policy(spec),
+        )
+        .await?;
+        ids.push(meridian_agent::report::cluster_id(&client).await?);
+        agents.push(agent_probing_from(&client, name, geo, Some(sources[index])).await?);
+    }
+    let all = ["127.0.4.1", "127.0.4.2", "127.0.4.3"];
+    dig_answers(bind.config.server, &all).await?;
+    let provider = Rfc2136Provider::new(bind.config.clone()).unwrap();
+    let reports = || async {
+        let zone = provider.records("example.com").await.unwrap();
+        meridian_hub::shared_health::read_reports(&zone, HOST)
+            .into_iter()
+            .map(|(address, (_, ids))| (address, ids))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+
+    // spoke-1 alone sees 127.0.4.2 failing: it says so in the zone, and the address stays.
+    failing_for
+        .lock()
+        .unwrap()
+        .insert(gateways[1], vec![sources[0]]);
+    eventually(
+        "spoke-1's report is in the zone",
+        DEFAULT_PATIENCE,
+        || async {
+            let seen = reports().await;
+            Ok((seen.get("127.0.4.2") == Some(&BTreeSet::from([ids[0].clone()]))).then_some(()))
+        },
+    )
+    .await?;
+    for _ in 0..5 {
+        assert_eq!(
+            tokio::task::spawn_blocking({
+                let s = bind.config.server;
+                move || dig(s)
+            })
+            .await
+            .unwrap(),
+            all,
+            "1 of 3 keeps it"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+
+    // spoke-3 sees it failing too: 2 of 3, and spoke-2 withdraws its address.
+    failing_for
+        .lock()
+        .unwrap()
+        .insert(gateways[1], vec![sources[0], sources[2]]);
+    dig_answers(bind.config.server, &["127.0.4.1", "127.0.4.3"]).await?;
+    let both = BTreeSet::from([ids[0].clone(), ids[2].clone()]);
+    eventually(
+        "spoke-1 and spoke-3 both report it",
+        DEFAULT_PATIENCE,
+        || async { Ok((reports().await.get("127.0.4.2") == Some(&both)).then_some(())) },
+    )
+    .await?;
+    let spoke_2_records = Api::<DNSRecord>::namespaced(fleet.spoke("spoke-2").client(), NAMESPACE);
+    eventually(
+        "spoke-2 says why its address is out",
+        DEFAULT_PATIENCE,
+        || async {
+            let record = spoke_2_records.get("prod-web-api").await?;
+            let said = record
+                .status
+                .unwrap_or_default()
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.message.contains("127.0.4.2 withdrawn: 2 of 3"));
+            Ok(said.then_some(()))
+        },
+    )
+    .await?;
+
+    // It recovers: back in DNS, and the reports go.
+    failing_for.lock().unwrap().clear();
+    dig_answers(bind.config.server, &all).await?;
+    eventually("the reports are cleared", DEFAULT_PATIENCE, || async {
+        Ok(reports().await.is_empty().then_some(()))
+    })
+    .await?;
+
+    // Every address fails from everywhere: none is removed.
+    {
+        let mut failing = failing_for.lock().unwrap();
+        for gateway in &gateways {
+            failing.insert(*gateway, sources.clone());
+        }
+    }
+    eventually(
+        "every address is reported by every cluster",
+        DEFAULT_PATIENCE,
+        || async {
+            let seen = reports().await;
+            Ok((seen.len() == 3 && seen.values().all(|ids| ids.len() == 3)).then_some(()))
+        },
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    dig_answers(bind.config.server, &all).await?;
     for agent in agents {
         agent.abort();
     }

@@ -13,6 +13,7 @@ pub mod plan_command;
 pub mod policy;
 pub mod routers;
 pub mod run_command;
+pub mod shared_health;
 pub mod zone_provider;
 
 use std::path::PathBuf;

@@ -667,21 +667,23 @@ async fn serve_health(listener: TcpListener, ctx: Arc<Context>, ready: Arc<Atomi
 /// Distributed mode: the DNSPolicy and DNSRecord controllers on a spoke, publishing this
 /// cluster's branch of every policy into shared provider zones under its own owner ID. There
 /// is no hub, no embedded nameserver and no Lease (one agent per cluster).
+///
+/// `probes` are the agent's probes of the hosts' addresses, for policies with a
+/// `healthCheck` (health agreed through the zone); without them health is not checked.
 pub async fn run_distributed(
     client: Client,
     local: LocalCluster,
     refresh: std::time::Duration,
+    probes: Option<Arc<dyn crate::shared_health::SharedProbes>>,
 ) -> anyhow::Result<()> {
     let config = HubConfig {
         resync: refresh,
         distributed: Some(local),
         ..HubConfig::default()
     };
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        ProviderCache::without_embedded(),
-        config,
-    ));
+    let mut ctx = Context::new(client.clone(), ProviderCache::without_embedded(), config);
+    ctx.shared_probes = probes;
+    let ctx = Arc::new(ctx);
     let policies = policy_controller(&client, false)
         .run(dns_policy::reconcile, dns_policy::error_policy, ctx.clone())
         .for_each(|_| async {});

@@ -391,3 +391,95 @@ mod tests {
         assert!(verdicts_differ(&first, &probe_reports(&results)));
     }
 }
+
+/// Distributed mode: this cluster's probes of the addresses of the hosts it publishes, for
+/// health agreed through the zone (`meridian_hub::shared_health`). Probes follow what the
+/// DNSRecord passes ask for; verdicts are kept per record and address.
+#[derive(Debug)]
+pub struct ZoneProbes {
+    inner: std::sync::Mutex<ZoneProbesInner>,
+    verdicts: Arc<std::sync::Mutex<BTreeMap<ProbeKey, Option<bool>>>>,
+}
+
+#[derive(Debug)]
+struct ZoneProbesInner {
+    runner: ProbeRunner<ProbeKey>,
+    /// Record → (record, address) → leaf.
+    leaves: BTreeMap<String, HashMap<ProbeKey, Leaf>>,
+}
+
+impl ZoneProbes {
+    /// Starts the probe runner; call within a Tokio runtime.
+    pub fn start(prober: Arc<Prober>) -> Arc<Self> {
+        let (updates, mut received) = mpsc::channel::<LeafUpdate<ProbeKey>>(1024);
+        let verdicts: Arc<std::sync::Mutex<BTreeMap<ProbeKey, Option<bool>>>> = Arc::default();
+        let sink = verdicts.clone();
+        tokio::spawn(async move {
+            while let Some(update) = received.recv().await {
+                let mut verdicts = sink.lock().expect("verdicts lock");
+                // A leaf stopped meanwhile has no entry any more; do not bring it back.
+                if let Some(verdict) = verdicts.get_mut(&update.key) {
+                    *verdict = update.state.healthy;
+                }
+            }
+        });
+        Arc::new(ZoneProbes {
+            inner: std::sync::Mutex::new(ZoneProbesInner {
+                runner: ProbeRunner::new(prober, updates),
+                leaves: BTreeMap::new(),
+            }),
+            verdicts,
+        })
+    }
+}
+
+impl meridian_hub::shared_health::SharedProbes for ZoneProbes {
+    fn watch(
+        &self,
+        record: &str,
+        host: &str,
+        addresses: &std::collections::BTreeSet<String>,
+        check: &meridian_api::kuadrant::HealthCheck,
+    ) {
+        let addresses: Vec<String> = addresses.iter().cloned().collect();
+        let leaves: HashMap<ProbeKey, Leaf> =
+            meridian_hub::health::wanted_probes(record, host, &addresses, check)
+                .into_iter()
+                .filter_map(|wanted| {
+                    let address = wanted.spec.address.clone();
+                    let probe = DNSHealthCheckProbe::new(&wanted.name, wanted.spec);
+                    // Header Secrets are not read in this mode: such probes are skipped.
+                    let leaf = leaf_for(&probe, &HeaderCopies::new()).ok()?;
+                    Some(((record.to_string(), address), leaf))
+                })
+                .collect();
+        let mut inner = self.inner.lock().expect("probes lock");
+        {
+            let mut verdicts = self.verdicts.lock().expect("verdicts lock");
+            for key in leaves.keys() {
+                verdicts.entry(key.clone()).or_insert(None);
+            }
+        }
+        inner.leaves.insert(record.to_string(), leaves);
+        let all: HashMap<ProbeKey, Leaf> = inner
+            .leaves
+            .values()
+            .flat_map(|leaves| leaves.iter().map(|(k, v)| (k.clone(), v.clone())))
+            .collect();
+        let stopped = inner.runner.sync(all);
+        let mut verdicts = self.verdicts.lock().expect("verdicts lock");
+        for key in stopped {
+            verdicts.remove(&key);
+        }
+    }
+
+    fn failing(&self, record: &str) -> std::collections::BTreeSet<String> {
+        self.verdicts
+            .lock()
+            .expect("verdicts lock")
+            .iter()
+            .filter(|((r, _), verdict)| r == record && **verdict == Some(false))
+            .map(|((_, address), _)| address.clone())
+            .collect()
+    }
+}

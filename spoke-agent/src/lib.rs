@@ -132,8 +132,12 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         };
         tracing::info!(cluster = %local.name, owner = %local.cluster_id, "distributed mode");
         let refresh = Duration::from_secs(args.refresh_seconds.max(1));
+        let probes = health::ZoneProbes::start(std::sync::Arc::new(probe::Prober::new(
+            &[],
+            args.probe_source_address,
+        )));
         return tokio::select! {
-            result = meridian_hub::run_command::run_distributed(spoke, local, refresh) => result,
+            result = meridian_hub::run_command::run_distributed(spoke, local, refresh, Some(probes)) => result,
             _ = tokio::signal::ctrl_c() => Ok(()),
         };
     }

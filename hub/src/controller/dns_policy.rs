@@ -388,12 +388,8 @@ async fn write_records(
         });
         if let Some(local) = &ctx.config.distributed {
             // The cluster's branch, under its own owner ID, next to the other clusters'.
-            // Health is agreed through the zone itself in this mode, not through probes.
             record["metadata"]["labels"][super::DISTRIBUTED_LABEL] = json!("true");
             record["spec"]["ownerID"] = json!(local.cluster_id);
-            if let Some(spec) = record["spec"].as_object_mut() {
-                spec.remove("healthCheck");
-            }
         }
         let written = api
             .patch(&wanted.name, &super::apply_params(), &Patch::Apply(record))

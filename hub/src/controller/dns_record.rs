@@ -34,6 +34,7 @@ use crate::health::{
     HealthOutcome, PROBE_RECORD_LABEL, apply_health, probe_status, reasons as health_reasons,
     same_findings, wanted_probes,
 };
+use crate::shared_health;
 use crate::zone_provider::ZoneProvider;
 
 pub const FINALIZER: &str = "meridian.dev/dns-record";
@@ -162,10 +163,18 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         .as_ref()
         .filter(|status| !status.endpoints.is_empty())
         .map(|status| all_to_engine(&status.endpoints));
+    // On the hub, health is probes and their aggregate; in distributed mode it is agreed
+    // through the zone (below, once the zone is read).
+    let shared_check = record
+        .spec
+        .health_check
+        .as_ref()
+        .filter(|_| ctx.config.distributed.is_some());
     let health = match &record.spec.health_check {
-        Some(check) => {
+        Some(check) if shared_check.is_none() => {
             Some(check_health(record, check, &requested, previous.as_deref(), ctx).await?)
         }
+        Some(_) => None,
         None => {
             delete_probes(record, ctx, &[]).await?;
             None
@@ -189,7 +198,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     };
     let owner = owner_of(record);
     let healthy_endpoints = health.map_or(&requested, |h| &h.endpoints);
-    let (desired, notes) = provider.publishable(&record.spec.root_host, healthy_endpoints);
+    let (mut desired, mut notes) = provider.publishable(&record.spec.root_host, healthy_endpoints);
 
     // Steady state at a provider: what this generation asks for is what status says is
     // published, so there is nothing to ask the provider (not even a zone list). Embedded zones
@@ -205,7 +214,13 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         &record.name_any(),
     );
     let mark_name = last_modified_name(&record.spec.root_host);
-    if published_as_desired && !matches!(provider, ZoneProvider::Embedded(_)) {
+    let shared = shared_check.zip(ctx.shared_probes.as_ref());
+    let failing = shared.map(|(_, probes)| probes.failing(&record_key));
+    // What this cluster's probes say changed since the last full pass: look at the zone.
+    let health_unchanged = failing
+        .as_ref()
+        .is_none_or(|failing| ctx.failing_unchanged(&record_key, failing));
+    if published_as_desired && health_unchanged && !matches!(provider, ZoneProvider::Embedded(_)) {
         // On the hub, nothing but this record changes what this record publishes. In
         // distributed mode other clusters write the same names: one small read of the host's
         // last-modified mark says whether anyone did since this cluster last looked.
@@ -244,6 +259,38 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         .iter()
         .find(|e| e.dns_name == mark_name && e.record_type == RecordType::Txt)
         .cloned();
+    let mut health_changes = meridian_dns::provider::Changes::default();
+    if let (Some((check, probes)), Some(failing)) = (shared, failing) {
+        let root_host = &record.spec.root_host;
+        let own = shared_health::host_addresses(&desired, root_host);
+        let mut watched = shared_health::host_addresses(&current, root_host);
+        watched.extend(own.iter().cloned());
+        probes.watch(&record_key, root_host, &watched, check);
+        let verdict = shared_health::decide(
+            &owner,
+            root_host,
+            &own,
+            &failing,
+            &current,
+            ctx.config.failure_threshold_percent,
+        );
+        if !verdict.withdrawn.is_empty() {
+            let down = verdict
+                .withdrawn
+                .iter()
+                .map(|address| (address.clone(), meridian_dns::tree::Health::Unhealthy))
+                .collect();
+            desired =
+                match RecordTree::from_records(root_host.as_str(), desired.clone()).prune(&down) {
+                    meridian_dns::tree::Pruned::Endpoints(endpoints) => endpoints,
+                    // Nothing of this cluster's is healthy: its branch goes, the others serve.
+                    meridian_dns::tree::Pruned::NoHealthyLeaf => Vec::new(),
+                };
+        }
+        notes.extend(verdict.notes);
+        health_changes = verdict.changes;
+        ctx.remember_failing(&record_key, failing);
+    }
     let planned = plan(
         &PlanInput {
             owner: &owner,
@@ -254,6 +301,9 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         &current,
     );
     let mut changes = planned.changes.clone();
+    changes.deletes.extend(health_changes.deletes);
+    changes.updates.extend(health_changes.updates);
+    changes.creates.extend(health_changes.creates);
     let mut mark_after = mark_before.as_ref().map(|m| m.targets.join(""));
     if distributed && !changes.is_empty() {
         mark_after = move_mark(&mut changes, &mark_name, mark_before.as_ref(), &owner, ctx);

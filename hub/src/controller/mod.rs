@@ -108,6 +108,10 @@ pub struct Context {
     failures: Mutex<HashMap<String, u32>>,
     /// Distributed mode: each record's host mark as this process last saw it.
     marks: Mutex<HashMap<String, Option<String>>>,
+    /// Distributed mode: the agent's probes of the hosts' addresses, and what they said at
+    /// each record's last full pass.
+    pub shared_probes: Option<Arc<dyn crate::shared_health::SharedProbes>>,
+    failing_seen: Mutex<HashMap<String, BTreeSet<String>>>,
 }
 
 pub type Clock = Arc<dyn Fn() -> k8s_openapi::jiff::Timestamp + Send + Sync>;
@@ -138,7 +142,22 @@ impl Context {
             ),
             failures: Mutex::new(HashMap::new()),
             marks: Mutex::new(HashMap::new()),
+            shared_probes: None,
+            failing_seen: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Whether the agent's probes of `record`'s addresses say what they said at its last full
+    /// pass.
+    pub fn failing_unchanged(&self, record: &str, failing: &BTreeSet<String>) -> bool {
+        self.failing_seen.lock().expect("failing lock").get(record) == Some(failing)
+    }
+
+    pub fn remember_failing(&self, record: &str, failing: BTreeSet<String>) {
+        self.failing_seen
+            .lock()
+            .expect("failing lock")
+            .insert(record.to_string(), failing);
     }
 
     /// The last-modified mark of `record`'s host as last seen (`Some(None)`: seen absent).
