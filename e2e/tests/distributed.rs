@@ -503,28 +503,42 @@ async fn three_clusters_share_a_route53_zone_agree_and_stay_thrifty() -> Result<
         "the published catch-all stays IE"
     );
 
-    // spoke-3 leaves: the others' records are intact, and equal a hub's tree for the two.
+    // spoke-3 vanishes without cleaning up (its agent stops, its policy stays). Its records
+    // stay too: nobody else touches them. The owner counts show it; purging its ID removes
+    // its branch, and the others' records are intact, equal to a hub's tree for the two.
+    let spoke_3_records = Api::<DNSRecord>::namespaced(spoke_3.clone(), NAMESPACE);
     apply(
         &Api::<meridian_api::kuadrant::DNSPolicy>::namespaced(spoke_3.clone(), NAMESPACE),
         loadbalanced("IE"),
     )
     .await?;
-    Api::<meridian_api::kuadrant::DNSPolicy>::namespaced(spoke_3.clone(), NAMESPACE)
-        .delete("prod-web", &DeleteParams::default())
-        .await?;
-    let expected = hub_tree(&clusters[..2]);
-    eventually(
-        "spoke-3's branch is gone, the rest intact",
-        DEFAULT_PATIENCE,
-        || async {
-            let zone = route53
-                .records(&zone_id)
-                .await
-                .map_err(|e| Error::Component(e.to_string()))?;
-            Ok((host_records(&zone) == expected).then_some(()))
-        },
-    )
+    eventually("spoke-3 agrees again", DEFAULT_PATIENCE, || async {
+        let record = spoke_3_records.get("prod-web-api").await?;
+        let ready = record
+            .status
+            .unwrap_or_default()
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        Ok(ready.then_some(()))
+    })
     .await?;
+    agents.pop().expect("spoke-3's agent").abort();
+    let zone = route53.records(&zone_id).await.unwrap();
+    let counts = meridian_hub::owners::owner_counts(&zone);
+    assert_eq!(counts.len(), 3, "{counts:?}");
+    let vanished = clusters[2].0.clone();
+    assert!(
+        counts[&vanished] >= 2,
+        "its own cluster and weighted records: {counts:?}"
+    );
+    let purged = meridian_hub::owners::purge(&route53, &zone_id, "example.com", &vanished)
+        .await
+        .unwrap();
+    assert!(purged > 0);
+    let zone = route53.records(&zone_id).await.unwrap();
+    assert_eq!(host_records(&zone), hub_tree(&clusters[..2]));
+    assert!(!meridian_hub::owners::owner_counts(&zone).contains_key(&vanished));
     for agent in agents {
         agent.abort();
     }

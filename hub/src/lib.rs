@@ -8,6 +8,7 @@ pub mod health;
 pub mod leader;
 pub mod metrics;
 pub mod nameserver_command;
+pub mod owners;
 pub mod placement;
 pub mod plan_command;
 pub mod policy;

@@ -30,6 +30,25 @@ pub struct Cli {
 pub enum Command {
     /// Run the agent on a managed cluster.
     Run(RunArgs),
+    /// List the owners publishing in a ManagedZone's zone (distributed mode), or purge what a
+    /// vanished cluster left there.
+    ZoneOwners(ZoneOwnersArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ZoneOwnersArgs {
+    /// Kubeconfig of the cluster holding the ManagedZone; in-cluster when absent.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Namespace of the ManagedZone.
+    #[arg(long)]
+    pub namespace: String,
+    /// Name of the ManagedZone.
+    #[arg(long)]
+    pub zone: String,
+    /// Remove this owner's records (a cluster ID) the way it would have withdrawn them.
+    #[arg(long)]
+    pub purge: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -156,6 +175,50 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     }
 }
 
+/// `meridian-agent zone-owners`: the owners in the zone and their record counts (this
+/// cluster marked), and `--purge`.
+async fn zone_owners(args: ZoneOwnersArgs) -> anyhow::Result<()> {
+    use kube::api::Api;
+    use meridian_dns::provider::Provider;
+    let client = client(args.kubeconfig.as_ref()).await?;
+    let zone =
+        Api::<meridian_api::kuadrant::ManagedZone>::namespaced(client.clone(), &args.namespace)
+            .get(&args.zone)
+            .await?;
+    let Some(secret_ref) = &zone.spec.dns_provider_secret_ref else {
+        anyhow::bail!("ManagedZone {} has no dnsProviderSecretRef", args.zone);
+    };
+    let secret =
+        Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), &args.namespace)
+            .get(&secret_ref.name)
+            .await?;
+    let domain = zone
+        .spec
+        .domain_name
+        .trim_end_matches('.')
+        .to_ascii_lowercase();
+    let provider = meridian_hub::zone_provider::ProviderCache::without_embedded()
+        .for_secret(&secret, &domain)
+        .await?;
+    let zone_id = provider.zone_id(&domain, zone.spec.id.as_deref()).await?;
+    let this_cluster = report::cluster_id(&client).await.ok();
+    if let Some(owner) = &args.purge {
+        let changes = meridian_hub::owners::purge(&provider, &zone_id, &domain, owner).await?;
+        println!("purged {owner}: {changes} changes");
+        return Ok(());
+    }
+    let records = provider.records(&zone_id).await?;
+    for (owner, count) in meridian_hub::owners::owner_counts(&records) {
+        let marker = if this_cluster.as_deref() == Some(owner.as_str()) {
+            "  (this cluster)"
+        } else {
+            ""
+        };
+        println!("{owner}  {count} records{marker}");
+    }
+    Ok(())
+}
+
 /// The agent in hub mode: the report loop, and the health loop and route scheduler feeding
 /// it, until one fails.
 pub async fn run_hub_mode(
@@ -192,6 +255,13 @@ impl Cli {
             .with_env_filter(self.log.as_str())
             .init();
         match self.command {
+            Command::ZoneOwners(args) => {
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                tokio::runtime::Builder::new_multi_thread()
+                    .enable_all()
+                    .build()?
+                    .block_on(zone_owners(args))
+            }
             Command::Run(args) => {
                 // kube brings rustls without a default crypto backend choice; pick ring.
                 let _ = rustls::crypto::ring::default_provider().install_default();
@@ -219,7 +289,9 @@ mod tests {
         assert!(Cli::try_parse_from(["meridian-agent", "run"]).is_err());
         let cli = Cli::try_parse_from(["meridian-agent", "run", "--cluster-name", "spoke-1"])
             .expect("valid flags");
-        let Command::Run(args) = cli.command;
+        let Command::Run(args) = cli.command else {
+            panic!("run was asked for");
+        };
         assert_eq!(args.cluster_name, "spoke-1");
         assert!(args.hub_kubeconfig.is_none());
         assert_eq!(args.mode, Mode::Hub);
@@ -234,7 +306,9 @@ mod tests {
             "kuadrant.io/lb-attribute-geo-code=IE",
         ])
         .expect("valid flags");
-        let Command::Run(args) = cli.command;
+        let Command::Run(args) = cli.command else {
+            panic!("run was asked for");
+        };
         assert_eq!(args.mode, Mode::Distributed);
         assert_eq!(
             args.cluster_labels,
