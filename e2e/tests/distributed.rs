@@ -744,3 +744,89 @@ async fn three_clusters_agree_on_health_through_the_zone() -> Result<(), Error> 
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_and_a_distributed_cluster_share_one_host() -> Result<(), Error> {
+    let bind = BindServer::start("example.com")
+        .await
+        .map_err(Error::Component)?;
+    let fleet = Fleet::builder()
+        .spokes(["spoke-1"])
+        .without_ocm()
+        .start()
+        .await?;
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/rfc2136",
+        "metadata": { "name": "zone", "namespace": NAMESPACE },
+        "stringData": {
+            "server": bind.config.server.to_string(),
+            "tsigKeyName": bind.config.key_name,
+            "tsigAlgorithm": bind.config.algorithm,
+            "tsigSecret": bind.config.secret,
+        },
+    });
+
+    // The hub publishes the host through its own DNSRecord, in hub mode.
+    let hub = fleet.hub.client();
+    ensure_namespace(&hub, NAMESPACE).await?;
+    apply(
+        &Api::<k8s_openapi::api::core::v1::Secret>::namespaced(hub.clone(), NAMESPACE),
+        secret.clone(),
+    )
+    .await?;
+    apply(
+        &Api::<meridian_api::kuadrant::ManagedZone>::namespaced(hub.clone(), NAMESPACE),
+        json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
+            "metadata": { "name": "example", "namespace": NAMESPACE },
+            "spec": { "domainName": "example.com", "dnsProviderSecretRef": { "name": "zone" } },
+        }),
+    )
+    .await?;
+    let running = meridian_hub::run_command::RunningHub::start(
+        &meridian_hub::run_command::RunArgs::local(fleet.hub.kubeconfig_path()),
+    )
+    .await
+    .map_err(|e| Error::Component(e.to_string()))?;
+    let hub_records = Api::<DNSRecord>::namespaced(hub.clone(), NAMESPACE);
+    apply(
+        &hub_records,
+        json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
+            "metadata": { "name": "prod-web-api", "namespace": NAMESPACE },
+            "spec": {
+                "rootHost": HOST,
+                "managedZone": { "name": "example" },
+                "endpoints": [{ "dnsName": HOST, "recordType": "A", "targets": ["10.0.0.9"], "recordTTL": 60 }],
+            },
+        }),
+    )
+    .await?;
+    dig_answers(bind.config.server, &["10.0.0.9"]).await?;
+
+    // A cluster in distributed mode adds its branch to the same host.
+    let spoke = fleet.spoke("spoke-1").client();
+    install(
+        &spoke,
+        secret,
+        "10.0.0.1",
+        policy(json!({ "targetRef": { "name": "prod-web" }, "routingStrategy": "simple" })),
+    )
+    .await?;
+    let distributed = agent(&spoke, "spoke-1", "IE").await?;
+    dig_answers(bind.config.server, &["10.0.0.1", "10.0.0.9"]).await?;
+    let provider = Rfc2136Provider::new(bind.config.clone()).unwrap();
+    assert_eq!(
+        owners_of_host(&provider.records("example.com").await.unwrap()).len(),
+        2
+    );
+
+    // The hub withdraws its record: the distributed cluster's part stays.
+    hub_records
+        .delete("prod-web-api", &DeleteParams::default())
+        .await?;
+    dig_answers(bind.config.server, &["10.0.0.1"]).await?;
+    distributed.abort();
+    running.stop().await;
+    Ok(())
+}
