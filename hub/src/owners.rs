@@ -22,8 +22,8 @@ pub fn owner_counts(zone: &[Endpoint]) -> BTreeMap<String, usize> {
 }
 
 /// Removes `owner`'s records from the zone at `apex` as if it withdrew them: records it owns
-/// alone go, shared ones lose its ownership record, and nothing another owner's records point
-/// at is removed. What it added to a multi-value record shared with others cannot be told
+/// alone go, shared ones lose its ownership record, nothing another owner's records point at
+/// is removed, and it leaves every member list and failure report. What it added to a multi-value record shared with others cannot be told
 /// apart and stays. Returns how many changes were made.
 pub async fn purge<P: Provider>(
     provider: &P,
@@ -41,10 +41,15 @@ pub async fn purge<P: Provider>(
         },
         &zone,
     );
-    if !planned.changes.is_empty() {
-        provider.apply(zone_id, &planned.changes).await?;
+    let mut changes = planned.changes;
+    // Out of every member list and failure report as well.
+    let left = crate::shared_health::leave(owner, &zone, apex);
+    changes.deletes.extend(left.deletes);
+    changes.updates.extend(left.updates);
+    if !changes.is_empty() {
+        provider.apply(zone_id, &changes).await?;
     }
-    Ok(planned.changes.len())
+    Ok(changes.len())
 }
 
 #[cfg(test)]

@@ -2,9 +2,12 @@
 //! cluster probes every address of a host from where it stands and keeps, per address, a TXT
 //! record `kuadrant.health.<address>.<host>` listing the IDs of the clusters that see it
 //! failing (`ip=<address>;failing=<id>,<id>`; past 255 bytes it is several strings). A cluster
-//! withdraws one of its own addresses once `failing / clusters ≥ threshold`, where the
-//! clusters are the owners of the host's records, unless every address of the host would go:
-//! then all stay (a total outage is more likely the probes' own fault than every gateway's).
+//! withdraws one of its own addresses once `failing / clusters ≥ threshold`, unless every
+//! address of the host would go: then all stay (a total outage is more likely the probes' own
+//! fault than every gateway's). The clusters are the members listed in
+//! `kuadrant.members.<host>` (each cluster adds itself while it publishes the host and leaves
+//! when it withdraws) and the owners of the host's records: a cluster that withdrew all of its
+//! addresses still counts, so withdrawing cannot shrink the fleet under the threshold.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -83,6 +86,87 @@ pub fn host_addresses(zone: &[Endpoint], host: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// The name of a host's member list.
+pub fn members_record_name(host: &str) -> String {
+    format!("kuadrant.members.{}", host.trim_start_matches("*."))
+}
+
+fn members_value(members: &BTreeSet<String>) -> String {
+    let ids: Vec<&str> = members.iter().map(String::as_str).collect();
+    format!("members={}", ids.join(","))
+}
+
+/// A host's member list as written (two values left by racing writers add up).
+pub fn read_members(zone: &[Endpoint], host: &str) -> Option<(Endpoint, BTreeSet<String>)> {
+    let name = members_record_name(host);
+    let record = zone
+        .iter()
+        .find(|e| e.record_type == RecordType::Txt && e.dns_name == name)?;
+    let members = record
+        .targets
+        .iter()
+        .filter_map(|value| value.strip_prefix("members="))
+        .flat_map(|ids| ids.split(','))
+        .filter(|id| !id.is_empty())
+        .map(str::to_string)
+        .collect();
+    Some((record.clone(), members))
+}
+
+/// The changes that take `me` out of every member list and failure report at or below
+/// `base` (a host, or a zone's apex to leave everything).
+pub fn leave(me: &str, zone: &[Endpoint], base: &str) -> Changes {
+    let base = base.trim_start_matches("*.");
+    let mut changes = Changes::default();
+    for record in zone
+        .iter()
+        .filter(|e| e.record_type == RecordType::Txt && is_at_or_below(&e.dns_name, base))
+    {
+        let (prefix, ids_of): (&str, fn(&str) -> Option<(String, &str)>) =
+            if record.dns_name.starts_with("kuadrant.members.") {
+                ("members", |v| {
+                    Some((String::new(), v.strip_prefix("members=")?))
+                })
+            } else if record.dns_name.starts_with("kuadrant.health.") {
+                ("health", |v| {
+                    let (ip, ids) = v.strip_prefix("ip=")?.split_once(";failing=")?;
+                    Some((ip.to_string(), ids))
+                })
+            } else {
+                continue;
+            };
+        let mut address = String::new();
+        let mut ids = BTreeSet::new();
+        for value in &record.targets {
+            if let Some((ip, list)) = ids_of(value) {
+                address = ip;
+                ids.extend(
+                    list.split(',')
+                        .filter(|id| !id.is_empty())
+                        .map(str::to_string),
+                );
+            }
+        }
+        if !ids.remove(me) {
+            continue;
+        }
+        if ids.is_empty() {
+            changes.deletes.push(record.clone());
+            continue;
+        }
+        let value = if prefix == "members" {
+            members_value(&ids)
+        } else {
+            health_value(&address, &ids)
+        };
+        changes.updates.push(Update {
+            old: record.clone(),
+            new: Endpoint::new(&record.dns_name, RecordType::Txt, [value], HEALTH_TTL),
+        });
+    }
+    changes
+}
+
 /// The clusters publishing the host: the owners vouching for its records.
 pub fn host_owners(zone: &[Endpoint], host: &str) -> BTreeSet<String> {
     let base = host.trim_start_matches("*.");
@@ -118,11 +202,36 @@ pub fn decide(
     let reports = read_reports(zone, host);
     let mut addresses = host_addresses(zone, host);
     addresses.extend(own.iter().cloned());
+    let recorded = read_members(zone, host);
     let mut owners = host_owners(zone, host);
     owners.insert(me.to_string());
+    let mut verdict = SharedVerdict::default();
+    match &recorded {
+        // Listed already, in one value.
+        Some((record, members)) if members.contains(me) && record.targets.len() == 1 => {}
+        Some((record, members)) => {
+            let mut members = members.clone();
+            members.insert(me.to_string());
+            verdict.changes.updates.push(Update {
+                old: record.clone(),
+                new: Endpoint::new(
+                    members_record_name(host),
+                    RecordType::Txt,
+                    [members_value(&members)],
+                    HEALTH_TTL,
+                ),
+            });
+        }
+        None => verdict.changes.creates.push(Endpoint::new(
+            members_record_name(host),
+            RecordType::Txt,
+            [members_value(&BTreeSet::from([me.to_string()]))],
+            HEALTH_TTL,
+        )),
+    }
+    owners.extend(recorded.map(|(_, members)| members).unwrap_or_default());
     let total = owners.len().max(1) as u64;
 
-    let mut verdict = SharedVerdict::default();
     let mut agreed: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let everything: BTreeSet<&String> = addresses.iter().chain(reports.keys()).collect();
     for address in everything {
@@ -221,6 +330,17 @@ mod tests {
         items.iter().map(|s| s.to_string()).collect()
     }
 
+    fn changes_to_health(verdict: &SharedVerdict) -> Vec<&Endpoint> {
+        verdict
+            .changes
+            .updates
+            .iter()
+            .map(|u| &u.new)
+            .chain(verdict.changes.creates.iter())
+            .filter(|e| e.dns_name.starts_with("kuadrant.health."))
+            .collect()
+    }
+
     fn zone(reports: &[Endpoint]) -> Vec<Endpoint> {
         let mut zone = vec![
             a(&["10.0.0.1", "10.0.0.2", "10.0.0.3"]),
@@ -239,7 +359,7 @@ mod tests {
         let verdict = decide("c2", HOST, &set(&["10.0.0.2"]), &set(&[]), &one, 66);
         assert!(verdict.withdrawn.is_empty(), "1 of 3 is below 66 %");
         assert!(
-            verdict.changes.is_empty(),
+            changes_to_health(&verdict).is_empty(),
             "nothing to say: c2 sees it healthy"
         );
 
@@ -252,8 +372,9 @@ mod tests {
             &one,
             66,
         );
-        assert_eq!(verdict.changes.updates.len(), 1);
-        let updated = &verdict.changes.updates[0].new;
+        let health = changes_to_health(&verdict);
+        assert_eq!(health.len(), 1);
+        let updated = health[0];
         assert_eq!(updated.targets, ["ip=10.0.0.2;failing=c1,c3"]);
         let two = zone(&[report("10.0.0.2", &["c1", "c3"])]);
         let verdict = decide("c2", HOST, &set(&["10.0.0.2"]), &set(&[]), &two, 66);
@@ -278,14 +399,9 @@ mod tests {
         );
         // c1 recovers its view of everything: its ID leaves every record.
         let verdict = decide("c1", HOST, &set(&["10.0.0.1"]), &set(&[]), &all_down, 66);
-        assert_eq!(verdict.changes.updates.len(), 3);
-        assert!(
-            verdict
-                .changes
-                .updates
-                .iter()
-                .all(|u| !u.new.targets[0].contains("c1"))
-        );
+        let health = changes_to_health(&verdict);
+        assert_eq!(health.len(), 3);
+        assert!(health.iter().all(|e| !e.targets[0].contains("c1")));
         // The last ID leaving deletes the record.
         let lone = zone(&[report("10.0.0.2", &["c1"])]);
         let verdict = decide("c1", HOST, &set(&["10.0.0.1"]), &set(&[]), &lone, 66);
@@ -299,7 +415,7 @@ mod tests {
         let verdict = decide("c2", HOST, &set(&["10.0.0.2"]), &set(&[]), &stale, 50);
         assert!(verdict.withdrawn.is_empty(), "only c1 of 3 counts");
         assert_eq!(
-            verdict.changes.updates[0].new.targets,
+            changes_to_health(&verdict)[0].targets,
             ["ip=10.0.0.2;failing=c1"]
         );
 
@@ -328,8 +444,42 @@ mod tests {
             66,
         );
         assert_eq!(
-            verdict.changes.updates[0].new.targets,
+            changes_to_health(&verdict)[0].targets,
             ["ip=10.0.0.2;failing=c1,c3"]
         );
+    }
+
+    #[test]
+    fn a_member_that_withdrew_everything_still_counts_and_leaving_takes_it_out() {
+        // c2 withdrew its only address, so it vouches for nothing now; it is still a member.
+        let mut zone = vec![a(&["10.0.0.1", "10.0.0.3"]), owner("c1"), owner("c3")];
+        zone.push(Endpoint::new(
+            members_record_name(HOST),
+            RecordType::Txt,
+            [members_value(&set(&["c1", "c2", "c3"]))],
+            HEALTH_TTL,
+        ));
+        zone.push(report("10.0.0.1", &["c2"]));
+        // 1 of 3 members, not 1 of 2 owners: 10.0.0.1 stays at 50 %.
+        let verdict = decide("c1", HOST, &set(&["10.0.0.1"]), &set(&[]), &zone, 50);
+        assert!(verdict.withdrawn.is_empty(), "{:?}", verdict.notes);
+        assert!(
+            verdict.changes.is_empty(),
+            "c1 is listed and has nothing to report"
+        );
+
+        // A new cluster lists itself.
+        let verdict = decide("c4", HOST, &set(&[]), &set(&[]), &zone, 66);
+        assert_eq!(
+            verdict.changes.updates[0].new.targets,
+            ["members=c1,c2,c3,c4"]
+        );
+
+        // c2 leaves: out of the member list and out of its report (the record goes).
+        let left = leave("c2", &zone, HOST);
+        assert_eq!(left.updates.len(), 1);
+        assert_eq!(left.updates[0].new.targets, ["members=c1,c3"]);
+        assert_eq!(left.deletes.len(), 1);
+        assert!(left.deletes[0].dns_name.starts_with("kuadrant.health."));
     }
 }

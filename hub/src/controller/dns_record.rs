@@ -724,6 +724,12 @@ async fn withdraw(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         &current,
     );
     let mut changes = planned.changes.clone();
+    if ctx.config.distributed.is_some() {
+        // Out of the host's member list and failure reports too.
+        let left = shared_health::leave(&owner, &current, &record.spec.root_host);
+        changes.deletes.extend(left.deletes);
+        changes.updates.extend(left.updates);
+    }
     if ctx.config.distributed.is_some() && !changes.is_empty() {
         let mark_name = last_modified_name(&record.spec.root_host);
         let mark = current
