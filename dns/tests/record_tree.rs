@@ -612,22 +612,12 @@ fn branches_add_up_to_the_whole_tree_and_keep_the_configured_catch_all() {
             }
         }
     }
-    union.sort_by(|a, b| {
-        (&a.dns_name, &a.set_identifier, a.record_type.as_str()).cmp(&(
-            &b.dns_name,
-            &b.set_identifier,
-            b.record_type.as_str(),
-        ))
-    });
-    let mut expected = whole.endpoints();
-    expected.sort_by(|a, b| {
-        (&a.dns_name, &a.set_identifier, a.record_type.as_str()).cmp(&(
-            &b.dns_name,
-            &b.set_identifier,
-            b.record_type.as_str(),
-        ))
-    });
-    assert_eq!(union, expected);
+    meridian_dns::model::sort_endpoints(&mut union);
+    assert_eq!(
+        union,
+        whole.endpoints(),
+        "endpoints() is sorted the same way"
+    );
 }
 
 #[test]

@@ -249,6 +249,12 @@ pub async fn client_from_file(path: &Path) -> Result<Client, Error> {
 /// `dig +short` for `HOST A` at `server`, optionally as a client in `subnet` (EDNS Client
 /// Subnet); the addresses answered, sorted.
 pub fn dig(server: SocketAddr, subnet: Option<&str>) -> Vec<String> {
+    dig_host(server, HOST, subnet)
+}
+
+/// `dig +short` for `host A` at `server`, optionally from `subnet` (EDNS Client Subnet); the
+/// IPv4 addresses answered (CNAME chains followed), sorted.
+pub fn dig_host(server: SocketAddr, host: &str, subnet: Option<&str>) -> Vec<String> {
     let mut command = Command::new("dig");
     command.arg(format!("@{}", server.ip())).args([
         "-p",
@@ -260,7 +266,7 @@ pub fn dig(server: SocketAddr, subnet: Option<&str>) -> Vec<String> {
     if let Some(subnet) = subnet {
         command.arg(format!("+subnet={subnet}"));
     }
-    command.args([HOST, "A"]);
+    command.args([host, "A"]);
     let Ok(output) = command.output() else {
         return Vec::new();
     };

@@ -14,6 +14,7 @@
 //! destructor runs.
 
 mod assets;
+pub mod backends;
 pub mod cli;
 mod control_plane;
 mod crds;

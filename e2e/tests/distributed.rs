@@ -4,7 +4,6 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::process::Command;
 use std::time::Duration;
 
 use kube::Client;
@@ -16,6 +15,8 @@ use meridian_dns::plan::Registry;
 use meridian_dns::provider::Provider;
 use meridian_dns::provider::bind_server::BindServer;
 use meridian_dns::provider::rfc2136::Rfc2136Provider;
+use meridian_e2e::backends::{Backends, start_backends};
+use meridian_e2e::example::dig_host;
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, ensure_namespace, eventually};
 use meridian_hub::controller::LocalCluster;
 use serde_json::{Value, json};
@@ -145,30 +146,8 @@ async fn agent_probing_from(
     )))
 }
 
-/// `dig +short HOST A` at `server`: the addresses, sorted.
 fn dig(server: SocketAddr) -> Vec<String> {
-    let output = Command::new("dig")
-        .arg(format!("@{}", server.ip()))
-        .args([
-            "-p",
-            &server.port().to_string(),
-            "+time=2",
-            "+tries=2",
-            "+short",
-            HOST,
-            "A",
-        ])
-        .output();
-    let Ok(output) = output else {
-        return Vec::new();
-    };
-    let mut answers: Vec<String> = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter(|l| l.parse::<std::net::Ipv4Addr>().is_ok())
-        .map(str::to_string)
-        .collect();
-    answers.sort();
-    answers
+    dig_host(server, HOST, None)
 }
 
 async fn dig_answers(server: SocketAddr, expected: &[&str]) -> Result<(), Error> {
@@ -187,6 +166,20 @@ async fn dig_answers(server: SocketAddr, expected: &[&str]) -> Result<(), Error>
         },
     )
     .await
+}
+
+/// The `kuadrant.io/rfc2136` Secret for a BIND zone.
+fn rfc2136_secret(bind: &BindServer) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/rfc2136",
+        "metadata": { "name": "zone", "namespace": NAMESPACE },
+        "stringData": {
+            "server": bind.config.server.to_string(),
+            "tsigKeyName": bind.config.key_name,
+            "tsigAlgorithm": bind.config.algorithm,
+            "tsigSecret": bind.config.secret,
+        },
+    })
 }
 
 /// The owners vouching for the host's records in a zone.
@@ -209,16 +202,7 @@ async fn three_clusters_share_a_bind_zone_without_a_hub() -> Result<(), Error> {
         .without_ocm()
         .start()
         .await?;
-    let secret = json!({
-        "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/rfc2136",
-        "metadata": { "name": "zone", "namespace": NAMESPACE },
-        "stringData": {
-            "server": bind.config.server.to_string(),
-            "tsigKeyName": bind.config.key_name,
-            "tsigAlgorithm": bind.config.algorithm,
-            "tsigSecret": bind.config.secret,
-        },
-    });
+    let secret = rfc2136_secret(&bind);
     let mut agents = Vec::new();
     let mut owners = BTreeSet::new();
     for (name, address, geo) in CLUSTERS {
@@ -545,56 +529,6 @@ async fn three_clusters_share_a_route53_zone_agree_and_stay_thrifty() -> Result<
     Ok(())
 }
 
-/// HTTP backends on `addresses` (one port): 503 for the probe sources listed per address,
-/// 200 otherwise. Returns the port.
-async fn start_backends(
-    addresses: &[std::net::IpAddr],
-    failing_for: std::sync::Arc<
-        std::sync::Mutex<std::collections::BTreeMap<std::net::IpAddr, Vec<std::net::IpAddr>>>,
-    >,
-) -> u16 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    'attempt: loop {
-        let first = tokio::net::TcpListener::bind((addresses[0], 0))
-            .await
-            .unwrap();
-        let port = first.local_addr().unwrap().port();
-        let mut listeners = vec![first];
-        for address in &addresses[1..] {
-            match tokio::net::TcpListener::bind((*address, port)).await {
-                Ok(listener) => listeners.push(listener),
-                Err(_) => continue 'attempt,
-            }
-        }
-        for listener in listeners {
-            let failing_for = failing_for.clone();
-            tokio::spawn(async move {
-                while let Ok((mut stream, peer)) = listener.accept().await {
-                    let local = stream.local_addr().unwrap().ip();
-                    let failing = failing_for
-                        .lock()
-                        .unwrap()
-                        .get(&local)
-                        .is_some_and(|sources| sources.contains(&peer.ip()));
-                    tokio::spawn(async move {
-                        let mut buffer = [0u8; 2048];
-                        let _ = stream.read(&mut buffer).await;
-                        let status = if failing {
-                            "503 Service Unavailable"
-                        } else {
-                            "200 OK"
-                        };
-                        let _ = stream
-                            .write_all(format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").as_bytes())
-                            .await;
-                    });
-                }
-            });
-        }
-        return port;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_clusters_agree_on_health_through_the_zone() -> Result<(), Error> {
     let bind = BindServer::start("example.com")
@@ -608,23 +542,14 @@ async fn three_clusters_agree_on_health_through_the_zone() -> Result<(), Error> 
         .iter()
         .map(|a| a.parse().unwrap())
         .collect();
-    let failing_for = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
-    let port = start_backends(&gateways, failing_for.clone()).await;
+    let backends = Backends::default();
+    let port = start_backends(&gateways, backends.clone()).await;
     let fleet = Fleet::builder()
         .spokes(CLUSTERS.map(|c| c.0))
         .without_ocm()
         .start()
         .await?;
-    let secret = json!({
-        "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/rfc2136",
-        "metadata": { "name": "zone", "namespace": NAMESPACE },
-        "stringData": {
-            "server": bind.config.server.to_string(),
-            "tsigKeyName": bind.config.key_name,
-            "tsigAlgorithm": bind.config.algorithm,
-            "tsigSecret": bind.config.secret,
-        },
-    });
+    let secret = rfc2136_secret(&bind);
     let mut agents = Vec::new();
     let mut ids = Vec::new();
     for (index, (name, _, geo)) in CLUSTERS.into_iter().enumerate() {
@@ -656,9 +581,10 @@ async fn three_clusters_agree_on_health_through_the_zone() -> Result<(), Error> 
     };
 
     // spoke-1 alone sees 127.0.4.2 failing: it says so in the zone, and the address stays.
-    failing_for
+    backends
         .lock()
         .unwrap()
+        .failing_for
         .insert(gateways[1], vec![sources[0]]);
     eventually(
         "spoke-1's report is in the zone",
@@ -684,9 +610,10 @@ async fn three_clusters_agree_on_health_through_the_zone() -> Result<(), Error> 
     }
 
     // spoke-3 sees it failing too: 2 of 3, and spoke-2 withdraws its address.
-    failing_for
+    backends
         .lock()
         .unwrap()
+        .failing_for
         .insert(gateways[1], vec![sources[0], sources[2]]);
     dig_answers(bind.config.server, &["127.0.4.1", "127.0.4.3"]).await?;
     let both = BTreeSet::from([ids[0].clone(), ids[2].clone()]);
@@ -714,7 +641,7 @@ async fn three_clusters_agree_on_health_through_the_zone() -> Result<(), Error> 
     .await?;
 
     // It recovers: back in DNS, and the reports go.
-    failing_for.lock().unwrap().clear();
+    backends.lock().unwrap().failing_for.clear();
     dig_answers(bind.config.server, &all).await?;
     eventually("the reports are cleared", DEFAULT_PATIENCE, || async {
         Ok(reports().await.is_empty().then_some(()))
@@ -723,9 +650,9 @@ async fn three_clusters_agree_on_health_through_the_zone() -> Result<(), Error> 
 
     // Every address fails from everywhere: none is removed.
     {
-        let mut failing = failing_for.lock().unwrap();
+        let mut backends = backends.lock().unwrap();
         for gateway in &gateways {
-            failing.insert(*gateway, sources.clone());
+            backends.failing_for.insert(*gateway, sources.clone());
         }
     }
     eventually(
@@ -755,16 +682,7 @@ async fn a_hub_and_a_distributed_cluster_share_one_host() -> Result<(), Error> {
         .without_ocm()
         .start()
         .await?;
-    let secret = json!({
-        "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/rfc2136",
-        "metadata": { "name": "zone", "namespace": NAMESPACE },
-        "stringData": {
-            "server": bind.config.server.to_string(),
-            "tsigKeyName": bind.config.key_name,
-            "tsigAlgorithm": bind.config.algorithm,
-            "tsigSecret": bind.config.secret,
-        },
-    });
+    let secret = rfc2136_secret(&bind);
 
     // The hub publishes the host through its own DNSRecord, in hub mode.
     let hub = fleet.hub.client();

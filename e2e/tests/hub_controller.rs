@@ -19,6 +19,7 @@ use meridian_api::conditions::{self, condition_status};
 use meridian_api::kuadrant::{DNSHealthCheckProbe, DNSPolicy, DNSRecord, ManagedZone};
 use meridian_api::meridian::ClusterReport;
 use meridian_api::upstream::{Gateway, ManagedCluster, ManagedClusterAddOn, ManifestWork};
+use meridian_e2e::backends::{Backends, start_backends};
 use meridian_e2e::example::{
     FRANCE, GEO_LABEL, HOST, IRELAND, NAMESPACE, SPOKES, UNITED_STATES, apply_ocm,
     client_from_file, delivered_hub_kubeconfig, dig, install, placement, serve_gateway,
@@ -683,79 +684,8 @@ async fn a_record_in_a_route53_zone_is_published_and_withdrawn_through_its_secre
     Ok(())
 }
 
-/// How a test backend answers, per backend address: dead (503 to all), or failing for some
-/// probe source addresses only. Every request must carry the probe's secret header.
-#[derive(Debug, Default)]
-struct Backends {
-    dead: std::collections::BTreeSet<std::net::IpAddr>,
-    failing_for: BTreeMap<std::net::IpAddr, Vec<std::net::IpAddr>>,
-}
-
 /// The header the backends require; the policy names a Secret holding it.
 const PROBE_TOKEN: (&str, &str) = ("X-Probe-Token", "s3cret-token");
-
-/// HTTP backends on `addresses`, all on one port; returns the port.
-async fn start_backends(
-    addresses: &[std::net::IpAddr],
-    state: std::sync::Arc<std::sync::Mutex<Backends>>,
-) -> u16 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    'attempt: loop {
-        let first = tokio::net::TcpListener::bind((addresses[0], 0))
-            .await
-            .unwrap();
-        let port = first.local_addr().unwrap().port();
-        let mut listeners = vec![first];
-        for address in &addresses[1..] {
-            match tokio::net::TcpListener::bind((*address, port)).await {
-                Ok(listener) => listeners.push(listener),
-                Err(_) => continue 'attempt,
-            }
-        }
-        for listener in listeners {
-            let state = state.clone();
-            tokio::spawn(async move {
-                loop {
-                    let Ok((mut stream, peer)) = listener.accept().await else {
-                        continue;
-                    };
-                    let local = stream.local_addr().unwrap().ip();
-                    let state = state.clone();
-                    tokio::spawn(async move {
-                        let mut head = Vec::new();
-                        let mut chunk = [0u8; 1024];
-                        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 {
-                            match stream.read(&mut chunk).await {
-                                Ok(0) | Err(_) => break,
-                                Ok(n) => head.extend_from_slice(&chunk[..n]),
-                            }
-                        }
-                        let head = String::from_utf8_lossy(&head);
-                        let authorized =
-                            head.contains(&format!("{}: {}", PROBE_TOKEN.0, PROBE_TOKEN.1));
-                        let failing = {
-                            let state = state.lock().unwrap();
-                            state.dead.contains(&local)
-                                || state
-                                    .failing_for
-                                    .get(&local)
-                                    .is_some_and(|s| s.contains(&peer.ip()))
-                        };
-                        let status = match (authorized, failing) {
-                            (false, _) => "401 Unauthorized",
-                            (true, true) => "503 Service Unavailable",
-                            (true, false) => "200 OK",
-                        };
-                        let _ = stream
-                            .write_all(format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").as_bytes())
-                            .await;
-                    });
-                }
-            });
-        }
-        return port;
-    }
-}
 
 /// The probes of the example host, by address, once each has results from `clusters` clusters.
 async fn probes_judged_by(
@@ -806,7 +736,9 @@ async fn health_checks_from_every_cluster_decide_which_gateways_stay_in_dns() ->
         "127.0.1.3".parse().unwrap(),
     ];
     let sources = ["127.0.2.1", "127.0.2.2", "127.0.2.3"];
-    let backends = std::sync::Arc::new(std::sync::Mutex::new(Backends::default()));
+    let backends = Backends::default();
+    backends.lock().unwrap().required_header =
+        Some((PROBE_TOKEN.0.to_string(), PROBE_TOKEN.1.to_string()));
     let port = start_backends(&gateway_ips, backends.clone()).await;
 
     let fleet = with_example_spokes(Fleet::builder()).start().await?;

@@ -7,12 +7,12 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::process::Command;
 
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use meridian_api::meridian::{RouteBinding, Router};
 use meridian_api::upstream::Route;
+use meridian_e2e::example::dig_host;
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, ensure_namespace, eventually};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
@@ -452,30 +452,8 @@ async fn routes_are_scheduled_onto_router_shards_by_each_strategy() -> Result<()
     Ok(())
 }
 
-/// `dig +short <name> A` at `server`: the IPv4 answers, sorted.
 fn dig(server: SocketAddr, name: &str) -> Vec<String> {
-    let output = Command::new("dig")
-        .arg(format!("@{}", server.ip()))
-        .args([
-            "-p",
-            &server.port().to_string(),
-            "+time=2",
-            "+tries=2",
-            "+short",
-            name,
-            "A",
-        ])
-        .output();
-    let Ok(output) = output else {
-        return Vec::new();
-    };
-    let mut answers: Vec<String> = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter(|l| l.parse::<std::net::Ipv4Addr>().is_ok())
-        .map(str::to_string)
-        .collect();
-    answers.sort();
-    answers
+    dig_host(server, name, None)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -47,6 +47,42 @@ fn health_value(address: &str, failing: &BTreeSet<String>) -> String {
     format!("ip={address};failing={}", ids.join(","))
 }
 
+/// A failure report's address and IDs. Two clusters writing at once can leave two values;
+/// their IDs add up (the next write replaces both with one).
+fn parse_report(record: &Endpoint) -> Option<(String, BTreeSet<String>)> {
+    let mut address = None;
+    let mut ids = BTreeSet::new();
+    for value in &record.targets {
+        let (ip, failing) = value.strip_prefix("ip=")?.split_once(";failing=")?;
+        address = Some(ip.to_string());
+        ids.extend(
+            failing
+                .split(',')
+                .filter(|id| !id.is_empty())
+                .map(str::to_string),
+        );
+    }
+    Some((address?, ids))
+}
+
+/// A member list's IDs (values of racing writers add up).
+fn parse_members(record: &Endpoint) -> BTreeSet<String> {
+    record
+        .targets
+        .iter()
+        .filter_map(|value| value.strip_prefix("members="))
+        .flat_map(|ids| ids.split(','))
+        .filter(|id| !id.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn is_report(record: &Endpoint, base: &str) -> bool {
+    record.record_type == RecordType::Txt
+        && record.dns_name.starts_with("kuadrant.health.")
+        && is_at_or_below(&record.dns_name, base)
+}
+
 /// The failure reports in a zone for a host: address → (its record, who sees it failing).
 pub fn read_reports(
     zone: &[Endpoint],
@@ -54,24 +90,10 @@ pub fn read_reports(
 ) -> BTreeMap<String, (Endpoint, BTreeSet<String>)> {
     let base = host.trim_start_matches("*.");
     zone.iter()
-        .filter(|e| e.record_type == RecordType::Txt && e.dns_name.starts_with("kuadrant.health."))
-        .filter(|e| is_at_or_below(&e.dns_name, base))
+        .filter(|e| is_report(e, base))
         .filter_map(|e| {
-            // Two clusters writing at once can leave two values; their IDs add up (the next
-            // write replaces both with one).
-            let mut address = None;
-            let mut ids = BTreeSet::new();
-            for value in &e.targets {
-                let (ip, failing) = value.strip_prefix("ip=")?.split_once(";failing=")?;
-                address = Some(ip.to_string());
-                ids.extend(
-                    failing
-                        .split(',')
-                        .filter(|id| !id.is_empty())
-                        .map(str::to_string),
-                );
-            }
-            Some((address?, (e.clone(), ids)))
+            let (address, ids) = parse_report(e)?;
+            Some((address, (e.clone(), ids)))
         })
         .collect()
 }
@@ -96,21 +118,13 @@ fn members_value(members: &BTreeSet<String>) -> String {
     format!("members={}", ids.join(","))
 }
 
-/// A host's member list as written (two values left by racing writers add up).
+/// A host's member list as written.
 pub fn read_members(zone: &[Endpoint], host: &str) -> Option<(Endpoint, BTreeSet<String>)> {
     let name = members_record_name(host);
     let record = zone
         .iter()
         .find(|e| e.record_type == RecordType::Txt && e.dns_name == name)?;
-    let members = record
-        .targets
-        .iter()
-        .filter_map(|value| value.strip_prefix("members="))
-        .flat_map(|ids| ids.split(','))
-        .filter(|id| !id.is_empty())
-        .map(str::to_string)
-        .collect();
-    Some((record.clone(), members))
+    Some((record.clone(), parse_members(record)))
 }
 
 /// The changes that take `me` out of every member list and failure report at or below
@@ -118,51 +132,30 @@ pub fn read_members(zone: &[Endpoint], host: &str) -> Option<(Endpoint, BTreeSet
 pub fn leave(me: &str, zone: &[Endpoint], base: &str) -> Changes {
     let base = base.trim_start_matches("*.");
     let mut changes = Changes::default();
-    for record in zone
-        .iter()
-        .filter(|e| e.record_type == RecordType::Txt && is_at_or_below(&e.dns_name, base))
-    {
-        let (prefix, ids_of): (&str, fn(&str) -> Option<(String, &str)>) =
-            if record.dns_name.starts_with("kuadrant.members.") {
-                ("members", |v| {
-                    Some((String::new(), v.strip_prefix("members=")?))
-                })
-            } else if record.dns_name.starts_with("kuadrant.health.") {
-                ("health", |v| {
-                    let (ip, ids) = v.strip_prefix("ip=")?.split_once(";failing=")?;
-                    Some((ip.to_string(), ids))
-                })
-            } else {
-                continue;
-            };
-        let mut address = String::new();
-        let mut ids = BTreeSet::new();
-        for value in &record.targets {
-            if let Some((ip, list)) = ids_of(value) {
-                address = ip;
-                ids.extend(
-                    list.split(',')
-                        .filter(|id| !id.is_empty())
-                        .map(str::to_string),
-                );
-            }
-        }
-        if !ids.remove(me) {
-            continue;
-        }
-        if ids.is_empty() {
+    let mut rewrite = |record: &Endpoint, remaining: &BTreeSet<String>, value: String| {
+        if remaining.is_empty() {
             changes.deletes.push(record.clone());
-            continue;
-        }
-        let value = if prefix == "members" {
-            members_value(&ids)
         } else {
-            health_value(&address, &ids)
-        };
-        changes.updates.push(Update {
-            old: record.clone(),
-            new: Endpoint::new(&record.dns_name, RecordType::Txt, [value], HEALTH_TTL),
-        });
+            changes.updates.push(Update {
+                old: record.clone(),
+                new: Endpoint::new(&record.dns_name, RecordType::Txt, [value], HEALTH_TTL),
+            });
+        }
+    };
+    for record in zone.iter().filter(|e| e.record_type == RecordType::Txt) {
+        if record.dns_name.starts_with("kuadrant.members.")
+            && is_at_or_below(&record.dns_name, base)
+        {
+            let mut members = parse_members(record);
+            if members.remove(me) {
+                rewrite(record, &members, members_value(&members));
+            }
+        } else if is_report(record, base)
+            && let Some((address, mut ids)) = parse_report(record)
+            && ids.remove(me)
+        {
+            rewrite(record, &ids, health_value(&address, &ids));
+        }
     }
     changes
 }
