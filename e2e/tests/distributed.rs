@@ -16,7 +16,7 @@ use meridian_dns::provider::Provider;
 use meridian_dns::provider::bind_server::BindServer;
 use meridian_dns::provider::rfc2136::Rfc2136Provider;
 use meridian_e2e::backends::{Backends, start_backends};
-use meridian_e2e::example::dig_host;
+use meridian_e2e::example::{apply, dig_host};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, ensure_namespace, eventually};
 use meridian_hub::controller::LocalCluster;
 use serde_json::{Value, json};
@@ -29,20 +29,6 @@ const CLUSTERS: [(&str, &str, &str); 3] = [
     ("spoke-2", "10.0.0.2", "US"),
     ("spoke-3", "10.0.0.3", "US"),
 ];
-
-async fn apply<K>(api: &Api<K>, object: Value) -> Result<K, Error>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    let name = object["metadata"]["name"].as_str().unwrap().to_string();
-    Ok(api
-        .patch(
-            &name,
-            &PatchParams::apply("cluster-admin").force(),
-            &Patch::Apply(&object),
-        )
-        .await?)
-}
 
 /// One cluster's side: the zone's Secret and ManagedZone, the Gateway with its address, and
 /// the policy.

@@ -12,26 +12,12 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use meridian_api::meridian::{RouteBinding, Router};
 use meridian_api::upstream::Route;
-use meridian_e2e::example::dig_host;
+use meridian_e2e::example::{apply, dig_host};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, ensure_namespace, eventually};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
 const SHOP: &str = "shop";
-
-async fn apply<K>(api: &Api<K>, object: Value) -> Result<K, Error>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    let name = object["metadata"]["name"].as_str().unwrap().to_string();
-    Ok(api
-        .patch(
-            &name,
-            &PatchParams::apply("route-owner").force(),
-            &Patch::Apply(&object),
-        )
-        .await?)
-}
 
 async fn router(
     client: &Client,
