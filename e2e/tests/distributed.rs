@@ -529,6 +529,8 @@ async fn three_clusters_agree_on_health_through_the_zone() -> Result<(), Error> 
         .map(|a| a.parse().unwrap())
         .collect();
     let backends = Backends::default();
+    // The backends want a token, which each cluster's policy names in a Secret of its own.
+    backends.lock().unwrap().required_header = Some(("X-Probe-Token".into(), "s3cret".into()));
     let port = start_backends(&gateways, backends.clone()).await;
     let fleet = Fleet::builder()
         .spokes(CLUSTERS.map(|c| c.0))
@@ -543,13 +545,25 @@ async fn three_clusters_agree_on_health_through_the_zone() -> Result<(), Error> 
         let spec = json!({
             "targetRef": { "name": "prod-web" },
             "routingStrategy": "simple",
-            "healthCheck": { "endpoint": "/healthz", "port": port, "protocol": "HTTP", "interval": "5s", "failureThreshold": 1 },
+            "healthCheck": {
+                "endpoint": "/healthz", "port": port, "protocol": "HTTP", "interval": "5s", "failureThreshold": 1,
+                "additionalHeadersRef": { "name": "probe-auth" },
+            },
         });
         install(
             &client,
             secret.clone(),
             &gateways[index].to_string(),
             policy(spec),
+        )
+        .await?;
+        apply(
+            &Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), NAMESPACE),
+            json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": { "name": "probe-auth", "namespace": NAMESPACE },
+                "stringData": { "X-Probe-Token": "s3cret" },
+            }),
         )
         .await?;
         ids.push(meridian_agent::report::cluster_id(&client).await?);

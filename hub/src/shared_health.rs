@@ -21,13 +21,16 @@ const HEALTH_TTL: u32 = 60;
 /// Probes of a host's addresses from this cluster, run by the agent.
 pub trait SharedProbes: Send + Sync + std::fmt::Debug {
     /// Probes these addresses of `record` (served at `host`) from now on, instead of any
-    /// before.
+    /// before, sending `headers` (from the check's `additionalHeadersRef`). `None`: the check
+    /// names headers that cannot be read, so nothing is probed (a probe without them would
+    /// report a failure that is not the backend's).
     fn watch(
         &self,
         record: &str,
         host: &str,
         addresses: &BTreeSet<String>,
         check: &meridian_api::kuadrant::HealthCheck,
+        headers: Option<&[(String, String)]>,
     );
     /// The addresses of `record` this cluster sees failing now.
     fn failing(&self, record: &str) -> BTreeSet<String>;

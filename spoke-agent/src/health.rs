@@ -70,12 +70,6 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
 /// could smuggle another header or request line (CR, LF, or a name that is not a token) are
 /// dropped.
 pub fn header_copies(secret: &Secret) -> HeaderCopies {
-    let valid_name = |name: &str| {
-        !name.is_empty()
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-    };
     secret
         .data
         .iter()
@@ -84,11 +78,21 @@ pub fn header_copies(secret: &Secret) -> HeaderCopies {
             let headers: BTreeMap<String, String> = serde_json::from_slice(&value.0).ok()?;
             let headers = headers
                 .into_iter()
-                .filter(|(name, value)| valid_name(name) && !value.contains(['\r', '\n', '\0']))
+                .filter(|(name, value)| safe_header(name, value))
                 .collect();
             Some((key.clone(), headers))
         })
         .collect()
+}
+
+/// Whether a header can be sent as it is: a token name, and a value that cannot smuggle
+/// another header or request line.
+pub fn safe_header(name: &str, value: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        && !value.contains(['\r', '\n', '\0'])
 }
 
 /// Why a probe is not probed from here.
@@ -440,19 +444,32 @@ impl meridian_hub::shared_health::SharedProbes for ZoneProbes {
         host: &str,
         addresses: &std::collections::BTreeSet<String>,
         check: &meridian_api::kuadrant::HealthCheck,
+        headers: Option<&[(String, String)]>,
     ) {
         let addresses: Vec<String> = addresses.iter().cloned().collect();
-        let leaves: HashMap<ProbeKey, Leaf> =
-            meridian_hub::health::wanted_probes(record, host, &addresses, check)
-                .into_iter()
-                .filter_map(|wanted| {
-                    let address = wanted.spec.address.clone();
-                    let probe = DNSHealthCheckProbe::new(&wanted.name, wanted.spec);
-                    // Header Secrets are not read in this mode: such probes are skipped.
-                    let leaf = leaf_for(&probe, &HeaderCopies::new()).ok()?;
-                    Some(((record.to_string(), address), leaf))
-                })
-                .collect();
+        // Headers the check names but that cannot be read: nothing is probed.
+        let wanted = match headers {
+            Some(_) => meridian_hub::health::wanted_probes(record, host, &addresses, check),
+            None => Vec::new(),
+        };
+        let headers: Vec<(String, String)> = headers
+            .unwrap_or_default()
+            .iter()
+            .filter(|(name, value)| safe_header(name, value))
+            .cloned()
+            .collect();
+        let leaves: HashMap<ProbeKey, Leaf> = wanted
+            .into_iter()
+            .filter_map(|mut wanted| {
+                let address = wanted.spec.address.clone();
+                // The headers come with the call here, not from the hub's copy.
+                wanted.spec.additional_headers_ref = None;
+                let probe = DNSHealthCheckProbe::new(&wanted.name, wanted.spec);
+                let mut leaf = leaf_for(&probe, &HeaderCopies::new()).ok()?;
+                leaf.spec.headers = headers.clone();
+                Some(((record.to_string(), address), leaf))
+            })
+            .collect();
         let mut inner = self.inner.lock().expect("probes lock");
         {
             let mut verdicts = self.verdicts.lock().expect("verdicts lock");

@@ -265,7 +265,30 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         let own = shared_health::host_addresses(&desired, root_host);
         let mut watched = shared_health::host_addresses(&current, root_host);
         watched.extend(own.iter().cloned());
-        probes.watch(&record_key, root_host, &watched, check);
+        let headers = match &check.additional_headers_ref {
+            None => Some(Vec::new()),
+            Some(reference) => Api::<Secret>::namespaced(
+                ctx.client.clone(),
+                &record.namespace().unwrap_or_default(),
+            )
+            .get_opt(&reference.name)
+            .await?
+            .map(|secret| {
+                super::probe_headers::secret_headers(&secret)
+                    .into_iter()
+                    .collect()
+            }),
+        };
+        if headers.is_none() {
+            notes.push(format!(
+                "health checks wait for their header Secret {}",
+                check
+                    .additional_headers_ref
+                    .as_ref()
+                    .map_or("", |r| r.name.as_str())
+            ));
+        }
+        probes.watch(&record_key, root_host, &watched, check, headers.as_deref());
         let verdict = shared_health::decide(
             &owner,
             root_host,

@@ -31,6 +31,23 @@ pub fn headers_key(namespace: &str, secret: &str) -> String {
     format!("{namespace}.{secret}")
 }
 
+/// A header Secret's keys and values, as request headers.
+pub fn secret_headers(secret: &Secret) -> BTreeMap<String, String> {
+    secret
+        .data
+        .iter()
+        .flatten()
+        .map(|(key, value)| (key.clone(), String::from_utf8_lossy(&value.0).into_owned()))
+        .chain(
+            secret
+                .string_data
+                .iter()
+                .flatten()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        )
+        .collect()
+}
+
 /// The copy's data: for each named Secret that exists, its keys and values as headers.
 pub fn headers_data(
     sources: &BTreeMap<(String, String), Option<Secret>>,
@@ -38,20 +55,7 @@ pub fn headers_data(
     sources
         .iter()
         .filter_map(|((namespace, name), secret)| {
-            let secret = secret.as_ref()?;
-            let headers: BTreeMap<String, String> = secret
-                .data
-                .iter()
-                .flatten()
-                .map(|(key, value)| (key.clone(), String::from_utf8_lossy(&value.0).into_owned()))
-                .chain(
-                    secret
-                        .string_data
-                        .iter()
-                        .flatten()
-                        .map(|(k, v)| (k.clone(), v.clone())),
-                )
-                .collect();
+            let headers = secret_headers(secret.as_ref()?);
             let json = serde_json::to_vec(&headers).expect("a map of strings serializes");
             Some((headers_key(namespace, name), ByteString(json)))
         })
