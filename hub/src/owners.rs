@@ -43,9 +43,7 @@ pub async fn purge<P: Provider>(
     );
     let mut changes = planned.changes;
     // Out of every member list and failure report as well.
-    let left = crate::shared_health::leave(owner, &zone, apex);
-    changes.deletes.extend(left.deletes);
-    changes.updates.extend(left.updates);
+    changes.append(crate::shared_health::leave(owner, &zone, apex));
     if !changes.is_empty() {
         provider.apply(zone_id, &changes).await?;
     }

@@ -44,6 +44,13 @@ impl Changes {
     pub fn len(&self) -> usize {
         self.deletes.len() + self.updates.len() + self.creates.len()
     }
+
+    /// Adds another batch's changes to this one.
+    pub fn append(&mut self, other: Changes) {
+        self.deletes.extend(other.deletes);
+        self.updates.extend(other.updates);
+        self.creates.extend(other.creates);
+    }
 }
 
 /// A zone a provider serves.

@@ -261,57 +261,19 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         .cloned();
     let mut health_changes = meridian_dns::provider::Changes::default();
     if let (Some((check, probes)), Some(failing)) = (shared, failing) {
-        let root_host = &record.spec.root_host;
-        let own = shared_health::host_addresses(&desired, root_host);
-        let mut watched = shared_health::host_addresses(&current, root_host);
-        watched.extend(own.iter().cloned());
-        let headers = match &check.additional_headers_ref {
-            None => Some(Vec::new()),
-            Some(reference) => Api::<Secret>::namespaced(
-                ctx.client.clone(),
-                &record.namespace().unwrap_or_default(),
-            )
-            .get_opt(&reference.name)
-            .await?
-            .map(|secret| {
-                super::probe_headers::secret_headers(&secret)
-                    .into_iter()
-                    .collect()
-            }),
-        };
-        if headers.is_none() {
-            notes.push(format!(
-                "health checks wait for their header Secret {}",
-                check
-                    .additional_headers_ref
-                    .as_ref()
-                    .map_or("", |r| r.name.as_str())
-            ));
-        }
-        probes.watch(&record_key, root_host, &watched, check, headers.as_deref());
-        let verdict = shared_health::decide(
-            &owner,
-            root_host,
-            &own,
+        let agreed = agree_on_health(
+            record,
+            ctx,
+            (check, probes.as_ref()),
             &failing,
+            &owner,
+            desired,
             &current,
-            ctx.config.failure_threshold_percent,
-        );
-        if !verdict.withdrawn.is_empty() {
-            let down = verdict
-                .withdrawn
-                .iter()
-                .map(|address| (address.clone(), meridian_dns::tree::Health::Unhealthy))
-                .collect();
-            desired =
-                match RecordTree::from_records(root_host.as_str(), desired.clone()).prune(&down) {
-                    meridian_dns::tree::Pruned::Endpoints(endpoints) => endpoints,
-                    // Nothing of this cluster's is healthy: its branch goes, the others serve.
-                    meridian_dns::tree::Pruned::NoHealthyLeaf => Vec::new(),
-                };
-        }
-        notes.extend(verdict.notes);
-        health_changes = verdict.changes;
+        )
+        .await?;
+        desired = agreed.endpoints;
+        notes.extend(agreed.notes);
+        health_changes = agreed.changes;
         ctx.remember_failing(&record_key, failing);
     }
     let planned = plan(
@@ -324,9 +286,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         &current,
     );
     let mut changes = planned.changes.clone();
-    changes.deletes.extend(health_changes.deletes);
-    changes.updates.extend(health_changes.updates);
-    changes.creates.extend(health_changes.creates);
+    changes.append(health_changes);
     let mut mark_after = mark_before.as_ref().map(|m| m.targets.join(""));
     if distributed && !changes.is_empty() {
         mark_after = move_mark(&mut changes, &mark_name, mark_before.as_ref(), &owner, ctx);
@@ -375,6 +335,89 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     }
     ctx.succeeded(&conflict_key);
     Ok(Action::requeue(refresh_after(resync, distributed)))
+}
+
+/// What this cluster publishes of a host after agreeing on health through the zone, the
+/// changes to the shared health records, and notes for status.
+struct AgreedHealth {
+    endpoints: Vec<Endpoint>,
+    changes: meridian_dns::provider::Changes,
+    notes: Vec<String>,
+}
+
+/// Distributed mode: probes the host's addresses from here (with the check's headers),
+/// updates this cluster's failure reports, and leaves out its own addresses the fleet agrees
+/// are failing (`crate::shared_health`).
+async fn agree_on_health(
+    record: &DNSRecord,
+    ctx: &Context,
+    (check, probes): (&HealthCheck, &dyn shared_health::SharedProbes),
+    failing: &std::collections::BTreeSet<String>,
+    owner: &str,
+    desired: Vec<Endpoint>,
+    current: &[Endpoint],
+) -> Result<AgreedHealth, Error> {
+    let root_host = &record.spec.root_host;
+    let record_key = super::object_key(
+        "DNSRecord",
+        record.namespace().as_deref(),
+        &record.name_any(),
+    );
+    let own = shared_health::host_addresses(&desired, root_host);
+    let mut watched = shared_health::host_addresses(current, root_host);
+    watched.extend(own.iter().cloned());
+    let mut notes = Vec::new();
+    let headers = match &check.additional_headers_ref {
+        None => Some(Vec::new()),
+        Some(reference) => {
+            Api::<Secret>::namespaced(ctx.client.clone(), &record.namespace().unwrap_or_default())
+                .get_opt(&reference.name)
+                .await?
+                .map(|secret| {
+                    super::probe_headers::secret_headers(&secret)
+                        .into_iter()
+                        .collect()
+                })
+        }
+    };
+    if headers.is_none() {
+        notes.push(format!(
+            "health checks wait for their header Secret {}",
+            check
+                .additional_headers_ref
+                .as_ref()
+                .map_or("", |r| r.name.as_str())
+        ));
+    }
+    probes.watch(&record_key, root_host, &watched, check, headers.as_deref());
+    let verdict = shared_health::decide(
+        owner,
+        root_host,
+        &own,
+        failing,
+        current,
+        ctx.config.failure_threshold_percent,
+    );
+    let endpoints = if verdict.withdrawn.is_empty() {
+        desired
+    } else {
+        let down = verdict
+            .withdrawn
+            .iter()
+            .map(|address| (address.clone(), meridian_dns::tree::Health::Unhealthy))
+            .collect();
+        match RecordTree::from_records(root_host.as_str(), desired).prune(&down) {
+            meridian_dns::tree::Pruned::Endpoints(endpoints) => endpoints,
+            // Nothing of this cluster's is healthy: its branch goes, the others serve.
+            meridian_dns::tree::Pruned::NoHealthyLeaf => Vec::new(),
+        }
+    };
+    notes.extend(verdict.notes);
+    Ok(AgreedHealth {
+        endpoints,
+        changes: verdict.changes,
+        notes,
+    })
 }
 
 /// TTL of the last-modified mark.
@@ -749,9 +792,11 @@ async fn withdraw(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     let mut changes = planned.changes.clone();
     if ctx.config.distributed.is_some() {
         // Out of the host's member list and failure reports too.
-        let left = shared_health::leave(&owner, &current, &record.spec.root_host);
-        changes.deletes.extend(left.deletes);
-        changes.updates.extend(left.updates);
+        changes.append(shared_health::leave(
+            &owner,
+            &current,
+            &record.spec.root_host,
+        ));
     }
     if ctx.config.distributed.is_some() && !changes.is_empty() {
         let mark_name = last_modified_name(&record.spec.root_host);
