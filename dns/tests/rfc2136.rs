@@ -244,3 +244,56 @@ async fn the_same_plan_lands_identically_on_bind_and_route53() {
     );
     assert_eq!(on_bind, on_route53);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_planned_on_stale_values_is_refused_not_lost() {
+    let bind = start_bind().await;
+    let provider = Rfc2136Provider::new(bind.config.clone()).unwrap();
+    let a = |targets: &[&str]| {
+        Endpoint::new(
+            "shared.example.com",
+            RecordType::A,
+            targets.iter().map(|t| t.to_string()),
+            60,
+        )
+    };
+    let create = Changes {
+        creates: vec![a(&["192.0.2.1", "192.0.2.2"])],
+        ..Default::default()
+    };
+    provider.apply("example.com", &create).await.unwrap();
+
+    // A writer that still thinks the record holds only .1 wants to add .3: refused.
+    let stale = Changes {
+        updates: vec![meridian_dns::provider::Update {
+            old: a(&["192.0.2.1"]),
+            new: a(&["192.0.2.1", "192.0.2.3"]),
+        }],
+        ..Default::default()
+    };
+    assert!(provider.apply("example.com", &stale).await.is_err());
+    let held = |zone: Vec<Endpoint>| {
+        zone.into_iter()
+            .find(|e| e.dns_name == "shared.example.com")
+            .map(|e| e.targets)
+    };
+    assert_eq!(
+        held(provider.records("example.com").await.unwrap()),
+        Some(vec!["192.0.2.1".to_string(), "192.0.2.2".to_string()]),
+        "the other writer's .2 is not lost"
+    );
+
+    // Planned on what is there, it applies.
+    let fresh = Changes {
+        updates: vec![meridian_dns::provider::Update {
+            old: a(&["192.0.2.1", "192.0.2.2"]),
+            new: a(&["192.0.2.1", "192.0.2.2", "192.0.2.3"]),
+        }],
+        ..Default::default()
+    };
+    provider.apply("example.com", &fresh).await.unwrap();
+    assert_eq!(
+        held(provider.records("example.com").await.unwrap()).map(|t| t.len()),
+        Some(3)
+    );
+}

@@ -24,6 +24,9 @@ pub enum Action {
 pub struct Change {
     pub action: Action,
     pub record: Endpoint,
+    /// For an upsert: the record it replaces, as the plan saw it (providers that can make the
+    /// change conditional on it do, so a concurrent change is refused rather than lost).
+    pub replaces: Option<Endpoint>,
 }
 
 /// A provider's per-request limits.
@@ -81,14 +84,17 @@ pub fn group_by_name(changes: &Changes) -> Vec<ChangeGroup> {
         .map(|r| Change {
             action: Action::Delete,
             record: r.clone(),
+            replaces: None,
         })
         .chain(changes.updates.iter().map(|u| Change {
             action: Action::Upsert,
             record: u.new.clone(),
+            replaces: Some(u.old.clone()),
         }))
         .chain(changes.creates.iter().map(|r| Change {
             action: Action::Create,
             record: r.clone(),
+            replaces: None,
         }));
     for change in all {
         let name = record_vouched_for(&change.record)

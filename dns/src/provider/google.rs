@@ -1123,6 +1123,7 @@ mod tests {
             &[Change {
                 action: Action::Upsert,
                 record: weighted("c1.example.com", "200"),
+                replaces: None,
             }],
             &geo,
         )
@@ -1143,6 +1144,7 @@ mod tests {
             &[Change {
                 action: Action::Delete,
                 record: weighted("c3.example.com", "1"),
+                replaces: None,
             }],
             &geo,
         )

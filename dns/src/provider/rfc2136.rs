@@ -178,6 +178,15 @@ impl Rfc2136Provider {
                     }
                 }
                 Action::Upsert | Action::Create => {
+                    if let Some(replaced) = &change.replaces {
+                        // Prerequisite "RRset exists (value dependent)": the update applies only
+                        // to the values the plan saw, so two writers cannot lose each other's
+                        // change; the server refuses the stale one and it is planned again.
+                        for mut record in to_wire(&owner, vec![replaced]) {
+                            record.ttl = 0;
+                            message.add_answer(record);
+                        }
+                    }
                     if change.action == Action::Upsert {
                         let record_type = wire_type(change.record.record_type);
                         let mut clear = Record::update0(owner.clone(), 0, record_type);
