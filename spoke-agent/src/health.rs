@@ -23,7 +23,7 @@ use tokio::sync::{mpsc, watch};
 use crate::probe::{Leaf, LeafUpdate, ProbeRunner, ProbeSpec, ProbeState, Prober, Protocol};
 
 /// The hub's copy of the probes' header Secrets, in the cluster namespace.
-pub const HEADERS_SECRET: &str = "meridian-probe-headers";
+pub use meridian_hub::controller::probe_headers::HEADERS_SECRET;
 /// How often the header copy is read again when no probe changes.
 const HEADERS_REFRESH: Duration = Duration::from_secs(30);
 /// Longest wait for one probe's answer; shorter for short intervals.

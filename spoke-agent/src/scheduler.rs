@@ -27,7 +27,8 @@ use crate::routes::{Admission, Binding, RouteView, Shard, binding_name, schedule
 
 /// Where the round-robin cursor is kept: a ConfigMap in the agent's namespace.
 pub const CURSOR_CONFIG_MAP: &str = "meridian-route-scheduler";
-pub const AGENT_NAMESPACE: &str = "meridian-system";
+/// The agent's own namespace on its cluster (the hub installs it there).
+pub use meridian_hub::placement::AGENT_NAMESPACE;
 const CURSOR_KEY: &str = "roundRobinCursor";
 /// Label on bindings naming their Router.
 pub const ROUTER_LABEL: &str = "meridian.dev/router";
@@ -275,13 +276,13 @@ async fn pass(spoke: &Client, strategy_name: &str) -> Result<Vec<RouterShardRepo
 
     let mut reports = Vec::new();
     for router in &routers {
-        let addresses = match (&router.spec.service, router.spec.addresses.is_empty()) {
-            (Some(service), _) => Api::<Service>::namespaced(spoke.clone(), &service.namespace)
+        let addresses = match &router.spec.service {
+            Some(service) => Api::<Service>::namespaced(spoke.clone(), &service.namespace)
                 .get_opt(&service.name)
                 .await?
                 .map(|s| service_addresses(&s))
                 .unwrap_or_default(),
-            (None, _) => router.spec.addresses.clone(),
+            None => router.spec.addresses.clone(),
         };
         let name = router.name_any();
         let routes_here: Vec<ShardRoute> = planned
