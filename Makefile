@@ -43,28 +43,28 @@ demo: packages testbed ## Run Meridian end to end: hub, 3 spokes, agents, a DNSP
 	$(CARGO) run --quiet --locked -p meridian-e2e --bin meridian-testbed -- demo
 
 bench-testbed: testbed ## Time one control plane's start, three at once, and one's memory
-	$(CARGO) run --quiet --locked -p meridian-e2e --bin meridian-testbed -- measure
+	$(CARGO) run --quiet --locked -p meridian-bench --bin bench-testbed
 
 bench-engine: ## Build trees and plans for 10,000 hosts x 10 clusters x 3 geos on one core
-	$(CARGO) run --quiet --locked --release -p meridian-dns --bin bench-engine
+	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-engine
 
 bench-dns: ## dnsperf against Meridian's nameserver and PowerDNS (the anchor), same zone, one run
 	@bash scripts/debian-packages.sh dnsutils dnsperf pdns-server pdns-backend-bind pdns-backend-geoip
-	$(CARGO) run --quiet --locked --release -p meridian-dns --bin bench-dns
+	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-dns
 
 bench-providers: packages ## Route53 API calls per phase for 1,000 hosts, against moto at 5 req/s
-	$(CARGO) run --quiet --locked --release -p meridian-dns --bin bench-providers
+	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-providers
 
 bench-convergence: packages testbed ## Spoke address change → nameserver answer, p50/p99 over 25 changes
-	$(CARGO) run --quiet --locked --release -p meridian-e2e --bin meridian-testbed -- convergence
+	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-convergence
 
 bench-probes: ## One agent probing 5,000 leaves every 5 s: CPU and memory
-	$(CARGO) run --quiet --locked --release -p meridian-agent --bin bench-probes
+	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-probes
 
 FUZZ_SECONDS ?= 300
 fuzz: ## Fuzz the nameserver (raw packet → response) for FUZZ_SECONDS; needs the nightly toolchain
 	@command -v cargo-fuzz >/dev/null || $(CARGO) install --locked cargo-fuzz
-	cd dns/fuzz && $(CARGO) +nightly fuzz run respond -- -max_total_time=$(FUZZ_SECONDS)
+	cd nameserver/fuzz && $(CARGO) +nightly fuzz run respond -- -max_total_time=$(FUZZ_SECONDS)
 
 clean-testbed: ## Delete this version's test-bed cache (the next build starts cold)
 	rm -rf "$(MERIDIAN_TESTBED_DIR)"

@@ -16,6 +16,7 @@ pub mod geo;
 pub mod kuadrant;
 pub mod labels;
 pub mod meridian;
+pub mod names;
 pub mod upstream;
 mod validation;
 

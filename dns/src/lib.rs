@@ -1,19 +1,21 @@
 //! Meridian's DNS engine. It knows records, zones, owners and health, and nothing about
-//! Kubernetes: the hub and the spoke agent translate their objects into its types.
+//! Kubernetes, networks or async runtimes: the controllers translate their objects into its
+//! types, and the providers and the nameserver carry its results to DNS.
 //!
 //! - [`tree`] builds the record tree of one host from a policy and the clusters serving it;
 //!   [`tree::RecordTree::prune`] removes unhealthy leaves from it;
 //! - [`plan`] turns one owner's desired records, the zone and what the owner published before
 //!   into a change set, with external-dns-compatible ownership records;
-//! - [`provider`] is the interface to DNS providers, with a strict in-memory one;
-//! - [`nameserver`] is the embedded authoritative server, answering GEO and weighted records
-//!   at query time.
+//! - [`changes`] is that change set, and what applying it strictly means;
+//! - [`model`] is the record model, [`shortcode`] the short hash names are built from;
+//! - `wire` (feature `wire`) turns records into DNS wire records for the crates that speak DNS.
 
+pub mod changes;
 pub mod model;
-pub mod nameserver;
 pub mod plan;
-pub mod provider;
 pub mod shortcode;
 pub mod tree;
+#[cfg(feature = "wire")]
+pub mod wire;
 
 pub use model::{Endpoint, RecordKey, RecordType};

@@ -19,8 +19,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+use crate::changes::{Changes, Update, ZoneRecords};
 use crate::model::{Endpoint, RecordKey, RecordType, is_at_or_below};
-use crate::provider::{Changes, Update, ZoneRecords};
 use crate::shortcode::shortcode;
 
 const REGISTRY_PREFIX: &str = "kuadrant-";

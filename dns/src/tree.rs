@@ -108,39 +108,6 @@ pub enum SelectorOperator {
 }
 
 impl LabelSelector {
-    /// The engine's form of a Kubernetes label selector; an unknown operator is an error.
-    pub fn from_kubernetes(
-        selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
-    ) -> Result<Self, String> {
-        let match_expressions = selector
-            .match_expressions
-            .iter()
-            .flatten()
-            .map(|requirement| {
-                let operator = match requirement.operator.as_str() {
-                    "In" => SelectorOperator::In,
-                    "NotIn" => SelectorOperator::NotIn,
-                    "Exists" => SelectorOperator::Exists,
-                    "DoesNotExist" => SelectorOperator::DoesNotExist,
-                    other => {
-                        return Err(format!(
-                            "unknown operator {other:?} (In, NotIn, Exists, DoesNotExist)"
-                        ));
-                    }
-                };
-                Ok(SelectorRequirement {
-                    key: requirement.key.clone(),
-                    operator,
-                    values: requirement.values.clone().unwrap_or_default(),
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(LabelSelector {
-            match_labels: selector.match_labels.clone().unwrap_or_default(),
-            match_expressions,
-        })
-    }
-
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.match_labels
             .iter()

@@ -4,9 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use meridian_dns::changes::{ZoneRecords, apply_strictly};
 use meridian_dns::model::{Endpoint, RecordKey, RecordType, is_at_or_below};
 use meridian_dns::plan::{PlanInput, Problem, ownership_txt_name, plan};
-use meridian_dns::provider::{ZoneRecords, apply_strictly};
 use meridian_dns::tree::{
     Address, ClusterTarget, GatewayRef, LoadBalancing, Strategy as TreeStrategy, build_record_tree,
 };

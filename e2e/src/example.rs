@@ -54,7 +54,7 @@ pub fn with_example_spokes(mut builder: FleetBuilder) -> FleetBuilder {
 
 /// Writes the example GeoIP database (MaxMind format) to `path`.
 pub fn write_geoip(path: &Path) -> Result<(), Error> {
-    let database = meridian_dns::nameserver::geo::write_database(&[
+    let database = meridian_testkit::geo_db::write_database(&[
         (IRELAND.parse().expect("a network"), "IE", "EU"),
         (UNITED_STATES.parse().expect("a network"), "US", "NA"),
         (FRANCE.parse().expect("a network"), "FR", "EU"),

@@ -14,7 +14,6 @@
 //! destructor runs.
 
 mod assets;
-pub mod backends;
 pub mod cli;
 mod control_plane;
 mod crds;

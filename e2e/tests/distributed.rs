@@ -10,15 +10,15 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use meridian_api::kuadrant::DNSRecord;
 use meridian_api::upstream::Gateway;
+use meridian_controllers::LocalCluster;
 use meridian_dns::model::{Endpoint, RecordType};
 use meridian_dns::plan::Registry;
-use meridian_dns::provider::Provider;
-use meridian_dns::provider::bind_server::BindServer;
-use meridian_dns::provider::rfc2136::Rfc2136Provider;
-use meridian_e2e::backends::{Backends, start_backends};
 use meridian_e2e::example::{apply, dig_host};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, ensure_namespace, eventually};
-use meridian_hub::controller::LocalCluster;
+use meridian_providers::Provider;
+use meridian_providers::rfc2136::Rfc2136Provider;
+use meridian_testkit::backends::{Backends, start_backends};
+use meridian_testkit::bind_server::BindServer;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
@@ -124,7 +124,7 @@ async fn agent_probing_from(
     let probes = meridian_agent::health::ZoneProbes::start(std::sync::Arc::new(
         meridian_agent::probe::Prober::new(&[], source),
     ));
-    Ok(tokio::spawn(meridian_hub::run_command::run_distributed(
+    Ok(tokio::spawn(meridian_agent::distributed::run(
         client.clone(),
         local,
         Duration::from_secs(2),
@@ -345,9 +345,9 @@ fn loadbalanced(default_geo: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_clusters_share_a_route53_zone_agree_and_stay_thrifty() -> Result<(), Error> {
-    use meridian_dns::provider::counting_proxy::CountingProxy;
-    use meridian_dns::provider::moto::MotoServer;
-    use meridian_dns::provider::route53::Route53Provider;
+    use meridian_providers::route53::Route53Provider;
+    use meridian_testkit::counting_proxy::CountingProxy;
+    use meridian_testkit::moto::MotoServer;
 
     let moto = MotoServer::start().expect("moto starts");
     moto.create_zone("example.com")
@@ -381,9 +381,7 @@ async fn three_clusters_share_a_route53_zone_agree_and_stay_thrifty() -> Result<
     }
     let route53 = Route53Provider::new(
         &moto.credentials(&moto.endpoint()),
-        std::sync::Arc::new(meridian_dns::provider::budget::RequestBudget::per_second(
-            1000,
-        )),
+        std::sync::Arc::new(meridian_providers::budget::RequestBudget::per_second(1000)),
     );
     let zone_id = route53
         .list_zones()
@@ -495,20 +493,20 @@ async fn three_clusters_share_a_route53_zone_agree_and_stay_thrifty() -> Result<
     .await?;
     agents.pop().expect("spoke-3's agent").abort();
     let zone = route53.records(&zone_id).await.unwrap();
-    let counts = meridian_hub::owners::owner_counts(&zone);
+    let counts = meridian_controllers::owners::owner_counts(&zone);
     assert_eq!(counts.len(), 3, "{counts:?}");
     let vanished = clusters[2].0.clone();
     assert!(
         counts[&vanished] >= 2,
         "its own cluster and weighted records: {counts:?}"
     );
-    let purged = meridian_hub::owners::purge(&route53, &zone_id, "example.com", &vanished)
+    let purged = meridian_controllers::owners::purge(&route53, &zone_id, "example.com", &vanished)
         .await
         .unwrap();
     assert!(purged > 0);
     let zone = route53.records(&zone_id).await.unwrap();
     assert_eq!(host_records(&zone), hub_tree(&clusters[..2]));
-    assert!(!meridian_hub::owners::owner_counts(&zone).contains_key(&vanished));
+    assert!(!meridian_controllers::owners::owner_counts(&zone).contains_key(&vanished));
     for agent in agents {
         agent.abort();
     }
@@ -574,7 +572,7 @@ async fn three_clusters_agree_on_health_through_the_zone() -> Result<(), Error> 
     let provider = Rfc2136Provider::new(bind.config.clone()).unwrap();
     let reports = || async {
         let zone = provider.records("example.com").await.unwrap();
-        meridian_hub::shared_health::read_reports(&zone, HOST)
+        meridian_controllers::shared_health::read_reports(&zone, HOST)
             .into_iter()
             .map(|(address, (_, ids))| (address, ids))
             .collect::<std::collections::BTreeMap<_, _>>()

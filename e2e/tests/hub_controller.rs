@@ -19,7 +19,6 @@ use meridian_api::conditions::{self, condition_status};
 use meridian_api::kuadrant::{DNSHealthCheckProbe, DNSPolicy, DNSRecord, ManagedZone};
 use meridian_api::meridian::ClusterReport;
 use meridian_api::upstream::{Gateway, ManagedCluster, ManagedClusterAddOn, ManifestWork};
-use meridian_e2e::backends::{Backends, start_backends};
 use meridian_e2e::example::{
     FRANCE, GEO_LABEL, HOST, IRELAND, NAMESPACE, SPOKES, UNITED_STATES, apply_ocm,
     client_from_file, delivered_hub_kubeconfig, dig, install, placement, serve_gateway,
@@ -27,6 +26,7 @@ use meridian_e2e::example::{
 };
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, ManagedProcess, eventually};
 use meridian_hub::run_command::{RunArgs, RunningHub};
+use meridian_testkit::backends::{Backends, start_backends};
 use serde_json::json;
 
 fn spoke_ip(spoke: &str) -> &'static str {
@@ -577,10 +577,10 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
 async fn a_record_in_a_route53_zone_is_published_and_withdrawn_through_its_secret()
 -> Result<(), Error> {
     use k8s_openapi::api::core::v1::Secret;
-    use meridian_dns::provider::Provider;
-    use meridian_dns::provider::budget::RequestBudget;
-    use meridian_dns::provider::moto::MotoServer;
-    use meridian_dns::provider::route53::Route53Provider;
+    use meridian_providers::Provider;
+    use meridian_providers::budget::RequestBudget;
+    use meridian_providers::route53::Route53Provider;
+    use meridian_testkit::moto::MotoServer;
 
     let moto = MotoServer::start().expect("moto starts");
     moto.create_zone("example.net")

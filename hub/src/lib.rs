@@ -1,21 +1,16 @@
-//! The Meridian hub: the `meridian-hub` command line and, as issues land, the DNSPolicy and
-//! DNSRecord controllers and the embedded nameserver. `main` only calls [`Cli::parse_and_run`].
+//! The Meridian hub: the `meridian-hub` command line and what only a hub does. `run` starts the
+//! shared DNSPolicy and DNSRecord controllers (`meridian_controllers`) beside the hub's own
+//! ([`controller`]: gateway placement and agent install, probe header copies, ManagedZone
+//! status, router-shard DNS), the embedded nameserver and the health endpoints, behind a Lease
+//! ([`leader`]). `main` only calls [`Cli::parse_and_run`].
 
 pub mod controller;
-pub mod convert;
-pub mod desired;
-pub mod health;
 pub mod leader;
-pub mod metrics;
 pub mod nameserver_command;
-pub mod owners;
 pub mod placement;
 pub mod plan_command;
-pub mod policy;
 pub mod routers;
 pub mod run_command;
-pub mod shared_health;
-pub mod zone_provider;
 
 use std::path::PathBuf;
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use ipnet::IpNet;
 use meridian_dns::model::Endpoint;
-use meridian_dns::nameserver::{GeoDb, NameServer, ServerConfig, ZoneConfig};
+use meridian_nameserver::{GeoDb, NameServer, ServerConfig, ZoneConfig};
 use serde::Deserialize;
 
 #[derive(Debug, clap::Args)]

@@ -11,7 +11,7 @@ use kube::ResourceExt;
 use meridian_api::upstream::Gateway;
 use serde_json::{Value, json};
 
-use crate::desired::downstream_namespace;
+use meridian_controllers::desired::downstream_namespace;
 
 /// Label on ManifestWorks naming the hub Gateway they place (`<namespace>.<name>`).
 pub const GATEWAY_WORK_LABEL: &str = "meridian.dev/gateway";
@@ -20,7 +20,7 @@ pub const LEAVING_SINCE: &str = "meridian.dev/leaving-since";
 /// Name of the ManifestWork that installs the agent in a cluster namespace.
 pub const AGENT_WORK: &str = "meridian-agent";
 /// Namespace the agent runs in on a spoke.
-pub const AGENT_NAMESPACE: &str = "meridian-system";
+pub use meridian_api::names::AGENT_NAMESPACE;
 /// Secret on the spoke holding the agent's hub kubeconfig.
 pub const AGENT_HUB_KUBECONFIG_SECRET: &str = "meridian-hub-kubeconfig";
 /// The downstream GatewayClass when the hub GatewayClass names none.
@@ -188,7 +188,7 @@ pub fn agent_hub_rbac(cluster: &str) -> [Value; 5] {
                 {
                     "apiGroups": [""],
                     "resources": ["secrets"],
-                    "resourceNames": [crate::controller::probe_headers::HEADERS_SECRET],
+                    "resourceNames": [meridian_api::names::PROBE_HEADERS_SECRET],
                     "verbs": ["get"],
                 },
             ],

@@ -15,17 +15,17 @@ use kube::{Client, Config, ResourceExt};
 use meridian_api::kuadrant::{DNSHealthCheckProbe, DNSPolicy, DNSRecord, ManagedZone};
 use meridian_api::meridian::ClusterReport;
 use meridian_api::upstream::{Gateway, ManagedCluster, PlacementDecision};
-use meridian_dns::nameserver::{GeoDb, NameServer, ServerConfig};
+use meridian_nameserver::{GeoDb, NameServer, ServerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use crate::controller::{
-    AgentInstall, Context, DISTRIBUTED_LABEL, HubConfig, LocalCluster, dns_policy, dns_record,
-    gateway_placement, managed_zone, probe_headers, router_dns,
-};
-use crate::health::PROBE_RECORD_LABEL;
+use meridian_controllers::health::DEFAULT_THRESHOLD_PERCENT;
+use meridian_controllers::zone_provider::{EmbeddedZones, ProviderCache};
+use meridian_controllers::{Context, ControllerConfig, dns_policy, dns_record};
+
+use crate::controller::gateway_placement::{AgentInstall, PlacementContext};
+use crate::controller::{gateway_placement, managed_zone, probe_headers, router_dns};
 use crate::leader::{self, Election};
-use crate::zone_provider::{EmbeddedZones, ProviderCache};
 use meridian_api::labels::PLACEMENT_LABEL;
 
 #[derive(Debug, clap::Args)]
@@ -79,7 +79,7 @@ pub struct RunArgs {
     #[arg(
         long,
         env = "MERIDIAN_FAILURE_THRESHOLD_PERCENT",
-        default_value_t = crate::health::DEFAULT_THRESHOLD_PERCENT,
+        default_value_t = DEFAULT_THRESHOLD_PERCENT,
         value_parser = clap::value_parser!(u32).range(1..=100)
     )]
     pub failure_threshold_percent: u32,
@@ -109,7 +109,7 @@ impl RunArgs {
             lease_namespace: "kube-system".into(),
             lease_seconds: 15,
             cluster_heartbeat_timeout_seconds: 120,
-            failure_threshold_percent: crate::health::DEFAULT_THRESHOLD_PERCENT,
+            failure_threshold_percent: DEFAULT_THRESHOLD_PERCENT,
         }
     }
 }
@@ -210,21 +210,24 @@ impl RunningHub {
         .await?;
         let nameserver = server.local_addr();
         let embedded = Arc::new(EmbeddedZones::new(Arc::new(server)));
-        let config = HubConfig {
+        let config = ControllerConfig {
             resync: std::time::Duration::from_secs(args.resync_seconds.max(1)),
-            withdrawal_grace: std::time::Duration::from_secs(args.withdrawal_grace_seconds),
             heartbeat_timeout: std::time::Duration::from_secs(
                 args.cluster_heartbeat_timeout_seconds.max(2),
             ),
-            agent: Some(agent),
             failure_threshold_percent: args.failure_threshold_percent,
-            ..HubConfig::default()
+            ..ControllerConfig::default()
         };
         let ctx = Arc::new(Context::new(
             client.clone(),
             ProviderCache::new(embedded),
             config,
         ));
+        let placement = Arc::new(PlacementContext {
+            shared: ctx.clone(),
+            agent: Some(agent),
+            withdrawal_grace: std::time::Duration::from_secs(args.withdrawal_grace_seconds),
+        });
         let ready = Arc::new(AtomicBool::new(false));
         let health_listener = TcpListener::bind(args.health_addr).await?;
         let health = health_listener.local_addr()?;
@@ -243,7 +246,7 @@ impl RunningHub {
         let leading = Arc::new(AtomicBool::new(false));
         let controllers = tokio::spawn(lead_and_run(
             client,
-            ctx.clone(),
+            placement,
             election,
             stop.clone(),
             stop_rx,
@@ -287,85 +290,17 @@ impl RunningHub {
     }
 }
 
-/// The DNSPolicy controller. On the hub it also follows placements, clusters and their
-/// reports; in distributed mode (`hub_mode` false) the cluster's own Gateways are enough.
-fn policy_controller(client: &Client, hub_mode: bool) -> Controller<DNSPolicy> {
-    let controller = Controller::new(
-        Api::<DNSPolicy>::all(client.clone()),
-        watcher::Config::default(),
-    );
-    let store = controller.store();
-    let all_policies = move || -> Vec<ObjectRef<DNSPolicy>> {
-        store
-            .state()
-            .iter()
-            .map(|p| ObjectRef::from_obj(&**p))
-            .collect()
-    };
-    let by_gateway = {
-        let store = controller.store();
-        move |gateway: Gateway| {
-            let (namespace, name) = (gateway.namespace().unwrap_or_default(), gateway.name_any());
-            store
-                .state()
-                .iter()
-                .filter(|p| dns_policy::targets(p, &namespace, &name))
-                .map(|p| ObjectRef::from_obj(&**p))
-                .collect::<Vec<_>>()
-        }
-    };
-    let (a, b, c, d) = (
-        all_policies.clone(),
-        all_policies.clone(),
-        all_policies.clone(),
-        all_policies,
-    );
-    let controller = controller
-        .owns(
-            Api::<DNSRecord>::all(client.clone()),
-            watcher::Config::default(),
-        )
-        .watches(
-            Api::<Gateway>::all(client.clone()),
-            watcher::Config::default(),
-            by_gateway,
-        )
-        .watches(
-            Api::<ManagedZone>::all(client.clone()),
-            watcher::Config::default(),
-            move |_| d(),
-        );
-    if !hub_mode {
-        return controller;
-    }
-    controller
-        .watches(
-            Api::<PlacementDecision>::all(client.clone()),
-            watcher::Config::default(),
-            move |_| a(),
-        )
-        .watches(
-            Api::<ManagedCluster>::all(client.clone()),
-            watcher::Config::default(),
-            move |_| b(),
-        )
-        .watches(
-            Api::<ClusterReport>::all(client.clone()),
-            watcher::Config::default(),
-            move |_| c(),
-        )
-}
-
 /// Waits for the Lease, then runs the controllers until asked to stop or the Lease is lost.
 async fn lead_and_run(
     client: Client,
-    ctx: Arc<Context>,
+    placement: Arc<PlacementContext>,
     election: Election,
     stop: tokio::sync::watch::Sender<bool>,
     stop_rx: tokio::sync::watch::Receiver<bool>,
     ready: Arc<AtomicBool>,
     leading: Arc<AtomicBool>,
 ) {
+    let ctx = placement.shared.clone();
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
     };
@@ -375,8 +310,8 @@ async fn lead_and_run(
     }
     leading.store(true, Ordering::SeqCst);
     tracing::info!(identity = %election.identity, "holding the hub Lease; starting the controllers");
-    let policies = policy_controller(&client, true);
-    let records = record_controller(&client, &ctx);
+    let policies = dns_policy::controller(&client, true);
+    let records = dns_record::controller(&client, &ctx);
     let headers = headers_controller(&client);
     let shard_dns = router_dns_controller(&client);
     let zones = zone_controller(&client);
@@ -446,7 +381,7 @@ async fn lead_and_run(
         .run(
             gateway_placement::reconcile,
             gateway_placement::error_policy,
-            ctx.clone(),
+            placement.clone(),
         )
         .for_each(|_| async {});
     let hold = async {
@@ -504,61 +439,6 @@ fn gateway_controller(client: &Client) -> Controller<Gateway> {
                     .map(|g| ObjectRef::from_obj(&**g))
                     .collect::<Vec<_>>()
             },
-        )
-}
-
-fn record_controller(client: &Client, ctx: &Context) -> Controller<DNSRecord> {
-    // In distributed mode the agent publishes only the records it wrote.
-    let selection = match ctx.config.distributed {
-        None => watcher::Config::default(),
-        Some(_) => watcher::Config::default().labels(&format!("{DISTRIBUTED_LABEL}=true")),
-    };
-    let controller = Controller::new(Api::<DNSRecord>::all(client.clone()), selection);
-    let store = controller.store();
-    let zone_store = store.clone();
-    let by_zone = move |zone: ManagedZone| {
-        let namespace = zone.namespace();
-        zone_store
-            .state()
-            .iter()
-            .filter(|r| r.namespace() == namespace && r.spec.managed_zone.name == zone.name_any())
-            .map(|r| ObjectRef::from_obj(&**r))
-            .collect::<Vec<_>>()
-    };
-    if ctx.config.distributed.is_some() {
-        return controller.watches(
-            Api::<ManagedZone>::all(client.clone()),
-            watcher::Config::default(),
-            by_zone,
-        );
-    }
-    let probes = ctx.watched.probes.clone();
-    // A report's probe results concern the records the probes check.
-    let by_report = move |report: ClusterReport| {
-        let mut records: Vec<ObjectRef<DNSRecord>> = report
-            .spec
-            .probes
-            .iter()
-            .filter_map(|result| {
-                let probe = probes.get(&ObjectRef::new(&result.name).within(&result.namespace))?;
-                let record = probe.labels().get(PROBE_RECORD_LABEL)?;
-                Some(ObjectRef::new(record).within(&result.namespace))
-            })
-            .collect();
-        records.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        records.dedup();
-        records
-    };
-    controller
-        .watches(
-            Api::<ClusterReport>::all(client.clone()),
-            watcher::Config::default(),
-            by_report,
-        )
-        .watches(
-            Api::<ManagedZone>::all(client.clone()),
-            watcher::Config::default(),
-            by_zone,
         )
 }
 
@@ -662,34 +542,4 @@ async fn serve_health(listener: TcpListener, ctx: Arc<Context>, ready: Arc<Atomi
             let _ = stream.write_all(response.as_bytes()).await;
         });
     }
-}
-
-/// Distributed mode: the DNSPolicy and DNSRecord controllers on a spoke, publishing this
-/// cluster's branch of every policy into shared provider zones under its own owner ID. There
-/// is no hub, no embedded nameserver and no Lease (one agent per cluster).
-///
-/// `probes` are the agent's probes of the hosts' addresses, for policies with a
-/// `healthCheck` (health agreed through the zone); without them health is not checked.
-pub async fn run_distributed(
-    client: Client,
-    local: LocalCluster,
-    refresh: std::time::Duration,
-    probes: Option<Arc<dyn crate::shared_health::SharedProbes>>,
-) -> anyhow::Result<()> {
-    let config = HubConfig {
-        resync: refresh,
-        distributed: Some(local),
-        ..HubConfig::default()
-    };
-    let mut ctx = Context::new(client.clone(), ProviderCache::without_embedded(), config);
-    ctx.shared_probes = probes;
-    let ctx = Arc::new(ctx);
-    let policies = policy_controller(&client, false)
-        .run(dns_policy::reconcile, dns_policy::error_policy, ctx.clone())
-        .for_each(|_| async {});
-    let records = record_controller(&client, &ctx)
-        .run(dns_record::reconcile, dns_record::error_policy, ctx.clone())
-        .for_each(|_| async {});
-    tokio::join!(policies, records);
-    Ok(())
 }

@@ -23,7 +23,7 @@ use tokio::sync::{mpsc, watch};
 use crate::probe::{Leaf, LeafUpdate, ProbeRunner, ProbeSpec, ProbeState, Prober, Protocol};
 
 /// The hub's copy of the probes' header Secrets, in the cluster namespace.
-pub use meridian_hub::controller::probe_headers::HEADERS_SECRET;
+pub use meridian_api::names::PROBE_HEADERS_SECRET as HEADERS_SECRET;
 /// How often the header copy is read again when no probe changes.
 const HEADERS_REFRESH: Duration = Duration::from_secs(30);
 /// Longest wait for one probe's answer; shorter for short intervals.
@@ -397,7 +397,7 @@ mod tests {
 }
 
 /// Distributed mode: this cluster's probes of the addresses of the hosts it publishes, for
-/// health agreed through the zone (`meridian_hub::shared_health`). Probes follow what the
+/// health agreed through the zone (`meridian_controllers::shared_health`). Probes follow what the
 /// DNSRecord passes ask for; verdicts are kept per record and address.
 #[derive(Debug)]
 pub struct ZoneProbes {
@@ -437,7 +437,7 @@ impl ZoneProbes {
     }
 }
 
-impl meridian_hub::shared_health::SharedProbes for ZoneProbes {
+impl meridian_controllers::shared_health::SharedProbes for ZoneProbes {
     fn watch(
         &self,
         record: &str,
@@ -449,7 +449,7 @@ impl meridian_hub::shared_health::SharedProbes for ZoneProbes {
         let addresses: Vec<String> = addresses.iter().cloned().collect();
         // Headers the check names but that cannot be read: nothing is probed.
         let wanted = match headers {
-            Some(_) => meridian_hub::health::wanted_probes(record, host, &addresses, check),
+            Some(_) => meridian_controllers::health::wanted_probes(record, host, &addresses, check),
             None => Vec::new(),
         };
         let headers: Vec<(String, String)> = headers

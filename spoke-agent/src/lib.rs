@@ -3,6 +3,7 @@
 //! mode. `main` only
 //! calls [`Cli::parse_and_run`].
 
+pub mod distributed;
 pub mod health;
 pub mod probe;
 pub mod report;
@@ -144,7 +145,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     let spoke = client(args.kubeconfig.as_ref()).await?;
     if args.mode == Mode::Distributed {
         let cluster_id = report::cluster_id(&spoke).await?;
-        let local = meridian_hub::controller::LocalCluster {
+        let local = meridian_controllers::LocalCluster {
             name: args.cluster_name.clone(),
             cluster_id,
             labels: args.cluster_labels.iter().cloned().collect(),
@@ -156,7 +157,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
             args.probe_source_address,
         )));
         return tokio::select! {
-            result = meridian_hub::run_command::run_distributed(spoke, local, refresh, Some(probes)) => result,
+            result = crate::distributed::run(spoke, local, refresh, Some(probes)) => result,
             _ = tokio::signal::ctrl_c() => Ok(()),
         };
     }
@@ -179,7 +180,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
 /// cluster marked), and `--purge`.
 async fn zone_owners(args: ZoneOwnersArgs) -> anyhow::Result<()> {
     use kube::api::Api;
-    use meridian_dns::provider::Provider;
+    use meridian_providers::Provider;
     let client = client(args.kubeconfig.as_ref()).await?;
     let zone =
         Api::<meridian_api::kuadrant::ManagedZone>::namespaced(client.clone(), &args.namespace)
@@ -197,18 +198,19 @@ async fn zone_owners(args: ZoneOwnersArgs) -> anyhow::Result<()> {
         .domain_name
         .trim_end_matches('.')
         .to_ascii_lowercase();
-    let provider = meridian_hub::zone_provider::ProviderCache::without_embedded()
+    let provider = meridian_controllers::zone_provider::ProviderCache::without_embedded()
         .for_secret(&secret, &domain)
         .await?;
     let zone_id = provider.zone_id(&domain, zone.spec.id.as_deref()).await?;
     let this_cluster = report::cluster_id(&client).await.ok();
     if let Some(owner) = &args.purge {
-        let changes = meridian_hub::owners::purge(&provider, &zone_id, &domain, owner).await?;
+        let changes =
+            meridian_controllers::owners::purge(&provider, &zone_id, &domain, owner).await?;
         println!("purged {owner}: {changes} changes");
         return Ok(());
     }
     let records = provider.records(&zone_id).await?;
-    for (owner, count) in meridian_hub::owners::owner_counts(&records) {
+    for (owner, count) in meridian_controllers::owners::owner_counts(&records) {
         let marker = if this_cluster.as_deref() == Some(owner.as_str()) {
             "  (this cluster)"
         } else {

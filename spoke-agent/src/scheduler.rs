@@ -18,7 +18,6 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use meridian_api::meridian::{RouteBinding, Router, RouterShardReport, RouterStatus, ShardRoute};
 use meridian_api::upstream::{Route, RouteIngress, RouteIngressCondition};
-use meridian_dns::tree::LabelSelector;
 use serde_json::json;
 use tokio::sync::watch;
 
@@ -28,7 +27,7 @@ use crate::routes::{Admission, Binding, RouteView, Shard, binding_name, schedule
 /// Where the round-robin cursor is kept: a ConfigMap in the agent's namespace.
 pub const CURSOR_CONFIG_MAP: &str = "meridian-route-scheduler";
 /// The agent's own namespace on its cluster (the hub installs it there).
-pub use meridian_hub::placement::AGENT_NAMESPACE;
+pub use meridian_api::names::AGENT_NAMESPACE;
 const CURSOR_KEY: &str = "roundRobinCursor";
 /// Label on bindings naming their Router.
 pub const ROUTER_LABEL: &str = "meridian.dev/router";
@@ -40,10 +39,12 @@ fn shard_of(router: &Router) -> Result<Shard, String> {
     Ok(Shard {
         name: router.name_any(),
         dns: router.spec.dns.trim_end_matches('.').to_ascii_lowercase(),
-        route_selector: LabelSelector::from_kubernetes(&router.spec.route_selector)
+        route_selector: meridian_controllers::convert::label_selector(&router.spec.route_selector)
             .map_err(|e| format!("spec.routeSelector: {e}"))?,
-        namespace_selector: LabelSelector::from_kubernetes(&router.spec.namespace_selector)
-            .map_err(|e| format!("spec.namespaceSelector: {e}"))?,
+        namespace_selector: meridian_controllers::convert::label_selector(
+            &router.spec.namespace_selector,
+        )
+        .map_err(|e| format!("spec.namespaceSelector: {e}"))?,
         capacity: router.spec.capacity.and_then(|c| usize::try_from(c).ok()),
     })
 }

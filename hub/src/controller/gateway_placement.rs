@@ -22,11 +22,13 @@ use meridian_api::upstream::{
 };
 use serde_json::{Value, json};
 
-use super::{Context, Error, apply_params, decided_clusters, retry_after, with_finalizer};
 use crate::placement::{
     AGENT_WORK, DEFAULT_DOWNSTREAM_CLASS, GATEWAY_WORK_LABEL, LEAVING_SINCE, WorkFate,
     agent_hub_rbac, agent_kubeconfig, agent_work, gateway_label, gateway_work, gateway_work_name,
     tls_secret_names, work_fate,
+};
+use meridian_controllers::{
+    Context, Error, apply_params, decided_clusters, retry_after, with_finalizer,
 };
 
 pub const FINALIZER: &str = "meridian.dev/gateway-placement";
@@ -38,18 +40,46 @@ const TOKEN_ISSUED: &str = "meridian.dev/token-issued";
 /// Annotation on the agent's ManifestWork: a digest of the hub RBAC it was installed with.
 const RBAC_REVISION: &str = "meridian.dev/rbac-revision";
 
+/// What placement needs besides what every reconcile shares.
+#[derive(Debug)]
+pub struct PlacementContext {
+    pub shared: Arc<Context>,
+    /// How to install the agent on placed clusters; `None` leaves agents to the operator.
+    pub agent: Option<AgentInstall>,
+    /// How long a cluster that left a placement keeps its Gateway (DNS no longer points at
+    /// it; clients holding old answers drain).
+    pub withdrawal_grace: Duration,
+}
+
+impl std::ops::Deref for PlacementContext {
+    type Target = Context;
+
+    fn deref(&self) -> &Context {
+        &self.shared
+    }
+}
+
+/// What the agent's install needs: where the hub is for the agents, and the image.
+#[derive(Debug, Clone)]
+pub struct AgentInstall {
+    pub server_url: String,
+    /// The hub's CA, PEM.
+    pub ca_pem: String,
+    pub image: String,
+}
+
 /// Whether the hub handles this Gateway (its class is the multi-cluster class).
 pub fn is_multi_cluster(gateway: &Gateway) -> bool {
     gateway.spec.gateway_class_name == MULTI_CLUSTER_GATEWAY_CLASS
 }
 
-pub async fn reconcile(gateway: Arc<Gateway>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile(gateway: Arc<Gateway>, ctx: Arc<PlacementContext>) -> Result<Action, Error> {
     if !is_multi_cluster(&gateway) {
         return Ok(Action::await_change());
     }
     with_finalizer(
         gateway,
-        &ctx,
+        &ctx.shared,
         CONTROLLER,
         FINALIZER,
         |gateway| {
@@ -64,17 +94,17 @@ pub async fn reconcile(gateway: Arc<Gateway>, ctx: Arc<Context>) -> Result<Actio
     .await
 }
 
-pub fn error_policy(gateway: Arc<Gateway>, error: &Error, ctx: Arc<Context>) -> Action {
-    retry_after(&*gateway, error, &ctx, CONTROLLER)
+pub fn error_policy(gateway: Arc<Gateway>, error: &Error, ctx: Arc<PlacementContext>) -> Action {
+    retry_after(&*gateway, error, &ctx.shared, CONTROLLER)
 }
 
-fn works_api(ctx: &Context) -> Api<ManifestWork> {
+fn works_api(ctx: &PlacementContext) -> Api<ManifestWork> {
     Api::all(ctx.client.clone())
 }
 
 /// The downstream class: the `downstreamClass` key of a ConfigMap the GatewayClass names as
 /// parameters, else `istio`. Also marks the GatewayClass Accepted.
-async fn downstream_class(gateway: &Gateway, ctx: &Context) -> Result<String, Error> {
+async fn downstream_class(gateway: &Gateway, ctx: &PlacementContext) -> Result<String, Error> {
     let classes: Api<GatewayClass> = Api::all(ctx.client.clone());
     let Some(class) = classes.get_opt(&gateway.spec.gateway_class_name).await? else {
         return Ok(DEFAULT_DOWNSTREAM_CLASS.to_string());
@@ -95,7 +125,7 @@ async fn downstream_class(gateway: &Gateway, ctx: &Context) -> Result<String, Er
         .unwrap_or_else(|| DEFAULT_DOWNSTREAM_CLASS.to_string()))
 }
 
-async fn accept_class(class: &GatewayClass, ctx: &Context) -> Result<(), Error> {
+async fn accept_class(class: &GatewayClass, ctx: &PlacementContext) -> Result<(), Error> {
     let accepted = class.status.as_ref().is_some_and(|s| {
         meridian_api::conditions::condition_status(&s.conditions, "Accepted") == Some(true)
     });
@@ -111,7 +141,7 @@ async fn accept_class(class: &GatewayClass, ctx: &Context) -> Result<(), Error> 
             "status": "True",
             "reason": "Accepted",
             "message": "handled by Meridian's hub: one Gateway per placed cluster",
-            "lastTransitionTime": super::now(),
+            "lastTransitionTime": meridian_controllers::now(),
             "observedGeneration": class.metadata.generation,
         }]},
     });
@@ -120,7 +150,7 @@ async fn accept_class(class: &GatewayClass, ctx: &Context) -> Result<(), Error> 
     Ok(())
 }
 
-async fn place(gateway: &Gateway, ctx: &Context) -> Result<Action, Error> {
+async fn place(gateway: &Gateway, ctx: &PlacementContext) -> Result<Action, Error> {
     let namespace = gateway.namespace().unwrap_or_default();
     let name = gateway.name_any();
     let decided = match gateway.labels().get(PLACEMENT_LABEL) {
@@ -170,7 +200,7 @@ async fn place(gateway: &Gateway, ctx: &Context) -> Result<Action, Error> {
             exists,
             since.as_deref(),
             (ctx.clock)(),
-            ctx.config.withdrawal_grace,
+            ctx.withdrawal_grace,
         ) {
             WorkFate::Keep => {
                 if since.is_some() {
@@ -181,19 +211,19 @@ async fn place(gateway: &Gateway, ctx: &Context) -> Result<Action, Error> {
                 }
             }
             WorkFate::MarkLeaving => {
-                tracing::info!(%cluster, gateway = %name, grace = ?ctx.config.withdrawal_grace, "cluster left the placement: withdrawn from DNS; its Gateway stays for the grace period");
+                tracing::info!(%cluster, gateway = %name, grace = ?ctx.withdrawal_grace, "cluster left the placement: withdrawn from DNS; its Gateway stays for the grace period");
                 ctx.notify(
                     gateway,
                     false,
                     "ClusterLeaving",
                     "Withdraw",
-                    format!("{cluster} left the placement: withdrawn from DNS; its Gateway is removed after {:?}", ctx.config.withdrawal_grace),
+                    format!("{cluster} left the placement: withdrawn from DNS; its Gateway is removed after {:?}", ctx.withdrawal_grace),
                 )
                 .await;
                 let patch = json!({ "metadata": { "annotations": { LEAVING_SINCE: (ctx.clock)().to_string() } } });
                 api.patch(&work.name_any(), &Default::default(), &Patch::Merge(patch))
                     .await?;
-                next_look = next_look.min(ctx.config.withdrawal_grace);
+                next_look = next_look.min(ctx.withdrawal_grace);
             }
             WorkFate::Wait(left) => next_look = next_look.min(left + Duration::from_millis(100)),
             WorkFate::Delete => {
@@ -207,7 +237,7 @@ async fn place(gateway: &Gateway, ctx: &Context) -> Result<Action, Error> {
 }
 
 /// Deletes every ManifestWork of the Gateway at once.
-async fn unplace(gateway: &Gateway, ctx: &Context) -> Result<Action, Error> {
+async fn unplace(gateway: &Gateway, ctx: &PlacementContext) -> Result<Action, Error> {
     let label = format!(
         "{GATEWAY_WORK_LABEL}={}",
         gateway_label(
@@ -229,8 +259,8 @@ async fn unplace(gateway: &Gateway, ctx: &Context) -> Result<Action, Error> {
 
 /// Installs (or refreshes) the agent on `cluster`: hub RBAC scoped to the cluster namespace,
 /// a token for it, and the ManifestWork carrying the agent.
-async fn install_agent(cluster: &str, ctx: &Context) -> Result<(), Error> {
-    let Some(install) = &ctx.config.agent else {
+async fn install_agent(cluster: &str, ctx: &PlacementContext) -> Result<(), Error> {
+    let Some(install) = &ctx.agent else {
         return Ok(());
     };
     let works = Api::<ManifestWork>::namespaced(ctx.client.clone(), cluster);
@@ -284,7 +314,7 @@ async fn install_agent(cluster: &str, ctx: &Context) -> Result<(), Error> {
 
 /// Meridian as an OCM addon: the ClusterManagementAddOn, and a ManagedClusterAddOn in the
 /// cluster's namespace saying where the agent is installed.
-async fn register_addon(cluster: &str, ctx: &Context) -> Result<(), Error> {
+async fn register_addon(cluster: &str, ctx: &PlacementContext) -> Result<(), Error> {
     let addon = json!({
         "apiVersion": ClusterManagementAddOn::api_version(&()),
         "kind": ClusterManagementAddOn::kind(&()),
@@ -310,7 +340,7 @@ async fn register_addon(cluster: &str, ctx: &Context) -> Result<(), Error> {
 }
 
 /// Applies an object of any kind; cluster-scoped when its metadata has no namespace.
-async fn apply_dynamic(ctx: &Context, object: Value) -> Result<(), Error> {
+async fn apply_dynamic(ctx: &PlacementContext, object: Value) -> Result<(), Error> {
     let api_version = object["apiVersion"].as_str().unwrap_or_default();
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     let kind = object["kind"].as_str().unwrap_or_default();

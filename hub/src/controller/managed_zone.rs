@@ -11,11 +11,11 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use meridian_api::conditions::{self, ConditionUpdate, set_condition};
 use meridian_api::kuadrant::ManagedZone;
-use meridian_dns::nameserver::ZoneConfig;
-use meridian_dns::provider::Provider;
+use meridian_nameserver::ZoneConfig;
+use meridian_providers::Provider;
 use serde_json::json;
 
-use super::{Context, Error, apply_params, now, object_key};
+use meridian_controllers::{Context, Error, apply_params, now, object_key};
 
 const CONTROLLER: &str = "managedzone";
 
@@ -70,7 +70,7 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
                         let counted = async {
                             let id = provider.zone_id(&domain, zone.spec.id.as_deref()).await?;
                             let records = provider.records(&id).await?;
-                            Ok::<_, meridian_dns::provider::ProviderError>((id, records.len()))
+                            Ok::<_, meridian_providers::ProviderError>((id, records.len()))
                         };
                         match counted.await {
                             Ok((id, count)) => {

@@ -16,10 +16,10 @@ use kube::runtime::controller::Action;
 use meridian_api::upstream::ManagedCluster;
 use serde_json::json;
 
-use super::{Context, Error, apply_params, retry_after};
+use meridian_api::names::PROBE_HEADERS_SECRET as HEADERS_SECRET;
+use meridian_controllers::health::secret_headers;
+use meridian_controllers::{Context, Error, FIELD_MANAGER, apply_params, retry_after};
 
-/// The Secret an agent reads its probes' headers from, in its cluster namespace on the hub.
-pub const HEADERS_SECRET: &str = "meridian-probe-headers";
 const CONTROLLER: &str = "probe-headers";
 
 /// How often the copies are compared with their sources even when no probe changed (a
@@ -29,23 +29,6 @@ const REFRESH: std::time::Duration = std::time::Duration::from_secs(60);
 /// The key of a header Secret in the copy.
 pub fn headers_key(namespace: &str, secret: &str) -> String {
     format!("{namespace}.{secret}")
-}
-
-/// A header Secret's keys and values, as request headers.
-pub fn secret_headers(secret: &Secret) -> BTreeMap<String, String> {
-    secret
-        .data
-        .iter()
-        .flatten()
-        .map(|(key, value)| (key.clone(), String::from_utf8_lossy(&value.0).into_owned()))
-        .chain(
-            secret
-                .string_data
-                .iter()
-                .flatten()
-                .map(|(k, v)| (k.clone(), v.clone())),
-        )
-        .collect()
 }
 
 /// The copy's data: for each named Secret that exists, its keys and values as headers.
@@ -105,7 +88,7 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
             "metadata": {
                 "name": HEADERS_SECRET,
                 "namespace": namespace,
-                "labels": { "app.kubernetes.io/managed-by": super::FIELD_MANAGER },
+                "labels": { "app.kubernetes.io/managed-by": FIELD_MANAGER },
             },
             "type": "Opaque",
             "data": data,

@@ -14,10 +14,10 @@ use meridian_api::meridian::ClusterReport;
 use meridian_api::upstream::ManagedCluster;
 use serde_json::json;
 
-use super::{Context, Error, apply_params, retry_after};
-use crate::convert::all_to_api;
-use crate::desired::{ZoneRef, silence};
 use crate::routers::{FleetZone, ROUTER_DNS_LABEL, ShardDns, ShardSighting, shard_dns};
+use meridian_controllers::convert::all_to_api;
+use meridian_controllers::desired::{ZoneRef, silence};
+use meridian_controllers::{Context, Error, apply_params, retry_after};
 
 const CONTROLLER: &str = "router-dns";
 

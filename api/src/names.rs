@@ -1,0 +1,8 @@
+//! Names of objects the hub and the agents both know, so neither has to ask the other.
+
+/// The namespace the hub installs the agent into on every managed cluster.
+pub const AGENT_NAMESPACE: &str = "meridian-system";
+
+/// The Secret in each cluster namespace on the hub holding copies of the probe header Secrets
+/// the cluster's agent needs (keys `<namespace>.<secret>`, values JSON header maps).
+pub const PROBE_HEADERS_SECRET: &str = "meridian-probe-headers";

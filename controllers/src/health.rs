@@ -1,0 +1,588 @@
+//! Multi-vantage health: every cluster's agent probes every leaf, and the hub decides. A leaf
+//! is unhealthy when at least `threshold_percent` of the clusters that have judged it see it
+//! unhealthy, so a failure seen from one vantage point does not take a leaf out of DNS. A leaf
+//! no cluster has judged yet has no verdict (it is not published until a probe passes).
+//!
+//! Everything here is pure: which probes a DNSRecord needs, a probe's status from the
+//! clusters' reports, and what a record publishes given its leaves' verdicts. The DNSRecord
+//! controller does the reading and writing around it.
+
+use std::collections::BTreeMap;
+
+use meridian_api::kuadrant::{
+    ClusterProbeResult, DNSHealthCheckProbeSpec, DNSHealthCheckProbeStatus, HealthCheck,
+};
+use meridian_api::meridian::ProbeReport;
+use meridian_dns::model::Endpoint;
+use meridian_dns::shortcode::shortcode;
+use meridian_dns::tree::{Health, Pruned, RecordTree};
+
+/// One cluster's view of a leaf.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterView {
+    pub cluster: String,
+    /// `None` until the cluster's probe has judged the leaf.
+    pub healthy: Option<bool>,
+}
+
+/// The hub's verdict on a leaf, and the counts behind it (for probe status).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// `None` when no cluster has judged the leaf yet.
+    pub healthy: Option<bool>,
+    pub unhealthy_views: usize,
+    pub judging: usize,
+}
+
+/// The default `MultiClusterFailureThreshold`.
+pub const DEFAULT_THRESHOLD_PERCENT: u32 = 66;
+
+pub fn aggregate(views: &[ClusterView], threshold_percent: u32) -> Verdict {
+    let judging = views.iter().filter(|v| v.healthy.is_some()).count();
+    let unhealthy_views = views.iter().filter(|v| v.healthy == Some(false)).count();
+    let healthy = (judging > 0).then(|| {
+        // unhealthy / judging < threshold, in integers.
+        (unhealthy_views as u64) * 100 < u64::from(threshold_percent) * judging as u64
+    });
+    Verdict {
+        healthy,
+        unhealthy_views,
+        judging,
+    }
+}
+
+/// Label on a DNSHealthCheckProbe naming the DNSRecord (same namespace) it checks a leaf of.
+pub const PROBE_RECORD_LABEL: &str = "meridian.dev/dns-record";
+
+/// A probe a DNSRecord needs: one per leaf address.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WantedProbe {
+    pub name: String,
+    pub spec: DNSHealthCheckProbeSpec,
+}
+
+/// The probes of a record's leaves. A wildcard host is not probed: there is no one host to
+/// ask for.
+pub fn wanted_probes(
+    record: &str,
+    root_host: &str,
+    leaves: &[String],
+    check: &HealthCheck,
+) -> Vec<WantedProbe> {
+    if root_host.starts_with("*.") {
+        return Vec::new();
+    }
+    // Object names stop at 253 characters; the leaf's code takes 9 of them.
+    let prefix: String = record.chars().take(240).collect();
+    leaves
+        .iter()
+        .map(|address| WantedProbe {
+            name: format!(
+                "{}-{}",
+                prefix.trim_end_matches(['-', '.']),
+                shortcode(address, 8)
+            ),
+            spec: DNSHealthCheckProbeSpec {
+                port: check.port,
+                host: root_host.to_string(),
+                address: address.clone(),
+                path: check.endpoint.clone(),
+                protocol: check.protocol,
+                interval: check.interval.clone(),
+                additional_headers_ref: check.additional_headers_ref.clone(),
+                expected_responses: check.expected_responses.clone(),
+                allow_insecure_certificate: check.allow_insecure_certificates,
+                failure_threshold: check.failure_threshold,
+            },
+        })
+        .collect()
+}
+
+/// A probe's status from the live clusters' results (`(cluster, result)`; a cluster that has
+/// not judged the probe yet is absent). Sorted by cluster, so an unchanged fleet writes an
+/// unchanged status.
+pub fn probe_status(
+    results: &[(String, &ProbeReport)],
+    threshold_percent: u32,
+) -> DNSHealthCheckProbeStatus {
+    let mut clusters: Vec<ClusterProbeResult> = results
+        .iter()
+        .map(|(cluster, result)| ClusterProbeResult {
+            cluster: cluster.clone(),
+            healthy: result.healthy,
+            consecutive_failures: result.consecutive_failures,
+            reason: result.reason.clone(),
+            last_checked_at: result.last_checked_at.clone(),
+        })
+        .collect();
+    clusters.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+    let views: Vec<ClusterView> = clusters
+        .iter()
+        .map(|c| ClusterView {
+            cluster: c.cluster.clone(),
+            healthy: Some(c.healthy),
+        })
+        .collect();
+    let verdict = aggregate(&views, threshold_percent);
+    let failing: Vec<&ClusterProbeResult> = clusters.iter().filter(|c| !c.healthy).collect();
+    let reason = failing.first().map(|first| {
+        let judgement = if verdict.healthy == Some(false) {
+            "unhealthy"
+        } else {
+            "still healthy: below the failure threshold"
+        };
+        format!(
+            "{} of {} clusters see it failing ({judgement}); {}: {}",
+            verdict.unhealthy_views,
+            verdict.judging,
+            first.cluster,
+            first.reason.as_deref().unwrap_or("failing")
+        )
+    });
+    DNSHealthCheckProbeStatus {
+        healthy: verdict.healthy,
+        consecutive_failures: failing
+            .iter()
+            .map(|c| c.consecutive_failures)
+            .max()
+            .filter(|_| verdict.healthy == Some(false))
+            .unwrap_or(0),
+        reason,
+        last_checked_at: clusters
+            .iter()
+            .filter_map(|c| c.last_checked_at.clone())
+            .max_by_key(|t| t.0),
+        observed_generation: None,
+        conditions: Vec::new(),
+        clusters,
+    }
+}
+
+/// Whether two statuses say the same thing, timestamps aside: only a change of verdicts,
+/// counts or reasons is worth a write (thousands of probes re-checked every few seconds must
+/// not each cost a write).
+pub fn same_findings(a: &DNSHealthCheckProbeStatus, b: &DNSHealthCheckProbeStatus) -> bool {
+    fn without_times(status: &DNSHealthCheckProbeStatus) -> DNSHealthCheckProbeStatus {
+        let mut status = status.clone();
+        status.last_checked_at = None;
+        for cluster in &mut status.clusters {
+            cluster.last_checked_at = None;
+        }
+        status
+    }
+    without_times(a) == without_times(b)
+}
+
+/// What a health-checked record publishes, and what its `Healthy` condition says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthOutcome {
+    pub endpoints: Vec<Endpoint>,
+    pub healthy: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// Reasons of the DNSRecord's `Healthy` condition.
+pub mod reasons {
+    pub const HEALTHY: &str = "HealthChecksPassed";
+    pub const UNHEALTHY: &str = "UnhealthyEndpoints";
+    pub const NONE_HEALTHY: &str = "NoHealthyEndpoints";
+    pub const AWAITING: &str = "AwaitingProbes";
+}
+
+/// Prunes a record by its leaves' verdicts (`None`: no cluster has judged it yet). A leaf
+/// without a verdict stays if it is published already (an agent restarting must not flap
+/// DNS) and waits otherwise: a leaf that was never healthy is not published until a probe
+/// passes. When no leaf is healthy, nothing published is removed: the whole record is
+/// published, as when every leaf is healthy (seed 004: a total outage is more likely the
+/// probes' than every gateway's, and a configured host must not answer NXDOMAIN). A record
+/// that was never published stays unpublished until a probe passes.
+pub fn apply_health(
+    root_host: &str,
+    requested: &[Endpoint],
+    verdicts: &BTreeMap<String, Option<bool>>,
+    published: Option<&[Endpoint]>,
+) -> HealthOutcome {
+    let tree = RecordTree::from_records(root_host, requested.to_vec());
+    let published_leaves = published
+        .map(|p| RecordTree::from_records(root_host, p.to_vec()).leaf_addresses())
+        .unwrap_or_default();
+    let mut health = BTreeMap::new();
+    let (mut unhealthy, mut awaiting) = (Vec::new(), Vec::new());
+    for leaf in tree.leaf_addresses() {
+        let state = match verdicts.get(&leaf).copied().flatten() {
+            Some(true) => Health::Healthy,
+            Some(false) => {
+                unhealthy.push(leaf.clone());
+                Health::Unhealthy
+            }
+            None if published_leaves.contains(&leaf) => Health::Unknown,
+            None => {
+                awaiting.push(leaf.clone());
+                Health::Unhealthy
+            }
+        };
+        health.insert(leaf, state);
+    }
+    match tree.prune(&health) {
+        Pruned::Endpoints(endpoints) => {
+            let (healthy, reason, mut message) = if !unhealthy.is_empty() {
+                (
+                    false,
+                    reasons::UNHEALTHY,
+                    format!("unhealthy, left out of DNS: {}", unhealthy.join(", ")),
+                )
+            } else {
+                (
+                    true,
+                    reasons::HEALTHY,
+                    "every probed endpoint is healthy".to_string(),
+                )
+            };
+            if !awaiting.is_empty() {
+                message.push_str(&format!(
+                    "; not published until a probe passes: {}",
+                    awaiting.join(", ")
+                ));
+            }
+            HealthOutcome {
+                endpoints,
+                healthy,
+                reason,
+                message,
+            }
+        }
+        Pruned::NoHealthyLeaf => {
+            let was_published = published.is_some_and(|p| !p.is_empty());
+            let kept = if was_published {
+                requested.to_vec()
+            } else {
+                Vec::new()
+            };
+            let (reason, message) = if unhealthy.is_empty() {
+                (
+                    reasons::AWAITING,
+                    format!(
+                        "not published until a probe passes: {}",
+                        awaiting.join(", ")
+                    ),
+                )
+            } else {
+                let mut message = format!(
+                    "no endpoint is healthy (unhealthy: {}); ",
+                    unhealthy.join(", ")
+                );
+                message.push_str(if kept.is_empty() {
+                    "nothing was published before, so nothing is"
+                } else {
+                    "publishing every endpoint rather than none"
+                });
+                if !awaiting.is_empty() {
+                    message.push_str(&format!("; awaiting probes: {}", awaiting.join(", ")));
+                }
+                (reasons::NONE_HEALTHY, message)
+            };
+            HealthOutcome {
+                endpoints: kept,
+                healthy: false,
+                reason,
+                message,
+            }
+        }
+    }
+}
+
+/// A header Secret's keys and values, as request headers.
+pub fn secret_headers(secret: &k8s_openapi::api::core::v1::Secret) -> BTreeMap<String, String> {
+    secret
+        .data
+        .iter()
+        .flatten()
+        .map(|(key, value)| (key.clone(), String::from_utf8_lossy(&value.0).into_owned()))
+        .chain(
+            secret
+                .string_data
+                .iter()
+                .flatten()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        )
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_dns::model::RecordType;
+
+    const HOST: &str = "api.example.com";
+    const LB: &str = "klb.api.example.com";
+
+    fn check() -> HealthCheck {
+        serde_json::from_value(serde_json::json!({ "port": 8443, "endpoint": "/healthz" }))
+            .expect("a health check")
+    }
+
+    fn result(healthy: bool, failures: i32, reason: Option<&str>, at: i64) -> ProbeReport {
+        ProbeReport {
+            namespace: "gateways".into(),
+            name: "probe".into(),
+            healthy,
+            consecutive_failures: failures,
+            reason: reason.map(str::to_string),
+            last_checked_at: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::from_second(at).expect("a time"),
+            )),
+        }
+    }
+
+    /// A loadbalanced record: root → lb → two weighted A records.
+    fn record() -> Vec<Endpoint> {
+        let mut endpoints = vec![
+            Endpoint::new(HOST, RecordType::Cname, [LB.to_string()], 300),
+            Endpoint::new(
+                LB,
+                RecordType::Cname,
+                ["a.klb.api.example.com".to_string()],
+                60,
+            )
+            .with_set_identifier("a")
+            .with_property("weight", "120"),
+            Endpoint::new(
+                LB,
+                RecordType::Cname,
+                ["b.klb.api.example.com".to_string()],
+                60,
+            )
+            .with_set_identifier("b")
+            .with_property("weight", "120"),
+            Endpoint::new(
+                "a.klb.api.example.com",
+                RecordType::A,
+                ["10.0.0.1".to_string()],
+                60,
+            ),
+            Endpoint::new(
+                "b.klb.api.example.com",
+                RecordType::A,
+                ["10.0.0.2".to_string()],
+                60,
+            ),
+        ];
+        meridian_dns::model::sort_endpoints(&mut endpoints);
+        endpoints
+    }
+
+    fn verdicts(entries: &[(&str, Option<bool>)]) -> BTreeMap<String, Option<bool>> {
+        entries.iter().map(|(a, v)| (a.to_string(), *v)).collect()
+    }
+
+    fn addresses(endpoints: &[Endpoint]) -> Vec<String> {
+        let mut leaves = RecordTree::from_records(HOST, endpoints.to_vec()).leaf_addresses();
+        leaves.sort();
+        leaves
+    }
+
+    #[test]
+    fn one_probe_per_leaf_with_the_checks_settings_and_none_for_wildcards() {
+        let leaves = vec!["10.0.0.1".to_string(), "lb.example.net".to_string()];
+        let probes = wanted_probes("prod-web-api", HOST, &leaves, &check());
+        assert_eq!(probes.len(), 2);
+        assert_ne!(probes[0].name, probes[1].name);
+        assert!(
+            probes[0].name.starts_with("prod-web-api-"),
+            "{}",
+            probes[0].name
+        );
+        let spec = &probes[1].spec;
+        assert_eq!(
+            (
+                spec.host.as_str(),
+                spec.address.as_str(),
+                spec.port,
+                spec.path.as_str()
+            ),
+            (HOST, "lb.example.net", 8443, "/healthz")
+        );
+        assert_eq!(spec.expected_responses, [200, 201]);
+        assert_eq!((spec.failure_threshold, spec.interval.as_str()), (3, "30s"));
+        assert_eq!(
+            wanted_probes("prod-web-api", HOST, &leaves, &check()),
+            probes,
+            "names are stable"
+        );
+        assert!(wanted_probes("w", "*.example.com", &leaves, &check()).is_empty());
+        let long = "r".repeat(300);
+        assert!(wanted_probes(&long, HOST, &leaves, &check())[0].name.len() <= 253);
+    }
+
+    #[test]
+    fn probe_status_aggregates_the_clusters_and_names_who_sees_a_failure() {
+        let (ok, down) = (
+            result(true, 0, None, 100),
+            result(false, 4, Some("connection refused"), 130),
+        );
+        let one_down = [
+            ("spoke-2".to_string(), &down),
+            ("spoke-1".to_string(), &ok),
+            ("spoke-3".to_string(), &ok),
+        ];
+        let status = probe_status(&one_down, DEFAULT_THRESHOLD_PERCENT);
+        assert_eq!(status.healthy, Some(true));
+        assert_eq!(status.consecutive_failures, 0);
+        let clusters: Vec<&str> = status.clusters.iter().map(|c| c.cluster.as_str()).collect();
+        assert_eq!(clusters, ["spoke-1", "spoke-2", "spoke-3"]);
+        assert_eq!(
+            status.reason.as_deref(),
+            Some(
+                "1 of 3 clusters see it failing (still healthy: below the failure threshold); spoke-2: connection refused"
+            )
+        );
+        assert_eq!(status.last_checked_at, down.last_checked_at);
+
+        let two_down = [
+            ("spoke-1".to_string(), &down),
+            ("spoke-2".to_string(), &down),
+            ("spoke-3".to_string(), &ok),
+        ];
+        let status = probe_status(&two_down, DEFAULT_THRESHOLD_PERCENT);
+        assert_eq!(status.healthy, Some(false));
+        assert_eq!(status.consecutive_failures, 4);
+        assert!(
+            status
+                .reason
+                .as_deref()
+                .unwrap()
+                .starts_with("2 of 3 clusters see it failing (unhealthy)")
+        );
+
+        let nobody = probe_status(&[], DEFAULT_THRESHOLD_PERCENT);
+        assert_eq!((nobody.healthy, nobody.reason), (None, None));
+    }
+
+    #[test]
+    fn only_findings_count_as_a_change() {
+        let (early, late) = (result(true, 0, None, 100), result(true, 0, None, 200));
+        let a = probe_status(&[("c".to_string(), &early)], 66);
+        let b = probe_status(&[("c".to_string(), &late)], 66);
+        assert_ne!(a, b);
+        assert!(same_findings(&a, &b));
+        let failing = result(false, 3, Some("timeout"), 200);
+        assert!(!same_findings(
+            &a,
+            &probe_status(&[("c".to_string(), &failing)], 66)
+        ));
+    }
+
+    #[test]
+    fn unhealthy_leaves_are_pruned_and_named() {
+        let outcome = apply_health(
+            HOST,
+            &record(),
+            &verdicts(&[("10.0.0.1", Some(true)), ("10.0.0.2", Some(false))]),
+            Some(&record()),
+        );
+        assert_eq!(addresses(&outcome.endpoints), ["10.0.0.1"]);
+        assert_eq!(
+            outcome.endpoints.len(),
+            3,
+            "the weighted record of b goes too"
+        );
+        assert!(!outcome.healthy);
+        assert_eq!(outcome.reason, reasons::UNHEALTHY);
+        assert_eq!(outcome.message, "unhealthy, left out of DNS: 10.0.0.2");
+
+        let all_well = apply_health(
+            HOST,
+            &record(),
+            &verdicts(&[("10.0.0.1", Some(true)), ("10.0.0.2", Some(true))]),
+            None,
+        );
+        assert_eq!(all_well.endpoints, record());
+        assert!(all_well.healthy);
+    }
+
+    #[test]
+    fn nothing_healthy_removes_nothing_and_never_healthy_waits() {
+        let both_down = verdicts(&[("10.0.0.1", Some(false)), ("10.0.0.2", Some(false))]);
+        let previous = &record()[..4];
+        let kept = apply_health(HOST, &record(), &both_down, Some(previous));
+        assert_eq!(
+            kept.endpoints,
+            record(),
+            "all unhealthy is published like all healthy"
+        );
+        assert_eq!(kept.reason, reasons::NONE_HEALTHY);
+        assert!(
+            kept.message.contains("10.0.0.1, 10.0.0.2"),
+            "{}",
+            kept.message
+        );
+        assert!(
+            apply_health(HOST, &record(), &both_down, None)
+                .endpoints
+                .is_empty(),
+            "never published, never healthy: nothing"
+        );
+
+        // A new record: no verdicts yet, nothing published before.
+        let fresh = apply_health(HOST, &record(), &verdicts(&[]), None);
+        assert!(fresh.endpoints.is_empty());
+        assert_eq!(fresh.reason, reasons::AWAITING);
+        // The first passing probe publishes that leaf only.
+        let first = apply_health(
+            HOST,
+            &record(),
+            &verdicts(&[("10.0.0.2", Some(true))]),
+            None,
+        );
+        assert_eq!(addresses(&first.endpoints), ["10.0.0.2"]);
+        assert!(
+            first
+                .message
+                .contains("not published until a probe passes: 10.0.0.1")
+        );
+        // A published leaf whose verdict is gone (agents restarting) stays.
+        let restarted = apply_health(HOST, &record(), &verdicts(&[]), Some(&record()));
+        assert_eq!(restarted.endpoints, record());
+        assert!(restarted.healthy);
+    }
+
+    fn views(states: &[Option<bool>]) -> Vec<ClusterView> {
+        states
+            .iter()
+            .enumerate()
+            .map(|(i, healthy)| ClusterView {
+                cluster: format!("c{i}"),
+                healthy: *healthy,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn one_vantage_point_does_not_decide_two_of_three_do() {
+        let (ok, bad) = (Some(true), Some(false));
+        let cases: [(&[Option<bool>], Option<bool>); 7] = [
+            (&[ok, ok, ok], Some(true)),
+            (&[bad, ok, ok], Some(true)),
+            (&[bad, bad, ok], Some(false)),
+            (&[bad, bad, bad], Some(false)),
+            (&[None, None, None], None),
+            (&[bad, None, None], Some(false)),
+            (&[bad, ok, None], Some(true)),
+        ];
+        for (states, expected) in cases {
+            assert_eq!(
+                aggregate(&views(states), DEFAULT_THRESHOLD_PERCENT).healthy,
+                expected,
+                "{states:?}"
+            );
+        }
+        let verdict = aggregate(&views(&[bad, bad, ok]), DEFAULT_THRESHOLD_PERCENT);
+        assert_eq!((verdict.unhealthy_views, verdict.judging), (2, 3));
+        assert_eq!(
+            aggregate(&views(&[bad, ok]), 50).healthy,
+            Some(false),
+            "the threshold is inclusive"
+        );
+    }
+}

@@ -1,0 +1,31 @@
+//! The reconcilers the hub and the agents share.
+//!
+//! - [`dns_policy`]: DNSPolicy → DNSRecords. On the hub, one record tree per listener across the
+//!   clusters the Gateway is placed on; in distributed mode, this cluster's branch.
+//! - [`dns_record`]: DNSRecord → provider. Plans against the zone with ownership, prunes by
+//!   health ([`health`] on the hub, [`shared_health`] through the zone in distributed mode) and
+//!   applies through the ManagedZone's provider ([`zone_provider`]).
+//!
+//! Each reconcile is a pipeline: read what it needs, compute the result with a pure function
+//! ([`desired`], [`health`], [`shared_health`], `meridian_dns::plan`), write with server-side
+//! apply under one field manager, and say what happened in status. The hub (`meridian-hub`)
+//! runs them beside what only a hub does; the agent (`meridian-agent --mode distributed`) runs
+//! them for its own cluster.
+
+mod context;
+pub mod convert;
+pub mod desired;
+pub mod dns_policy;
+pub mod dns_record;
+pub mod health;
+pub mod metrics;
+pub mod owners;
+pub mod policy;
+pub mod shared_health;
+pub mod zone_provider;
+
+pub use context::{
+    Clock, Context, ControllerConfig, DISTRIBUTED_LABEL, Error, FIELD_MANAGER, LocalCluster,
+    POLICY_LABEL, Watched, apply_params, decided_clusters, now, object_key, retry_after,
+    with_finalizer,
+};

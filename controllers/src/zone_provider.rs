@@ -1,0 +1,357 @@
+//! The provider behind a ManagedZone: the embedded nameserver when the zone names no secret,
+//! otherwise Route53, Google Cloud DNS or RFC2136 from the Secret's type. Providers are kept
+//! per Secret (and its resourceVersion), so one account shares one request budget and one zone
+//! cache across every record that publishes through it.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::core::v1::Secret;
+use meridian_dns::changes::{Changes, ZoneRecords, apply_strictly};
+use meridian_dns::model::Endpoint;
+use meridian_nameserver::{NameServer, ZoneConfig};
+use meridian_providers::budget::{ROUTE53_REQUESTS_PER_SECOND, RequestBudget};
+use meridian_providers::google::{
+    CLOUD_DNS_REQUESTS_PER_SECOND, GeoRegions, GoogleAuth, GoogleCredentials, GoogleProvider,
+};
+use meridian_providers::rfc2136::{Rfc2136Config, Rfc2136Provider, plain_dns_records};
+use meridian_providers::route53::{Route53Credentials, Route53Provider};
+use meridian_providers::{Provider, ProviderError, ZoneInfo};
+
+pub const AWS_SECRET_TYPE: &str = "kuadrant.io/aws";
+pub const GCP_SECRET_TYPE: &str = "kuadrant.io/gcp";
+pub const RFC2136_SECRET_TYPE: &str = "kuadrant.io/rfc2136";
+
+/// Zones served by the hub's own nameserver. Each zone's records live here (the source of
+/// truth while the hub runs; rebuilt from DNSRecords after a restart) and are republished to
+/// the nameserver after every change.
+#[derive(Debug)]
+pub struct EmbeddedZones {
+    server: Arc<NameServer>,
+    zones: Mutex<BTreeMap<String, ZoneRecords>>,
+}
+
+impl EmbeddedZones {
+    pub fn new(server: Arc<NameServer>) -> Self {
+        EmbeddedZones {
+            server,
+            zones: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    pub fn server(&self) -> &NameServer {
+        &self.server
+    }
+
+    /// Records in the zone at `apex`.
+    pub fn record_count(&self, apex: &str) -> usize {
+        self.zones
+            .lock()
+            .expect("zones lock")
+            .get(apex)
+            .map_or(0, |records| records.len())
+    }
+
+    /// Serves the zone at `apex` (empty until records arrive), so the nameserver answers for
+    /// it with NXDOMAIN or NODATA instead of refusing.
+    pub fn ensure_served(&self, apex: &str) {
+        let mut zones = self.zones.lock().expect("zones lock");
+        if !zones.contains_key(apex) {
+            let records = zones.entry(apex.to_string()).or_default();
+            self.publish(apex, records);
+        }
+    }
+
+    fn publish(&self, apex: &str, records: &ZoneRecords) {
+        self.server
+            .publish(ZoneConfig::new(apex), records.values().cloned());
+    }
+}
+
+/// One embedded zone, as a [`Provider`].
+#[derive(Debug, Clone)]
+pub struct EmbeddedZone {
+    zones: Arc<EmbeddedZones>,
+    apex: String,
+}
+
+impl Provider for EmbeddedZone {
+    async fn list_zones(&self) -> Result<Vec<ZoneInfo>, ProviderError> {
+        Ok(vec![ZoneInfo {
+            id: self.apex.clone(),
+            domain: self.apex.clone(),
+        }])
+    }
+
+    async fn records(&self, _zone_id: &str) -> Result<Vec<Endpoint>, ProviderError> {
+        let zones = self.zones.zones.lock().expect("zones lock");
+        Ok(zones
+            .get(&self.apex)
+            .map(|records| records.values().cloned().collect())
+            .unwrap_or_default())
+    }
+
+    async fn apply(&self, _zone_id: &str, changes: &Changes) -> Result<(), ProviderError> {
+        let mut zones = self.zones.zones.lock().expect("zones lock");
+        let records = zones.entry(self.apex.clone()).or_default();
+        apply_strictly(records, changes)?;
+        self.zones.publish(&self.apex, records);
+        Ok(())
+    }
+}
+
+/// A ManagedZone's provider.
+#[derive(Debug, Clone)]
+pub enum ZoneProvider {
+    Embedded(EmbeddedZone),
+    Route53(Arc<Route53Provider>),
+    Google(Arc<GoogleProvider>),
+    Rfc2136(Arc<Rfc2136Provider>),
+}
+
+impl ZoneProvider {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ZoneProvider::Embedded(_) => "embedded",
+            ZoneProvider::Route53(_) => "route53",
+            ZoneProvider::Google(_) => "google",
+            ZoneProvider::Rfc2136(_) => "rfc2136",
+        }
+    }
+
+    /// The records this provider can hold for a record tree at `host`, and notes for status
+    /// about what had to change on the way.
+    pub fn publishable(&self, host: &str, endpoints: &[Endpoint]) -> (Vec<Endpoint>, Vec<String>) {
+        match self {
+            ZoneProvider::Rfc2136(_) => plain_dns_records(host, endpoints),
+            ZoneProvider::Google(google) => (endpoints.to_vec(), google.status_notes(endpoints)),
+            ZoneProvider::Embedded(_) | ZoneProvider::Route53(_) => {
+                (endpoints.to_vec(), Vec::new())
+            }
+        }
+    }
+
+    /// The provider's ID of the zone for `domain`: the ManagedZone's `spec.id` when set,
+    /// otherwise found by domain in the (cached) zone list.
+    pub async fn zone_id(&self, domain: &str, id: Option<&str>) -> Result<String, ProviderError> {
+        if let Some(id) = id {
+            return Ok(id.to_string());
+        }
+        let zones = self.list_zones().await?;
+        zones
+            .into_iter()
+            .find(|zone| {
+                zone.domain
+                    .eq_ignore_ascii_case(domain.trim_end_matches('.'))
+            })
+            .map(|zone| zone.id)
+            .ok_or_else(|| ProviderError::ZoneNotFound(domain.to_string()))
+    }
+}
+
+impl ZoneProvider {
+    /// One record set by name and type: a single small read where the provider has one
+    /// (Route53, RFC2136), else read from the whole zone.
+    pub async fn read_record(
+        &self,
+        zone_id: &str,
+        name: &str,
+        record_type: meridian_dns::model::RecordType,
+    ) -> Result<Option<Endpoint>, ProviderError> {
+        match self {
+            ZoneProvider::Route53(p) => p.read_record(zone_id, name, record_type).await,
+            ZoneProvider::Rfc2136(p) => p.read_record(name, record_type).await,
+            ZoneProvider::Embedded(_) | ZoneProvider::Google(_) => Ok(self
+                .records(zone_id)
+                .await?
+                .into_iter()
+                .find(|e| e.dns_name == name && e.record_type == record_type)),
+        }
+    }
+}
+
+impl Provider for ZoneProvider {
+    async fn list_zones(&self) -> Result<Vec<ZoneInfo>, ProviderError> {
+        match self {
+            ZoneProvider::Embedded(p) => p.list_zones().await,
+            ZoneProvider::Route53(p) => p.list_zones().await,
+            ZoneProvider::Google(p) => p.list_zones().await,
+            ZoneProvider::Rfc2136(p) => p.list_zones().await,
+        }
+    }
+
+    async fn records(&self, zone_id: &str) -> Result<Vec<Endpoint>, ProviderError> {
+        match self {
+            ZoneProvider::Embedded(p) => p.records(zone_id).await,
+            ZoneProvider::Route53(p) => p.records(zone_id).await,
+            ZoneProvider::Google(p) => p.records(zone_id).await,
+            ZoneProvider::Rfc2136(p) => p.records(zone_id).await,
+        }
+    }
+
+    async fn apply(&self, zone_id: &str, changes: &Changes) -> Result<(), ProviderError> {
+        match self {
+            ZoneProvider::Embedded(p) => p.apply(zone_id, changes).await,
+            ZoneProvider::Route53(p) => p.apply(zone_id, changes).await,
+            ZoneProvider::Google(p) => p.apply(zone_id, changes).await,
+            ZoneProvider::Rfc2136(p) => p.apply(zone_id, changes).await,
+        }
+    }
+}
+
+/// Why a zone has no usable provider; said in status, never with secret values.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretError {
+    #[error("Secret {0} not found")]
+    NotFound(String),
+    #[error(
+        "Secret {name} has type {type_:?}; expected kuadrant.io/aws, kuadrant.io/gcp or kuadrant.io/rfc2136"
+    )]
+    UnknownType { name: String, type_: String },
+    #[error("Secret {name} lacks key {key}")]
+    MissingKey { name: String, key: &'static str },
+    #[error("Secret {name}: {problem}")]
+    Invalid { name: String, problem: String },
+}
+
+fn value(secret: &Secret, key: &'static str) -> Option<String> {
+    secret
+        .data
+        .as_ref()
+        .and_then(|data| data.get(key))
+        .map(|bytes| String::from_utf8_lossy(&bytes.0).trim().to_string())
+        .or_else(|| {
+            secret
+                .string_data
+                .as_ref()
+                .and_then(|data| data.get(key))
+                .cloned()
+        })
+        .filter(|v| !v.is_empty())
+}
+
+fn required(secret: &Secret, key: &'static str) -> Result<String, SecretError> {
+    value(secret, key).ok_or_else(|| SecretError::MissingKey {
+        name: secret.metadata.name.clone().unwrap_or_default(),
+        key,
+    })
+}
+
+/// Providers by Secret, so an account's budget and caches are shared.
+#[derive(Debug)]
+pub struct ProviderCache {
+    /// The hub's nameserver; agents in distributed mode publish to provider zones only.
+    embedded: Option<Arc<EmbeddedZones>>,
+    by_secret: tokio::sync::Mutex<BTreeMap<(String, String), ZoneProvider>>,
+}
+
+impl ProviderCache {
+    pub fn new(embedded: Arc<EmbeddedZones>) -> Self {
+        ProviderCache {
+            embedded: Some(embedded),
+            by_secret: tokio::sync::Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Providers at DNS services only (no embedded nameserver in this process).
+    pub fn without_embedded() -> Self {
+        ProviderCache {
+            embedded: None,
+            by_secret: tokio::sync::Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The embedded zone `apex`, when this process serves embedded zones.
+    pub fn embedded(&self, apex: &str) -> Option<ZoneProvider> {
+        Some(ZoneProvider::Embedded(EmbeddedZone {
+            zones: self.embedded.clone()?,
+            apex: apex.trim_end_matches('.').to_ascii_lowercase(),
+        }))
+    }
+
+    pub fn embedded_zones(&self) -> Option<&EmbeddedZones> {
+        self.embedded.as_deref()
+    }
+
+    /// The provider for a zone published through `secret`.
+    pub async fn for_secret(
+        &self,
+        secret: &Secret,
+        domain: &str,
+    ) -> Result<ZoneProvider, SecretError> {
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        let key = (
+            format!(
+                "{}/{name}/{domain}",
+                secret.metadata.namespace.clone().unwrap_or_default()
+            ),
+            secret.metadata.resource_version.clone().unwrap_or_default(),
+        );
+        let mut cache = self.by_secret.lock().await;
+        if let Some(provider) = cache.get(&key) {
+            return Ok(provider.clone());
+        }
+        let provider = build_provider(secret, &name, domain).await?;
+        cache.retain(|(id, _), _| *id != key.0);
+        cache.insert(key, provider.clone());
+        Ok(provider)
+    }
+}
+
+async fn build_provider(
+    secret: &Secret,
+    name: &str,
+    domain: &str,
+) -> Result<ZoneProvider, SecretError> {
+    let invalid = |problem: String| SecretError::Invalid {
+        name: name.to_string(),
+        problem,
+    };
+    match secret.type_.as_deref().unwrap_or_default() {
+        AWS_SECRET_TYPE => {
+            let credentials = Route53Credentials {
+                access_key_id: required(secret, "AWS_ACCESS_KEY_ID")?,
+                secret_access_key: required(secret, "AWS_SECRET_ACCESS_KEY")?,
+                region: value(secret, "AWS_REGION").unwrap_or_else(|| "us-east-1".into()),
+                // The AWS SDK's own name for an endpoint override (moto in tests).
+                endpoint: value(secret, "AWS_ENDPOINT_URL"),
+            };
+            let budget = Arc::new(RequestBudget::per_second(ROUTE53_REQUESTS_PER_SECOND));
+            Ok(ZoneProvider::Route53(Arc::new(Route53Provider::new(
+                &credentials,
+                budget,
+            ))))
+        }
+        GCP_SECRET_TYPE => {
+            let credentials = GoogleCredentials {
+                project: required(secret, "PROJECT_ID")?,
+                auth: GoogleAuth::ServiceAccount(required(secret, "GOOGLE")?),
+                endpoint: value(secret, "GOOGLE_ENDPOINT_URL"),
+            };
+            let budget = Arc::new(RequestBudget::per_second(CLOUD_DNS_REQUESTS_PER_SECOND));
+            let provider = GoogleProvider::new(&credentials, GeoRegions::default(), budget)
+                .await
+                .map_err(|e| invalid(e.to_string()))?;
+            Ok(ZoneProvider::Google(Arc::new(provider)))
+        }
+        RFC2136_SECRET_TYPE => {
+            let server = required(secret, "server")?;
+            let server = server
+                .parse()
+                .map_err(|_| invalid(format!("server {server:?} is not host-address:port")))?;
+            let config = Rfc2136Config {
+                server,
+                zone: domain.trim_end_matches('.').to_string(),
+                key_name: required(secret, "tsigKeyName")?,
+                algorithm: value(secret, "tsigAlgorithm").unwrap_or_else(|| "hmac-sha256".into()),
+                secret: required(secret, "tsigSecret")?,
+            };
+            let provider = Rfc2136Provider::new(config).map_err(|e| invalid(e.to_string()))?;
+            Ok(ZoneProvider::Rfc2136(Arc::new(provider)))
+        }
+        other => Err(SecretError::UnknownType {
+            name: name.to_string(),
+            type_: other.to_string(),
+        }),
+    }
+}

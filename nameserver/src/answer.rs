@@ -1,0 +1,412 @@
+//! From a request packet to response packets: authoritative answers, CNAME chains, GEO and
+//! weighted choice at query time, NXDOMAIN vs NODATA, EDNS0 and truncation, zone transfers.
+
+use std::net::IpAddr;
+
+use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
+use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsCode, EdnsOption};
+use hickory_proto::rr::rdata::{NS, SOA};
+use hickory_proto::rr::{Name, RData, Record, RecordType as WireType};
+use ipnet::IpNet;
+use rand::Rng;
+
+use meridian_dns::wire::{DEFAULT_TTL, fqdn, to_wire};
+
+use crate::geo::{GeoDb, Location};
+use crate::zone::{Catalog, Zone, normalize};
+use meridian_dns::model::{Endpoint, GEO_CODE, RecordType, WEIGHT, is_at_or_below};
+use meridian_dns::tree::CATCH_ALL_GEO;
+
+/// The longest CNAME chain followed inside a zone.
+const MAX_CHAIN: usize = 16;
+/// The UDP payload size the server advertises (the DNS flag day 2020 value).
+const SERVER_UDP_PAYLOAD: u16 = 1232;
+/// Records per AXFR message.
+const AXFR_CHUNK: usize = 200;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Udp,
+    Tcp,
+}
+
+/// What the server knows about the query besides its bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct QueryContext<'a> {
+    pub source: IpAddr,
+    pub transport: Transport,
+    pub geo: Option<&'a GeoDb>,
+    /// Networks allowed to transfer zones (AXFR over TCP).
+    pub transfer_allowed: &'a [IpNet],
+}
+
+/// The response packets to `request` (several only for a zone transfer); none when the request
+/// is not worth answering (unparseable header, or itself a response).
+pub fn respond(
+    catalog: &Catalog,
+    request: &[u8],
+    context: &QueryContext<'_>,
+    rng: &mut impl Rng,
+) -> Vec<Vec<u8>> {
+    let request = match Message::from_vec(request) {
+        Ok(message) => message,
+        Err(_) => return format_error(request).into_iter().collect(),
+    };
+    if request.metadata.message_type != MessageType::Query {
+        return Vec::new();
+    }
+    let mut response = Message::new(
+        request.metadata.id,
+        MessageType::Response,
+        request.metadata.op_code,
+    );
+    response.metadata.recursion_desired = request.metadata.recursion_desired;
+    let client_subnet = client_subnet(&request);
+    if let Some(edns) = &request.edns {
+        let mut reply = Edns::new();
+        reply.set_max_payload(SERVER_UDP_PAYLOAD);
+        if let Some(subnet) = &client_subnet {
+            // The answer was chosen for the whole source prefix the client sent.
+            let echoed = ClientSubnet::new(
+                subnet.addr(),
+                subnet.source_prefix(),
+                subnet.source_prefix(),
+            );
+            reply.options_mut().insert(EdnsOption::Subnet(echoed));
+        }
+        if edns.version() > 0 {
+            response.metadata.response_code = ResponseCode::BADVERS;
+            response.set_edns(reply);
+            return encode(response, &request, context).into_iter().collect();
+        }
+        response.set_edns(reply);
+    }
+    if request.metadata.op_code != OpCode::Query {
+        response.metadata.response_code = ResponseCode::NotImp;
+        return encode(response, &request, context).into_iter().collect();
+    }
+    let [query] = request.queries.as_slice() else {
+        response.metadata.response_code = ResponseCode::FormErr;
+        return encode(response, &request, context).into_iter().collect();
+    };
+    response.add_query(query.clone());
+    let qname = normalize(&query.name().to_ascii());
+    let Some(zone) = catalog.find(&qname) else {
+        // Not ours: no recursion, no referral.
+        response.metadata.response_code = ResponseCode::Refused;
+        return encode(response, &request, context).into_iter().collect();
+    };
+    if matches!(query.query_type(), WireType::AXFR | WireType::IXFR) {
+        return transfer(zone, response, &request, query, context);
+    }
+    response.metadata.authoritative = true;
+    let location = client_location(context, client_subnet.as_ref());
+    answer_query(zone, query, location.as_ref(), rng, &mut response);
+    encode(response, &request, context).into_iter().collect()
+}
+
+fn format_error(request: &[u8]) -> Option<Vec<u8>> {
+    // Only a readable header that is a query gets an answer.
+    let id = u16::from_be_bytes([*request.first()?, *request.get(1)?]);
+    if request.get(2)? & 0x80 != 0 {
+        return None;
+    }
+    let mut response = Message::new(id, MessageType::Response, OpCode::Query);
+    response.metadata.response_code = ResponseCode::FormErr;
+    response.to_vec().ok()
+}
+
+fn client_subnet(request: &Message) -> Option<ClientSubnet> {
+    match request.edns.as_ref()?.option(EdnsCode::Subnet)? {
+        EdnsOption::Subnet(subnet) => Some(*subnet),
+        _ => None,
+    }
+}
+
+fn client_location(context: &QueryContext<'_>, subnet: Option<&ClientSubnet>) -> Option<Location> {
+    let geo = context.geo?;
+    let address = subnet
+        .filter(|s| s.source_prefix() > 0)
+        .map_or(context.source, ClientSubnet::addr);
+    geo.locate(address)
+}
+
+fn answer_query(
+    zone: &Zone,
+    query: &Query,
+    location: Option<&Location>,
+    rng: &mut impl Rng,
+    response: &mut Message,
+) {
+    let qtype = query.query_type();
+    let mut owner = query.name().clone();
+    let mut name = normalize(&owner.to_ascii());
+    for _ in 0..MAX_CHAIN {
+        if name == zone.apex() && matches!(qtype, WireType::SOA | WireType::NS) {
+            let records = if qtype == WireType::SOA {
+                vec![soa(zone)]
+            } else {
+                ns_records(zone)
+            };
+            response.add_answers(records);
+            return;
+        }
+        let Some(records) = zone.lookup(&name) else {
+            response.metadata.response_code = ResponseCode::NXDomain;
+            response.add_authority(soa(zone));
+            return;
+        };
+        let cnames: Vec<&Endpoint> = records
+            .iter()
+            .filter(|r| r.record_type == RecordType::Cname)
+            .collect();
+        if !cnames.is_empty() && qtype != WireType::CNAME {
+            let chosen = choose(&cnames, location, rng);
+            let Some(target) = chosen.first().and_then(|c| c.targets.first()).cloned() else {
+                break;
+            };
+            response.add_answers(to_wire(&owner, chosen));
+            let Ok(next) = Name::from_ascii(format!("{target}.")) else {
+                return;
+            };
+            if !is_at_or_below(&target, zone.apex()) {
+                return; // outside the zone: the resolver follows it
+            }
+            owner = next;
+            name = target;
+            continue;
+        }
+        let matching: Vec<&Endpoint> = records
+            .iter()
+            .filter(|r| wire_type(r.record_type) == Some(qtype))
+            .collect();
+        if matching.is_empty() {
+            // The name exists without this type: NODATA.
+            response.add_authority(soa(zone));
+            return;
+        }
+        response.add_answers(to_wire(&owner, choose(&matching, location, rng)));
+        return;
+    }
+    response.metadata.response_code = ResponseCode::ServFail;
+}
+
+/// The records to answer with among those of one name and type: all of them when they are
+/// plain, one GEO match, or one drawn by weight.
+pub(crate) fn choose<'a>(
+    records: &[&'a Endpoint],
+    location: Option<&Location>,
+    rng: &mut impl Rng,
+) -> Vec<&'a Endpoint> {
+    if records.iter().all(|r| r.set_identifier.is_none()) {
+        return records.to_vec();
+    }
+    if records.iter().any(|r| r.property(GEO_CODE).is_some()) {
+        let with_code = |code: Option<&str>| {
+            code.and_then(|code| records.iter().find(|r| r.property(GEO_CODE) == Some(code)))
+        };
+        let chosen = with_code(location.and_then(|l| l.country.as_deref()))
+            .or_else(|| with_code(location.and_then(|l| l.continent.as_deref())))
+            .or_else(|| with_code(Some(CATCH_ALL_GEO)))
+            // No catch-all: the lowest set identifier, so the answer is never empty and stable.
+            .or_else(|| records.iter().min_by_key(|r| &r.set_identifier));
+        return chosen.map(|r| vec![*r]).unwrap_or_default();
+    }
+    let weight = |r: &Endpoint| {
+        r.property(WEIGHT)
+            .and_then(|w| w.parse::<u64>().ok())
+            .unwrap_or(1)
+    };
+    let total: u64 = records.iter().map(|r| weight(r)).sum();
+    if total == 0 {
+        return vec![records[rng.random_range(0..records.len())]];
+    }
+    let mut draw = rng.random_range(0..total);
+    for record in records {
+        let w = weight(record);
+        if draw < w {
+            return vec![*record];
+        }
+        draw -= w;
+    }
+    vec![records[records.len() - 1]]
+}
+
+/// The wire type of a record type the nameserver serves (it does not serve SRV, MX or CAA).
+fn wire_type(record_type: RecordType) -> Option<WireType> {
+    match record_type {
+        RecordType::Srv | RecordType::Mx | RecordType::Caa => None,
+        served => Some(meridian_dns::wire::wire_type(served)),
+    }
+}
+
+fn soa(zone: &Zone) -> Record {
+    let apex = zone.apex();
+    let primary = zone
+        .config
+        .name_servers
+        .first()
+        .map_or_else(|| format!("ns1.{apex}"), Clone::clone);
+    let rdata = SOA::new(
+        fqdn(&primary),
+        fqdn(&format!("hostmaster.{apex}")),
+        zone.serial,
+        3600,
+        600,
+        86400,
+        DEFAULT_TTL,
+    );
+    Record::from_rdata(fqdn(apex), DEFAULT_TTL, RData::SOA(rdata))
+}
+
+fn ns_records(zone: &Zone) -> Vec<Record> {
+    zone.config
+        .name_servers
+        .iter()
+        .map(|ns| Record::from_rdata(fqdn(zone.apex()), 3600, RData::NS(NS(fqdn(ns)))))
+        .collect()
+}
+
+fn transfer(
+    zone: &Zone,
+    mut response: Message,
+    request: &Message,
+    query: &Query,
+    context: &QueryContext<'_>,
+) -> Vec<Vec<u8>> {
+    let allowed = context.transport == Transport::Tcp
+        && query.query_type() == WireType::AXFR
+        && context
+            .transfer_allowed
+            .iter()
+            .any(|net| net.contains(&context.source));
+    if !allowed {
+        response.metadata.response_code = ResponseCode::Refused;
+        return encode(response, request, context).into_iter().collect();
+    }
+    response.metadata.authoritative = true;
+    let mut records = vec![soa(zone)];
+    records.extend(ns_records(zone));
+    for endpoint in zone.all_records() {
+        records.extend(to_wire(&fqdn(&endpoint.dns_name), vec![endpoint]));
+    }
+    records.push(soa(zone));
+    records
+        .chunks(AXFR_CHUNK)
+        .filter_map(|chunk| {
+            let mut message = response.clone();
+            message.add_answers(chunk.to_vec());
+            message.to_vec().ok()
+        })
+        .collect()
+}
+
+/// Serializes a response; over UDP, one that does not fit the client's buffer is sent
+/// truncated (TC) with no records, so the client retries over TCP.
+fn encode(mut response: Message, request: &Message, context: &QueryContext<'_>) -> Option<Vec<u8>> {
+    let bytes = response.to_vec().ok()?;
+    if context.transport == Transport::Tcp {
+        return Some(bytes);
+    }
+    // Clients may offer up to 65535 bytes; above 4096 fragmentation makes UDP unreliable.
+    let limit = request
+        .edns
+        .as_ref()
+        .map_or(512, |e| usize::from(e.max_payload().clamp(512, 4096)));
+    if bytes.len() <= limit {
+        return Some(bytes);
+    }
+    response.metadata.truncation = true;
+    response.answers.clear();
+    response.authorities.clear();
+    response.additionals.clear();
+    response.to_vec().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand::rngs::SmallRng;
+
+    fn weighted(set: &str, weight: u32) -> Endpoint {
+        Endpoint::new(
+            "default.klb.example.com",
+            RecordType::Cname,
+            [format!("{set}.example.com")],
+            60,
+        )
+        .with_set_identifier(set)
+        .with_property(WEIGHT, weight.to_string())
+    }
+
+    fn geo(code: &str) -> Endpoint {
+        Endpoint::new(
+            "klb.example.com",
+            RecordType::Cname,
+            [format!("{}.klb.example.com", code.to_lowercase())],
+            300,
+        )
+        .with_set_identifier(code)
+        .with_property(GEO_CODE, code)
+    }
+
+    #[test]
+    fn weight_zero_is_never_chosen_while_another_is_positive() {
+        let records = [weighted("a", 0), weighted("b", 5)];
+        let refs: Vec<&Endpoint> = records.iter().collect();
+        let mut rng = SmallRng::seed_from_u64(7);
+        assert!(
+            (0..1000)
+                .all(|_| choose(&refs, None, &mut rng)[0].set_identifier.as_deref() == Some("b"))
+        );
+        let zeros = [weighted("a", 0), weighted("b", 0)];
+        let refs: Vec<&Endpoint> = zeros.iter().collect();
+        assert_eq!(
+            choose(&refs, None, &mut rng).len(),
+            1,
+            "all zero: still one answer"
+        );
+    }
+
+    #[test]
+    fn geo_matches_country_then_continent_then_catch_all_then_lowest() {
+        let mut catch_all = geo("IE");
+        catch_all.set_identifier = Some("default".into());
+        catch_all.provider_specific = vec![meridian_dns::model::ProviderSpecific {
+            name: GEO_CODE.into(),
+            value: "*".into(),
+        }];
+        let records = [geo("IE"), geo("US"), geo("GEO-EU"), catch_all];
+        let refs: Vec<&Endpoint> = records.iter().collect();
+        let mut rng = SmallRng::seed_from_u64(1);
+        let at = |country: Option<&str>, continent: Option<&str>| Location {
+            country: country.map(String::from),
+            continent: continent.map(String::from),
+        };
+        let pick = |location: Option<Location>, rng: &mut SmallRng| {
+            choose(&refs, location.as_ref(), rng)[0]
+                .set_identifier
+                .clone()
+                .unwrap()
+        };
+        assert_eq!(pick(Some(at(Some("US"), Some("GEO-NA"))), &mut rng), "US");
+        assert_eq!(
+            pick(Some(at(Some("FR"), Some("GEO-EU"))), &mut rng),
+            "GEO-EU"
+        );
+        assert_eq!(
+            pick(Some(at(Some("JP"), Some("GEO-AS"))), &mut rng),
+            "default"
+        );
+        assert_eq!(pick(None, &mut rng), "default");
+        let no_catch_all: Vec<&Endpoint> = records[..3].iter().collect();
+        assert_eq!(
+            choose(&no_catch_all, None, &mut rng)[0]
+                .set_identifier
+                .as_deref(),
+            Some("GEO-EU"),
+            "lowest set identifier"
+        );
+    }
+}

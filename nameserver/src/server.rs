@@ -1,0 +1,174 @@
+//! The nameserver on UDP and TCP, answering from a catalog that can be swapped while it runs.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use ipnet::IpNet;
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::task::JoinSet;
+
+use crate::answer::{QueryContext, Transport, respond};
+use crate::geo::GeoDb;
+use crate::zone::{Catalog, Zone, ZoneConfig};
+use meridian_dns::model::Endpoint;
+
+/// How long an idle TCP connection is kept.
+const TCP_IDLE: Duration = Duration::from_secs(10);
+
+/// How the server runs.
+#[derive(Debug, Default)]
+pub struct ServerConfig {
+    pub geo: Option<GeoDb>,
+    /// Networks allowed to transfer zones; empty refuses every transfer.
+    pub transfer_allowed: Vec<IpNet>,
+}
+
+/// A running nameserver. Dropping it stops its tasks.
+#[derive(Debug)]
+pub struct NameServer {
+    catalog: Arc<ArcSwap<Catalog>>,
+    local_addr: SocketAddr,
+    tasks: JoinSet<()>,
+}
+
+impl NameServer {
+    /// Binds UDP and TCP on `listen` (port 0 picks one free for both) and starts answering.
+    pub async fn start(listen: SocketAddr, config: ServerConfig) -> std::io::Result<Self> {
+        let (udp, tcp) = bind_pair(listen).await?;
+        let local_addr = udp.local_addr()?;
+        let catalog = Arc::new(ArcSwap::from_pointee(Catalog::default()));
+        let config = Arc::new(config);
+        let udp = Arc::new(udp);
+        let mut tasks = JoinSet::new();
+        // Several receivers on one socket keep both cores busy under load.
+        let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+        for _ in 0..workers {
+            tasks.spawn(serve_udp(udp.clone(), catalog.clone(), config.clone()));
+        }
+        tasks.spawn(serve_tcp(tcp, catalog.clone(), config));
+        Ok(NameServer {
+            catalog,
+            local_addr,
+            tasks,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Replaces one zone's records atomically; the SOA serial grows on every change.
+    pub fn publish(&self, config: ZoneConfig, endpoints: impl IntoIterator<Item = Endpoint>) {
+        let endpoints: Vec<Endpoint> = endpoints.into_iter().collect();
+        self.catalog.rcu(|current| {
+            let serial = current
+                .zone(&config.apex)
+                .map_or(1, |zone| zone.serial.wrapping_add(1).max(1));
+            Arc::new(current.with_zone(Zone::new(config.clone(), serial, endpoints.clone())))
+        });
+    }
+
+    /// The current serial of the zone at `apex`.
+    pub fn serial(&self, apex: &str) -> Option<u32> {
+        self.catalog.load().zone(apex).map(|zone| zone.serial)
+    }
+
+    /// Stops answering.
+    pub async fn shutdown(mut self) {
+        self.tasks.abort_all();
+        while self.tasks.join_next().await.is_some() {}
+    }
+}
+
+async fn bind_pair(listen: SocketAddr) -> std::io::Result<(UdpSocket, TcpListener)> {
+    // With port 0 the UDP port may be taken for TCP; try a few.
+    let mut last_error = None;
+    for _ in 0..16 {
+        let udp = UdpSocket::bind(listen).await?;
+        match TcpListener::bind(udp.local_addr()?).await {
+            Ok(tcp) => return Ok((udp, tcp)),
+            Err(error) if listen.port() == 0 => last_error = Some(error),
+            Err(error) => return Err(error),
+        }
+    }
+    Err(last_error.unwrap_or_else(|| std::io::Error::other("no free port")))
+}
+
+async fn serve_udp(
+    socket: Arc<UdpSocket>,
+    catalog: Arc<ArcSwap<Catalog>>,
+    config: Arc<ServerConfig>,
+) {
+    let mut rng = SmallRng::from_rng(&mut rand::rng());
+    let mut buffer = vec![0u8; 4096];
+    loop {
+        let Ok((length, source)) = socket.recv_from(&mut buffer).await else {
+            continue;
+        };
+        let context = QueryContext {
+            source: source.ip(),
+            transport: Transport::Udp,
+            geo: config.geo.as_ref(),
+            transfer_allowed: &config.transfer_allowed,
+        };
+        for response in respond(&catalog.load(), &buffer[..length], &context, &mut rng) {
+            let _ = socket.send_to(&response, source).await;
+        }
+    }
+}
+
+async fn serve_tcp(
+    listener: TcpListener,
+    catalog: Arc<ArcSwap<Catalog>>,
+    config: Arc<ServerConfig>,
+) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                if let Ok((stream, source)) = accepted {
+                    connections.spawn(serve_connection(stream, source, catalog.clone(), config.clone()));
+                }
+            }
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+}
+
+async fn serve_connection(
+    mut stream: TcpStream,
+    source: SocketAddr,
+    catalog: Arc<ArcSwap<Catalog>>,
+    config: Arc<ServerConfig>,
+) {
+    let mut rng = SmallRng::from_rng(&mut rand::rng());
+    loop {
+        let Ok(Ok(length)) = tokio::time::timeout(TCP_IDLE, stream.read_u16()).await else {
+            return;
+        };
+        let mut request = vec![0u8; usize::from(length)];
+        if stream.read_exact(&mut request).await.is_err() {
+            return;
+        }
+        let context = QueryContext {
+            source: source.ip(),
+            transport: Transport::Tcp,
+            geo: config.geo.as_ref(),
+            transfer_allowed: &config.transfer_allowed,
+        };
+        for response in respond(&catalog.load(), &request, &context, &mut rng) {
+            let Ok(length) = u16::try_from(response.len()) else {
+                return;
+            };
+            if stream.write_u16(length).await.is_err() || stream.write_all(&response).await.is_err()
+            {
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,473 @@
+//! The embedded nameserver against real DNS clients: `dig` (Debian dnsutils) and hickory (its
+//! resolver, and raw messages for the statistical and load tests), over UDP and TCP, with a
+//! MaxMind-format database written by the test.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
+use hickory_proto::rr::{Name, RData, RecordType as WireType};
+use meridian_dns::model::{Endpoint, RecordType};
+use meridian_dns::tree::{
+    Address, ClusterTarget, GatewayRef, LoadBalancing, Strategy, build_record_tree,
+};
+use meridian_nameserver::{GeoDb, NameServer, ServerConfig, ZoneConfig};
+use meridian_testkit::geo_db::write_database;
+use tokio::net::UdpSocket;
+
+const GEO_LABEL: &str = "kuadrant.io/lb-attribute-geo-code";
+const IE_IP: &str = "203.0.113.1";
+const US_IP: &str = "203.0.113.2";
+const EU_IP: &str = "203.0.113.3";
+
+fn cluster(n: u32, geo: &str, ip: &str) -> ClusterTarget {
+    ClusterTarget {
+        name: format!("c{n}"),
+        cluster_id: format!("test-cluster-{n}"),
+        labels: BTreeMap::from([(GEO_LABEL.to_string(), geo.to_string())]),
+        addresses: vec![Address::parse(None, ip).unwrap()],
+        attached_routes: None,
+    }
+}
+
+/// The zone every test serves: a GEO tree, a weighted pair, a wildcard tree, a TXT too big for
+/// 512 bytes, and a name with only a child (an empty non-terminal).
+fn example_zone() -> Vec<Endpoint> {
+    let gateway = GatewayRef {
+        name: "prod-web".into(),
+        namespace: "gateways".into(),
+    };
+    let geo = Strategy::LoadBalanced(LoadBalancing {
+        default_weight: 120,
+        custom: Vec::new(),
+        default_geo: Some("IE".into()),
+    });
+    let clusters = [
+        cluster(1, "IE", IE_IP),
+        cluster(2, "US", US_IP),
+        cluster(3, "GEO-EU", EU_IP),
+    ];
+    let mut records = build_record_tree("api.example.com", &gateway, &geo, &clusters)
+        .unwrap()
+        .endpoints();
+    records.extend(
+        build_record_tree("*.apps.example.com", &gateway, &geo, &clusters)
+            .unwrap()
+            .endpoints(),
+    );
+    for (set, weight) in [("a", 1), ("b", 3)] {
+        records.push(
+            Endpoint::new(
+                "w.example.com",
+                RecordType::Cname,
+                [format!("{set}.example.com")],
+                60,
+            )
+            .with_set_identifier(set)
+            .with_property("weight", weight.to_string()),
+        );
+        records.push(Endpoint::new(
+            format!("{set}.example.com"),
+            RecordType::A,
+            [format!("198.18.0.{weight}")],
+            60,
+        ));
+    }
+    records.push(Endpoint::new(
+        "big.example.com",
+        RecordType::Txt,
+        (0..12).map(|i| format!("{i:02}{}", "x".repeat(90))),
+        60,
+    ));
+    records.push(Endpoint::new(
+        "deep.sub.example.com",
+        RecordType::A,
+        ["198.18.1.1".to_string()],
+        60,
+    ));
+    records
+}
+
+fn geo_database() -> GeoDb {
+    GeoDb::from_bytes(write_database(&[
+        ("192.0.2.0/24".parse().unwrap(), "IE", "EU"),
+        ("198.51.100.0/24".parse().unwrap(), "US", "NA"),
+        ("100.64.0.0/24".parse().unwrap(), "FR", "EU"),
+        ("100.64.1.0/24".parse().unwrap(), "JP", "AS"),
+    ]))
+    .unwrap()
+}
+
+async fn start(transfer_allowed: &[&str]) -> NameServer {
+    let config = ServerConfig {
+        geo: Some(geo_database()),
+        transfer_allowed: transfer_allowed
+            .iter()
+            .map(|net| net.parse().unwrap())
+            .collect(),
+    };
+    let server = NameServer::start("127.0.0.1:0".parse().unwrap(), config)
+        .await
+        .unwrap();
+    server.publish(ZoneConfig::new("example.com"), example_zone());
+    server
+}
+
+/// Runs dig against the server and returns its output.
+async fn dig(server: &NameServer, args: &[&str]) -> String {
+    let port = server.local_addr().port().to_string();
+    let mut command = Command::new("dig");
+    command
+        .args(["@127.0.0.1", "-p", &port, "+time=2", "+tries=1"])
+        .args(args);
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap()
+        .expect("dig runs (Debian dnsutils)");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn answers(dig_short: &str) -> Vec<&str> {
+    dig_short
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with(';'))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn geo_answers_follow_the_client_subnet_and_unknown_clients_get_the_catch_all() {
+    let server = start(&[]).await;
+    for (subnet, expected_ip, expected_geo) in [
+        ("192.0.2.1/24", IE_IP, "ie."),      // country IE
+        ("198.51.100.7/24", US_IP, "us."),   // country US
+        ("100.64.0.9/24", EU_IP, "geo-eu."), // France: no FR record, continent Europe
+        ("100.64.1.9/24", IE_IP, "ie."),     // Japan: no JP, no GEO-AS → catch-all (IE)
+        ("203.0.113.200/24", IE_IP, "ie."),  // not in the database → catch-all
+    ] {
+        let output = dig(
+            &server,
+            &[
+                "+short",
+                &format!("+subnet={subnet}"),
+                "api.example.com",
+                "A",
+            ],
+        )
+        .await;
+        let lines = answers(&output);
+        assert_eq!(
+            lines.first(),
+            Some(&"klb.api.example.com."),
+            "{subnet}: {output}"
+        );
+        assert!(lines[1].starts_with(expected_geo), "{subnet}: {output}");
+        assert_eq!(
+            lines.last(),
+            Some(&expected_ip),
+            "{subnet}: the chain ends at the address\n{output}"
+        );
+        assert_eq!(
+            lines.len(),
+            4,
+            "root → lb → geo → cluster → address: {output}"
+        );
+    }
+    // Without ECS the source address (127.0.0.1, unknown) decides: the catch-all.
+    let output = dig(&server, &["+short", "api.example.com"]).await;
+    assert_eq!(answers(&output).last(), Some(&IE_IP));
+    // The scope of the answer is echoed to the resolver.
+    let output = dig(&server, &["+subnet=198.51.100.7/24", "api.example.com"]).await;
+    assert!(
+        output.contains("CLIENT-SUBNET: 198.51.100.0/24/24"),
+        "{output}"
+    );
+    // Wildcards, case-insensitively.
+    let output = dig(
+        &server,
+        &["+short", "+subnet=198.51.100.7/24", "Shop.APPS.example.com"],
+    )
+    .await;
+    assert_eq!(answers(&output).last(), Some(&US_IP), "{output}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authoritative_rcodes_and_the_apex() {
+    let server = start(&[]).await;
+    let output = dig(&server, &["api.example.com"]).await;
+    assert!(
+        output.contains("status: NOERROR") && output.contains(" aa"),
+        "authoritative: {output}"
+    );
+    assert!(!output.contains(" ra"), "no recursion offered: {output}");
+
+    let output = dig(&server, &["nope.example.com"]).await;
+    assert!(output.contains("status: NXDOMAIN"), "{output}");
+    assert!(
+        output.contains("AUTHORITY SECTION") && output.contains("SOA"),
+        "SOA in authority: {output}"
+    );
+
+    let output = dig(&server, &["sub.example.com", "A"]).await;
+    assert!(
+        output.contains("status: NOERROR") && output.contains("ANSWER: 0"),
+        "empty non-terminal is NODATA: {output}"
+    );
+    assert!(output.contains("SOA"), "{output}");
+    let output = dig(&server, &["a.example.com", "AAAA"]).await;
+    assert!(
+        output.contains("status: NOERROR") && output.contains("ANSWER: 0"),
+        "NODATA: {output}"
+    );
+
+    for outside in [vec!["example.org"], vec!["+rec", "www.google.com"]] {
+        let output = dig(&server, &outside).await;
+        assert!(output.contains("status: REFUSED"), "{outside:?}: {output}");
+    }
+
+    let soa = dig(&server, &["+short", "example.com", "SOA"]).await;
+    assert!(
+        soa.starts_with("ns1.example.com. hostmaster.example.com. 1 "),
+        "{soa}"
+    );
+    assert_eq!(
+        answers(&dig(&server, &["+short", "example.com", "NS"]).await),
+        ["ns1.example.com."]
+    );
+    server.publish(ZoneConfig::new("example.com"), example_zone());
+    let soa = dig(&server, &["+short", "example.com", "SOA"]).await;
+    assert!(
+        soa.starts_with("ns1.example.com. hostmaster.example.com. 2 "),
+        "the serial grows: {soa}"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_udp_answers_truncate_and_tcp_carries_them() {
+    let server = start(&[]).await;
+    let output = dig(&server, &["+noedns", "+ignore", "big.example.com", "TXT"]).await;
+    assert!(
+        output.contains(" tc") && output.contains("ANSWER: 0"),
+        "truncated over UDP: {output}"
+    );
+    let output = dig(&server, &["+noedns", "big.example.com", "TXT"]).await;
+    assert!(
+        output.contains("ANSWER: 12"),
+        "dig retries over TCP and gets everything: {output}"
+    );
+    let output = dig(
+        &server,
+        &["+bufsize=4096", "+ignore", "big.example.com", "TXT"],
+    )
+    .await;
+    assert!(
+        !output.contains(" tc") && output.contains("ANSWER: 12"),
+        "a large EDNS buffer fits it: {output}"
+    );
+    let output = dig(
+        &server,
+        &["+tcp", "+short", "+subnet=192.0.2.1/24", "api.example.com"],
+    )
+    .await;
+    assert_eq!(answers(&output).last(), Some(&IE_IP), "{output}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zone_transfers_only_for_allowed_networks() {
+    let refusing = start(&[]).await;
+    let output = dig(&refusing, &["example.com", "AXFR"]).await;
+    assert!(output.contains("Transfer failed"), "{output}");
+    refusing.shutdown().await;
+
+    let allowing = start(&["127.0.0.0/8"]).await;
+    let output = dig(&allowing, &["example.com", "AXFR"]).await;
+    let records: Vec<&str> = answers(&output);
+    let soa_count = records.iter().filter(|l| l.contains("\tSOA\t")).count();
+    assert_eq!(soa_count, 2, "AXFR opens and closes with the SOA: {output}");
+    assert!(
+        records.len() > example_zone().len(),
+        "every record is transferred: {output}"
+    );
+    allowing.shutdown().await;
+}
+
+async fn query(
+    socket: &UdpSocket,
+    server: SocketAddr,
+    name: &str,
+    subnet: Option<&str>,
+) -> Message {
+    let mut request = Message::new(rand::random(), MessageType::Query, OpCode::Query);
+    request.add_query(Query::query(Name::from_ascii(name).unwrap(), WireType::A));
+    if let Some(subnet) = subnet {
+        let (address, prefix) = subnet.split_once('/').unwrap();
+        let mut edns = Edns::new();
+        let ecs = hickory_proto::rr::rdata::opt::ClientSubnet::new(
+            address.parse().unwrap(),
+            prefix.parse().unwrap(),
+            0,
+        );
+        edns.options_mut()
+            .insert(hickory_proto::rr::rdata::opt::EdnsOption::Subnet(ecs));
+        request.set_edns(edns);
+    }
+    socket
+        .send_to(&request.to_vec().unwrap(), server)
+        .await
+        .unwrap();
+    let mut buffer = vec![0u8; 4096];
+    loop {
+        let (length, _) = socket.recv_from(&mut buffer).await.unwrap();
+        let response = Message::from_vec(&buffer[..length]).unwrap();
+        if response.metadata.id == request.metadata.id {
+            return response;
+        }
+    }
+}
+
+fn a_records(response: &Message) -> Vec<String> {
+    response
+        .answers
+        .iter()
+        .filter_map(|r| match &r.data {
+            RData::A(a) => Some(a.0.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weighted_answers_hold_their_proportions() {
+    let server = start(&[]).await;
+    let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let queries = 4000;
+    let mut counts: BTreeMap<String, u32> = BTreeMap::new();
+    for _ in 0..queries {
+        let response = query(&socket, server.local_addr(), "w.example.com.", None).await;
+        let [address] = a_records(&response)
+            .try_into()
+            .expect("exactly one target per answer");
+        *counts.entry(address).or_default() += 1;
+    }
+    // Weights 1 and 3: a gets a quarter. Pearson's chi-square with one degree of freedom must
+    // stay below 10.83 (p = 0.001), so a correct server fails this once in a thousand runs.
+    let observed = [
+        counts.get("198.18.0.1").copied().unwrap_or(0),
+        counts.get("198.18.0.3").copied().unwrap_or(0),
+    ];
+    let expected = [f64::from(queries) / 4.0, f64::from(queries) * 3.0 / 4.0];
+    let chi_square: f64 = observed
+        .iter()
+        .zip(expected)
+        .map(|(o, e)| (f64::from(*o) - e).powi(2) / e)
+        .sum();
+    assert!(
+        chi_square < 10.83,
+        "observed {observed:?} for expected {expected:?}: chi-square {chi_square:.2}"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zone_updates_under_load_never_give_a_wrong_or_mixed_answer() {
+    let server = Arc::new(start(&[]).await);
+    // Two versions of a chain whose intermediate names exist only in their own version: a
+    // query that saw half of each would get a CNAME to a missing name.
+    let version = |v: u8| {
+        let mut records = example_zone();
+        records.push(Endpoint::new(
+            "v.example.com",
+            RecordType::Cname,
+            [format!("v{v}.example.com")],
+            60,
+        ));
+        records.push(Endpoint::new(
+            format!("v{v}.example.com"),
+            RecordType::A,
+            [format!("198.19.0.{v}")],
+            60,
+        ));
+        records
+    };
+    server.publish(ZoneConfig::new("example.com"), version(1));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut clients = Vec::new();
+    for _ in 0..2 {
+        let (server, stop) = (server.clone(), stop.clone());
+        clients.push(tokio::spawn(async move {
+            let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            let mut seen = [0u32; 2];
+            while !stop.load(Ordering::Relaxed) {
+                let response = query(&socket, server.local_addr(), "v.example.com.", None).await;
+                assert_eq!(response.metadata.response_code, ResponseCode::NoError);
+                let target = response.answers.iter().find_map(|r| match &r.data {
+                    RData::CNAME(c) => Some(c.0.to_ascii()),
+                    _ => None,
+                });
+                match (target.as_deref(), a_records(&response).as_slice()) {
+                    (Some("v1.example.com."), [ip]) if ip == "198.19.0.1" => seen[0] += 1,
+                    (Some("v2.example.com."), [ip]) if ip == "198.19.0.2" => seen[1] += 1,
+                    other => panic!("mixed or wrong answer: {other:?}"),
+                }
+            }
+            seen
+        }));
+    }
+    for round in 0..400u32 {
+        server.publish(
+            ZoneConfig::new("example.com"),
+            version(if round % 2 == 0 { 2 } else { 1 }),
+        );
+        tokio::task::yield_now().await;
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut total = [0u32; 2];
+    for client in clients {
+        let seen = client.await.expect("no client saw a wrong answer");
+        total[0] += seen[0];
+        total[1] += seen[1];
+    }
+    assert!(
+        total[0] > 0 && total[1] > 0,
+        "both versions were served during the updates: {total:?}"
+    );
+    assert_eq!(server.serial("example.com"), Some(402));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hickory_resolver_follows_the_chain() {
+    use hickory_resolver::Resolver;
+    use hickory_resolver::config::{NameServerConfig, ResolverConfig};
+    use hickory_resolver::net::runtime::TokioRuntimeProvider;
+
+    let server = start(&[]).await;
+    for tcp in [false, true] {
+        let mut name_server = if tcp {
+            NameServerConfig::tcp(IpAddr::from([127, 0, 0, 1]))
+        } else {
+            NameServerConfig::udp(IpAddr::from([127, 0, 0, 1]))
+        };
+        name_server.connections[0].port = server.local_addr().port();
+        let resolver = Resolver::builder_with_config(
+            ResolverConfig::from_name_servers(vec![name_server]),
+            TokioRuntimeProvider::default(),
+        )
+        .build()
+        .unwrap();
+        let addresses: Vec<IpAddr> = resolver
+            .lookup_ip("api.example.com.")
+            .await
+            .unwrap()
+            .iter()
+            .collect();
+        assert_eq!(addresses, [IE_IP.parse::<IpAddr>().unwrap()], "tcp={tcp}");
+        assert!(resolver.lookup_ip("nope.example.com.").await.is_err());
+    }
+    server.shutdown().await;
+}

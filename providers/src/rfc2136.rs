@@ -1,0 +1,370 @@
+//! RFC2136: DNS UPDATE signed with TSIG, the zone read by AXFR (also TSIG-signed), for BIND and
+//! any server that speaks them. Plain DNS has no weights and no GEO, and cannot hold several
+//! CNAMEs at one name, so a loadbalanced tree is first flattened to the addresses it leads to
+//! ([`plain_dns_records`]), and the status says so.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
+use hickory_proto::rr::rdata::tsig::TsigAlgorithm;
+use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType as WireType, TSigner};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::batch::{Action, Change, Limits, group_by_name, pack, send_batches};
+use super::{Provider, ProviderError, ZoneInfo};
+use meridian_dns::changes::Changes;
+use meridian_dns::model::{Endpoint, RecordType, is_at_or_below, sort_endpoints};
+use meridian_dns::tree::LEAF_TTL;
+use meridian_dns::wire::{fqdn, to_wire, wire_type};
+
+/// Changes per UPDATE message; keeps a message far below 64 KiB.
+const UPDATE_LIMITS: Limits = Limits {
+    max_changes: 400,
+    max_values: 800,
+    max_value_chars: 24_000,
+    creates_are_upserts: false,
+};
+
+/// What a `kuadrant.io/rfc2136` Secret holds, and the zone.
+#[derive(Clone)]
+pub struct Rfc2136Config {
+    pub server: SocketAddr,
+    pub zone: String,
+    pub key_name: String,
+    /// `hmac-sha256`, `hmac-sha384` or `hmac-sha512`.
+    pub algorithm: String,
+    /// The TSIG secret, base64 as BIND writes it.
+    pub secret: String,
+}
+
+impl std::fmt::Debug for Rfc2136Config {
+    // The TSIG secret never reaches a log.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rfc2136Config")
+            .field("server", &self.server)
+            .field("zone", &self.zone)
+            .field("key_name", &self.key_name)
+            .field("algorithm", &self.algorithm)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One zone on one RFC2136 server.
+pub struct Rfc2136Provider {
+    config: Rfc2136Config,
+    signer: TSigner,
+}
+
+impl std::fmt::Debug for Rfc2136Provider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rfc2136Provider")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Rfc2136Provider {
+    pub fn new(config: Rfc2136Config) -> Result<Self, ProviderError> {
+        let algorithm = match config.algorithm.to_ascii_lowercase().as_str() {
+            "hmac-sha256" => TsigAlgorithm::HmacSha256,
+            "hmac-sha384" => TsigAlgorithm::HmacSha384,
+            "hmac-sha512" => TsigAlgorithm::HmacSha512,
+            other => {
+                return Err(ProviderError::Invalid(format!(
+                    "unsupported TSIG algorithm {other:?}"
+                )));
+            }
+        };
+        let key = base64::engine::general_purpose::STANDARD
+            .decode(config.secret.trim())
+            .map_err(|_| ProviderError::Invalid("the TSIG secret is not base64".into()))?;
+        let name = Name::from_ascii(format!("{}.", config.key_name.trim_end_matches('.')))
+            .map_err(|e| ProviderError::Invalid(format!("TSIG key name: {e}")))?;
+        let signer = TSigner::new(key, algorithm, name, 300)
+            .map_err(|e| ProviderError::Invalid(e.to_string()))?;
+        Ok(Rfc2136Provider { config, signer })
+    }
+
+    fn zone_name(&self) -> Name {
+        fqdn(self.config.zone.trim_end_matches('.'))
+    }
+
+    /// Sends signed `message` over TCP and returns every response message until `done` says so.
+    async fn exchange(
+        &self,
+        mut message: Message,
+        mut done: impl FnMut(&Message) -> bool,
+    ) -> Result<Vec<Message>, ProviderError> {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        message
+            .finalize(&self.signer, now)
+            .map_err(|e| ProviderError::Other(format!("signing: {e}")))?;
+        let bytes = message
+            .to_vec()
+            .map_err(|e| ProviderError::Other(e.to_string()))?;
+        let io = |e: std::io::Error| ProviderError::Other(format!("{}: {e}", self.config.server));
+        let mut stream = TcpStream::connect(self.config.server).await.map_err(io)?;
+        stream
+            .write_u16(
+                u16::try_from(bytes.len())
+                    .map_err(|_| ProviderError::Invalid("UPDATE too large".into()))?,
+            )
+            .await
+            .map_err(io)?;
+        stream.write_all(&bytes).await.map_err(io)?;
+        let mut responses = Vec::new();
+        loop {
+            let length = stream.read_u16().await.map_err(io)?;
+            let mut buffer = vec![0u8; usize::from(length)];
+            stream.read_exact(&mut buffer).await.map_err(io)?;
+            let response =
+                Message::from_vec(&buffer).map_err(|e| ProviderError::Other(e.to_string()))?;
+            let code = response.metadata.response_code;
+            if code != ResponseCode::NoError {
+                return Err(ProviderError::Rejected(format!(
+                    "{} answered {code}",
+                    self.config.server
+                )));
+            }
+            let finished = done(&response);
+            responses.push(response);
+            if finished {
+                return Ok(responses);
+            }
+        }
+    }
+
+    /// One record set (name and type) by a signed query to the server, without a transfer.
+    pub async fn read_record(
+        &self,
+        name: &str,
+        record_type: RecordType,
+    ) -> Result<Option<Endpoint>, ProviderError> {
+        let mut request = Message::new(rand::random(), MessageType::Query, OpCode::Query);
+        request.add_query(Query::query(fqdn(name), wire_type(record_type)));
+        match self.exchange(request, |_| true).await {
+            Ok(responses) => {
+                let records: Vec<Record> = responses.into_iter().flat_map(|r| r.answers).collect();
+                Ok(endpoints_from_transfer(&records)
+                    .into_iter()
+                    .find(|e| e.dns_name == name && e.record_type == record_type))
+            }
+            Err(ProviderError::Rejected(message)) if message.ends_with("NXDomain") => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn update(&self, changes: &[Change]) -> Result<(), ProviderError> {
+        let mut message = Message::new(rand::random(), MessageType::Query, OpCode::Update);
+        let mut zone = Query::new();
+        zone.set_name(self.zone_name())
+            .set_query_class(DNSClass::IN)
+            .set_query_type(WireType::SOA);
+        message.add_query(zone);
+        for change in changes {
+            let owner = fqdn(&change.record.dns_name);
+            let wire = to_wire(&owner, vec![&change.record]);
+            match change.action {
+                Action::Delete => {
+                    for mut record in wire {
+                        record.dns_class = DNSClass::NONE;
+                        record.ttl = 0;
+                        message.add_authority(record);
+                    }
+                }
+                Action::Upsert | Action::Create => {
+                    if let Some(replaced) = &change.replaces {
+                        // Prerequisite "RRset exists (value dependent)": the update applies only
+                        // to the values the plan saw, so two writers cannot lose each other's
+                        // change; the server refuses the stale one and it is planned again.
+                        for mut record in to_wire(&owner, vec![replaced]) {
+                            record.ttl = 0;
+                            message.add_answer(record);
+                        }
+                    }
+                    if change.action == Action::Upsert {
+                        let record_type = wire_type(change.record.record_type);
+                        let mut clear = Record::update0(owner.clone(), 0, record_type);
+                        clear.dns_class = DNSClass::ANY;
+                        message.add_authority(clear);
+                    }
+                    message.add_authorities(wire);
+                }
+            }
+        }
+        self.exchange(message, |_| true).await.map(drop)
+    }
+}
+
+/// Records of a zone transfer, as engine endpoints (one per name and type; SOA left out).
+fn endpoints_from_transfer(records: &[Record]) -> Vec<Endpoint> {
+    let mut grouped: BTreeMap<(String, RecordType), Endpoint> = BTreeMap::new();
+    for record in records {
+        let name = record
+            .name
+            .to_ascii()
+            .trim_end_matches('.')
+            .to_ascii_lowercase();
+        let (record_type, value) = match &record.data {
+            RData::A(a) => (RecordType::A, a.0.to_string()),
+            RData::AAAA(aaaa) => (RecordType::Aaaa, aaaa.0.to_string()),
+            RData::CNAME(cname) => (
+                RecordType::Cname,
+                cname.0.to_ascii().trim_end_matches('.').to_string(),
+            ),
+            RData::NS(ns) => (
+                RecordType::Ns,
+                ns.0.to_ascii().trim_end_matches('.').to_string(),
+            ),
+            RData::TXT(txt) => (
+                RecordType::Txt,
+                txt.txt_data
+                    .iter()
+                    .map(|d| String::from_utf8_lossy(d).into_owned())
+                    .collect(),
+            ),
+            _ => continue,
+        };
+        grouped
+            .entry((name.clone(), record_type))
+            .or_insert_with(|| Endpoint::new(name, record_type, [], record.ttl))
+            .targets
+            .push(value);
+    }
+    let mut endpoints: Vec<Endpoint> = grouped
+        .into_values()
+        .map(|mut e| {
+            e.normalize();
+            e
+        })
+        .collect();
+    sort_endpoints(&mut endpoints);
+    endpoints
+}
+
+impl Provider for Rfc2136Provider {
+    async fn list_zones(&self) -> Result<Vec<ZoneInfo>, ProviderError> {
+        let domain = self.config.zone.trim_end_matches('.').to_ascii_lowercase();
+        Ok(vec![ZoneInfo {
+            id: domain.clone(),
+            domain,
+        }])
+    }
+
+    async fn records(&self, _zone_id: &str) -> Result<Vec<Endpoint>, ProviderError> {
+        let mut request = Message::new(rand::random(), MessageType::Query, OpCode::Query);
+        request.add_query(Query::query(self.zone_name(), WireType::AXFR));
+        let mut soa_seen = 0;
+        let responses = self
+            .exchange(request, |response| {
+                soa_seen += response
+                    .answers
+                    .iter()
+                    .filter(|r| r.record_type() == WireType::SOA)
+                    .count();
+                soa_seen >= 2
+            })
+            .await?;
+        let records: Vec<Record> = responses.into_iter().flat_map(|r| r.answers).collect();
+        Ok(endpoints_from_transfer(&records))
+    }
+
+    async fn apply(&self, _zone_id: &str, changes: &Changes) -> Result<(), ProviderError> {
+        let routed: Vec<&str> = changes
+            .creates
+            .iter()
+            .chain(changes.updates.iter().map(|u| &u.new))
+            .filter(|r| r.set_identifier.is_some() || !r.provider_specific.is_empty())
+            .map(|r| r.dns_name.as_str())
+            .collect();
+        if !routed.is_empty() {
+            return Err(ProviderError::Invalid(format!(
+                "RFC2136 has no weighted or GEO records ({}); flatten the tree with plain_dns_records first",
+                routed.join(", ")
+            )));
+        }
+        let batches = pack(group_by_name(changes), UPDATE_LIMITS);
+        send_batches(batches, move |batch: Vec<Change>| async move {
+            self.update(&batch).await
+        })
+        .await
+    }
+}
+
+/// A record tree as plain DNS can hold it: without weighted or GEO records, the host answers
+/// with every cluster address the tree leads to (A and AAAA), like `simple`. Hostname targets
+/// cannot stand beside addresses, so they are left out unless there is no address at all.
+/// Returns the records and notes for the status (empty when the tree was already plain).
+pub fn plain_dns_records(host: &str, endpoints: &[Endpoint]) -> (Vec<Endpoint>, Vec<String>) {
+    if endpoints
+        .iter()
+        .all(|e| e.set_identifier.is_none() && e.provider_specific.is_empty())
+    {
+        return (endpoints.to_vec(), Vec::new());
+    }
+    let base = host.strip_prefix("*.").unwrap_or(host);
+    let mut v4 = Vec::new();
+    let mut v6 = Vec::new();
+    let mut hostnames = Vec::new();
+    for endpoint in endpoints {
+        match endpoint.record_type {
+            RecordType::A | RecordType::Aaaa => {
+                for target in &endpoint.targets {
+                    match target.parse::<IpAddr>() {
+                        Ok(IpAddr::V4(_)) => v4.push(target.clone()),
+                        Ok(IpAddr::V6(_)) => v6.push(target.clone()),
+                        Err(_) => {}
+                    }
+                }
+            }
+            RecordType::Cname => hostnames.extend(
+                endpoint
+                    .targets
+                    .iter()
+                    .filter(|t| !is_at_or_below(t, base))
+                    .cloned(),
+            ),
+            _ => {}
+        }
+    }
+    hostnames.sort();
+    hostnames.dedup();
+    let mut notes = vec![format!(
+        "{host}: this provider has no weighted or GEO records; every cluster address is published and weights and GEO are not honoured"
+    )];
+    let mut records = Vec::new();
+    if !v4.is_empty() {
+        records.push(Endpoint::new(host, RecordType::A, v4, LEAF_TTL));
+    }
+    if !v6.is_empty() {
+        records.push(Endpoint::new(host, RecordType::Aaaa, v6, LEAF_TTL));
+    }
+    if records.is_empty() {
+        if let Some(first) = hostnames.first() {
+            records.push(Endpoint::new(
+                host,
+                RecordType::Cname,
+                [first.clone()],
+                LEAF_TTL,
+            ));
+            if hostnames.len() > 1 {
+                notes.push(format!(
+                    "{host}: only {first} of the hostnames {} can be published",
+                    hostnames.join(", ")
+                ));
+            }
+        }
+    } else if !hostnames.is_empty() {
+        notes.push(format!(
+            "{host}: hostname addresses {} cannot be published beside IP addresses",
+            hostnames.join(", ")
+        ));
+    }
+    (records, notes)
+}

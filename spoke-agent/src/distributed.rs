@@ -1,0 +1,40 @@
+//! Distributed mode: the shared DNSPolicy and DNSRecord controllers on a spoke, publishing this
+//! cluster's branch of every policy into shared provider zones under its own owner ID. There
+//! is no hub, no embedded nameserver and no Lease (one agent per cluster).
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::Client;
+use meridian_controllers::shared_health::SharedProbes;
+use meridian_controllers::zone_provider::ProviderCache;
+use meridian_controllers::{Context, ControllerConfig, LocalCluster, dns_policy, dns_record};
+
+/// Runs the controllers for `local` until the process ends, looking at each shared zone again
+/// every `refresh`.
+///
+/// `probes` are the agent's probes of the hosts' addresses, for policies with a
+/// `healthCheck` (health agreed through the zone); without them health is not checked.
+pub async fn run(
+    client: Client,
+    local: LocalCluster,
+    refresh: std::time::Duration,
+    probes: Option<Arc<dyn SharedProbes>>,
+) -> anyhow::Result<()> {
+    let config = ControllerConfig {
+        resync: refresh,
+        distributed: Some(local),
+        ..ControllerConfig::default()
+    };
+    let mut ctx = Context::new(client.clone(), ProviderCache::without_embedded(), config);
+    ctx.shared_probes = probes;
+    let ctx = Arc::new(ctx);
+    let policies = dns_policy::controller(&client, false)
+        .run(dns_policy::reconcile, dns_policy::error_policy, ctx.clone())
+        .for_each(|_| async {});
+    let records = dns_record::controller(&client, &ctx)
+        .run(dns_record::reconcile, dns_record::error_policy, ctx.clone())
+        .for_each(|_| async {});
+    tokio::join!(policies, records);
+    Ok(())
+}

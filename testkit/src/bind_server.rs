@@ -1,0 +1,109 @@
+//! BIND 9 (Debian `bind9`) on loopback, for the RFC2136 tests and the distributed-mode tests:
+//! one primary zone that accepts TSIG-signed UPDATEs and transfers. The process is killed and
+//! its directory removed on drop, and the kernel kills it if the owning process dies first.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use base64::Engine as _;
+
+use meridian_providers::Provider;
+use meridian_providers::rfc2136::{Rfc2136Config, Rfc2136Provider};
+
+/// A running BIND serving one zone.
+#[derive(Debug)]
+pub struct BindServer {
+    child: Child,
+    /// How to reach the zone: server, zone, TSIG key.
+    pub config: Rfc2136Config,
+    dir: PathBuf,
+}
+
+impl Drop for BindServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl BindServer {
+    /// Starts BIND for `zone` on a free loopback port and waits until it serves the zone.
+    pub async fn start(zone: &str) -> Result<Self, String> {
+        let dir =
+            std::env::temp_dir().join(format!("meridian-bind-{:016x}", rand::random::<u64>()));
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let port = loop {
+            let udp = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+            let port = udp.local_addr().map_err(|e| e.to_string())?.port();
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                break port;
+            }
+        };
+        let secret = base64::engine::general_purpose::STANDARD.encode(rand::random::<[u8; 32]>());
+        let d = dir.display();
+        let write = |name: &str, text: String| {
+            std::fs::write(dir.join(name), text).map_err(|e| e.to_string())
+        };
+        write(
+            "named.conf",
+            format!(
+                r#"options {{
+  directory "{d}";
+  listen-on port {port} {{ 127.0.0.1; }};
+  listen-on-v6 {{ none; }};
+  pid-file "{d}/named.pid";
+  session-keyfile "{d}/session.key";
+  recursion no;
+  allow-query {{ any; }};
+  dnssec-validation no;
+}};
+key "meridian" {{ algorithm hmac-sha256; secret "{secret}"; }};
+zone "{zone}" {{
+  type primary;
+  file "{d}/zone.db";
+  allow-update {{ key "meridian"; }};
+  allow-transfer {{ key "meridian"; }};
+}};
+"#
+            ),
+        )?;
+        write(
+            "zone.db",
+            format!(
+                "$TTL 60\n@ IN SOA ns1.{zone}. hostmaster.{zone}. 1 3600 600 86400 60\n@ IN NS ns1.{zone}.\nns1 IN A 127.0.0.1\n"
+            ),
+        )?;
+        let log = std::fs::File::create(dir.join("named.log")).map_err(|e| e.to_string())?;
+        let child = Command::new("setpriv")
+            .args(["--pdeathsig", "KILL", "--", "named", "-g", "-c"])
+            .arg(dir.join("named.conf"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("starting named (Debian bind9): {e}"))?;
+        let config = Rfc2136Config {
+            server: format!("127.0.0.1:{port}")
+                .parse()
+                .expect("a socket address"),
+            zone: zone.into(),
+            key_name: "meridian".into(),
+            algorithm: "hmac-sha256".into(),
+            secret,
+        };
+        let server = BindServer { child, config, dir };
+        let provider = Rfc2136Provider::new(server.config.clone()).map_err(|e| e.to_string())?;
+        for _ in 0..100 {
+            if provider.records(zone).await.is_ok() {
+                return Ok(server);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        Err(format!("BIND did not serve the zone:\n{}", server.log()))
+    }
+
+    /// What named logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("named.log")).unwrap_or_default()
+    }
+}

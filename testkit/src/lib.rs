@@ -1,0 +1,18 @@
+//! Meridian's test kit: the real servers and the fakes that tests and benchmarks run against.
+//! Only tests, benchmarks and the test bed depend on it; no production binary links it.
+//!
+//! - [`moto`]: moto's Route53 server (real AWS API semantics, from PyPI);
+//! - [`bind_server`]: BIND 9 serving one zone with TSIG-signed updates (RFC2136);
+//! - [`counting_proxy`]: counts Route53 calls and injects throttling between a provider and moto;
+//! - [`cloud_dns_fake`]: launches the request-checking FAKE of Cloud DNS (Google has no emulator);
+//! - [`in_memory`]: a FAKE provider that keeps zones in memory under the engine's strict rules;
+//! - [`backends`]: HTTP backends for health probes, failing on demand;
+//! - [`geo_db`]: small MaxMind-format databases for GEO answers.
+
+pub mod backends;
+pub mod bind_server;
+pub mod cloud_dns_fake;
+pub mod counting_proxy;
+pub mod geo_db;
+pub mod in_memory;
+pub mod moto;

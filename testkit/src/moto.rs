@@ -1,0 +1,111 @@
+//! moto's Route53 server on loopback, for the Route53 tests and `make bench-providers`.
+//!
+//! moto is installed into a cached virtualenv by `scripts/moto-venv.sh` (the Makefile exports
+//! its path as `MERIDIAN_MOTO_SERVER`) and started through `testkit/moto_server.py`, which
+//! corrects one moto bug (see that file). The process is killed on drop, and by the kernel if
+//! the owning process dies first.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use meridian_providers::route53::Route53Credentials;
+
+/// A running moto server.
+#[derive(Debug)]
+pub struct MotoServer {
+    child: Child,
+    pub port: u16,
+}
+
+impl Drop for MotoServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn repository() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn moto_server_path() -> std::io::Result<PathBuf> {
+    if let Some(path) = std::env::var_os("MERIDIAN_MOTO_SERVER") {
+        return Ok(PathBuf::from(path));
+    }
+    let output = Command::new("bash")
+        .arg(repository().join("scripts/moto-venv.sh"))
+        .output()?;
+    if !output.status.success() {
+        return Err(std::io::Error::other(format!(
+            "installing moto failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )));
+    }
+    Ok(PathBuf::from(
+        String::from_utf8_lossy(&output.stdout).trim(),
+    ))
+}
+
+impl MotoServer {
+    /// Starts moto on a free loopback port and waits until it accepts connections.
+    pub fn start() -> std::io::Result<Self> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let python = moto_server_path()?.with_file_name("python3");
+        let child = Command::new("setpriv")
+            .args(["--pdeathsig", "KILL", "--"])
+            .arg(python)
+            .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("moto_server.py"))
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let server = MotoServer { child, port };
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Ok(server);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Err(std::io::Error::other("moto did not start"))
+    }
+
+    pub fn address(&self) -> std::net::SocketAddr {
+        ([127, 0, 0, 1], self.port).into()
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.address())
+    }
+
+    /// Credentials moto accepts, pointing at `endpoint` (moto itself, or a proxy before it).
+    pub fn credentials(&self, endpoint: &str) -> Route53Credentials {
+        Route53Credentials {
+            access_key_id: "testing".into(),
+            secret_access_key: "testing".into(),
+            region: "us-east-1".into(),
+            endpoint: Some(endpoint.to_string()),
+        }
+    }
+
+    /// Creates a hosted zone directly in moto (not through any proxy).
+    pub async fn create_zone(&self, domain: &str) -> Result<(), String> {
+        use aws_sdk_route53::config::{BehaviorVersion, Credentials, Region};
+        let config = aws_sdk_route53::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new("testing", "testing", None, None, "moto"))
+            .endpoint_url(self.endpoint())
+            .build();
+        aws_sdk_route53::Client::from_conf(config)
+            .create_hosted_zone()
+            .name(domain)
+            .caller_reference(domain)
+            .send()
+            .await
+            .map(drop)
+            .map_err(|e| aws_smithy_types::error::display::DisplayErrorContext(&e).to_string())
+    }
+}
