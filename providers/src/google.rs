@@ -200,6 +200,8 @@ impl GoogleProvider {
         geo: GeoRegions,
         budget: Arc<RequestBudget>,
     ) -> Result<Self, ProviderError> {
+        // The Google crates take the process's rustls provider and bring none of their own.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let google_credentials = match &credentials.auth {
             GoogleAuth::ServiceAccount(key) => {
                 let key: serde_json::Value = serde_json::from_str(key).map_err(|_| {

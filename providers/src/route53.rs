@@ -7,6 +7,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use aws_sdk_route53::Client;
+use aws_sdk_route53::config::SharedHttpClient;
 use aws_sdk_route53::config::retry::RetryConfig;
 use aws_sdk_route53::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_route53::error::{ProvideErrorMetadata, SdkError};
@@ -14,6 +15,7 @@ use aws_sdk_route53::types::{
     Change as AwsChange, ChangeAction, ChangeBatch, GeoLocation, ResourceRecord, ResourceRecordSet,
     RrType,
 };
+use aws_smithy_http_client::tls;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
@@ -45,6 +47,16 @@ impl std::fmt::Debug for Route53Credentials {
     }
 }
 
+/// The HTTP client of every Route53 client: hyper 1 and rustls on ring, the stack kube uses
+/// (the SDK's default would add aws-lc-rs to the build).
+pub fn http_client() -> SharedHttpClient {
+    aws_smithy_http_client::Builder::new()
+        .tls_provider(tls::Provider::Rustls(
+            tls::rustls_provider::CryptoMode::Ring,
+        ))
+        .build_https()
+}
+
 /// Route53 for one account.
 #[derive(Debug)]
 pub struct Route53Provider {
@@ -60,6 +72,7 @@ impl Route53Provider {
         let mut builder = aws_sdk_route53::Config::builder();
         builder.set_endpoint_url(credentials.endpoint.clone());
         let config = builder
+            .http_client(http_client())
             .behavior_version(BehaviorVersion::latest())
             .region(Region::new(credentials.region.clone()))
             .credentials_provider(Credentials::new(
