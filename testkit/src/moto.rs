@@ -63,7 +63,8 @@ impl MotoServer {
             .stderr(Stdio::null())
             .spawn()?;
         let server = MotoServer { child, port };
-        for _ in 0..200 {
+        // moto imports for several seconds, longer on a loaded machine: wait up to 60 s.
+        for _ in 0..1200 {
             if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
                 return Ok(server);
             }
