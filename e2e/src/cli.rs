@@ -38,19 +38,27 @@ impl Cli {
     }
 
     pub fn run(self) -> anyhow::Result<()> {
-        tracing_subscriber::fmt()
-            .with_env_filter(self.log.as_str())
-            .with_writer(std::io::stderr)
-            .init();
-        // A current-thread runtime: every child process is spawned from this thread, which is the
-        // one its parent-death signal is tied to.
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
         match self.command {
-            Command::Demo => runtime.block_on(demo()),
+            Command::Demo => run_program(&self.log, demo()),
         }
     }
+}
+
+/// Runs a test-bed program (the demo, a benchmark) to its end: logs to standard error under
+/// `log` (a `tracing` filter), on a current-thread runtime, because every child process is
+/// spawned from this thread and its parent-death signal is tied to it.
+pub fn run_program(
+    log: &str,
+    program: impl std::future::Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(log)
+        .with_writer(std::io::stderr)
+        .init();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(program)
 }
 
 async fn demo() -> anyhow::Result<()> {

@@ -19,16 +19,7 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(args.log.as_str())
-        .with_writer(std::io::stderr)
-        .init();
-    // A current-thread runtime: every child process of the test bed is spawned from this
-    // thread, which is the one its parent-death signal is tied to.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(convergence(args.changes))
+    meridian_e2e::cli::run_program(&args.log, convergence(args.changes))
 }
 
 /// `make bench-convergence`: change spoke-1's Gateway address `changes` times; each time, poll

@@ -22,16 +22,7 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(args.log.as_str())
-        .with_writer(std::io::stderr)
-        .init();
-    // A current-thread runtime: every child process of the test bed is spawned from this
-    // thread, which is the one its parent-death signal is tied to.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(measure(args.at_once, args.rounds))
+    meridian_e2e::cli::run_program(&args.log, measure(args.at_once, args.rounds))
 }
 
 async fn measure(at_once: usize, rounds: usize) -> anyhow::Result<()> {
