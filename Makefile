@@ -11,7 +11,7 @@ export MERIDIAN_MOTO_SERVER := $(shell bash scripts/moto-venv.sh --print-path)
 # Debian packages the tests use: dig (dnsutils) as a real DNS client, BIND 9 for RFC2136.
 TEST_PACKAGES := dnsutils bind9
 
-.PHONY: help toolchain packages testbed test lint fmt crds demo bench-testbed bench-engine bench-dns bench-providers bench-convergence bench-probes fuzz clean-testbed
+.PHONY: help toolchain packages testbed test lint fmt crds demo bench-testbed bench-engine bench-dns bench-providers bench-convergence bench-probes bench-hub-scale fuzz clean-testbed
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -60,6 +60,15 @@ bench-convergence: packages testbed ## Spoke address change → nameserver answe
 
 bench-probes: ## One agent probing 5,000 leaves every 5 s: CPU and memory
 	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-probes
+
+# SIZES: clusters x gateways, comma-separated. BASELINE: a git revision whose hub is measured in
+# the same run (built once into the test-bed cache), e.g. BASELINE=c4cbd00.
+SIZES ?= 10x10,100x300,1000x2000
+BASELINE ?=
+bench-hub-scale: testbed ## The hub with synthetic fleets (SIZES): convergence, steady requests/s, CPU, RSS, change latency
+	$(CARGO) build --quiet --locked --release -p meridian-hub
+	@baseline=""; if [ -n "$(BASELINE)" ]; then baseline="--baseline-hub $$(bash scripts/baseline-hub.sh $(BASELINE))"; fi; \
+	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-hub-scale -- --sizes $(SIZES) $$baseline
 
 FUZZ_SECONDS ?= 300
 fuzz: ## Fuzz the nameserver (raw packet → response) for FUZZ_SECONDS; needs the nightly toolchain

@@ -17,6 +17,9 @@ pub const PLACEMENT_LABEL: &str = "cluster.open-cluster-management.io/placement"
 /// Label that makes a ManagedCluster a member of a ManagedClusterSet.
 pub const CLUSTER_SET_LABEL: &str = "cluster.open-cluster-management.io/clusterset";
 
+/// Label on the agents' heartbeat Leases, so the hub watches those and no others.
+pub const HEARTBEAT_LABEL: &str = "meridian.dev/heartbeat";
+
 /// The label key a custom weight's `{attribute, value}` shorthand stands for.
 pub fn lb_attribute_label(attribute: Option<&str>) -> String {
     format!(

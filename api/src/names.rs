@@ -6,3 +6,7 @@ pub const AGENT_NAMESPACE: &str = "meridian-system";
 /// The Secret in each cluster namespace on the hub holding copies of the probe header Secrets
 /// the cluster's agent needs (keys `<namespace>.<secret>`, values JSON header maps).
 pub const PROBE_HEADERS_SECRET: &str = "meridian-probe-headers";
+
+/// The Lease in each cluster namespace on the hub that the cluster's agent renews as its
+/// heartbeat (the hub creates it when it installs the agent; the agent may only renew it).
+pub const HEARTBEAT_LEASE: &str = "meridian-agent-heartbeat";

@@ -2,19 +2,17 @@
 //! watch caches, and the helpers for finalizers, backoff and Events.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Client;
 use kube::api::PatchParams;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{self, Store, store::Writer};
-use kube::{Api, Client};
-use meridian_api::kuadrant::DNSHealthCheckProbe;
 use meridian_api::meridian::ClusterReport;
 use rand::Rng;
 
+use crate::caches::{Caches, Scope};
 use crate::metrics::Metrics;
 use crate::zone_provider::ProviderCache;
 
@@ -78,8 +76,8 @@ pub struct Context {
     pub metrics: Metrics,
     /// The time; injectable so tests can move it.
     pub clock: Clock,
-    /// Caches of what every health-checked record reads, filled while leading.
-    pub watched: Watched,
+    /// The watch caches every reconcile reads instead of the API server.
+    pub caches: Arc<Caches>,
     recorder: kube::runtime::events::Recorder,
     failures: Mutex<HashMap<String, u32>>,
     /// Distributed mode: each record's host mark as this process last saw it.
@@ -102,13 +100,17 @@ impl std::fmt::Debug for Context {
 
 impl Context {
     pub fn new(client: Client, providers: ProviderCache, config: ControllerConfig) -> Self {
+        let scope = match config.distributed {
+            None => Scope::Hub,
+            Some(_) => Scope::Distributed,
+        };
         Context {
             client: client.clone(),
             providers,
             config,
             metrics: Metrics::default(),
             clock: Arc::new(k8s_openapi::jiff::Timestamp::now),
-            watched: Watched::new(),
+            caches: Arc::new(Caches::new(scope)),
             recorder: kube::runtime::events::Recorder::new(
                 client.clone(),
                 kube::runtime::events::Reporter {
@@ -193,95 +195,28 @@ impl Context {
         }
     }
 
+    /// When the agent of `cluster` was last heard from: its heartbeat Lease's renewal, or its
+    /// report's time (agents that keep no Lease), whichever is later.
+    pub fn last_heard(
+        &self,
+        cluster: &str,
+        report: Option<&ClusterReport>,
+    ) -> Option<k8s_openapi::jiff::Timestamp> {
+        let renewed = self
+            .caches
+            .heartbeats
+            .get(Some(cluster), meridian_api::names::HEARTBEAT_LEASE)
+            .and_then(|lease| lease.spec.as_ref()?.renew_time.as_ref().map(|t| t.0));
+        let reported = report
+            .and_then(|r| r.spec.reported_at.as_ref())
+            .map(|t| t.0);
+        renewed.max(reported)
+    }
+
     /// Forgets `object`'s failures after a successful reconcile.
     pub fn succeeded(&self, object: &str) {
         self.failures.lock().expect("failures lock").remove(object);
     }
-}
-
-/// Caches of the kinds that many reconciles read: the clusters' reports and the health
-/// probes. One watch each, however many records read them.
-pub struct Watched {
-    pub reports: Store<ClusterReport>,
-    pub probes: Store<DNSHealthCheckProbe>,
-    listed: Arc<(AtomicBool, AtomicBool)>,
-    writers: Mutex<Option<(Writer<ClusterReport>, Writer<DNSHealthCheckProbe>)>>,
-}
-
-impl std::fmt::Debug for Watched {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Watched")
-            .field("listed", &self.listed())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Watched {
-    fn new() -> Self {
-        let (reports, report_writer) = reflector::store();
-        let (probes, probe_writer) = reflector::store();
-        Watched {
-            reports,
-            probes,
-            listed: Arc::new((AtomicBool::new(false), AtomicBool::new(false))),
-            writers: Mutex::new(Some((report_writer, probe_writer))),
-        }
-    }
-
-    /// Whether both caches hold a first complete list (before that, an empty cache would read
-    /// as "no cluster reported").
-    pub fn listed(&self) -> bool {
-        self.listed.0.load(Ordering::SeqCst) && self.listed.1.load(Ordering::SeqCst)
-    }
-
-    /// Fills the caches until the process ends; only the first call does anything.
-    pub async fn reflect(&self, client: Client) {
-        let Some((report_writer, probe_writer)) = self.writers.lock().expect("writers lock").take()
-        else {
-            return;
-        };
-        let reports = reflect_into(
-            Api::<ClusterReport>::all(client.clone()),
-            report_writer,
-            self.listed.clone(),
-            |listed| &listed.0,
-        );
-        let probes = reflect_into(
-            Api::<DNSHealthCheckProbe>::all(client),
-            probe_writer,
-            self.listed.clone(),
-            |listed| &listed.1,
-        );
-        tokio::join!(reports, probes);
-    }
-}
-
-async fn reflect_into<K>(
-    api: Api<K>,
-    writer: Writer<K>,
-    listed: Arc<(AtomicBool, AtomicBool)>,
-    flag: fn(&(AtomicBool, AtomicBool)) -> &AtomicBool,
-) where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    use futures::StreamExt;
-    use kube::runtime::{WatchStreamExt, watcher};
-    watcher(api, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer)
-        .for_each(|event| {
-            if let Ok(watcher::Event::InitDone) = event {
-                flag(&listed).store(true, Ordering::SeqCst);
-            }
-            async {}
-        })
-        .await;
 }
 
 /// Why a reconcile failed; every variant is retried with backoff.
@@ -295,6 +230,8 @@ pub enum Error {
     Provider(#[from] meridian_providers::ProviderError),
     #[error("waiting: {0}")]
     Waiting(String),
+    #[error("the reconcile ended abnormally: {0}")]
+    Aborted(String),
 }
 
 impl Error {
@@ -305,39 +242,7 @@ impl Error {
             Error::Finalizer(_) => "finalizer",
             Error::Provider(_) => "provider",
             Error::Waiting(_) => "waiting",
-        }
-    }
-}
-
-/// The clusters a Placement decided: the union of `status.decisions[].clusterName` over every
-/// PlacementDecision labelled with it (100 decisions each), every page, empty names skipped.
-pub async fn decided_clusters(
-    client: &Client,
-    namespace: &str,
-    placement: &str,
-) -> Result<BTreeSet<String>, kube::Error> {
-    use kube::api::{Api, ListParams};
-    use meridian_api::labels::PLACEMENT_LABEL;
-    use meridian_api::upstream::PlacementDecision;
-
-    let decisions: Api<PlacementDecision> = Api::namespaced(client.clone(), namespace);
-    let mut names = BTreeSet::new();
-    let mut params = ListParams::default()
-        .labels(&format!("{PLACEMENT_LABEL}={placement}"))
-        .limit(500);
-    loop {
-        let page = decisions.list(&params).await?;
-        names.extend(
-            page.items
-                .iter()
-                .filter_map(|d| d.status.as_ref())
-                .flat_map(|s| s.decisions.iter())
-                .map(|d| d.cluster_name.clone())
-                .filter(|name| !name.is_empty()),
-        );
-        match page.metadata.continue_ {
-            Some(token) if !token.is_empty() => params = params.continue_token(&token),
-            _ => return Ok(names),
+            Error::Aborted(_) => "aborted",
         }
     }
 }

@@ -1,5 +1,6 @@
-//! DNSPolicy → one DNSRecord per listener of its Gateway. Reads the Gateway, the clusters its
-//! Placement decided, their labels and their agents' reports, and the namespace's zones; the
+//! DNSPolicy → one DNSRecord per listener of its Gateway. Reads, from the shared watch caches
+//! and never from the API server, the Gateway, the clusters its Placement decided, their labels,
+//! their agents' reports and heartbeats, and the namespace's zones; the
 //! pure [`crate::desired::desired_records`] decides the records; they are written with
 //! server-side apply and owned by the policy. A listener's removal deletes its record; a changed
 //! hostname or zone replaces it (the old record withdraws its DNS first). An invalid or
@@ -7,11 +8,10 @@
 
 use std::sync::Arc;
 
-use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, Patch};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, DeleteParams, Patch};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{Controller, watcher};
 use kube::{Resource, ResourceExt};
 use meridian_api::conditions::{self, ConditionUpdate, condition_status, reasons, set_condition};
 use meridian_api::kuadrant::{DNSPolicy, DNSPolicyStatus, DNSRecord, ManagedZone};
@@ -22,15 +22,15 @@ use meridian_api::upstream::{Gateway, ManagedCluster};
 use meridian_dns::tree::GatewayRef;
 use serde_json::json;
 
-use crate::convert::all_to_api;
+use crate::caches::{Change, everything_once, own_changes, run_controller, triggers};
+use crate::convert::{all_to_api, all_to_engine};
 use crate::desired::{
     Desired, ListenerRef, PlacedCluster, ZoneRef, desired_branch, desired_records,
     downstream_namespace, silence,
 };
+use crate::indexes;
 use crate::policy::routing_strategy;
-use crate::{
-    Context, Error, POLICY_LABEL, apply_params, decided_clusters, now, retry_after, with_finalizer,
-};
+use crate::{Context, Error, POLICY_LABEL, apply_params, now, retry_after, with_finalizer};
 
 pub const FINALIZER: &str = "meridian.dev/dns-policy";
 const CONTROLLER: &str = "dnspolicy";
@@ -41,73 +41,137 @@ mod enforced {
     pub const UNKNOWN: &str = "Unknown";
 }
 
-/// The DNSPolicy controller. On the hub it also follows placements, clusters and their
-/// reports; in distributed mode (`hub_mode` false) the cluster's own Gateways are enough.
-pub fn controller(client: &Client, hub_mode: bool) -> Controller<DNSPolicy> {
-    let controller = Controller::new(
-        Api::<DNSPolicy>::all(client.clone()),
-        watcher::Config::default(),
-    );
-    let store = controller.store();
-    let all_policies = move || -> Vec<ObjectRef<DNSPolicy>> {
-        store
-            .state()
-            .iter()
-            .map(|p| ObjectRef::from_obj(&**p))
-            .collect()
-    };
+/// Runs the DNSPolicy controller until `stop`. Besides its own policies it follows, from the
+/// shared caches, only what changes a policy's records: its DNSRecords, its Gateway, the
+/// ManagedZones of its namespace, and on the hub the placements, clusters, reports and
+/// heartbeats of the clusters its Gateway is placed on ([`crate::indexes`]).
+pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
+    let caches = &ctx.caches;
+    let all = caches.policies.store().clone();
     let by_gateway = {
-        let store = controller.store();
-        move |gateway: Gateway| {
-            let (namespace, name) = (gateway.namespace().unwrap_or_default(), gateway.name_any());
-            store
-                .state()
-                .iter()
-                .filter(|p| targets(p, &namespace, &name))
-                .map(|p| ObjectRef::from_obj(&**p))
-                .collect::<Vec<_>>()
+        let policies = all.clone();
+        move |change: &Change<Gateway>| {
+            let gateway = match change {
+                Change::Applied { new, .. } => new,
+                Change::Deleted(old) => old,
+                Change::Relisted => return Vec::new(),
+            };
+            let target = (gateway.namespace().unwrap_or_default(), gateway.name_any());
+            indexes::policies_targeting(&policies.state(), &[target].into())
         }
     };
-    let (a, b, c, d) = (
-        all_policies.clone(),
-        all_policies.clone(),
-        all_policies.clone(),
-        all_policies,
-    );
-    let controller = controller
-        .owns(
-            Api::<DNSRecord>::all(client.clone()),
-            watcher::Config::default(),
-        )
-        .watches(
-            Api::<Gateway>::all(client.clone()),
-            watcher::Config::default(),
-            by_gateway,
-        )
-        .watches(
-            Api::<ManagedZone>::all(client.clone()),
-            watcher::Config::default(),
-            move |_| d(),
-        );
-    if !hub_mode {
-        return controller;
+    let by_record = |change: &Change<DNSRecord>| {
+        let record = match change {
+            Change::Applied { new, .. } => new,
+            Change::Deleted(old) => old,
+            Change::Relisted => return Vec::new(),
+        };
+        record
+            .labels()
+            .get(POLICY_LABEL)
+            .map(|policy| ObjectRef::new(policy).within(&record.namespace().unwrap_or_default()))
+            .into_iter()
+            .collect()
+    };
+    let by_zone = {
+        let policies = all.clone();
+        move |change: &Change<ManagedZone>| match change {
+            Change::Applied { new: zone, .. } | Change::Deleted(zone) => {
+                indexes::policies_in_namespace(
+                    &policies.state(),
+                    &zone.namespace().unwrap_or_default(),
+                )
+            }
+            Change::Relisted => Vec::new(),
+        }
+    };
+    let mut triggers = vec![
+        everything_once(&caches.policies),
+        own_changes(&caches.policies),
+        triggers(caches.records.subscribe(), all.clone(), by_record),
+        triggers(caches.gateways.subscribe(), all.clone(), by_gateway),
+        triggers(caches.zones.subscribe(), all.clone(), by_zone),
+    ];
+    if ctx.config.distributed.is_none() {
+        triggers.extend(hub_triggers(&ctx));
     }
-    controller
-        .watches(
-            Api::<PlacementDecision>::all(client.clone()),
-            watcher::Config::default(),
-            move |_| a(),
-        )
-        .watches(
-            Api::<ManagedCluster>::all(client.clone()),
-            watcher::Config::default(),
-            move |_| b(),
-        )
-        .watches(
-            Api::<ClusterReport>::all(client.clone()),
-            watcher::Config::default(),
-            move |_| c(),
-        )
+    run_controller(all, triggers, reconcile, error_policy, ctx.clone(), stop).await;
+}
+
+/// What wakes a policy on the hub besides its own objects: a change to the placement of its
+/// Gateway, and a change in what a placed cluster says (labels, report, coming back).
+fn hub_triggers(
+    ctx: &Arc<Context>,
+) -> Vec<futures::stream::BoxStream<'static, ObjectRef<DNSPolicy>>> {
+    let caches = ctx.caches.clone();
+    let all = caches.policies.store().clone();
+    let on_cluster = {
+        let caches = caches.clone();
+        move |cluster: &str| {
+            indexes::policies_on_cluster(
+                &caches.policies.state(),
+                &caches.gateways.state(),
+                &caches.decisions.state(),
+                cluster,
+            )
+        }
+    };
+    let by_decision = {
+        let caches = caches.clone();
+        move |change: &Change<PlacementDecision>| match change {
+            Change::Applied { new: decision, .. } | Change::Deleted(decision) => {
+                let placements = indexes::placement_of(decision).into_iter().collect();
+                indexes::policies_of_placements(
+                    &caches.policies.state(),
+                    &caches.gateways.state(),
+                    &placements,
+                )
+            }
+            Change::Relisted => Vec::new(),
+        }
+    };
+    let by_cluster = {
+        let on_cluster = on_cluster.clone();
+        move |change: &Change<ManagedCluster>| match change {
+            Change::Applied { old, new }
+                if indexes::cluster_changed_for_dns(old.as_deref(), new) =>
+            {
+                on_cluster(&new.name_any())
+            }
+            Change::Deleted(cluster) => on_cluster(&cluster.name_any()),
+            _ => Vec::new(),
+        }
+    };
+    let by_report = {
+        let on_cluster = on_cluster.clone();
+        move |change: &Change<ClusterReport>| match change {
+            Change::Applied { old, new }
+                if indexes::report_changed_for_policies(old.as_deref(), new) =>
+            {
+                on_cluster(&new.namespace().unwrap_or_default())
+            }
+            Change::Deleted(report) => on_cluster(&report.namespace().unwrap_or_default()),
+            _ => Vec::new(),
+        }
+    };
+    let timeout = ctx.config.heartbeat_timeout;
+    let by_heartbeat = move |change: &Change<Lease>| match change {
+        Change::Applied { old, new } => {
+            let renewed = |lease: &Lease| lease.spec.as_ref()?.renew_time.as_ref().map(|t| t.0);
+            if indexes::heartbeat_revives(old.as_deref().and_then(renewed), renewed(new), timeout) {
+                on_cluster(&new.namespace().unwrap_or_default())
+            } else {
+                Vec::new()
+            }
+        }
+        _ => Vec::new(),
+    };
+    vec![
+        triggers(caches.decisions.subscribe(), all.clone(), by_decision),
+        triggers(caches.clusters.subscribe(), all.clone(), by_cluster),
+        triggers(caches.reports.subscribe(), all.clone(), by_report),
+        triggers(caches.heartbeats.subscribe(), all, by_heartbeat),
+    ]
 }
 
 pub async fn reconcile(policy: Arc<DNSPolicy>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -167,8 +231,11 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
         .namespace
         .clone()
         .unwrap_or_else(|| namespace.clone());
-    let gateways: Api<Gateway> = Api::namespaced(ctx.client.clone(), &gateway_namespace);
-    let Some(gateway) = gateways.get_opt(&target.name).await? else {
+    let Some(gateway) = ctx
+        .caches
+        .gateways
+        .get(Some(&gateway_namespace), &target.name)
+    else {
         write_status(
             policy,
             ctx,
@@ -189,13 +256,14 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
         return Ok(Action::requeue(ctx.config.retry_cap));
     };
 
-    let policies: Api<DNSPolicy> = Api::namespaced(ctx.client.clone(), &namespace);
-    let rivals: Vec<DNSPolicy> = policies
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
+    let rivals: Vec<DNSPolicy> = ctx
+        .caches
+        .policies
+        .state()
+        .iter()
+        .filter(|p| p.namespace().as_deref() == Some(namespace.as_str()))
         .filter(|p| targets(p, &gateway_namespace, &target.name))
+        .map(|p| (**p).clone())
         .collect();
     if let Some(holder) = holder(&rivals)
         && holder.uid() != policy.uid()
@@ -242,16 +310,19 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
         }
     };
 
-    let zones: Vec<ZoneRef> = Api::<ManagedZone>::namespaced(ctx.client.clone(), &namespace)
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
+    let mut zones: Vec<ZoneRef> = ctx
+        .caches
+        .zones
+        .state()
+        .iter()
+        .filter(|zone| zone.namespace().as_deref() == Some(namespace.as_str()))
         .map(|zone| ZoneRef {
             name: zone.name_any(),
             domain: zone.spec.domain_name.clone(),
         })
         .collect();
+    // In the order the API server lists them, so equal candidates resolve the same way.
+    zones.sort_by(|a, b| a.name.cmp(&b.name));
     let listeners: Vec<ListenerRef> = gateway
         .spec
         .listeners
@@ -268,7 +339,7 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
     let section = target.section_name.as_deref();
     let desired = match &ctx.config.distributed {
         None => {
-            let clusters = placed_clusters(&gateway, ctx).await?;
+            let clusters = placed_clusters(&gateway, ctx);
             desired_records(
                 &gateway_ref,
                 &listeners,
@@ -366,36 +437,36 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
         enforced_state,
     )
     .await?;
-    Ok(Action::requeue(ctx.config.resync))
+    let next_look = match &ctx.config.distributed {
+        None => next_silence(&gateway, ctx)
+            .map_or(ctx.config.resync, |left| left.min(ctx.config.resync)),
+        Some(_) => ctx.config.resync,
+    };
+    Ok(Action::requeue(next_look))
 }
 
-/// The clusters the Gateway's Placement decided, with their labels and reports.
-async fn placed_clusters(gateway: &Gateway, ctx: &Context) -> Result<Vec<PlacedCluster>, Error> {
+/// The clusters the Gateway's Placement decided, with their labels and reports, from the
+/// caches.
+fn placed_clusters(gateway: &Gateway, ctx: &Context) -> Vec<PlacedCluster> {
     let namespace = gateway.namespace().unwrap_or_default();
     let Some(placement) = gateway.labels().get(PLACEMENT_LABEL) else {
-        return Ok(Vec::new());
+        return Vec::new();
     };
-    let names = decided_clusters(&ctx.client, &namespace, placement).await?;
-    let managed_clusters: Api<ManagedCluster> = Api::all(ctx.client.clone());
+    let names = indexes::decided_clusters(&ctx.caches.decisions.state(), &namespace, placement);
     let downstream = downstream_namespace(&namespace);
+    let reports = ctx.caches.reports.state();
     let mut clusters = Vec::new();
     for name in names {
         // A cluster that is gone from OCM is gone from DNS.
-        let Some(cluster) = managed_clusters.get_opt(&name).await? else {
+        let Some(cluster) = ctx.caches.clusters.get(None, &name) else {
             continue;
         };
-        let reports: Api<ClusterReport> = Api::namespaced(ctx.client.clone(), &name);
         let report = reports
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
+            .iter()
+            .filter(|r| r.namespace().as_deref() == Some(name.as_str()))
             .max_by_key(|r| r.spec.reported_at.as_ref().map(|t| t.0));
         let silent_for = silence(
-            report
-                .as_ref()
-                .and_then(|r| r.spec.reported_at.as_ref())
-                .map(|t| t.0),
+            ctx.last_heard(&name, report.map(|r| &**r)),
             (ctx.clock)(),
             ctx.config.heartbeat_timeout,
         );
@@ -403,16 +474,39 @@ async fn placed_clusters(gateway: &Gateway, ctx: &Context) -> Result<Vec<PlacedC
             name: name.clone(),
             labels: cluster.labels().clone(),
             silent_for,
-            cluster_id: report.as_ref().map(|r| r.spec.cluster_id.clone()),
+            cluster_id: report.map(|r| r.spec.cluster_id.clone()),
             gateway: report.and_then(|r| {
                 r.spec
                     .gateways
-                    .into_iter()
+                    .iter()
                     .find(|g| g.name == gateway.name_any() && g.namespace == downstream)
+                    .cloned()
             }),
         });
     }
-    Ok(clusters)
+    clusters
+}
+
+/// When the policy must look again even if nothing changes: when the first placed cluster
+/// that is heard from now would go silent (a timer, rather than every policy polling).
+fn next_silence(gateway: &Gateway, ctx: &Context) -> Option<std::time::Duration> {
+    let namespace = gateway.namespace().unwrap_or_default();
+    let placement = gateway.labels().get(PLACEMENT_LABEL)?;
+    let now = (ctx.clock)();
+    let reports = ctx.caches.reports.state();
+    indexes::decided_clusters(&ctx.caches.decisions.state(), &namespace, placement)
+        .iter()
+        .filter_map(|name| {
+            let report = reports
+                .iter()
+                .find(|r| r.namespace().as_deref() == Some(name.as_str()));
+            let heard = ctx.last_heard(name, report.map(|r| &**r))?;
+            let since = std::time::Duration::try_from(now.duration_since(heard)).ok()?;
+            ctx.config.heartbeat_timeout.checked_sub(since)
+        })
+        .min()
+        // Just past the deadline, so the cluster is silent when the policy looks.
+        .map(|left| left + std::time::Duration::from_secs(1))
 }
 
 /// Applies the desired DNSRecords and deletes the policy's others; returns the records as
@@ -424,10 +518,7 @@ async fn write_records(
 ) -> Result<Vec<DNSRecord>, Error> {
     let namespace = policy.namespace().unwrap_or_default();
     let api: Api<DNSRecord> = Api::namespaced(ctx.client.clone(), &namespace);
-    let existing = api
-        .list(&ListParams::default().labels(&format!("{POLICY_LABEL}={}", policy.name_any())))
-        .await?
-        .items;
+    let existing = records_of(policy, ctx);
     let owner = policy
         .controller_owner_ref(&())
         .expect("a stored policy has a UID");
@@ -464,6 +555,13 @@ async fn write_records(
             record["metadata"]["labels"][crate::DISTRIBUTED_LABEL] = json!("true");
             record["spec"]["ownerID"] = json!(local.cluster_id);
         }
+        if let Some(old) = existing.iter().find(|r| r.name_any() == wanted.name)
+            && record_matches(old, &record)
+        {
+            // Nothing to write: a steady policy costs the API server nothing.
+            records.push(old.clone());
+            continue;
+        }
         let written = api
             .patch(&wanted.name, &crate::apply_params(), &Patch::Apply(record))
             .await?;
@@ -479,6 +577,44 @@ async fn write_records(
             .await?;
     }
     Ok(records)
+}
+
+/// The policy's DNSRecords, from the cache.
+fn records_of(policy: &DNSPolicy, ctx: &Context) -> Vec<DNSRecord> {
+    let namespace = policy.namespace();
+    let name = policy.name_any();
+    ctx.caches
+        .records
+        .state()
+        .iter()
+        .filter(|r| r.namespace() == namespace && r.labels().get(POLICY_LABEL) == Some(&name))
+        .map(|r| (**r).clone())
+        .collect()
+}
+
+/// Whether a stored record already says what applying `wanted` would: our labels and owner,
+/// and the same spec (endpoints compared as the engine reads them, so server defaults do not
+/// count as a difference).
+fn record_matches(stored: &DNSRecord, wanted: &serde_json::Value) -> bool {
+    let Ok(wanted_record) = serde_json::from_value::<DNSRecord>(wanted.clone()) else {
+        return false;
+    };
+    let labels_kept = wanted_record
+        .labels()
+        .iter()
+        .all(|(key, value)| stored.labels().get(key) == Some(value));
+    let owned = wanted_record
+        .owner_references()
+        .iter()
+        .all(|owner| stored.owner_references().iter().any(|o| o.uid == owner.uid));
+    let (have, want) = (&stored.spec, &wanted_record.spec);
+    labels_kept
+        && owned
+        && have.root_host == want.root_host
+        && have.managed_zone.name == want.managed_zone.name
+        && have.owner_id == want.owner_id
+        && have.health_check == want.health_check
+        && all_to_engine(&have.endpoints) == all_to_engine(&want.endpoints)
 }
 
 /// Sets (or removes) `kuadrant.io/DNSPolicyAffected` on the Gateway.
@@ -599,10 +735,7 @@ async fn write_status(
 async fn remove(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
     let namespace = policy.namespace().unwrap_or_default();
     let api: Api<DNSRecord> = Api::namespaced(ctx.client.clone(), &namespace);
-    let records = api
-        .list(&ListParams::default().labels(&format!("{POLICY_LABEL}={}", policy.name_any())))
-        .await?
-        .items;
+    let records = records_of(policy, ctx);
     for record in records
         .iter()
         .filter(|r| r.metadata.deletion_timestamp.is_none())
@@ -619,8 +752,11 @@ async fn remove(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
     }
     let target = &policy.spec.target_ref;
     let gateway_namespace = target.namespace.clone().unwrap_or(namespace);
-    let gateways: Api<Gateway> = Api::namespaced(ctx.client.clone(), &gateway_namespace);
-    if let Some(gateway) = gateways.get_opt(&target.name).await? {
+    if let Some(gateway) = ctx
+        .caches
+        .gateways
+        .get(Some(&gateway_namespace), &target.name)
+    {
         mark_gateway(&gateway, policy, ctx, false).await?;
     }
     Ok(Action::await_change())

@@ -10,12 +10,9 @@ use std::time::Instant;
 use k8s_openapi::api::core::v1::Secret;
 use std::collections::BTreeMap;
 
-use crate::DISTRIBUTED_LABEL;
-use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{Controller, watcher};
 use kube::{Resource, ResourceExt};
 use meridian_api::conditions::{self, ConditionUpdate, set_condition};
 use meridian_api::kuadrant::{
@@ -31,12 +28,14 @@ use meridian_dns::tree::RecordTree;
 use meridian_providers::{Provider, ProviderError};
 use serde_json::json;
 
+use crate::caches::{Change, everything_once, own_changes, run_controller, triggers};
 use crate::convert::{all_to_api, all_to_engine};
 use crate::desired::silence;
 use crate::health::{
     HealthOutcome, PROBE_RECORD_LABEL, apply_health, probe_status, reasons as health_reasons,
     same_findings, wanted_probes,
 };
+use crate::indexes;
 use crate::shared_health;
 use crate::zone_provider::ZoneProvider;
 use crate::{Context, Error, apply_params, now, retry_after, with_finalizer};
@@ -53,61 +52,57 @@ pub mod reasons {
     pub const PROVIDER_ERROR: &str = "ProviderError";
 }
 
-/// The DNSRecord controller. On the hub it also follows the clusters' reports (for health); in
-/// distributed mode it publishes only the records this cluster's agent wrote.
-pub fn controller(client: &Client, ctx: &Context) -> Controller<DNSRecord> {
-    // In distributed mode the agent publishes only the records it wrote.
-    let selection = match ctx.config.distributed {
-        None => watcher::Config::default(),
-        Some(_) => watcher::Config::default().labels(&format!("{DISTRIBUTED_LABEL}=true")),
+/// Runs the DNSRecord controller until `stop`. Besides its own records it follows, from the
+/// shared caches, the ManagedZones they publish into and, on the hub, the reports whose probe
+/// verdicts changed ([`crate::indexes::records_with_changed_verdicts`]). In distributed mode
+/// the caches hold only the records this cluster's agent wrote.
+pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
+    let caches = ctx.caches.clone();
+    let all = caches.records.store().clone();
+    let by_zone = {
+        let records = all.clone();
+        move |change: &Change<ManagedZone>| match change {
+            Change::Applied { new: zone, .. } | Change::Deleted(zone) => {
+                let namespace = zone.namespace();
+                records
+                    .state()
+                    .iter()
+                    .filter(|r| {
+                        r.namespace() == namespace && r.spec.managed_zone.name == zone.name_any()
+                    })
+                    .map(|r| ObjectRef::from_obj(&**r))
+                    .collect()
+            }
+            Change::Relisted => Vec::new(),
+        }
     };
-    let controller = Controller::new(Api::<DNSRecord>::all(client.clone()), selection);
-    let store = controller.store();
-    let zone_store = store.clone();
-    let by_zone = move |zone: ManagedZone| {
-        let namespace = zone.namespace();
-        zone_store
-            .state()
-            .iter()
-            .filter(|r| r.namespace() == namespace && r.spec.managed_zone.name == zone.name_any())
-            .map(|r| ObjectRef::from_obj(&**r))
-            .collect::<Vec<_>>()
-    };
-    if ctx.config.distributed.is_some() {
-        return controller.watches(
-            Api::<ManagedZone>::all(client.clone()),
-            watcher::Config::default(),
-            by_zone,
-        );
-    }
-    let probes = ctx.watched.probes.clone();
-    // A report's probe results concern the records the probes check.
-    let by_report = move |report: ClusterReport| {
-        let mut records: Vec<ObjectRef<DNSRecord>> = report
-            .spec
-            .probes
-            .iter()
-            .filter_map(|result| {
-                let probe = probes.get(&ObjectRef::new(&result.name).within(&result.namespace))?;
-                let record = probe.labels().get(PROBE_RECORD_LABEL)?;
-                Some(ObjectRef::new(record).within(&result.namespace))
-            })
-            .collect();
-        records.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        records.dedup();
-        records
-    };
-    controller
-        .watches(
-            Api::<ClusterReport>::all(client.clone()),
-            watcher::Config::default(),
+    let mut triggers = vec![
+        everything_once(&caches.records),
+        own_changes(&caches.records),
+        triggers(caches.zones.subscribe(), all.clone(), by_zone),
+    ];
+    if ctx.config.distributed.is_none() {
+        let probes = caches.probes.store().clone();
+        let record_of_probe = move |namespace: &str, probe: &str| {
+            let probe = probes.get(&ObjectRef::new(probe).within(namespace))?;
+            probe.labels().get(PROBE_RECORD_LABEL).cloned()
+        };
+        let by_report = move |change: &Change<ClusterReport>| match change {
+            Change::Applied { old, new } => {
+                indexes::records_with_changed_verdicts(old.as_deref(), Some(new), &record_of_probe)
+            }
+            Change::Deleted(old) => {
+                indexes::records_with_changed_verdicts(Some(old), None, &record_of_probe)
+            }
+            Change::Relisted => Vec::new(),
+        };
+        triggers.push(crate::caches::triggers(
+            caches.reports.subscribe(),
+            all.clone(),
             by_report,
-        )
-        .watches(
-            Api::<ManagedZone>::all(client.clone()),
-            watcher::Config::default(),
-            by_zone,
-        )
+        ));
+    }
+    run_controller(all, triggers, reconcile, error_policy, ctx.clone(), stop).await;
 }
 
 pub async fn reconcile(record: Arc<DNSRecord>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -149,24 +144,14 @@ async fn zone_provider(
 ) -> Result<(ManagedZone, ZoneProvider, String), (String, &'static str, String)> {
     let namespace = record.namespace().unwrap_or_default();
     let zone_name = &record.spec.managed_zone.name;
-    let zones: Api<ManagedZone> = Api::namespaced(ctx.client.clone(), &namespace);
-    let zone = match zones.get_opt(zone_name).await {
-        Ok(Some(zone)) => zone,
-        Ok(None) => {
-            return Err((
-                zone_name.clone(),
-                reasons::ZONE_NOT_FOUND,
-                format!("ManagedZone {zone_name} not found"),
-            ));
-        }
-        Err(error) => {
-            return Err((
-                zone_name.clone(),
-                reasons::PROVIDER_UNAVAILABLE,
-                error.to_string(),
-            ));
-        }
+    let Some(zone) = ctx.caches.zones.get(Some(&namespace), zone_name) else {
+        return Err((
+            zone_name.clone(),
+            reasons::ZONE_NOT_FOUND,
+            format!("ManagedZone {zone_name} not found"),
+        ));
     };
+    let zone = (*zone).clone();
     let domain = zone.spec.domain_name.clone();
     let provider = match &zone.spec.dns_provider_secret_ref {
         None => ctx.providers.embedded(&domain).ok_or_else(|| {
@@ -541,7 +526,7 @@ async fn check_health(
     published: Option<&[Endpoint]>,
     ctx: &Context,
 ) -> Result<HealthOutcome, Error> {
-    if !ctx.watched.listed() {
+    if !ctx.caches.listed() {
         return Err(Error::Waiting(
             "the first list of probes and reports".into(),
         ));
@@ -580,14 +565,13 @@ async fn check_health(
 
     let now = (ctx.clock)();
     let live: Vec<Arc<ClusterReport>> = ctx
-        .watched
+        .caches
         .reports
         .state()
         .into_iter()
         .filter(|report| {
-            let reported_at = report.spec.reported_at.as_ref().map(|t| t.0);
-            reported_at.is_some()
-                && silence(reported_at, now, ctx.config.heartbeat_timeout).is_none()
+            let heard = ctx.last_heard(&report.namespace().unwrap_or_default(), Some(report));
+            heard.is_some() && silence(heard, now, ctx.config.heartbeat_timeout).is_none()
         })
         .collect();
     let mut verdicts = BTreeMap::new();
@@ -648,7 +632,7 @@ fn status_worth_writing(
 fn probes_of(record: &DNSRecord, ctx: &Context) -> Vec<Arc<DNSHealthCheckProbe>> {
     let namespace = record.namespace();
     let name = record.name_any();
-    ctx.watched
+    ctx.caches
         .probes
         .state()
         .into_iter()

@@ -12,12 +12,14 @@
 //! runs them beside what only a hub does; the agent (`meridian-agent --mode distributed`) runs
 //! them for its own cluster.
 
+pub mod caches;
 mod context;
 pub mod convert;
 pub mod desired;
 pub mod dns_policy;
 pub mod dns_record;
 pub mod health;
+pub mod indexes;
 pub mod metrics;
 pub mod owners;
 pub mod policy;
@@ -26,6 +28,5 @@ pub mod zone_provider;
 
 pub use context::{
     Clock, Context, ControllerConfig, DISTRIBUTED_LABEL, Error, FIELD_MANAGER, LocalCluster,
-    POLICY_LABEL, Watched, apply_params, decided_clusters, now, object_key, retry_after,
-    with_finalizer,
+    POLICY_LABEL, apply_params, now, object_key, retry_after, with_finalizer,
 };

@@ -56,11 +56,30 @@ struct Launched {
 impl ControlPlane {
     /// Starts one control plane and waits until it serves.
     pub async fn start(name: &str, assets: &TestBedAssets) -> Result<Self, Error> {
+        Self::start_with_audit(name, assets, None).await
+    }
+
+    /// Starts one control plane whose API server writes an audit log, `audit.log` in its
+    /// directory: one JSON line per request of `user` (metadata only), for benchmarks that
+    /// count one client's requests.
+    pub async fn start_audited(
+        name: &str,
+        assets: &TestBedAssets,
+        user: &str,
+    ) -> Result<Self, Error> {
+        Self::start_with_audit(name, assets, Some(user)).await
+    }
+
+    async fn start_with_audit(
+        name: &str,
+        assets: &TestBedAssets,
+        audited_user: Option<&str>,
+    ) -> Result<Self, Error> {
         // A free port can be taken by another process between being picked and being bound;
         // such a start is retried on fresh ports.
         const ATTEMPTS: usize = 3;
         for attempt in 1.. {
-            match launch(name, assets)?.wait_ready().await {
+            match launch(name, assets, audited_user)?.wait_ready().await {
                 Err(error) if attempt < ATTEMPTS && is_port_clash(&error) => {
                     tracing::warn!(%name, attempt, "a port was taken before it was bound; retrying");
                 }
@@ -117,7 +136,11 @@ impl ControlPlane {
     }
 }
 
-fn launch(name: &str, assets: &TestBedAssets) -> Result<Launched, Error> {
+fn launch(
+    name: &str,
+    assets: &TestBedAssets,
+    audited_user: Option<&str>,
+) -> Result<Launched, Error> {
     let dir = tempfile::Builder::new()
         .prefix(&format!("meridian-{name}-"))
         .tempdir()
@@ -160,7 +183,7 @@ fn launch(name: &str, assets: &TestBedAssets) -> Result<Launched, Error> {
         &path("etcd.log"),
     )?;
 
-    let apiserver_args = [
+    let mut apiserver_args = vec![
         format!("--etcd-servers={etcd_client_url}"),
         "--bind-address=127.0.0.1".to_string(),
         "--advertise-address=127.0.0.1".to_string(),
@@ -185,6 +208,22 @@ fn launch(name: &str, assets: &TestBedAssets) -> Result<Launched, Error> {
         // Fewer background controllers on a two-core machine that runs several control planes.
         "--enable-priority-and-fairness=false".to_string(),
     ];
+    if let Some(user) = audited_user {
+        let policy = format!(
+            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n  users: [{user:?}]\n- level: None\n"
+        );
+        write("audit-policy.yaml", &policy)?;
+        apiserver_args.extend([
+            format!(
+                "--audit-policy-file={}",
+                path("audit-policy.yaml").display()
+            ),
+            format!("--audit-log-path={}", path("audit.log").display()),
+            "--audit-log-format=json".to_string(),
+            "--audit-log-mode=batch".to_string(),
+            "--audit-log-batch-max-wait=1s".to_string(),
+        ]);
+    }
     let apiserver = ManagedProcess::spawn(
         format!("{name}/kube-apiserver"),
         &assets.kube_apiserver,

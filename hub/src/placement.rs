@@ -170,8 +170,18 @@ pub const AGENT_PROBE_READER: &str = "meridian-agent-probe-reader";
 /// The hub-side RBAC of a cluster's agent: a ServiceAccount and a Role in the cluster's
 /// namespace allowing exactly its report and its copy of the probe headers, and a binding to
 /// the shared probe reader.
-pub fn agent_hub_rbac(cluster: &str) -> [Value; 5] {
+pub fn agent_hub_rbac(cluster: &str) -> [Value; 6] {
     [
+        // The agent's heartbeat: created here, so the agent needs no right to create Leases,
+        // only to renew this one.
+        json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {
+                "name": meridian_api::names::HEARTBEAT_LEASE,
+                "namespace": cluster,
+                "labels": { meridian_api::labels::HEARTBEAT_LABEL: "true" },
+            },
+        }),
         json!({
             "apiVersion": "v1", "kind": "ServiceAccount",
             "metadata": { "name": AGENT_WORK, "namespace": cluster },
@@ -190,6 +200,12 @@ pub fn agent_hub_rbac(cluster: &str) -> [Value; 5] {
                     "resources": ["secrets"],
                     "resourceNames": [meridian_api::names::PROBE_HEADERS_SECRET],
                     "verbs": ["get"],
+                },
+                {
+                    "apiGroups": ["coordination.k8s.io"],
+                    "resources": ["leases"],
+                    "resourceNames": [meridian_api::names::HEARTBEAT_LEASE],
+                    "verbs": ["get", "update", "patch"],
                 },
             ],
         }),

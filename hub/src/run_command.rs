@@ -7,26 +7,26 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use futures::StreamExt;
-use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{Controller, watcher};
 use kube::{Client, Config, ResourceExt};
-use meridian_api::kuadrant::{DNSHealthCheckProbe, DNSPolicy, DNSRecord, ManagedZone};
+use meridian_api::kuadrant::{DNSHealthCheckProbe, DNSRecord, ManagedZone};
 use meridian_api::meridian::ClusterReport;
-use meridian_api::upstream::{Gateway, ManagedCluster, PlacementDecision};
+use meridian_api::upstream::{ManagedCluster, PlacementDecision};
 use meridian_nameserver::{GeoDb, NameServer, ServerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+use meridian_controllers::caches::{
+    Change, everything_once, own_changes, run_controller, triggers,
+};
 use meridian_controllers::health::DEFAULT_THRESHOLD_PERCENT;
+use meridian_controllers::indexes;
 use meridian_controllers::zone_provider::{EmbeddedZones, ProviderCache};
 use meridian_controllers::{Context, ControllerConfig, dns_policy, dns_record};
 
 use crate::controller::gateway_placement::{AgentInstall, PlacementContext};
 use crate::controller::{gateway_placement, managed_zone, probe_headers, router_dns};
 use crate::leader::{self, Election};
-use meridian_api::labels::PLACEMENT_LABEL;
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -291,6 +291,7 @@ impl RunningHub {
 }
 
 /// Waits for the Lease, then runs the controllers until asked to stop or the Lease is lost.
+/// The watch caches fill from the start, on every replica, so a new leader starts warm.
 async fn lead_and_run(
     client: Client,
     placement: Arc<PlacementContext>,
@@ -304,86 +305,33 @@ async fn lead_and_run(
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
     };
+    let caches = {
+        let (ctx, client, stop_rx) = (ctx.clone(), client.clone(), stop_rx.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = ctx.caches.reflect(client) => {}
+                _ = stopped(stop_rx) => {}
+            }
+        })
+    };
     tokio::select! {
         _ = leader::acquire(&client, &election) => {}
-        _ = stopped(stop_rx.clone()) => return,
+        _ = stopped(stop_rx.clone()) => {
+            let _ = caches.await;
+            return;
+        }
     }
     leading.store(true, Ordering::SeqCst);
     tracing::info!(identity = %election.identity, "holding the hub Lease; starting the controllers");
-    let policies = dns_policy::controller(&client, true);
-    let records = dns_record::controller(&client, &ctx);
-    let headers = headers_controller(&client);
-    let shard_dns = router_dns_controller(&client);
-    let zones = zone_controller(&client);
-    let gateways = gateway_controller(&client);
-    let ready_when_listed = ready.clone();
-    let lister = client.clone();
-    tokio::spawn(async move {
-        // Ready once this replica leads and the API server lists every kind it watches.
-        let one = kube::api::ListParams::default().limit(1);
-        loop {
-            let (policies, records, zones, gateways) = (
-                Api::<DNSPolicy>::all(lister.clone()),
-                Api::<DNSRecord>::all(lister.clone()),
-                Api::<ManagedZone>::all(lister.clone()),
-                Api::<Gateway>::all(lister.clone()),
-            );
-            let listed = tokio::join!(
-                policies.list(&one),
-                records.list(&one),
-                zones.list(&one),
-                gateways.list(&one),
-            );
-            if listed.0.is_ok() && listed.1.is_ok() && listed.2.is_ok() && listed.3.is_ok() {
-                ready_when_listed.store(true, Ordering::SeqCst);
-                tracing::info!("leading, and the API server answers: ready");
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-        }
-    });
-    let policies = policies
-        .graceful_shutdown_on(stopped(stop_rx.clone()))
-        .run(dns_policy::reconcile, dns_policy::error_policy, ctx.clone())
-        .for_each(|_| async {});
-    let records = records
-        .graceful_shutdown_on(stopped(stop_rx.clone()))
-        .run(dns_record::reconcile, dns_record::error_policy, ctx.clone())
-        .for_each(|_| async {});
-    let zones = zones
-        .graceful_shutdown_on(stopped(stop_rx.clone()))
-        .run(
-            managed_zone::reconcile,
-            managed_zone::error_policy,
-            ctx.clone(),
-        )
-        .for_each(|_| async {});
-    let headers = headers
-        .graceful_shutdown_on(stopped(stop_rx.clone()))
-        .run(
-            probe_headers::reconcile,
-            probe_headers::error_policy,
-            ctx.clone(),
-        )
-        .for_each(|_| async {});
-    let shard_dns = shard_dns
-        .graceful_shutdown_on(stopped(stop_rx.clone()))
-        .run(router_dns::reconcile, router_dns::error_policy, ctx.clone())
-        .for_each(|_| async {});
-    let caches = async {
-        tokio::select! {
-            _ = ctx.watched.reflect(client.clone()) => {}
-            _ = stopped(stop_rx.clone()) => {}
+    let ready_when_listed = {
+        let (ctx, ready) = (ctx.clone(), ready.clone());
+        async move {
+            ctx.caches.wait_until_listed().await;
+            ready.store(true, Ordering::SeqCst);
+            tracing::info!("leading, and every watched kind is listed: ready");
         }
     };
-    let gateways = gateways
-        .graceful_shutdown_on(stopped(stop_rx.clone()))
-        .run(
-            gateway_placement::reconcile,
-            gateway_placement::error_policy,
-            placement.clone(),
-        )
-        .for_each(|_| async {});
+    let stop_on = || stopped(stop_rx.clone());
     let hold = async {
         tokio::select! {
             _ = leader::hold(&client, &election) => {
@@ -394,117 +342,204 @@ async fn lead_and_run(
         }
     };
     tokio::join!(
-        policies, records, zones, gateways, headers, shard_dns, caches, hold
+        ready_when_listed,
+        dns_policy::run(ctx.clone(), stop_on()),
+        dns_record::run(ctx.clone(), stop_on()),
+        run_gateway_placement(placement.clone(), stop_on()),
+        run_probe_headers(ctx.clone(), stop_on()),
+        run_router_dns(ctx.clone(), stop_on()),
+        run_zone_status(ctx.clone(), stop_on()),
+        hold,
     );
+    let _ = caches.await;
     ready.store(false, Ordering::SeqCst);
     leading.store(false, Ordering::SeqCst);
 }
 
-fn gateway_controller(client: &Client) -> Controller<Gateway> {
-    let controller = Controller::new(
-        Api::<Gateway>::all(client.clone()),
-        watcher::Config::default(),
-    );
-    let store = controller.store();
-    let by_placement = {
-        let store = store.clone();
-        move |decision: PlacementDecision| {
-            let namespace = decision.namespace();
-            let placement = decision.labels().get(PLACEMENT_LABEL).cloned();
-            store
+/// Gateway placement: a Gateway, a decision of its Placement, or a cluster joining or leaving
+/// OCM (its work goes at once) wakes it.
+async fn run_gateway_placement(
+    placement: Arc<PlacementContext>,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let caches = placement.shared.caches.clone();
+    let all = caches.gateways.store().clone();
+    let by_decision = {
+        let gateways = all.clone();
+        move |change: &Change<PlacementDecision>| match change {
+            Change::Applied { new: decision, .. } | Change::Deleted(decision) => {
+                let placements = indexes::placement_of(decision).into_iter().collect();
+                indexes::gateways_following(&gateways.state(), &placements)
+            }
+            Change::Relisted => Vec::new(),
+        }
+    };
+    let multi_cluster = {
+        let gateways = all.clone();
+        move || {
+            gateways
                 .state()
                 .iter()
-                .filter(|g| {
-                    g.namespace() == namespace
-                        && g.labels().get(PLACEMENT_LABEL) == placement.as_ref()
-                })
+                .filter(|g| gateway_placement::is_multi_cluster(g))
                 .map(|g| ObjectRef::from_obj(&**g))
                 .collect::<Vec<_>>()
         }
     };
-    controller
-        .watches(
-            Api::<PlacementDecision>::all(client.clone()),
-            watcher::Config::default(),
-            by_placement,
-        )
-        .watches(
-            Api::<ManagedCluster>::all(client.clone()),
-            watcher::Config::default(),
-            move |_| {
-                store
-                    .state()
-                    .iter()
-                    .filter(|g| gateway_placement::is_multi_cluster(g))
-                    .map(|g| ObjectRef::from_obj(&**g))
-                    .collect::<Vec<_>>()
-            },
-        )
+    let by_cluster = move |change: &Change<ManagedCluster>| match change {
+        Change::Applied { old: None, .. } | Change::Deleted(_) => multi_cluster(),
+        _ => Vec::new(),
+    };
+    let triggers = vec![
+        everything_once(&caches.gateways),
+        own_changes(&caches.gateways),
+        triggers(caches.decisions.subscribe(), all.clone(), by_decision),
+        triggers(caches.clusters.subscribe(), all.clone(), by_cluster),
+    ];
+    run_controller(
+        all,
+        triggers,
+        gateway_placement::reconcile,
+        gateway_placement::error_policy,
+        placement,
+        stop,
+    )
+    .await;
 }
 
-/// Copies probe headers into cluster namespaces; any probe change may change every copy.
-fn headers_controller(client: &Client) -> Controller<ManagedCluster> {
-    let controller = Controller::new(
-        Api::<ManagedCluster>::all(client.clone()),
-        watcher::Config::default(),
-    );
-    let clusters = controller.store();
-    controller.watches(
-        Api::<DNSHealthCheckProbe>::all(client.clone()),
-        watcher::Config::default(),
-        move |probe| {
-            let named_headers = probe.spec.additional_headers_ref.is_some();
+/// Probe header copies per cluster: a new cluster, or a probe that names a header Secret,
+/// wakes them.
+async fn run_probe_headers(
+    ctx: Arc<Context>,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let caches = ctx.caches.clone();
+    let all = caches.clusters.store().clone();
+    let new_clusters = |change: &Change<ManagedCluster>| match change {
+        Change::Applied { old: None, new } => vec![ObjectRef::from_obj(&**new)],
+        _ => Vec::new(),
+    };
+    let by_probe = {
+        let clusters = all.clone();
+        move |change: &Change<DNSHealthCheckProbe>| {
+            let names_headers = match change {
+                Change::Applied { old, new } => {
+                    new.spec.additional_headers_ref.is_some()
+                        || old
+                            .as_ref()
+                            .is_some_and(|o| o.spec.additional_headers_ref.is_some())
+                }
+                Change::Deleted(old) => old.spec.additional_headers_ref.is_some(),
+                Change::Relisted => false,
+            };
+            if !names_headers {
+                return Vec::new();
+            }
             clusters
                 .state()
                 .iter()
-                .filter(|_| named_headers)
                 .map(|c| ObjectRef::from_obj(&**c))
-                .collect::<Vec<_>>()
-        },
+                .collect()
+        }
+    };
+    let triggers = vec![
+        everything_once(&caches.clusters),
+        triggers(caches.clusters.subscribe(), all.clone(), new_clusters),
+        triggers(caches.probes.subscribe(), all.clone(), by_probe),
+    ];
+    run_controller(
+        all,
+        triggers,
+        probe_headers::reconcile,
+        probe_headers::error_policy,
+        ctx,
+        stop,
     )
+    .await;
 }
 
-/// Router-shard DNS per zone; any report may change any zone's shards.
-fn router_dns_controller(client: &Client) -> Controller<ManagedZone> {
-    let controller = Controller::new(
-        Api::<ManagedZone>::all(client.clone()),
-        watcher::Config::default(),
-    );
-    let zones = controller.store();
-    controller.watches(
-        Api::<ClusterReport>::all(client.clone()),
-        watcher::Config::default(),
-        move |report| {
-            let reports_shards = !report.spec.router_shards.is_empty();
+/// Router-shard DNS per zone: a zone, or a report whose shards changed, wakes it.
+async fn run_router_dns(
+    ctx: Arc<Context>,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let caches = ctx.caches.clone();
+    let all = caches.zones.store().clone();
+    let by_report = {
+        let zones = all.clone();
+        move |change: &Change<ClusterReport>| {
+            let shards_changed = match change {
+                Change::Applied { old, new } => {
+                    old.as_ref().map(|o| &o.spec.router_shards) != Some(&new.spec.router_shards)
+                }
+                Change::Deleted(old) => !old.spec.router_shards.is_empty(),
+                Change::Relisted => false,
+            };
+            if !shards_changed {
+                return Vec::new();
+            }
             zones
                 .state()
                 .iter()
-                .filter(|_| reports_shards)
                 .map(|z| ObjectRef::from_obj(&**z))
-                .collect::<Vec<_>>()
-        },
+                .collect()
+        }
+    };
+    let triggers = vec![
+        everything_once(&caches.zones),
+        own_changes(&caches.zones),
+        triggers(caches.reports.subscribe(), all.clone(), by_report),
+    ];
+    run_controller(
+        all,
+        triggers,
+        router_dns::reconcile,
+        router_dns::error_policy,
+        ctx,
+        stop,
     )
+    .await;
 }
 
-fn zone_controller(client: &Client) -> Controller<ManagedZone> {
-    let controller = Controller::new(
-        Api::<ManagedZone>::all(client.clone()),
-        watcher::Config::default(),
-    );
-    let store = controller.store();
-    controller.watches(
-        Api::<DNSRecord>::all(client.clone()),
-        watcher::Config::default(),
-        move |record| {
+/// ManagedZone status: a zone, or a record of an embedded zone (its count), wakes it.
+async fn run_zone_status(
+    ctx: Arc<Context>,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let caches = ctx.caches.clone();
+    let all = caches.zones.store().clone();
+    let by_record = {
+        let zones = all.clone();
+        move |change: &Change<DNSRecord>| {
+            let record = match change {
+                Change::Applied { new, .. } => new,
+                Change::Deleted(old) => old,
+                Change::Relisted => return Vec::new(),
+            };
             // Only embedded zones are recounted per record change (counting them is free).
             let zone = ObjectRef::<ManagedZone>::new(&record.spec.managed_zone.name)
                 .within(&record.namespace().unwrap_or_default());
-            store
+            zones
                 .get(&zone)
                 .filter(|z| z.spec.dns_provider_secret_ref.is_none())
                 .map(|_| zone)
-        },
+                .into_iter()
+                .collect()
+        }
+    };
+    let triggers = vec![
+        everything_once(&caches.zones),
+        own_changes(&caches.zones),
+        triggers(caches.records.subscribe(), all.clone(), by_record),
+    ];
+    run_controller(
+        all,
+        triggers,
+        managed_zone::reconcile,
+        managed_zone::error_policy,
+        ctx,
+        stop,
     )
+    .await;
 }
 
 /// `/livez`, `/readyz` and `/metrics` over plain HTTP/1.1.

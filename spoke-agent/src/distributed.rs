@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use kube::Client;
 use meridian_controllers::shared_health::SharedProbes;
 use meridian_controllers::zone_provider::ProviderCache;
@@ -29,12 +28,12 @@ pub async fn run(
     let mut ctx = Context::new(client.clone(), ProviderCache::without_embedded(), config);
     ctx.shared_probes = probes;
     let ctx = Arc::new(ctx);
-    let policies = dns_policy::controller(&client, false)
-        .run(dns_policy::reconcile, dns_policy::error_policy, ctx.clone())
-        .for_each(|_| async {});
-    let records = dns_record::controller(&client, &ctx)
-        .run(dns_record::reconcile, dns_record::error_policy, ctx.clone())
-        .for_each(|_| async {});
-    tokio::join!(policies, records);
+    // One watch per kind for both controllers; they run until the process ends.
+    let never = std::future::pending::<()>;
+    tokio::join!(
+        ctx.caches.reflect(client),
+        dns_policy::run(ctx.clone(), never()),
+        dns_record::run(ctx.clone(), never()),
+    );
     Ok(())
 }

@@ -1,9 +1,13 @@
 //! The agent's report loop: watch the downstream Gateways of this cluster and keep the
 //! cluster's `ClusterReport` on the hub current. The report is written with server-side apply
-//! into the cluster's own namespace on the hub (the only place the agent may write there), when
-//! what it says changes and on every heartbeat. Watches and writes that fail are retried with
-//! backoff, so after a hub outage the agent reconnects and rewrites the whole report: nothing
-//! is duplicated (one object, one field manager) and nothing is lost (it is always whole).
+//! into the cluster's own namespace on the hub (the only place the agent may write there) when
+//! what it says changes, and refreshed every [`REPORT_REFRESH_HEARTBEATS`] heartbeats so probe
+//! counts and times stay recent. Liveness is the heartbeat Lease the hub created in the same
+//! namespace, renewed every heartbeat: a renewal is a few hundred bytes and wakes no policy on
+//! the hub. Where the Lease is missing (a hub that creates none) the report itself is rewritten
+//! every heartbeat, as before. Watches and writes that fail are retried with backoff, so after
+//! a hub outage the agent reconnects and rewrites the whole report: nothing is duplicated (one
+//! object, one field manager) and nothing is lost (it is always whole).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -25,6 +29,9 @@ use serde_json::json;
 pub const FIELD_MANAGER: &str = "meridian-agent";
 /// Name of the agent's report in its cluster namespace on the hub.
 pub const REPORT_NAME: &str = "agent";
+/// How many heartbeats pass between rewrites of an unchanged report (its probe counts and
+/// times); the Lease carries liveness in between.
+pub const REPORT_REFRESH_HEARTBEATS: u32 = 10;
 /// Downstream Gateways live in namespaces with this prefix (`kuadrant-<hub namespace>`).
 pub const DOWNSTREAM_PREFIX: &str = "kuadrant-";
 
@@ -87,6 +94,35 @@ async fn write_report(hub: &Client, cluster_name: &str, spec: &ClusterReportSpec
     }
 }
 
+/// Renews the cluster's heartbeat Lease on the hub; returns whether the hub took it (false
+/// when the Lease does not exist or may not be renewed).
+async fn renew_heartbeat(hub: &Client, cluster_name: &str, heartbeat: Duration) -> bool {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    let api: Api<Lease> = Api::namespaced(hub.clone(), cluster_name);
+    let patch = json!({
+        "spec": {
+            "holderIdentity": cluster_name,
+            "leaseDurationSeconds": heartbeat.as_secs().max(1),
+            "renewTime": MicroTime(k8s_openapi::jiff::Timestamp::now()),
+        }
+    });
+    match api
+        .patch(
+            meridian_api::names::HEARTBEAT_LEASE,
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await
+    {
+        Ok(_) => true,
+        Err(error) => {
+            tracing::debug!(%error, "renewing the heartbeat Lease failed; the report carries the heartbeat");
+            false
+        }
+    }
+}
+
 /// What the agent's other loops add to the report.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Findings {
@@ -127,6 +163,9 @@ pub async fn run(
     let mut known: BTreeMap<(String, String), Gateway> = BTreeMap::new();
     let mut deletions = tokio::time::interval(heartbeat.min(Duration::from_secs(10)));
     let mut next_heartbeat = tokio::time::Instant::now();
+    let mut next_refresh = tokio::time::Instant::now();
+    let mut heartbeats = tokio::time::interval(heartbeat);
+    let mut lease_renewed = false;
     let mut written: Option<ClusterReportSpec> = None;
     let mut failures = 0u32;
     let (mut probes_open, mut shards_open) = (true, true);
@@ -149,6 +188,9 @@ pub async fn run(
                 Some(Err(error)) => tracing::warn!(%error, "watching Gateways failed; the watch restarts with backoff"),
                 None => anyhow::bail!("the Gateway watch ended"),
             },
+            _ = heartbeats.tick() => {
+                lease_renewed = renew_heartbeat(&hub, &cluster_name, heartbeat).await;
+            }
             _ = deletions.tick() => {
                 // `applied_objects` does not see deletions: re-list what still exists.
                 if let Ok(list) = Api::<Gateway>::all(spoke.clone()).list(&Default::default()).await {
@@ -161,7 +203,14 @@ pub async fn run(
             cluster_report(&cluster_id, &current, &Findings::default(), None).gateways == w.gateways
         });
         let now = tokio::time::Instant::now();
-        if gateways_unchanged && !findings_changed && now < next_heartbeat {
+        // With a renewed Lease, an unchanged report waits for its refresh; without one, the
+        // report is the heartbeat.
+        let due = if lease_renewed {
+            next_refresh
+        } else {
+            next_heartbeat
+        };
+        if gateways_unchanged && !findings_changed && now < due {
             continue;
         }
         let findings = Findings {
@@ -179,6 +228,7 @@ pub async fn run(
             failures = 0;
             findings_changed = false;
             next_heartbeat = now + heartbeat;
+            next_refresh = now + heartbeat * REPORT_REFRESH_HEARTBEATS;
         } else {
             // Back off with jitter; the next event or tick tries again.
             failures = failures.saturating_add(1);

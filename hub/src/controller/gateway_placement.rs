@@ -17,7 +17,7 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use meridian_api::labels::PLACEMENT_LABEL;
 use meridian_api::upstream::{
-    ClusterManagementAddOn, Gateway, GatewayClass, MULTI_CLUSTER_GATEWAY_CLASS, ManagedCluster,
+    ClusterManagementAddOn, Gateway, GatewayClass, MULTI_CLUSTER_GATEWAY_CLASS,
     ManagedClusterAddOn, ManifestWork,
 };
 use serde_json::{Value, json};
@@ -27,9 +27,8 @@ use crate::placement::{
     agent_hub_rbac, agent_kubeconfig, agent_work, gateway_label, gateway_work, gateway_work_name,
     tls_secret_names, work_fate,
 };
-use meridian_controllers::{
-    Context, Error, apply_params, decided_clusters, retry_after, with_finalizer,
-};
+use meridian_controllers::indexes;
+use meridian_controllers::{Context, Error, apply_params, retry_after, with_finalizer};
 
 pub const FINALIZER: &str = "meridian.dev/gateway-placement";
 const CONTROLLER: &str = "gatewayplacement";
@@ -154,36 +153,19 @@ async fn place(gateway: &Gateway, ctx: &PlacementContext) -> Result<Action, Erro
     let namespace = gateway.namespace().unwrap_or_default();
     let name = gateway.name_any();
     let decided = match gateway.labels().get(PLACEMENT_LABEL) {
-        Some(placement) => decided_clusters(&ctx.client, &namespace, placement).await?,
+        Some(placement) => {
+            indexes::decided_clusters(&ctx.caches.decisions.state(), &namespace, placement)
+        }
         None => BTreeSet::new(),
     };
-    let class = downstream_class(gateway, ctx).await?;
-    let secrets_api: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-    let mut secrets = Vec::new();
-    for secret in tls_secret_names(gateway) {
-        if let Some(secret) = secrets_api.get_opt(&secret).await? {
-            secrets.push(secret);
-        }
-    }
-    let clusters: Api<ManagedCluster> = Api::all(ctx.client.clone());
-    let mut placed = BTreeSet::new();
-    for cluster in &decided {
-        if clusters.get_opt(cluster).await?.is_none() {
-            continue;
-        }
-        let work = gateway_work(gateway, &class, &secrets, cluster);
-        Api::<ManifestWork>::namespaced(ctx.client.clone(), cluster)
-            .patch(
-                &gateway_work_name(&namespace, &name),
-                &apply_params(),
-                &Patch::Apply(work),
-            )
-            .await?;
-        install_agent(cluster, ctx).await?;
-        placed.insert(cluster.clone());
-    }
+    // A cluster gone from OCM gets no work.
+    let placed: BTreeSet<String> = decided
+        .into_iter()
+        .filter(|cluster| ctx.caches.clusters.get(None, cluster).is_some())
+        .collect();
 
-    // Clusters that left: the work stays for the grace period, then goes.
+    // Clusters that left first (DNS withdraws them at once; marking them is one write each):
+    // the work stays for the grace period, then goes.
     let label = format!("{GATEWAY_WORK_LABEL}={}", gateway_label(&namespace, &name));
     let mut next_look = ctx.config.resync;
     for work in works_api(ctx)
@@ -192,7 +174,7 @@ async fn place(gateway: &Gateway, ctx: &PlacementContext) -> Result<Action, Erro
         .items
     {
         let cluster = work.namespace().unwrap_or_default();
-        let exists = clusters.get_opt(&cluster).await?.is_some();
+        let exists = ctx.caches.clusters.get(None, &cluster).is_some();
         let since = work.annotations().get(LEAVING_SINCE).cloned();
         let api = Api::<ManifestWork>::namespaced(ctx.client.clone(), &cluster);
         match work_fate(
@@ -232,6 +214,26 @@ async fn place(gateway: &Gateway, ctx: &PlacementContext) -> Result<Action, Erro
                     .await?;
             }
         }
+    }
+
+    let class = downstream_class(gateway, ctx).await?;
+    let secrets_api: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+    let mut secrets = Vec::new();
+    for secret in tls_secret_names(gateway) {
+        if let Some(secret) = secrets_api.get_opt(&secret).await? {
+            secrets.push(secret);
+        }
+    }
+    for cluster in &placed {
+        let work = gateway_work(gateway, &class, &secrets, cluster);
+        Api::<ManifestWork>::namespaced(ctx.client.clone(), cluster)
+            .patch(
+                &gateway_work_name(&namespace, &name),
+                &apply_params(),
+                &Patch::Apply(work),
+            )
+            .await?;
+        install_agent(cluster, ctx).await?;
     }
     Ok(Action::requeue(next_look))
 }

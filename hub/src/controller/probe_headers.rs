@@ -47,12 +47,12 @@ pub fn headers_data(
 
 pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
     ctx.metrics.reconciled(CONTROLLER);
-    if !ctx.watched.listed() {
+    if !ctx.caches.listed() {
         return Err(Error::Waiting("the first list of probes".into()));
     }
     let namespace = cluster.name_any();
     let referenced: BTreeSet<(String, String)> = ctx
-        .watched
+        .caches
         .probes
         .state()
         .iter()
@@ -64,6 +64,11 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
             ))
         })
         .collect();
+    if referenced.is_empty() {
+        // No probe in the fleet sends headers: nothing to deliver, and nothing to read until a
+        // probe names a Secret (that change wakes every cluster).
+        return Ok(Action::await_change());
+    }
     let mut sources = BTreeMap::new();
     for (secret_namespace, name) in referenced {
         let secret = Api::<Secret>::namespaced(ctx.client.clone(), &secret_namespace)

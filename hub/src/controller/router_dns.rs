@@ -15,33 +15,56 @@ use meridian_api::upstream::ManagedCluster;
 use serde_json::json;
 
 use crate::routers::{FleetZone, ROUTER_DNS_LABEL, ShardDns, ShardSighting, shard_dns};
-use meridian_controllers::convert::all_to_api;
+use meridian_controllers::convert::{all_to_api, all_to_engine};
 use meridian_controllers::desired::{ZoneRef, silence};
 use meridian_controllers::{Context, Error, apply_params, retry_after};
 
 const CONTROLLER: &str = "router-dns";
 
-/// The shards of every live cluster, and every ManagedZone (oldest first).
+/// The shards of every live cluster, and every ManagedZone (oldest first), read from the API
+/// server (for `meridian-hub routers`); a cluster is live when its report is recent.
 pub async fn fleet_shards(
     client: &Client,
     reports: &[Arc<ClusterReport>],
     heartbeat_timeout: std::time::Duration,
     now: k8s_openapi::jiff::Timestamp,
 ) -> Result<Vec<ShardDns>, kube::Error> {
-    let clusters: BTreeMap<String, ManagedCluster> = Api::<ManagedCluster>::all(client.clone())
+    let clusters: Vec<Arc<ManagedCluster>> = Api::<ManagedCluster>::all(client.clone())
         .list(&ListParams::default())
         .await?
         .items
         .into_iter()
-        .map(|c| (c.name_any(), c))
+        .map(Arc::new)
         .collect();
+    let zones: Vec<Arc<ManagedZone>> = Api::<ManagedZone>::all(client.clone())
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+    let live = |report: &ClusterReport| {
+        let reported_at = report.spec.reported_at.as_ref().map(|t| t.0);
+        reported_at.is_some() && silence(reported_at, now, heartbeat_timeout).is_none()
+    };
+    Ok(shards_of(reports, &clusters, &zones, live))
+}
+
+/// The shards of every cluster that is `live` and still in OCM, in every ManagedZone (oldest
+/// first).
+pub fn shards_of(
+    reports: &[Arc<ClusterReport>],
+    clusters: &[Arc<ManagedCluster>],
+    zones: &[Arc<ManagedZone>],
+    live: impl Fn(&ClusterReport) -> bool,
+) -> Vec<ShardDns> {
+    let clusters: BTreeMap<String, &ManagedCluster> =
+        clusters.iter().map(|c| (c.name_any(), &**c)).collect();
     let mut sightings = Vec::new();
     for report in reports {
         let cluster = report.namespace().unwrap_or_default();
-        let reported_at = report.spec.reported_at.as_ref().map(|t| t.0);
-        let live = reported_at.is_some() && silence(reported_at, now, heartbeat_timeout).is_none();
         // A cluster gone from OCM, or silent, is gone for DNS.
-        let Some(managed) = clusters.get(&cluster).filter(|_| live) else {
+        let Some(managed) = clusters.get(&cluster).filter(|_| live(report)) else {
             continue;
         };
         for shard in &report.spec.router_shards {
@@ -53,10 +76,7 @@ pub async fn fleet_shards(
             });
         }
     }
-    let mut zones = Api::<ManagedZone>::all(client.clone())
-        .list(&ListParams::default())
-        .await?
-        .items;
+    let mut zones: Vec<&Arc<ManagedZone>> = zones.iter().collect();
     zones.sort_by_key(|z| (z.metadata.creation_timestamp.as_ref().map(|t| t.0), z.uid()));
     let zones: Vec<FleetZone> = zones
         .iter()
@@ -69,23 +89,26 @@ pub async fn fleet_shards(
             },
         })
         .collect();
-    Ok(shard_dns(&sightings, &zones))
+    shard_dns(&sightings, &zones)
 }
 
 pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Action, Error> {
     ctx.metrics.reconciled(CONTROLLER);
-    if !ctx.watched.listed() {
+    if !ctx.caches.listed() {
         return Err(Error::Waiting("the first list of reports".into()));
     }
     let namespace = zone.namespace().unwrap_or_default();
-    let reports = ctx.watched.reports.state();
-    let shards = fleet_shards(
-        &ctx.client,
-        &reports,
-        ctx.config.heartbeat_timeout,
-        (ctx.clock)(),
-    )
-    .await?;
+    let now = (ctx.clock)();
+    let live = |report: &ClusterReport| {
+        let heard = ctx.last_heard(&report.namespace().unwrap_or_default(), Some(report));
+        heard.is_some() && silence(heard, now, ctx.config.heartbeat_timeout).is_none()
+    };
+    let shards = shards_of(
+        &ctx.caches.reports.state(),
+        &ctx.caches.clusters.state(),
+        &ctx.caches.zones.state(),
+        live,
+    );
     let here = |s: &&ShardDns| {
         s.zone.as_ref() == Some(&(namespace.clone(), zone.name_any())) && !s.endpoints.is_empty()
     };
@@ -93,7 +116,24 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
     let owner = zone
         .controller_owner_ref(&())
         .expect("a stored zone has a UID");
+    let existing: Vec<Arc<DNSRecord>> = ctx
+        .caches
+        .records
+        .state()
+        .into_iter()
+        .filter(|r| r.namespace().as_deref() == Some(namespace.as_str()))
+        .filter(|r| r.labels().contains_key(ROUTER_DNS_LABEL))
+        .collect();
     for shard in shards.iter().filter(here) {
+        let endpoints = all_to_api(&shard.endpoints);
+        let unchanged = existing.iter().any(|r| {
+            r.name_any() == shard.record_name
+                && r.spec.managed_zone.name == zone.name_any()
+                && all_to_engine(&r.spec.endpoints) == all_to_engine(&endpoints)
+        });
+        if unchanged {
+            continue;
+        }
         let record = json!({
             "apiVersion": DNSRecord::api_version(&()),
             "kind": DNSRecord::kind(&()),
@@ -106,17 +146,13 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
             "spec": {
                 "rootHost": format!("*.{}", shard.suffix),
                 "managedZone": { "name": zone.name_any() },
-                "endpoints": all_to_api(&shard.endpoints),
+                "endpoints": endpoints,
             },
         });
         records
             .patch(&shard.record_name, &apply_params(), &Patch::Apply(record))
             .await?;
     }
-    let existing = records
-        .list(&ListParams::default().labels(ROUTER_DNS_LABEL))
-        .await?
-        .items;
     for stale in existing.iter().filter(|r| {
         r.spec.managed_zone.name == zone.name_any()
             && r.metadata.deletion_timestamp.is_none()

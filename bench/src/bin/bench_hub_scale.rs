@@ -1,0 +1,836 @@
+//! `make bench-hub-scale`: the hub's cost with a fleet of synthetic clusters.
+//!
+//! One control plane of the test bed, no real spokes. The bench writes what OCM and the agents
+//! would (ManagedClusters with geo and custom-weight labels and their namespaces,
+//! PlacementDecisions of 5 clusters per Gateway, one report per cluster, heartbeats) and what
+//! admins would (Gateways with one listener each in an embedded ManagedZone, one DNSPolicy
+//! each), then runs `meridian-hub run` as its own process under its own ServiceAccount, so the
+//! API server's audit log tells its requests from the bench's. Per size it prints:
+//! - seconds from the hub's start until every policy is `Enforced` and the nameserver answers
+//!   every host;
+//! - the hub's API requests per second by verb over the steady window (its own leader Lease
+//!   apart), with the synthetic agents heartbeating;
+//! - reconciles per second by controller, the hub's CPU (cores) and peak RSS;
+//! - p50/p99 of one cluster's gateway address change until the nameserver answers it.
+//!
+//! `--baseline-hub PATH` runs the same with another build (the code before a change) and
+//! prints the ratios: absolute figures on a shared two-core machine are noise, ratios are not.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Parser;
+use futures::{StreamExt, TryStreamExt};
+use hickory_proto::op::{Message, Query};
+use hickory_proto::rr::{Name, RData, RecordType};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, Resource};
+use meridian_api::kuadrant::{DNSPolicy, ManagedZone};
+use meridian_api::meridian::ClusterReport;
+use meridian_api::upstream::{Gateway, ManagedCluster, PlacementDecision};
+use meridian_e2e::{ControlPlane, TestBedAssets, install_crds, load_crds};
+use serde_json::{Value, json};
+
+const NAMESPACE: &str = "gateways";
+const ZONE: &str = "example.com";
+const CLUSTERS_PER_GATEWAY: usize = 5;
+const HUB_ACCOUNT: &str = "meridian-hub";
+const WRITES_AT_ONCE: usize = 16;
+
+#[derive(Debug, Parser)]
+#[command(name = "bench-hub-scale", about)]
+struct Args {
+    /// Fleet sizes, clusters x gateways.
+    #[arg(long, value_delimiter = ',', default_value = "10x10,100x300,1000x2000")]
+    sizes: Vec<Size>,
+    /// The hub to measure; `meridian-hub` next to this program when unset.
+    #[arg(long)]
+    hub: Option<PathBuf>,
+    /// Another hub build to measure in the same run (with the agents of its time, which
+    /// heartbeat by rewriting their reports).
+    #[arg(long)]
+    baseline_hub: Option<PathBuf>,
+    /// Seconds of steady state to count requests over.
+    #[arg(long, default_value_t = 60)]
+    steady_seconds: u64,
+    /// Seconds between a synthetic agent's heartbeats.
+    #[arg(long, default_value_t = 30)]
+    heartbeat_seconds: u64,
+    /// Address changes to time.
+    #[arg(long, default_value_t = 20)]
+    changes: usize,
+    /// Longest wait for convergence, in seconds.
+    #[arg(long, default_value_t = 1800)]
+    converge_timeout_seconds: u64,
+    /// Log filter in `tracing` syntax (kube's client is quiet unless asked for).
+    #[arg(long, env = "MERIDIAN_LOG", default_value = "warn,kube_client=off")]
+    log: String,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Size {
+    clusters: usize,
+    gateways: usize,
+}
+
+impl std::str::FromStr for Size {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (clusters, gateways) = s
+            .split_once('x')
+            .ok_or_else(|| format!("{s:?}: expected CLUSTERSxGATEWAYS"))?;
+        let number = |n: &str| n.trim().parse::<usize>().map_err(|e| format!("{s:?}: {e}"));
+        let size = Size {
+            clusters: number(clusters)?,
+            gateways: number(gateways)?,
+        };
+        if size.clusters < CLUSTERS_PER_GATEWAY || size.gateways == 0 {
+            return Err(format!(
+                "{s:?}: at least {CLUSTERS_PER_GATEWAY} clusters and 1 gateway"
+            ));
+        }
+        Ok(size)
+    }
+}
+
+/// How the synthetic agents say they are alive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Heartbeat {
+    /// Renew the cluster's heartbeat Lease (agents since the Lease).
+    Lease,
+    /// Rewrite the whole report (agents before it).
+    Report,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let log = args.log.clone();
+    meridian_e2e::cli::run_program(&log, bench(args))
+}
+
+async fn bench(args: Args) -> anyhow::Result<()> {
+    let assets = TestBedAssets::locate()?;
+    let hub = match &args.hub {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()?.with_file_name("meridian-hub"),
+    };
+    anyhow::ensure!(hub.exists(), "no hub binary at {}", hub.display());
+    let mut runs = vec![("this", hub, Heartbeat::Lease)];
+    if let Some(baseline) = &args.baseline_hub {
+        runs.push(("baseline", baseline.clone(), Heartbeat::Report));
+    }
+    println!(
+        "hub scale: each Gateway placed on {CLUSTERS_PER_GATEWAY} clusters, one DNSPolicy each (simple), \
+         agents heartbeating every {} s, {} s of steady state, {} address changes",
+        args.heartbeat_seconds, args.steady_seconds, args.changes
+    );
+    for size in &args.sizes {
+        let mut measured = Vec::new();
+        for (label, binary, heartbeat) in &runs {
+            eprintln!("== {} x {}: {label} hub", size.clusters, size.gateways);
+            let figures = measure(&assets, *size, binary, *heartbeat, &args).await?;
+            println!(
+                "\n{} clusters x {} gateways, {label} hub ({}):",
+                size.clusters,
+                size.gateways,
+                binary.display()
+            );
+            print!("{}", figures.render());
+            measured.push(figures);
+        }
+        if let [this, baseline] = measured.as_slice() {
+            println!("  this / baseline: {}", this.ratios(baseline));
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug, Default)]
+struct Figures {
+    converged_seconds: f64,
+    requests_per_second: BTreeMap<String, f64>,
+    own_lease_per_second: f64,
+    reconciles_per_second: BTreeMap<String, f64>,
+    cores: f64,
+    peak_rss_mib: f64,
+    change_p50: f64,
+    change_p99: f64,
+}
+
+impl Figures {
+    fn total_requests(&self) -> f64 {
+        self.requests_per_second.values().sum()
+    }
+
+    fn render(&self) -> String {
+        let by_verb = |map: &BTreeMap<String, f64>| {
+            if map.is_empty() {
+                return "none".to_string();
+            }
+            map.iter()
+                .map(|(k, v)| format!("{k} {v:.2}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        format!(
+            "  converged (all Enforced, every host answers): {:.1} s\n  \
+             steady API requests/s: {:.2} ({}); own Lease {:.2}/s\n  \
+             steady reconciles/s: {}\n  \
+             hub CPU {:.3} cores, peak RSS {:.0} MiB\n  \
+             address change → answer: p50 {:.3} s, p99 {:.3} s\n",
+            self.converged_seconds,
+            self.total_requests(),
+            by_verb(&self.requests_per_second),
+            self.own_lease_per_second,
+            by_verb(&self.reconciles_per_second),
+            self.cores,
+            self.peak_rss_mib,
+            self.change_p50,
+            self.change_p99,
+        )
+    }
+
+    fn ratios(&self, baseline: &Figures) -> String {
+        let ratio = |a: f64, b: f64| {
+            if b > 0.0 {
+                format!("{:.3}", a / b)
+            } else {
+                "n/a".into()
+            }
+        };
+        format!(
+            "converge {}, requests/s {}, CPU {}, RSS {}, change p99 {}",
+            ratio(self.converged_seconds, baseline.converged_seconds),
+            ratio(self.total_requests(), baseline.total_requests()),
+            ratio(self.cores, baseline.cores),
+            ratio(self.peak_rss_mib, baseline.peak_rss_mib),
+            ratio(self.change_p99, baseline.change_p99),
+        )
+    }
+}
+
+/// Which clusters each Gateway is placed on, and each cluster's address for it.
+struct SyntheticFleet {
+    size: Size,
+}
+
+impl SyntheticFleet {
+    fn cluster(&self, i: usize) -> String {
+        format!("cluster-{i:04}")
+    }
+
+    fn gateway(&self, j: usize) -> String {
+        format!("gw-{j:04}")
+    }
+
+    fn host(&self, j: usize) -> String {
+        format!("{}.{ZONE}", self.gateway(j))
+    }
+
+    /// The clusters Gateway `j` is placed on: 5 consecutive ones, spread over the fleet.
+    fn placed(&self, j: usize) -> Vec<usize> {
+        let start = (j * CLUSTERS_PER_GATEWAY) % self.size.clusters;
+        (0..CLUSTERS_PER_GATEWAY)
+            .map(|k| (start + k) % self.size.clusters)
+            .collect()
+    }
+
+    /// The Gateways placed on cluster `i`.
+    fn gateways_on(&self, i: usize) -> Vec<usize> {
+        (0..self.size.gateways)
+            .filter(|j| self.placed(*j).contains(&i))
+            .collect()
+    }
+
+    fn address(&self, i: usize, j: usize) -> String {
+        format!("10.{}.{}.{}", i / 250, i % 250, j % 250 + 1)
+    }
+
+    fn report(&self, i: usize, overrides: &BTreeMap<usize, String>) -> Value {
+        let gateways: Vec<Value> = self
+            .gateways_on(i)
+            .into_iter()
+            .map(|j| {
+                let address = overrides
+                    .get(&j)
+                    .cloned()
+                    .unwrap_or_else(|| self.address(i, j));
+                json!({
+                    "name": self.gateway(j),
+                    "namespace": format!("kuadrant-{NAMESPACE}"),
+                    "addresses": [{ "type": "IPAddress", "value": address }],
+                    "listeners": [{ "name": "http", "hostname": self.host(j), "attachedRoutes": 1 }],
+                })
+            })
+            .collect();
+        json!({
+            "apiVersion": ClusterReport::api_version(&()),
+            "kind": "ClusterReport",
+            "metadata": { "name": "agent", "namespace": self.cluster(i) },
+            "spec": {
+                "clusterID": format!("id-{i}"),
+                "reportedAt": Timestamp::now().to_string(),
+                "gateways": gateways,
+            },
+        })
+    }
+}
+
+async fn measure(
+    assets: &TestBedAssets,
+    size: Size,
+    binary: &Path,
+    heartbeat: Heartbeat,
+    args: &Args,
+) -> anyhow::Result<Figures> {
+    let hub_user = format!("system:serviceaccount:kube-system:{HUB_ACCOUNT}");
+    let plane = ControlPlane::start_audited("scale", assets, &hub_user).await?;
+    let client = plane.client();
+    let mut crds = load_crds(&assets.upstream_crds)?;
+    crds.extend(load_crds(&assets.meridian_crds)?);
+    install_crds(&client, &crds).await?;
+    let fleet = Arc::new(SyntheticFleet { size });
+    let started_writing = Instant::now();
+    write_fleet(&client, &fleet).await?;
+    eprintln!(
+        "   wrote the fleet in {:.1} s",
+        started_writing.elapsed().as_secs_f64()
+    );
+    let kubeconfig = hub_kubeconfig(&client, &plane).await?;
+
+    let started = Instant::now();
+    let hub = HubProcess::start(binary, &kubeconfig)?;
+    let heartbeats = tokio::spawn(heartbeat_forever(
+        client.clone(),
+        fleet.clone(),
+        heartbeat,
+        Duration::from_secs(args.heartbeat_seconds),
+    ));
+    let timeout = Duration::from_secs(args.converge_timeout_seconds);
+    wait_converged(&client, &fleet, hub.nameserver, started, timeout).await?;
+    let mut figures = Figures {
+        converged_seconds: started.elapsed().as_secs_f64(),
+        ..Figures::default()
+    };
+    eprintln!("   converged in {:.1} s", figures.converged_seconds);
+
+    // Steady state: let the hub settle for one heartbeat, then count.
+    tokio::time::sleep(Duration::from_secs(args.heartbeat_seconds.min(30))).await;
+    let audit = plane.dir().join("audit.log");
+    let audit_from = std::fs::metadata(&audit).map(|m| m.len()).unwrap_or(0);
+    let cpu_from = hub.cpu_seconds()?;
+    let reconciles_from = hub.reconciles().await?;
+    let window = Duration::from_secs(args.steady_seconds.max(1));
+    tokio::time::sleep(window).await;
+    let seconds = window.as_secs_f64();
+    let (requests, own_lease) = audited_requests(&audit, audit_from)?;
+    figures.requests_per_second = requests
+        .into_iter()
+        .map(|(verb, n)| (verb, n as f64 / seconds))
+        .collect();
+    figures.own_lease_per_second = own_lease as f64 / seconds;
+    figures.cores = (hub.cpu_seconds()? - cpu_from) / seconds;
+    let reconciles_to = hub.reconciles().await?;
+    figures.reconciles_per_second = reconciles_to
+        .iter()
+        .map(|(controller, n)| {
+            let before = reconciles_from.get(controller).copied().unwrap_or(0.0);
+            (controller.clone(), (n - before) / seconds)
+        })
+        .filter(|(_, rate)| *rate > 0.0)
+        .collect();
+
+    // One cluster's gateway address changes; how long until the nameserver answers it.
+    let mut latencies = Vec::new();
+    let mut overrides: BTreeMap<(usize, usize), String> = BTreeMap::new();
+    for change in 0..args.changes {
+        let j = (change * 7919) % size.gateways;
+        let i = fleet.placed(j)[0];
+        let address = format!("172.16.{}.{}", change / 250, change % 250 + 1);
+        overrides.insert((i, j), address.clone());
+        let cluster_overrides: BTreeMap<usize, String> = overrides
+            .iter()
+            .filter(|((c, _), _)| *c == i)
+            .map(|((_, g), a)| (*g, a.clone()))
+            .collect();
+        let changed_at = Instant::now();
+        apply(
+            &Api::<ClusterReport>::namespaced(client.clone(), &fleet.cluster(i)),
+            "agent",
+            fleet.report(i, &cluster_overrides),
+        )
+        .await?;
+        let wanted: Ipv4Addr = address.parse()?;
+        loop {
+            if query_a(hub.nameserver, &fleet.host(j)).contains(&wanted) {
+                break;
+            }
+            anyhow::ensure!(
+                changed_at.elapsed() < Duration::from_secs(120),
+                "the nameserver never answered {address} for {}",
+                fleet.host(j)
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        latencies.push(changed_at.elapsed().as_secs_f64());
+    }
+    latencies.sort_by(f64::total_cmp);
+    let percentile = |p: f64| {
+        latencies
+            .get(((latencies.len().max(1) - 1) as f64 * p).round() as usize)
+            .copied()
+            .unwrap_or_default()
+    };
+    figures.change_p50 = percentile(0.5);
+    figures.change_p99 = percentile(0.99);
+    figures.peak_rss_mib = hub.peak_rss_mib()?;
+    heartbeats.abort();
+    hub.stop();
+    drop(plane);
+    Ok(figures)
+}
+
+/// Server-side apply under the bench's field manager.
+async fn apply<K>(api: &Api<K>, name: &str, object: Value) -> anyhow::Result<()>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(
+        name,
+        &PatchParams::apply("meridian-bench").force(),
+        &Patch::Apply(object),
+    )
+    .await
+    .with_context(|| format!("applying {name}"))?;
+    Ok(())
+}
+
+/// Runs `writes` 16 at a time.
+async fn all_of(
+    writes: Vec<futures::future::BoxFuture<'static, anyhow::Result<()>>>,
+) -> anyhow::Result<()> {
+    futures::stream::iter(writes)
+        .buffer_unordered(WRITES_AT_ONCE)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+/// What OCM, the agents and the admins would have written.
+async fn write_fleet(client: &Client, fleet: &Arc<SyntheticFleet>) -> anyhow::Result<()> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let namespace = |name: String| json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name } });
+    apply(&namespaces, NAMESPACE, namespace(NAMESPACE.into())).await?;
+    apply(
+        &Api::<ManagedZone>::namespaced(client.clone(), NAMESPACE),
+        "example",
+        json!({
+            "apiVersion": ManagedZone::api_version(&()), "kind": "ManagedZone",
+            "metadata": { "name": "example", "namespace": NAMESPACE },
+            "spec": { "domainName": ZONE, "description": "bench zone" },
+        }),
+    )
+    .await?;
+    let geos = ["IE", "US", "GEO-EU"];
+    let mut writes: Vec<futures::future::BoxFuture<'static, anyhow::Result<()>>> = Vec::new();
+    for i in 0..fleet.size.clusters {
+        let (client, fleet) = (client.clone(), fleet.clone());
+        writes.push(Box::pin(async move {
+            let name = fleet.cluster(i);
+            apply(&Api::<Namespace>::all(client.clone()), &name, namespace(name.clone())).await?;
+            apply(
+                &Api::<ManagedCluster>::all(client.clone()),
+                &name,
+                json!({
+                    "apiVersion": ManagedCluster::api_version(&()), "kind": "ManagedCluster",
+                    "metadata": { "name": name, "labels": {
+                        meridian_api::labels::GEO_CODE_LABEL: geos[i % geos.len()],
+                        "kuadrant.io/lb-attribute-custom-weight": if i % 2 == 0 { "AWS" } else { "GCP" },
+                    } },
+                    "spec": { "hubAcceptsClient": true },
+                }),
+            )
+            .await?;
+            apply(
+                &Api::<ClusterReport>::namespaced(client.clone(), &name),
+                "agent",
+                fleet.report(i, &BTreeMap::new()),
+            )
+            .await?;
+            apply(
+                &Api::<Lease>::namespaced(client.clone(), &name),
+                meridian_api::names::HEARTBEAT_LEASE,
+                lease(&name),
+            )
+            .await
+        }));
+    }
+    all_of(writes).await?;
+    let mut writes: Vec<futures::future::BoxFuture<'static, anyhow::Result<()>>> = Vec::new();
+    for j in 0..fleet.size.gateways {
+        let (client, fleet) = (client.clone(), fleet.clone());
+        writes.push(Box::pin(async move {
+            let gateway = fleet.gateway(j);
+            let decisions: Api<PlacementDecision> = Api::namespaced(client.clone(), NAMESPACE);
+            let decision = format!("{gateway}-decision-1");
+            apply(
+                &decisions,
+                &decision,
+                json!({
+                    "apiVersion": PlacementDecision::api_version(&()), "kind": "PlacementDecision",
+                    "metadata": { "name": decision, "namespace": NAMESPACE,
+                        "labels": { meridian_api::labels::PLACEMENT_LABEL: gateway } },
+                }),
+            )
+            .await?;
+            let clusters: Vec<Value> = fleet
+                .placed(j)
+                .into_iter()
+                .map(|i| json!({ "clusterName": fleet.cluster(i), "reason": "bench" }))
+                .collect();
+            decisions
+                .patch_status(
+                    &decision,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "status": { "decisions": clusters } })),
+                )
+                .await?;
+            apply(
+                &Api::<Gateway>::namespaced(client.clone(), NAMESPACE),
+                &gateway,
+                json!({
+                    "apiVersion": Gateway::api_version(&()), "kind": "Gateway",
+                    "metadata": { "name": gateway, "namespace": NAMESPACE,
+                        "labels": { meridian_api::labels::PLACEMENT_LABEL: gateway } },
+                    "spec": {
+                        "gatewayClassName": meridian_api::upstream::MULTI_CLUSTER_GATEWAY_CLASS,
+                        "listeners": [{ "name": "http", "hostname": fleet.host(j), "port": 80, "protocol": "HTTP" }],
+                    },
+                }),
+            )
+            .await?;
+            apply(
+                &Api::<DNSPolicy>::namespaced(client.clone(), NAMESPACE),
+                &gateway,
+                json!({
+                    "apiVersion": DNSPolicy::api_version(&()), "kind": "DNSPolicy",
+                    "metadata": { "name": gateway, "namespace": NAMESPACE },
+                    "spec": {
+                        "targetRef": { "group": "gateway.networking.k8s.io", "kind": "Gateway", "name": gateway },
+                        "routingStrategy": "simple",
+                    },
+                }),
+            )
+            .await
+        }));
+    }
+    all_of(writes).await
+}
+
+fn lease(cluster: &str) -> Value {
+    json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": { "name": meridian_api::names::HEARTBEAT_LEASE, "namespace": cluster,
+            "labels": { meridian_api::labels::HEARTBEAT_LABEL: "true" } },
+        "spec": {
+            "holderIdentity": cluster,
+            "leaseDurationSeconds": 30,
+            "renewTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(Timestamp::now()),
+        },
+    })
+}
+
+/// The synthetic agents' heartbeats, spread evenly over the interval.
+async fn heartbeat_forever(
+    client: Client,
+    fleet: Arc<SyntheticFleet>,
+    heartbeat: Heartbeat,
+    interval: Duration,
+) {
+    let clusters = fleet.size.clusters.max(1);
+    let mut tick = tokio::time::interval(interval / clusters as u32);
+    for i in (0..clusters).cycle() {
+        tick.tick().await;
+        let name = fleet.cluster(i);
+        let result = match heartbeat {
+            Heartbeat::Lease => {
+                apply(
+                    &Api::<Lease>::namespaced(client.clone(), &name),
+                    meridian_api::names::HEARTBEAT_LEASE,
+                    lease(&name),
+                )
+                .await
+            }
+            Heartbeat::Report => {
+                apply(
+                    &Api::<ClusterReport>::namespaced(client.clone(), &name),
+                    "agent",
+                    fleet.report(i, &BTreeMap::new()),
+                )
+                .await
+            }
+        };
+        if let Err(error) = result {
+            tracing::warn!(%error, cluster = %name, "a heartbeat failed");
+        }
+    }
+}
+
+/// A kubeconfig for the hub as ServiceAccount `kube-system/meridian-hub` (cluster-admin), so
+/// the audit log can tell its requests from the bench's.
+async fn hub_kubeconfig(client: &Client, plane: &ControlPlane) -> anyhow::Result<PathBuf> {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "kube-system");
+    apply(
+        &accounts,
+        HUB_ACCOUNT,
+        json!({ "apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": { "name": HUB_ACCOUNT, "namespace": "kube-system" } }),
+    )
+    .await?;
+    apply(
+        &Api::<ClusterRoleBinding>::all(client.clone()),
+        HUB_ACCOUNT,
+        json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": { "name": HUB_ACCOUNT },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin" },
+            "subjects": [{ "kind": "ServiceAccount", "name": HUB_ACCOUNT, "namespace": "kube-system" }] }),
+    )
+    .await?;
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(24 * 3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let token = accounts
+        .create_token_request(HUB_ACCOUNT, &PostParams::default(), &request)
+        .await?
+        .status
+        .context("the token request has no status")?
+        .token;
+    let mut kubeconfig: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(plane.kubeconfig_path())?)?;
+    for user in kubeconfig["users"]
+        .as_sequence_mut()
+        .context("a kubeconfig has users")?
+    {
+        user["user"] = serde_yaml::to_value(json!({ "token": token }))?;
+    }
+    let path = plane.dir().join("hub.kubeconfig");
+    std::fs::write(&path, serde_yaml::to_string(&kubeconfig)?)?;
+    Ok(path)
+}
+
+/// Every policy `Enforced` and every host answered by the nameserver.
+async fn wait_converged(
+    client: &Client,
+    fleet: &SyntheticFleet,
+    nameserver: SocketAddr,
+    started: Instant,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let policies: Api<DNSPolicy> = Api::namespaced(client.clone(), NAMESPACE);
+    let mut answered = vec![false; fleet.size.gateways];
+    loop {
+        anyhow::ensure!(
+            started.elapsed() < timeout,
+            "not converged within {timeout:?}"
+        );
+        let enforced = policies
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .filter(|p| {
+                p.status.as_ref().is_some_and(|s| {
+                    meridian_api::conditions::condition_status(
+                        &s.conditions,
+                        meridian_api::conditions::ENFORCED,
+                    ) == Some(true)
+                })
+            })
+            .count();
+        for (j, done) in answered.iter_mut().enumerate() {
+            if !*done {
+                *done = !query_a(nameserver, &fleet.host(j)).is_empty();
+            }
+        }
+        let hosts = answered.iter().filter(|a| **a).count();
+        if enforced == fleet.size.gateways && hosts == fleet.size.gateways {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The A records the nameserver answers for `host` (none on any failure).
+fn query_a(nameserver: SocketAddr, host: &str) -> Vec<Ipv4Addr> {
+    let Ok(name) = Name::from_ascii(format!("{host}.")) else {
+        return Vec::new();
+    };
+    let mut message = Message::query();
+    message.metadata.id = rand::random();
+    message.add_query(Query::query(name, RecordType::A));
+    let Ok(bytes) = message.to_vec() else {
+        return Vec::new();
+    };
+    let Ok(socket) = UdpSocket::bind("127.0.0.1:0") else {
+        return Vec::new();
+    };
+    let _ = socket.set_read_timeout(Some(Duration::from_secs(1)));
+    if socket.send_to(&bytes, nameserver).is_err() {
+        return Vec::new();
+    }
+    let mut buffer = [0u8; 4096];
+    let Ok(n) = socket.recv(&mut buffer) else {
+        return Vec::new();
+    };
+    Message::from_vec(&buffer[..n])
+        .map(|response| {
+            response
+                .answers
+                .iter()
+                .filter_map(|record| match &record.data {
+                    RData::A(a) => Some(a.0),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The hub's requests in the audit log after `offset`, by verb; and its own leader Lease's.
+fn audited_requests(path: &Path, offset: u64) -> anyhow::Result<(BTreeMap<String, u64>, u64)> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path)?;
+    file.seek(SeekFrom::Start(offset))?;
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    let mut by_verb = BTreeMap::new();
+    let mut own_lease = 0;
+    for line in text.lines() {
+        let Ok(event) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if event["stage"] != "ResponseComplete" {
+            continue;
+        }
+        let reference = &event["objectRef"];
+        if reference["resource"] == "leases" && reference["namespace"] == "kube-system" {
+            own_lease += 1;
+            continue;
+        }
+        let verb = event["verb"].as_str().unwrap_or("?").to_string();
+        *by_verb.entry(verb).or_insert(0) += 1;
+    }
+    Ok((by_verb, own_lease))
+}
+
+/// `meridian-hub run` in its own process.
+struct HubProcess {
+    child: Child,
+    nameserver: SocketAddr,
+    health: SocketAddr,
+}
+
+impl HubProcess {
+    fn start(binary: &Path, kubeconfig: &Path) -> anyhow::Result<Self> {
+        let mut child = Command::new("setpriv")
+            .args(["--pdeathsig", "KILL", "--"])
+            .arg(binary)
+            .args(["run", "--kubeconfig"])
+            .arg(kubeconfig)
+            .args(["--dns-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0"])
+            .env("MERIDIAN_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting the hub")?;
+        let mut lines = BufReader::new(child.stdout.take().context("the hub's output")?).lines();
+        let mut address = |prefix: &str| -> anyhow::Result<SocketAddr> {
+            let line = lines.next().context("the hub ended before it started")??;
+            Ok(line
+                .strip_prefix(prefix)
+                .with_context(|| format!("expected {prefix:?}, the hub printed {line:?}"))?
+                .trim()
+                .parse()?)
+        };
+        let nameserver = address("nameserver:")?;
+        let health = address("health:")?;
+        Ok(HubProcess {
+            child,
+            nameserver,
+            health,
+        })
+    }
+
+    fn proc_file(&self, file: &str) -> anyhow::Result<String> {
+        Ok(std::fs::read_to_string(format!(
+            "/proc/{}/{file}",
+            self.child.id()
+        ))?)
+    }
+
+    /// User and system CPU seconds so far.
+    fn cpu_seconds(&self) -> anyhow::Result<f64> {
+        let stat = self.proc_file("stat")?;
+        // Fields after the command name, which is in parentheses and may hold spaces.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .context("a stat line")?
+            .1
+            .split_whitespace()
+            .collect();
+        let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
+        Ok(ticks / 100.0)
+    }
+
+    fn peak_rss_mib(&self) -> anyhow::Result<f64> {
+        let status = self.proc_file("status")?;
+        let kib: f64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .context("VmHWM")?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()?;
+        Ok(kib / 1024.0)
+    }
+
+    /// `meridian_reconciles_total` by controller, from the hub's metrics.
+    async fn reconciles(&self) -> anyhow::Result<BTreeMap<String, f64>> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(self.health).await?;
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: hub\r\nConnection: close\r\n\r\n")
+            .await?;
+        let mut body = String::new();
+        stream.read_to_string(&mut body).await?;
+        Ok(body
+            .lines()
+            .filter_map(|line| {
+                let rest = line.strip_prefix("meridian_reconciles_total{controller=\"")?;
+                let (controller, value) = rest.split_once("\"}")?;
+                Some((controller.to_string(), value.trim().parse().ok()?))
+            })
+            .collect())
+    }
+
+    fn stop(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,387 @@
+//! One watch per kind in the process, shared by every controller: each kind is reflected into a
+//! [`Store`] that reconciles read instead of the API server, and every change is broadcast with
+//! the object as it was before, so a controller's trigger can tell a change that matters to it
+//! (a cluster's labels) from one that does not (its status heartbeat).
+//!
+//! Controllers run on kube-runtime's [`applier`](kube::runtime::applier) fed by these
+//! broadcasts ([`run_controller`]), not on `Controller::new`, which would open a watch of its
+//! own for every kind it follows.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::runtime::controller::{Action, ReconcileRequest};
+use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource};
+use meridian_api::kuadrant::{DNSHealthCheckProbe, DNSPolicy, DNSRecord, ManagedZone};
+use meridian_api::meridian::ClusterReport;
+use meridian_api::upstream::{Gateway, ManagedCluster, PlacementDecision};
+use serde::de::DeserializeOwned;
+use tokio::sync::broadcast;
+
+use crate::{DISTRIBUTED_LABEL, Error};
+
+/// How many changes a slow controller may fall behind before it reconciles everything instead.
+const CHANGE_BUFFER: usize = 4096;
+
+/// A change to one object of a kind.
+#[derive(Debug)]
+pub enum Change<K> {
+    /// Created (`old` is `None`) or changed.
+    Applied {
+        old: Option<Arc<K>>,
+        new: Arc<K>,
+    },
+    Deleted(Arc<K>),
+    /// The kind was listed again (at start, or after the watch restarted): anything may have
+    /// changed. A subscriber that fell behind sees this too.
+    Relisted,
+}
+
+impl<K> Clone for Change<K> {
+    fn clone(&self) -> Self {
+        match self {
+            Change::Applied { old, new } => Change::Applied {
+                old: old.clone(),
+                new: new.clone(),
+            },
+            Change::Deleted(object) => Change::Deleted(object.clone()),
+            Change::Relisted => Change::Relisted,
+        }
+    }
+}
+
+/// The objects of one kind as last listed and watched, and their changes.
+pub struct Cache<K: Resource<DynamicType = ()> + Clone + 'static> {
+    store: Store<K>,
+    writer: std::sync::Mutex<Option<Writer<K>>>,
+    changes: broadcast::Sender<Change<K>>,
+    listed: AtomicBool,
+}
+
+impl<K: Resource<DynamicType = ()> + Clone> Debug for Cache<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache")
+            .field("kind", &K::kind(&()))
+            .field("objects", &self.store.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K> Default for Cache<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    fn default() -> Self {
+        let (store, writer) = reflector::store();
+        Cache {
+            store,
+            writer: std::sync::Mutex::new(Some(writer)),
+            changes: broadcast::channel(CHANGE_BUFFER).0,
+            listed: AtomicBool::new(false),
+        }
+    }
+}
+
+impl<K> Cache<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    pub fn store(&self) -> &Store<K> {
+        &self.store
+    }
+
+    /// Every object, in no particular order.
+    pub fn state(&self) -> Vec<Arc<K>> {
+        self.store.state()
+    }
+
+    pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
+        let reference = ObjectRef::new(name);
+        let reference = match namespace {
+            Some(namespace) => reference.within(namespace),
+            None => reference,
+        };
+        self.store.get(&reference)
+    }
+
+    /// Changes from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Change<K>> {
+        self.changes.subscribe()
+    }
+
+    /// Whether the kind has been listed once (an unstarted cache never is).
+    pub async fn wait_until_listed(&self) {
+        // The store resolves once its writer has applied a first complete list. That needs the
+        // writer to be driven: a store whose writer waits for a watch that never starts (as
+        // the old health caches did until the replica led) never resolves.
+        let _ = self.store.wait_until_ready().await;
+    }
+
+    /// Watches the kind until the process ends; only the first call does anything.
+    pub async fn reflect(&self, api: Api<K>, config: watcher::Config) {
+        let Some(mut writer) = self.writer.lock().expect("writer lock").take() else {
+            return;
+        };
+        let mut events = watcher(api, config).default_backoff().boxed();
+        let mut relisting = false;
+        while let Some(event) = events.next().await {
+            let event = match event {
+                Ok(event) => event,
+                Err(error) => {
+                    tracing::debug!(kind = %K::kind(&()), %error, "watch error; retrying");
+                    continue;
+                }
+            };
+            let change = match &event {
+                watcher::Event::Apply(object) => {
+                    let old = self.store.get(&ObjectRef::from_obj(object));
+                    Some(Change::Applied {
+                        old,
+                        new: Arc::new(object.clone()),
+                    })
+                }
+                watcher::Event::Delete(object) => Some(Change::Deleted(Arc::new(object.clone()))),
+                watcher::Event::Init => {
+                    relisting = true;
+                    None
+                }
+                watcher::Event::InitApply(_) => None,
+                watcher::Event::InitDone => relisting.then_some(Change::Relisted),
+            };
+            writer.apply_watcher_event(&event);
+            if matches!(event, watcher::Event::InitDone) {
+                relisting = false;
+                self.listed.store(true, Ordering::SeqCst);
+            }
+            if let Some(change) = change {
+                // No subscriber yet is fine: controllers list the store when they start.
+                let _ = self.changes.send(change);
+            }
+        }
+    }
+
+    /// Whether the kind has been listed once.
+    pub fn listed(&self) -> bool {
+        self.listed.load(Ordering::SeqCst)
+    }
+}
+
+/// The caches of every kind a hub or an agent's controllers read.
+#[derive(Debug)]
+pub struct Caches {
+    scope: Scope,
+    pub policies: Cache<DNSPolicy>,
+    pub records: Cache<DNSRecord>,
+    pub gateways: Cache<Gateway>,
+    pub zones: Cache<ManagedZone>,
+    pub probes: Cache<DNSHealthCheckProbe>,
+    pub decisions: Cache<PlacementDecision>,
+    pub clusters: Cache<ManagedCluster>,
+    pub reports: Cache<ClusterReport>,
+    /// The agents' heartbeats: one Lease per cluster, in its namespace.
+    pub heartbeats: Cache<Lease>,
+}
+
+/// Which kinds a process watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Everything a hub reads.
+    Hub,
+    /// An agent in distributed mode: its cluster's policies, Gateways, zones and the records it
+    /// wrote itself.
+    Distributed,
+}
+
+impl Caches {
+    pub fn new(scope: Scope) -> Self {
+        Caches {
+            scope,
+            policies: Cache::default(),
+            records: Cache::default(),
+            gateways: Cache::default(),
+            zones: Cache::default(),
+            probes: Cache::default(),
+            decisions: Cache::default(),
+            clusters: Cache::default(),
+            reports: Cache::default(),
+            heartbeats: Cache::default(),
+        }
+    }
+
+    /// Watches the kinds the scope needs until the process ends.
+    pub async fn reflect(&self, client: Client) {
+        let all = watcher::Config::default;
+        match self.scope {
+            Scope::Distributed => {
+                let own = all().labels(&format!("{DISTRIBUTED_LABEL}=true"));
+                tokio::join!(
+                    self.policies.reflect(Api::all(client.clone()), all()),
+                    self.records.reflect(Api::all(client.clone()), own),
+                    self.gateways.reflect(Api::all(client.clone()), all()),
+                    self.zones.reflect(Api::all(client), all()),
+                );
+            }
+            Scope::Hub => {
+                let heartbeats =
+                    all().labels(&format!("{}=true", meridian_api::labels::HEARTBEAT_LABEL));
+                tokio::join!(
+                    self.policies.reflect(Api::all(client.clone()), all()),
+                    self.records.reflect(Api::all(client.clone()), all()),
+                    self.gateways.reflect(Api::all(client.clone()), all()),
+                    self.zones.reflect(Api::all(client.clone()), all()),
+                    self.probes.reflect(Api::all(client.clone()), all()),
+                    self.decisions.reflect(Api::all(client.clone()), all()),
+                    self.clusters.reflect(Api::all(client.clone()), all()),
+                    self.reports.reflect(Api::all(client.clone()), all()),
+                    self.heartbeats.reflect(Api::all(client), heartbeats),
+                );
+            }
+        }
+    }
+
+    /// Resolves once every watched kind has been listed (before that, an empty cache would
+    /// read as "nothing exists").
+    pub async fn wait_until_listed(&self) {
+        self.policies.wait_until_listed().await;
+        self.records.wait_until_listed().await;
+        self.gateways.wait_until_listed().await;
+        self.zones.wait_until_listed().await;
+        if self.scope == Scope::Hub {
+            self.probes.wait_until_listed().await;
+            self.decisions.wait_until_listed().await;
+            self.clusters.wait_until_listed().await;
+            self.reports.wait_until_listed().await;
+            self.heartbeats.wait_until_listed().await;
+        }
+    }
+
+    /// Whether every watched kind has been listed, without waiting.
+    pub fn listed(&self) -> bool {
+        let shared = self.policies.listed()
+            && self.records.listed()
+            && self.gateways.listed()
+            && self.zones.listed();
+        shared
+            && (self.scope == Scope::Distributed
+                || (self.probes.listed()
+                    && self.decisions.listed()
+                    && self.clusters.listed()
+                    && self.reports.listed()
+                    && self.heartbeats.listed()))
+    }
+}
+
+/// The reconcile requests a change to another kind makes: `map` says which objects it
+/// concerns; a relist (or falling behind) asks for every object of `all`.
+pub fn triggers<Other, K>(
+    changes: broadcast::Receiver<Change<Other>>,
+    all: Store<K>,
+    map: impl Fn(&Change<Other>) -> Vec<ObjectRef<K>> + Send + 'static,
+) -> BoxStream<'static, ObjectRef<K>>
+where
+    Other: Send + Sync + 'static,
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    futures::stream::unfold(changes, |mut changes| async move {
+        Some((changes.recv().await, changes))
+    })
+    .flat_map(move |received| {
+        let requests = match received {
+            Ok(change @ (Change::Applied { .. } | Change::Deleted(_))) => map(&change),
+            Ok(Change::Relisted) | Err(broadcast::error::RecvError::Lagged(_)) => all
+                .state()
+                .iter()
+                .map(|object| ObjectRef::from_obj(&**object))
+                .collect(),
+            Err(broadcast::error::RecvError::Closed) => Vec::new(),
+        };
+        futures::stream::iter(requests)
+    })
+    .boxed()
+}
+
+/// The requests a kind's own changes make: the changed object (a deleted one has nothing left
+/// to reconcile; its finalizer already brought it by) and, at a relist, every object.
+pub fn own_changes<K>(cache: &Cache<K>) -> BoxStream<'static, ObjectRef<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    triggers(
+        cache.subscribe(),
+        cache.store().clone(),
+        |change| match change {
+            Change::Applied { new, .. } => vec![ObjectRef::from_obj(&**new)],
+            _ => Vec::new(),
+        },
+    )
+}
+
+/// Every object of the kind, once, when a controller starts (its subscriptions begin after
+/// the first list).
+pub fn everything_once<K>(cache: &Cache<K>) -> BoxStream<'static, ObjectRef<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let store = cache.store().clone();
+    futures::stream::once(async move {
+        let _ = store.wait_until_ready().await;
+        futures::stream::iter(
+            store
+                .state()
+                .iter()
+                .map(|object| ObjectRef::from_obj(&**object))
+                .collect::<Vec<_>>(),
+        )
+    })
+    .flatten()
+    .boxed()
+}
+
+type ReconcileFuture = Pin<Box<dyn Future<Output = Result<Action, Error>> + Send>>;
+
+/// Runs a controller of `K` over `store`, reconciling what `triggers` ask for, until `stop`
+/// resolves; reconciles already running then finish.
+pub async fn run_controller<K, Ctx, Reconcile, Fut>(
+    store: Store<K>,
+    triggers: Vec<BoxStream<'static, ObjectRef<K>>>,
+    reconcile: Reconcile,
+    error_policy: fn(Arc<K>, &Error, Arc<Ctx>) -> Action,
+    context: Arc<Ctx>,
+    stop: impl Future<Output = ()> + Send + 'static,
+) where
+    K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
+    Ctx: Send + Sync + 'static,
+    Reconcile: Fn(Arc<K>, Arc<Ctx>) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<Action, Error>> + Send + 'static,
+{
+    let queue = futures::stream::select_all(triggers)
+        .map(|reference| Ok::<_, std::convert::Infallible>(ReconcileRequest::from(reference)))
+        .take_until(stop);
+    kube::runtime::applier(
+        move |object, context| -> ReconcileFuture {
+            // Each reconcile on its own task, so reconciles of different objects use every core.
+            let running = tokio::spawn(reconcile(object, context));
+            Box::pin(async move {
+                running
+                    .await
+                    .unwrap_or_else(|error| Err(Error::Aborted(error.to_string())))
+            })
+        },
+        error_policy,
+        context,
+        store,
+        queue,
+        kube::runtime::Config::default(),
+    )
+    .into_stream()
+    .for_each(|_| async {})
+    .await;
+}

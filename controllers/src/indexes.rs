@@ -1,0 +1,503 @@
+//! Pure indexes over the watch caches: which clusters a placement decided, which Gateways and
+//! DNSPolicies a change to a cluster, a placement or a zone concerns, and whether a change to a
+//! report or a cluster is one the policies read at all. The controllers' triggers are built
+//! from these, so a change reconciles only what it can affect.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+use meridian_api::kuadrant::{DNSPolicy, DNSRecord};
+use meridian_api::labels::PLACEMENT_LABEL;
+use meridian_api::meridian::ClusterReport;
+use meridian_api::upstream::{Gateway, ManagedCluster, PlacementDecision};
+
+/// A Placement: its namespace and name.
+pub type PlacementKey = (String, String);
+
+/// The clusters a Placement decided: the union of `status.decisions[].clusterName` over every
+/// PlacementDecision labelled with it (100 decisions each), empty names skipped.
+pub fn decided_clusters(
+    decisions: &[Arc<PlacementDecision>],
+    namespace: &str,
+    placement: &str,
+) -> BTreeSet<String> {
+    decisions
+        .iter()
+        .filter(|d| {
+            d.namespace().as_deref() == Some(namespace)
+                && d.labels().get(PLACEMENT_LABEL).map(String::as_str) == Some(placement)
+        })
+        .filter_map(|d| d.status.as_ref())
+        .flat_map(|s| s.decisions.iter())
+        .map(|d| d.cluster_name.clone())
+        .filter(|name| !name.is_empty())
+        .collect()
+}
+
+/// The Placement a PlacementDecision belongs to.
+pub fn placement_of(decision: &PlacementDecision) -> Option<PlacementKey> {
+    Some((
+        decision.namespace()?,
+        decision.labels().get(PLACEMENT_LABEL)?.clone(),
+    ))
+}
+
+/// The Placement a hub Gateway follows.
+pub fn gateway_placement(gateway: &Gateway) -> Option<PlacementKey> {
+    Some((
+        gateway.namespace()?,
+        gateway.labels().get(PLACEMENT_LABEL)?.clone(),
+    ))
+}
+
+/// The Placements that decided `cluster`.
+pub fn placements_deciding(
+    decisions: &[Arc<PlacementDecision>],
+    cluster: &str,
+) -> BTreeSet<PlacementKey> {
+    decisions
+        .iter()
+        .filter(|d| {
+            d.status
+                .as_ref()
+                .is_some_and(|s| s.decisions.iter().any(|c| c.cluster_name == cluster))
+        })
+        .filter_map(|d| placement_of(d))
+        .collect()
+}
+
+/// The Gateways that follow one of `placements`.
+pub fn gateways_following(
+    gateways: &[Arc<Gateway>],
+    placements: &BTreeSet<PlacementKey>,
+) -> Vec<ObjectRef<Gateway>> {
+    gateways
+        .iter()
+        .filter(|g| gateway_placement(g).is_some_and(|p| placements.contains(&p)))
+        .map(|g| ObjectRef::from_obj(&**g))
+        .collect()
+}
+
+/// The Gateway a policy targets: namespace and name.
+pub fn policy_target(policy: &DNSPolicy) -> (String, String) {
+    let target = &policy.spec.target_ref;
+    let namespace = target
+        .namespace
+        .clone()
+        .or_else(|| policy.namespace())
+        .unwrap_or_default();
+    (namespace, target.name.clone())
+}
+
+/// The policies that target one of `gateways` (namespace, name).
+pub fn policies_targeting(
+    policies: &[Arc<DNSPolicy>],
+    gateways: &BTreeSet<(String, String)>,
+) -> Vec<ObjectRef<DNSPolicy>> {
+    policies
+        .iter()
+        .filter(|p| gateways.contains(&policy_target(p)))
+        .map(|p| ObjectRef::from_obj(&**p))
+        .collect()
+}
+
+/// The policies whose Gateway is placed on `cluster`.
+pub fn policies_on_cluster(
+    policies: &[Arc<DNSPolicy>],
+    gateways: &[Arc<Gateway>],
+    decisions: &[Arc<PlacementDecision>],
+    cluster: &str,
+) -> Vec<ObjectRef<DNSPolicy>> {
+    let placements = placements_deciding(decisions, cluster);
+    policies_of_placements(policies, gateways, &placements)
+}
+
+/// The policies whose Gateway follows one of `placements`.
+pub fn policies_of_placements(
+    policies: &[Arc<DNSPolicy>],
+    gateways: &[Arc<Gateway>],
+    placements: &BTreeSet<PlacementKey>,
+) -> Vec<ObjectRef<DNSPolicy>> {
+    if placements.is_empty() {
+        return Vec::new();
+    }
+    let targets: BTreeSet<(String, String)> = gateways_following(gateways, placements)
+        .into_iter()
+        .map(|g| (g.namespace.unwrap_or_default(), g.name))
+        .collect();
+    policies_targeting(policies, &targets)
+}
+
+/// The policies in `namespace` (a ManagedZone there may hold any of their hostnames).
+pub fn policies_in_namespace(
+    policies: &[Arc<DNSPolicy>],
+    namespace: &str,
+) -> Vec<ObjectRef<DNSPolicy>> {
+    policies
+        .iter()
+        .filter(|p| p.namespace().as_deref() == Some(namespace))
+        .map(|p| ObjectRef::from_obj(&**p))
+        .collect()
+}
+
+/// Whether a report changed in what the DNSPolicies read of it: the cluster ID and the
+/// Gateways. Probe results and router shards are other controllers' business, and the report's
+/// time is the heartbeat's.
+pub fn report_changed_for_policies(old: Option<&ClusterReport>, new: &ClusterReport) -> bool {
+    old.is_none_or(|old| {
+        old.spec.cluster_id != new.spec.cluster_id || old.spec.gateways != new.spec.gateways
+    })
+}
+
+/// Whether a ManagedCluster changed in what DNS reads of it: its labels (geo code, custom
+/// weights). Its status changes with every OCM lease renewal and concerns nobody here.
+pub fn cluster_changed_for_dns(old: Option<&ManagedCluster>, new: &ManagedCluster) -> bool {
+    old.is_none_or(|old| old.labels() != new.labels())
+}
+
+/// Whether a heartbeat brings a cluster back: it was not heard from within `timeout` before
+/// this renewal (or never), so the policies that left it out must look again.
+pub fn heartbeat_revives(
+    previous: Option<k8s_openapi::jiff::Timestamp>,
+    renewed: Option<k8s_openapi::jiff::Timestamp>,
+    timeout: std::time::Duration,
+) -> bool {
+    match (previous, renewed) {
+        (_, None) => false,
+        (None, Some(_)) => true,
+        (Some(previous), Some(renewed)) => {
+            std::time::Duration::try_from(renewed.duration_since(previous)).unwrap_or_default()
+                > timeout
+        }
+    }
+}
+
+/// The DNSRecords whose probes' verdicts differ between two versions of a report (probe
+/// name → the record it belongs to, from the probe cache).
+pub fn records_with_changed_verdicts(
+    old: Option<&ClusterReport>,
+    new: Option<&ClusterReport>,
+    record_of_probe: impl Fn(&str, &str) -> Option<String>,
+) -> Vec<ObjectRef<DNSRecord>> {
+    let verdicts = |report: Option<&ClusterReport>| -> BTreeMap<(String, String), bool> {
+        report
+            .map(|r| {
+                r.spec
+                    .probes
+                    .iter()
+                    .map(|p| ((p.namespace.clone(), p.name.clone()), p.healthy))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (before, after) = (verdicts(old), verdicts(new));
+    let changed: BTreeSet<&(String, String)> = before
+        .keys()
+        .chain(after.keys())
+        .filter(|probe| before.get(*probe) != after.get(*probe))
+        .collect();
+    let records: BTreeSet<(String, String)> = changed
+        .into_iter()
+        .filter_map(|(namespace, probe)| {
+            Some((namespace.clone(), record_of_probe(namespace, probe)?))
+        })
+        .collect();
+    records
+        .into_iter()
+        .map(|(namespace, name)| ObjectRef::new(&name).within(&namespace))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_api::kuadrant::DNSPolicySpec;
+    use meridian_api::meridian::{ClusterReportSpec, GatewayReport, ProbeReport};
+    use meridian_api::upstream::{ClusterDecision, GatewaySpec, PlacementDecisionStatus};
+
+    fn decision(namespace: &str, placement: &str, clusters: &[&str]) -> Arc<PlacementDecision> {
+        let mut d = PlacementDecision::default();
+        d.metadata.name = Some(format!("{placement}-decision-1"));
+        d.metadata.namespace = Some(namespace.into());
+        d.metadata.labels = Some([(PLACEMENT_LABEL.to_string(), placement.to_string())].into());
+        d.status = Some(PlacementDecisionStatus {
+            decisions: clusters
+                .iter()
+                .map(|c| ClusterDecision {
+                    cluster_name: c.to_string(),
+                    reason: String::new(),
+                })
+                .collect(),
+        });
+        Arc::new(d)
+    }
+
+    fn gateway(namespace: &str, name: &str, placement: Option<&str>) -> Arc<Gateway> {
+        let mut g = Gateway::new(
+            name,
+            GatewaySpec {
+                gateway_class_name: "kuadrant-multi-cluster-gateway-instance-per-cluster".into(),
+                listeners: Vec::new(),
+                extra: Default::default(),
+            },
+        );
+        g.metadata.namespace = Some(namespace.into());
+        g.metadata.labels =
+            placement.map(|p| [(PLACEMENT_LABEL.to_string(), p.to_string())].into());
+        Arc::new(g)
+    }
+
+    fn policy(namespace: &str, name: &str, gateway: &str) -> Arc<DNSPolicy> {
+        let spec: DNSPolicySpec = serde_json::from_value(serde_json::json!({
+            "targetRef": { "group": "gateway.networking.k8s.io", "kind": "Gateway", "name": gateway },
+        }))
+        .expect("a minimal policy");
+        let mut p = DNSPolicy::new(name, spec);
+        p.metadata.namespace = Some(namespace.into());
+        Arc::new(p)
+    }
+
+    fn names<K: kube::Resource>(refs: Vec<ObjectRef<K>>) -> Vec<String> {
+        let mut names: Vec<String> = refs
+            .into_iter()
+            .map(|r| format!("{}/{}", r.namespace.unwrap_or_default(), r.name))
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn decided_clusters_are_the_union_of_every_decision_of_the_placement() {
+        let mut second = (*decision("gw", "web", &["c3", ""])).clone();
+        second.metadata.name = Some("web-decision-2".into());
+        let decisions = [
+            decision("gw", "web", &["c1", "c2"]),
+            Arc::new(second),
+            decision("gw", "api", &["c9"]),
+            decision("other", "web", &["c8"]),
+        ];
+        let cases = [
+            ("gw", "web", vec!["c1", "c2", "c3"]),
+            ("gw", "api", vec!["c9"]),
+            ("other", "web", vec!["c8"]),
+            ("gw", "none", vec![]),
+        ];
+        for (namespace, placement, expected) in cases {
+            let decided: Vec<String> = decided_clusters(&decisions, namespace, placement)
+                .into_iter()
+                .collect();
+            assert_eq!(decided, expected, "{namespace}/{placement}");
+        }
+    }
+
+    #[test]
+    fn a_cluster_concerns_the_policies_of_gateways_placed_on_it_only() {
+        let decisions = [
+            decision("gw", "web", &["c1", "c2"]),
+            decision("gw", "api", &["c2"]),
+            decision("team", "web", &["c3"]),
+        ];
+        let gateways = [
+            gateway("gw", "web-gw", Some("web")),
+            gateway("gw", "api-gw", Some("api")),
+            gateway("gw", "unplaced", None),
+            gateway("team", "web-gw", Some("web")),
+        ];
+        let policies = [
+            policy("gw", "web-dns", "web-gw"),
+            policy("gw", "api-dns", "api-gw"),
+            policy("gw", "unplaced-dns", "unplaced"),
+            policy("team", "team-dns", "web-gw"),
+        ];
+        let cases = [
+            ("c1", vec!["gw/web-dns"]),
+            ("c2", vec!["gw/api-dns", "gw/web-dns"]),
+            ("c3", vec!["team/team-dns"]),
+            ("c4", vec![]),
+        ];
+        for (cluster, expected) in cases {
+            assert_eq!(
+                names(policies_on_cluster(
+                    &policies, &gateways, &decisions, cluster
+                )),
+                expected,
+                "{cluster}"
+            );
+        }
+        let placements: BTreeSet<PlacementKey> = [("gw".to_string(), "web".to_string())].into();
+        assert_eq!(
+            names(policies_of_placements(&policies, &gateways, &placements)),
+            ["gw/web-dns"],
+            "a placement's decision concerns the policies of its Gateways"
+        );
+        assert_eq!(
+            names(policies_in_namespace(&policies, "team")),
+            ["team/team-dns"],
+            "a zone concerns the policies of its namespace"
+        );
+    }
+
+    #[test]
+    fn a_policy_may_target_a_gateway_in_another_namespace() {
+        let mut p = (*policy("gw", "cross", "web-gw")).clone();
+        p.spec.target_ref.namespace = Some("team".into());
+        let targets: BTreeSet<(String, String)> = [("team".into(), "web-gw".into())].into();
+        assert_eq!(
+            names(policies_targeting(&[Arc::new(p)], &targets)),
+            ["gw/cross"]
+        );
+    }
+
+    fn report(gateway_ip: &str, verdicts: &[(&str, bool)], at: i64) -> ClusterReport {
+        let mut r = ClusterReport::new(
+            "agent",
+            ClusterReportSpec {
+                cluster_id: "id".into(),
+                reported_at: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::from_second(at).unwrap(),
+                )),
+                gateways: vec![GatewayReport {
+                    namespace: "kuadrant-gw".into(),
+                    name: "web-gw".into(),
+                    addresses: vec![meridian_api::meridian::ReportedAddress {
+                        type_: "IPAddress".into(),
+                        value: gateway_ip.into(),
+                    }],
+                    listeners: Vec::new(),
+                }],
+                router_shards: Vec::new(),
+                probes: verdicts
+                    .iter()
+                    .map(|(name, healthy)| ProbeReport {
+                        namespace: "gw".into(),
+                        name: name.to_string(),
+                        healthy: *healthy,
+                        consecutive_failures: at as i32,
+                        reason: None,
+                        last_checked_at: None,
+                    })
+                    .collect(),
+            },
+        );
+        r.metadata.namespace = Some("c1".into());
+        r
+    }
+
+    #[test]
+    fn only_report_changes_the_policies_read_wake_them() {
+        let base = report("10.0.0.1", &[("p1", true)], 100);
+        let cases = [
+            (
+                report("10.0.0.1", &[("p1", true)], 200),
+                false,
+                "a newer time only",
+            ),
+            (
+                report("10.0.0.1", &[("p1", false)], 100),
+                false,
+                "a verdict only",
+            ),
+            (
+                report("10.0.0.2", &[("p1", true)], 100),
+                true,
+                "a gateway address",
+            ),
+        ];
+        for (new, wakes, what) in cases {
+            assert_eq!(
+                report_changed_for_policies(Some(&base), &new),
+                wakes,
+                "{what}"
+            );
+        }
+        assert!(report_changed_for_policies(None, &base), "a first report");
+    }
+
+    #[test]
+    fn only_verdict_changes_wake_the_records_of_their_probes() {
+        let record_of = |_: &str, probe: &str| match probe {
+            "p1" | "p2" => Some("web-dns-api".to_string()),
+            "p3" => Some("api-dns-api".to_string()),
+            _ => None,
+        };
+        let base = report("10.0.0.1", &[("p1", true), ("p3", true)], 100);
+        let cases = [
+            (
+                report("10.0.0.1", &[("p1", true), ("p3", true)], 999),
+                vec![],
+                "counts and times",
+            ),
+            (
+                report("10.0.0.1", &[("p1", false), ("p3", true)], 100),
+                vec!["gw/web-dns-api"],
+                "one verdict",
+            ),
+            (
+                report("10.0.0.1", &[("p1", true)], 100),
+                vec!["gw/api-dns-api"],
+                "a probe gone",
+            ),
+            (
+                report(
+                    "10.0.0.1",
+                    &[("p1", true), ("p3", true), ("p9", false)],
+                    100,
+                ),
+                vec![],
+                "a probe of no known record",
+            ),
+        ];
+        for (new, expected, what) in cases {
+            assert_eq!(
+                names(records_with_changed_verdicts(
+                    Some(&base),
+                    Some(&new),
+                    record_of
+                )),
+                expected,
+                "{what}"
+            );
+        }
+        assert_eq!(
+            names(records_with_changed_verdicts(Some(&base), None, record_of)),
+            ["gw/api-dns-api", "gw/web-dns-api"],
+            "a deleted report"
+        );
+    }
+
+    #[test]
+    fn cluster_status_changes_do_not_concern_dns() {
+        let mut cluster = ManagedCluster::new("c1", Default::default());
+        cluster.metadata.labels =
+            Some([("kuadrant.io/lb-attribute-geo-code".into(), "IE".into())].into());
+        let mut status_only = cluster.clone();
+        status_only.metadata.resource_version = Some("2".into());
+        let mut relabelled = cluster.clone();
+        relabelled.metadata.labels =
+            Some([("kuadrant.io/lb-attribute-geo-code".into(), "US".into())].into());
+        assert!(!cluster_changed_for_dns(Some(&cluster), &status_only));
+        assert!(cluster_changed_for_dns(Some(&cluster), &relabelled));
+        assert!(cluster_changed_for_dns(None, &cluster));
+    }
+
+    #[test]
+    fn a_heartbeat_wakes_policies_only_when_it_ends_a_silence() {
+        let at = |s: i64| Some(k8s_openapi::jiff::Timestamp::from_second(s).unwrap());
+        let timeout = std::time::Duration::from_secs(120);
+        let cases = [
+            (at(100), at(130), false, "a regular renewal"),
+            (at(100), at(221), true, "back after more than the timeout"),
+            (None, at(100), true, "a first heartbeat"),
+            (at(100), None, false, "no renewal time"),
+        ];
+        for (previous, renewed, wakes, what) in cases {
+            assert_eq!(
+                heartbeat_revives(previous, renewed, timeout),
+                wakes,
+                "{what}"
+            );
+        }
+    }
+}
