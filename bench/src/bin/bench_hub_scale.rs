@@ -47,6 +47,8 @@ const ZONE: &str = "example.com";
 const CLUSTERS_PER_GATEWAY: usize = 5;
 const HUB_ACCOUNT: &str = "meridian-hub";
 const WRITES_AT_ONCE: usize = 16;
+/// How long one address change may take to be answered before it counts as unanswered.
+const CHANGE_PATIENCE: Duration = Duration::from_secs(120);
 
 #[derive(Debug, Parser)]
 #[command(name = "bench-hub-scale", about)]
@@ -166,11 +168,16 @@ struct Figures {
     peak_rss_mib: f64,
     change_p50: f64,
     change_p99: f64,
+    /// Changes the nameserver had not answered after [`CHANGE_PATIENCE`].
+    changes_unanswered: usize,
 }
 
 impl Figures {
     fn total_requests(&self) -> f64 {
-        self.requests_per_second.values().sum()
+        // A fold from +0.0: an empty sum of floats is -0.0.
+        self.requests_per_second
+            .values()
+            .fold(0.0, |sum, n| sum + n)
     }
 
     fn render(&self) -> String {
@@ -188,7 +195,7 @@ impl Figures {
              steady API requests/s: {:.2} ({}); own Lease {:.2}/s\n  \
              steady reconciles/s: {}\n  \
              hub CPU {:.3} cores, peak RSS {:.0} MiB\n  \
-             address change → answer: p50 {:.3} s, p99 {:.3} s\n",
+             address change → answer: p50 {:.3} s, p99 {:.3} s ({} not answered within {} s)\n",
             self.converged_seconds,
             self.total_requests(),
             by_verb(&self.requests_per_second),
@@ -198,6 +205,8 @@ impl Figures {
             self.peak_rss_mib,
             self.change_p50,
             self.change_p99,
+            self.changes_unanswered,
+            CHANGE_PATIENCE.as_secs(),
         )
     }
 
@@ -376,11 +385,11 @@ async fn measure(
             if query_a(hub.nameserver, &fleet.host(j)).contains(&wanted) {
                 break;
             }
-            anyhow::ensure!(
-                changed_at.elapsed() < Duration::from_secs(120),
-                "the nameserver never answered {address} for {}",
-                fleet.host(j)
-            );
+            if changed_at.elapsed() > CHANGE_PATIENCE {
+                // Counted at the limit: the percentiles then say "at least".
+                figures.changes_unanswered += 1;
+                break;
+            }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         latencies.push(changed_at.elapsed().as_secs_f64());
