@@ -45,6 +45,17 @@ pub enum Change<K> {
     Relisted,
 }
 
+impl<K> Change<K> {
+    /// The object changed: as it is now, or as it was when deleted (none for a relist).
+    pub fn object(&self) -> Option<&Arc<K>> {
+        match self {
+            Change::Applied { new, .. } => Some(new),
+            Change::Deleted(old) => Some(old),
+            Change::Relisted => None,
+        }
+    }
+}
+
 impl<K> Clone for Change<K> {
     fn clone(&self) -> Self {
         match self {

@@ -51,20 +51,16 @@ pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> 
     let by_gateway = {
         let policies = all.clone();
         move |change: &Change<Gateway>| {
-            let gateway = match change {
-                Change::Applied { new, .. } => new,
-                Change::Deleted(old) => old,
-                Change::Relisted => return Vec::new(),
+            let Some(gateway) = change.object() else {
+                return Vec::new();
             };
             let target = (gateway.namespace().unwrap_or_default(), gateway.name_any());
             indexes::policies_targeting(&policies.state(), &[target].into())
         }
     };
     let by_record = |change: &Change<DNSRecord>| {
-        let record = match change {
-            Change::Applied { new, .. } => new,
-            Change::Deleted(old) => old,
-            Change::Relisted => return Vec::new(),
+        let Some(record) = change.object() else {
+            return Vec::new();
         };
         record
             .labels()
@@ -198,13 +194,8 @@ pub fn error_policy(policy: Arc<DNSPolicy>, error: &Error, ctx: Arc<Context>) ->
 
 /// Whether `policy` targets the Gateway `namespace/name`.
 pub fn targets(policy: &DNSPolicy, namespace: &str, name: &str) -> bool {
-    let target = &policy.spec.target_ref;
-    let target_namespace = target
-        .namespace
-        .clone()
-        .or_else(|| policy.namespace())
-        .unwrap_or_default();
-    target.name == name && target_namespace == namespace
+    let (target_namespace, target_name) = indexes::policy_target(policy);
+    target_name == name && target_namespace == namespace
 }
 
 /// The policy that holds a Gateway when several target it: the oldest, then by name.

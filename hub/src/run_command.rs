@@ -510,10 +510,8 @@ async fn run_zone_status(
     let by_record = {
         let zones = all.clone();
         move |change: &Change<DNSRecord>| {
-            let record = match change {
-                Change::Applied { new, .. } => new,
-                Change::Deleted(old) => old,
-                Change::Relisted => return Vec::new(),
+            let Some(record) = change.object() else {
+                return Vec::new();
             };
             // Only embedded zones are recounted per record change (counting them is free).
             let zone = ObjectRef::<ManagedZone>::new(&record.spec.managed_zone.name)
