@@ -328,9 +328,13 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
         namespace: gateway_namespace.clone(),
     };
     let section = target.section_name.as_deref();
+    let mut next_look = ctx.config.resync;
     let desired = match &ctx.config.distributed {
         None => {
-            let clusters = placed_clusters(&gateway, ctx);
+            let (clusters, next_silence) = placed_clusters(&gateway, ctx);
+            if let Some(next_silence) = next_silence {
+                next_look = next_look.min(next_silence);
+            }
             desired_records(
                 &gateway_ref,
                 &listeners,
@@ -428,25 +432,26 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
         enforced_state,
     )
     .await?;
-    let next_look = match &ctx.config.distributed {
-        None => next_silence(&gateway, ctx)
-            .map_or(ctx.config.resync, |left| left.min(ctx.config.resync)),
-        Some(_) => ctx.config.resync,
-    };
     Ok(Action::requeue(next_look))
 }
 
 /// The clusters the Gateway's Placement decided, with their labels and reports, from the
-/// caches.
-fn placed_clusters(gateway: &Gateway, ctx: &Context) -> Vec<PlacedCluster> {
+/// caches; and when the policy must look again even if nothing changes: just after the first
+/// of them that is heard from now would go silent (a timer, rather than every policy polling).
+fn placed_clusters(
+    gateway: &Gateway,
+    ctx: &Context,
+) -> (Vec<PlacedCluster>, Option<std::time::Duration>) {
     let namespace = gateway.namespace().unwrap_or_default();
     let Some(placement) = gateway.labels().get(PLACEMENT_LABEL) else {
-        return Vec::new();
+        return (Vec::new(), None);
     };
     let names = indexes::decided_clusters(&ctx.caches.decisions.state(), &namespace, placement);
     let downstream = downstream_namespace(&namespace);
     let reports = ctx.caches.reports.state();
+    let now = (ctx.clock)();
     let mut clusters = Vec::new();
+    let mut next_silence: Option<std::time::Duration> = None;
     for name in names {
         // A cluster that is gone from OCM is gone from DNS.
         let Some(cluster) = ctx.caches.clusters.get(None, &name) else {
@@ -456,11 +461,16 @@ fn placed_clusters(gateway: &Gateway, ctx: &Context) -> Vec<PlacedCluster> {
             .iter()
             .filter(|r| r.namespace().as_deref() == Some(name.as_str()))
             .max_by_key(|r| r.spec.reported_at.as_ref().map(|t| t.0));
-        let silent_for = silence(
-            ctx.last_heard(&name, report.map(|r| &**r)),
-            (ctx.clock)(),
-            ctx.config.heartbeat_timeout,
-        );
+        let heard = ctx.last_heard(&name, report.map(|r| &**r));
+        let silent_for = silence(heard, now, ctx.config.heartbeat_timeout);
+        let left = heard
+            .and_then(|heard| std::time::Duration::try_from(now.duration_since(heard)).ok())
+            .and_then(|since| ctx.config.heartbeat_timeout.checked_sub(since));
+        if let Some(left) = left {
+            // Just past the deadline, so the cluster is silent when the policy looks.
+            let at = left + std::time::Duration::from_secs(1);
+            next_silence = Some(next_silence.map_or(at, |soonest| soonest.min(at)));
+        }
         clusters.push(PlacedCluster {
             name: name.clone(),
             labels: cluster.labels().clone(),
@@ -475,29 +485,7 @@ fn placed_clusters(gateway: &Gateway, ctx: &Context) -> Vec<PlacedCluster> {
             }),
         });
     }
-    clusters
-}
-
-/// When the policy must look again even if nothing changes: when the first placed cluster
-/// that is heard from now would go silent (a timer, rather than every policy polling).
-fn next_silence(gateway: &Gateway, ctx: &Context) -> Option<std::time::Duration> {
-    let namespace = gateway.namespace().unwrap_or_default();
-    let placement = gateway.labels().get(PLACEMENT_LABEL)?;
-    let now = (ctx.clock)();
-    let reports = ctx.caches.reports.state();
-    indexes::decided_clusters(&ctx.caches.decisions.state(), &namespace, placement)
-        .iter()
-        .filter_map(|name| {
-            let report = reports
-                .iter()
-                .find(|r| r.namespace().as_deref() == Some(name.as_str()));
-            let heard = ctx.last_heard(name, report.map(|r| &**r))?;
-            let since = std::time::Duration::try_from(now.duration_since(heard)).ok()?;
-            ctx.config.heartbeat_timeout.checked_sub(since)
-        })
-        .min()
-        // Just past the deadline, so the cluster is silent when the policy looks.
-        .map(|left| left + std::time::Duration::from_secs(1))
+    (clusters, next_silence)
 }
 
 /// Applies the desired DNSRecords and deletes the policy's others; returns the records as

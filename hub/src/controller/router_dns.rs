@@ -29,20 +29,18 @@ pub async fn fleet_shards(
     heartbeat_timeout: std::time::Duration,
     now: k8s_openapi::jiff::Timestamp,
 ) -> Result<Vec<ShardDns>, kube::Error> {
-    let clusters: Vec<Arc<ManagedCluster>> = Api::<ManagedCluster>::all(client.clone())
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .map(Arc::new)
-        .collect();
-    let zones: Vec<Arc<ManagedZone>> = Api::<ManagedZone>::all(client.clone())
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .map(Arc::new)
-        .collect();
+    async fn listed<K>(client: &Client) -> Result<Vec<Arc<K>>, kube::Error>
+    where
+        K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        let items = Api::<K>::all(client.clone())
+            .list(&ListParams::default())
+            .await?
+            .items;
+        Ok(items.into_iter().map(Arc::new).collect())
+    }
+    let clusters: Vec<Arc<ManagedCluster>> = listed(client).await?;
+    let zones: Vec<Arc<ManagedZone>> = listed(client).await?;
     let live = |report: &ClusterReport| {
         let reported_at = report.spec.reported_at.as_ref().map(|t| t.0);
         reported_at.is_some() && silence(reported_at, now, heartbeat_timeout).is_none()
