@@ -6,7 +6,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 
 use crate::kuadrant::{DNSHealthCheckProbe, DNSPolicy, DNSRecord, ManagedZone};
-use crate::meridian::{ClusterReport, RouteBinding, Router};
+use crate::meridian::{ClusterReport, ProbeResults, RouteBinding, Router};
 
 /// The command that regenerates `crds/`, quoted in the staleness check's message.
 pub const REGENERATE_COMMAND: &str = "make crds";
@@ -19,6 +19,7 @@ pub fn served_crds() -> Vec<CustomResourceDefinition> {
         ManagedZone::crd(),
         DNSHealthCheckProbe::crd(),
         ClusterReport::crd(),
+        ProbeResults::crd(),
         Router::crd(),
         RouteBinding::crd(),
     ]
@@ -121,7 +122,7 @@ mod tests {
     }
 
     #[test]
-    fn every_served_kind_is_in_the_meridian_category_with_a_short_name() {
+    fn every_served_kind_is_in_the_meridian_category_with_a_short_name_and_status_subresource() {
         for crd in served_crds() {
             let names = &crd.spec.names;
             assert_eq!(
@@ -136,13 +137,27 @@ mod tests {
                 names.kind
             );
             let version = &crd.spec.versions[0];
-            assert!(
+            let has_status = version
+                .schema
+                .as_ref()
+                .and_then(|s| s.open_api_v3_schema.as_ref())
+                .and_then(|s| s.properties.as_ref())
+                .is_some_and(|p| p.contains_key("status"));
+            // ProbeResults has no status: the agent writes it whole and nobody else writes it.
+            assert_eq!(
+                has_status,
+                names.kind != "ProbeResults",
+                "{} has a status",
+                names.kind
+            );
+            assert_eq!(
                 version
                     .subresources
                     .as_ref()
                     .and_then(|s| s.status.as_ref())
                     .is_some(),
-                "{} has a status subresource",
+                has_status,
+                "{}: a status is written through its subresource",
                 names.kind
             );
         }

@@ -10,3 +10,7 @@ pub const PROBE_HEADERS_SECRET: &str = "meridian-probe-headers";
 /// The Lease in each cluster namespace on the hub that the cluster's agent renews as its
 /// heartbeat (the hub creates it when it installs the agent; the agent may only renew it).
 pub const HEARTBEAT_LEASE: &str = "meridian-agent-heartbeat";
+
+/// The agent's ClusterReport in its cluster namespace on the hub (its probe results are
+/// `ProbeResults` objects beside it, see `meridian::probe_results_name`).
+pub const CLUSTER_REPORT: &str = "agent";

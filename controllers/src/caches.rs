@@ -16,13 +16,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::runtime::controller::{Action, ReconcileRequest};
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use meridian_api::kuadrant::{DNSHealthCheckProbe, DNSPolicy, DNSRecord, ManagedZone};
-use meridian_api::meridian::ClusterReport;
-use meridian_api::upstream::{Gateway, ManagedCluster, PlacementDecision};
+use meridian_api::meridian::{ClusterReport, ProbeResults};
+use meridian_api::upstream::{
+    Gateway, GatewayClass, ManagedCluster, ManifestWork, PlacementDecision,
+};
 use serde::de::DeserializeOwned;
 use tokio::sync::broadcast;
 
@@ -197,9 +200,28 @@ pub struct Caches {
     pub decisions: Cache<PlacementDecision>,
     pub clusters: Cache<ManagedCluster>,
     pub reports: Cache<ClusterReport>,
+    /// The agents' probe results, in shards beside their reports.
+    pub probe_results: Cache<ProbeResults>,
     /// The agents' heartbeats: one Lease per cluster, in its namespace.
     pub heartbeats: Cache<Lease>,
+    /// Provider credentials, probe header Secrets, TLS Secrets of hub Gateways, and the
+    /// copies the hub writes; never service-account tokens or Helm releases (see
+    /// [`SECRETS_READ`]).
+    pub secrets: Cache<Secret>,
+    /// GatewayClass parameters (the downstream class).
+    pub config_maps: Cache<ConfigMap>,
+    pub gateway_classes: Cache<GatewayClass>,
+    /// The ManifestWorks the hub writes (and every other, which it leaves alone).
+    pub works: Cache<ManifestWork>,
 }
+
+/// The Secrets a process caches: every type but the two that are numerous, large and never
+/// Meridian's to read (one token per service account on old clusters; one per Helm release
+/// revision).
+pub const SECRETS_READ: &str = "type!=kubernetes.io/service-account-token,type!=helm.sh/release.v1";
+
+/// The ConfigMaps a hub caches: every one but the CA bundle Kubernetes puts in every namespace.
+pub const CONFIG_MAPS_READ: &str = "metadata.name!=kube-root-ca.crt";
 
 /// Which kinds a process watches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -223,7 +245,12 @@ impl Caches {
             decisions: Cache::default(),
             clusters: Cache::default(),
             reports: Cache::default(),
+            probe_results: Cache::default(),
             heartbeats: Cache::default(),
+            secrets: Cache::default(),
+            config_maps: Cache::default(),
+            gateway_classes: Cache::default(),
+            works: Cache::default(),
         }
     }
 
@@ -237,7 +264,9 @@ impl Caches {
                     self.policies.reflect(Api::all(client.clone()), all()),
                     self.records.reflect(Api::all(client.clone()), own),
                     self.gateways.reflect(Api::all(client.clone()), all()),
-                    self.zones.reflect(Api::all(client), all()),
+                    self.zones.reflect(Api::all(client.clone()), all()),
+                    self.secrets
+                        .reflect(Api::all(client), all().fields(SECRETS_READ)),
                 );
             }
             Scope::Hub => {
@@ -252,7 +281,16 @@ impl Caches {
                     self.decisions.reflect(Api::all(client.clone()), all()),
                     self.clusters.reflect(Api::all(client.clone()), all()),
                     self.reports.reflect(Api::all(client.clone()), all()),
-                    self.heartbeats.reflect(Api::all(client), heartbeats),
+                    self.probe_results.reflect(Api::all(client.clone()), all()),
+                    self.heartbeats
+                        .reflect(Api::all(client.clone()), heartbeats),
+                    self.secrets
+                        .reflect(Api::all(client.clone()), all().fields(SECRETS_READ)),
+                    self.config_maps
+                        .reflect(Api::all(client.clone()), all().fields(CONFIG_MAPS_READ)),
+                    self.gateway_classes
+                        .reflect(Api::all(client.clone()), all()),
+                    self.works.reflect(Api::all(client), all()),
                 );
             }
         }
@@ -265,12 +303,17 @@ impl Caches {
         self.records.wait_until_listed().await;
         self.gateways.wait_until_listed().await;
         self.zones.wait_until_listed().await;
+        self.secrets.wait_until_listed().await;
         if self.scope == Scope::Hub {
             self.probes.wait_until_listed().await;
             self.decisions.wait_until_listed().await;
             self.clusters.wait_until_listed().await;
             self.reports.wait_until_listed().await;
+            self.probe_results.wait_until_listed().await;
             self.heartbeats.wait_until_listed().await;
+            self.config_maps.wait_until_listed().await;
+            self.gateway_classes.wait_until_listed().await;
+            self.works.wait_until_listed().await;
         }
     }
 
@@ -279,14 +322,19 @@ impl Caches {
         let shared = self.policies.listed()
             && self.records.listed()
             && self.gateways.listed()
-            && self.zones.listed();
+            && self.zones.listed()
+            && self.secrets.listed();
         shared
             && (self.scope == Scope::Distributed
                 || (self.probes.listed()
                     && self.decisions.listed()
                     && self.clusters.listed()
                     && self.reports.listed()
-                    && self.heartbeats.listed()))
+                    && self.probe_results.listed()
+                    && self.heartbeats.listed()
+                    && self.config_maps.listed()
+                    && self.gateway_classes.listed()
+                    && self.works.listed()))
     }
 }
 

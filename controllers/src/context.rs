@@ -314,6 +314,19 @@ pub fn apply_params() -> PatchParams {
     PatchParams::apply(FIELD_MANAGER).force()
 }
 
+/// Deletes an object; one already gone is fine (a cache may not have heard of the deletion
+/// yet, or another pass got there first).
+pub async fn delete_if_present<K>(api: &kube::Api<K>, name: &str) -> Result<(), Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, &Default::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(error) => Err(error.into()),
+    }
+}
+
 pub fn now() -> Time {
     Time(k8s_openapi::jiff::Timestamp::now())
 }

@@ -19,7 +19,7 @@ use meridian_api::kuadrant::{
     DNSHealthCheckProbe, DNSHealthCheckProbeStatus, DNSRecord, DNSRecordStatus, HealthCheck,
     ManagedZone,
 };
-use meridian_api::meridian::{ClusterReport, ProbeReport};
+use meridian_api::meridian::{ProbeReport, ProbeResults, probe_shard};
 use meridian_dns::changes::Update;
 use meridian_dns::model::{Endpoint, RecordKey};
 use meridian_dns::model::{RecordType, is_at_or_below};
@@ -76,10 +76,25 @@ pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> 
             Change::Relisted => Vec::new(),
         }
     };
+    let by_secret = {
+        let (records, zones) = (all.clone(), caches.zones.store().clone());
+        move |change: &Change<Secret>| {
+            let Some(secret) = change.object() else {
+                return Vec::new();
+            };
+            indexes::records_using_secret(
+                &records.state(),
+                &zones.state(),
+                &secret.namespace().unwrap_or_default(),
+                &secret.name_any(),
+            )
+        }
+    };
     let mut triggers = vec![
         everything_once(&caches.records),
         own_changes(&caches.records),
         triggers(caches.zones.subscribe(), all.clone(), by_zone),
+        triggers(caches.secrets.subscribe(), all.clone(), by_secret),
     ];
     if ctx.config.distributed.is_none() {
         let probes = caches.probes.store().clone();
@@ -87,7 +102,7 @@ pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> 
             let probe = probes.get(&ObjectRef::new(probe).within(namespace))?;
             probe.labels().get(PROBE_RECORD_LABEL).cloned()
         };
-        let by_report = move |change: &Change<ClusterReport>| match change {
+        let by_results = move |change: &Change<ProbeResults>| match change {
             Change::Applied { old, new } => {
                 indexes::records_with_changed_verdicts(old.as_deref(), Some(new), &record_of_probe)
             }
@@ -97,9 +112,9 @@ pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> 
             Change::Relisted => Vec::new(),
         };
         triggers.push(crate::caches::triggers(
-            caches.reports.subscribe(),
+            caches.probe_results.subscribe(),
             all.clone(),
-            by_report,
+            by_results,
         ));
     }
     run_controller(all, triggers, reconcile, error_policy, ctx.clone(), stop).await;
@@ -164,23 +179,12 @@ async fn zone_provider(
             )
         })?,
         Some(secret_ref) => {
-            let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-            let secret = match secrets.get_opt(&secret_ref.name).await {
-                Ok(Some(secret)) => secret,
-                Ok(None) => {
-                    return Err((
-                        zone_name.clone(),
-                        reasons::PROVIDER_UNAVAILABLE,
-                        format!("Secret {} not found", secret_ref.name),
-                    ));
-                }
-                Err(error) => {
-                    return Err((
-                        zone_name.clone(),
-                        reasons::PROVIDER_UNAVAILABLE,
-                        error.to_string(),
-                    ));
-                }
+            let Some(secret) = ctx.caches.secrets.get(Some(&namespace), &secret_ref.name) else {
+                return Err((
+                    zone_name.clone(),
+                    reasons::PROVIDER_UNAVAILABLE,
+                    format!("Secret {} not found", secret_ref.name),
+                ));
             };
             ctx.providers
                 .for_secret(&secret, &domain)
@@ -415,12 +419,11 @@ async fn agree_on_health(
     let mut notes = Vec::new();
     let headers = match &check.additional_headers_ref {
         None => Some(Vec::new()),
-        Some(reference) => {
-            Api::<Secret>::namespaced(ctx.client.clone(), &record.namespace().unwrap_or_default())
-                .get_opt(&reference.name)
-                .await?
-                .map(|secret| crate::health::secret_headers(&secret).into_iter().collect())
-        }
+        Some(reference) => ctx
+            .caches
+            .secrets
+            .get(record.namespace().as_deref(), &reference.name)
+            .map(|secret| crate::health::secret_headers(&secret).into_iter().collect()),
     };
     if headers.is_none() {
         notes.push(format!(
@@ -563,28 +566,13 @@ async fn check_health(
     let keep: Vec<&str> = wanted.iter().map(|p| p.name.as_str()).collect();
     delete_probes(record, ctx, &keep).await?;
 
-    let now = (ctx.clock)();
-    let live: Vec<Arc<ClusterReport>> = ctx
-        .caches
-        .reports
-        .state()
-        .into_iter()
-        .filter(|report| {
-            let heard = ctx.last_heard(&report.namespace().unwrap_or_default(), Some(report));
-            heard.is_some() && silence(heard, now, ctx.config.heartbeat_timeout).is_none()
-        })
-        .collect();
+    let results = live_results(ctx);
     let mut verdicts = BTreeMap::new();
     for probe in &wanted {
-        let results: Vec<(String, &ProbeReport)> = live
+        let results: Vec<(String, &ProbeReport)> = results
             .iter()
-            .filter_map(|report| {
-                let result = report
-                    .spec
-                    .probes
-                    .iter()
-                    .find(|p| p.namespace == namespace && p.name == probe.name)?;
-                Some((report.namespace().unwrap_or_default(), result))
+            .filter_map(|(cluster, results)| {
+                Some((cluster.clone(), results.find(&namespace, &probe.name)?))
             })
             .collect();
         let status = probe_status(&results, ctx.config.failure_threshold_percent);
@@ -604,6 +592,65 @@ async fn check_health(
         verdicts.insert(probe.spec.address.clone(), status.healthy);
     }
     Ok(apply_health(root_host, requested, &verdicts, published))
+}
+
+/// The probe results of every cluster heard from within the heartbeat timeout, by cluster.
+fn live_results(ctx: &Context) -> Vec<(String, ClusterResults)> {
+    let now = (ctx.clock)();
+    let mut by_cluster: BTreeMap<String, Vec<Arc<ProbeResults>>> = BTreeMap::new();
+    for shard in ctx.caches.probe_results.state() {
+        by_cluster
+            .entry(shard.namespace().unwrap_or_default())
+            .or_default()
+            .push(shard);
+    }
+    by_cluster
+        .into_iter()
+        .filter(|(cluster, _)| {
+            let report = ctx
+                .caches
+                .reports
+                .get(Some(cluster), meridian_api::names::CLUSTER_REPORT);
+            let heard = ctx.last_heard(cluster, report.as_deref());
+            heard.is_some() && silence(heard, now, ctx.config.heartbeat_timeout).is_none()
+        })
+        .map(|(cluster, shards)| (cluster, ClusterResults::new(shards)))
+        .collect()
+}
+
+/// One cluster's probe results, over its shards.
+struct ClusterResults {
+    /// By shard index, of the current shard count.
+    shards: BTreeMap<u32, Arc<ProbeResults>>,
+    count: u32,
+}
+
+impl ClusterResults {
+    fn new(shards: Vec<Arc<ProbeResults>>) -> Self {
+        // Shard 0 always exists and says how many there are now; shards of an older split
+        // (an agent growing or shrinking its split) are ignored until rewritten.
+        let count = shards
+            .iter()
+            .find(|s| s.spec.shard == 0)
+            .map_or(1, |s| s.spec.shards);
+        let shards = shards
+            .into_iter()
+            .filter(|s| s.spec.shards == count)
+            .map(|s| (s.spec.shard, s))
+            .collect();
+        ClusterResults { shards, count }
+    }
+
+    fn find(&self, namespace: &str, probe: &str) -> Option<&ProbeReport> {
+        let shard = self
+            .shards
+            .get(&probe_shard(namespace, probe, self.count))?;
+        shard
+            .spec
+            .probes
+            .iter()
+            .find(|p| p.namespace == namespace && p.name == probe)
+    }
 }
 
 /// A probe's status is rewritten when its findings change, and otherwise only to refresh
@@ -649,14 +696,7 @@ async fn delete_probes(record: &DNSRecord, ctx: &Context, keep: &[&str]) -> Resu
         .filter(|p| !keep.contains(&p.name_any().as_str()))
         .filter(|p| p.metadata.deletion_timestamp.is_none())
     {
-        match api
-            .delete(&stale.name_any(), &DeleteParams::default())
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(error) => return Err(error.into()),
-        }
+        crate::delete_if_present(&api, &stale.name_any()).await?;
     }
     Ok(())
 }

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
-use meridian_api::kuadrant::{DNSPolicy, DNSRecord};
+use meridian_api::kuadrant::{DNSHealthCheckProbe, DNSPolicy, DNSRecord, ManagedZone};
 use meridian_api::labels::PLACEMENT_LABEL;
-use meridian_api::meridian::ClusterReport;
+use meridian_api::meridian::{ClusterReport, ProbeResults};
 use meridian_api::upstream::{Gateway, ManagedCluster, PlacementDecision};
 
 /// A Placement: its namespace and name.
@@ -174,14 +174,14 @@ pub fn heartbeat_revives(
     }
 }
 
-/// The DNSRecords whose probes' verdicts differ between two versions of a report (probe
-/// name → the record it belongs to, from the probe cache).
+/// The DNSRecords whose probes' verdicts differ between two versions of a shard of probe
+/// results (probe name → the record it belongs to, from the probe cache).
 pub fn records_with_changed_verdicts(
-    old: Option<&ClusterReport>,
-    new: Option<&ClusterReport>,
+    old: Option<&ProbeResults>,
+    new: Option<&ProbeResults>,
     record_of_probe: impl Fn(&str, &str) -> Option<String>,
 ) -> Vec<ObjectRef<DNSRecord>> {
-    let verdicts = |report: Option<&ClusterReport>| -> BTreeMap<(String, String), bool> {
+    let verdicts = |report: Option<&ProbeResults>| -> BTreeMap<(String, String), bool> {
         report
             .map(|r| {
                 r.spec
@@ -210,11 +210,72 @@ pub fn records_with_changed_verdicts(
         .collect()
 }
 
+/// The ManagedZones whose provider credentials are the Secret `namespace/secret`.
+pub fn zones_using_secret(
+    zones: &[Arc<ManagedZone>],
+    namespace: &str,
+    secret: &str,
+) -> Vec<ObjectRef<ManagedZone>> {
+    zones
+        .iter()
+        .filter(|z| z.namespace().as_deref() == Some(namespace))
+        .filter(|z| {
+            z.spec
+                .dns_provider_secret_ref
+                .as_ref()
+                .is_some_and(|r| r.name == secret)
+        })
+        .map(|z| ObjectRef::from_obj(&**z))
+        .collect()
+}
+
+/// The DNSRecords a Secret concerns: those of the zones whose credentials it holds, and those
+/// whose health checks send its headers.
+pub fn records_using_secret(
+    records: &[Arc<DNSRecord>],
+    zones: &[Arc<ManagedZone>],
+    namespace: &str,
+    secret: &str,
+) -> Vec<ObjectRef<DNSRecord>> {
+    let zones: BTreeSet<String> = zones_using_secret(zones, namespace, secret)
+        .into_iter()
+        .map(|z| z.name)
+        .collect();
+    records
+        .iter()
+        .filter(|r| r.namespace().as_deref() == Some(namespace))
+        .filter(|r| {
+            zones.contains(&r.spec.managed_zone.name)
+                || r.spec
+                    .health_check
+                    .as_ref()
+                    .and_then(|check| check.additional_headers_ref.as_ref())
+                    .is_some_and(|reference| reference.name == secret)
+        })
+        .map(|r| ObjectRef::from_obj(&**r))
+        .collect()
+}
+
+/// Whether some health probe sends the headers of the Secret `namespace/secret`.
+pub fn probes_send_headers_of(
+    probes: &[Arc<DNSHealthCheckProbe>],
+    namespace: &str,
+    secret: &str,
+) -> bool {
+    probes.iter().any(|p| {
+        p.namespace().as_deref() == Some(namespace)
+            && p.spec
+                .additional_headers_ref
+                .as_ref()
+                .is_some_and(|r| r.name == secret)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use meridian_api::kuadrant::DNSPolicySpec;
-    use meridian_api::meridian::{ClusterReportSpec, GatewayReport, ProbeReport};
+    use meridian_api::meridian::{ClusterReportSpec, GatewayReport, ProbeReport, ProbeResultsSpec};
     use meridian_api::upstream::{ClusterDecision, GatewaySpec, PlacementDecisionStatus};
 
     fn decision(namespace: &str, placement: &str, clusters: &[&str]) -> Arc<PlacementDecision> {
@@ -350,7 +411,7 @@ mod tests {
         );
     }
 
-    fn report(gateway_ip: &str, verdicts: &[(&str, bool)], at: i64) -> ClusterReport {
+    fn report(gateway_ip: &str, at: i64) -> ClusterReport {
         let mut r = ClusterReport::new(
             "agent",
             ClusterReportSpec {
@@ -368,6 +429,18 @@ mod tests {
                     listeners: Vec::new(),
                 }],
                 router_shards: Vec::new(),
+            },
+        );
+        r.metadata.namespace = Some("c1".into());
+        r
+    }
+
+    fn results(verdicts: &[(&str, bool)], at: i64) -> ProbeResults {
+        let mut r = ProbeResults::new(
+            "agent-probes-0",
+            ProbeResultsSpec {
+                shard: 0,
+                shards: 1,
                 probes: verdicts
                     .iter()
                     .map(|(name, healthy)| ProbeReport {
@@ -387,23 +460,18 @@ mod tests {
 
     #[test]
     fn only_report_changes_the_policies_read_wake_them() {
-        let base = report("10.0.0.1", &[("p1", true)], 100);
+        let base = report("10.0.0.1", 100);
+        let mut shards_only = base.clone();
+        shards_only.spec.router_shards = vec![meridian_api::meridian::RouterShardReport {
+            name: "default".into(),
+            dns: "apps.c1.example.com".into(),
+            addresses: vec!["10.0.0.9".into()],
+            routes: Vec::new(),
+        }];
         let cases = [
-            (
-                report("10.0.0.1", &[("p1", true)], 200),
-                false,
-                "a newer time only",
-            ),
-            (
-                report("10.0.0.1", &[("p1", false)], 100),
-                false,
-                "a verdict only",
-            ),
-            (
-                report("10.0.0.2", &[("p1", true)], 100),
-                true,
-                "a gateway address",
-            ),
+            (report("10.0.0.1", 200), false, "a newer time only"),
+            (shards_only, false, "router shards only"),
+            (report("10.0.0.2", 100), true, "a gateway address"),
         ];
         for (new, wakes, what) in cases {
             assert_eq!(
@@ -422,29 +490,25 @@ mod tests {
             "p3" => Some("api-dns-api".to_string()),
             _ => None,
         };
-        let base = report("10.0.0.1", &[("p1", true), ("p3", true)], 100);
+        let base = results(&[("p1", true), ("p3", true)], 100);
         let cases = [
             (
-                report("10.0.0.1", &[("p1", true), ("p3", true)], 999),
+                results(&[("p1", true), ("p3", true)], 999),
                 vec![],
                 "counts and times",
             ),
             (
-                report("10.0.0.1", &[("p1", false), ("p3", true)], 100),
+                results(&[("p1", false), ("p3", true)], 100),
                 vec!["gw/web-dns-api"],
                 "one verdict",
             ),
             (
-                report("10.0.0.1", &[("p1", true)], 100),
+                results(&[("p1", true)], 100),
                 vec!["gw/api-dns-api"],
                 "a probe gone",
             ),
             (
-                report(
-                    "10.0.0.1",
-                    &[("p1", true), ("p3", true), ("p9", false)],
-                    100,
-                ),
+                results(&[("p1", true), ("p3", true), ("p9", false)], 100),
                 vec![],
                 "a probe of no known record",
             ),
@@ -463,7 +527,7 @@ mod tests {
         assert_eq!(
             names(records_with_changed_verdicts(Some(&base), None, record_of)),
             ["gw/api-dns-api", "gw/web-dns-api"],
-            "a deleted report"
+            "a deleted shard"
         );
     }
 
@@ -499,5 +563,85 @@ mod tests {
                 "{what}"
             );
         }
+    }
+
+    fn from_json<K: serde::de::DeserializeOwned>(value: serde_json::Value) -> Arc<K> {
+        Arc::new(serde_json::from_value(value).expect("a valid object"))
+    }
+
+    #[test]
+    fn a_secret_concerns_the_zones_it_credits_and_the_records_that_use_it() {
+        let zone = |namespace: &str, name: &str, secret: Option<&str>| -> Arc<ManagedZone> {
+            let mut spec = serde_json::json!({ "domainName": format!("{name}.example.com") });
+            if let Some(secret) = secret {
+                spec["dnsProviderSecretRef"] = serde_json::json!({ "name": secret });
+            }
+            from_json(serde_json::json!({
+                "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
+                "metadata": { "name": name, "namespace": namespace },
+                "spec": spec,
+            }))
+        };
+        let record = |namespace: &str, name: &str, zone: &str, headers: Option<&str>| {
+            let mut spec = serde_json::json!({
+                "rootHost": "api.example.com",
+                "managedZone": { "name": zone },
+                "endpoints": [],
+            });
+            if let Some(headers) = headers {
+                spec["healthCheck"] =
+                    serde_json::json!({ "additionalHeadersRef": { "name": headers } });
+            }
+            from_json::<DNSRecord>(serde_json::json!({
+                "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
+                "metadata": { "name": name, "namespace": namespace },
+                "spec": spec,
+            }))
+        };
+        let zones = [
+            zone("a", "aws", Some("aws-credentials")),
+            zone("a", "embedded", None),
+            zone("b", "aws", Some("aws-credentials")),
+        ];
+        let records = [
+            record("a", "on-aws", "aws", None),
+            record("a", "on-embedded", "embedded", None),
+            record("a", "probed", "embedded", Some("probe-auth")),
+            record("b", "on-aws", "aws", None),
+        ];
+        let cases = [
+            ("a", "aws-credentials", vec!["a/aws"], vec!["a/on-aws"]),
+            ("b", "aws-credentials", vec!["b/aws"], vec!["b/on-aws"]),
+            ("a", "probe-auth", vec![], vec!["a/probed"]),
+            ("b", "probe-auth", vec![], vec![]),
+            ("a", "unrelated", vec![], vec![]),
+        ];
+        for (namespace, secret, want_zones, want_records) in cases {
+            assert_eq!(
+                names(zones_using_secret(&zones, namespace, secret)),
+                want_zones,
+                "zones of {namespace}/{secret}"
+            );
+            assert_eq!(
+                names(records_using_secret(&records, &zones, namespace, secret)),
+                want_records,
+                "records of {namespace}/{secret}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_a_secret_a_probe_names_is_one_whose_headers_are_sent() {
+        let probe = from_json::<DNSHealthCheckProbe>(serde_json::json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSHealthCheckProbe",
+            "metadata": { "name": "p", "namespace": "a" },
+            "spec": { "address": "192.0.2.1", "host": "api.example.com", "port": 443,
+                      "protocol": "HTTPS", "path": "/", "interval": "10s",
+                      "additionalHeadersRef": { "name": "probe-auth" } },
+        }));
+        let probes = [probe];
+        assert!(probes_send_headers_of(&probes, "a", "probe-auth"));
+        assert!(!probes_send_headers_of(&probes, "b", "probe-auth"));
+        assert!(!probes_send_headers_of(&probes, "a", "other"));
     }
 }

@@ -12,6 +12,7 @@
 //! runs them beside what only a hub does; the agent (`meridian-agent --mode distributed`) runs
 //! them for its own cluster.
 
+pub mod applied;
 pub mod caches;
 mod context;
 pub mod convert;
@@ -28,5 +29,5 @@ pub mod zone_provider;
 
 pub use context::{
     Clock, Context, ControllerConfig, DISTRIBUTED_LABEL, Error, FIELD_MANAGER, LocalCluster,
-    POLICY_LABEL, apply_params, now, object_key, retry_after, with_finalizer,
+    POLICY_LABEL, apply_params, delete_if_present, now, object_key, retry_after, with_finalizer,
 };

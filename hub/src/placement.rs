@@ -196,6 +196,12 @@ pub fn agent_hub_rbac(cluster: &str) -> [Value; 6] {
                     "verbs": ["get", "list", "watch", "create", "update", "patch"],
                 },
                 {
+                    // Its probe results, in shards; a smaller split deletes the shards beyond it.
+                    "apiGroups": ["meridian.dev"],
+                    "resources": ["proberesults"],
+                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+                },
+                {
                     "apiGroups": [""],
                     "resources": ["secrets"],
                     "resourceNames": [meridian_api::names::PROBE_HEADERS_SECRET],

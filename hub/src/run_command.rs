@@ -7,11 +7,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Config, ResourceExt};
 use meridian_api::kuadrant::{DNSHealthCheckProbe, DNSRecord, ManagedZone};
 use meridian_api::meridian::ClusterReport;
-use meridian_api::upstream::{ManagedCluster, PlacementDecision};
+use meridian_api::upstream::ManagedCluster;
 use meridian_nameserver::{GeoDb, NameServer, ServerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -345,7 +346,7 @@ async fn lead_and_run(
         ready_when_listed,
         dns_policy::run(ctx.clone(), stop_on()),
         dns_record::run(ctx.clone(), stop_on()),
-        run_gateway_placement(placement.clone(), stop_on()),
+        gateway_placement::run(placement.clone(), stop_on()),
         run_probe_headers(ctx.clone(), stop_on()),
         run_router_dns(ctx.clone(), stop_on()),
         run_zone_status(ctx.clone(), stop_on()),
@@ -354,56 +355,6 @@ async fn lead_and_run(
     let _ = caches.await;
     ready.store(false, Ordering::SeqCst);
     leading.store(false, Ordering::SeqCst);
-}
-
-/// Gateway placement: a Gateway, a decision of its Placement, or a cluster joining or leaving
-/// OCM (its work goes at once) wakes it.
-async fn run_gateway_placement(
-    placement: Arc<PlacementContext>,
-    stop: impl std::future::Future<Output = ()> + Send + 'static,
-) {
-    let caches = placement.shared.caches.clone();
-    let all = caches.gateways.store().clone();
-    let by_decision = {
-        let gateways = all.clone();
-        move |change: &Change<PlacementDecision>| match change {
-            Change::Applied { new: decision, .. } | Change::Deleted(decision) => {
-                let placements = indexes::placement_of(decision).into_iter().collect();
-                indexes::gateways_following(&gateways.state(), &placements)
-            }
-            Change::Relisted => Vec::new(),
-        }
-    };
-    let multi_cluster = {
-        let gateways = all.clone();
-        move || {
-            gateways
-                .state()
-                .iter()
-                .filter(|g| gateway_placement::is_multi_cluster(g))
-                .map(|g| ObjectRef::from_obj(&**g))
-                .collect::<Vec<_>>()
-        }
-    };
-    let by_cluster = move |change: &Change<ManagedCluster>| match change {
-        Change::Applied { old: None, .. } | Change::Deleted(_) => multi_cluster(),
-        _ => Vec::new(),
-    };
-    let triggers = vec![
-        everything_once(&caches.gateways),
-        own_changes(&caches.gateways),
-        triggers(caches.decisions.subscribe(), all.clone(), by_decision),
-        triggers(caches.clusters.subscribe(), all.clone(), by_cluster),
-    ];
-    run_controller(
-        all,
-        triggers,
-        gateway_placement::reconcile,
-        gateway_placement::error_policy,
-        placement,
-        stop,
-    )
-    .await;
 }
 
 /// Probe header copies per cluster: a new cluster, or a probe that names a header Secret,
@@ -441,10 +392,34 @@ async fn run_probe_headers(
                 .collect()
         }
     };
+    let by_secret = {
+        let (clusters, probes) = (all.clone(), caches.probes.store().clone());
+        move |change: &Change<Secret>| {
+            let Some(secret) = change.object() else {
+                return Vec::new();
+            };
+            let (namespace, name) = (secret.namespace().unwrap_or_default(), secret.name_any());
+            if indexes::probes_send_headers_of(&probes.state(), &namespace, &name) {
+                // A source changed: every copy holds it.
+                return clusters
+                    .state()
+                    .iter()
+                    .map(|c| ObjectRef::from_obj(&**c))
+                    .collect();
+            }
+            // A copy changed (or went): its cluster puts it back.
+            let copy = ObjectRef::<ManagedCluster>::new(&namespace);
+            (name == meridian_api::names::PROBE_HEADERS_SECRET && clusters.get(&copy).is_some())
+                .then_some(copy)
+                .into_iter()
+                .collect()
+        }
+    };
     let triggers = vec![
         everything_once(&caches.clusters),
         triggers(caches.clusters.subscribe(), all.clone(), new_clusters),
         triggers(caches.probes.subscribe(), all.clone(), by_probe),
+        triggers(caches.secrets.subscribe(), all.clone(), by_secret),
     ];
     run_controller(
         all,
@@ -524,10 +499,22 @@ async fn run_zone_status(
                 .collect()
         }
     };
+    let by_secret = {
+        let zones = all.clone();
+        move |change: &Change<Secret>| match change.object() {
+            Some(secret) => indexes::zones_using_secret(
+                &zones.state(),
+                &secret.namespace().unwrap_or_default(),
+                &secret.name_any(),
+            ),
+            None => Vec::new(),
+        }
+    };
     let triggers = vec![
         everything_once(&caches.zones),
         own_changes(&caches.zones),
         triggers(caches.records.subscribe(), all.clone(), by_record),
+        triggers(caches.secrets.subscribe(), all.clone(), by_secret),
     ];
     run_controller(
         all,

@@ -6,6 +6,7 @@
 pub mod distributed;
 pub mod health;
 pub mod probe;
+pub mod probe_results;
 pub mod report;
 pub mod routes;
 pub mod scheduler;
@@ -240,7 +241,8 @@ pub async fn run_hub_mode(
         }
     };
     tokio::select! {
-        result = report::run(spoke.clone(), hub.clone(), cluster_name.clone(), options.heartbeat, probe_reports, shard_reports) => result,
+        result = report::run(spoke.clone(), hub.clone(), cluster_name.clone(), options.heartbeat, shard_reports) => result,
+        result = probe_results::run(hub.clone(), cluster_name.clone(), options.heartbeat, probe_reports) => result,
         result = health::run(hub, cluster_name, prober, probes) => result,
         result = scheduling => result,
     }

@@ -1,8 +1,8 @@
 //! The agent's report loop: watch the downstream Gateways of this cluster and keep the
 //! cluster's `ClusterReport` on the hub current. The report is written with server-side apply
 //! into the cluster's own namespace on the hub (the only place the agent may write there) when
-//! what it says changes, and refreshed every [`REPORT_REFRESH_HEARTBEATS`] heartbeats so probe
-//! counts and times stay recent. Liveness is the heartbeat Lease the hub created in the same
+//! what it says changes, and refreshed every [`REPORT_REFRESH_HEARTBEATS`] heartbeats. Probe
+//! results travel separately ([`crate::probe_results`]). Liveness is the heartbeat Lease the hub created in the same
 //! namespace, renewed every heartbeat: a renewal is a few hundred bytes and wakes no policy on
 //! the hub. Where the Lease is missing (a hub that creates none) the report itself is rewritten
 //! every heartbeat, as before. Watches and writes that fail are retried with backoff, so after
@@ -18,9 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
-use meridian_api::meridian::{
-    ClusterReport, ClusterReportSpec, GatewayReport, ProbeReport, RouterShardReport,
-};
+use meridian_api::meridian::{ClusterReport, ClusterReportSpec, GatewayReport, RouterShardReport};
 use meridian_api::upstream::Gateway;
 use rand::Rng;
 use serde_json::json;
@@ -28,9 +26,9 @@ use serde_json::json;
 /// The one field manager the agent writes with.
 pub const FIELD_MANAGER: &str = "meridian-agent";
 /// Name of the agent's report in its cluster namespace on the hub.
-pub const REPORT_NAME: &str = "agent";
-/// How many heartbeats pass between rewrites of an unchanged report (its probe counts and
-/// times); the Lease carries liveness in between.
+pub const REPORT_NAME: &str = meridian_api::names::CLUSTER_REPORT;
+/// How many heartbeats pass between rewrites of an unchanged report; the Lease carries
+/// liveness in between.
 pub const REPORT_REFRESH_HEARTBEATS: u32 = 10;
 /// Downstream Gateways live in namespaces with this prefix (`kuadrant-<hub namespace>`).
 pub const DOWNSTREAM_PREFIX: &str = "kuadrant-";
@@ -57,7 +55,6 @@ pub fn cluster_report(
         reported_at,
         gateways: reports,
         router_shards: findings.shards.clone(),
-        probes: findings.probes.clone(),
     }
 }
 
@@ -126,21 +123,17 @@ async fn renew_heartbeat(hub: &Client, cluster_name: &str, heartbeat: Duration) 
 /// What the agent's other loops add to the report.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Findings {
-    /// The health loop's verdicts.
-    pub probes: Vec<ProbeReport>,
     /// The route scheduler's shards.
     pub shards: Vec<RouterShardReport>,
 }
 
-/// Runs the report loop until the process ends. `probes` and `shards` carry the other loops'
-/// results; they notify when something the hub decides on changes, and their latest values
-/// travel with every write.
+/// Runs the report loop until the process ends. `shards` carries the route scheduler's
+/// results; it notifies when they change, and its latest value travels with every write.
 pub async fn run(
     spoke: Client,
     hub: Client,
     cluster_name: String,
     heartbeat: Duration,
-    mut probes: tokio::sync::watch::Receiver<Vec<ProbeReport>>,
     mut shards: tokio::sync::watch::Receiver<Vec<RouterShardReport>>,
 ) -> anyhow::Result<()> {
     let cluster_id = loop {
@@ -168,15 +161,10 @@ pub async fn run(
     let mut lease_renewed = false;
     let mut written: Option<ClusterReportSpec> = None;
     let mut failures = 0u32;
-    let (mut probes_open, mut shards_open) = (true, true);
+    let mut shards_open = true;
     let mut findings_changed = false;
     loop {
         tokio::select! {
-            changed = probes.changed(), if probes_open => match changed {
-                Ok(()) => findings_changed = true,
-                // No health loop (or it ended): nothing more from it.
-                Err(_) => probes_open = false,
-            },
             changed = shards.changed(), if shards_open => match changed {
                 Ok(()) => findings_changed = true,
                 Err(_) => shards_open = false,
@@ -214,7 +202,6 @@ pub async fn run(
             continue;
         }
         let findings = Findings {
-            probes: probes.borrow_and_update().clone(),
             shards: shards.borrow_and_update().clone(),
         };
         let spec = cluster_report(

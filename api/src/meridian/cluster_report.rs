@@ -4,13 +4,15 @@ use serde::{Deserialize, Serialize};
 
 /// What a spoke agent tells the hub about its cluster, written into the cluster's own namespace
 /// on the hub (the only place the agent may write there): its cluster ID, every downstream
-/// Gateway's addresses and listeners, its router shards, and its health-probe results.
+/// Gateway's addresses and listeners, and its router shards. Health-probe results travel
+/// separately, in [`ProbeResults`](super::ProbeResults), so this object stays small and a
+/// verdict does not rewrite it.
 #[derive(CustomResource, Serialize, Deserialize, schemars::JsonSchema, Clone, Debug, PartialEq)]
 #[kube(
     group = "meridian.dev",
     version = "v1alpha1",
     kind = "ClusterReport",
-    doc = "What a spoke agent reports to the hub: cluster ID, gateway addresses and listeners, router shards, probe results.",
+    doc = "What a spoke agent reports to the hub: cluster ID, gateway addresses and listeners, router shards.",
     namespaced,
     status = "ClusterReportStatus",
     shortname = "creport",
@@ -45,10 +47,6 @@ pub struct ClusterReportSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 256))]
     pub router_shards: Vec<RouterShardReport>,
-    /// Results of the health probes this cluster runs (its vantage point).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 10000))]
-    pub probes: Vec<ProbeReport>,
 }
 
 /// One downstream Gateway.
@@ -149,23 +147,6 @@ pub struct ShardRoute {
     pub namespace: String,
     pub name: String,
     pub host: String,
-}
-
-/// This cluster's latest result for one DNSHealthCheckProbe.
-#[derive(Serialize, Deserialize, schemars::JsonSchema, Clone, Debug, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct ProbeReport {
-    /// Namespace of the DNSHealthCheckProbe on the hub.
-    pub namespace: String,
-    /// Name of the DNSHealthCheckProbe on the hub.
-    pub name: String,
-    pub healthy: bool,
-    #[serde(default)]
-    pub consecutive_failures: i32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_checked_at: Option<Time>,
 }
 
 /// The hub's view of a report.

@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
@@ -49,51 +48,48 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
                 ctx.config.resync,
             )
         }
-        Some(secret_ref) => {
-            let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-            match secrets.get_opt(&secret_ref.name).await? {
-                None => (
+        Some(secret_ref) => match ctx.caches.secrets.get(Some(&namespace), &secret_ref.name) {
+            None => (
+                false,
+                "SecretNotFound",
+                format!("Secret {} not found", secret_ref.name),
+                ctx.config.retry_cap,
+            ),
+            Some(secret) => match ctx.providers.for_secret(&secret, &domain).await {
+                Err(error) => (
                     false,
-                    "SecretNotFound",
-                    format!("Secret {} not found", secret_ref.name),
+                    "InvalidSecret",
+                    error.to_string(),
                     ctx.config.retry_cap,
                 ),
-                Some(secret) => match ctx.providers.for_secret(&secret, &domain).await {
-                    Err(error) => (
-                        false,
-                        "InvalidSecret",
-                        error.to_string(),
-                        ctx.config.retry_cap,
-                    ),
-                    Ok(provider) => {
-                        status.provider = Some(provider.kind().into());
-                        let counted = async {
-                            let id = provider.zone_id(&domain, zone.spec.id.as_deref()).await?;
-                            let records = provider.records(&id).await?;
-                            Ok::<_, meridian_providers::ProviderError>((id, records.len()))
-                        };
-                        match counted.await {
-                            Ok((id, count)) => {
-                                status.id = Some(id);
-                                status.record_count = Some(count as i64);
-                                (
-                                    true,
-                                    "Reachable",
-                                    format!("served by {}", provider.kind()),
-                                    ctx.config.resync,
-                                )
-                            }
-                            Err(error) => (
-                                false,
-                                "ProviderError",
-                                error.to_string(),
-                                ctx.config.retry_cap,
-                            ),
+                Ok(provider) => {
+                    status.provider = Some(provider.kind().into());
+                    let counted = async {
+                        let id = provider.zone_id(&domain, zone.spec.id.as_deref()).await?;
+                        let records = provider.records(&id).await?;
+                        Ok::<_, meridian_providers::ProviderError>((id, records.len()))
+                    };
+                    match counted.await {
+                        Ok((id, count)) => {
+                            status.id = Some(id);
+                            status.record_count = Some(count as i64);
+                            (
+                                true,
+                                "Reachable",
+                                format!("served by {}", provider.kind()),
+                                ctx.config.resync,
+                            )
                         }
+                        Err(error) => (
+                            false,
+                            "ProviderError",
+                            error.to_string(),
+                            ctx.config.retry_cap,
+                        ),
                     }
-                },
-            }
-        }
+                }
+            },
+        },
     };
     set_condition(
         &mut status.conditions,

@@ -22,10 +22,6 @@ use meridian_controllers::{Context, Error, FIELD_MANAGER, apply_params, retry_af
 
 const CONTROLLER: &str = "probe-headers";
 
-/// How often the copies are compared with their sources even when no probe changed (a
-/// rotated header Secret reaches the agents within this).
-const REFRESH: std::time::Duration = std::time::Duration::from_secs(60);
-
 /// The key of a header Secret in the copy.
 pub fn headers_key(namespace: &str, secret: &str) -> String {
     format!("{namespace}.{secret}")
@@ -71,17 +67,15 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
     }
     let mut sources = BTreeMap::new();
     for (secret_namespace, name) in referenced {
-        let secret = Api::<Secret>::namespaced(ctx.client.clone(), &secret_namespace)
-            .get_opt(&name)
-            .await?;
+        let secret = ctx.caches.secrets.get(Some(&secret_namespace), &name);
         if secret.is_none() {
-            tracing::warn!(namespace = %secret_namespace, secret = %name, "a probe's header Secret does not exist");
+            tracing::debug!(namespace = %secret_namespace, secret = %name, "a probe's header Secret does not exist");
         }
-        sources.insert((secret_namespace, name), secret);
+        sources.insert((secret_namespace, name), secret.map(|s| (*s).clone()));
     }
     let data = headers_data(&sources);
     let copies: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-    let current = copies.get_opt(HEADERS_SECRET).await?;
+    let current = ctx.caches.secrets.get(Some(&namespace), HEADERS_SECRET);
     let unchanged = match &current {
         Some(copy) => copy.data.clone().unwrap_or_default() == data,
         None => data.is_empty(),
@@ -104,7 +98,8 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
             .await?;
         tracing::info!(cluster = %namespace, secrets = data.len(), "delivered probe headers");
     }
-    Ok(Action::requeue(REFRESH.min(ctx.config.resync)))
+    // A rotated source Secret, or a copy someone changed, wakes this cluster again.
+    Ok(Action::requeue(ctx.config.resync))
 }
 
 pub fn error_policy(cluster: Arc<ManagedCluster>, error: &Error, ctx: Arc<Context>) -> Action {

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use kube::api::{Api, DeleteParams, ListParams, Patch};
+use kube::api::{Api, ListParams, Patch};
 use kube::runtime::controller::Action;
 use kube::{Client, Resource, ResourceExt};
 use meridian_api::kuadrant::{DNSRecord, ManagedZone};
@@ -17,7 +17,7 @@ use serde_json::json;
 use crate::routers::{FleetZone, ROUTER_DNS_LABEL, ShardDns, ShardSighting, shard_dns};
 use meridian_controllers::convert::{all_to_api, all_to_engine};
 use meridian_controllers::desired::{ZoneRef, silence};
-use meridian_controllers::{Context, Error, apply_params, retry_after};
+use meridian_controllers::{Context, Error, apply_params, delete_if_present, retry_after};
 
 const CONTROLLER: &str = "router-dns";
 
@@ -160,9 +160,7 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
                 .any(|s| s.record_name == r.name_any())
     }) {
         tracing::info!(record = %stale.name_any(), "no cluster serves this router shard any more");
-        records
-            .delete(&stale.name_any(), &DeleteParams::default())
-            .await?;
+        delete_if_present(&records, &stale.name_any()).await?;
     }
     // Silent clusters expire without an event.
     Ok(Action::requeue(

@@ -1,0 +1,200 @@
+//! What placing a Gateway writes: its works (only where the cache differs), the leaving
+//! marks, and the agent's install when it is due.
+
+use std::time::Duration;
+
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::{Api, DynamicObject, Patch, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Resource, ResourceExt};
+use meridian_api::upstream::{ClusterManagementAddOn, Gateway, ManagedClusterAddOn, ManifestWork};
+use serde_json::{Value, json};
+
+use super::PlacementContext;
+use crate::placement::{
+    AGENT_WORK, LEAVING_SINCE, WorkFate, agent_hub_rbac, agent_kubeconfig, agent_work,
+};
+use meridian_controllers::applied::already_applied;
+use meridian_controllers::{Error, apply_params, delete_if_present};
+
+/// Lifetime of the agents' hub tokens; they are renewed at half-life.
+const AGENT_TOKEN_SECONDS: i64 = 24 * 3600;
+/// Annotation on the agent's ManifestWork: when its token was issued (RFC 3339).
+const TOKEN_ISSUED: &str = "meridian.dev/token-issued";
+/// Annotation on the agent's ManifestWork: a digest of the hub RBAC it was installed with.
+const RBAC_REVISION: &str = "meridian.dev/rbac-revision";
+
+fn works_api(ctx: &PlacementContext, cluster: &str) -> Api<ManifestWork> {
+    Api::namespaced(ctx.client.clone(), cluster)
+}
+
+/// Applies a Gateway's work on `cluster` unless the cache shows it already there.
+pub async fn work(
+    cluster: &str,
+    name: &str,
+    work: Value,
+    ctx: &PlacementContext,
+) -> Result<(), Error> {
+    let current = ctx.caches.works.get(Some(cluster), name);
+    if !already_applied(current.as_deref(), &work) {
+        works_api(ctx, cluster)
+            .patch(name, &apply_params(), &Patch::Apply(work))
+            .await?;
+    }
+    Ok(())
+}
+
+pub async fn delete_work(work: &ManifestWork, ctx: &PlacementContext) -> Result<(), Error> {
+    delete_if_present(
+        &works_api(ctx, &work.namespace().unwrap_or_default()),
+        &work.name_any(),
+    )
+    .await
+}
+
+/// Carries out a work's fate; returns when to look again, if sooner than the resync.
+pub async fn settle(
+    gateway: &Gateway,
+    work: &ManifestWork,
+    fate: WorkFate,
+    ctx: &PlacementContext,
+) -> Result<Option<Duration>, Error> {
+    let cluster = work.namespace().unwrap_or_default();
+    let name = gateway.name_any();
+    let leaving = work.annotations().contains_key(LEAVING_SINCE);
+    let api = works_api(ctx, &cluster);
+    match fate {
+        WorkFate::Keep => {
+            if leaving {
+                // Placed again: forget that it was leaving.
+                let patch = json!({ "metadata": { "annotations": { LEAVING_SINCE: null } } });
+                api.patch(&work.name_any(), &Default::default(), &Patch::Merge(patch))
+                    .await?;
+            }
+            Ok(None)
+        }
+        WorkFate::MarkLeaving => {
+            tracing::info!(%cluster, gateway = %name, grace = ?ctx.withdrawal_grace, "cluster left the placement: withdrawn from DNS; its Gateway stays for the grace period");
+            ctx.notify(
+                gateway,
+                false,
+                "ClusterLeaving",
+                "Withdraw",
+                format!("{cluster} left the placement: withdrawn from DNS; its Gateway is removed after {:?}", ctx.withdrawal_grace),
+            )
+            .await;
+            let patch = json!({ "metadata": { "annotations": { LEAVING_SINCE: (ctx.clock)().to_string() } } });
+            api.patch(&work.name_any(), &Default::default(), &Patch::Merge(patch))
+                .await?;
+            Ok(Some(ctx.withdrawal_grace))
+        }
+        // Just after the grace ends.
+        WorkFate::Wait(left) => Ok(Some(left + Duration::from_millis(100))),
+        WorkFate::Delete => {
+            tracing::info!(%cluster, gateway = %name, "removing the Gateway's ManifestWork");
+            delete_if_present(&api, &work.name_any()).await?;
+            Ok(None)
+        }
+    }
+}
+
+/// Installs (or refreshes) the agent on `cluster`: hub RBAC scoped to the cluster namespace,
+/// a token for it, and the ManifestWork carrying the agent.
+pub async fn install_agent(cluster: &str, ctx: &PlacementContext) -> Result<(), Error> {
+    let Some(install) = &ctx.agent else {
+        return Ok(());
+    };
+    let rbac = agent_hub_rbac(cluster);
+    // A hub upgrade that changes the agents' RBAC reinstalls them.
+    let rbac_revision = meridian_dns::shortcode::shortcode(&json!(rbac).to_string(), 8);
+    if let Some(existing) = ctx.caches.works.get(Some(cluster), AGENT_WORK) {
+        let fresh = existing
+            .annotations()
+            .get(TOKEN_ISSUED)
+            .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+            .is_some_and(|issued| {
+                (ctx.clock)().duration_since(issued).as_secs() < AGENT_TOKEN_SECONDS / 2
+            });
+        let same_rbac = existing.annotations().get(RBAC_REVISION) == Some(&rbac_revision);
+        if fresh && same_rbac {
+            return Ok(());
+        }
+    }
+    for object in rbac {
+        apply_dynamic(ctx, object).await?;
+    }
+    register_addon(cluster, ctx).await?;
+    let token = Api::<ServiceAccount>::namespaced(ctx.client.clone(), cluster)
+        .create_token_request(
+            AGENT_WORK,
+            &PostParams::default(),
+            &TokenRequest {
+                spec: Some(TokenRequestSpec {
+                    expiration_seconds: Some(AGENT_TOKEN_SECONDS),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        )
+        .await?
+        .status
+        .and_then(|s| s.token)
+        .unwrap_or_default();
+    let kubeconfig = agent_kubeconfig(&install.server_url, &install.ca_pem, &token, cluster);
+    let mut work = agent_work(cluster, &kubeconfig, &install.image);
+    work["metadata"]["annotations"] = json!({
+        TOKEN_ISSUED: (ctx.clock)().to_string(),
+        RBAC_REVISION: rbac_revision,
+    });
+    Api::<ManifestWork>::namespaced(ctx.client.clone(), cluster)
+        .patch(AGENT_WORK, &apply_params(), &Patch::Apply(work))
+        .await?;
+    Ok(())
+}
+
+/// Meridian as an OCM addon: the ClusterManagementAddOn, and a ManagedClusterAddOn in the
+/// cluster's namespace saying where the agent is installed.
+async fn register_addon(cluster: &str, ctx: &PlacementContext) -> Result<(), Error> {
+    let addon = json!({
+        "apiVersion": ClusterManagementAddOn::api_version(&()),
+        "kind": ClusterManagementAddOn::kind(&()),
+        "metadata": { "name": "meridian" },
+        "spec": { "addOnMeta": {
+            "displayName": "Meridian",
+            "description": "Multi-cluster DNS load balancing; the agent reports Gateways and probes health.",
+        } },
+    });
+    Api::<ClusterManagementAddOn>::all(ctx.client.clone())
+        .patch("meridian", &apply_params(), &Patch::Apply(addon))
+        .await?;
+    let installed = json!({
+        "apiVersion": ManagedClusterAddOn::api_version(&()),
+        "kind": ManagedClusterAddOn::kind(&()),
+        "metadata": { "name": "meridian", "namespace": cluster },
+        "spec": { "installNamespace": crate::placement::AGENT_NAMESPACE },
+    });
+    Api::<ManagedClusterAddOn>::namespaced(ctx.client.clone(), cluster)
+        .patch("meridian", &apply_params(), &Patch::Apply(installed))
+        .await?;
+    Ok(())
+}
+
+/// Applies an object of any kind; cluster-scoped when its metadata has no namespace.
+async fn apply_dynamic(ctx: &PlacementContext, object: Value) -> Result<(), Error> {
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+    let api: Api<DynamicObject> = match object["metadata"]["namespace"].as_str() {
+        Some(namespace) => Api::namespaced_with(ctx.client.clone(), namespace, &resource),
+        None => Api::all_with(ctx.client.clone(), &resource),
+    };
+    let name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    api.patch(&name, &apply_params(), &Patch::Apply(object))
+        .await?;
+    Ok(())
+}

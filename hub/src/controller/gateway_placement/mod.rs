@@ -1,0 +1,155 @@
+//! Gateway placement: hub Gateways of class `kuadrant-multi-cluster-gateway-instance-per-cluster`
+//! → one ManifestWork per placed cluster with the downstream Gateway and its TLS Secrets, and
+//! the Meridian agent installed on each placed cluster with hub credentials scoped to that
+//! cluster's namespace. A cluster that leaves the placement is withdrawn from DNS at once (the
+//! DNSPolicy controller follows the same decisions) and its ManifestWork is deleted after the
+//! grace period; at once when the ManagedCluster is gone or the hub Gateway is deleted.
+//!
+//! | | |
+//! |---|---|
+//! | **Watches** (shared caches) | Gateways, PlacementDecisions, ManagedClusters, Secrets, GatewayClasses, ConfigMaps, ManifestWorks |
+//! | **Triggered by** ([`triggers`]) | the Gateway; a decision of its Placement; a cluster joining or leaving OCM; its TLS Secret; a GatewayClass or its parameters; a work of its changed or deleted by someone else |
+//! | **Gathers** ([`gather`]) | the placed clusters, the Gateway's works, the downstream class, the TLS Secrets, from the caches only |
+//! | **Decides** (`crate::placement`, pure) | each work's fate (keep, mark leaving, wait, delete), the downstream Gateway's work, the agent's RBAC and work |
+//! | **Writes** ([`apply`], [`status`]) | ManifestWorks (only where they differ from the cache), the agent's RBAC, token and addon registration when due; GatewayClass `Accepted`; Events |
+
+mod apply;
+mod gather;
+mod status;
+pub mod triggers;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use meridian_api::upstream::{Gateway, MULTI_CLUSTER_GATEWAY_CLASS};
+
+use crate::placement::{gateway_work, gateway_work_name, work_fate};
+use meridian_controllers::{Context, Error, retry_after, with_finalizer};
+
+pub const FINALIZER: &str = "meridian.dev/gateway-placement";
+const CONTROLLER: &str = "gatewayplacement";
+
+/// What placement needs besides what every reconcile shares.
+#[derive(Debug)]
+pub struct PlacementContext {
+    pub shared: Arc<Context>,
+    /// How to install the agent on placed clusters; `None` leaves agents to the operator.
+    pub agent: Option<AgentInstall>,
+    /// How long a cluster that left a placement keeps its Gateway (DNS no longer points at
+    /// it; clients holding old answers drain).
+    pub withdrawal_grace: Duration,
+}
+
+impl std::ops::Deref for PlacementContext {
+    type Target = Context;
+
+    fn deref(&self) -> &Context {
+        &self.shared
+    }
+}
+
+/// What the agent's install needs: where the hub is for the agents, and the image.
+#[derive(Debug, Clone)]
+pub struct AgentInstall {
+    pub server_url: String,
+    /// The hub's CA, PEM.
+    pub ca_pem: String,
+    pub image: String,
+}
+
+/// Whether the hub handles this Gateway (its class is the multi-cluster class).
+pub fn is_multi_cluster(gateway: &Gateway) -> bool {
+    gateway.spec.gateway_class_name == MULTI_CLUSTER_GATEWAY_CLASS
+}
+
+/// Runs the controller until `stop` resolves.
+pub async fn run(
+    placement: Arc<PlacementContext>,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let all = placement.shared.caches.gateways.store().clone();
+    let requests = triggers::requests(&placement.shared.caches);
+    meridian_controllers::caches::run_controller(
+        all,
+        requests,
+        reconcile,
+        error_policy,
+        placement,
+        stop,
+    )
+    .await;
+}
+
+pub async fn reconcile(gateway: Arc<Gateway>, ctx: Arc<PlacementContext>) -> Result<Action, Error> {
+    if !is_multi_cluster(&gateway) {
+        return Ok(Action::await_change());
+    }
+    with_finalizer(
+        gateway,
+        &ctx.shared,
+        CONTROLLER,
+        FINALIZER,
+        |gateway| {
+            let ctx = &ctx;
+            async move { place(&gateway, ctx).await }
+        },
+        |gateway| {
+            let ctx = &ctx;
+            async move { unplace(&gateway, ctx).await }
+        },
+    )
+    .await
+}
+
+pub fn error_policy(gateway: Arc<Gateway>, error: &Error, ctx: Arc<PlacementContext>) -> Action {
+    retry_after(&*gateway, error, &ctx.shared, CONTROLLER)
+}
+
+/// Gather → decide → apply → status.
+async fn place(gateway: &Gateway, ctx: &PlacementContext) -> Result<Action, Error> {
+    let seen = gather::gather(gateway, ctx);
+    let now = (ctx.clock)();
+
+    // Clusters that left first (DNS withdraws them at once; marking them is one write each):
+    // the work stays for the grace period, then goes.
+    let mut next_look = ctx.config.resync;
+    for work in &seen.works {
+        let cluster = work.namespace().unwrap_or_default();
+        let fate = work_fate(
+            seen.placed.contains(&cluster),
+            ctx.caches.clusters.get(None, &cluster).is_some(),
+            work.annotations()
+                .get(crate::placement::LEAVING_SINCE)
+                .map(String::as_str),
+            now,
+            ctx.withdrawal_grace,
+        );
+        if let Some(look) = apply::settle(gateway, work, fate, ctx).await? {
+            next_look = next_look.min(look);
+        }
+    }
+
+    if let Some(class) = &seen.class {
+        status::accept_class(class, ctx).await?;
+    }
+    let work_name = gateway_work_name(
+        &gateway.namespace().unwrap_or_default(),
+        &gateway.name_any(),
+    );
+    for cluster in &seen.placed {
+        let work = gateway_work(gateway, &seen.downstream_class, &seen.tls_secrets, cluster);
+        apply::work(cluster, &work_name, work, ctx).await?;
+        apply::install_agent(cluster, ctx).await?;
+    }
+    Ok(Action::requeue(next_look))
+}
+
+/// Deletes every ManifestWork of the Gateway at once.
+async fn unplace(gateway: &Gateway, ctx: &PlacementContext) -> Result<Action, Error> {
+    for work in gather::works_of(gateway, ctx) {
+        apply::delete_work(&work, ctx).await?;
+    }
+    Ok(Action::await_change())
+}
