@@ -7,21 +7,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use k8s_openapi::api::core::v1::Secret;
-use kube::runtime::reflector::ObjectRef;
-use kube::{Client, Config, ResourceExt};
-use meridian_api::kuadrant::{DNSHealthCheckProbe, DNSRecord, ManagedZone};
-use meridian_api::meridian::ClusterReport;
-use meridian_api::upstream::ManagedCluster;
+use kube::{Client, Config};
 use meridian_nameserver::{GeoDb, NameServer, ServerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use meridian_controllers::caches::{
-    Change, everything_once, own_changes, run_controller, triggers,
-};
 use meridian_controllers::health::DEFAULT_THRESHOLD_PERCENT;
-use meridian_controllers::indexes;
 use meridian_controllers::zone_provider::{EmbeddedZones, ProviderCache};
 use meridian_controllers::{Context, ControllerConfig, dns_policy, dns_record};
 
@@ -347,184 +338,14 @@ async fn lead_and_run(
         dns_policy::run(ctx.clone(), stop_on()),
         dns_record::run(ctx.clone(), stop_on()),
         gateway_placement::run(placement.clone(), stop_on()),
-        run_probe_headers(ctx.clone(), stop_on()),
-        run_router_dns(ctx.clone(), stop_on()),
-        run_zone_status(ctx.clone(), stop_on()),
+        probe_headers::run(ctx.clone(), stop_on()),
+        router_dns::run(ctx.clone(), stop_on()),
+        managed_zone::run(ctx.clone(), stop_on()),
         hold,
     );
     let _ = caches.await;
     ready.store(false, Ordering::SeqCst);
     leading.store(false, Ordering::SeqCst);
-}
-
-/// Probe header copies per cluster: a new cluster, or a probe that names a header Secret,
-/// wakes them.
-async fn run_probe_headers(
-    ctx: Arc<Context>,
-    stop: impl std::future::Future<Output = ()> + Send + 'static,
-) {
-    let caches = ctx.caches.clone();
-    let all = caches.clusters.store().clone();
-    let new_clusters = |change: &Change<ManagedCluster>| match change {
-        Change::Applied { old: None, new } => vec![ObjectRef::from_obj(&**new)],
-        _ => Vec::new(),
-    };
-    let by_probe = {
-        let clusters = all.clone();
-        move |change: &Change<DNSHealthCheckProbe>| {
-            let names_headers = match change {
-                Change::Applied { old, new } => {
-                    new.spec.additional_headers_ref.is_some()
-                        || old
-                            .as_ref()
-                            .is_some_and(|o| o.spec.additional_headers_ref.is_some())
-                }
-                Change::Deleted(old) => old.spec.additional_headers_ref.is_some(),
-                Change::Relisted => false,
-            };
-            if !names_headers {
-                return Vec::new();
-            }
-            clusters
-                .state()
-                .iter()
-                .map(|c| ObjectRef::from_obj(&**c))
-                .collect()
-        }
-    };
-    let by_secret = {
-        let (clusters, probes) = (all.clone(), caches.probes.store().clone());
-        move |change: &Change<Secret>| {
-            let Some(secret) = change.object() else {
-                return Vec::new();
-            };
-            let (namespace, name) = (secret.namespace().unwrap_or_default(), secret.name_any());
-            if indexes::probes_send_headers_of(&probes.state(), &namespace, &name) {
-                // A source changed: every copy holds it.
-                return clusters
-                    .state()
-                    .iter()
-                    .map(|c| ObjectRef::from_obj(&**c))
-                    .collect();
-            }
-            // A copy changed (or went): its cluster puts it back.
-            let copy = ObjectRef::<ManagedCluster>::new(&namespace);
-            (name == meridian_api::names::PROBE_HEADERS_SECRET && clusters.get(&copy).is_some())
-                .then_some(copy)
-                .into_iter()
-                .collect()
-        }
-    };
-    let triggers = vec![
-        everything_once(&caches.clusters),
-        triggers(caches.clusters.subscribe(), all.clone(), new_clusters),
-        triggers(caches.probes.subscribe(), all.clone(), by_probe),
-        triggers(caches.secrets.subscribe(), all.clone(), by_secret),
-    ];
-    run_controller(
-        all,
-        triggers,
-        probe_headers::reconcile,
-        probe_headers::error_policy,
-        ctx,
-        stop,
-    )
-    .await;
-}
-
-/// Router-shard DNS per zone: a zone, or a report whose shards changed, wakes it.
-async fn run_router_dns(
-    ctx: Arc<Context>,
-    stop: impl std::future::Future<Output = ()> + Send + 'static,
-) {
-    let caches = ctx.caches.clone();
-    let all = caches.zones.store().clone();
-    let by_report = {
-        let zones = all.clone();
-        move |change: &Change<ClusterReport>| {
-            let shards_changed = match change {
-                Change::Applied { old, new } => {
-                    old.as_ref().map(|o| &o.spec.router_shards) != Some(&new.spec.router_shards)
-                }
-                Change::Deleted(old) => !old.spec.router_shards.is_empty(),
-                Change::Relisted => false,
-            };
-            if !shards_changed {
-                return Vec::new();
-            }
-            zones
-                .state()
-                .iter()
-                .map(|z| ObjectRef::from_obj(&**z))
-                .collect()
-        }
-    };
-    let triggers = vec![
-        everything_once(&caches.zones),
-        own_changes(&caches.zones),
-        triggers(caches.reports.subscribe(), all.clone(), by_report),
-    ];
-    run_controller(
-        all,
-        triggers,
-        router_dns::reconcile,
-        router_dns::error_policy,
-        ctx,
-        stop,
-    )
-    .await;
-}
-
-/// ManagedZone status: a zone, or a record of an embedded zone (its count), wakes it.
-async fn run_zone_status(
-    ctx: Arc<Context>,
-    stop: impl std::future::Future<Output = ()> + Send + 'static,
-) {
-    let caches = ctx.caches.clone();
-    let all = caches.zones.store().clone();
-    let by_record = {
-        let zones = all.clone();
-        move |change: &Change<DNSRecord>| {
-            let Some(record) = change.object() else {
-                return Vec::new();
-            };
-            // Only embedded zones are recounted per record change (counting them is free).
-            let zone = ObjectRef::<ManagedZone>::new(&record.spec.managed_zone.name)
-                .within(&record.namespace().unwrap_or_default());
-            zones
-                .get(&zone)
-                .filter(|z| z.spec.dns_provider_secret_ref.is_none())
-                .map(|_| zone)
-                .into_iter()
-                .collect()
-        }
-    };
-    let by_secret = {
-        let zones = all.clone();
-        move |change: &Change<Secret>| match change.object() {
-            Some(secret) => indexes::zones_using_secret(
-                &zones.state(),
-                &secret.namespace().unwrap_or_default(),
-                &secret.name_any(),
-            ),
-            None => Vec::new(),
-        }
-    };
-    let triggers = vec![
-        everything_once(&caches.zones),
-        own_changes(&caches.zones),
-        triggers(caches.records.subscribe(), all.clone(), by_record),
-        triggers(caches.secrets.subscribe(), all.clone(), by_secret),
-    ];
-    run_controller(
-        all,
-        triggers,
-        managed_zone::reconcile,
-        managed_zone::error_policy,
-        ctx,
-        stop,
-    )
-    .await;
 }
 
 /// `/livez`, `/readyz` and `/metrics` over plain HTTP/1.1.

@@ -2,6 +2,16 @@
 //! zone holds, built from the live clusters' reports (`crate::routers`, pure). The DNSRecord
 //! controller publishes them like any other record; a suffix no cluster reports any more loses
 //! its record.
+//!
+//! | | |
+//! |---|---|
+//! | **Watches** (shared caches) | ManagedZones, ClusterReports, ManagedClusters, heartbeat Leases, DNSRecords |
+//! | **Triggered by** ([`triggers`]) | the zone; a report whose router shards changed; a look after the heartbeat timeout (silent clusters expire without an event) |
+//! | **Gathers** | live clusters' shards and every zone ([`shards_of`]) from the caches |
+//! | **Decides** | one record per shard suffix (`crate::routers::shard_dns`, pure) |
+//! | **Writes** | `router-<code>` DNSRecords where they differ; deletes the ones no cluster serves |
+
+pub mod triggers;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -88,6 +98,14 @@ pub fn shards_of(
         })
         .collect();
     shard_dns(&sightings, &zones)
+}
+
+/// Runs the controller until `stop` resolves.
+pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
+    let all = ctx.caches.zones.store().clone();
+    let requests = triggers::requests(&ctx.caches);
+    meridian_controllers::caches::run_controller(all, requests, reconcile, error_policy, ctx, stop)
+        .await;
 }
 
 pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Action, Error> {

@@ -4,6 +4,16 @@
 //! and the agent's Role there allows reading that Secret only. Keys are
 //! `<namespace>.<secret name>` (a namespace has no dots, so the split is unambiguous); values
 //! are JSON objects of header names to values.
+//!
+//! | | |
+//! |---|---|
+//! | **Watches** (shared caches) | ManagedClusters, DNSHealthCheckProbes, Secrets |
+//! | **Triggered by** ([`triggers`]) | a new cluster; a probe that names (or named) a header Secret; a named Secret (every cluster); a cluster's copy changed or deleted (that cluster) |
+//! | **Gathers** | the Secrets the probes name, and the cluster's copy, from the cache |
+//! | **Decides** | the copy's data ([`headers_data`], pure) |
+//! | **Writes** | the copy, only when its data differs |
+
+pub mod triggers;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -39,6 +49,14 @@ pub fn headers_data(
             Some((headers_key(namespace, name), ByteString(json)))
         })
         .collect()
+}
+
+/// Runs the controller until `stop` resolves.
+pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
+    let all = ctx.caches.clusters.store().clone();
+    let requests = triggers::requests(&ctx.caches);
+    meridian_controllers::caches::run_controller(all, requests, reconcile, error_policy, ctx, stop)
+        .await;
 }
 
 pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Result<Action, Error> {

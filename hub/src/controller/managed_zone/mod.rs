@@ -2,6 +2,16 @@
 //! and `Ready`. Embedded zones are counted from memory whenever one of their records changes;
 //! zones at a provider are counted by reading them only when the zone itself changes and once
 //! per resync, so status never costs a zone list per record change.
+//!
+//! | | |
+//! |---|---|
+//! | **Watches** (shared caches) | ManagedZones, DNSRecords, Secrets |
+//! | **Triggered by** ([`triggers`]) | the zone; a record of an embedded zone (its count); the zone's provider Secret |
+//! | **Gathers** | the zone's Secret from the cache; for a provider zone, its name servers and record count from the provider |
+//! | **Decides** | `Ready`, the reason and the provider kind |
+//! | **Writes** | the zone's status |
+
+pub mod triggers;
 
 use std::sync::Arc;
 
@@ -17,6 +27,14 @@ use serde_json::json;
 use meridian_controllers::{Context, Error, apply_params, now, object_key};
 
 const CONTROLLER: &str = "managedzone";
+
+/// Runs the controller until `stop` resolves.
+pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
+    let all = ctx.caches.zones.store().clone();
+    let requests = triggers::requests(&ctx.caches);
+    meridian_controllers::caches::run_controller(all, requests, reconcile, error_policy, ctx, stop)
+        .await;
+}
 
 pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Action, Error> {
     ctx.metrics.reconciled(CONTROLLER);

@@ -1,0 +1,171 @@
+//! What enforcing a policy writes: its DNSRecords (only where the cache differs) and the
+//! Gateway's `DNSPolicyAffected` condition.
+
+use kube::api::{Api, Patch};
+use kube::{Resource, ResourceExt};
+use meridian_api::conditions::{self, ConditionUpdate, reasons, set_condition};
+use meridian_api::kuadrant::{DNSPolicy, DNSRecord};
+use meridian_api::upstream::Gateway;
+use serde_json::json;
+
+use super::gather::records_of;
+use crate::convert::{all_to_api, all_to_engine};
+use crate::desired::Desired;
+use crate::{Context, Error, POLICY_LABEL, apply_params, delete_if_present, now};
+
+/// Applies the desired DNSRecords and deletes the policy's others; returns the records as
+/// they are now.
+pub async fn write_records(
+    policy: &DNSPolicy,
+    desired: &Desired,
+    ctx: &Context,
+) -> Result<Vec<DNSRecord>, Error> {
+    let namespace = policy.namespace().unwrap_or_default();
+    let api: Api<DNSRecord> = Api::namespaced(ctx.client.clone(), &namespace);
+    let existing = records_of(policy, ctx);
+    let owner = policy
+        .controller_owner_ref(&())
+        .expect("a stored policy has a UID");
+    let mut records = Vec::new();
+    for wanted in &desired.records {
+        if let Some(old) = existing.iter().find(|r| r.name_any() == wanted.name)
+            && (old.spec.root_host != wanted.root_host || old.spec.managed_zone.name != wanted.zone)
+        {
+            // rootHost is immutable: the old record withdraws its DNS as it is deleted, and
+            // the new one is written on the next pass.
+            if old.metadata.deletion_timestamp.is_none() {
+                delete_if_present(&api, &wanted.name).await?;
+            }
+            continue;
+        }
+        let mut record = json!({
+            "apiVersion": DNSRecord::api_version(&()),
+            "kind": DNSRecord::kind(&()),
+            "metadata": {
+                "name": wanted.name,
+                "namespace": namespace,
+                "labels": { POLICY_LABEL: policy.name_any() },
+                "ownerReferences": [owner],
+            },
+            "spec": {
+                "rootHost": wanted.root_host,
+                "managedZone": { "name": wanted.zone },
+                "endpoints": all_to_api(&wanted.endpoints),
+                "healthCheck": policy.spec.health_check,
+            },
+        });
+        if let Some(local) = &ctx.config.distributed {
+            // The cluster's branch, under its own owner ID, next to the other clusters'.
+            record["metadata"]["labels"][crate::DISTRIBUTED_LABEL] = json!("true");
+            record["spec"]["ownerID"] = json!(local.cluster_id);
+        }
+        if let Some(old) = existing.iter().find(|r| r.name_any() == wanted.name)
+            && record_matches(old, &record)
+        {
+            // Nothing to write: a steady policy costs the API server nothing.
+            records.push(old.clone());
+            continue;
+        }
+        let written = api
+            .patch(&wanted.name, &crate::apply_params(), &Patch::Apply(record))
+            .await?;
+        records.push(written);
+    }
+    for stale in existing
+        .iter()
+        .filter(|r| !desired.records.iter().any(|w| w.name == r.name_any()))
+        .filter(|r| r.metadata.deletion_timestamp.is_none())
+    {
+        tracing::info!(record = %stale.name_any(), "deleting the DNSRecord of a removed listener");
+        delete_if_present(&api, &stale.name_any()).await?;
+    }
+    Ok(records)
+}
+
+/// Whether a stored record already says what applying `wanted` would: our labels and owner,
+/// and the same spec (endpoints compared as the engine reads them, so server defaults do not
+/// count as a difference).
+fn record_matches(stored: &DNSRecord, wanted: &serde_json::Value) -> bool {
+    let Ok(wanted_record) = serde_json::from_value::<DNSRecord>(wanted.clone()) else {
+        return false;
+    };
+    let labels_kept = wanted_record
+        .labels()
+        .iter()
+        .all(|(key, value)| stored.labels().get(key) == Some(value));
+    let owned = wanted_record
+        .owner_references()
+        .iter()
+        .all(|owner| stored.owner_references().iter().any(|o| o.uid == owner.uid));
+    let (have, want) = (&stored.spec, &wanted_record.spec);
+    labels_kept
+        && owned
+        && have.root_host == want.root_host
+        && have.managed_zone.name == want.managed_zone.name
+        && have.owner_id == want.owner_id
+        && have.health_check == want.health_check
+        && all_to_engine(&have.endpoints) == all_to_engine(&want.endpoints)
+}
+
+/// Sets (or removes) `kuadrant.io/DNSPolicyAffected` on the Gateway.
+pub async fn mark_gateway(
+    gateway: &Gateway,
+    policy: &DNSPolicy,
+    ctx: &Context,
+    affected: bool,
+) -> Result<(), Error> {
+    let api: Api<Gateway> =
+        Api::namespaced(ctx.client.clone(), &gateway.namespace().unwrap_or_default());
+    let mut conditions = Vec::new();
+    if affected {
+        let existing = gateway
+            .status
+            .as_ref()
+            .map(|s| s.conditions.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| c.type_ == conditions::DNS_POLICY_AFFECTED)
+            .collect::<Vec<_>>();
+        let mut mine = existing.clone();
+        set_condition(
+            &mut mine,
+            ConditionUpdate {
+                type_: conditions::DNS_POLICY_AFFECTED,
+                status: true,
+                reason: reasons::ACCEPTED,
+                message: format!("DNSPolicy {} applies", policy.name_any()),
+            },
+            gateway.metadata.generation,
+            &now(),
+        );
+        if mine == existing {
+            return Ok(());
+        }
+        conditions = mine;
+    }
+    // Applied as this manager's only status field: removing it (an empty list) drops exactly
+    // our condition and leaves the gateway controller's alone.
+    let patch = json!({
+        "apiVersion": Gateway::api_version(&()),
+        "kind": Gateway::kind(&()),
+        "status": { "conditions": conditions },
+    });
+    api.patch_status(&gateway.name_any(), &apply_params(), &Patch::Apply(patch))
+        .await?;
+    Ok(())
+}
+
+/// Deletes the policy's records (each withdraws its DNS as it goes); returns how many are
+/// still there.
+pub async fn delete_records(policy: &DNSPolicy, ctx: &Context) -> Result<usize, Error> {
+    let api: Api<DNSRecord> =
+        Api::namespaced(ctx.client.clone(), &policy.namespace().unwrap_or_default());
+    let records = records_of(policy, ctx);
+    for record in records
+        .iter()
+        .filter(|r| r.metadata.deletion_timestamp.is_none())
+    {
+        delete_if_present(&api, &record.name_any()).await?;
+    }
+    Ok(records.len())
+}

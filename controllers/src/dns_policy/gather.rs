@@ -1,0 +1,217 @@
+//! What enforcing a policy reads, all from the shared caches: its Gateway, the rival
+//! policies, the namespace's zones, and on the hub the clusters its Gateway is placed on.
+
+use std::sync::Arc;
+
+use kube::ResourceExt;
+use meridian_api::kuadrant::{DNSPolicy, DNSRecord};
+use meridian_api::labels::PLACEMENT_LABEL;
+use meridian_api::meridian::GatewayReport;
+use meridian_api::upstream::Gateway;
+use meridian_dns::tree::GatewayRef;
+
+use crate::desired::{ListenerRef, PlacedCluster, ZoneRef, downstream_namespace, silence};
+use crate::indexes;
+use crate::policy::routing_strategy;
+use crate::{Context, POLICY_LABEL};
+use meridian_dns::tree::Strategy;
+
+/// Everything a policy's records are decided from.
+pub struct Seen {
+    pub gateway: Arc<Gateway>,
+    pub gateway_ref: GatewayRef,
+    pub listeners: Vec<ListenerRef>,
+    /// The listener the policy targets, when it names one.
+    pub section: Option<String>,
+    pub strategy: Strategy,
+    /// The namespace's zones, by name.
+    pub zones: Vec<ZoneRef>,
+    /// On the hub, the clusters the Gateway is placed on; in distributed mode, this cluster.
+    pub clusters: Vec<PlacedCluster>,
+    /// When to look again even if nothing changes: just after the first placed cluster that
+    /// is heard from now would go silent.
+    pub next_silence: Option<std::time::Duration>,
+}
+
+/// Why a policy cannot be enforced; what was published stays published.
+pub enum Refusal {
+    TargetNotFound { gateway: String },
+    Conflicted { gateway: String, holder: String },
+    Invalid(String),
+}
+
+/// Whether `policy` targets the Gateway `namespace/name`.
+pub fn targets(policy: &DNSPolicy, namespace: &str, name: &str) -> bool {
+    let (target_namespace, target_name) = indexes::policy_target(policy);
+    target_name == name && target_namespace == namespace
+}
+
+/// The policy that holds a Gateway when several target it: the oldest, then by name.
+fn holder(policies: &[DNSPolicy]) -> Option<&DNSPolicy> {
+    policies
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .min_by(|a, b| {
+            (
+                a.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                a.name_any(),
+            )
+                .cmp(&(
+                    b.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                    b.name_any(),
+                ))
+        })
+}
+
+pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
+    let namespace = policy.namespace().unwrap_or_default();
+    let target = &policy.spec.target_ref;
+    let gateway_namespace = target
+        .namespace
+        .clone()
+        .unwrap_or_else(|| namespace.clone());
+    let Some(gateway) = ctx
+        .caches
+        .gateways
+        .get(Some(&gateway_namespace), &target.name)
+    else {
+        return Err(Refusal::TargetNotFound {
+            gateway: format!("{gateway_namespace}/{}", target.name),
+        });
+    };
+    let rivals: Vec<DNSPolicy> = ctx
+        .caches
+        .policies
+        .state()
+        .iter()
+        .filter(|p| p.namespace().as_deref() == Some(namespace.as_str()))
+        .filter(|p| targets(p, &gateway_namespace, &target.name))
+        .map(|p| (**p).clone())
+        .collect();
+    if let Some(holder) = holder(&rivals)
+        && holder.uid() != policy.uid()
+    {
+        return Err(Refusal::Conflicted {
+            gateway: format!("{gateway_namespace}/{}", target.name),
+            holder: holder.name_any(),
+        });
+    }
+    let strategy = routing_strategy(policy.spec.routing_strategy, &policy.spec.load_balancing)
+        .map_err(|problem| Refusal::Invalid(problem.to_string()))?;
+
+    let mut zones: Vec<ZoneRef> = ctx
+        .caches
+        .zones
+        .state()
+        .iter()
+        .filter(|zone| zone.namespace().as_deref() == Some(namespace.as_str()))
+        .map(|zone| ZoneRef {
+            name: zone.name_any(),
+            domain: zone.spec.domain_name.clone(),
+        })
+        .collect();
+    // In the order the API server lists them, so equal candidates resolve the same way.
+    zones.sort_by(|a, b| a.name.cmp(&b.name));
+    let listeners: Vec<ListenerRef> = gateway
+        .spec
+        .listeners
+        .iter()
+        .map(|l| ListenerRef {
+            name: l.name.clone(),
+            hostname: l.hostname.clone(),
+        })
+        .collect();
+    let (clusters, next_silence) = match &ctx.config.distributed {
+        None => placed_clusters(&gateway, ctx),
+        // This cluster's branch alone, from the Gateway the policy targets here.
+        Some(local) => (
+            vec![PlacedCluster {
+                name: local.name.clone(),
+                labels: local.labels.clone(),
+                cluster_id: Some(local.cluster_id.clone()),
+                gateway: Some(GatewayReport::from_gateway(&gateway)),
+                silent_for: None,
+            }],
+            None,
+        ),
+    };
+    Ok(Seen {
+        gateway_ref: GatewayRef {
+            name: gateway.name_any(),
+            namespace: gateway_namespace,
+        },
+        gateway,
+        listeners,
+        section: target.section_name.clone(),
+        strategy,
+        zones,
+        clusters,
+        next_silence,
+    })
+}
+
+/// The clusters the Gateway's Placement decided, with their labels and reports, from the
+/// caches; and when the policy must look again even if nothing changes: just after the first
+/// of them that is heard from now would go silent (a timer, rather than every policy polling).
+fn placed_clusters(
+    gateway: &Gateway,
+    ctx: &Context,
+) -> (Vec<PlacedCluster>, Option<std::time::Duration>) {
+    let namespace = gateway.namespace().unwrap_or_default();
+    let Some(placement) = gateway.labels().get(PLACEMENT_LABEL) else {
+        return (Vec::new(), None);
+    };
+    let names = indexes::decided_clusters(&ctx.caches.decisions.state(), &namespace, placement);
+    let downstream = downstream_namespace(&namespace);
+    let reports = ctx.caches.reports.state();
+    let now = (ctx.clock)();
+    let mut clusters = Vec::new();
+    let mut next_silence: Option<std::time::Duration> = None;
+    for name in names {
+        // A cluster that is gone from OCM is gone from DNS.
+        let Some(cluster) = ctx.caches.clusters.get(None, &name) else {
+            continue;
+        };
+        let report = reports
+            .iter()
+            .filter(|r| r.namespace().as_deref() == Some(name.as_str()))
+            .max_by_key(|r| r.spec.reported_at.as_ref().map(|t| t.0));
+        let heard = ctx.last_heard(&name, report.map(|r| &**r));
+        let silent_for = silence(heard, now, ctx.config.heartbeat_timeout);
+        let left = heard
+            .and_then(|heard| std::time::Duration::try_from(now.duration_since(heard)).ok())
+            .and_then(|since| ctx.config.heartbeat_timeout.checked_sub(since));
+        if let Some(left) = left {
+            // Just past the deadline, so the cluster is silent when the policy looks.
+            let at = left + std::time::Duration::from_secs(1);
+            next_silence = Some(next_silence.map_or(at, |soonest| soonest.min(at)));
+        }
+        clusters.push(PlacedCluster {
+            name: name.clone(),
+            labels: cluster.labels().clone(),
+            silent_for,
+            cluster_id: report.map(|r| r.spec.cluster_id.clone()),
+            gateway: report.and_then(|r| {
+                r.spec
+                    .gateways
+                    .iter()
+                    .find(|g| g.name == gateway.name_any() && g.namespace == downstream)
+                    .cloned()
+            }),
+        });
+    }
+    (clusters, next_silence)
+}
+
+/// The policy's DNSRecords.
+pub fn records_of(policy: &DNSPolicy, ctx: &Context) -> Vec<DNSRecord> {
+    let namespace = policy.namespace();
+    let name = policy.name_any();
+    ctx.caches
+        .records
+        .state()
+        .iter()
+        .filter(|r| r.namespace() == namespace && r.labels().get(POLICY_LABEL) == Some(&name))
+        .map(|r| (**r).clone())
+        .collect()
+}

@@ -1,0 +1,136 @@
+//! DNSPolicy → one DNSRecord per listener of its Gateway. A listener's removal deletes its
+//! record; a changed hostname or zone replaces it (the old record withdraws its DNS first). An
+//! invalid or conflicting policy changes nothing that was published.
+//!
+//! | | |
+//! |---|---|
+//! | **Watches** (shared caches) | DNSPolicies, DNSRecords, Gateways, ManagedZones; on the hub also PlacementDecisions, ManagedClusters, ClusterReports, heartbeat Leases |
+//! | **Triggered by** ([`triggers`]) | the policy; its records; its Gateway; a zone of its namespace; on the hub, a decision of its Gateway's Placement, a placed cluster's labels or report (Gateways only), a heartbeat that ends a silence, and a timer at the next silence |
+//! | **Gathers** ([`gather`]) | the Gateway, rival policies, the namespace's zones, the placed clusters with their labels, reports and last heartbeat: from the caches only |
+//! | **Decides** (pure) | the records: [`crate::desired::desired_records`] on the hub, [`crate::desired::desired_branch`] in distributed mode |
+//! | **Writes** ([`apply`], [`status`]) | DNSRecords (server-side apply, only where they differ), the Gateway's `DNSPolicyAffected`, the policy's `Accepted`/`Enforced` |
+
+mod apply;
+mod gather;
+mod status;
+pub mod triggers;
+
+use std::sync::Arc;
+
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use meridian_api::kuadrant::DNSPolicy;
+
+use crate::caches::run_controller;
+use crate::desired::{Desired, desired_branch, desired_records};
+use crate::{Context, Error, retry_after, with_finalizer};
+
+pub use gather::targets;
+
+pub const FINALIZER: &str = "meridian.dev/dns-policy";
+const CONTROLLER: &str = "dnspolicy";
+
+/// Runs the DNSPolicy controller until `stop`.
+pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
+    let all = ctx.caches.policies.store().clone();
+    let requests = triggers::requests(&ctx);
+    run_controller(all, requests, reconcile, error_policy, ctx.clone(), stop).await;
+}
+
+pub async fn reconcile(policy: Arc<DNSPolicy>, ctx: Arc<Context>) -> Result<Action, Error> {
+    with_finalizer(
+        policy,
+        &ctx,
+        CONTROLLER,
+        FINALIZER,
+        |policy| {
+            let ctx = &ctx;
+            async move { enforce(&policy, ctx).await }
+        },
+        |policy| {
+            let ctx = &ctx;
+            async move { remove(&policy, ctx).await }
+        },
+    )
+    .await
+}
+
+pub fn error_policy(policy: Arc<DNSPolicy>, error: &Error, ctx: Arc<Context>) -> Action {
+    retry_after(&*policy, error, &ctx, CONTROLLER)
+}
+
+/// Gather → decide → apply → status.
+async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
+    let seen = match gather::gather(policy, ctx) {
+        Ok(seen) => seen,
+        Err(refusal) => {
+            let (accepted, enforced) = status::refused(&refusal);
+            status::write_status(policy, ctx, accepted, enforced).await?;
+            return Ok(Action::requeue(match refusal {
+                // The Gateway watch brings the policy back when the Gateway appears; the
+                // retry is a safety net.
+                gather::Refusal::TargetNotFound { .. } => ctx.config.retry_cap,
+                _ => ctx.config.resync,
+            }));
+        }
+    };
+    let desired = decide(&seen, ctx.config.distributed.is_some());
+    let records = apply::write_records(policy, &desired, ctx).await?;
+    apply::mark_gateway(&seen.gateway, policy, ctx, true).await?;
+    let enforced = status::enforced_state(&desired, &records);
+    status::write_status(policy, ctx, status::accepted(), enforced).await?;
+    let next_look = seen
+        .next_silence
+        .map_or(ctx.config.resync, |silence| silence.min(ctx.config.resync));
+    Ok(Action::requeue(next_look))
+}
+
+/// The records a policy wants, from what was gathered (pure): the whole tree on the hub,
+/// this cluster's branch in distributed mode.
+fn decide(seen: &gather::Seen, distributed: bool) -> Desired {
+    let section = seen.section.as_deref();
+    if distributed {
+        desired_branch(
+            &seen.gateway_ref,
+            &seen.listeners,
+            section,
+            &seen.strategy,
+            &seen.clusters[0],
+            &seen.zones,
+        )
+    } else {
+        desired_records(
+            &seen.gateway_ref,
+            &seen.listeners,
+            section,
+            &seen.strategy,
+            &seen.clusters,
+            &seen.zones,
+        )
+    }
+}
+
+/// Deletes the policy's DNSRecords and waits until they are gone (each withdraws its DNS as
+/// it goes), then lets the finalizer go.
+async fn remove(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
+    let remaining = apply::delete_records(policy, ctx).await?;
+    if remaining > 0 {
+        return Err(Error::Waiting(format!(
+            "{remaining} DNSRecords of DNSPolicy {} are withdrawing",
+            policy.name_any()
+        )));
+    }
+    let target = &policy.spec.target_ref;
+    let gateway_namespace = target
+        .namespace
+        .clone()
+        .unwrap_or_else(|| policy.namespace().unwrap_or_default());
+    if let Some(gateway) = ctx
+        .caches
+        .gateways
+        .get(Some(&gateway_namespace), &target.name)
+    {
+        apply::mark_gateway(&gateway, policy, ctx, false).await?;
+    }
+    Ok(Action::await_change())
+}

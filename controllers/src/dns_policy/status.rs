@@ -1,0 +1,320 @@
+//! What enforcing a policy says: `Accepted` and `Enforced`, decided by pure functions from
+//! what was gathered, decided and written.
+
+use kube::api::{Api, Patch};
+use kube::{Resource, ResourceExt};
+use meridian_api::conditions::{self, ConditionUpdate, condition_status, reasons, set_condition};
+use meridian_api::kuadrant::{DNSPolicy, DNSPolicyStatus, DNSRecord};
+use serde_json::json;
+
+use super::gather::Refusal;
+use crate::desired::Desired;
+use crate::{Context, Error, apply_params, now};
+
+/// Reasons of `Enforced` (Gateway API policy status).
+mod enforced {
+    pub const ENFORCED: &str = "Enforced";
+    pub const UNKNOWN: &str = "Unknown";
+}
+
+/// A condition: status, reason, message.
+pub type Condition = (bool, &'static str, String);
+
+/// `Accepted` and `Enforced` for a policy that cannot be enforced.
+pub fn refused(refusal: &Refusal) -> (Condition, Condition) {
+    match refusal {
+        Refusal::TargetNotFound { gateway } => (
+            (
+                false,
+                reasons::TARGET_NOT_FOUND,
+                format!("Gateway {gateway} not found"),
+            ),
+            (
+                false,
+                enforced::UNKNOWN,
+                "the target Gateway does not exist".into(),
+            ),
+        ),
+        Refusal::Conflicted { gateway, holder } => (
+            (
+                false,
+                reasons::CONFLICTED,
+                format!("Gateway {gateway} is already targeted by DNSPolicy {holder}"),
+            ),
+            (
+                false,
+                enforced::UNKNOWN,
+                "the policy is not in effect".into(),
+            ),
+        ),
+        Refusal::Invalid(problem) => (
+            (false, reasons::INVALID, problem.clone()),
+            (
+                false,
+                enforced::UNKNOWN,
+                "the policy is invalid; published DNS is unchanged".into(),
+            ),
+        ),
+    }
+}
+
+/// `Accepted` for a policy that is enforced.
+pub fn accepted() -> Condition {
+    (
+        true,
+        reasons::ACCEPTED,
+        "the policy is valid and attached to its Gateway".into(),
+    )
+}
+
+/// `Enforced`: every desired record written and ready, and each serving someone; otherwise
+/// what it waits for. Problems, health pruning and warnings are repeated either way.
+pub fn enforced_state(desired: &Desired, records: &[DNSRecord]) -> Condition {
+    let not_ready: Vec<String> = desired
+        .records
+        .iter()
+        .filter(|wanted| {
+            !records.iter().any(|r| {
+                r.name_any() == wanted.name
+                    && r.status.as_ref().is_some_and(|s| {
+                        s.observed_generation == r.metadata.generation
+                            && condition_status(&s.conditions, conditions::READY) == Some(true)
+                    })
+            })
+        })
+        .map(|r| r.name.clone())
+        .collect();
+    let mut notes = desired.problems.clone();
+    notes.extend(desired.waiting.iter().cloned());
+    // Health pruning is the records' business; the policy repeats what it left out.
+    notes.extend(records.iter().filter_map(|r| {
+        let status = r.status.as_ref()?;
+        let healthy = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == conditions::HEALTHY && c.status == "False")?;
+        Some(format!("{}: {}", r.name_any(), healthy.message))
+    }));
+    notes.extend(
+        desired
+            .records
+            .iter()
+            .flat_map(|r| r.warnings.iter().cloned()),
+    );
+    let empty: Vec<&str> = desired
+        .records
+        .iter()
+        .filter(|r| r.endpoints.is_empty())
+        .map(|r| r.name.as_str())
+        .collect();
+    if not_ready.is_empty() && !desired.records.is_empty() && empty.is_empty() {
+        let mut message = format!("{} DNSRecords published", desired.records.len());
+        if !notes.is_empty() {
+            message = format!("{message}; {}", notes.join("; "));
+        }
+        (true, enforced::ENFORCED, message)
+    } else {
+        let mut waiting = if desired.records.is_empty() {
+            vec!["no listener has a hostname in a ManagedZone".to_string()]
+        } else if !not_ready.is_empty() {
+            vec![format!("waiting for DNSRecords {}", not_ready.join(", "))]
+        } else {
+            vec![format!("no placed cluster serves {} yet", empty.join(", "))]
+        };
+        waiting.extend(notes);
+        (false, enforced::UNKNOWN, waiting.join("; "))
+    }
+}
+
+pub async fn write_status(
+    policy: &DNSPolicy,
+    ctx: &Context,
+    accepted: Condition,
+    enforced_state: Condition,
+) -> Result<(), Error> {
+    let mut status: DNSPolicyStatus = policy.status.clone().unwrap_or_default();
+    let generation = policy.metadata.generation;
+    status.observed_generation = generation;
+    let time = now();
+    for (type_, (ok, reason, message)) in [
+        (conditions::ACCEPTED, accepted),
+        (conditions::ENFORCED, enforced_state),
+    ] {
+        set_condition(
+            &mut status.conditions,
+            ConditionUpdate {
+                type_,
+                status: ok,
+                reason,
+                message,
+            },
+            generation,
+            &time,
+        );
+    }
+    if policy.status.as_ref() == Some(&status) {
+        return Ok(());
+    }
+    let accepted_before = policy
+        .status
+        .as_ref()
+        .and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == conditions::ACCEPTED)
+        })
+        .map(|c| c.reason.clone());
+    if let Some(now_accepted) = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == conditions::ACCEPTED)
+        && accepted_before.as_deref() != Some(now_accepted.reason.as_str())
+    {
+        ctx.notify(
+            policy,
+            now_accepted.status != "True",
+            &now_accepted.reason,
+            "Attach",
+            now_accepted.message.clone(),
+        )
+        .await;
+    }
+    let api: Api<DNSPolicy> =
+        Api::namespaced(ctx.client.clone(), &policy.namespace().unwrap_or_default());
+    let patch = json!({
+        "apiVersion": DNSPolicy::api_version(&()),
+        "kind": DNSPolicy::kind(&()),
+        "status": status,
+    });
+    api.patch_status(&policy.name_any(), &apply_params(), &Patch::Apply(patch))
+        .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::desired::DesiredRecord;
+    use meridian_api::kuadrant::DNSRecordStatus;
+    use meridian_dns::model::{Endpoint, RecordType};
+
+    fn wanted(name: &str, serving: bool) -> DesiredRecord {
+        DesiredRecord {
+            name: name.into(),
+            listener: "api".into(),
+            root_host: "api.example.com".into(),
+            zone: "example".into(),
+            endpoints: if serving {
+                vec![Endpoint::new(
+                    "api.example.com",
+                    RecordType::A,
+                    ["192.0.2.1".to_string()],
+                    60,
+                )]
+            } else {
+                Vec::new()
+            },
+            warnings: Vec::new(),
+        }
+    }
+
+    fn stored(name: &str, ready: bool) -> DNSRecord {
+        let mut record: DNSRecord = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
+            "metadata": { "name": name, "namespace": "gw", "generation": 2 },
+            "spec": { "rootHost": "api.example.com", "managedZone": { "name": "example" }, "endpoints": [] },
+        }))
+        .expect("a valid record");
+        let mut status = DNSRecordStatus {
+            observed_generation: Some(2),
+            ..Default::default()
+        };
+        set_condition(
+            &mut status.conditions,
+            ConditionUpdate {
+                type_: conditions::READY,
+                status: ready,
+                reason: "Published",
+                message: String::new(),
+            },
+            Some(2),
+            &now(),
+        );
+        record.status = Some(status);
+        record
+    }
+
+    #[test]
+    fn enforced_only_when_every_record_is_ready_and_serves_someone() {
+        let desired = |records: Vec<DesiredRecord>| Desired {
+            records,
+            ..Default::default()
+        };
+        let cases = [
+            (desired(vec![]), vec![], false, "no listener has a hostname"),
+            (
+                desired(vec![wanted("gw-api", true)]),
+                vec![],
+                false,
+                "waiting for DNSRecords gw-api",
+            ),
+            (
+                desired(vec![wanted("gw-api", true)]),
+                vec![stored("gw-api", false)],
+                false,
+                "waiting for DNSRecords gw-api",
+            ),
+            (
+                desired(vec![wanted("gw-api", false)]),
+                vec![stored("gw-api", true)],
+                false,
+                "no placed cluster serves gw-api",
+            ),
+            (
+                desired(vec![wanted("gw-api", true)]),
+                vec![stored("gw-api", true)],
+                true,
+                "1 DNSRecords published",
+            ),
+        ];
+        for (desired, records, expected, message) in cases {
+            let (enforced, _, said) = enforced_state(&desired, &records);
+            assert_eq!(enforced, expected, "{message}");
+            assert!(
+                said.starts_with(message),
+                "{said:?} starts with {message:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_refused_policy_is_neither_accepted_nor_enforced_and_says_why() {
+        let cases = [
+            (
+                Refusal::TargetNotFound {
+                    gateway: "gw/web".into(),
+                },
+                reasons::TARGET_NOT_FOUND,
+                "Gateway gw/web not found",
+            ),
+            (
+                Refusal::Conflicted {
+                    gateway: "gw/web".into(),
+                    holder: "first".into(),
+                },
+                reasons::CONFLICTED,
+                "Gateway gw/web is already targeted by DNSPolicy first",
+            ),
+            (
+                Refusal::Invalid("weights must be positive".into()),
+                reasons::INVALID,
+                "weights must be positive",
+            ),
+        ];
+        for (refusal, reason, message) in cases {
+            let (accepted, enforced) = refused(&refusal);
+            assert_eq!(accepted, (false, reason, message.to_string()));
+            assert!(!enforced.0);
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! What wakes a policy: the trigger streams, built from the pure indexes of
+//! [`crate::indexes`] over the shared caches.
+
+use std::sync::Arc;
+
+use futures::stream::BoxStream;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
+use meridian_api::meridian::ClusterReport;
+use meridian_api::upstream::{Gateway, ManagedCluster, PlacementDecision};
+
+use crate::caches::{Change, everything_once, own_changes, triggers};
+use crate::{Context, POLICY_LABEL, indexes};
+
+/// Every policy once at start, its own changes, and: its DNSRecords; its Gateway; a
+/// ManagedZone of its namespace; and on the hub, a change to the placement of its Gateway or
+/// in what a placed cluster says (labels, report, coming back after a silence).
+pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSPolicy>>> {
+    let caches = &ctx.caches;
+    let all = caches.policies.store().clone();
+    let by_gateway = {
+        let policies = all.clone();
+        move |change: &Change<Gateway>| {
+            let Some(gateway) = change.object() else {
+                return Vec::new();
+            };
+            let target = (gateway.namespace().unwrap_or_default(), gateway.name_any());
+            indexes::policies_targeting(&policies.state(), &[target].into())
+        }
+    };
+    let by_record = |change: &Change<DNSRecord>| {
+        let Some(record) = change.object() else {
+            return Vec::new();
+        };
+        record
+            .labels()
+            .get(POLICY_LABEL)
+            .map(|policy| ObjectRef::new(policy).within(&record.namespace().unwrap_or_default()))
+            .into_iter()
+            .collect()
+    };
+    let by_zone = {
+        let policies = all.clone();
+        move |change: &Change<ManagedZone>| match change {
+            Change::Applied { new: zone, .. } | Change::Deleted(zone) => {
+                indexes::policies_in_namespace(
+                    &policies.state(),
+                    &zone.namespace().unwrap_or_default(),
+                )
+            }
+            Change::Relisted => Vec::new(),
+        }
+    };
+    let mut requests = vec![
+        everything_once(&caches.policies),
+        own_changes(&caches.policies),
+        triggers(caches.records.subscribe(), all.clone(), by_record),
+        triggers(caches.gateways.subscribe(), all.clone(), by_gateway),
+        triggers(caches.zones.subscribe(), all.clone(), by_zone),
+    ];
+    if ctx.config.distributed.is_none() {
+        requests.extend(hub_triggers(ctx));
+    }
+    requests
+}
+
+/// What wakes a policy on the hub besides its own objects: a change to the placement of its
+/// Gateway, and a change in what a placed cluster says (labels, report, coming back).
+fn hub_triggers(
+    ctx: &Arc<Context>,
+) -> Vec<futures::stream::BoxStream<'static, ObjectRef<DNSPolicy>>> {
+    let caches = ctx.caches.clone();
+    let all = caches.policies.store().clone();
+    let on_cluster = {
+        let caches = caches.clone();
+        move |cluster: &str| {
+            indexes::policies_on_cluster(
+                &caches.policies.state(),
+                &caches.gateways.state(),
+                &caches.decisions.state(),
+                cluster,
+            )
+        }
+    };
+    let by_decision = {
+        let caches = caches.clone();
+        move |change: &Change<PlacementDecision>| match change {
+            Change::Applied { new: decision, .. } | Change::Deleted(decision) => {
+                let placements = indexes::placement_of(decision).into_iter().collect();
+                indexes::policies_of_placements(
+                    &caches.policies.state(),
+                    &caches.gateways.state(),
+                    &placements,
+                )
+            }
+            Change::Relisted => Vec::new(),
+        }
+    };
+    let by_cluster = {
+        let on_cluster = on_cluster.clone();
+        move |change: &Change<ManagedCluster>| match change {
+            Change::Applied { old, new }
+                if indexes::cluster_changed_for_dns(old.as_deref(), new) =>
+            {
+                on_cluster(&new.name_any())
+            }
+            Change::Deleted(cluster) => on_cluster(&cluster.name_any()),
+            _ => Vec::new(),
+        }
+    };
+    let by_report = {
+        let on_cluster = on_cluster.clone();
+        move |change: &Change<ClusterReport>| match change {
+            Change::Applied { old, new }
+                if indexes::report_changed_for_policies(old.as_deref(), new) =>
+            {
+                on_cluster(&new.namespace().unwrap_or_default())
+            }
+            Change::Deleted(report) => on_cluster(&report.namespace().unwrap_or_default()),
+            _ => Vec::new(),
+        }
+    };
+    let timeout = ctx.config.heartbeat_timeout;
+    let by_heartbeat = move |change: &Change<Lease>| match change {
+        Change::Applied { old, new } => {
+            let renewed = |lease: &Lease| lease.spec.as_ref()?.renew_time.as_ref().map(|t| t.0);
+            if indexes::heartbeat_revives(old.as_deref().and_then(renewed), renewed(new), timeout) {
+                on_cluster(&new.namespace().unwrap_or_default())
+            } else {
+                Vec::new()
+            }
+        }
+        _ => Vec::new(),
+    };
+    vec![
+        triggers(caches.decisions.subscribe(), all.clone(), by_decision),
+        triggers(caches.clusters.subscribe(), all.clone(), by_cluster),
+        triggers(caches.reports.subscribe(), all.clone(), by_report),
+        triggers(caches.heartbeats.subscribe(), all, by_heartbeat),
+    ]
+}

@@ -1,0 +1,49 @@
+//! What wakes the controller: the trigger streams, built from pure indexes over the caches.
+
+use futures::stream::BoxStream;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+use meridian_api::kuadrant::{DNSRecord, ManagedZone};
+
+use meridian_controllers::caches::{Caches, Change, everything_once, own_changes, triggers};
+use meridian_controllers::indexes;
+
+/// ManagedZone status: a zone, or a record of an embedded zone (its count), wakes it.
+pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedZone>>> {
+    let all = caches.zones.store().clone();
+    let by_record = {
+        let zones = all.clone();
+        move |change: &Change<DNSRecord>| {
+            let Some(record) = change.object() else {
+                return Vec::new();
+            };
+            // Only embedded zones are recounted per record change (counting them is free).
+            let zone = ObjectRef::<ManagedZone>::new(&record.spec.managed_zone.name)
+                .within(&record.namespace().unwrap_or_default());
+            zones
+                .get(&zone)
+                .filter(|z| z.spec.dns_provider_secret_ref.is_none())
+                .map(|_| zone)
+                .into_iter()
+                .collect()
+        }
+    };
+    let by_secret = {
+        let zones = all.clone();
+        move |change: &Change<Secret>| match change.object() {
+            Some(secret) => indexes::zones_using_secret(
+                &zones.state(),
+                &secret.namespace().unwrap_or_default(),
+                &secret.name_any(),
+            ),
+            None => Vec::new(),
+        }
+    };
+    vec![
+        everything_once(&caches.zones),
+        own_changes(&caches.zones),
+        triggers(caches.records.subscribe(), all.clone(), by_record),
+        triggers(caches.secrets.subscribe(), all, by_secret),
+    ]
+}

@@ -1,0 +1,73 @@
+//! What wakes the controller: the trigger streams, built from pure indexes over the caches.
+
+use futures::stream::BoxStream;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+use meridian_api::kuadrant::DNSHealthCheckProbe;
+use meridian_api::upstream::ManagedCluster;
+
+use meridian_controllers::caches::{Caches, Change, everything_once, triggers};
+use meridian_controllers::indexes;
+
+/// Probe header copies per cluster: a new cluster, or a probe that names a header Secret,
+/// wakes them.
+pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedCluster>>> {
+    let all = caches.clusters.store().clone();
+    let new_clusters = |change: &Change<ManagedCluster>| match change {
+        Change::Applied { old: None, new } => vec![ObjectRef::from_obj(&**new)],
+        _ => Vec::new(),
+    };
+    let by_probe = {
+        let clusters = all.clone();
+        move |change: &Change<DNSHealthCheckProbe>| {
+            let names_headers = match change {
+                Change::Applied { old, new } => {
+                    new.spec.additional_headers_ref.is_some()
+                        || old
+                            .as_ref()
+                            .is_some_and(|o| o.spec.additional_headers_ref.is_some())
+                }
+                Change::Deleted(old) => old.spec.additional_headers_ref.is_some(),
+                Change::Relisted => false,
+            };
+            if !names_headers {
+                return Vec::new();
+            }
+            clusters
+                .state()
+                .iter()
+                .map(|c| ObjectRef::from_obj(&**c))
+                .collect()
+        }
+    };
+    let by_secret = {
+        let (clusters, probes) = (all.clone(), caches.probes.store().clone());
+        move |change: &Change<Secret>| {
+            let Some(secret) = change.object() else {
+                return Vec::new();
+            };
+            let (namespace, name) = (secret.namespace().unwrap_or_default(), secret.name_any());
+            if indexes::probes_send_headers_of(&probes.state(), &namespace, &name) {
+                // A source changed: every copy holds it.
+                return clusters
+                    .state()
+                    .iter()
+                    .map(|c| ObjectRef::from_obj(&**c))
+                    .collect();
+            }
+            // A copy changed (or went): its cluster puts it back.
+            let copy = ObjectRef::<ManagedCluster>::new(&namespace);
+            (name == meridian_api::names::PROBE_HEADERS_SECRET && clusters.get(&copy).is_some())
+                .then_some(copy)
+                .into_iter()
+                .collect()
+        }
+    };
+    vec![
+        everything_once(&caches.clusters),
+        triggers(caches.clusters.subscribe(), all.clone(), new_clusters),
+        triggers(caches.probes.subscribe(), all.clone(), by_probe),
+        triggers(caches.secrets.subscribe(), all, by_secret),
+    ]
+}
