@@ -1,0 +1,140 @@
+//! What publishing a record reads before it asks the provider anything: the zone and its
+//! provider (credentials from the cache), and the live clusters' probe results.
+
+use std::sync::Arc;
+
+use std::collections::BTreeMap;
+
+use kube::ResourceExt;
+use meridian_api::kuadrant::{DNSHealthCheckProbe, DNSRecord, ManagedZone};
+use meridian_api::meridian::{ProbeReport, ProbeResults, probe_shard};
+
+use super::reasons;
+use crate::Context;
+use crate::desired::silence;
+use crate::health::PROBE_RECORD_LABEL;
+use crate::zone_provider::ZoneProvider;
+
+/// The zone and its provider, or the reason (for status) why there is none.
+pub(super) async fn zone_provider(
+    record: &DNSRecord,
+    ctx: &Context,
+) -> Result<(ManagedZone, ZoneProvider, String), (String, &'static str, String)> {
+    let namespace = record.namespace().unwrap_or_default();
+    let zone_name = &record.spec.managed_zone.name;
+    let Some(zone) = ctx.caches.zones.get(Some(&namespace), zone_name) else {
+        return Err((
+            zone_name.clone(),
+            reasons::ZONE_NOT_FOUND,
+            format!("ManagedZone {zone_name} not found"),
+        ));
+    };
+    let zone = (*zone).clone();
+    let domain = zone.spec.domain_name.clone();
+    let provider = match &zone.spec.dns_provider_secret_ref {
+        None => ctx.providers.embedded(&domain).ok_or_else(|| {
+            (
+                zone_name.clone(),
+                reasons::PROVIDER_UNAVAILABLE,
+                format!(
+                    "ManagedZone {zone_name} has no dnsProviderSecretRef, and only the hub serves zones itself"
+                ),
+            )
+        })?,
+        Some(secret_ref) => {
+            let Some(secret) = ctx.caches.secrets.get(Some(&namespace), &secret_ref.name) else {
+                return Err((
+                    zone_name.clone(),
+                    reasons::PROVIDER_UNAVAILABLE,
+                    format!("Secret {} not found", secret_ref.name),
+                ));
+            };
+            ctx.providers
+                .for_secret(&secret, &domain)
+                .await
+                .map_err(|e| {
+                    (
+                        zone_name.clone(),
+                        reasons::PROVIDER_UNAVAILABLE,
+                        e.to_string(),
+                    )
+                })?
+        }
+    };
+    let zone_id = provider
+        .zone_id(&domain, zone.spec.id.as_deref())
+        .await
+        .map_err(|e| (zone_name.clone(), reasons::PROVIDER_ERROR, e.to_string()))?;
+    Ok((zone, provider, zone_id))
+}
+
+/// The probe results of every cluster heard from within the heartbeat timeout, by cluster.
+pub(super) fn live_results(ctx: &Context) -> Vec<(String, ClusterResults)> {
+    let now = (ctx.clock)();
+    let mut by_cluster: BTreeMap<String, Vec<Arc<ProbeResults>>> = BTreeMap::new();
+    for shard in ctx.caches.probe_results.state() {
+        by_cluster
+            .entry(shard.namespace().unwrap_or_default())
+            .or_default()
+            .push(shard);
+    }
+    by_cluster
+        .into_iter()
+        .filter(|(cluster, _)| {
+            let report = ctx
+                .caches
+                .reports
+                .get(Some(cluster), meridian_api::names::CLUSTER_REPORT);
+            let heard = ctx.last_heard(cluster, report.as_deref());
+            heard.is_some() && silence(heard, now, ctx.config.heartbeat_timeout).is_none()
+        })
+        .map(|(cluster, shards)| (cluster, ClusterResults::new(shards)))
+        .collect()
+}
+
+/// One cluster's probe results, over its shards.
+pub(super) struct ClusterResults {
+    /// By shard index, of the current shard count.
+    shards: BTreeMap<u32, Arc<ProbeResults>>,
+    count: u32,
+}
+
+impl ClusterResults {
+    pub(super) fn new(shards: Vec<Arc<ProbeResults>>) -> Self {
+        // Shard 0 always exists and says how many there are now; shards of an older split
+        // (an agent growing or shrinking its split) are ignored until rewritten.
+        let count = shards
+            .iter()
+            .find(|s| s.spec.shard == 0)
+            .map_or(1, |s| s.spec.shards);
+        let shards = shards
+            .into_iter()
+            .filter(|s| s.spec.shards == count)
+            .map(|s| (s.spec.shard, s))
+            .collect();
+        ClusterResults { shards, count }
+    }
+
+    pub(super) fn find(&self, namespace: &str, probe: &str) -> Option<&ProbeReport> {
+        let shard = self
+            .shards
+            .get(&probe_shard(namespace, probe, self.count))?;
+        shard
+            .spec
+            .probes
+            .iter()
+            .find(|p| p.namespace == namespace && p.name == probe)
+    }
+}
+
+/// The record's probes, from the cache.
+pub(super) fn probes_of(record: &DNSRecord, ctx: &Context) -> Vec<Arc<DNSHealthCheckProbe>> {
+    let namespace = record.namespace();
+    let name = record.name_any();
+    ctx.caches
+        .probes
+        .state()
+        .into_iter()
+        .filter(|p| p.namespace() == namespace && p.labels().get(PROBE_RECORD_LABEL) == Some(&name))
+        .collect()
+}

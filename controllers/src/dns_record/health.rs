@@ -1,0 +1,241 @@
+//! Health before publishing: on the hub, the record's probes (written for the agents) and the
+//! clusters' verdicts aggregated into each probe's status; in distributed mode, agreement
+//! through the zone. Both leave out the leaves the fleet finds failing.
+
+use std::collections::BTreeMap;
+
+use kube::api::{Api, Patch};
+use kube::{Resource, ResourceExt};
+use meridian_api::kuadrant::{
+    DNSHealthCheckProbe, DNSHealthCheckProbeStatus, DNSRecord, HealthCheck,
+};
+use meridian_api::meridian::ProbeReport;
+use meridian_dns::changes::Update;
+use meridian_dns::model::Endpoint;
+use meridian_dns::model::RecordType;
+use meridian_dns::tree::RecordTree;
+use serde_json::json;
+
+use crate::health::{
+    HealthOutcome, PROBE_RECORD_LABEL, apply_health, probe_status, same_findings, wanted_probes,
+};
+use crate::shared_health;
+use crate::{Context, Error, apply_params};
+
+use super::gather::{live_results, probes_of};
+
+/// What this cluster publishes of a host after agreeing on health through the zone, the
+/// changes to the shared health records, and notes for status.
+pub(super) struct AgreedHealth {
+    pub(super) endpoints: Vec<Endpoint>,
+    pub(super) changes: meridian_dns::changes::Changes,
+    pub(super) notes: Vec<String>,
+}
+
+/// Distributed mode: probes the host's addresses from here (with the check's headers),
+/// updates this cluster's failure reports, and leaves out its own addresses the fleet agrees
+/// are failing (`crate::shared_health`).
+pub(super) async fn agree_on_health(
+    record: &DNSRecord,
+    ctx: &Context,
+    (check, probes): (&HealthCheck, &dyn shared_health::SharedProbes),
+    failing: &std::collections::BTreeSet<String>,
+    owner: &str,
+    desired: Vec<Endpoint>,
+    current: &[Endpoint],
+) -> Result<AgreedHealth, Error> {
+    let root_host = &record.spec.root_host;
+    let record_key = crate::object_key(
+        "DNSRecord",
+        record.namespace().as_deref(),
+        &record.name_any(),
+    );
+    let own = shared_health::host_addresses(&desired, root_host);
+    let mut watched = shared_health::host_addresses(current, root_host);
+    watched.extend(own.iter().cloned());
+    let mut notes = Vec::new();
+    let headers = match &check.additional_headers_ref {
+        None => Some(Vec::new()),
+        Some(reference) => ctx
+            .caches
+            .secrets
+            .get(record.namespace().as_deref(), &reference.name)
+            .map(|secret| crate::health::secret_headers(&secret).into_iter().collect()),
+    };
+    if headers.is_none() {
+        notes.push(format!(
+            "health checks wait for their header Secret {}",
+            check
+                .additional_headers_ref
+                .as_ref()
+                .map_or("", |r| r.name.as_str())
+        ));
+    }
+    probes.watch(&record_key, root_host, &watched, check, headers.as_deref());
+    let verdict = shared_health::decide(
+        owner,
+        root_host,
+        &own,
+        failing,
+        current,
+        ctx.config.failure_threshold_percent,
+    );
+    let endpoints = if verdict.withdrawn.is_empty() {
+        desired
+    } else {
+        let down = verdict
+            .withdrawn
+            .iter()
+            .map(|address| (address.clone(), meridian_dns::tree::Health::Unhealthy))
+            .collect();
+        match RecordTree::from_records(root_host.as_str(), desired).prune(&down) {
+            meridian_dns::tree::Pruned::Endpoints(endpoints) => endpoints,
+            // Nothing of this cluster's is healthy: its branch goes, the others serve.
+            meridian_dns::tree::Pruned::NoHealthyLeaf => Vec::new(),
+        }
+    };
+    notes.extend(verdict.notes);
+    Ok(AgreedHealth {
+        endpoints,
+        changes: verdict.changes,
+        notes,
+    })
+}
+
+/// TTL of the last-modified mark.
+pub(super) const MARK_TTL: u32 = 60;
+
+/// Adds to `changes` a new value of the host's mark, so the other clusters look again; returns
+/// the new value.
+pub(super) fn move_mark(
+    changes: &mut meridian_dns::changes::Changes,
+    mark_name: &str,
+    before: Option<&Endpoint>,
+    owner: &str,
+    ctx: &Context,
+) -> Option<String> {
+    let value = format!("{} {owner}", (ctx.clock)());
+    let mark = Endpoint::new(mark_name, RecordType::Txt, [value.clone()], MARK_TTL);
+    match before {
+        Some(old) => changes.updates.push(Update {
+            old: old.clone(),
+            new: mark,
+        }),
+        None => changes.creates.push(mark),
+    }
+    Some(value)
+}
+
+/// Keeps one probe per leaf of the record, turns the live clusters' results into each probe's
+/// status, and prunes the record by them.
+pub(super) async fn check_health(
+    record: &DNSRecord,
+    check: &HealthCheck,
+    requested: &[Endpoint],
+    published: Option<&[Endpoint]>,
+    ctx: &Context,
+) -> Result<HealthOutcome, Error> {
+    if !ctx.caches.listed() {
+        return Err(Error::Waiting(
+            "the first list of probes and reports".into(),
+        ));
+    }
+    let namespace = record.namespace().unwrap_or_default();
+    let name = record.name_any();
+    let root_host = &record.spec.root_host;
+    let leaves = RecordTree::from_records(root_host.as_str(), requested.to_vec()).leaf_addresses();
+    let wanted = wanted_probes(&name, root_host, &leaves, check);
+    let existing = probes_of(record, ctx);
+    let api: Api<DNSHealthCheckProbe> = Api::namespaced(ctx.client.clone(), &namespace);
+    let owner = record
+        .controller_owner_ref(&())
+        .expect("a stored record has a UID");
+    for probe in &wanted {
+        let current = existing.iter().find(|p| p.name_any() == probe.name);
+        if current.is_some_and(|p| p.spec == probe.spec) {
+            continue;
+        }
+        let object = json!({
+            "apiVersion": DNSHealthCheckProbe::api_version(&()),
+            "kind": DNSHealthCheckProbe::kind(&()),
+            "metadata": {
+                "name": probe.name,
+                "namespace": namespace,
+                "labels": { PROBE_RECORD_LABEL: name },
+                "ownerReferences": [owner],
+            },
+            "spec": probe.spec,
+        });
+        api.patch(&probe.name, &apply_params(), &Patch::Apply(object))
+            .await?;
+    }
+    let keep: Vec<&str> = wanted.iter().map(|p| p.name.as_str()).collect();
+    delete_probes(record, ctx, &keep).await?;
+
+    let results = live_results(ctx);
+    let mut verdicts = BTreeMap::new();
+    for probe in &wanted {
+        let results: Vec<(String, &ProbeReport)> = results
+            .iter()
+            .filter_map(|(cluster, results)| {
+                Some((cluster.clone(), results.find(&namespace, &probe.name)?))
+            })
+            .collect();
+        let status = probe_status(&results, ctx.config.failure_threshold_percent);
+        let current = existing
+            .iter()
+            .find(|p| p.name_any() == probe.name)
+            .and_then(|p| p.status.clone());
+        if status_worth_writing(current.as_ref(), &status, ctx.config.resync) {
+            let patch = json!({
+                "apiVersion": DNSHealthCheckProbe::api_version(&()),
+                "kind": DNSHealthCheckProbe::kind(&()),
+                "status": status,
+            });
+            api.patch_status(&probe.name, &apply_params(), &Patch::Apply(patch))
+                .await?;
+        }
+        verdicts.insert(probe.spec.address.clone(), status.healthy);
+    }
+    Ok(apply_health(root_host, requested, &verdicts, published))
+}
+
+/// A probe's status is rewritten when its findings change, and otherwise only to refresh
+/// `lastCheckedAt` once per resync period.
+pub(super) fn status_worth_writing(
+    current: Option<&DNSHealthCheckProbeStatus>,
+    new: &DNSHealthCheckProbeStatus,
+    refresh: std::time::Duration,
+) -> bool {
+    let Some(current) = current else {
+        return true;
+    };
+    if !same_findings(current, new) {
+        return true;
+    }
+    match (&current.last_checked_at, &new.last_checked_at) {
+        (Some(old), Some(new)) => {
+            new.0.duration_since(old.0).as_secs().max(0).unsigned_abs() > refresh.as_secs()
+        }
+        (None, Some(_)) => true,
+        _ => false,
+    }
+}
+
+/// Deletes the record's probes except `keep`.
+pub(super) async fn delete_probes(
+    record: &DNSRecord,
+    ctx: &Context,
+    keep: &[&str],
+) -> Result<(), Error> {
+    let api: Api<DNSHealthCheckProbe> =
+        Api::namespaced(ctx.client.clone(), &record.namespace().unwrap_or_default());
+    for stale in probes_of(record, ctx)
+        .iter()
+        .filter(|p| !keep.contains(&p.name_any().as_str()))
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+    {
+        crate::delete_if_present(&api, &stale.name_any()).await?;
+    }
+    Ok(())
+}

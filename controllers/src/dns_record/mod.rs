@@ -1,0 +1,367 @@
+//! DNSRecord → the zone's provider. The record's endpoints are planned against the zone with
+//! external-dns-compatible ownership (owner: `spec.ownerID`, else the record's UID) and applied
+//! in batches; status says what is published. Deleting a record removes only its own
+//! contribution. Provider errors are said in status and retried with backoff; what was
+//! published before stays published.
+//!
+//! | | |
+//! |---|---|
+//! | **Watches** (shared caches) | DNSRecords, ManagedZones, Secrets; on the hub also DNSHealthCheckProbes, ProbeResults, ClusterReports, heartbeat Leases |
+//! | **Triggered by** ([`triggers`]) | the record; its zone; the zone's provider Secret or the health check's header Secret; on the hub, a changed verdict of one of its probes; a timer at the heartbeat timeout while it has health checks |
+//! | **Gathers** ([`gather`]) | the zone and its provider (credentials from the cache); the live clusters' probe results; then the zone's records from the provider, only when something may have changed |
+//! | **Decides** (pure) | health pruning ([`crate::health`], [`crate::shared_health`]); the changes (`meridian_dns::plan`) with external-dns ownership |
+//! | **Writes** ([`health`], [`status`]) | the provider's records, in batches; the record's probes and their status (hub); the record's status |
+
+mod gather;
+mod health;
+mod status;
+pub mod triggers;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams};
+use kube::runtime::controller::Action;
+use meridian_api::conditions::{self};
+use meridian_api::kuadrant::{DNSHealthCheckProbe, DNSRecord};
+use meridian_dns::model::Endpoint;
+use meridian_dns::model::{RecordType, is_at_or_below};
+use meridian_dns::plan::{PlanInput, Registry, plan};
+use meridian_providers::Provider;
+
+use crate::caches::run_controller;
+use crate::convert::all_to_engine;
+use crate::health::PROBE_RECORD_LABEL;
+use crate::shared_health;
+use crate::zone_provider::ZoneProvider;
+use crate::{Context, Error, retry_after, with_finalizer};
+
+use gather::zone_provider;
+use health::{agree_on_health, check_health, delete_probes, move_mark};
+use status::{domain_owners, provider_failed, ready_as_before, write_status};
+
+pub const FINALIZER: &str = "meridian.dev/dns-record";
+const CONTROLLER: &str = "dnsrecord";
+
+/// Reasons of the record's `Ready` condition.
+pub mod reasons {
+    pub const PUBLISHED: &str = "Published";
+    pub const PARTLY_PUBLISHED: &str = "PartlyPublished";
+    pub const ZONE_NOT_FOUND: &str = "ZoneNotFound";
+    pub const PROVIDER_UNAVAILABLE: &str = "ProviderUnavailable";
+    pub const PROVIDER_ERROR: &str = "ProviderError";
+}
+
+/// Runs the DNSRecord controller until `stop`.
+pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
+    let all = ctx.caches.records.store().clone();
+    let requests = triggers::requests(&ctx);
+    run_controller(all, requests, reconcile, error_policy, ctx.clone(), stop).await;
+}
+
+pub async fn reconcile(record: Arc<DNSRecord>, ctx: Arc<Context>) -> Result<Action, Error> {
+    with_finalizer(
+        record,
+        &ctx,
+        CONTROLLER,
+        FINALIZER,
+        |record| {
+            let ctx = &ctx;
+            async move { publish(&record, ctx).await }
+        },
+        |record| {
+            let ctx = &ctx;
+            async move { withdraw(&record, ctx).await }
+        },
+    )
+    .await
+}
+
+pub fn error_policy(record: Arc<DNSRecord>, error: &Error, ctx: Arc<Context>) -> Action {
+    retry_after(&*record, error, &ctx, CONTROLLER)
+}
+
+/// The owner ID the record publishes under.
+pub fn owner_of(record: &DNSRecord) -> String {
+    record
+        .spec
+        .owner_id
+        .clone()
+        .or_else(|| record.uid())
+        .unwrap_or_else(|| record.name_any())
+}
+
+async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
+    let started = Instant::now();
+    let requested = all_to_engine(&record.spec.endpoints);
+    let previous: Option<Vec<Endpoint>> = record
+        .status
+        .as_ref()
+        .filter(|status| !status.endpoints.is_empty())
+        .map(|status| all_to_engine(&status.endpoints));
+    // On the hub, health is probes and their aggregate; in distributed mode it is agreed
+    // through the zone (below, once the zone is read).
+    let shared_check = record
+        .spec
+        .health_check
+        .as_ref()
+        .filter(|_| ctx.config.distributed.is_some());
+    let health = match &record.spec.health_check {
+        Some(check) if shared_check.is_none() => {
+            Some(check_health(record, check, &requested, previous.as_deref(), ctx).await?)
+        }
+        Some(_) => None,
+        None => {
+            delete_probes(record, ctx, &[]).await?;
+            None
+        }
+    };
+    let health = health.as_ref();
+    // A silent cluster's results must expire even when nothing else changes.
+    let resync = if health.is_some() {
+        ctx.config.resync.min(ctx.config.heartbeat_timeout)
+    } else {
+        ctx.config.resync
+    };
+    let (_, provider, zone_id) = match zone_provider(record, ctx).await {
+        Ok(found) => found,
+        Err((_, reason, message)) => {
+            // Nothing is changed at any provider: what was published stays published.
+            let outcome = (false, reason, message);
+            write_status(record, ctx, None, outcome, health, Vec::new()).await?;
+            return Err(Error::Waiting(format!("zone of {}", record.name_any())));
+        }
+    };
+    let owner = owner_of(record);
+    let healthy_endpoints = health.map_or(&requested, |h| &h.endpoints);
+    let (mut desired, mut notes) = provider.publishable(&record.spec.root_host, healthy_endpoints);
+
+    // Steady state at a provider: what this generation asks for is what status says is
+    // published, so there is nothing to ask the provider (not even a zone list). Embedded zones
+    // are always planned: reading them is free, and after a restart they start empty.
+    let published_as_desired = record.status.as_ref().is_some_and(|status| {
+        status.observed_generation == record.metadata.generation
+            && conditions::condition_status(&status.conditions, conditions::READY) == Some(true)
+    }) && previous.as_deref() == Some(desired.as_slice());
+    let distributed = ctx.config.distributed.is_some();
+    let record_key = crate::object_key(
+        "DNSRecord",
+        record.namespace().as_deref(),
+        &record.name_any(),
+    );
+    let mark_name = last_modified_name(&record.spec.root_host);
+    let shared = shared_check.zip(ctx.shared_probes.as_ref());
+    let failing = shared.map(|(_, probes)| probes.failing(&record_key));
+    // What this cluster's probes say changed since the last full pass: look at the zone.
+    let health_unchanged = failing
+        .as_ref()
+        .is_none_or(|failing| ctx.failing_unchanged(&record_key, failing));
+    if published_as_desired && health_unchanged && !matches!(provider, ZoneProvider::Embedded(_)) {
+        // On the hub, nothing but this record changes what this record publishes. In
+        // distributed mode other clusters write the same names: one small read of the host's
+        // last-modified mark says whether anyone did since this cluster last looked.
+        let unchanged = if distributed {
+            let mark = match provider
+                .read_record(&zone_id, &mark_name, RecordType::Txt)
+                .await
+            {
+                Ok(mark) => mark.map(|m| m.targets.join("")),
+                Err(error) => return provider_failed(record, ctx, &provider, error).await,
+            };
+            ctx.last_seen_mark(&record_key) == Some(mark)
+        } else {
+            true
+        };
+        if unchanged {
+            write_status(
+                record,
+                ctx,
+                None,
+                ready_as_before(record),
+                health,
+                Vec::new(),
+            )
+            .await?;
+            return Ok(Action::requeue(refresh_after(resync, distributed)));
+        }
+    }
+
+    let current = provider.records(&zone_id).await;
+    let current = match current {
+        Ok(current) => current,
+        Err(error) => return provider_failed(record, ctx, &provider, error).await,
+    };
+    let mark_before = current
+        .iter()
+        .find(|e| e.dns_name == mark_name && e.record_type == RecordType::Txt)
+        .cloned();
+    let mut health_changes = meridian_dns::changes::Changes::default();
+    if let (Some((check, probes)), Some(failing)) = (shared, failing) {
+        let agreed = agree_on_health(
+            record,
+            ctx,
+            (check, probes.as_ref()),
+            &failing,
+            &owner,
+            desired,
+            &current,
+        )
+        .await?;
+        desired = agreed.endpoints;
+        notes.extend(agreed.notes);
+        health_changes = agreed.changes;
+        ctx.remember_failing(&record_key, failing);
+    }
+    let planned = plan(
+        &PlanInput {
+            owner: &owner,
+            root_host: &record.spec.root_host,
+            desired: &desired,
+            previous: previous.as_deref(),
+        },
+        &current,
+    );
+    let mut changes = planned.changes.clone();
+    changes.append(health_changes);
+    let mut mark_after = mark_before.as_ref().map(|m| m.targets.join(""));
+    if distributed && !changes.is_empty() {
+        mark_after = move_mark(&mut changes, &mark_name, mark_before.as_ref(), &owner, ctx);
+    }
+    if !changes.is_empty() {
+        if let Err(error) = provider.apply(&zone_id, &changes).await {
+            ctx.metrics.provider_call(provider.kind(), "error");
+            return provider_failed(record, ctx, &provider, error).await;
+        }
+        ctx.metrics.provider_call(provider.kind(), "ok");
+        ctx.metrics.published(started.elapsed());
+    }
+    if distributed {
+        ctx.remember_mark(&record_key, mark_after);
+    }
+    let owners = domain_owners(&current, &record.spec.root_host, &owner);
+    let mut messages: Vec<String> = planned.problems.iter().map(ToString::to_string).collect();
+    messages.extend(notes);
+    let (ready, reason, message) = if planned.problems.is_empty() {
+        let mut message = format!(
+            "{} records published through {}",
+            desired.len(),
+            provider.kind()
+        );
+        if !messages.is_empty() {
+            message = format!("{message}; {}", messages.join("; "));
+        }
+        (true, reasons::PUBLISHED, message)
+    } else {
+        (false, reasons::PARTLY_PUBLISHED, messages.join("; "))
+    };
+    write_status(
+        record,
+        ctx,
+        Some(&desired),
+        (ready, reason, message),
+        health,
+        owners,
+    )
+    .await?;
+    // A conflict with another owner is not fought over: look again later and later (its own
+    // count, which a successful pass does not reset).
+    let conflict_key = format!("{record_key}/conflict");
+    if !planned.problems.is_empty() {
+        return Ok(ctx.retry_after_failure(&conflict_key));
+    }
+    ctx.succeeded(&conflict_key);
+    Ok(Action::requeue(refresh_after(resync, distributed)))
+}
+
+/// The TXT record whose value changes with every change any cluster makes to a host's records
+/// in distributed mode (`kuadrant.last_modified_at.<host>`).
+pub fn last_modified_name(root_host: &str) -> String {
+    format!(
+        "kuadrant.last_modified_at.{}",
+        root_host.trim_start_matches("*.")
+    )
+}
+
+/// The next refresh: in distributed mode with ±5 % jitter, so clusters sharing a zone do not
+/// read it in step.
+fn refresh_after(resync: std::time::Duration, distributed: bool) -> std::time::Duration {
+    if !distributed {
+        return resync;
+    }
+    use rand::Rng;
+    resync.mul_f64(rand::rng().random_range(0.95..=1.05))
+}
+
+/// Removes this record's contribution from its zone, then lets the finalizer go.
+async fn withdraw(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
+    let probes: Api<DNSHealthCheckProbe> =
+        Api::namespaced(ctx.client.clone(), &record.namespace().unwrap_or_default());
+    probes
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels(&format!("{PROBE_RECORD_LABEL}={}", record.name_any())),
+        )
+        .await?;
+    let Some(previous) = record
+        .status
+        .as_ref()
+        .filter(|status| !status.endpoints.is_empty())
+        .map(|status| all_to_engine(&status.endpoints))
+    else {
+        return Ok(Action::await_change());
+    };
+    let (_, provider, zone_id) = match zone_provider(record, ctx).await {
+        Ok(found) => found,
+        // The zone is gone: there is nowhere left to withdraw from.
+        Err((_, reasons::ZONE_NOT_FOUND, _)) => return Ok(Action::await_change()),
+        Err((_, _, message)) => return Err(Error::Waiting(message)),
+    };
+    let owner = owner_of(record);
+    let current = provider.records(&zone_id).await?;
+    let planned = plan(
+        &PlanInput {
+            owner: &owner,
+            root_host: &record.spec.root_host,
+            desired: &[],
+            previous: Some(&previous),
+        },
+        &current,
+    );
+    let mut changes = planned.changes.clone();
+    if ctx.config.distributed.is_some() {
+        // Out of the host's member list and failure reports too.
+        changes.append(shared_health::leave(
+            &owner,
+            &current,
+            &record.spec.root_host,
+        ));
+    }
+    if ctx.config.distributed.is_some() && !changes.is_empty() {
+        let mark_name = last_modified_name(&record.spec.root_host);
+        let mark = current
+            .iter()
+            .find(|e| e.dns_name == mark_name && e.record_type == RecordType::Txt);
+        let base = record.spec.root_host.trim_start_matches("*.");
+        let others_remain = Registry::read(&current)
+            .ownership
+            .iter()
+            .any(|(key, owners)| {
+                is_at_or_below(&key.dns_name, base) && owners.keys().any(|o| o != &owner)
+            });
+        match (mark, others_remain) {
+            // The last owner leaves: its mark goes with it.
+            (Some(mark), false) => changes.deletes.push(mark.clone()),
+            (mark, true) => {
+                move_mark(&mut changes, &mark_name, mark, &owner, ctx);
+            }
+            (None, false) => {}
+        }
+    }
+    if !changes.is_empty() {
+        provider.apply(&zone_id, &changes).await?;
+        ctx.metrics.provider_call(provider.kind(), "ok");
+    }
+    tracing::info!(record = %record.name_any(), removed = planned.changes.deletes.len(), "withdrew records");
+    Ok(Action::await_change())
+}

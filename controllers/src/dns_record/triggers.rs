@@ -1,0 +1,83 @@
+//! What wakes a record: the trigger streams, built from the pure indexes of
+//! [`crate::indexes`] over the shared caches.
+
+use std::sync::Arc;
+
+use futures::stream::BoxStream;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+use meridian_api::kuadrant::{DNSRecord, ManagedZone};
+use meridian_api::meridian::ProbeResults;
+
+use crate::caches::{Change, everything_once, own_changes, triggers};
+use crate::health::PROBE_RECORD_LABEL;
+use crate::{Context, indexes};
+
+/// What wakes a record: besides its own records it follows, from the
+/// shared caches, the ManagedZones they publish into and, on the hub, the reports whose probe
+/// verdicts changed ([`crate::indexes::records_with_changed_verdicts`]). In distributed mode
+/// the caches hold only the records this cluster's agent wrote.
+pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSRecord>>> {
+    let caches = ctx.caches.clone();
+    let all = caches.records.store().clone();
+    let by_zone = {
+        let records = all.clone();
+        move |change: &Change<ManagedZone>| match change {
+            Change::Applied { new: zone, .. } | Change::Deleted(zone) => {
+                let namespace = zone.namespace();
+                records
+                    .state()
+                    .iter()
+                    .filter(|r| {
+                        r.namespace() == namespace && r.spec.managed_zone.name == zone.name_any()
+                    })
+                    .map(|r| ObjectRef::from_obj(&**r))
+                    .collect()
+            }
+            Change::Relisted => Vec::new(),
+        }
+    };
+    let by_secret = {
+        let (records, zones) = (all.clone(), caches.zones.store().clone());
+        move |change: &Change<Secret>| {
+            let Some(secret) = change.object() else {
+                return Vec::new();
+            };
+            indexes::records_using_secret(
+                &records.state(),
+                &zones.state(),
+                &secret.namespace().unwrap_or_default(),
+                &secret.name_any(),
+            )
+        }
+    };
+    let mut requests = vec![
+        everything_once(&caches.records),
+        own_changes(&caches.records),
+        triggers(caches.zones.subscribe(), all.clone(), by_zone),
+        triggers(caches.secrets.subscribe(), all.clone(), by_secret),
+    ];
+    if ctx.config.distributed.is_none() {
+        let probes = caches.probes.store().clone();
+        let record_of_probe = move |namespace: &str, probe: &str| {
+            let probe = probes.get(&ObjectRef::new(probe).within(namespace))?;
+            probe.labels().get(PROBE_RECORD_LABEL).cloned()
+        };
+        let by_results = move |change: &Change<ProbeResults>| match change {
+            Change::Applied { old, new } => {
+                indexes::records_with_changed_verdicts(old.as_deref(), Some(new), &record_of_probe)
+            }
+            Change::Deleted(old) => {
+                indexes::records_with_changed_verdicts(Some(old), None, &record_of_probe)
+            }
+            Change::Relisted => Vec::new(),
+        };
+        requests.push(triggers(
+            caches.probe_results.subscribe(),
+            all.clone(),
+            by_results,
+        ));
+    }
+    requests
+}
