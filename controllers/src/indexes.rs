@@ -157,6 +157,16 @@ pub fn cluster_changed_for_dns(old: Option<&ManagedCluster>, new: &ManagedCluste
     old.is_none_or(|old| old.labels() != new.labels())
 }
 
+/// Whether a ManagedZone changed in what records and policies read of it: its spec (domain,
+/// provider Secret, ID) or its being deleted. Its status (the record count, rewritten as
+/// records are published) concerns none of them; reading it as a change would wake every
+/// policy and record of the zone for each record published.
+pub fn zone_changed_for_dns(old: Option<&ManagedZone>, new: &ManagedZone) -> bool {
+    old.is_none_or(|old| {
+        old.spec != new.spec || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
+    })
+}
+
 /// Whether a heartbeat brings a cluster back: it was not heard from within `timeout` before
 /// this renewal (or never), so the policies that left it out must look again.
 pub fn heartbeat_revives(
@@ -528,6 +538,38 @@ mod tests {
             names(records_with_changed_verdicts(Some(&base), None, record_of)),
             ["gw/api-dns-api", "gw/web-dns-api"],
             "a deleted shard"
+        );
+    }
+
+    #[test]
+    fn zone_status_changes_do_not_concern_records_or_policies() {
+        let zone: ManagedZone = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
+            "metadata": { "name": "example", "namespace": "gw" },
+            "spec": { "domainName": "example.com" },
+        }))
+        .expect("a valid zone");
+        let mut counted = zone.clone();
+        counted.status = Some(meridian_api::kuadrant::ManagedZoneStatus {
+            record_count: Some(42),
+            ..Default::default()
+        });
+        let mut moved = zone.clone();
+        moved.spec.domain_name = "example.org".into();
+        let mut deleting = zone.clone();
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::from_second(1).unwrap(),
+            ));
+        assert!(zone_changed_for_dns(None, &zone), "a new zone");
+        assert!(
+            !zone_changed_for_dns(Some(&zone), &counted),
+            "a new record count"
+        );
+        assert!(zone_changed_for_dns(Some(&zone), &moved), "a new domain");
+        assert!(
+            zone_changed_for_dns(Some(&zone), &deleting),
+            "being deleted"
         );
     }
 

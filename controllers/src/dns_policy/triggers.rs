@@ -44,13 +44,19 @@ pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSPolic
     let by_zone = {
         let policies = all.clone();
         move |change: &Change<ManagedZone>| match change {
-            Change::Applied { new: zone, .. } | Change::Deleted(zone) => {
+            Change::Applied { old, new: zone }
+                if indexes::zone_changed_for_dns(old.as_deref(), zone) =>
+            {
                 indexes::policies_in_namespace(
                     &policies.state(),
                     &zone.namespace().unwrap_or_default(),
                 )
             }
-            Change::Relisted => Vec::new(),
+            Change::Deleted(zone) => indexes::policies_in_namespace(
+                &policies.state(),
+                &zone.namespace().unwrap_or_default(),
+            ),
+            _ => Vec::new(),
         }
     };
     let mut requests = vec![

@@ -24,6 +24,11 @@ pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSRecor
     let by_zone = {
         let records = all.clone();
         move |change: &Change<ManagedZone>| match change {
+            Change::Applied { old, new: zone }
+                if !indexes::zone_changed_for_dns(old.as_deref(), zone) =>
+            {
+                Vec::new()
+            }
             Change::Applied { new: zone, .. } | Change::Deleted(zone) => {
                 let namespace = zone.namespace();
                 records
