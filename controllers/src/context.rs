@@ -226,6 +226,10 @@ pub enum Error {
     Kube(#[from] kube::Error),
     #[error("{0}")]
     Finalizer(String),
+    /// A write built on a cached object the API server has since moved past (the cache has not
+    /// heard yet): retried shortly, without backoff, as the watch catches up.
+    #[error("the cache is behind: {0}")]
+    Stale(String),
     #[error("provider: {0}")]
     Provider(#[from] meridian_providers::ProviderError),
     #[error("waiting: {0}")]
@@ -240,6 +244,7 @@ impl Error {
         match self {
             Error::Kube(_) => "kube",
             Error::Finalizer(_) => "finalizer",
+            Error::Stale(_) => "stale",
             Error::Provider(_) => "provider",
             Error::Waiting(_) => "waiting",
             Error::Aborted(_) => "aborted",
@@ -284,6 +289,13 @@ where
     .await
     .map_err(|error| match error {
         FinalizerError::ApplyFailed(e) | FinalizerError::CleanupFailed(e) => e,
+        // The finalizer list the patch tested is not the stored one any more.
+        FinalizerError::AddFinalizer(kube::Error::Api(status))
+        | FinalizerError::RemoveFinalizer(kube::Error::Api(status))
+            if status.code == 409 || status.code == 422 =>
+        {
+            Error::Stale(status.message)
+        }
         other => Error::Finalizer(other.to_string()),
     });
     if result.is_ok() {
@@ -306,9 +318,17 @@ pub fn retry_after<K: kube::Resource<DynamicType = ()>>(
         object.namespace().as_deref(),
         &object.name_any(),
     );
+    if let Error::Stale(_) = error {
+        tracing::debug!(object = %key, %error, "the cache is behind; looking again shortly");
+        let delay = rand::rng().random_range(STALE_RETRY / 2..=STALE_RETRY);
+        return Action::requeue(delay);
+    }
     tracing::warn!(object = %key, %error, "reconcile failed; retrying with backoff");
     ctx.retry_after_failure(&key)
 }
+
+/// The longest wait before looking again at an object whose cached copy was behind.
+const STALE_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
 
 pub fn apply_params() -> PatchParams {
     PatchParams::apply(FIELD_MANAGER).force()

@@ -152,6 +152,27 @@ impl ZoneProvider {
 impl ZoneProvider {
     /// One record set by name and type: a single small read where the provider has one
     /// (Route53, RFC2136), else read from the whole zone.
+    /// The zone's records a plan for `root_host` reads (`meridian_dns::plan::host_records`):
+    /// an embedded zone copies only those out of memory; a provider's zone is listed whole.
+    pub async fn host_records(
+        &self,
+        zone_id: &str,
+        root_host: &str,
+    ) -> Result<Vec<Endpoint>, ProviderError> {
+        match self {
+            ZoneProvider::Embedded(embedded) => {
+                let zones = embedded.zones.zones.lock().expect("zones lock");
+                Ok(zones.get(&embedded.apex).map_or_else(Vec::new, |records| {
+                    meridian_dns::plan::host_records(records.values(), root_host)
+                }))
+            }
+            _ => Ok(meridian_dns::plan::host_records(
+                &self.records(zone_id).await?,
+                root_host,
+            )),
+        }
+    }
+
     pub async fn read_record(
         &self,
         zone_id: &str,

@@ -232,6 +232,28 @@ pub struct Plan {
     pub problems: Vec<Problem>,
 }
 
+/// The records of `zone` a plan for `root_host` reads: those at or below its base, and the
+/// ownership TXT records vouching for them. Planning against these is planning against the
+/// whole zone (records elsewhere are neither read nor written), so a caller holding a large
+/// zone in memory plans one host without copying the rest.
+pub fn host_records<'a>(
+    zone: impl IntoIterator<Item = &'a Endpoint>,
+    root_host: &str,
+) -> Vec<Endpoint> {
+    let base = root_host
+        .strip_prefix("*.")
+        .unwrap_or(root_host)
+        .to_ascii_lowercase();
+    zone.into_iter()
+        .filter(|record| {
+            is_at_or_below(&record.dns_name, &base)
+                || record_vouched_for(record)
+                    .is_some_and(|key| is_at_or_below(&key.dns_name, &base))
+        })
+        .cloned()
+        .collect()
+}
+
 /// Plans `input.owner`'s records against `zone`.
 pub fn plan(input: &PlanInput<'_>, zone: &[Endpoint]) -> Plan {
     let registry = Registry::read(zone);

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use meridian_dns::changes::{ZoneRecords, apply_strictly};
 use meridian_dns::model::{Endpoint, RecordKey, RecordType, is_at_or_below};
-use meridian_dns::plan::{PlanInput, Problem, ownership_txt_name, plan};
+use meridian_dns::plan::{PlanInput, Problem, host_records, ownership_txt_name, plan};
 use meridian_dns::tree::{
     Address, ClusterTarget, GatewayRef, LoadBalancing, Strategy as TreeStrategy, build_record_tree,
 };
@@ -412,6 +412,35 @@ proptest! {
         publish(&mut zone, "owner-a", &desired, None);
         publish(&mut zone, "owner-a", &[], Some(&desired));
         prop_assert_eq!(zone.values().cloned().collect::<Vec<_>>(), before);
+    }
+
+    #[test]
+    fn planning_against_the_hosts_records_is_planning_against_the_zone(
+        clusters in arb_clusters(),
+        next in arb_clusters(),
+        policy in arb_policy(),
+        theirs in arb_clusters(),
+    ) {
+        let mut zone = ZoneRecords::new();
+        // Beside the host: a host whose name ends like it, a wildcard, and records nobody owns
+        // inside and outside it.
+        for other in ["xapi.example.com", "*.apps.example.com"] {
+            let records = build_record_tree(other, &gateway(), &TreeStrategy::LoadBalanced(LoadBalancing { default_weight: 1, custom: Vec::new(), default_geo: None }), &theirs).unwrap().endpoints();
+            apply_strictly(&mut zone, &plan(&PlanInput { owner: "owner-b", root_host: other, desired: &records, previous: None }, &[]).changes).unwrap();
+        }
+        for unowned in [a("legacy.api.example.com", &["198.51.100.7"]), a("example.com", &["198.51.100.8"])] {
+            zone.insert(unowned.key(), unowned);
+        }
+        let desired = tree(&policy, &clusters);
+        publish(&mut zone, "owner-a", &desired, None);
+        let whole = zone_of(&zone);
+        let scoped = host_records(&whole, HOST);
+        prop_assert!(scoped.iter().all(|r| !r.dns_name.contains("xapi") && !r.dns_name.contains("apps")));
+        let changed = tree(&policy, &next);
+        let input = PlanInput { owner: "owner-a", root_host: HOST, desired: &changed, previous: Some(&desired) };
+        let (from_zone, from_host) = (plan(&input, &whole), plan(&input, &scoped));
+        prop_assert_eq!(from_zone.changes, from_host.changes);
+        prop_assert_eq!(from_zone.problems, from_host.problems);
     }
 
     #[test]

@@ -187,7 +187,9 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         }
     }
 
-    let current = provider.records(&zone_id).await;
+    let current = provider
+        .host_records(&zone_id, &record.spec.root_host)
+        .await;
     let current = match current {
         Ok(current) => current,
         Err(error) => return provider_failed(record, ctx, &provider, error).await,
@@ -318,7 +320,9 @@ async fn withdraw(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         Err((_, _, message)) => return Err(Error::Waiting(message)),
     };
     let owner = owner_of(record);
-    let current = provider.records(&zone_id).await?;
+    let current = provider
+        .host_records(&zone_id, &record.spec.root_host)
+        .await?;
     let planned = plan(
         &PlanInput {
             owner: &owner,
