@@ -44,11 +44,17 @@ pub fn placement_of(decision: &PlacementDecision) -> Option<PlacementKey> {
     ))
 }
 
-/// The Placement a hub Gateway follows.
-pub fn gateway_placement(gateway: &Gateway) -> Option<PlacementKey> {
+/// The Placement a hub Gateway follows: its namespace and the placement's name (borrowed:
+/// the triggers ask this of every Gateway for every change).
+pub fn gateway_placement(gateway: &Gateway) -> Option<(&str, &str)> {
     Some((
-        gateway.namespace()?,
-        gateway.labels().get(PLACEMENT_LABEL)?.clone(),
+        gateway.metadata.namespace.as_deref()?,
+        gateway
+            .metadata
+            .labels
+            .as_ref()?
+            .get(PLACEMENT_LABEL)?
+            .as_str(),
     ))
 }
 
@@ -73,22 +79,28 @@ pub fn gateways_following(
     gateways: &[Arc<Gateway>],
     placements: &BTreeSet<PlacementKey>,
 ) -> Vec<ObjectRef<Gateway>> {
+    let wanted = borrowed(placements);
     gateways
         .iter()
-        .filter(|g| gateway_placement(g).is_some_and(|p| placements.contains(&p)))
+        .filter(|g| gateway_placement(g).is_some_and(|p| wanted.contains(&p)))
         .map(|g| ObjectRef::from_obj(&**g))
         .collect()
 }
 
-/// The Gateway a policy targets: namespace and name.
-pub fn policy_target(policy: &DNSPolicy) -> (String, String) {
+/// A set of (namespace, name) keys to look borrowed keys up in.
+fn borrowed(keys: &BTreeSet<(String, String)>) -> BTreeSet<(&str, &str)> {
+    keys.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect()
+}
+
+/// The Gateway a policy targets: namespace and name (borrowed, as for [`gateway_placement`]).
+pub fn policy_target(policy: &DNSPolicy) -> (&str, &str) {
     let target = &policy.spec.target_ref;
     let namespace = target
         .namespace
-        .clone()
-        .or_else(|| policy.namespace())
+        .as_deref()
+        .or(policy.metadata.namespace.as_deref())
         .unwrap_or_default();
-    (namespace, target.name.clone())
+    (namespace, target.name.as_str())
 }
 
 /// The policies that target one of `gateways` (namespace, name).
@@ -96,9 +108,10 @@ pub fn policies_targeting(
     policies: &[Arc<DNSPolicy>],
     gateways: &BTreeSet<(String, String)>,
 ) -> Vec<ObjectRef<DNSPolicy>> {
+    let wanted = borrowed(gateways);
     policies
         .iter()
-        .filter(|p| gateways.contains(&policy_target(p)))
+        .filter(|p| wanted.contains(&policy_target(p)))
         .map(|p| ObjectRef::from_obj(&**p))
         .collect()
 }

@@ -222,6 +222,8 @@ fn launch(
             "--audit-log-format=json".to_string(),
             "--audit-log-mode=batch".to_string(),
             "--audit-log-batch-max-wait=1s".to_string(),
+            // Never rotated (the default rotates at 100 MB): readers count from an offset.
+            "--audit-log-maxsize=1000000".to_string(),
         ]);
     }
     let apiserver = ManagedProcess::spawn(

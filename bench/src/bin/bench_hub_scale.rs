@@ -591,7 +591,9 @@ fn lease(cluster: &str) -> Value {
     })
 }
 
-/// The synthetic agents' heartbeats, spread evenly over the interval.
+/// The synthetic agents' heartbeats, spread evenly over the interval. Each renewal is its own
+/// task, as each agent is its own process: a slow API server delays renewals, it does not
+/// queue them behind each other (which would silence clusters the hub then withdraws).
 async fn heartbeat_forever(
     client: Client,
     fleet: Arc<SyntheticFleet>,
@@ -600,30 +602,34 @@ async fn heartbeat_forever(
 ) {
     let clusters = fleet.size.clusters.max(1);
     let mut tick = tokio::time::interval(interval / clusters as u32);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     for i in (0..clusters).cycle() {
         tick.tick().await;
-        let name = fleet.cluster(i);
-        let result = match heartbeat {
-            Heartbeat::Lease => {
-                apply(
-                    &Api::<Lease>::namespaced(client.clone(), &name),
-                    meridian_api::names::HEARTBEAT_LEASE,
-                    lease(&name),
-                )
-                .await
+        let (client, fleet) = (client.clone(), fleet.clone());
+        tokio::spawn(async move {
+            let name = fleet.cluster(i);
+            let result = match heartbeat {
+                Heartbeat::Lease => {
+                    apply(
+                        &Api::<Lease>::namespaced(client, &name),
+                        meridian_api::names::HEARTBEAT_LEASE,
+                        lease(&name),
+                    )
+                    .await
+                }
+                Heartbeat::Report => {
+                    apply(
+                        &Api::<ClusterReport>::namespaced(client, &name),
+                        "agent",
+                        fleet.report(i, &BTreeMap::new()),
+                    )
+                    .await
+                }
+            };
+            if let Err(error) = result {
+                tracing::warn!(%error, cluster = %name, "a heartbeat failed");
             }
-            Heartbeat::Report => {
-                apply(
-                    &Api::<ClusterReport>::namespaced(client.clone(), &name),
-                    "agent",
-                    fleet.report(i, &BTreeMap::new()),
-                )
-                .await
-            }
-        };
-        if let Err(error) = result {
-            tracing::warn!(%error, cluster = %name, "a heartbeat failed");
-        }
+        });
     }
 }
 
