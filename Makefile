@@ -62,12 +62,16 @@ bench-probes: ## One agent probing 5,000 leaves every 5 s: CPU and memory
 	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-probes
 
 # SIZES: clusters x gateways, comma-separated. BASELINE: a git revision whose hub is measured in
-# the same run (built once into the test-bed cache), e.g. BASELINE=c4cbd00.
+# the same run (built once into the test-bed cache), e.g. BASELINE=c4cbd00; BASELINE_SIZES: the
+# sizes it is measured at (all of SIZES when empty; the hub before the caches cannot converge at
+# 1000x2000 in useful time).
 SIZES ?= 10x10,100x300,1000x2000
 BASELINE ?=
+BASELINE_SIZES ?=
 bench-hub-scale: testbed ## The hub with synthetic fleets (SIZES): convergence, steady requests/s, CPU, RSS, change latency
 	$(CARGO) build --quiet --locked --release -p meridian-hub
 	@baseline=""; if [ -n "$(BASELINE)" ]; then baseline="--baseline-hub $$(bash scripts/baseline-hub.sh $(BASELINE))"; fi; \
+	if [ -n "$(BASELINE_SIZES)" ]; then baseline="$$baseline --baseline-sizes $(BASELINE_SIZES)"; fi; \
 	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-hub-scale -- --sizes $(SIZES) $$baseline
 
 FUZZ_SECONDS ?= 300
