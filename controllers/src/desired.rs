@@ -37,6 +37,17 @@ pub fn silence(
     (silent > timeout).then_some(silent)
 }
 
+/// How long until a cluster last heard at `heard` counts as silent: `None` when it never was
+/// heard from, or already is silent.
+pub fn until_silent(
+    heard: Option<k8s_openapi::jiff::Timestamp>,
+    now: k8s_openapi::jiff::Timestamp,
+    timeout: std::time::Duration,
+) -> Option<std::time::Duration> {
+    let since = std::time::Duration::try_from(now.duration_since(heard?)).unwrap_or_default();
+    timeout.checked_sub(since).filter(|left| !left.is_zero())
+}
+
 /// A ManagedZone in the policy's namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ZoneRef {
@@ -257,6 +268,32 @@ mod tests {
     use meridian_api::meridian::{ListenerReport, ReportedAddress};
     use meridian_dns::model::RecordType;
     use meridian_dns::tree::LoadBalancing;
+
+    #[test]
+    fn a_cluster_goes_silent_a_timeout_after_it_was_last_heard() {
+        let at = |s: i64| k8s_openapi::jiff::Timestamp::from_second(s).unwrap();
+        let timeout = std::time::Duration::from_secs(120);
+        let cases = [
+            (None, 1_000, None, "never heard"),
+            (Some(1_000), 1_000, Some(120), "just heard"),
+            (Some(1_000), 1_090, Some(30), "heard 90 s ago"),
+            (Some(1_000), 1_120, None, "at the timeout"),
+            (Some(1_000), 1_500, None, "long silent"),
+            (
+                Some(1_010),
+                1_000,
+                Some(120),
+                "heard in the future (clock skew)",
+            ),
+        ];
+        for (heard, now, left, what) in cases {
+            assert_eq!(
+                until_silent(heard.map(at), at(now), timeout),
+                left.map(std::time::Duration::from_secs),
+                "{what}"
+            );
+        }
+    }
 
     fn zones() -> Vec<ZoneRef> {
         vec![

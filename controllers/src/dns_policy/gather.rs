@@ -28,9 +28,6 @@ pub struct Seen {
     pub zones: Vec<ZoneRef>,
     /// On the hub, the clusters the Gateway is placed on; in distributed mode, this cluster.
     pub clusters: Vec<PlacedCluster>,
-    /// When to look again even if nothing changes: just after the first placed cluster that
-    /// is heard from now would go silent.
-    pub next_silence: Option<std::time::Duration>,
 }
 
 /// Why a policy cannot be enforced; what was published stays published.
@@ -121,19 +118,16 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
             hostname: l.hostname.clone(),
         })
         .collect();
-    let (clusters, next_silence) = match &ctx.config.distributed {
+    let clusters = match &ctx.config.distributed {
         None => placed_clusters(&gateway, ctx),
         // This cluster's branch alone, from the Gateway the policy targets here.
-        Some(local) => (
-            vec![PlacedCluster {
-                name: local.name.clone(),
-                labels: local.labels.clone(),
-                cluster_id: Some(local.cluster_id.clone()),
-                gateway: Some(GatewayReport::from_gateway(&gateway)),
-                silent_for: None,
-            }],
-            None,
-        ),
+        Some(local) => vec![PlacedCluster {
+            name: local.name.clone(),
+            labels: local.labels.clone(),
+            cluster_id: Some(local.cluster_id.clone()),
+            gateway: Some(GatewayReport::from_gateway(&gateway)),
+            silent_for: None,
+        }],
     };
     Ok(Seen {
         gateway_ref: GatewayRef {
@@ -146,27 +140,22 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
         strategy,
         zones,
         clusters,
-        next_silence,
     })
 }
 
-/// The clusters the Gateway's Placement decided, with their labels and reports, from the
-/// caches; and when the policy must look again even if nothing changes: just after the first
-/// of them that is heard from now would go silent (a timer, rather than every policy polling).
-fn placed_clusters(
-    gateway: &Gateway,
-    ctx: &Context,
-) -> (Vec<PlacedCluster>, Option<std::time::Duration>) {
+/// The clusters the Gateway's Placement decided, with their labels, reports and silences,
+/// from the caches. (A cluster going silent wakes the policy through the fleet's one silence
+/// timer, [`super::triggers`].)
+fn placed_clusters(gateway: &Gateway, ctx: &Context) -> Vec<PlacedCluster> {
     let namespace = gateway.namespace().unwrap_or_default();
     let Some(placement) = gateway.labels().get(PLACEMENT_LABEL) else {
-        return (Vec::new(), None);
+        return Vec::new();
     };
     let names = indexes::decided_clusters(&ctx.caches.decisions.state(), &namespace, placement);
     let downstream = downstream_namespace(&namespace);
     let reports = ctx.caches.reports.state();
     let now = (ctx.clock)();
     let mut clusters = Vec::new();
-    let mut next_silence: Option<std::time::Duration> = None;
     for name in names {
         // A cluster that is gone from OCM is gone from DNS.
         let Some(cluster) = ctx.caches.clusters.get(None, &name) else {
@@ -178,14 +167,6 @@ fn placed_clusters(
             .max_by_key(|r| r.spec.reported_at.as_ref().map(|t| t.0));
         let heard = ctx.last_heard(&name, report.map(|r| &**r));
         let silent_for = silence(heard, now, ctx.config.heartbeat_timeout);
-        let left = heard
-            .and_then(|heard| std::time::Duration::try_from(now.duration_since(heard)).ok())
-            .and_then(|since| ctx.config.heartbeat_timeout.checked_sub(since));
-        if let Some(left) = left {
-            // Just past the deadline, so the cluster is silent when the policy looks.
-            let at = left + std::time::Duration::from_secs(1);
-            next_silence = Some(next_silence.map_or(at, |soonest| soonest.min(at)));
-        }
         clusters.push(PlacedCluster {
             name: name.clone(),
             labels: cluster.labels().clone(),
@@ -200,7 +181,7 @@ fn placed_clusters(
             }),
         });
     }
-    (clusters, next_silence)
+    clusters
 }
 
 /// The policy's DNSRecords.

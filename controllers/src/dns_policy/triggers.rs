@@ -1,8 +1,11 @@
 //! What wakes a policy: the trigger streams, built from the pure indexes of
 //! [`crate::indexes`] over the shared caches.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
+use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
@@ -10,8 +13,11 @@ use kube::runtime::reflector::ObjectRef;
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
 use meridian_api::meridian::ClusterReport;
 use meridian_api::upstream::{Gateway, ManagedCluster, PlacementDecision};
+use tokio::sync::broadcast;
+use tokio::time::Instant;
 
 use crate::caches::{Change, everything_once, own_changes, triggers};
+use crate::desired::until_silent;
 use crate::{Context, POLICY_LABEL, indexes};
 
 /// Every policy once at start, its own changes, and: its DNSRecords; its Gateway; a
@@ -145,5 +151,126 @@ fn hub_triggers(
         triggers(caches.clusters.subscribe(), all.clone(), by_cluster),
         triggers(caches.reports.subscribe(), all.clone(), by_report),
         triggers(caches.heartbeats.subscribe(), all, by_heartbeat),
+        silences(ctx),
     ]
+}
+
+/// Clusters falling silent. Each cluster has one deadline (when it was last heard from plus the
+/// heartbeat timeout), moved by every renewal; when one passes unrenewed, the policies whose
+/// Gateway is placed on that cluster look again. One timer for the fleet rather than one per
+/// policy, so a steady fleet, heartbeating, wakes no policy.
+fn silences(ctx: &Arc<Context>) -> BoxStream<'static, ObjectRef<DNSPolicy>> {
+    let watch = Silences {
+        ctx: ctx.clone(),
+        leases: ctx.caches.heartbeats.subscribe(),
+        reports: ctx.caches.reports.subscribe(),
+        deadlines: BTreeMap::new(),
+        primed: false,
+    };
+    futures::stream::unfold(watch, |mut watch| async move {
+        let silent = watch.next_silent().await?;
+        let caches = &watch.ctx.caches;
+        let policies = indexes::policies_on_cluster(
+            &caches.policies.state(),
+            &caches.gateways.state(),
+            &caches.decisions.state(),
+            &silent,
+        );
+        Some((policies, watch))
+    })
+    .flat_map(futures::stream::iter)
+    .boxed()
+}
+
+/// The state behind [`silences`].
+struct Silences {
+    ctx: Arc<Context>,
+    leases: broadcast::Receiver<Change<Lease>>,
+    reports: broadcast::Receiver<Change<ClusterReport>>,
+    /// When each cluster heard from goes silent unless renewed.
+    deadlines: BTreeMap<String, Instant>,
+    primed: bool,
+}
+
+impl Silences {
+    /// Sets `cluster`'s deadline from what the caches say now.
+    fn watch(&mut self, cluster: &str) {
+        let report = self
+            .ctx
+            .caches
+            .reports
+            .get(Some(cluster), meridian_api::names::CLUSTER_REPORT);
+        let heard = self.ctx.last_heard(cluster, report.as_deref());
+        match until_silent(heard, (self.ctx.clock)(), self.ctx.config.heartbeat_timeout) {
+            // Just past the deadline, so the cluster is silent when the policies look.
+            Some(left) => {
+                let at = Instant::now() + left + Duration::from_secs(1);
+                self.deadlines.insert(cluster.to_string(), at);
+            }
+            None => {
+                self.deadlines.remove(cluster);
+            }
+        }
+    }
+
+    fn watch_everyone(&mut self) {
+        let caches = self.ctx.caches.clone();
+        let clusters: BTreeSet<String> = caches
+            .heartbeats
+            .state()
+            .iter()
+            .filter_map(|lease| lease.namespace())
+            .chain(caches.reports.state().iter().filter_map(|r| r.namespace()))
+            .collect();
+        for cluster in clusters {
+            self.watch(&cluster);
+        }
+    }
+
+    /// The next cluster to go silent, when it does; `None` once the caches are gone.
+    async fn next_silent(&mut self) -> Option<String> {
+        if !self.primed {
+            self.ctx.caches.wait_until_listed().await;
+            self.watch_everyone();
+            self.primed = true;
+        }
+        loop {
+            let soonest = self
+                .deadlines
+                .iter()
+                .min_by_key(|(_, at)| **at)
+                .map(|(cluster, at)| (cluster.clone(), *at));
+            let expiry = async {
+                match &soonest {
+                    Some((_, at)) => tokio::time::sleep_until(*at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                change = self.leases.recv() => match change {
+                    Ok(change) => {
+                        if let Some(cluster) = change.object().and_then(|lease| lease.namespace()) {
+                            self.watch(&cluster);
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => self.watch_everyone(),
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+                change = self.reports.recv() => match change {
+                    Ok(change) => {
+                        if let Some(cluster) = change.object().and_then(|report| report.namespace()) {
+                            self.watch(&cluster);
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => self.watch_everyone(),
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+                () = expiry => {
+                    let (cluster, _) = soonest?;
+                    self.deadlines.remove(&cluster);
+                    return Some(cluster);
+                }
+            }
+        }
+    }
 }
