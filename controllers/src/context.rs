@@ -195,6 +195,13 @@ impl Context {
         }
     }
 
+    /// The agent's report for `cluster`, from the cache.
+    pub fn report_of(&self, cluster: &str) -> Option<Arc<ClusterReport>> {
+        self.caches
+            .reports
+            .get(Some(cluster), meridian_api::names::CLUSTER_REPORT)
+    }
+
     /// When the agent of `cluster` was last heard from: its heartbeat Lease's renewal, or its
     /// report's time (agents that keep no Lease), whichever is later.
     pub fn last_heard(

@@ -153,7 +153,6 @@ fn placed_clusters(gateway: &Gateway, ctx: &Context) -> Vec<PlacedCluster> {
     };
     let names = indexes::decided_clusters(&ctx.caches.decisions.state(), &namespace, placement);
     let downstream = downstream_namespace(&namespace);
-    let reports = ctx.caches.reports.state();
     let now = (ctx.clock)();
     let mut clusters = Vec::new();
     for name in names {
@@ -161,17 +160,14 @@ fn placed_clusters(gateway: &Gateway, ctx: &Context) -> Vec<PlacedCluster> {
         let Some(cluster) = ctx.caches.clusters.get(None, &name) else {
             continue;
         };
-        let report = reports
-            .iter()
-            .filter(|r| r.namespace().as_deref() == Some(name.as_str()))
-            .max_by_key(|r| r.spec.reported_at.as_ref().map(|t| t.0));
-        let heard = ctx.last_heard(&name, report.map(|r| &**r));
+        let report = ctx.report_of(&name);
+        let heard = ctx.last_heard(&name, report.as_deref());
         let silent_for = silence(heard, now, ctx.config.heartbeat_timeout);
         clusters.push(PlacedCluster {
             name: name.clone(),
             labels: cluster.labels().clone(),
             silent_for,
-            cluster_id: report.map(|r| r.spec.cluster_id.clone()),
+            cluster_id: report.as_ref().map(|r| r.spec.cluster_id.clone()),
             gateway: report.and_then(|r| {
                 r.spec
                     .gateways

@@ -195,11 +195,7 @@ struct Silences {
 impl Silences {
     /// Sets `cluster`'s deadline from what the caches say now.
     fn watch(&mut self, cluster: &str) {
-        let report = self
-            .ctx
-            .caches
-            .reports
-            .get(Some(cluster), meridian_api::names::CLUSTER_REPORT);
+        let report = self.ctx.report_of(cluster);
         let heard = self.ctx.last_heard(cluster, report.as_deref());
         match until_silent(heard, (self.ctx.clock)(), self.ctx.config.heartbeat_timeout) {
             // Just past the deadline, so the cluster is silent when the policies look.

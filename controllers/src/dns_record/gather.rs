@@ -81,10 +81,7 @@ pub(super) fn live_results(ctx: &Context) -> Vec<(String, ClusterResults)> {
     by_cluster
         .into_iter()
         .filter(|(cluster, _)| {
-            let report = ctx
-                .caches
-                .reports
-                .get(Some(cluster), meridian_api::names::CLUSTER_REPORT);
+            let report = ctx.report_of(cluster);
             let heard = ctx.last_heard(cluster, report.as_deref());
             heard.is_some() && silence(heard, now, ctx.config.heartbeat_timeout).is_none()
         })
