@@ -126,6 +126,37 @@ where
         self.store.get(&reference)
     }
 
+    /// Waits until the cached object `namespace/name` satisfies `wanted`, at most `patience`;
+    /// whether it did. For a reconcile that wrote an object and must not act on the older
+    /// copy the cache still holds.
+    pub async fn wait_for(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        wanted: impl Fn(&K) -> bool,
+        patience: std::time::Duration,
+    ) -> bool {
+        // Subscribed before the first look, so no change falls between the two.
+        let mut changes = self.subscribe();
+        let satisfied = || {
+            self.get(namespace, name)
+                .is_some_and(|object| wanted(&object))
+        };
+        let watched = async {
+            loop {
+                if satisfied() {
+                    return;
+                }
+                match changes.recv().await {
+                    // Lagging only means another look at the store.
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => std::future::pending::<()>().await,
+                }
+            }
+        };
+        tokio::time::timeout(patience, watched).await.is_ok()
+    }
+
     /// Changes from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Change<K>> {
         self.changes.subscribe()
@@ -406,10 +437,16 @@ where
 
 type ReconcileFuture = Pin<Box<dyn Future<Output = Result<Action, Error>> + Send>>;
 
-/// Runs a controller of `K` over `store`, reconciling what `triggers` ask for, until `stop`
-/// resolves; reconciles already running then finish.
+/// Runs a controller of `K` over `store`, reconciling what `triggers` ask for, at most
+/// `concurrency` at a time, until `stop` resolves; reconciles already running then finish.
+///
+/// The bound matters when a whole fleet is due at once (a hub's first start, a new leader with
+/// an empty API server): unbounded, 2,000 reconciles each send their writes together, the API
+/// server's priority level answers most of them 429, and the client's retries back off for
+/// minutes. Bounded, the writes queue here and the API server stays busy but not flooded.
 pub async fn run_controller<K, Ctx, Reconcile, Fut>(
     store: Store<K>,
+    concurrency: u16,
     triggers: Vec<BoxStream<'static, ObjectRef<K>>>,
     reconcile: Reconcile,
     error_policy: fn(Arc<K>, &Error, Arc<Ctx>) -> Action,
@@ -438,7 +475,7 @@ pub async fn run_controller<K, Ctx, Reconcile, Fut>(
         context,
         store,
         queue,
-        kube::runtime::Config::default(),
+        kube::runtime::Config::default().concurrency(concurrency),
     )
     .into_stream()
     .for_each(|_| async {})

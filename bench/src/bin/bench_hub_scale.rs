@@ -38,7 +38,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use meridian_api::kuadrant::{DNSPolicy, ManagedZone};
 use meridian_api::meridian::ClusterReport;
-use meridian_api::upstream::{Gateway, ManagedCluster, PlacementDecision};
+use meridian_api::upstream::{Gateway, ManagedCluster, ManifestWork, PlacementDecision};
 use meridian_e2e::{ControlPlane, TestBedAssets, install_crds, load_crds};
 use serde_json::{Value, json};
 
@@ -51,6 +51,8 @@ const WRITES_AT_ONCE: usize = 16;
 const CHANGE_PATIENCE: Duration = Duration::from_secs(120);
 /// After this many unanswered changes a hub is not timed further (each costs the patience).
 const UNANSWERED_LIMIT: usize = 3;
+/// How often the wait for convergence prints how far it got.
+const PROGRESS_EVERY: Duration = Duration::from_secs(15);
 
 #[derive(Debug, Parser)]
 #[command(name = "bench-hub-scale", about)]
@@ -85,6 +87,9 @@ struct Args {
     /// Longest wait for convergence, in seconds.
     #[arg(long, default_value_t = 1800)]
     converge_timeout_seconds: u64,
+    /// Append each hub's log (warnings and errors) to this file; discarded when unset.
+    #[arg(long)]
+    hub_log: Option<PathBuf>,
     /// Log filter in `tracing` syntax (kube's client is quiet unless asked for).
     #[arg(long, env = "MERIDIAN_LOG", default_value = "warn,kube_client=off")]
     log: String,
@@ -185,6 +190,8 @@ async fn bench(args: Args) -> anyhow::Result<()> {
 #[derive(Debug, Default)]
 struct Figures {
     converged_seconds: f64,
+    /// Until every Gateway's works and every placed cluster's agent work are written.
+    placed_seconds: f64,
     requests_per_second: BTreeMap<String, f64>,
     own_lease_per_second: f64,
     reconciles_per_second: BTreeMap<String, f64>,
@@ -218,11 +225,13 @@ impl Figures {
         };
         format!(
             "  converged (all Enforced, every host answers): {:.1} s\n  \
+             placed (every Gateway work and agent work written): {:.1} s\n  \
              steady API requests/s: {:.2} ({}); own Lease {:.2}/s\n  \
              steady reconciles/s: {}\n  \
              hub CPU {:.3} cores, peak RSS {:.0} MiB\n  \
              address change → answer: p50 {:.3} s, p99 {:.3} s over {} changes ({} not answered within {} s)\n",
             self.converged_seconds,
+            self.placed_seconds,
             self.total_requests(),
             by_verb(&self.requests_per_second),
             self.own_lease_per_second,
@@ -246,8 +255,9 @@ impl Figures {
             }
         };
         format!(
-            "converge {}, requests/s {}, CPU {}, RSS {}, change p99 {}",
+            "converge {}, placed {}, requests/s {}, CPU {}, RSS {}, change p99 {}",
             ratio(self.converged_seconds, baseline.converged_seconds),
+            ratio(self.placed_seconds, baseline.placed_seconds),
             ratio(self.total_requests(), baseline.total_requests()),
             ratio(self.cores, baseline.cores),
             ratio(self.peak_rss_mib, baseline.peak_rss_mib),
@@ -346,7 +356,12 @@ async fn measure(
     let kubeconfig = hub_kubeconfig(&client, &plane).await?;
 
     let started = Instant::now();
-    let hub = HubProcess::start(binary, &kubeconfig, args.hub_resync_seconds)?;
+    let hub = HubProcess::start(
+        binary,
+        &kubeconfig,
+        args.hub_resync_seconds,
+        args.hub_log.as_deref(),
+    )?;
     let heartbeats = tokio::spawn(heartbeat_forever(
         client.clone(),
         fleet.clone(),
@@ -360,6 +375,11 @@ async fn measure(
         ..Figures::default()
     };
     eprintln!("   converged in {:.1} s", figures.converged_seconds);
+    // The steady window starts once the Gateways are placed: until then the hub is still
+    // writing works and installing agents, which is start-up work, not steady cost.
+    wait_placed(&client, &fleet, started, timeout).await?;
+    figures.placed_seconds = started.elapsed().as_secs_f64();
+    eprintln!("   placed in {:.1} s", figures.placed_seconds);
 
     // Steady state: let the hub settle for one heartbeat, then count.
     tokio::time::sleep(Duration::from_secs(args.heartbeat_seconds.min(30))).await;
@@ -680,6 +700,9 @@ async fn hub_kubeconfig(client: &Client, plane: &ControlPlane) -> anyhow::Result
 }
 
 /// Every policy `Enforced` and every host answered by the nameserver.
+/// Waits until every policy is `Enforced` and the nameserver answers every host, printing the
+/// progress every [`PROGRESS_EVERY`]. The policies are watched, not listed: listing 2,000
+/// policies twice a second would load the API server the hub is measured against.
 async fn wait_converged(
     client: &Client,
     fleet: &SyntheticFleet,
@@ -687,17 +710,22 @@ async fn wait_converged(
     started: Instant,
     timeout: Duration,
 ) -> anyhow::Result<()> {
+    use kube::runtime::{WatchStreamExt, reflector, watcher};
     let policies: Api<DNSPolicy> = Api::namespaced(client.clone(), NAMESPACE);
+    let (store, writer) = reflector::store();
+    let watch = tokio::spawn(
+        reflector(writer, watcher(policies, watcher::Config::default()))
+            .default_backoff()
+            .for_each(|_| async {}),
+    );
     let mut answered = vec![false; fleet.size.gateways];
-    loop {
-        anyhow::ensure!(
-            started.elapsed() < timeout,
-            "not converged within {timeout:?}"
-        );
-        let enforced = policies
-            .list(&ListParams::default())
-            .await?
-            .items
+    let mut next_progress = PROGRESS_EVERY;
+    let outcome = loop {
+        if started.elapsed() >= timeout {
+            break Err(anyhow::anyhow!("not converged within {timeout:?}"));
+        }
+        let enforced = store
+            .state()
             .iter()
             .filter(|p| {
                 p.status.as_ref().is_some_and(|s| {
@@ -715,9 +743,58 @@ async fn wait_converged(
         }
         let hosts = answered.iter().filter(|a| **a).count();
         if enforced == fleet.size.gateways && hosts == fleet.size.gateways {
-            return Ok(());
+            break Ok(());
+        }
+        if started.elapsed() >= next_progress {
+            eprintln!(
+                "   {:>5.0} s: {enforced} policies enforced, {hosts} hosts answered",
+                started.elapsed().as_secs_f64()
+            );
+            next_progress += PROGRESS_EVERY;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    watch.abort();
+    outcome
+}
+
+/// Waits until the ManifestWorks number one per placed Gateway and cluster plus one agent work
+/// per placed cluster. Counted with a one-item list (the API server's remaining count), so the
+/// wait costs the API server next to nothing.
+async fn wait_placed(
+    client: &Client,
+    fleet: &SyntheticFleet,
+    started: Instant,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let placed_clusters: std::collections::BTreeSet<usize> = (0..fleet.size.gateways)
+        .flat_map(|j| fleet.placed(j))
+        .collect();
+    let expected = fleet.size.gateways * CLUSTERS_PER_GATEWAY + placed_clusters.len();
+    let works: Api<ManifestWork> = Api::all(client.clone());
+    let mut next_progress = started.elapsed() + PROGRESS_EVERY;
+    loop {
+        let page = works.list(&ListParams::default().limit(1)).await?;
+        let count = page.items.len()
+            + page
+                .metadata
+                .remaining_item_count
+                .map_or(0, |n| n.max(0) as usize);
+        if count >= expected {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            started.elapsed() < timeout,
+            "{count} of {expected} ManifestWorks after {timeout:?}"
+        );
+        if started.elapsed() >= next_progress {
+            eprintln!(
+                "   {:>5.0} s: {count} of {expected} ManifestWorks",
+                started.elapsed().as_secs_f64()
+            );
+            next_progress += PROGRESS_EVERY;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
     }
 }
 
@@ -792,7 +869,22 @@ struct HubProcess {
 }
 
 impl HubProcess {
-    fn start(binary: &Path, kubeconfig: &Path, resync: Option<u64>) -> anyhow::Result<Self> {
+    fn start(
+        binary: &Path,
+        kubeconfig: &Path,
+        resync: Option<u64>,
+        log: Option<&Path>,
+    ) -> anyhow::Result<Self> {
+        let log = match log {
+            Some(path) => Stdio::from(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .with_context(|| format!("opening {}", path.display()))?,
+            ),
+            None => Stdio::null(),
+        };
         let mut command = Command::new("setpriv");
         if let Some(seconds) = resync {
             command.env("MERIDIAN_RESYNC_SECONDS", seconds.to_string());
@@ -805,7 +897,7 @@ impl HubProcess {
             .args(["--dns-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0"])
             .env("MERIDIAN_LOG", "warn")
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .context("starting the hub")?;
         let mut lines = BufReader::new(child.stdout.take().context("the hub's output")?).lines();

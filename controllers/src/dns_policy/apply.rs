@@ -46,6 +46,9 @@ pub async fn write_records(
                 "namespace": namespace,
                 "labels": { POLICY_LABEL: policy.name_any() },
                 "ownerReferences": [owner],
+                // Created with the record controller's finalizer, so its first pass publishes
+                // instead of spending a write (and a round through the queue) to add it.
+                "finalizers": [crate::dns_record::FINALIZER],
             },
             "spec": {
                 "rootHost": wanted.root_host,

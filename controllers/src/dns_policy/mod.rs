@@ -28,13 +28,26 @@ use crate::{Context, Error, retry_after, with_finalizer};
 pub use gather::targets;
 
 pub const FINALIZER: &str = "meridian.dev/dns-policy";
+/// Policies reconciled at once: each sends its writes one after another, so this is about how
+/// many of the API server's seats the policies take at a cold start; with the records' share it
+/// is most of them, as DNS is what users wait for.
+const CONCURRENCY: u16 = 16;
 const CONTROLLER: &str = "dnspolicy";
 
 /// Runs the DNSPolicy controller until `stop`.
 pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
     let all = ctx.caches.policies.store().clone();
     let requests = triggers::requests(&ctx);
-    run_controller(all, requests, reconcile, error_policy, ctx.clone(), stop).await;
+    run_controller(
+        all,
+        CONCURRENCY,
+        requests,
+        reconcile,
+        error_policy,
+        ctx.clone(),
+        stop,
+    )
+    .await;
 }
 
 pub async fn reconcile(policy: Arc<DNSPolicy>, ctx: Arc<Context>) -> Result<Action, Error> {

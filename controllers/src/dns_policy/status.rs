@@ -164,11 +164,14 @@ pub async fn write_status(
                 .find(|c| c.type_ == conditions::ACCEPTED)
         })
         .map(|c| c.reason.clone());
+    // An Event when acceptance changes, or a policy is refused; not for a first acceptance,
+    // which status already says (at a cold start that is one more write per policy).
     if let Some(now_accepted) = status
         .conditions
         .iter()
         .find(|c| c.type_ == conditions::ACCEPTED)
         && accepted_before.as_deref() != Some(now_accepted.reason.as_str())
+        && (accepted_before.is_some() || now_accepted.status != "True")
     {
         ctx.notify(
             policy,

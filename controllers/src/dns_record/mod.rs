@@ -42,6 +42,8 @@ use health::{agree_on_health, check_health, delete_probes, move_mark};
 use status::{domain_owners, provider_failed, ready_as_before, write_status};
 
 pub const FINALIZER: &str = "meridian.dev/dns-record";
+/// Records reconciled at once (their publication waits on providers, which pace themselves).
+const CONCURRENCY: u16 = 16;
 const CONTROLLER: &str = "dnsrecord";
 
 /// Reasons of the record's `Ready` condition.
@@ -57,7 +59,16 @@ pub mod reasons {
 pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
     let all = ctx.caches.records.store().clone();
     let requests = triggers::requests(&ctx);
-    run_controller(all, requests, reconcile, error_policy, ctx.clone(), stop).await;
+    run_controller(
+        all,
+        CONCURRENCY,
+        requests,
+        reconcile,
+        error_policy,
+        ctx.clone(),
+        stop,
+    )
+    .await;
 }
 
 pub async fn reconcile(record: Arc<DNSRecord>, ctx: Arc<Context>) -> Result<Action, Error> {

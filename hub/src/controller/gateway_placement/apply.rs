@@ -101,6 +101,12 @@ pub async fn settle(
 
 /// Installs (or refreshes) the agent on `cluster`: hub RBAC scoped to the cluster namespace,
 /// a token for it, and the ManifestWork carrying the agent.
+///
+/// Every Gateway placed on a cluster asks for its agent, and at a cold start they ask
+/// together, before the first install's work has reached the cache. One install per cluster
+/// runs at a time, and it waits until the cache shows its work, so the Gateways after it find
+/// the agent installed instead of installing it again (ten Gateways per cluster were ten
+/// installs of nine writes each).
 pub async fn install_agent(cluster: &str, ctx: &PlacementContext) -> Result<(), Error> {
     let Some(install) = &ctx.agent else {
         return Ok(());
@@ -108,6 +114,8 @@ pub async fn install_agent(cluster: &str, ctx: &PlacementContext) -> Result<(), 
     let rbac = agent_hub_rbac(cluster);
     // A hub upgrade that changes the agents' RBAC reinstalls them.
     let rbac_revision = meridian_dns::shortcode::shortcode(&json!(rbac).to_string(), 8);
+    let installing = ctx.agent_installs.of(cluster);
+    let _one_at_a_time = installing.lock().await;
     if let Some(existing) = ctx.caches.works.get(Some(cluster), AGENT_WORK) {
         let fresh = existing
             .annotations()
@@ -143,14 +151,48 @@ pub async fn install_agent(cluster: &str, ctx: &PlacementContext) -> Result<(), 
         .unwrap_or_default();
     let kubeconfig = agent_kubeconfig(&install.server_url, &install.ca_pem, &token, cluster);
     let mut work = agent_work(cluster, &kubeconfig, &install.image);
+    let issued = (ctx.clock)().to_string();
     work["metadata"]["annotations"] = json!({
-        TOKEN_ISSUED: (ctx.clock)().to_string(),
+        TOKEN_ISSUED: issued,
         RBAC_REVISION: rbac_revision,
     });
     Api::<ManifestWork>::namespaced(ctx.client.clone(), cluster)
         .patch(AGENT_WORK, &apply_params(), &Patch::Apply(work))
         .await?;
+    let written = |work: &ManifestWork| work.annotations().get(TOKEN_ISSUED) == Some(&issued);
+    if !ctx
+        .caches
+        .works
+        .wait_for(Some(cluster), AGENT_WORK, written, AGENT_WORK_CACHED)
+        .await
+    {
+        // The next Gateway of this cluster may install again; wasteful, not wrong.
+        tracing::debug!(%cluster, "the agent's work has not reached the cache yet");
+    }
     Ok(())
+}
+
+/// How long an install waits for its work to reach the cache.
+const AGENT_WORK_CACHED: Duration = Duration::from_secs(10);
+
+/// One lock per cluster, held while its agent is installed; and whether the fleet-wide addon
+/// has been registered by this process.
+#[derive(Debug, Default)]
+pub struct AgentInstalls {
+    per_cluster:
+        std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>,
+    addon_registered: tokio::sync::OnceCell<()>,
+}
+
+impl AgentInstalls {
+    fn of(&self, cluster: &str) -> std::sync::Arc<tokio::sync::Mutex<()>> {
+        self.per_cluster
+            .lock()
+            .expect("no panics while the map is held")
+            .entry(cluster.to_string())
+            .or_default()
+            .clone()
+    }
 }
 
 /// Meridian as an OCM addon: the ClusterManagementAddOn, and a ManagedClusterAddOn in the
@@ -165,8 +207,15 @@ async fn register_addon(cluster: &str, ctx: &PlacementContext) -> Result<(), Err
             "description": "Multi-cluster DNS load balancing; the agent reports Gateways and probes health.",
         } },
     });
-    Api::<ClusterManagementAddOn>::all(ctx.client.clone())
-        .patch("meridian", &apply_params(), &Patch::Apply(addon))
+    // One object for the fleet: applied once per process, not once per cluster.
+    ctx.agent_installs
+        .addon_registered
+        .get_or_try_init(|| async {
+            Api::<ClusterManagementAddOn>::all(ctx.client.clone())
+                .patch("meridian", &apply_params(), &Patch::Apply(addon))
+                .await
+                .map(|_| ())
+        })
         .await?;
     let installed = json!({
         "apiVersion": ManagedClusterAddOn::api_version(&()),

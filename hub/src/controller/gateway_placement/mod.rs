@@ -25,11 +25,18 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use meridian_api::upstream::{Gateway, MULTI_CLUSTER_GATEWAY_CLASS};
 
+pub use apply::AgentInstalls;
+
 use crate::placement::{gateway_work, gateway_work_name, work_fate};
 use meridian_controllers::{Context, Error, retry_after, with_finalizer};
 
 pub const FINALIZER: &str = "meridian.dev/gateway-placement";
 const CONTROLLER: &str = "gatewayplacement";
+/// Gateways placed at once. Fewer than the DNS controllers take: at a cold start the works and
+/// agent installs of a fleet are most of the writes, and DNS answers should not wait behind
+/// them (the Gateways already run on clusters that had them; a new Gateway's work is queued,
+/// not lost).
+const CONCURRENCY: u16 = 6;
 
 /// What placement needs besides what every reconcile shares.
 #[derive(Debug)]
@@ -40,6 +47,8 @@ pub struct PlacementContext {
     /// How long a cluster that left a placement keeps its Gateway (DNS no longer points at
     /// it; clients holding old answers drain).
     pub withdrawal_grace: Duration,
+    /// The installs of agents under way, one per cluster at a time.
+    pub agent_installs: AgentInstalls,
 }
 
 impl std::ops::Deref for PlacementContext {
@@ -73,6 +82,7 @@ pub async fn run(
     let requests = triggers::requests(&placement.shared.caches);
     meridian_controllers::caches::run_controller(
         all,
+        CONCURRENCY,
         requests,
         reconcile,
         error_policy,

@@ -14,17 +14,20 @@
 pub mod triggers;
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
 
 use kube::api::{Api, Patch};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use meridian_api::conditions::{self, ConditionUpdate, set_condition};
-use meridian_api::kuadrant::ManagedZone;
+use meridian_api::kuadrant::{ManagedZone, ManagedZoneStatus};
 use meridian_nameserver::ZoneConfig;
 use meridian_providers::Provider;
 use serde_json::json;
 
-use meridian_controllers::{Context, Error, apply_params, now, object_key};
+use meridian_controllers::{Context, Error, FIELD_MANAGER, apply_params, now, object_key};
 
 const CONTROLLER: &str = "managedzone";
 
@@ -32,8 +35,16 @@ const CONTROLLER: &str = "managedzone";
 pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
     let all = ctx.caches.zones.store().clone();
     let requests = triggers::requests(&ctx.caches);
-    meridian_controllers::caches::run_controller(all, requests, reconcile, error_policy, ctx, stop)
-        .await;
+    meridian_controllers::caches::run_controller(
+        all,
+        super::CONCURRENCY_SMALL,
+        requests,
+        reconcile,
+        error_policy,
+        ctx,
+        stop,
+    )
+    .await;
 }
 
 pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -120,6 +131,16 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
         zone.metadata.generation,
         &now(),
     );
+    if let Some(wait) = count_refresh_wait(
+        zone.status.as_ref(),
+        &status,
+        last_status_write(&zone),
+        (ctx.clock)(),
+    ) {
+        // Only the count moved, and it was written moments ago: write it once the burst of
+        // record changes has had time to add up.
+        return Ok(Action::requeue(wait));
+    }
     if zone.status.as_ref() != Some(&status) {
         let api: Api<ManagedZone> = Api::namespaced(ctx.client.clone(), &namespace);
         let patch = json!({
@@ -138,9 +159,127 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
     Ok(Action::requeue(requeue))
 }
 
+/// A change of the record count alone is written at most this often: a zone filling with 2,000
+/// records would otherwise write its status about once per record.
+const COUNT_REFRESH: Duration = Duration::from_secs(10);
+
+/// When this manager last applied the zone's status (from managedFields, so it survives a
+/// restart and needs no memory of its own).
+fn last_status_write(zone: &ManagedZone) -> Option<Timestamp> {
+    zone.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|entry| {
+            entry.manager.as_deref() == Some(FIELD_MANAGER)
+                && entry.subresource.as_deref() == Some("status")
+        })
+        .filter_map(|entry| entry.time.as_ref().map(|time| time.0))
+        .max()
+}
+
+/// How long to hold a status write back (pure): only when nothing but the record count
+/// differs and the last write is younger than [`COUNT_REFRESH`].
+fn count_refresh_wait(
+    current: Option<&ManagedZoneStatus>,
+    wanted: &ManagedZoneStatus,
+    last_write: Option<Timestamp>,
+    now: Timestamp,
+) -> Option<Duration> {
+    let current = current?;
+    let only_count_differs = current.record_count != wanted.record_count
+        && ManagedZoneStatus {
+            record_count: wanted.record_count,
+            ..current.clone()
+        } == *wanted;
+    if !only_count_differs {
+        return None;
+    }
+    let since = Duration::try_from(now.duration_since(last_write?)).unwrap_or_default();
+    COUNT_REFRESH
+        .checked_sub(since)
+        .filter(|wait| !wait.is_zero())
+}
+
 pub fn error_policy(zone: Arc<ManagedZone>, error: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics.failed(CONTROLLER, error.reason());
     let key = object_key("ManagedZone", zone.namespace().as_deref(), &zone.name_any());
     tracing::warn!(zone = %key, %error, "ManagedZone reconcile failed; retrying with backoff");
     ctx.retry_after_failure(&key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(count: i64, provider: &str) -> ManagedZoneStatus {
+        ManagedZoneStatus {
+            record_count: Some(count),
+            provider: Some(provider.into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn only_a_fresh_count_only_change_waits() {
+        let now: Timestamp = "2026-11-23T12:00:00Z".parse().unwrap();
+        let ago = |seconds: i64| Some(now - k8s_openapi::jiff::SignedDuration::from_secs(seconds));
+        let cases = [
+            // (current, wanted, last write, wait)
+            (
+                Some(status(5, "embedded")),
+                status(6, "embedded"),
+                ago(3),
+                Some(7),
+            ),
+            (
+                Some(status(5, "embedded")),
+                status(6, "embedded"),
+                ago(10),
+                None,
+            ),
+            (
+                Some(status(5, "embedded")),
+                status(6, "embedded"),
+                ago(60),
+                None,
+            ),
+            // Never written by this manager: write.
+            (
+                Some(status(5, "embedded")),
+                status(6, "embedded"),
+                None,
+                None,
+            ),
+            // Something besides the count changed: write at once.
+            (
+                Some(status(5, "embedded")),
+                status(6, "route53"),
+                ago(1),
+                None,
+            ),
+            (
+                Some(status(5, "embedded")),
+                status(5, "route53"),
+                ago(1),
+                None,
+            ),
+            // No status yet: write at once.
+            (None, status(6, "embedded"), ago(1), None),
+            // Nothing differs: nothing to hold back (and nothing is written).
+            (
+                Some(status(5, "embedded")),
+                status(5, "embedded"),
+                ago(1),
+                None,
+            ),
+        ];
+        for (current, wanted, last, wait) in cases {
+            assert_eq!(
+                count_refresh_wait(current.as_ref(), &wanted, last, now),
+                wait.map(Duration::from_secs),
+                "{current:?} → {wanted:?}, last write {last:?}"
+            );
+        }
+    }
 }

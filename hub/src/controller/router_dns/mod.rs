@@ -104,8 +104,16 @@ pub fn shards_of(
 pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
     let all = ctx.caches.zones.store().clone();
     let requests = triggers::requests(&ctx.caches);
-    meridian_controllers::caches::run_controller(all, requests, reconcile, error_policy, ctx, stop)
-        .await;
+    meridian_controllers::caches::run_controller(
+        all,
+        super::CONCURRENCY_SMALL,
+        requests,
+        reconcile,
+        error_policy,
+        ctx,
+        stop,
+    )
+    .await;
 }
 
 pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Action, Error> {
