@@ -180,6 +180,54 @@ pub fn zone_changed_for_dns(old: Option<&ManagedZone>, new: &ManagedZone) -> boo
     })
 }
 
+/// Whether a Gateway changed in what policies read of it: spec, labels (its placement),
+/// annotations, being deleted, and status but its conditions (addresses and listeners, which
+/// an agent's policies read in distributed mode). The conditions are other controllers' and
+/// our own `DNSPolicyAffected`: reading its write as a change would wake the policy that just
+/// wrote it.
+pub fn gateway_changed_for_dns(old: Option<&Gateway>, new: &Gateway) -> bool {
+    let Some(old) = old else {
+        return true;
+    };
+    // No status and a status of conditions only are the same to DNS.
+    let without_conditions = |gateway: &Gateway| {
+        let mut status = gateway.status.clone().unwrap_or_default();
+        status.conditions.clear();
+        status
+    };
+    old.spec != new.spec
+        || old.labels() != new.labels()
+        || old.annotations() != new.annotations()
+        || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
+        || without_conditions(old) != without_conditions(new)
+}
+
+/// Whether a policy changed beyond its status: its generation (spec), labels, annotations,
+/// finalizers or being deleted. Its status is what it writes itself; a write of it read back
+/// as a change reconciled the policy again, often from a cache that had not yet seen the
+/// write, which then wrote the same status again.
+pub fn policy_changed_beyond_status(old: Option<&DNSPolicy>, new: &DNSPolicy) -> bool {
+    old.is_none_or(|old| {
+        old.metadata.generation != new.metadata.generation
+            || old.labels() != new.labels()
+            || old.annotations() != new.annotations()
+            || old.finalizers() != new.finalizers()
+            || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
+    })
+}
+
+/// Whether a DNSRecord changed in what its policy reads: its status (published, ready), its
+/// spec or labels (someone else's edit, which the policy undoes), being deleted. A record's
+/// creation is not: its policy created it, and the status that follows wakes the policy.
+pub fn record_changed_for_policy(old: Option<&DNSRecord>, new: &DNSRecord) -> bool {
+    old.is_some_and(|old| {
+        old.status != new.status
+            || old.spec != new.spec
+            || old.labels() != new.labels()
+            || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
+    })
+}
+
 /// Whether a heartbeat brings a cluster back: it was not heard from within `timeout` before
 /// this renewal (or never), so the policies that left it out must look again.
 pub fn heartbeat_revives(
@@ -584,6 +632,138 @@ mod tests {
             zone_changed_for_dns(Some(&zone), &deleting),
             "being deleted"
         );
+    }
+
+    fn condition(type_: &str) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+        let mut conditions = Vec::new();
+        meridian_api::conditions::set_condition(
+            &mut conditions,
+            meridian_api::conditions::ConditionUpdate {
+                type_,
+                status: true,
+                reason: "Test",
+                message: String::new(),
+            },
+            None,
+            &crate::now(),
+        );
+        conditions.remove(0)
+    }
+
+    #[test]
+    fn gateway_conditions_do_not_concern_dns() {
+        use meridian_api::upstream::{GatewayStatus, GatewayStatusAddress};
+        let gateway = (*gateway("gateways", "api", Some("everywhere"))).clone();
+        let mut affected = gateway.clone();
+        affected.status = Some(GatewayStatus::default());
+        affected.status.as_mut().unwrap().conditions = vec![condition("DNSPolicyAffected")];
+        let mut programmed = affected.clone();
+        programmed
+            .status
+            .as_mut()
+            .unwrap()
+            .conditions
+            .push(condition("Programmed"));
+        let mut addressed = affected.clone();
+        addressed.status.as_mut().unwrap().addresses = vec![GatewayStatusAddress {
+            type_: None,
+            value: "10.0.0.1".into(),
+        }];
+        let mut moved = gateway.clone();
+        moved.metadata.labels = Some([(PLACEMENT_LABEL.into(), "elsewhere".into())].into());
+        let mut finalized = gateway.clone();
+        finalized.metadata.finalizers = Some(vec!["meridian.dev/gateway-placement".into()]);
+        let mut deleting = gateway.clone();
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::from_second(1).unwrap(),
+            ));
+        let cases: [(Option<&Gateway>, &Gateway, bool, &str); 7] = [
+            (None, &gateway, true, "a new Gateway"),
+            (Some(&gateway), &affected, false, "our DNSPolicyAffected"),
+            (
+                Some(&affected),
+                &programmed,
+                false,
+                "another controller's condition",
+            ),
+            (
+                Some(&affected),
+                &addressed,
+                true,
+                "an address (distributed mode reads it)",
+            ),
+            (Some(&gateway), &moved, true, "another placement"),
+            (Some(&gateway), &finalized, false, "placement's finalizer"),
+            (Some(&gateway), &deleting, true, "being deleted"),
+        ];
+        for (old, new, changed, case) in cases {
+            assert_eq!(gateway_changed_for_dns(old, new), changed, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_policy_status_write_does_not_wake_the_policy() {
+        let mut stored = (*policy("gateways", "api", "api")).clone();
+        stored.metadata.generation = Some(1);
+        let mut with_status = stored.clone();
+        with_status.status = Some(Default::default());
+        with_status.status.as_mut().unwrap().conditions = vec![condition("Enforced")];
+        let mut edited = stored.clone();
+        edited.metadata.generation = Some(2);
+        let mut finalized = stored.clone();
+        finalized.metadata.finalizers = Some(vec!["meridian.dev/dns-policy".into()]);
+        let mut deleting = stored.clone();
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::from_second(1).unwrap(),
+            ));
+        let cases: [(Option<&DNSPolicy>, &DNSPolicy, bool, &str); 5] = [
+            (None, &stored, true, "a new policy"),
+            (Some(&stored), &with_status, false, "its status"),
+            (Some(&stored), &edited, true, "a new generation"),
+            (Some(&stored), &finalized, true, "its finalizer"),
+            (Some(&stored), &deleting, true, "being deleted"),
+        ];
+        for (old, new, changed, case) in cases {
+            assert_eq!(policy_changed_beyond_status(old, new), changed, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_record_wakes_its_policy_when_it_changes_not_when_it_is_created() {
+        use meridian_api::kuadrant::{DNSRecordSpec, DNSRecordStatus};
+        let spec: DNSRecordSpec = serde_json::from_value(serde_json::json!({
+            "rootHost": "api.example.com",
+            "managedZone": { "name": "example" },
+        }))
+        .expect("a minimal record");
+        let mut record = DNSRecord::new("api-http", spec);
+        record.metadata.namespace = Some("gateways".into());
+        let mut published = record.clone();
+        published.status = Some(DNSRecordStatus {
+            observed_generation: Some(1),
+            ..Default::default()
+        });
+        let mut edited = record.clone();
+        edited.spec.root_host = "www.example.com".into();
+        let mut deleting = record.clone();
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::from_second(1).unwrap(),
+            ));
+        let mut finalized = record.clone();
+        finalized.metadata.finalizers = Some(vec!["meridian.dev/dns-record".into()]);
+        let cases: [(Option<&DNSRecord>, &DNSRecord, bool, &str); 5] = [
+            (None, &record, false, "created (by its policy)"),
+            (Some(&record), &published, true, "published"),
+            (Some(&record), &edited, true, "edited by someone"),
+            (Some(&record), &deleting, true, "being deleted"),
+            (Some(&record), &finalized, false, "its finalizer"),
+        ];
+        for (old, new, changed, case) in cases {
+            assert_eq!(record_changed_for_policy(old, new), changed, "{case}");
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! | | |
 //! |---|---|
 //! | **Watches** (shared caches) | DNSPolicies, DNSRecords, Gateways, ManagedZones; on the hub also PlacementDecisions, ManagedClusters, ClusterReports, heartbeat Leases |
-//! | **Triggered by** ([`triggers`]) | the policy; its records; its Gateway; a zone of its namespace; on the hub, a decision of its Gateway's Placement, a placed cluster's labels or report (Gateways only), a heartbeat that ends a silence, and a placed cluster going silent (one timer per cluster, not per policy) |
+//! | **Triggered by** ([`triggers`]) | the policy (not its status); its records (not their creation); its Gateway (not its conditions); a zone of its namespace; on the hub, a decision of its Gateway's Placement, a placed cluster's labels or report (Gateways only), a heartbeat that ends a silence, and a placed cluster going silent (one timer per cluster, not per policy) |
 //! | **Gathers** ([`gather`]) | the Gateway, rival policies, the namespace's zones, the placed clusters with their labels, reports and last heartbeat: from the caches only |
 //! | **Decides** (pure) | the records: [`crate::desired::desired_records`] on the hub, [`crate::desired::desired_branch`] in distributed mode |
 //! | **Writes** ([`apply`], [`status`]) | DNSRecords (server-side apply, only where they differ), the Gateway's `DNSPolicyAffected`, the policy's `Accepted`/`Enforced` |

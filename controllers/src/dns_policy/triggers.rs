@@ -16,11 +16,12 @@ use meridian_api::upstream::{Gateway, ManagedCluster, PlacementDecision};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
-use crate::caches::{Change, everything_once, own_changes, triggers};
+use crate::caches::{Change, everything_once, triggers};
 use crate::desired::until_silent;
 use crate::{Context, POLICY_LABEL, indexes};
 
-/// Every policy once at start, its own changes, and: its DNSRecords; its Gateway; a
+/// Every policy once at start, its own changes but to its status, and: its DNSRecords (not
+/// their creation); its Gateway (not its conditions); a
 /// ManagedZone of its namespace; and on the hub, a change to the placement of its Gateway or
 /// in what a placed cluster says (labels, report, coming back after a silence).
 pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSPolicy>>> {
@@ -29,16 +30,29 @@ pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSPolic
     let by_gateway = {
         let policies = all.clone();
         move |change: &Change<Gateway>| {
-            let Some(gateway) = change.object() else {
-                return Vec::new();
+            let gateway = match change {
+                Change::Applied { old, new } => {
+                    if !indexes::gateway_changed_for_dns(old.as_deref(), new) {
+                        return Vec::new();
+                    }
+                    new
+                }
+                Change::Deleted(gateway) => gateway,
+                Change::Relisted => return Vec::new(),
             };
             let target = (gateway.namespace().unwrap_or_default(), gateway.name_any());
             indexes::policies_targeting(&policies.state(), &[target].into())
         }
     };
     let by_record = |change: &Change<DNSRecord>| {
-        let Some(record) = change.object() else {
-            return Vec::new();
+        let record = match change {
+            Change::Applied { old, new }
+                if indexes::record_changed_for_policy(old.as_deref(), new) =>
+            {
+                new
+            }
+            Change::Deleted(record) => record,
+            _ => return Vec::new(),
         };
         record
             .labels()
@@ -67,7 +81,18 @@ pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSPolic
     };
     let mut requests = vec![
         everything_once(&caches.policies),
-        own_changes(&caches.policies),
+        triggers(
+            caches.policies.subscribe(),
+            all.clone(),
+            |change| match change {
+                Change::Applied { old, new }
+                    if indexes::policy_changed_beyond_status(old.as_deref(), new) =>
+                {
+                    vec![ObjectRef::from_obj(&**new)]
+                }
+                _ => Vec::new(),
+            },
+        ),
         triggers(caches.records.subscribe(), all.clone(), by_record),
         triggers(caches.gateways.subscribe(), all.clone(), by_gateway),
         triggers(caches.zones.subscribe(), all.clone(), by_zone),
