@@ -7,7 +7,9 @@
 //! each), then runs `meridian-hub run` as its own process under its own ServiceAccount, so the
 //! API server's audit log tells its requests from the bench's. Per size it prints:
 //! - seconds from the hub's start until every policy is `Enforced` and the nameserver answers
-//!   every host;
+//!   every host, printing the progress on the way;
+//! - seconds until every Gateway's works and every placed cluster's agent work are written
+//!   (the hub's start-up work is done; the steady window begins after it);
 //! - the hub's API requests per second by verb over the steady window (its own leader Lease
 //!   apart), with the synthetic agents heartbeating;
 //! - reconciles per second by controller, the hub's CPU (cores) and peak RSS;
