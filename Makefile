@@ -11,7 +11,7 @@ export MERIDIAN_MOTO_SERVER := $(shell bash scripts/moto-venv.sh --print-path)
 # Debian packages the tests use: dig (dnsutils) as a real DNS client, BIND 9 for RFC2136.
 TEST_PACKAGES := dnsutils bind9
 
-.PHONY: help toolchain packages testbed test lint fmt crds demo bench-testbed bench-engine bench-dns bench-providers bench-convergence bench-probes bench-hub-scale fuzz clean-testbed
+.PHONY: help toolchain packages testbed test lint fmt crds demo images bench-testbed bench-engine bench-dns bench-providers bench-convergence bench-probes bench-hub-scale fuzz clean-testbed
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -41,6 +41,9 @@ crds: ## Regenerate crds/ from the meridian-api types (a test fails when it is s
 
 demo: packages testbed ## Run Meridian end to end: hub, 3 spokes, agents, a DNSPolicy, dig answers; Ctrl-C stops
 	$(CARGO) run --quiet --locked -p meridian-e2e --bin meridian-testbed -- demo
+
+images: ## OCI images of meridian-hub and meridian-agent in target/images/, without a container engine (reproducible)
+	@CARGO="$(CARGO)" bash scripts/images.sh
 
 bench-testbed: testbed ## Time one control plane's start, three at once, and one's memory
 	$(CARGO) run --quiet --locked -p meridian-bench --bin bench-testbed
