@@ -5,6 +5,8 @@ CARGO ?= cargo
 
 # The test bed's per-version cache directory (outside the checkout; see e2e/testbed/build.sh).
 export MERIDIAN_TESTBED_DIR := $(shell bash e2e/testbed/build.sh --print-dir)
+# Helm, built from its Go module into the same cache (e2e/testbed/helm.sh).
+export MERIDIAN_HELM := $(shell bash e2e/testbed/helm.sh --print-path)
 # moto's server for the Route53 tests, in a virtualenv in the same cache (scripts/moto-venv.sh).
 export MERIDIAN_MOTO_SERVER := $(shell bash scripts/moto-venv.sh --print-path)
 
@@ -23,8 +25,9 @@ packages: ## Install the Debian packages and the moto venv the tests use (once; 
 	@bash scripts/debian-packages.sh $(TEST_PACKAGES)
 	@bash scripts/moto-venv.sh >/dev/null
 
-testbed: toolchain ## Build kube-apiserver, etcd, kubectl, OCM agents and gather upstream CRDs (cached)
+testbed: toolchain ## Build kube-apiserver, etcd, kubectl, OCM agents, Helm and gather upstream CRDs (cached)
 	@bash e2e/testbed/build.sh >/dev/null
+	@bash e2e/testbed/helm.sh >/dev/null
 
 lint: toolchain ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
@@ -36,8 +39,15 @@ test: packages testbed lint ## Install what is missing, then run every test
 fmt: ## Format the Rust code
 	$(CARGO) fmt --all
 
-crds: ## Regenerate crds/ from the meridian-api types (a test fails when it is stale)
+crds: ## Regenerate crds/, the chart's copy and deploy/hub/hub.yaml (tests fail when they are stale)
 	$(CARGO) run --quiet --locked -p meridian-api --bin crdgen -- --out-dir crds
+	$(CARGO) run --quiet --locked -p meridian-api --bin crdgen -- --out-dir deploy/helm/meridian/files/crds
+	@helm=$$(bash e2e/testbed/helm.sh); { \
+	  echo "# Meridian's hub, rendered from the Helm chart by \`make crds\` (do not edit; a test fails when stale):"; \
+	  echo "# the chart with crds.install=false, for installing without Helm:"; \
+	  echo "#   kubectl create namespace meridian-system && kubectl apply -f crds/ -f deploy/hub/hub.yaml"; \
+	  "$$helm" template meridian deploy/helm/meridian --namespace meridian-system --set crds.install=false; \
+	} > deploy/hub/hub.yaml
 
 demo: packages testbed ## Run Meridian end to end: hub, 3 spokes, agents, a DNSPolicy, dig answers; Ctrl-C stops
 	$(CARGO) run --quiet --locked -p meridian-e2e --bin meridian-testbed -- demo

@@ -1,4 +1,5 @@
-//! The CRDs Meridian serves, as `crdgen` writes them into `crds/`.
+//! The CRDs Meridian serves, as `crdgen` writes them into `crds/` and the Helm chart's
+//! `files/crds/`.
 
 use std::path::Path;
 
@@ -97,6 +98,18 @@ mod tests {
         assert!(
             stale.is_empty(),
             "crds/ is stale ({stale:?}); regenerate it with `{REGENERATE_COMMAND}` and commit the result"
+        );
+    }
+
+    /// The Helm chart carries its own copy (a chart cannot read files outside itself).
+    #[test]
+    fn the_charts_crds_are_fresh() {
+        let chart =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/helm/meridian/files/crds");
+        let stale = stale_files(&chart).unwrap();
+        assert!(
+            stale.is_empty(),
+            "the chart's files/crds/ is stale ({stale:?}); regenerate it with `{REGENERATE_COMMAND}` and commit the result"
         );
     }
 

@@ -70,6 +70,35 @@ impl TestBedAssets {
     }
 }
 
+/// Environment variable naming the Helm binary; the Makefile sets it.
+pub const HELM_ENV: &str = "MERIDIAN_HELM";
+
+/// Helm, built from its Go module by `e2e/testbed/helm.sh` (`make testbed` runs it).
+pub fn helm() -> Result<PathBuf, Error> {
+    let path = match std::env::var_os(HELM_ENV) {
+        Some(path) => PathBuf::from(path),
+        None => {
+            let script = repository_root().join("e2e/testbed/helm.sh");
+            let output = Command::new("bash")
+                .arg(&script)
+                .arg("--print-path")
+                .output()
+                .map_err(|source| Error::Spawn {
+                    program: script.display().to_string(),
+                    source,
+                })?;
+            PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
+        }
+    };
+    if !path.exists() {
+        return Err(Error::MissingAsset {
+            path,
+            hint: "helm (`make testbed` builds it)",
+        });
+    }
+    Ok(path)
+}
+
 /// The Kubernetes release the test bed builds (`k8s.io/kubernetes` in `e2e/testbed/kube/go.mod`).
 pub fn pinned_kubernetes_version() -> Option<String> {
     let go_mod = std::fs::read_to_string(repository_root().join("e2e/testbed/kube/go.mod")).ok()?;

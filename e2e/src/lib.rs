@@ -26,7 +26,7 @@ mod ports;
 mod process;
 mod wait;
 
-pub use assets::{TestBedAssets, pinned_kubernetes_version, repository_root};
+pub use assets::{TestBedAssets, helm, pinned_kubernetes_version, repository_root};
 pub use control_plane::ControlPlane;
 pub use crds::{install_crds, load_crds};
 pub use error::Error;
