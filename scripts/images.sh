@@ -25,7 +25,8 @@ fi
 # The base: the Debian packages of the runtime files, at the versions installed here (the
 # binaries are linked against this C library), downloaded once per set of versions.
 packages=()
-for package in libc6 libgcc-s1 ca-certificates; do
+# gcc-12-base carries libgcc-s1's copyright file.
+for package in libc6 libgcc-s1 gcc-12-base ca-certificates; do
   packages+=("$package=$(dpkg-query -W -f='${Version}' "$package")")
 done
 base=${XDG_CACHE_HOME:-$HOME/.cache}/meridian/image-base/$(printf '%s\n' "${packages[@]}" | sha256sum | cut -c1-16)

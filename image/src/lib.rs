@@ -27,8 +27,9 @@ const LIBRARIES: &[&str] = &[
     "lib/x86_64-linux-gnu/libgcc_s.so.1",
     "lib/x86_64-linux-gnu/libm.so.6",
 ];
-/// The packages the base layer takes files from; their copyright files go along.
-pub const PACKAGES: &[&str] = &["libc6", "libgcc-s1", "ca-certificates"];
+/// The packages whose copyright files go along with the files taken from them: libgcc-s1's
+/// is its source package's, shipped in gcc-12-base (libgcc-s1's doc directory is a link to it).
+pub const PACKAGES: &[&str] = &["libc6", "gcc-12-base", "ca-certificates"];
 /// Where the CA bundle is, as Debian and most TLS stacks expect it.
 pub const CA_BUNDLE: &str = "etc/ssl/certs/ca-certificates.crt";
 

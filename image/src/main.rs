@@ -61,7 +61,7 @@ fn main() -> anyhow::Result<()> {
         ("org.opencontainers.image.licenses", "Apache-2.0".into()),
         (
             "org.opencontainers.image.base.name",
-            "debian:bookworm (libc6, libgcc-s1, ca-certificates)".into(),
+            "debian:bookworm (libc6, libgcc-s1, gcc-12-base, ca-certificates)".into(),
         ),
     ]
     .into_iter()
