@@ -77,18 +77,7 @@ pub const HELM_ENV: &str = "MERIDIAN_HELM";
 pub fn helm() -> Result<PathBuf, Error> {
     let path = match std::env::var_os(HELM_ENV) {
         Some(path) => PathBuf::from(path),
-        None => {
-            let script = repository_root().join("e2e/testbed/helm.sh");
-            let output = Command::new("bash")
-                .arg(&script)
-                .arg("--print-path")
-                .output()
-                .map_err(|source| Error::Spawn {
-                    program: script.display().to_string(),
-                    source,
-                })?;
-            PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
-        }
+        None => script_answer("e2e/testbed/helm.sh", "--print-path")?,
     };
     if !path.exists() {
         return Err(Error::MissingAsset {
@@ -126,23 +115,29 @@ pub fn repository_root() -> PathBuf {
 /// Asks the build script for its cache directory, so `cargo test` run by hand finds the same
 /// directory `make testbed` filled.
 fn build_script_dir() -> Result<PathBuf, Error> {
-    let script = repository_root().join("e2e/testbed/build.sh");
+    script_answer("e2e/testbed/build.sh", "--print-dir")
+}
+
+/// The path a test-bed script prints when asked where it puts things (`script` relative to the
+/// repository root).
+fn script_answer(script: &str, question: &str) -> Result<PathBuf, Error> {
+    let script = repository_root().join(script);
     let output = Command::new("bash")
         .arg(&script)
-        .arg("--print-dir")
+        .arg(question)
         .output()
         .map_err(|source| Error::Spawn {
             program: script.display().to_string(),
             source,
         })?;
-    let dir = String::from_utf8_lossy(&output.stdout).trim().to_string();
-    if !output.status.success() || dir.is_empty() {
+    let answer = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    if !output.status.success() || answer.is_empty() {
         return Err(Error::MissingAsset {
             path: script,
-            hint: "the build script failed",
+            hint: "the test-bed script failed",
         });
     }
-    Ok(PathBuf::from(dir))
+    Ok(PathBuf::from(answer))
 }
 
 #[cfg(test)]

@@ -48,8 +48,8 @@ fn succeeded(output: &Output, what: &str) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-/// The chart rendered with `sets`, as YAML documents.
-fn render(sets: &[&str]) -> Vec<Value> {
+/// `helm template` of the chart with `sets`, as Helm prints it.
+fn template(sets: &[&str]) -> String {
     let chart = chart();
     let mut args = vec![
         "template",
@@ -61,8 +61,12 @@ fn render(sets: &[&str]) -> Vec<Value> {
     for set in sets {
         args.extend(["--set", set]);
     }
-    let rendered = succeeded(&helm(&args), "helm template");
-    documents(&rendered)
+    succeeded(&helm(&args), "helm template")
+}
+
+/// The chart rendered with `sets`, as YAML documents.
+fn render(sets: &[&str]) -> Vec<Value> {
+    documents(&template(sets))
 }
 
 fn documents(yaml: &str) -> Vec<Value> {
@@ -195,18 +199,7 @@ const HUB_MANIFEST_SETS: &[&str] = &["crds.install=false"];
 
 #[test]
 fn the_committed_hub_manifest_is_the_rendered_chart() {
-    let chart = chart();
-    let mut args = vec![
-        "template",
-        RELEASE,
-        chart.to_str().unwrap(),
-        "--namespace",
-        NAMESPACE,
-    ];
-    for set in HUB_MANIFEST_SETS {
-        args.extend(["--set", set]);
-    }
-    let rendered = succeeded(&helm(&args), "helm template");
+    let rendered = template(HUB_MANIFEST_SETS);
     let committed = std::fs::read_to_string(repository_root().join("deploy/hub/hub.yaml"))
         .expect("deploy/hub/hub.yaml");
     let body = committed
