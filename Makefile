@@ -5,13 +5,17 @@ CARGO ?= cargo
 
 # The test bed's per-version cache directory (outside the checkout; see e2e/testbed/build.sh).
 export MERIDIAN_TESTBED_DIR := $(shell bash e2e/testbed/build.sh --print-dir)
+# kubelet, kube-controller-manager, kube-scheduler and the pod sandbox's pause, for the test
+# bed's nodes (e2e/testbed/nodes.sh).
+export MERIDIAN_NODE_DIR := $(shell bash e2e/testbed/nodes.sh --print-dir)
 # Helm, built from its Go module into the same cache (e2e/testbed/helm.sh).
 export MERIDIAN_HELM := $(shell bash e2e/testbed/helm.sh --print-path)
 # moto's server for the Route53 tests, in a virtualenv in the same cache (scripts/moto-venv.sh).
 export MERIDIAN_MOTO_SERVER := $(shell bash scripts/moto-venv.sh --print-path)
 
-# Debian packages the tests use: dig (dnsutils) as a real DNS client, BIND 9 for RFC2136.
-TEST_PACKAGES := dnsutils bind9
+# Debian packages the tests use: dig (dnsutils) as a real DNS client, BIND 9 for RFC2136, and
+# the container runtime of the test bed's nodes (containerd, runc, the CNI plugins).
+TEST_PACKAGES := dnsutils bind9 containerd runc containernetworking-plugins
 
 .PHONY: help toolchain packages testbed test lint fmt crds demo images bench-testbed bench-engine bench-dns bench-providers bench-convergence bench-probes bench-hub-scale fuzz clean-testbed
 
@@ -25,15 +29,17 @@ packages: ## Install the Debian packages and the moto venv the tests use (once; 
 	@bash scripts/debian-packages.sh $(TEST_PACKAGES)
 	@bash scripts/moto-venv.sh >/dev/null
 
-testbed: toolchain ## Build kube-apiserver, etcd, kubectl, OCM agents, Helm and gather upstream CRDs (cached)
+testbed: toolchain ## Build kube-apiserver, etcd, kubectl, OCM agents, node binaries, Helm; gather upstream CRDs (cached)
 	@bash e2e/testbed/build.sh >/dev/null
+	@bash e2e/testbed/nodes.sh >/dev/null
 	@bash e2e/testbed/helm.sh >/dev/null
 
 lint: toolchain ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
-test: packages testbed lint ## Install what is missing, then run every test
+# The images first: the install test runs them as pods on the test bed's nodes.
+test: packages testbed lint images ## Install what is missing, then run every test
 	$(CARGO) test --workspace --all-targets --locked
 
 fmt: ## Format the Rust code
@@ -44,9 +50,10 @@ crds: ## Regenerate crds/, the chart's copy and deploy/hub/hub.yaml (tests fail 
 	$(CARGO) run --quiet --locked -p meridian-api --bin crdgen -- --out-dir deploy/helm/meridian/files/crds
 	@helm=$$(bash e2e/testbed/helm.sh); { \
 	  echo "# Meridian's hub, rendered from the Helm chart by \`make crds\` (do not edit; a test fails when stale):"; \
-	  echo "# the chart with crds.install=false, for installing without Helm:"; \
+	  echo "# the chart with crds.install=false and no uninstall hook, for installing without Helm:"; \
 	  echo "#   kubectl create namespace meridian-system && kubectl apply -f crds/ -f deploy/hub/hub.yaml"; \
-	  "$$helm" template meridian deploy/helm/meridian --namespace meridian-system --set crds.install=false; \
+	  echo "# (to uninstall, run \`meridian-hub uninstall\` in the namespace before deleting it)"; \
+	  "$$helm" template meridian deploy/helm/meridian --namespace meridian-system --set crds.install=false --set uninstall.removeAgents=false; \
 	} > deploy/hub/hub.yaml
 
 demo: packages testbed ## Run Meridian end to end: hub, 3 spokes, agents, a DNSPolicy, dig answers; Ctrl-C stops

@@ -88,6 +88,19 @@ pub fn helm() -> Result<PathBuf, Error> {
     Ok(path)
 }
 
+/// A `helm` command whose cache, configuration and data stay out of the user's home.
+pub fn helm_command() -> Result<Command, Error> {
+    let mut command = Command::new(helm()?);
+    for (variable, dir) in [
+        ("HELM_CACHE_HOME", "meridian-helm-cache"),
+        ("HELM_CONFIG_HOME", "meridian-helm-config"),
+        ("HELM_DATA_HOME", "meridian-helm-data"),
+    ] {
+        command.env(variable, std::env::temp_dir().join(dir));
+    }
+    Ok(command)
+}
+
 /// The Kubernetes release the test bed builds (`k8s.io/kubernetes` in `e2e/testbed/kube/go.mod`).
 pub fn pinned_kubernetes_version() -> Option<String> {
     let go_mod = std::fs::read_to_string(repository_root().join("e2e/testbed/kube/go.mod")).ok()?;
@@ -120,7 +133,7 @@ fn build_script_dir() -> Result<PathBuf, Error> {
 
 /// The path a test-bed script prints when asked where it puts things (`script` relative to the
 /// repository root).
-fn script_answer(script: &str, question: &str) -> Result<PathBuf, Error> {
+pub(crate) fn script_answer(script: &str, question: &str) -> Result<PathBuf, Error> {
     let script = repository_root().join(script);
     let output = Command::new("bash")
         .arg(&script)

@@ -1,6 +1,9 @@
 //! One Kubernetes control plane: etcd and kube-apiserver on free loopback ports, in a temporary
-//! directory of their own, with their own CA and an admin client certificate.
+//! directory of their own, with their own CA and an admin client certificate; optionally with a
+//! real node that runs pods (see [`crate::node`]), when the API server listens on the node's
+//! address instead.
 
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -11,6 +14,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 use tempfile::TempDir;
 
+use crate::node::{Node, NodeAssets, NodeLaunch, NodeSlot};
 use crate::pki::ControlPlanePki;
 use crate::ports::free_loopback_port;
 use crate::process::ManagedProcess;
@@ -25,8 +29,9 @@ pub struct ControlPlane {
     server_url: String,
     kubeconfig_path: PathBuf,
     client: Client,
-    // Field order is drop order: the apiserver stops before etcd, and both before the directory
-    // holding their data is deleted.
+    // Field order is drop order: the node goes while its API server still answers, the apiserver
+    // stops before etcd, and all before the directory holding their data is deleted.
+    node: Option<Node>,
     apiserver: ManagedProcess,
     etcd: ManagedProcess,
     dir: TempDir,
@@ -59,6 +64,37 @@ impl ControlPlane {
         Self::start_with_audit(name, assets, None).await
     }
 
+    /// Starts one control plane with a node that runs pods from `images` (OCI archives
+    /// imported into the node's containerd), and waits until the node is Ready. The API server
+    /// then listens on `https://<node address>:443`.
+    pub async fn start_with_node(
+        name: &str,
+        assets: &TestBedAssets,
+        node_assets: &NodeAssets,
+        images: &[PathBuf],
+    ) -> Result<Self, Error> {
+        let slot = NodeSlot::claim()?;
+        slot.bring_up_address()?;
+        let mut control_plane = launch(name, assets, None, Some(&slot))?
+            .wait_ready()
+            .await?;
+        let path = |file: &str| control_plane.dir.path().join(file);
+        let node_launch = NodeLaunch {
+            name,
+            dir: control_plane.dir.path(),
+            kubeconfig: &control_plane.kubeconfig_path,
+            ca_cert: &path("ca.crt"),
+            service_account_key: &path("service-account.key"),
+            kubelet_cert: &path("kubelet.crt"),
+            kubelet_key: &path("kubelet.key"),
+            images,
+            slot,
+        };
+        let node = Node::start(node_launch, &control_plane.client, assets, node_assets).await?;
+        control_plane.node = Some(node);
+        Ok(control_plane)
+    }
+
     /// Starts one control plane whose API server writes an audit log, `audit.log` in its
     /// directory: one JSON line per request of `user` (metadata only), for benchmarks that
     /// count one client's requests.
@@ -79,7 +115,7 @@ impl ControlPlane {
         // such a start is retried on fresh ports.
         const ATTEMPTS: usize = 3;
         for attempt in 1.. {
-            match launch(name, assets, audited_user)?.wait_ready().await {
+            match launch(name, assets, audited_user, None)?.wait_ready().await {
                 Err(error) if attempt < ATTEMPTS && is_port_clash(&error) => {
                     tracing::warn!(%name, attempt, "a port was taken before it was bound; retrying");
                 }
@@ -117,12 +153,21 @@ impl ControlPlane {
         self.dir.path()
     }
 
-    /// Process IDs of etcd and kube-apiserver, for tests that prove nothing outlives a test.
-    pub fn pids(&self) -> Vec<u32> {
-        vec![self.etcd.pid(), self.apiserver.pid()]
+    /// The node, when the control plane was started with one.
+    pub fn node(&self) -> Option<&Node> {
+        self.node.as_ref()
     }
 
-    /// Resident memory of etcd plus kube-apiserver, from /proc, in bytes.
+    /// Process IDs of etcd, kube-apiserver and the node's processes, for tests that prove
+    /// nothing outlives a test.
+    pub fn pids(&self) -> Vec<u32> {
+        let mut pids = vec![self.etcd.pid(), self.apiserver.pid()];
+        pids.extend(self.node.iter().flat_map(Node::pids));
+        pids
+    }
+
+    /// Resident memory of etcd, kube-apiserver and the node's processes (pods' shims included,
+    /// not the pods), from /proc, in bytes.
     pub fn resident_memory_bytes(&self) -> u64 {
         self.pids().into_iter().filter_map(resident_memory_of).sum()
     }
@@ -140,7 +185,9 @@ fn launch(
     name: &str,
     assets: &TestBedAssets,
     audited_user: Option<&str>,
+    node_slot: Option<&NodeSlot>,
 ) -> Result<Launched, Error> {
+    let node_address = node_slot.map(NodeSlot::address);
     let dir = tempfile::Builder::new()
         .prefix(&format!("meridian-{name}-"))
         .tempdir()
@@ -150,8 +197,15 @@ fn launch(
         std::fs::write(path(file), contents).map_err(Error::io(format!("writing {file}")))
     };
 
-    let pki = ControlPlanePki::generate(name)?;
+    let pki = ControlPlanePki::generate(name, node_address)?;
     write("ca.crt", &pki.ca_cert)?;
+    if let (Some(cert), Some(key)) = (&pki.kubelet_cert, &pki.kubelet_key) {
+        write("kubelet.crt", cert)?;
+        write("kubelet.key", key)?;
+        // The API server's client certificate towards kubelets (logs, exec).
+        write("admin.crt", &pki.admin_cert)?;
+        write("admin.key", &pki.admin_key)?;
+    }
     write("apiserver.crt", &pki.serving_cert)?;
     write("apiserver.key", &pki.serving_key)?;
     write("service-account.key", &pki.service_account_key)?;
@@ -159,10 +213,15 @@ fn launch(
 
     let etcd_client_port = free_loopback_port()?;
     let etcd_peer_port = free_loopback_port()?;
-    let apiserver_port = free_loopback_port()?;
+    // With a node, the API server listens on the node's address at the `kubernetes` Service's
+    // port, so that address and port are what in-cluster configuration names.
+    let (apiserver_address, apiserver_port) = match node_address {
+        Some(address) => (address, 443),
+        None => (Ipv4Addr::LOCALHOST, free_loopback_port()?),
+    };
     let etcd_client_url = format!("http://127.0.0.1:{etcd_client_port}");
     let etcd_peer_url = format!("http://127.0.0.1:{etcd_peer_port}");
-    let server_url = format!("https://127.0.0.1:{apiserver_port}");
+    let server_url = format!("https://{apiserver_address}:{apiserver_port}");
 
     let etcd_args = [
         "--name=testbed".to_string(),
@@ -185,8 +244,8 @@ fn launch(
 
     let mut apiserver_args = vec![
         format!("--etcd-servers={etcd_client_url}"),
-        "--bind-address=127.0.0.1".to_string(),
-        "--advertise-address=127.0.0.1".to_string(),
+        format!("--bind-address={apiserver_address}"),
+        format!("--advertise-address={apiserver_address}"),
         format!("--secure-port={apiserver_port}"),
         format!("--cert-dir={}", path("apiserver-certs").display()),
         format!("--tls-cert-file={}", path("apiserver.crt").display()),
@@ -201,13 +260,33 @@ fn launch(
             path("service-account.key").display()
         ),
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_string(),
-        // Only an allocation range for Service IPs; nothing routes to it.
-        "--service-cluster-ip-range=10.0.0.0/24".to_string(),
-        "--authorization-mode=RBAC".to_string(),
         "--allow-privileged=true".to_string(),
         // Fewer background controllers on a two-core machine that runs several control planes.
         "--enable-priority-and-fairness=false".to_string(),
     ];
+    match node_slot {
+        Some(slot) => apiserver_args.extend([
+            // Only an allocation range; its first address, the `kubernetes` Service's, is the
+            // API server's own. Nothing routes the others (there is no kube-proxy).
+            format!("--service-cluster-ip-range={}", slot.service_range()),
+            "--authorization-mode=Node,RBAC".to_string(),
+            format!(
+                "--kubelet-client-certificate={}",
+                path("admin.crt").display()
+            ),
+            format!("--kubelet-client-key={}", path("admin.key").display()),
+            format!(
+                "--kubelet-certificate-authority={}",
+                path("ca.crt").display()
+            ),
+            "--kubelet-preferred-address-types=InternalIP".to_string(),
+        ]),
+        None => apiserver_args.extend([
+            // Only an allocation range for Service IPs; nothing routes to it.
+            "--service-cluster-ip-range=10.0.0.0/24".to_string(),
+            "--authorization-mode=RBAC".to_string(),
+        ]),
+    }
     if let Some(user) = audited_user {
         let policy = format!(
             "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n  users: [{user:?}]\n- level: None\n"
@@ -284,6 +363,7 @@ impl Launched {
             server_url: self.server_url,
             kubeconfig_path: self.kubeconfig_path,
             client,
+            node: None,
             apiserver: self.apiserver,
             etcd: self.etcd,
             dir: self.dir,

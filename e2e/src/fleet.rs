@@ -2,11 +2,12 @@
 //! registered on the hub, and OCM's agents running.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use crate::crds::{install_crds, load_crds};
 use crate::ocm::{register_managed_cluster, start_placement_controller, start_work_agent};
 use crate::process::ManagedProcess;
-use crate::{ControlPlane, Error, TestBedAssets};
+use crate::{ControlPlane, Error, NodeAssets, TestBedAssets};
 
 /// Describes a fleet to start; see [`Fleet::builder`].
 #[derive(Debug, Clone)]
@@ -14,6 +15,8 @@ pub struct FleetBuilder {
     hub_name: String,
     spokes: Vec<(String, BTreeMap<String, String>)>,
     run_ocm: bool,
+    /// With nodes: the image archives every node imports.
+    node_images: Option<Vec<PathBuf>>,
 }
 
 /// A running hub and spokes. Dropping it stops the OCM agents, then the control planes.
@@ -33,6 +36,7 @@ impl Fleet {
             hub_name: "hub".to_string(),
             spokes: Vec::new(),
             run_ocm: true,
+            node_images: None,
         }
     }
 
@@ -107,12 +111,28 @@ impl FleetBuilder {
         self
     }
 
+    /// Gives every control plane a node that runs pods, with `images` (OCI archives)
+    /// imported into it.
+    pub fn with_nodes(mut self, images: impl IntoIterator<Item = PathBuf>) -> Self {
+        self.node_images = Some(images.into_iter().collect());
+        self
+    }
+
     pub async fn start(self) -> Result<Fleet, Error> {
         let assets = TestBedAssets::locate()?;
         let names: Vec<&str> = std::iter::once(self.hub_name.as_str())
             .chain(self.spokes.iter().map(|(name, _)| name.as_str()))
             .collect();
-        let mut clusters = ControlPlane::start_many(&names, &assets).await?;
+        let mut clusters = match &self.node_images {
+            None => ControlPlane::start_many(&names, &assets).await?,
+            Some(images) => {
+                let node_assets = NodeAssets::locate()?;
+                let starts = names
+                    .iter()
+                    .map(|name| ControlPlane::start_with_node(name, &assets, &node_assets, images));
+                futures::future::try_join_all(starts).await?
+            }
+        };
         let spokes = clusters.split_off(1);
         let hub = clusters.pop().expect("the hub was started first");
 

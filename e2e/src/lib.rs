@@ -20,21 +20,25 @@ mod crds;
 mod error;
 pub mod example;
 mod fleet;
+mod images;
+pub mod node;
 mod ocm;
 mod pki;
 mod ports;
 mod process;
 mod wait;
 
-pub use assets::{TestBedAssets, helm, pinned_kubernetes_version, repository_root};
+pub use assets::{TestBedAssets, helm, helm_command, pinned_kubernetes_version, repository_root};
 pub use control_plane::ControlPlane;
 pub use crds::{install_crds, load_crds};
 pub use error::Error;
 pub use fleet::{Fleet, FleetBuilder};
+pub use images::{BuiltImage, built_images};
+pub use node::{Node, NodeAssets, NodeFootprint};
 pub use ocm::{
     AGENT_NAMESPACE, HUB_NAMESPACE, OcmDynamicApis, ensure_namespace, register_managed_cluster,
 };
-pub use process::ManagedProcess;
+pub use process::{ManagedProcess, is_alive};
 pub use wait::{DEFAULT_PATIENCE, eventually};
 
 /// The field manager the test bed uses for its own server-side applies.

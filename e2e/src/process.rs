@@ -105,6 +105,17 @@ impl Drop for ManagedProcess {
     }
 }
 
+/// Whether `pid` is a live process: present in /proc and not a zombie waiting to be reaped.
+pub fn is_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
 /// The last `max_bytes` of a file, starting at a line boundary.
 pub(crate) fn log_tail(path: &Path, max_bytes: u64) -> String {
     let Ok(mut file) = File::open(path) else {

@@ -18,22 +18,9 @@ fn chart() -> PathBuf {
 }
 
 fn helm(args: &[&str]) -> Output {
-    let helm = meridian_e2e::helm().expect("helm is built (make testbed)");
-    Command::new(helm)
+    meridian_e2e::helm_command()
+        .expect("helm is built (make testbed)")
         .args(args)
-        // Helm's own cache and config, out of the user's home.
-        .env(
-            "HELM_CACHE_HOME",
-            std::env::temp_dir().join("meridian-helm-cache"),
-        )
-        .env(
-            "HELM_CONFIG_HOME",
-            std::env::temp_dir().join("meridian-helm-config"),
-        )
-        .env(
-            "HELM_DATA_HOME",
-            std::env::temp_dir().join("meridian-helm-data"),
-        )
         .output()
         .expect("helm runs")
 }
@@ -194,8 +181,27 @@ fn the_chart_renders_a_least_privilege_nonroot_hub_and_switchable_crds() {
     ));
 }
 
-/// The arguments `make crds` renders `deploy/hub/hub.yaml` with.
-const HUB_MANIFEST_SETS: &[&str] = &["crds.install=false"];
+/// The arguments `make crds` renders `deploy/hub/hub.yaml` with: no CRDs, and no uninstall
+/// hook (`kubectl apply` would run its Job at once; without Helm, `meridian-hub uninstall` is
+/// run by hand).
+const HUB_MANIFEST_SETS: &[&str] = &["crds.install=false", "uninstall.removeAgents=false"];
+
+#[test]
+fn helm_uninstall_first_removes_the_agents_with_a_nonroot_hook() {
+    let documents = render(&[]);
+    let jobs = of_kind(&documents, "Job");
+    assert_eq!(jobs.len(), 1, "one uninstall hook");
+    let job = jobs[0];
+    assert_eq!(job["metadata"]["annotations"]["helm.sh/hook"], "pre-delete");
+    let pod = &job["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["containers"][0]["args"][0], "uninstall");
+    assert_eq!(
+        pod["serviceAccountName"], RELEASE,
+        "the hook acts with the hub's rights, which include deleting what it created"
+    );
+    assert!(of_kind(&render(&["uninstall.removeAgents=false"]), "Job").is_empty());
+}
 
 #[test]
 fn the_committed_hub_manifest_is_the_rendered_chart() {
@@ -226,6 +232,9 @@ async fn helm_installs_and_uninstalls_the_chart_on_an_api_server() -> Result<(),
             "--namespace",
             NAMESPACE,
             "--create-namespace",
+            // No node runs the uninstall hook's Job here (the install test runs it on one).
+            "--set",
+            "uninstall.removeAgents=false",
             "--kubeconfig",
             &kubeconfig,
         ]),
@@ -263,6 +272,8 @@ async fn helm_installs_and_uninstalls_the_chart_on_an_api_server() -> Result<(),
         answer == "yes"
     };
     assert!(can("patch", "dnsrecords.kuadrant.io"));
+    // A withdrawn record's probes are deleted in one request (found by the install test).
+    assert!(can("deletecollection", "dnshealthcheckprobes.kuadrant.io"));
     assert!(can("create", "leases.coordination.k8s.io"));
     assert!(can("create", "events.events.k8s.io"));
     assert!(!can("delete", "secrets"));

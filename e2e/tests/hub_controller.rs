@@ -579,7 +579,17 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
         .as_ref()
         .and_then(|s| condition_status(&s.conditions, conditions::DNS_POLICY_AFFECTED));
     assert_eq!(affected, None, "the Gateway's condition is withdrawn");
+    // A graceful stop hands the Lease over instead of letting it expire.
     running.stop().await;
+    let lease =
+        Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(hub.clone(), "kube-system")
+            .get(meridian_hub::leader::LEASE_NAME)
+            .await?;
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity),
+        None,
+        "the stopped leader released the Lease"
+    );
     drop(agents);
     Ok(())
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use meridian_e2e::{Error, Fleet, eventually};
+use meridian_e2e::{Error, Fleet, eventually, is_alive};
 
 const MODE_ENV: &str = "MERIDIAN_TEARDOWN_MODE";
 const PIDS_ENV: &str = "MERIDIAN_TEARDOWN_PIDS";
@@ -62,17 +62,6 @@ fn read_pids(pids_file: &Path) -> Vec<u32> {
         .lines()
         .map(|line| line.parse().expect("a pid"))
         .collect()
-}
-
-/// Alive means present in /proc and not a zombie waiting to be reaped.
-fn is_alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X"),
-        Err(_) => false,
-    }
 }
 
 async fn all_gone(pids: &[u32]) -> Result<(), Error> {

@@ -115,6 +115,71 @@ pub async fn acquire(client: &Client, election: &Election) {
     }
 }
 
+/// Takes the Lease whoever holds it, for `election.lease_duration` (the uninstall, which must
+/// stop the leader). Conditional like every change: retried until no one changed it between
+/// the read and the write.
+pub async fn seize(client: &Client, election: &Election) -> Result<(), kube::Error> {
+    let api: Api<Lease> = Api::namespaced(client.clone(), &election.namespace);
+    let seconds = i32::try_from(election.lease_duration.as_secs()).unwrap_or(i32::MAX);
+    loop {
+        let now = MicroTime(Timestamp::now());
+        let spec = LeaseSpec {
+            holder_identity: Some(election.identity.clone()),
+            lease_duration_seconds: Some(seconds),
+            acquire_time: Some(now.clone()),
+            renew_time: Some(now),
+            ..Default::default()
+        };
+        let written = match api.get_opt(LEASE_NAME).await? {
+            None => {
+                let mut lease = Lease::default();
+                lease.metadata.name = Some(LEASE_NAME.into());
+                lease.spec = Some(spec);
+                api.create(&PostParams::default(), &lease).await
+            }
+            Some(mut lease) => {
+                let transitions = lease.spec.as_ref().and_then(|s| s.lease_transitions);
+                lease.spec = Some(LeaseSpec {
+                    lease_transitions: Some(transitions.unwrap_or(0) + 1),
+                    ..spec
+                });
+                api.replace(LEASE_NAME, &PostParams::default(), &lease)
+                    .await
+            }
+        };
+        match written {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+/// Gives the Lease up when this replica holds it, so a standby takes over at its next look
+/// instead of after a whole lease duration. Conditional like every change to the Lease: a
+/// Lease someone else took meanwhile is left alone.
+pub async fn release(client: &Client, election: &Election) -> Result<(), kube::Error> {
+    let api: Api<Lease> = Api::namespaced(client.clone(), &election.namespace);
+    let Some(mut lease) = api.get_opt(LEASE_NAME).await? else {
+        return Ok(());
+    };
+    let Some(spec) = lease.spec.as_mut() else {
+        return Ok(());
+    };
+    if spec.holder_identity.as_deref() != Some(&election.identity) {
+        return Ok(());
+    }
+    spec.holder_identity = None;
+    match api
+        .replace(&lease.name_any(), &PostParams::default(), &lease)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
 /// Renews the Lease until a renewal is lost or has failed for a whole lease duration; then
 /// returns, and the caller must stop writing.
 pub async fn hold(client: &Client, election: &Election) {

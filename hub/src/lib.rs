@@ -11,6 +11,7 @@ pub mod placement;
 pub mod plan_command;
 pub mod routers;
 pub mod run_command;
+pub mod uninstall_command;
 
 use std::path::PathBuf;
 
@@ -38,6 +39,9 @@ pub enum Command {
     Nameserver(nameserver_command::NameserverArgs),
     /// Print the router shards the agents report, their routes and their DNS.
     Routers(RoutersArgs),
+    /// Remove the agents and what the hub made for them across the fleet (`helm uninstall`
+    /// runs it first); the users' objects stay.
+    Uninstall(uninstall_command::UninstallArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -72,12 +76,15 @@ impl Cli {
         tracing_subscriber::fmt()
             .with_env_filter(self.log.as_str())
             .with_writer(std::io::stderr)
+            // Colour only for a person at a terminal; a pod's log is read as text.
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .init();
         match self.command {
             Command::Plan(args) => plan_command::run(&args.file, args.output),
             Command::Nameserver(args) => nameserver_command::run(args),
             Command::Run(args) => run_command::run(args),
             Command::Routers(args) => routers_command(&args),
+            Command::Uninstall(args) => uninstall_command::run(args),
         }
     }
 }

@@ -130,7 +130,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     })
 }
 
-async fn client_config(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Config> {
+pub(crate) async fn client_config(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Config> {
     Ok(match kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
@@ -344,8 +344,13 @@ async fn lead_and_run(
         managed_zone::run(ctx.clone(), stop_on()),
         hold,
     );
-    let _ = caches.await;
     ready.store(false, Ordering::SeqCst);
+    // Every reconcile has finished: hand the Lease over now (a rolling restart's new replica
+    // leads within one look instead of a lease duration). A lost Lease is not ours to release.
+    if let Err(error) = leader::release(&client, &election).await {
+        tracing::warn!(%error, "could not release the hub Lease; it expires instead");
+    }
+    let _ = caches.await;
     leading.store(false, Ordering::SeqCst);
 }
 

@@ -257,6 +257,8 @@ impl Cli {
     pub fn run(self) -> anyhow::Result<()> {
         tracing_subscriber::fmt()
             .with_env_filter(self.log.as_str())
+            // Colour only for a person at a terminal; a pod's log is read as text.
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
             .init();
         match self.command {
             Command::ZoneOwners(args) => {

@@ -22,8 +22,9 @@ use meridian_controllers::{Error, apply_params, delete_if_present};
 const AGENT_TOKEN_SECONDS: i64 = 24 * 3600;
 /// Annotation on the agent's ManifestWork: when its token was issued (RFC 3339).
 const TOKEN_ISSUED: &str = "meridian.dev/token-issued";
-/// Annotation on the agent's ManifestWork: a digest of the hub RBAC it was installed with.
-const RBAC_REVISION: &str = "meridian.dev/rbac-revision";
+/// Annotation on the agent's ManifestWork: a digest of what it was installed with besides its
+/// token (the hub RBAC, the agent's manifests with its image, the hub's address and CA).
+const AGENT_REVISION: &str = "meridian.dev/agent-revision";
 
 fn works_api(ctx: &PlacementContext, cluster: &str) -> Api<ManifestWork> {
     Api::namespaced(ctx.client.clone(), cluster)
@@ -112,8 +113,13 @@ pub async fn install_agent(cluster: &str, ctx: &PlacementContext) -> Result<(), 
         return Ok(());
     };
     let rbac = agent_hub_rbac(cluster);
-    // A hub upgrade that changes the agents' RBAC reinstalls them.
-    let rbac_revision = meridian_dns::shortcode::shortcode(&json!(rbac).to_string(), 8);
+    // A hub upgrade that changes the agents' RBAC, image or manifests, or the hub's address,
+    // reinstalls them (rolls the agents) at once instead of at the next token renewal.
+    let without_token = agent_kubeconfig(&install.server_url, &install.ca_pem, "", cluster);
+    let revision = meridian_dns::shortcode::shortcode(
+        &json!([rbac, agent_work(cluster, &without_token, &install.image)]).to_string(),
+        8,
+    );
     let installing = ctx.agent_installs.of(cluster);
     let _one_at_a_time = installing.lock().await;
     if let Some(existing) = ctx.caches.works.get(Some(cluster), AGENT_WORK) {
@@ -124,8 +130,8 @@ pub async fn install_agent(cluster: &str, ctx: &PlacementContext) -> Result<(), 
             .is_some_and(|issued| {
                 (ctx.clock)().duration_since(issued).as_secs() < AGENT_TOKEN_SECONDS / 2
             });
-        let same_rbac = existing.annotations().get(RBAC_REVISION) == Some(&rbac_revision);
-        if fresh && same_rbac {
+        let same_revision = existing.annotations().get(AGENT_REVISION) == Some(&revision);
+        if fresh && same_revision {
             return Ok(());
         }
     }
@@ -154,7 +160,7 @@ pub async fn install_agent(cluster: &str, ctx: &PlacementContext) -> Result<(), 
     let issued = (ctx.clock)().to_string();
     work["metadata"]["annotations"] = json!({
         TOKEN_ISSUED: issued,
-        RBAC_REVISION: rbac_revision,
+        AGENT_REVISION: revision,
     });
     Api::<ManifestWork>::namespaced(ctx.client.clone(), cluster)
         .patch(AGENT_WORK, &apply_params(), &Patch::Apply(work))

@@ -1,0 +1,585 @@
+//! The install path as users take it, with Meridian running as pods from its images on real
+//! nodes: `helm install` on the hub → the hub runs as two pods, one leading → the example
+//! Gateway and DNSPolicy → the hub's ManifestWork installs the agent, OCM's work agent applies
+//! it, the agent runs as a pod on each spoke with the credentials the hub delivered → `dig`
+//! answers by GEO and weight through the DNS Service's endpoints. Then `helm upgrade` to a new
+//! image tag rolls the hub and the agents while a client keeps asking, and deleting the policy
+//! plus `helm uninstall` leave nothing of Meridian behind (the users' Gateway stays).
+//!
+//! The test bed has no service proxy (kube-proxy), so the client asks the endpoints the DNS
+//! Service selects, as a proxy would: the ready addresses of its EndpointSlices.
+//!
+//! Needs `make images` (the Makefile's `test` runs it first).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use meridian_api::kuadrant::{DNSPolicy, DNSRecord};
+use meridian_api::upstream::Gateway;
+use meridian_e2e::example::{
+    FRANCE, GATEWAY, GEO_LABEL, HOST, IRELAND, NAMESPACE, SPOKES, UNITED_STATES, dig_host, install,
+    serve_gateway, with_example_spokes, write_geoip,
+};
+use meridian_e2e::{
+    BuiltImage, DEFAULT_PATIENCE, Error, Fleet, OcmDynamicApis, built_images, eventually,
+    helm_command, repository_root,
+};
+
+const RELEASE: &str = "meridian";
+const RELEASE_NAMESPACE: &str = "meridian-system";
+const HUB_PODS: &str = "app.kubernetes.io/component=hub";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_installs_meridian_as_pods_that_answer_roll_on_upgrade_and_uninstall_cleanly()
+-> Result<(), Error> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("warn,kube_client=off,meridian_e2e=info")
+        .with_test_writer()
+        .try_init();
+    let images = built_images()?;
+    let image = |name: &str| -> BuiltImage {
+        images
+            .iter()
+            .find(|image| image.repository().ends_with(name))
+            .cloned()
+            .unwrap_or_else(|| panic!("make images built {name}"))
+    };
+    let (hub_image, agent_image) = (image("/meridian-hub"), image("/meridian-agent"));
+    let archives = images.iter().map(|image| image.archive.clone());
+    let fleet_started = Instant::now();
+    let fleet = with_example_spokes(Fleet::builder())
+        .with_nodes(archives)
+        .start()
+        .await?;
+    for cluster in fleet.clusters() {
+        let node = cluster.node().expect("started with nodes");
+        println!(
+            "{}: node Ready {:.1} s after containerd started; resident {} MiB",
+            cluster.name(),
+            node.start_time().as_secs_f64(),
+            cluster.resident_memory_bytes() / (1 << 20)
+        );
+    }
+    println!(
+        "fleet of four with nodes: {:.1} s",
+        fleet_started.elapsed().as_secs_f64()
+    );
+    let hub = fleet.hub.client();
+
+    // The GeoIP database, in a ConfigMap the chart mounts.
+    let workdir = tempfile::tempdir().unwrap();
+    let geoip = workdir.path().join("country.mmdb");
+    write_geoip(&geoip)?;
+    meridian_e2e::ensure_namespace(&hub, RELEASE_NAMESPACE).await?;
+    let database = std::fs::read(&geoip).unwrap();
+    Api::<ConfigMap>::namespaced(hub.clone(), RELEASE_NAMESPACE)
+        .create(
+            &PostParams::default(),
+            &ConfigMap {
+                metadata: kube::api::ObjectMeta {
+                    name: Some("meridian-geoip".into()),
+                    ..Default::default()
+                },
+                binary_data: Some(BTreeMap::from([(
+                    "country.mmdb".to_string(),
+                    ByteString(database),
+                )])),
+                ..Default::default()
+            },
+        )
+        .await?;
+
+    // helm install: the CRDs are the fleet's (installed apart, `crds.install=false`, as the
+    // chart allows); the images are the ones `make images` built, already on every node.
+    let installed = Instant::now();
+    run_helm(
+        &fleet.hub,
+        &[
+            "install",
+            RELEASE,
+            &chart(),
+            "--namespace",
+            RELEASE_NAMESPACE,
+            "--set",
+            "crds.install=false",
+            "--set",
+            &format!("image.tag={}", hub_image.tag()),
+            "--set",
+            "image.pullPolicy=Never",
+            "--set",
+            "dns.service.type=ClusterIP",
+            "--set",
+            "geoip.volume.configMap.name=meridian-geoip",
+            "--set",
+            "geoip.file=country.mmdb",
+            "--set",
+            "hub.withdrawalGraceSeconds=5",
+        ],
+    )?;
+    let hub_pods = wait_for_hub_pods(&hub, hub_image.tag()).await?;
+    println!("hub pods running: {hub_pods:?}");
+    let holder = lease_holder(&hub).await?;
+    assert!(
+        hub_pods.iter().any(|pod| holder.starts_with(pod.as_str())),
+        "one of the hub's pods holds the Lease: {holder} among {hub_pods:?}"
+    );
+
+    // The admin's objects and the gateway implementation's addresses on the spokes.
+    install(&hub).await?;
+    for (spoke, _, _, ip) in SPOKES {
+        serve_gateway(&fleet.spoke(spoke).client(), ip).await?;
+    }
+    for (spoke, _, _, _) in SPOKES {
+        let pod = wait_for_agent_pod(&fleet.spoke(spoke).client(), agent_image.tag()).await?;
+        println!(
+            "{spoke}: agent pod {pod} running from {}",
+            agent_image.reference
+        );
+    }
+    answers_become(&hub, Some(IRELAND), &["10.0.0.1"]).await?;
+    println!(
+        "helm install → first correct answer: {:.1} s",
+        installed.elapsed().as_secs_f64()
+    );
+    answers_become(&hub, Some(UNITED_STATES), &["10.0.0.2"]).await?;
+    answers_become(&hub, Some(FRANCE), &["10.0.0.3"]).await?;
+
+    // Weight: with spoke-3 (Azure, weight 30) in the IE group beside spoke-1 (AWS, 120),
+    // Ireland gets both, in proportion.
+    label_geo(&hub, "spoke-3", "IE").await?;
+    let seen = eventually("Ireland gets both IE clusters", DEFAULT_PATIENCE, || {
+        let hub = hub.clone();
+        async move {
+            let mut seen = BTreeMap::<String, u32>::new();
+            for _ in 0..60 {
+                for ip in dig_service(&hub, Some(IRELAND)).await? {
+                    *seen.entry(ip).or_default() += 1;
+                }
+            }
+            Ok((seen.len() == 2).then_some(seen))
+        }
+    })
+    .await?;
+    assert_eq!(seen.keys().collect::<Vec<_>>(), ["10.0.0.1", "10.0.0.3"]);
+    assert!(
+        seen["10.0.0.1"] > seen["10.0.0.3"],
+        "120 : 30 shows: {seen:?}"
+    );
+    println!("Ireland, 60 queries: {seen:?}");
+
+    // helm upgrade to a new tag of the same images (as a re-tagged release would be), while a
+    // client keeps asking from Ireland.
+    let next_tag = format!("{}-next", hub_image.tag());
+    for cluster in fleet.clusters() {
+        let node = cluster.node().expect("started with nodes");
+        for image in [&hub_image, &agent_image] {
+            node.tag_image(
+                &image.reference,
+                &format!("{}:{next_tag}", image.repository()),
+            )?;
+        }
+    }
+    let probing = Arc::new(AtomicBool::new(true));
+    let prober = tokio::spawn(probe_answers(hub.clone(), probing.clone()));
+    let upgrade_started = Instant::now();
+    run_helm(
+        &fleet.hub,
+        &[
+            "upgrade",
+            RELEASE,
+            &chart(),
+            "--namespace",
+            RELEASE_NAMESPACE,
+            "--reuse-values",
+            "--set",
+            &format!("image.tag={next_tag}"),
+        ],
+    )?;
+    let new_pods = wait_for_hub_pods(&hub, &next_tag).await?;
+    for (spoke, _, _, _) in SPOKES {
+        wait_for_agent_pod(&fleet.spoke(spoke).client(), &next_tag).await?;
+    }
+    println!(
+        "helm upgrade → hub {new_pods:?} and the three agents on {next_tag}: {:.1} s",
+        upgrade_started.elapsed().as_secs_f64()
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    probing.store(false, Ordering::SeqCst);
+    let probe = prober.await.unwrap();
+    println!(
+        "during the upgrade: {} queries, {} failed, longest gap {:.1} s",
+        probe.queries,
+        probe.failures,
+        probe.longest_gap.as_secs_f64()
+    );
+    answers_become(&hub, Some(UNITED_STATES), &["10.0.0.2"]).await?;
+
+    // Uninstall: the policy goes first, while the hub still runs to withdraw its records (the
+    // finalizers are the hub's); then the release, whose pre-delete hook stops the hub and
+    // removes the agents. The Gateway stays placed, so a hub still running would reinstall them.
+    Api::<DNSPolicy>::namespaced(hub.clone(), NAMESPACE)
+        .delete(GATEWAY, &DeleteParams::default())
+        .await?;
+    let records: Api<DNSRecord> = Api::namespaced(hub.clone(), NAMESPACE);
+    let withdrawn = eventually("the policy's records are gone", DEFAULT_PATIENCE, || {
+        let records = records.clone();
+        async move {
+            let list = records.list(&ListParams::default()).await?;
+            Ok(list.items.is_empty().then_some(()))
+        }
+    })
+    .await;
+    if withdrawn.is_err() {
+        eprintln!("{}", pod_logs(&fleet.hub));
+    }
+    withdrawn?;
+    answers_become(&hub, Some(IRELAND), &[]).await?;
+    let uninstalled = run_helm(
+        &fleet.hub,
+        &[
+            "uninstall",
+            RELEASE,
+            "--namespace",
+            RELEASE_NAMESPACE,
+            "--wait",
+        ],
+    );
+    if uninstalled.is_err() {
+        eprintln!("{}", pod_logs(&fleet.hub));
+    }
+    uninstalled?;
+    let pods: Api<Pod> = Api::namespaced(hub.clone(), RELEASE_NAMESPACE);
+    eventually("nothing of the release runs", DEFAULT_PATIENCE, || {
+        let pods = pods.clone();
+        async move {
+            let list = pods.list(&ListParams::default()).await?;
+            Ok(list.items.is_empty().then_some(()))
+        }
+    })
+    .await?;
+    let works = Api::<DynamicObject>::all_with(hub.clone(), &OcmDynamicApis::manifest_work());
+    // A work goes once OCM's work agent has removed what it applied on the spoke.
+    eventually("no agent's ManifestWork is left", DEFAULT_PATIENCE, || {
+        let works = works.clone();
+        async move {
+            let agent_works = works
+                .list(&ListParams::default().fields("metadata.name=meridian-agent"))
+                .await?;
+            Ok(agent_works.items.is_empty().then_some(()))
+        }
+    })
+    .await?;
+    for (spoke, _, _, _) in SPOKES {
+        let accounts: Api<ServiceAccount> = Api::namespaced(hub.clone(), spoke);
+        assert!(
+            accounts.get_opt("meridian-agent").await?.is_none(),
+            "the agent's hub identity in {spoke}'s namespace is gone"
+        );
+        let client = fleet.spoke(spoke).client();
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        eventually(
+            &format!("{spoke} has no agent left"),
+            DEFAULT_PATIENCE,
+            || {
+                let namespaces = namespaces.clone();
+                async move {
+                    let agent_namespace = namespaces.get_opt("meridian-system").await?;
+                    Ok(agent_namespace.is_none().then_some(()))
+                }
+            },
+        )
+        .await?;
+        // The users' Gateway is still placed: its copies on the spokes are theirs, and stay.
+        let downstream: Api<Gateway> = Api::namespaced(client, &format!("kuadrant-{NAMESPACE}"));
+        assert!(
+            downstream.get_opt(GATEWAY).await?.is_some(),
+            "{spoke} keeps the users' Gateway"
+        );
+    }
+    // What stays is the users' and the namespace's: the hub's Lease, held by the uninstall so
+    // that no replica could lead (and reinstall agents) while Helm deleted them.
+    let leases: Api<Lease> = Api::namespaced(hub.clone(), RELEASE_NAMESPACE);
+    let holder = leases
+        .get("meridian-hub")
+        .await?
+        .spec
+        .and_then(|s| s.holder_identity);
+    assert_eq!(holder.as_deref(), Some("meridian-uninstall"));
+    Ok(())
+}
+
+/// The logs of the pods on a cluster's node, read from the node's log directory.
+fn pod_logs(cluster: &meridian_e2e::ControlPlane) -> String {
+    let dir = cluster.node().expect("a node").dir().join("pod-logs");
+    let mut logs = String::new();
+    for pod in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        for container in std::fs::read_dir(pod.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            for file in std::fs::read_dir(container.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let text = std::fs::read_to_string(file.path()).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(40).collect();
+                logs += &format!("--- {} ---\n", file.path().display());
+                for line in tail.into_iter().rev() {
+                    logs += line;
+                    logs += "\n";
+                }
+            }
+        }
+    }
+    logs
+}
+
+fn chart() -> String {
+    repository_root()
+        .join("deploy/helm/meridian")
+        .display()
+        .to_string()
+}
+
+fn run_helm(cluster: &meridian_e2e::ControlPlane, args: &[&str]) -> Result<(), Error> {
+    let output = helm_command()?
+        .args(args)
+        .arg(format!(
+            "--kubeconfig={}",
+            cluster.kubeconfig_path().display()
+        ))
+        .output()
+        .map_err(|e| Error::Component(format!("running helm: {e}")))?;
+    if !output.status.success() {
+        return Err(Error::Component(format!(
+            "helm {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        )));
+    }
+    Ok(())
+}
+
+/// Waits until the hub's Deployment runs its replicas, all from `tag`, and returns their names.
+async fn wait_for_hub_pods(hub: &Client, tag: &str) -> Result<Vec<String>, Error> {
+    let pods: Api<Pod> = Api::namespaced(hub.clone(), RELEASE_NAMESPACE);
+    let suffix = format!(":{tag}");
+    eventually(
+        &format!("two hub pods running {tag}"),
+        DEFAULT_PATIENCE,
+        || {
+            let (pods, suffix) = (pods.clone(), suffix.clone());
+            async move {
+                let list = pods.list(&ListParams::default().labels(HUB_PODS)).await?;
+                let running: Vec<String> = list
+                    .items
+                    .iter()
+                    .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+                    .filter(|pod| is_running_image(pod, &suffix))
+                    .map(ResourceExt::name_any)
+                    .collect();
+                Ok((running.len() == 2 && list.items.len() == 2).then_some(running))
+            }
+        },
+    )
+    .await
+}
+
+/// Waits until the agent's Deployment on a spoke has rolled to `tag` and its pod runs.
+async fn wait_for_agent_pod(spoke: &Client, tag: &str) -> Result<String, Error> {
+    let pods: Api<Pod> = Api::namespaced(spoke.clone(), "meridian-system");
+    let deployments: Api<Deployment> = Api::namespaced(spoke.clone(), "meridian-system");
+    let suffix = format!(":{tag}");
+    eventually(
+        &format!("the agent pod runs {tag}"),
+        DEFAULT_PATIENCE,
+        || {
+            let (pods, deployments, suffix) = (pods.clone(), deployments.clone(), suffix.clone());
+            async move {
+                let rolled = deployments
+                    .get_opt("meridian-agent")
+                    .await?
+                    .is_some_and(|d| {
+                        let status = d.status.unwrap_or_default();
+                        status.updated_replicas == Some(1) && status.replicas == Some(1)
+                    });
+                let list = pods
+                    .list(&ListParams::default().labels("app=meridian-agent"))
+                    .await?;
+                let running = list
+                    .items
+                    .iter()
+                    .find(|pod| {
+                        pod.metadata.deletion_timestamp.is_none() && is_running_image(pod, &suffix)
+                    })
+                    .map(ResourceExt::name_any);
+                Ok(running.filter(|_| rolled))
+            }
+        },
+    )
+    .await
+}
+
+fn is_running_image(pod: &Pod, suffix: &str) -> bool {
+    let status = pod.status.as_ref();
+    status.and_then(|s| s.phase.as_deref()) == Some("Running")
+        && pod.spec.as_ref().is_some_and(|spec| {
+            spec.containers
+                .iter()
+                .all(|c| c.image.as_deref().is_some_and(|i| i.ends_with(suffix)))
+        })
+        && status
+            .and_then(|s| s.container_statuses.as_ref())
+            .is_some_and(|statuses| {
+                statuses
+                    .iter()
+                    .all(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
+            })
+}
+
+async fn lease_holder(hub: &Client) -> Result<String, Error> {
+    let leases: Api<Lease> = Api::namespaced(hub.clone(), RELEASE_NAMESPACE);
+    eventually("a hub pod holds the Lease", DEFAULT_PATIENCE, || {
+        let leases = leases.clone();
+        async move {
+            Ok(leases
+                .get_opt("meridian-hub")
+                .await?
+                .and_then(|lease| lease.spec?.holder_identity))
+        }
+    })
+    .await
+}
+
+async fn label_geo(hub: &Client, cluster: &str, geo: &str) -> Result<(), Error> {
+    let clusters = Api::<DynamicObject>::all_with(hub.clone(), &OcmDynamicApis::managed_cluster());
+    let patch = serde_json::json!({ "metadata": { "labels": { GEO_LABEL: geo } } });
+    clusters
+        .patch(
+            cluster,
+            &Default::default(),
+            &kube::api::Patch::Merge(patch),
+        )
+        .await?;
+    Ok(())
+}
+
+/// The ready addresses behind the hub's DNS Service, as a service proxy would route to them.
+async fn dns_endpoints(hub: &Client) -> Result<Vec<SocketAddr>, Error> {
+    let slices: Api<EndpointSlice> = Api::namespaced(hub.clone(), RELEASE_NAMESPACE);
+    let list = slices
+        .list(&ListParams::default().labels(&format!("kubernetes.io/service-name={RELEASE}-dns")))
+        .await?;
+    let mut endpoints = Vec::new();
+    for slice in list.items {
+        let port = slice
+            .ports
+            .iter()
+            .flatten()
+            .find(|p| p.name.as_deref() == Some("dns-udp"))
+            .and_then(|p| p.port);
+        let Some(port) = port else { continue };
+        for endpoint in slice.endpoints.into_iter().flatten() {
+            let ready = endpoint.conditions.as_ref().and_then(|c| c.ready) == Some(true);
+            if !ready {
+                continue;
+            }
+            endpoints.extend(
+                endpoint
+                    .addresses
+                    .iter()
+                    .filter_map(|a| a.parse().ok())
+                    .map(|ip| SocketAddr::new(ip, port as u16)),
+            );
+        }
+    }
+    Ok(endpoints)
+}
+
+/// One `dig` through the Service: at one of its ready endpoints, chosen at random as a proxy
+/// would. No ready endpoint answers nothing.
+async fn dig_service(hub: &Client, subnet: Option<&'static str>) -> Result<Vec<String>, Error> {
+    let endpoints = dns_endpoints(hub).await?;
+    if endpoints.is_empty() {
+        return Ok(Vec::new());
+    }
+    let server = endpoints[rand_index(endpoints.len())];
+    Ok(
+        tokio::task::spawn_blocking(move || dig_host(server, HOST, subnet))
+            .await
+            .unwrap(),
+    )
+}
+
+fn rand_index(len: usize) -> usize {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .subsec_nanos() as usize;
+    nanos % len
+}
+
+async fn answers_become(
+    hub: &Client,
+    subnet: Option<&'static str>,
+    expected: &[&str],
+) -> Result<(), Error> {
+    let expected: Vec<String> = expected.iter().map(|s| s.to_string()).collect();
+    eventually(
+        &format!("dig from {subnet:?} answers {expected:?}"),
+        DEFAULT_PATIENCE,
+        || {
+            let (hub, expected) = (hub.clone(), expected.clone());
+            async move { Ok((dig_service(&hub, subnet).await? == expected).then_some(())) }
+        },
+    )
+    .await
+}
+
+#[derive(Debug, Default)]
+struct Probe {
+    queries: u32,
+    failures: u32,
+    longest_gap: Duration,
+}
+
+/// Asks from Ireland through the Service until told to stop; a query fails when it gets no
+/// answer or not one of the IE group's addresses.
+async fn probe_answers(hub: Client, probing: Arc<AtomicBool>) -> Probe {
+    let mut probe = Probe::default();
+    let mut failing_since: Option<Instant> = None;
+    while probing.load(Ordering::SeqCst) {
+        let answer = dig_service(&hub, Some(IRELAND)).await.unwrap_or_default();
+        let good = answer.len() == 1 && ["10.0.0.1", "10.0.0.3"].contains(&answer[0].as_str());
+        probe.queries += 1;
+        match (good, failing_since) {
+            (false, None) => {
+                probe.failures += 1;
+                failing_since = Some(Instant::now());
+            }
+            (false, Some(_)) => probe.failures += 1,
+            (true, Some(since)) => {
+                probe.longest_gap = probe.longest_gap.max(since.elapsed());
+                failing_since = None;
+            }
+            (true, None) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if let Some(since) = failing_since {
+        probe.longest_gap = probe.longest_gap.max(since.elapsed());
+    }
+    probe
+}

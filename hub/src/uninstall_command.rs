@@ -1,0 +1,126 @@
+//! `meridian-hub uninstall`: removes what the hub spread across the fleet, for `helm
+//! uninstall` (the chart runs it as a pre-delete hook) or by hand. Helm deletes only what the
+//! chart rendered; the hub created more at run time: each placed cluster's agent (its
+//! ManifestWork, which OCM's work agent then removes from the spoke), the agent's identity in
+//! the cluster namespace on the hub, its copy of the probe headers, and the addon registration.
+//!
+//! The hub must not reinstall the agents while they are being removed, so the command first
+//! takes the hub's Lease for itself: the leader sees another holder at its next renewal and
+//! stops writing. The users' objects stay: DNSPolicies, Gateways and their ManifestWorks.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::api::ListParams;
+use kube::{Api, Client, ResourceExt};
+use meridian_api::names::{HEARTBEAT_LEASE, PROBE_HEADERS_SECRET};
+use meridian_api::upstream::{ClusterManagementAddOn, ManagedClusterAddOn, ManifestWork};
+use meridian_controllers::delete_if_present;
+
+use crate::leader::{self, Election};
+use crate::placement::{AGENT_PROBE_READER, AGENT_WORK};
+
+#[derive(Debug, clap::Args)]
+pub struct UninstallArgs {
+    /// Kubeconfig of the hub cluster; in-cluster configuration when absent.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Namespace of the hub's Lease.
+    #[arg(long, env = "MERIDIAN_LEASE_NAMESPACE", default_value = "kube-system")]
+    pub lease_namespace: String,
+
+    /// The hub's lease duration: how long the leader may go on writing after the Lease is taken.
+    #[arg(long, env = "MERIDIAN_LEASE_SECONDS", default_value_t = 15)]
+    pub lease_seconds: u64,
+}
+
+pub fn run(args: UninstallArgs) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(uninstall(args))
+}
+
+async fn uninstall(args: UninstallArgs) -> anyhow::Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client =
+        Client::try_from(crate::run_command::client_config(args.kubeconfig.as_ref()).await?)?;
+    let lease_duration = Duration::from_secs(args.lease_seconds.max(1));
+    let uninstaller = Election {
+        namespace: args.lease_namespace.clone(),
+        identity: "meridian-uninstall".into(),
+        // Longer than the uninstall: no replica may lead again meanwhile.
+        lease_duration: Duration::from_secs(3600),
+    };
+    leader::seize(&client, &uninstaller).await?;
+    tracing::info!(wait = ?lease_duration, "took the hub Lease; waiting until the leader has stopped writing");
+    tokio::time::sleep(lease_duration).await;
+
+    let works = Api::<ManifestWork>::all(client.clone())
+        .list(&ListParams::default().fields(&format!("metadata.name={AGENT_WORK}")))
+        .await?;
+    for work in works.items {
+        let cluster = work.namespace().unwrap_or_default();
+        remove_agent(&client, &cluster).await?;
+        println!("removed the agent of {cluster}");
+    }
+    delete_if_present(&Api::<ClusterRole>::all(client.clone()), AGENT_PROBE_READER).await?;
+    delete_if_present(
+        &Api::<ClusterManagementAddOn>::all(client.clone()),
+        "meridian",
+    )
+    .await?;
+    // The Lease stays, held by the uninstall for an hour: the replicas Helm is about to delete
+    // cannot lead (and reinstall agents) meanwhile. It goes with the release's namespace.
+    Ok(())
+}
+
+/// One cluster's agent: its ManifestWork (the work agent then deletes what it applied on the
+/// spoke), and what the hub made for it in the cluster namespace.
+async fn remove_agent(client: &Client, cluster: &str) -> anyhow::Result<()> {
+    delete_if_present(
+        &Api::<ManifestWork>::namespaced(client.clone(), cluster),
+        AGENT_WORK,
+    )
+    .await?;
+    delete_if_present(
+        &Api::<ManagedClusterAddOn>::namespaced(client.clone(), cluster),
+        "meridian",
+    )
+    .await?;
+    delete_if_present(
+        &Api::<RoleBinding>::namespaced(client.clone(), cluster),
+        AGENT_WORK,
+    )
+    .await?;
+    delete_if_present(
+        &Api::<Role>::namespaced(client.clone(), cluster),
+        AGENT_WORK,
+    )
+    .await?;
+    delete_if_present(
+        &Api::<ServiceAccount>::namespaced(client.clone(), cluster),
+        AGENT_WORK,
+    )
+    .await?;
+    delete_if_present(
+        &Api::<Secret>::namespaced(client.clone(), cluster),
+        PROBE_HEADERS_SECRET,
+    )
+    .await?;
+    delete_if_present(
+        &Api::<Lease>::namespaced(client.clone(), cluster),
+        HEARTBEAT_LEASE,
+    )
+    .await?;
+    delete_if_present(
+        &Api::<ClusterRoleBinding>::all(client.clone()),
+        &format!("{AGENT_PROBE_READER}-{cluster}"),
+    )
+    .await?;
+    Ok(())
+}
