@@ -17,7 +17,7 @@ export MERIDIAN_MOTO_SERVER := $(shell bash scripts/moto-venv.sh --print-path)
 # the container runtime of the test bed's nodes (containerd, runc, the CNI plugins).
 TEST_PACKAGES := dnsutils bind9 containerd runc containernetworking-plugins
 
-.PHONY: help toolchain packages testbed test lint fmt crds demo images bench-testbed bench-engine bench-dns bench-providers bench-convergence bench-probes bench-hub-scale fuzz clean-testbed
+.PHONY: help toolchain packages testbed test lint fmt crds demo demo-in-process images bench-testbed bench-engine bench-dns bench-providers bench-convergence bench-probes bench-hub-scale fuzz clean-testbed
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -56,8 +56,11 @@ crds: ## Regenerate crds/, the chart's copy and deploy/hub/hub.yaml (tests fail 
 	  "$$helm" template meridian deploy/helm/meridian --namespace meridian-system --set crds.install=false --set uninstall.removeAgents=false; \
 	} > deploy/hub/hub.yaml
 
-demo: packages testbed ## Run Meridian end to end: hub, 3 spokes, agents, a DNSPolicy, dig answers; Ctrl-C stops
+demo: packages testbed images ## Run Meridian as pods: hub + 3 spokes with nodes, helm install, agents, a DNSPolicy, dig answers; Ctrl-C stops
 	$(CARGO) run --quiet --locked -p meridian-e2e --bin meridian-testbed -- demo
+
+demo-in-process: packages testbed ## The same with the hub and agents inside one process, on control planes without nodes (no images)
+	$(CARGO) run --quiet --locked -p meridian-e2e --bin meridian-testbed -- demo --in-process
 
 images: ## OCI images of meridian-hub and meridian-agent in target/images/, without a container engine (reproducible)
 	@CARGO="$(CARGO)" bash scripts/images.sh

@@ -27,9 +27,16 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run Meridian end to end: a hub and three spokes with OCM, the hub and the agents, the
-    /// example DNSPolicy, answers from the embedded nameserver; stop on Ctrl-C.
-    Demo,
+    /// Run Meridian end to end as users run it: a hub and three spokes with OCM and a node
+    /// each, the hub installed by its chart from the images `make images` built, the agents the
+    /// hub delivers running as pods, the example DNSPolicy, answers through the hub's DNS
+    /// Service; stop on Ctrl-C.
+    Demo {
+        /// Run the hub and the agents inside this process instead, on control planes without
+        /// nodes (no images needed; starts in about half the time).
+        #[arg(long)]
+        in_process: bool,
+    },
 }
 
 impl Cli {
@@ -39,7 +46,8 @@ impl Cli {
 
     pub fn run(self) -> anyhow::Result<()> {
         match self.command {
-            Command::Demo => run_program(&self.log, demo()),
+            Command::Demo { in_process: true } => run_program(&self.log, demo()),
+            Command::Demo { in_process: false } => run_program(&self.log, demo_pods()),
         }
     }
 }
@@ -149,6 +157,112 @@ Press Ctrl-C to stop; everything is deleted on exit.",
     }
     println!("Stopping.");
     example.stop().await;
+    drop(fleet);
+    Ok(())
+}
+
+async fn demo_pods() -> anyhow::Result<()> {
+    use crate::example::{
+        FRANCE, HOST, IRELAND, SPOKES, UNITED_STATES, install, serve_gateway, with_example_spokes,
+    };
+    use crate::release::{
+        RELEASE_NAMESPACE, answers_become, dig_service, dns_endpoints, install_release,
+        wait_for_agent_pod, wait_for_hub_pods,
+    };
+
+    let started = std::time::Instant::now();
+    let images = crate::built_images()?;
+    let hub_image = images
+        .iter()
+        .find(|image| image.repository().ends_with("/meridian-hub"))
+        .ok_or_else(|| anyhow::anyhow!("make images built no meridian-hub image"))?
+        .clone();
+    println!(
+        "Starting a hub and three spokes, each with a node (kubelet, containerd) holding {}...",
+        images
+            .iter()
+            .map(|image| image.reference.as_str())
+            .collect::<Vec<_>>()
+            .join(" and ")
+    );
+    let fleet = with_example_spokes(Fleet::builder())
+        .with_nodes(images.iter().map(|image| image.archive.clone()))
+        .start()
+        .await?;
+    println!(
+        "Nodes Ready after {:.1} s; helm install {} on the hub...",
+        started.elapsed().as_secs_f64(),
+        hub_image.reference
+    );
+    install_release(&fleet, &hub_image, &[]).await?;
+    let hub = fleet.hub.client();
+    install(&hub).await?;
+    // The demo plays the gateway implementation on each spoke (there is no Istio here).
+    for (spoke, _, _, ip) in SPOKES {
+        serve_gateway(&fleet.spoke(spoke).client(), ip).await?;
+    }
+    wait_for_hub_pods(&hub, hub_image.tag()).await?;
+    for (spoke, _, _, _) in SPOKES {
+        wait_for_agent_pod(&fleet.spoke(spoke).client(), hub_image.tag()).await?;
+    }
+    answers_become(&hub, Some(IRELAND), &["10.0.0.1"]).await?;
+    println!("\nUp in {:.1} s.", started.elapsed().as_secs_f64());
+    for cluster in [&fleet.hub, fleet.spoke("spoke-1")] {
+        let pods = std::process::Command::new(&fleet.assets.kubectl)
+            .arg(format!(
+                "--kubeconfig={}",
+                cluster.kubeconfig_path().display()
+            ))
+            .args(["get", "pods", "-A", "-o", "wide"])
+            .output()?;
+        println!(
+            "\n$ kubectl get pods -A   # on {}\n{}",
+            cluster.name(),
+            String::from_utf8_lossy(&pods.stdout)
+        );
+    }
+    let endpoints = dns_endpoints(&hub).await?;
+    println!(
+        "Answers for {HOST} through the DNS Service (ready endpoints {endpoints:?}; spoke-1 IE \
+         10.0.0.1, spoke-2 US 10.0.0.2, spoke-3 GEO-EU 10.0.0.3):"
+    );
+    for (place, subnet) in [
+        ("Ireland", IRELAND),
+        ("the United States", UNITED_STATES),
+        ("France", FRANCE),
+    ] {
+        let answers = dig_service(&hub, Some(subnet)).await?;
+        println!(
+            "  from {place:<18} (+subnet={subnet}): {}",
+            answers.join(", ")
+        );
+    }
+    println!("\nKUBECONFIG={}", fleet.hub.kubeconfig_path().display());
+    for (spoke, _, _, _) in SPOKES {
+        println!(
+            "{spoke}: KUBECONFIG={}",
+            fleet.spoke(spoke).kubeconfig_path().display()
+        );
+    }
+    println!("kubectl: {}", fleet.assets.kubectl.display());
+    if let Some(endpoint) = endpoints.first() {
+        println!(
+            "\nTry it (in another shell, with the hub's KUBECONFIG above):
+  kubectl -n {RELEASE_NAMESPACE} get pods,lease
+  dig @{ip} -p {port} {HOST} +subnet={UNITED_STATES} +short
+  kubectl label managedcluster spoke-2 kuadrant.io/lb-attribute-geo-code=IE --overwrite
+  dig @{ip} -p {port} {HOST} +subnet={UNITED_STATES} +short    # now the IE group answers",
+            ip = endpoint.ip(),
+            port = endpoint.port()
+        );
+    }
+    println!("Press Ctrl-C to stop; everything is deleted on exit.");
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    println!("Stopping.");
     drop(fleet);
     Ok(())
 }

@@ -26,6 +26,7 @@ mod ocm;
 mod pki;
 mod ports;
 mod process;
+pub mod release;
 mod wait;
 
 pub use assets::{TestBedAssets, helm, helm_command, pinned_kubernetes_version, repository_root};

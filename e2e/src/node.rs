@@ -191,6 +191,18 @@ impl NodeSlot {
         for dir in self.cgroup_dirs() {
             remove_cgroup_tree(&dir);
         }
+        // libcni caches each attachment's result under the network's name; a pod killed
+        // without a CNI DEL leaves its file.
+        let prefix = format!("{}-", self.pod_bridge());
+        for result in std::fs::read_dir("/var/lib/cni/results")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if result.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_file(result.path());
+            }
+        }
     }
 }
 
@@ -215,6 +227,16 @@ fn no_other_slot_claimed(own: u8) -> bool {
 /// device-plugin socket, and the directories containerd 1.6 and libcni create at fixed paths.
 fn clear_host_leftovers() {
     let _ = std::fs::remove_file("/var/lib/kubelet/device-plugins/kubelet.sock");
+    // Sockets of shims that were killed rather than stopped: nothing listens on them.
+    for socket in std::fs::read_dir("/run/containerd/s")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if std::os::unix::net::UnixStream::connect(socket.path()).is_err() {
+            let _ = std::fs::remove_file(socket.path());
+        }
+    }
     for dir in [
         "/var/lib/kubelet/device-plugins",
         "/var/lib/kubelet",
@@ -436,6 +458,36 @@ impl Node {
         self.ctr(&["images", "tag", "--force", source, target])
     }
 
+    /// The last lines of every container's log on this node, read from its log directory (the
+    /// test bed's API servers cannot reach the kubelet's log endpoint through a proxy), for a
+    /// failing test to print.
+    pub fn pod_logs(&self) -> String {
+        let dir = self.dir.join("pod-logs");
+        let mut logs = String::new();
+        for pod in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            for container in std::fs::read_dir(pod.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                for file in std::fs::read_dir(container.path())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                {
+                    let text = std::fs::read_to_string(file.path()).unwrap_or_default();
+                    let tail: Vec<&str> = text.lines().rev().take(40).collect();
+                    logs += &format!("--- {} ---\n", file.path().display());
+                    for line in tail.into_iter().rev() {
+                        logs += line;
+                        logs += "\n";
+                    }
+                }
+            }
+        }
+        logs
+    }
+
     fn ctr(&self, args: &[&str]) -> Result<(), Error> {
         let socket = self.socket.display().to_string();
         let mut all = vec!["-a", socket.as_str(), "-n", "k8s.io"];
@@ -510,7 +562,11 @@ impl Node {
     fn teardown(&mut self) {
         self.controller_manager.take();
         self.scheduler.take();
-        if self.kubelet.is_some() {
+        let kubelet_running = self
+            .kubelet
+            .as_mut()
+            .is_some_and(|kubelet| kubelet.ensure_running().is_ok());
+        if kubelet_running {
             let deleted = Command::new(&self.kubectl)
                 .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
                 .args([
@@ -521,6 +577,8 @@ impl Node {
                     "--grace-period=1",
                     "--wait=true",
                     "--timeout=60s",
+                    // An API server that is gone fails fast instead of at the timeout.
+                    "--request-timeout=10s",
                 ])
                 .output();
             if !deleted.is_ok_and(|output| output.status.success()) {

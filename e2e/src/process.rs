@@ -12,6 +12,7 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -39,7 +40,10 @@ impl ManagedProcess {
         let log_for_stderr = log
             .try_clone()
             .map_err(Error::io("duplicating a log handle"))?;
+        // A process group of its own: a Ctrl-C at the terminal reaches the owner, whose orderly
+        // teardown (a node deletes its pods through its API server) needs the children alive.
         let child = Command::new("setpriv")
+            .process_group(0)
             .arg("--pdeathsig")
             .arg("KILL")
             .arg("--")

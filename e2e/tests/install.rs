@@ -5,39 +5,32 @@
 //! answers by GEO and weight through the DNS Service's endpoints. Then `helm upgrade` to a new
 //! image tag rolls the hub and the agents while a client keeps asking, and deleting the policy
 //! plus `helm uninstall` leave nothing of Meridian behind (the users' Gateway stays).
-//!
-//! The test bed has no service proxy (kube-proxy), so the client asks the endpoints the DNS
-//! Service selects, as a proxy would: the ready addresses of its EndpointSlices.
+//! (The test bed has no service proxy: see `meridian_e2e::release`.)
 //!
 //! Needs `make images` (the Makefile's `test` runs it first).
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::ByteString;
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ServiceAccount};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
-use kube::{Api, Client, ResourceExt};
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use kube::api::{DeleteParams, DynamicObject, ListParams};
+use kube::{Api, Client};
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord};
 use meridian_api::upstream::Gateway;
 use meridian_e2e::example::{
-    FRANCE, GATEWAY, GEO_LABEL, HOST, IRELAND, NAMESPACE, SPOKES, UNITED_STATES, dig_host, install,
-    serve_gateway, with_example_spokes, write_geoip,
+    FRANCE, GATEWAY, GEO_LABEL, IRELAND, NAMESPACE, SPOKES, UNITED_STATES, install, serve_gateway,
+    with_example_spokes,
+};
+use meridian_e2e::release::{
+    RELEASE, RELEASE_NAMESPACE, answers_become, chart, dig_service, install_release, run_helm,
+    wait_for_agent_pod, wait_for_hub_pods,
 };
 use meridian_e2e::{
     BuiltImage, DEFAULT_PATIENCE, Error, Fleet, OcmDynamicApis, built_images, eventually,
-    helm_command, repository_root,
 };
-
-const RELEASE: &str = "meridian";
-const RELEASE_NAMESPACE: &str = "meridian-system";
-const HUB_PODS: &str = "app.kubernetes.io/component=hub";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_installs_meridian_as_pods_that_answer_roll_on_upgrade_and_uninstall_cleanly()
@@ -76,56 +69,9 @@ async fn helm_installs_meridian_as_pods_that_answer_roll_on_upgrade_and_uninstal
     );
     let hub = fleet.hub.client();
 
-    // The GeoIP database, in a ConfigMap the chart mounts.
-    let workdir = tempfile::tempdir().unwrap();
-    let geoip = workdir.path().join("country.mmdb");
-    write_geoip(&geoip)?;
-    meridian_e2e::ensure_namespace(&hub, RELEASE_NAMESPACE).await?;
-    let database = std::fs::read(&geoip).unwrap();
-    Api::<ConfigMap>::namespaced(hub.clone(), RELEASE_NAMESPACE)
-        .create(
-            &PostParams::default(),
-            &ConfigMap {
-                metadata: kube::api::ObjectMeta {
-                    name: Some("meridian-geoip".into()),
-                    ..Default::default()
-                },
-                binary_data: Some(BTreeMap::from([(
-                    "country.mmdb".to_string(),
-                    ByteString(database),
-                )])),
-                ..Default::default()
-            },
-        )
-        .await?;
-
-    // helm install: the CRDs are the fleet's (installed apart, `crds.install=false`, as the
-    // chart allows); the images are the ones `make images` built, already on every node.
+    // helm install: the images `make images` built, already on every node.
     let installed = Instant::now();
-    run_helm(
-        &fleet.hub,
-        &[
-            "install",
-            RELEASE,
-            &chart(),
-            "--namespace",
-            RELEASE_NAMESPACE,
-            "--set",
-            "crds.install=false",
-            "--set",
-            &format!("image.tag={}", hub_image.tag()),
-            "--set",
-            "image.pullPolicy=Never",
-            "--set",
-            "dns.service.type=ClusterIP",
-            "--set",
-            "geoip.volume.configMap.name=meridian-geoip",
-            "--set",
-            "geoip.file=country.mmdb",
-            "--set",
-            "hub.withdrawalGraceSeconds=5",
-        ],
-    )?;
+    install_release(&fleet, &hub_image, &["hub.withdrawalGraceSeconds=5"]).await?;
     let hub_pods = wait_for_hub_pods(&hub, hub_image.tag()).await?;
     println!("hub pods running: {hub_pods:?}");
     let holder = lease_holder(&hub).await?;
@@ -240,7 +186,7 @@ async fn helm_installs_meridian_as_pods_that_answer_roll_on_upgrade_and_uninstal
     })
     .await;
     if withdrawn.is_err() {
-        eprintln!("{}", pod_logs(&fleet.hub));
+        eprintln!("{}", fleet.hub.node().expect("a node").pod_logs());
     }
     withdrawn?;
     answers_become(&hub, Some(IRELAND), &[]).await?;
@@ -255,7 +201,7 @@ async fn helm_installs_meridian_as_pods_that_answer_roll_on_upgrade_and_uninstal
         ],
     );
     if uninstalled.is_err() {
-        eprintln!("{}", pod_logs(&fleet.hub));
+        eprintln!("{}", fleet.hub.node().expect("a node").pod_logs());
     }
     uninstalled?;
     let pods: Api<Pod> = Api::namespaced(hub.clone(), RELEASE_NAMESPACE);
@@ -318,137 +264,6 @@ async fn helm_installs_meridian_as_pods_that_answer_roll_on_upgrade_and_uninstal
     Ok(())
 }
 
-/// The logs of the pods on a cluster's node, read from the node's log directory.
-fn pod_logs(cluster: &meridian_e2e::ControlPlane) -> String {
-    let dir = cluster.node().expect("a node").dir().join("pod-logs");
-    let mut logs = String::new();
-    for pod in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-        for container in std::fs::read_dir(pod.path())
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            for file in std::fs::read_dir(container.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                let text = std::fs::read_to_string(file.path()).unwrap_or_default();
-                let tail: Vec<&str> = text.lines().rev().take(40).collect();
-                logs += &format!("--- {} ---\n", file.path().display());
-                for line in tail.into_iter().rev() {
-                    logs += line;
-                    logs += "\n";
-                }
-            }
-        }
-    }
-    logs
-}
-
-fn chart() -> String {
-    repository_root()
-        .join("deploy/helm/meridian")
-        .display()
-        .to_string()
-}
-
-fn run_helm(cluster: &meridian_e2e::ControlPlane, args: &[&str]) -> Result<(), Error> {
-    let output = helm_command()?
-        .args(args)
-        .arg(format!(
-            "--kubeconfig={}",
-            cluster.kubeconfig_path().display()
-        ))
-        .output()
-        .map_err(|e| Error::Component(format!("running helm: {e}")))?;
-    if !output.status.success() {
-        return Err(Error::Component(format!(
-            "helm {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr)
-        )));
-    }
-    Ok(())
-}
-
-/// Waits until the hub's Deployment runs its replicas, all from `tag`, and returns their names.
-async fn wait_for_hub_pods(hub: &Client, tag: &str) -> Result<Vec<String>, Error> {
-    let pods: Api<Pod> = Api::namespaced(hub.clone(), RELEASE_NAMESPACE);
-    let suffix = format!(":{tag}");
-    eventually(
-        &format!("two hub pods running {tag}"),
-        DEFAULT_PATIENCE,
-        || {
-            let (pods, suffix) = (pods.clone(), suffix.clone());
-            async move {
-                let list = pods.list(&ListParams::default().labels(HUB_PODS)).await?;
-                let running: Vec<String> = list
-                    .items
-                    .iter()
-                    .filter(|pod| pod.metadata.deletion_timestamp.is_none())
-                    .filter(|pod| is_running_image(pod, &suffix))
-                    .map(ResourceExt::name_any)
-                    .collect();
-                Ok((running.len() == 2 && list.items.len() == 2).then_some(running))
-            }
-        },
-    )
-    .await
-}
-
-/// Waits until the agent's Deployment on a spoke has rolled to `tag` and its pod runs.
-async fn wait_for_agent_pod(spoke: &Client, tag: &str) -> Result<String, Error> {
-    let pods: Api<Pod> = Api::namespaced(spoke.clone(), "meridian-system");
-    let deployments: Api<Deployment> = Api::namespaced(spoke.clone(), "meridian-system");
-    let suffix = format!(":{tag}");
-    eventually(
-        &format!("the agent pod runs {tag}"),
-        DEFAULT_PATIENCE,
-        || {
-            let (pods, deployments, suffix) = (pods.clone(), deployments.clone(), suffix.clone());
-            async move {
-                let rolled = deployments
-                    .get_opt("meridian-agent")
-                    .await?
-                    .is_some_and(|d| {
-                        let status = d.status.unwrap_or_default();
-                        status.updated_replicas == Some(1) && status.replicas == Some(1)
-                    });
-                let list = pods
-                    .list(&ListParams::default().labels("app=meridian-agent"))
-                    .await?;
-                let running = list
-                    .items
-                    .iter()
-                    .find(|pod| {
-                        pod.metadata.deletion_timestamp.is_none() && is_running_image(pod, &suffix)
-                    })
-                    .map(ResourceExt::name_any);
-                Ok(running.filter(|_| rolled))
-            }
-        },
-    )
-    .await
-}
-
-fn is_running_image(pod: &Pod, suffix: &str) -> bool {
-    let status = pod.status.as_ref();
-    status.and_then(|s| s.phase.as_deref()) == Some("Running")
-        && pod.spec.as_ref().is_some_and(|spec| {
-            spec.containers
-                .iter()
-                .all(|c| c.image.as_deref().is_some_and(|i| i.ends_with(suffix)))
-        })
-        && status
-            .and_then(|s| s.container_statuses.as_ref())
-            .is_some_and(|statuses| {
-                statuses
-                    .iter()
-                    .all(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
-            })
-}
-
 async fn lease_holder(hub: &Client) -> Result<String, Error> {
     let leases: Api<Lease> = Api::namespaced(hub.clone(), RELEASE_NAMESPACE);
     eventually("a hub pod holds the Lease", DEFAULT_PATIENCE, || {
@@ -474,78 +289,6 @@ async fn label_geo(hub: &Client, cluster: &str, geo: &str) -> Result<(), Error> 
         )
         .await?;
     Ok(())
-}
-
-/// The ready addresses behind the hub's DNS Service, as a service proxy would route to them.
-async fn dns_endpoints(hub: &Client) -> Result<Vec<SocketAddr>, Error> {
-    let slices: Api<EndpointSlice> = Api::namespaced(hub.clone(), RELEASE_NAMESPACE);
-    let list = slices
-        .list(&ListParams::default().labels(&format!("kubernetes.io/service-name={RELEASE}-dns")))
-        .await?;
-    let mut endpoints = Vec::new();
-    for slice in list.items {
-        let port = slice
-            .ports
-            .iter()
-            .flatten()
-            .find(|p| p.name.as_deref() == Some("dns-udp"))
-            .and_then(|p| p.port);
-        let Some(port) = port else { continue };
-        for endpoint in slice.endpoints.into_iter().flatten() {
-            let ready = endpoint.conditions.as_ref().and_then(|c| c.ready) == Some(true);
-            if !ready {
-                continue;
-            }
-            endpoints.extend(
-                endpoint
-                    .addresses
-                    .iter()
-                    .filter_map(|a| a.parse().ok())
-                    .map(|ip| SocketAddr::new(ip, port as u16)),
-            );
-        }
-    }
-    Ok(endpoints)
-}
-
-/// One `dig` through the Service: at one of its ready endpoints, chosen at random as a proxy
-/// would. No ready endpoint answers nothing.
-async fn dig_service(hub: &Client, subnet: Option<&'static str>) -> Result<Vec<String>, Error> {
-    let endpoints = dns_endpoints(hub).await?;
-    if endpoints.is_empty() {
-        return Ok(Vec::new());
-    }
-    let server = endpoints[rand_index(endpoints.len())];
-    Ok(
-        tokio::task::spawn_blocking(move || dig_host(server, HOST, subnet))
-            .await
-            .unwrap(),
-    )
-}
-
-fn rand_index(len: usize) -> usize {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .subsec_nanos() as usize;
-    nanos % len
-}
-
-async fn answers_become(
-    hub: &Client,
-    subnet: Option<&'static str>,
-    expected: &[&str],
-) -> Result<(), Error> {
-    let expected: Vec<String> = expected.iter().map(|s| s.to_string()).collect();
-    eventually(
-        &format!("dig from {subnet:?} answers {expected:?}"),
-        DEFAULT_PATIENCE,
-        || {
-            let (hub, expected) = (hub.clone(), expected.clone());
-            async move { Ok((dig_service(&hub, subnet).await? == expected).then_some(())) }
-        },
-    )
-    .await
 }
 
 #[derive(Debug, Default)]

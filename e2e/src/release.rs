@@ -1,0 +1,265 @@
+//! Meridian installed as users install it, on a fleet whose control planes have nodes: the
+//! chart with the images `make images` built, the hub as pods, the agents the hub delivers as
+//! pods, and DNS asked through the hub's DNS Service. Shared by the install test and the demo.
+//!
+//! The test bed runs no service proxy (kube-proxy), so a client asks the endpoints the DNS
+//! Service selects, as a proxy would: the ready addresses of its EndpointSlices.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+
+use crate::example::{HOST, dig_host, write_geoip};
+use crate::{
+    BuiltImage, ControlPlane, DEFAULT_PATIENCE, Error, Fleet, ensure_namespace, eventually,
+    helm_command, repository_root,
+};
+
+/// The release's name and namespace.
+pub const RELEASE: &str = "meridian";
+pub const RELEASE_NAMESPACE: &str = "meridian-system";
+/// The hub's pods.
+pub const HUB_PODS: &str = "app.kubernetes.io/component=hub";
+/// The agent's namespace on a spoke.
+pub const AGENT_NAMESPACE: &str = "meridian-system";
+
+/// `helm install` of the chart on the fleet's hub: the hub's image is `hub_image`'s tag (already
+/// on every node), the example GeoIP database in a ConfigMap the chart mounts, the DNS Service
+/// a ClusterIP one; `extra_sets` are further `--set`s.
+pub async fn install_release(
+    fleet: &Fleet,
+    hub_image: &BuiltImage,
+    extra_sets: &[&str],
+) -> Result<(), Error> {
+    let hub = fleet.hub.client();
+    let dir = tempfile::tempdir().map_err(Error::io("creating a directory"))?;
+    let geoip = dir.path().join("country.mmdb");
+    write_geoip(&geoip)?;
+    ensure_namespace(&hub, RELEASE_NAMESPACE).await?;
+    let database = std::fs::read(&geoip).map_err(Error::io("reading the GeoIP database"))?;
+    let config_map = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some("meridian-geoip".into()),
+            ..Default::default()
+        },
+        binary_data: Some(BTreeMap::from([(
+            "country.mmdb".to_string(),
+            ByteString(database),
+        )])),
+        ..Default::default()
+    };
+    Api::<ConfigMap>::namespaced(hub, RELEASE_NAMESPACE)
+        .create(&PostParams::default(), &config_map)
+        .await?;
+    let tag = format!("image.tag={}", hub_image.tag());
+    let chart = chart();
+    let mut args = vec![
+        "install",
+        RELEASE,
+        &chart,
+        "--namespace",
+        RELEASE_NAMESPACE,
+        // The fleet installed the CRDs, as a cluster admin would apart from the chart.
+        "--set",
+        "crds.install=false",
+        "--set",
+        &tag,
+        // Imported, never pulled: there is no registry.
+        "--set",
+        "image.pullPolicy=Never",
+        "--set",
+        "dns.service.type=ClusterIP",
+        "--set",
+        "geoip.volume.configMap.name=meridian-geoip",
+        "--set",
+        "geoip.file=country.mmdb",
+    ];
+    for set in extra_sets {
+        args.extend(["--set", set]);
+    }
+    run_helm(&fleet.hub, &args)
+}
+
+/// The chart in this repository.
+pub fn chart() -> String {
+    repository_root()
+        .join("deploy/helm/meridian")
+        .display()
+        .to_string()
+}
+
+/// Runs `helm args…` against `cluster`.
+pub fn run_helm(cluster: &ControlPlane, args: &[&str]) -> Result<(), Error> {
+    let output = helm_command()?
+        .args(args)
+        .arg(format!(
+            "--kubeconfig={}",
+            cluster.kubeconfig_path().display()
+        ))
+        .output()
+        .map_err(|e| Error::Component(format!("running helm: {e}")))?;
+    if !output.status.success() {
+        return Err(Error::Component(format!(
+            "helm {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        )));
+    }
+    Ok(())
+}
+
+/// Waits until the hub's Deployment runs its replicas, all from `tag`, and returns their names.
+pub async fn wait_for_hub_pods(hub: &Client, tag: &str) -> Result<Vec<String>, Error> {
+    let pods: Api<Pod> = Api::namespaced(hub.clone(), RELEASE_NAMESPACE);
+    let suffix = format!(":{tag}");
+    eventually(
+        &format!("two hub pods running {tag}"),
+        DEFAULT_PATIENCE,
+        || {
+            let (pods, suffix) = (pods.clone(), suffix.clone());
+            async move {
+                let list = pods.list(&ListParams::default().labels(HUB_PODS)).await?;
+                let running: Vec<String> = list
+                    .items
+                    .iter()
+                    .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+                    .filter(|pod| is_running_image(pod, &suffix))
+                    .map(ResourceExt::name_any)
+                    .collect();
+                Ok((running.len() == 2 && list.items.len() == 2).then_some(running))
+            }
+        },
+    )
+    .await
+}
+
+/// Waits until the agent's Deployment on a spoke has rolled to `tag` and its pod runs.
+pub async fn wait_for_agent_pod(spoke: &Client, tag: &str) -> Result<String, Error> {
+    let pods: Api<Pod> = Api::namespaced(spoke.clone(), "meridian-system");
+    let deployments: Api<Deployment> = Api::namespaced(spoke.clone(), "meridian-system");
+    let suffix = format!(":{tag}");
+    eventually(
+        &format!("the agent pod runs {tag}"),
+        DEFAULT_PATIENCE,
+        || {
+            let (pods, deployments, suffix) = (pods.clone(), deployments.clone(), suffix.clone());
+            async move {
+                let rolled = deployments
+                    .get_opt("meridian-agent")
+                    .await?
+                    .is_some_and(|d| {
+                        let status = d.status.unwrap_or_default();
+                        status.updated_replicas == Some(1) && status.replicas == Some(1)
+                    });
+                let list = pods
+                    .list(&ListParams::default().labels("app=meridian-agent"))
+                    .await?;
+                let running = list
+                    .items
+                    .iter()
+                    .find(|pod| {
+                        pod.metadata.deletion_timestamp.is_none() && is_running_image(pod, &suffix)
+                    })
+                    .map(ResourceExt::name_any);
+                Ok(running.filter(|_| rolled))
+            }
+        },
+    )
+    .await
+}
+
+fn is_running_image(pod: &Pod, suffix: &str) -> bool {
+    let status = pod.status.as_ref();
+    status.and_then(|s| s.phase.as_deref()) == Some("Running")
+        && pod.spec.as_ref().is_some_and(|spec| {
+            spec.containers
+                .iter()
+                .all(|c| c.image.as_deref().is_some_and(|i| i.ends_with(suffix)))
+        })
+        && status
+            .and_then(|s| s.container_statuses.as_ref())
+            .is_some_and(|statuses| {
+                statuses
+                    .iter()
+                    .all(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
+            })
+}
+
+/// The ready addresses behind the hub's DNS Service, as a service proxy would route to them.
+pub async fn dns_endpoints(hub: &Client) -> Result<Vec<SocketAddr>, Error> {
+    let slices: Api<EndpointSlice> = Api::namespaced(hub.clone(), RELEASE_NAMESPACE);
+    let list = slices
+        .list(&ListParams::default().labels(&format!("kubernetes.io/service-name={RELEASE}-dns")))
+        .await?;
+    let mut endpoints = Vec::new();
+    for slice in list.items {
+        let port = slice
+            .ports
+            .iter()
+            .flatten()
+            .find(|p| p.name.as_deref() == Some("dns-udp"))
+            .and_then(|p| p.port);
+        let Some(port) = port else { continue };
+        for endpoint in slice.endpoints.into_iter().flatten() {
+            let ready = endpoint.conditions.as_ref().and_then(|c| c.ready) == Some(true);
+            if !ready {
+                continue;
+            }
+            endpoints.extend(
+                endpoint
+                    .addresses
+                    .iter()
+                    .filter_map(|a| a.parse().ok())
+                    .map(|ip| SocketAddr::new(ip, port as u16)),
+            );
+        }
+    }
+    Ok(endpoints)
+}
+
+/// One `dig` through the Service: at one of its ready endpoints, chosen at random as a proxy
+/// would. No ready endpoint answers nothing.
+pub async fn dig_service(hub: &Client, subnet: Option<&'static str>) -> Result<Vec<String>, Error> {
+    let endpoints = dns_endpoints(hub).await?;
+    if endpoints.is_empty() {
+        return Ok(Vec::new());
+    }
+    let server = endpoints[rand_index(endpoints.len())];
+    Ok(
+        tokio::task::spawn_blocking(move || dig_host(server, HOST, subnet))
+            .await
+            .unwrap(),
+    )
+}
+
+fn rand_index(len: usize) -> usize {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .subsec_nanos() as usize;
+    nanos % len
+}
+
+/// Waits until `dig` through the DNS Service from `subnet` answers exactly `expected` (sorted).
+pub async fn answers_become(
+    hub: &Client,
+    subnet: Option<&'static str>,
+    expected: &[&str],
+) -> Result<(), Error> {
+    let expected: Vec<String> = expected.iter().map(|s| s.to_string()).collect();
+    eventually(
+        &format!("dig from {subnet:?} answers {expected:?}"),
+        DEFAULT_PATIENCE,
+        || {
+            let (hub, expected) = (hub.clone(), expected.clone());
+            async move { Ok((dig_service(&hub, subnet).await? == expected).then_some(())) }
+        },
+    )
+    .await
+}
