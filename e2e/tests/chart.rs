@@ -146,10 +146,28 @@ fn the_chart_renders_a_least_privilege_nonroot_hub_and_switchable_crds() {
     };
     assert!(grants("dnsrecords/status", "patch"));
     assert!(grants("manifestworks", "delete"));
-    assert!(
-        !grants("secrets", "delete"),
-        "the hub never deletes Secrets"
-    );
+    // The one Secret it deletes is its own copy of the probe headers (at uninstall), by name.
+    let secret_deletes: Vec<&Value> = rules
+        .iter()
+        .filter(|rule| {
+            rule["resources"]
+                .as_sequence()
+                .unwrap()
+                .contains(&"secrets".into())
+                && rule["verbs"]
+                    .as_sequence()
+                    .unwrap()
+                    .contains(&"delete".into())
+        })
+        .collect();
+    assert!(!secret_deletes.is_empty());
+    for rule in secret_deletes {
+        assert_eq!(
+            rule["resourceNames"],
+            serde_yaml::from_str::<Value>("[meridian-probe-headers]").unwrap(),
+            "the hub deletes no other Secret: {rule:?}"
+        );
+    }
     assert!(!grants("nodes", "get"), "nor reads nodes");
 
     let services = of_kind(&documents, "Service");
