@@ -87,6 +87,7 @@ impl ControlPlane {
             service_account_key: &path("service-account.key"),
             kubelet_cert: &path("kubelet.crt"),
             kubelet_key: &path("kubelet.key"),
+            kubelet_kubeconfig: &path("kubelet.kubeconfig"),
             images,
             slot,
         };
@@ -315,8 +316,23 @@ fn launch(
     let kubeconfig_path = path(&format!("{name}.kubeconfig"));
     write(
         &format!("{name}.kubeconfig"),
-        &admin_kubeconfig(name, &server_url, &pki),
+        &kubeconfig(
+            name,
+            "admin",
+            &server_url,
+            &pki.ca_cert,
+            &pki.admin_cert,
+            &pki.admin_key,
+        ),
     )?;
+    if let (Some(cert), Some(key)) = (&pki.kubelet_cert, &pki.kubelet_key) {
+        // The kubelet's own identity, `system:node:<name>`, which the Node authorizer limits
+        // to its node and its pods.
+        write(
+            "kubelet.kubeconfig",
+            &kubeconfig(name, "kubelet", &server_url, &pki.ca_cert, cert, key),
+        )?;
+    }
 
     Ok(Launched {
         name: name.to_string(),
@@ -396,10 +412,11 @@ pub(crate) async fn client_from_kubeconfig(path: &Path) -> Result<Client, Error>
     Ok(Client::try_from(config)?)
 }
 
-fn admin_kubeconfig(name: &str, server_url: &str, pki: &ControlPlanePki) -> String {
-    let ca = BASE64.encode(&pki.ca_cert);
-    let cert = BASE64.encode(&pki.admin_cert);
-    let key = BASE64.encode(&pki.admin_key);
+/// A kubeconfig for `server_url` as the client whose certificate and key are given (PEM).
+fn kubeconfig(name: &str, user: &str, server_url: &str, ca: &str, cert: &str, key: &str) -> String {
+    let ca = BASE64.encode(ca);
+    let cert = BASE64.encode(cert);
+    let key = BASE64.encode(key);
     format!(
         "apiVersion: v1
 kind: Config
@@ -409,7 +426,7 @@ clusters:
     server: {server_url}
     certificate-authority-data: {ca}
 users:
-- name: {name}-admin
+- name: {name}-{user}
   user:
     client-certificate-data: {cert}
     client-key-data: {key}
@@ -417,7 +434,7 @@ contexts:
 - name: {name}
   context:
     cluster: {name}
-    user: {name}-admin
+    user: {name}-{user}
 current-context: {name}
 "
     )

@@ -280,6 +280,7 @@ pub(crate) struct NodeLaunch<'a> {
     pub service_account_key: &'a Path,
     pub kubelet_cert: &'a Path,
     pub kubelet_key: &'a Path,
+    pub kubelet_kubeconfig: &'a Path,
     pub images: &'a [PathBuf],
     pub slot: NodeSlot,
 }
@@ -314,16 +315,6 @@ impl Node {
         write(
             "kubelet.yaml",
             kubelet_config(&launch, &dir, &socket, address, &slot.cgroup_root()),
-        )?;
-        let kubelet_kubeconfig = path("kubelet.kubeconfig");
-        write(
-            "kubelet.kubeconfig",
-            std::fs::read_to_string(launch.kubeconfig)
-                .map_err(Error::io("reading the admin kubeconfig"))?
-                .replace(
-                    &client_credentials_of(launch.kubeconfig)?,
-                    &client_credentials(launch.kubelet_cert, launch.kubelet_key)?,
-                ),
         )?;
 
         let mut node = Node {
@@ -394,7 +385,7 @@ impl Node {
             &node_assets.kubelet,
             vec![
                 format!("--config={}", path("kubelet.yaml").display()),
-                format!("--kubeconfig={}", kubelet_kubeconfig.display()),
+                format!("--kubeconfig={}", launch.kubelet_kubeconfig.display()),
                 format!("--root-dir={}", path("kubelet").display()),
                 format!("--cert-dir={}", path("kubelet-pki").display()),
                 format!("--hostname-override={}", launch.name),
@@ -762,33 +753,6 @@ podLogsDir: {dir}/pod-logs
         ca = launch.ca_cert.display(),
         dir = dir.display(),
     )
-}
-
-/// The `users` entry's credentials of a kubeconfig the test bed wrote (one user, data inline).
-fn client_credentials_of(kubeconfig: &Path) -> Result<String, Error> {
-    let text = std::fs::read_to_string(kubeconfig).map_err(Error::io("reading a kubeconfig"))?;
-    let start = text
-        .find("    client-certificate-data:")
-        .ok_or_else(|| Error::Component("kubeconfig without client-certificate-data".into()))?;
-    let end = text[start..]
-        .find("contexts:")
-        .map(|offset| start + offset)
-        .ok_or_else(|| Error::Component("kubeconfig without contexts".into()))?;
-    Ok(text[start..end].to_string())
-}
-
-fn client_credentials(cert: &Path, key: &Path) -> Result<String, Error> {
-    use base64::Engine as _;
-    let encode = |path: &Path| {
-        std::fs::read(path)
-            .map(|bytes| base64::engine::general_purpose::STANDARD.encode(bytes))
-            .map_err(Error::io(format!("reading {}", path.display())))
-    };
-    Ok(format!(
-        "    client-certificate-data: {}\n    client-key-data: {}\n",
-        encode(cert)?,
-        encode(key)?
-    ))
 }
 
 /// The pod sandbox image: the static `pause` alone, built with Meridian's own image writer.

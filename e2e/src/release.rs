@@ -114,7 +114,8 @@ pub fn run_helm(cluster: &ControlPlane, args: &[&str]) -> Result<(), Error> {
     Ok(())
 }
 
-/// Waits until the hub's Deployment runs its replicas, all from `tag`, and returns their names.
+/// Waits until the hub's Deployment runs the chart's two replicas, both from `tag`, and
+/// returns their names.
 pub async fn wait_for_hub_pods(hub: &Client, tag: &str) -> Result<Vec<String>, Error> {
     let pods: Api<Pod> = Api::namespaced(hub.clone(), RELEASE_NAMESPACE);
     let suffix = format!(":{tag}");
@@ -141,8 +142,8 @@ pub async fn wait_for_hub_pods(hub: &Client, tag: &str) -> Result<Vec<String>, E
 
 /// Waits until the agent's Deployment on a spoke has rolled to `tag` and its pod runs.
 pub async fn wait_for_agent_pod(spoke: &Client, tag: &str) -> Result<String, Error> {
-    let pods: Api<Pod> = Api::namespaced(spoke.clone(), "meridian-system");
-    let deployments: Api<Deployment> = Api::namespaced(spoke.clone(), "meridian-system");
+    let pods: Api<Pod> = Api::namespaced(spoke.clone(), AGENT_NAMESPACE);
+    let deployments: Api<Deployment> = Api::namespaced(spoke.clone(), AGENT_NAMESPACE);
     let suffix = format!(":{tag}");
     eventually(
         &format!("the agent pod runs {tag}"),
