@@ -427,13 +427,31 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
         .embedded_zones()
         .expect("the hub serves embedded zones")
         .record_count("example.com");
-    // A second replica stands by and writes nothing while the first holds the Lease; only the
-    // leader is ready, so a Service sends DNS queries to it alone.
+    // A second replica stands by and writes nothing while the first holds the Lease, yet it
+    // answers DNS too: its zones are mirrored from the DNSRecords, record for record.
     let standby = start_hub(fleet.hub.kubeconfig_path(), &geoip).await;
-    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    eventually("the standby mirrors the zone", DEFAULT_PATIENCE, || {
+        let ready = standby.is_ready();
+        let count = standby
+            .context
+            .providers
+            .embedded_zones()
+            .expect("the hub serves embedded zones")
+            .record_count("example.com");
+        async move { Ok((ready && count == count_before).then_some(())) }
+    })
+    .await?;
     assert!(running.is_leading() && !standby.is_leading(), "one writer");
     assert!(http_get(running.health, "/readyz").starts_with("HTTP/1.1 200"));
-    assert!(http_get(standby.health, "/readyz").starts_with("HTTP/1.1 503"));
+    assert!(http_get(standby.health, "/readyz").starts_with("HTTP/1.1 200"));
+    assert!(http_get(running.health, "/leaderz").starts_with("HTTP/1.1 200"));
+    assert!(http_get(standby.health, "/leaderz").starts_with("HTTP/1.1 503"));
+    answers_within(
+        standby.nameserver,
+        Some(UNITED_STATES),
+        &["10.0.0.1", "10.0.0.3"],
+    )
+    .await?;
     assert!(http_get(standby.health, "/livez").starts_with("HTTP/1.1 200"));
     let metrics = http_get(running.health, "/metrics");
     assert!(

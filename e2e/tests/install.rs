@@ -33,7 +33,7 @@ use meridian_e2e::{
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn helm_installs_meridian_as_pods_that_answer_roll_on_upgrade_and_uninstall_cleanly()
+async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_uninstall_cleanly()
 -> Result<(), Error> {
     let _ = tracing_subscriber::fmt()
         .with_env_filter("warn,kube_client=off,meridian_e2e=info")
@@ -168,6 +168,13 @@ async fn helm_installs_meridian_as_pods_that_answer_roll_on_upgrade_and_uninstal
         probe.failures,
         probe.longest_gap.as_secs_f64()
     );
+    // Every replica answers (standbys mirror the zones), the Deployment replaces one at a time,
+    // and a stopping replica answers until the Service has let it go: no query goes unanswered.
+    assert_eq!(
+        probe.failures, 0,
+        "no DNS gap during the upgrade: {probe:?}"
+    );
+    assert!(probe.queries > 10, "the client asked throughout: {probe:?}");
     answers_become(&hub, Some(UNITED_STATES), &["10.0.0.2"]).await?;
 
     // Uninstall: the policy goes first, while the hub still runs to withdraw its records (the

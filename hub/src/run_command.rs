@@ -14,7 +14,7 @@ use tokio::net::TcpListener;
 
 use meridian_controllers::health::DEFAULT_THRESHOLD_PERCENT;
 use meridian_controllers::zone_provider::{EmbeddedZones, ProviderCache};
-use meridian_controllers::{Context, ControllerConfig, dns_policy, dns_record};
+use meridian_controllers::{Context, ControllerConfig, dns_policy, dns_record, zone_mirror};
 
 use crate::controller::gateway_placement::{AgentInstall, PlacementContext};
 use crate::controller::{gateway_placement, managed_zone, probe_headers, router_dns};
@@ -83,6 +83,11 @@ pub struct RunArgs {
     /// Seconds a hub replica's Lease lasts without renewal.
     #[arg(long, env = "MERIDIAN_LEASE_SECONDS", default_value_t = 15)]
     pub lease_seconds: u64,
+
+    /// Seconds a stopping replica goes on answering DNS after it reports unready, so that
+    /// Services stop sending it queries before it stops answering them.
+    #[arg(long, env = "MERIDIAN_DRAIN_SECONDS", default_value_t = 5)]
+    pub drain_seconds: u64,
 }
 
 impl RunArgs {
@@ -100,6 +105,7 @@ impl RunArgs {
             hub_server_url: None,
             lease_namespace: "kube-system".into(),
             lease_seconds: 15,
+            drain_seconds: 0,
             cluster_heartbeat_timeout_seconds: 120,
             failure_threshold_percent: DEFAULT_THRESHOLD_PERCENT,
         }
@@ -124,7 +130,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
                 anyhow::bail!("lost the hub Lease");
             }
         }
-        tracing::info!("shutting down");
+        tracing::info!("shutting down: unready now, answering DNS while the Services catch up");
+        let drain = std::time::Duration::from_secs(args.drain_seconds);
+        hub.ready.store(false, Ordering::SeqCst);
+        // Stopping first hands the Lease over at once; the zones stay as they are meanwhile.
+        hub.stop_controllers().await;
+        tokio::time::sleep(drain).await;
         hub.stop().await;
         Ok(())
     })
@@ -169,8 +180,11 @@ pub struct RunningHub {
     pub health: SocketAddr,
     pub context: Arc<Context>,
     leading: Arc<AtomicBool>,
+    /// Whether this replica answers DNS with the current zones (`/readyz`).
+    ready: Arc<AtomicBool>,
     stop: tokio::sync::watch::Sender<bool>,
-    controllers: tokio::task::JoinHandle<()>,
+    /// Taken once it has ended (a JoinHandle must not be awaited twice).
+    controllers: Option<tokio::task::JoinHandle<()>>,
     health_server: tokio::task::JoinHandle<()>,
 }
 
@@ -224,7 +238,13 @@ impl RunningHub {
         let ready = Arc::new(AtomicBool::new(false));
         let health_listener = TcpListener::bind(args.health_addr).await?;
         let health = health_listener.local_addr()?;
-        let health_server = tokio::spawn(serve_health(health_listener, ctx.clone(), ready.clone()));
+        let leading = Arc::new(AtomicBool::new(false));
+        let health_server = tokio::spawn(serve_health(
+            health_listener,
+            ctx.clone(),
+            ready.clone(),
+            leading.clone(),
+        ));
 
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let election = Election {
@@ -236,14 +256,13 @@ impl RunningHub {
             ),
             lease_duration: std::time::Duration::from_secs(args.lease_seconds.max(3)),
         };
-        let leading = Arc::new(AtomicBool::new(false));
         let controllers = tokio::spawn(lead_and_run(
             client,
             placement,
             election,
             stop.clone(),
             stop_rx,
-            ready,
+            ready.clone(),
             leading.clone(),
         ));
         tracing::info!(%nameserver, %health, "hub controllers running");
@@ -252,8 +271,9 @@ impl RunningHub {
             health,
             context: ctx,
             leading,
+            ready,
             stop,
-            controllers,
+            controllers: Some(controllers),
             health_server,
         })
     }
@@ -265,20 +285,37 @@ impl RunningHub {
 
     /// Resolves when the controllers have stopped (asked to, or the Lease was lost).
     pub async fn stopped(&mut self) {
-        let _ = (&mut self.controllers).await;
+        if let Some(controllers) = self.controllers.as_mut() {
+            let _ = controllers.await;
+            self.controllers = None;
+        }
+    }
+
+    /// Lets running reconciles finish and stops the controllers (a leader releases its Lease);
+    /// the nameserver and the health endpoints go on.
+    pub async fn stop_controllers(&mut self) {
+        let _ = self.stop.send(true);
+        self.stopped().await;
+    }
+
+    /// Whether this replica answers DNS from current zones: mirrored from the DNSRecords as a
+    /// standby, published itself as the leader.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::SeqCst)
     }
 
     /// Lets running reconciles finish, then stops everything.
-    pub async fn stop(self) {
-        let _ = self.stop.send(true);
-        let _ = self.controllers.await;
+    pub async fn stop(mut self) {
+        self.stop_controllers().await;
         self.health_server.abort();
         let _ = self.health_server.await;
     }
 
     /// Stops at once, as a crash would (for tests of restarts mid-publish).
     pub fn abort(self) {
-        self.controllers.abort();
+        if let Some(controllers) = &self.controllers {
+            controllers.abort();
+        }
         self.health_server.abort();
     }
 }
@@ -307,23 +344,37 @@ async fn lead_and_run(
             }
         })
     };
+    // Every replica answers DNS: until it leads, its embedded zones are mirrored from the
+    // DNSRecords, and it is ready once they are.
+    let (synced, mut mirror_synced) = tokio::sync::watch::channel(false);
+    let mirror = {
+        let (ctx, ready, stop_rx) = (ctx.clone(), ready.clone(), stop_rx.clone());
+        tokio::spawn(zone_mirror::run(
+            ctx,
+            move || {
+                ready.store(true, Ordering::SeqCst);
+                let _ = synced.send(true);
+            },
+            stopped(stop_rx),
+        ))
+    };
+    let led = async {
+        leader::acquire(&client, &election).await;
+        // A new leader starts from mirrored zones, so it never answers from empty ones.
+        let _ = mirror_synced.wait_for(|synced| *synced).await;
+    };
     tokio::select! {
-        _ = leader::acquire(&client, &election) => {}
+        _ = led => {}
         _ = stopped(stop_rx.clone()) => {
+            let _ = mirror.await;
             let _ = caches.await;
             return;
         }
     }
+    mirror.abort();
+    let _ = mirror.await;
     leading.store(true, Ordering::SeqCst);
     tracing::info!(identity = %election.identity, "holding the hub Lease; starting the controllers");
-    let ready_when_listed = {
-        let (ctx, ready) = (ctx.clone(), ready.clone());
-        async move {
-            ctx.caches.wait_until_listed().await;
-            ready.store(true, Ordering::SeqCst);
-            tracing::info!("leading, and every watched kind is listed: ready");
-        }
-    };
     let stop_on = || stopped(stop_rx.clone());
     let hold = async {
         tokio::select! {
@@ -335,7 +386,6 @@ async fn lead_and_run(
         }
     };
     tokio::join!(
-        ready_when_listed,
         dns_policy::run(ctx.clone(), stop_on()),
         dns_record::run(ctx.clone(), stop_on()),
         gateway_placement::run(placement.clone(), stop_on()),
@@ -354,14 +404,21 @@ async fn lead_and_run(
     leading.store(false, Ordering::SeqCst);
 }
 
-/// `/livez`, `/readyz` and `/metrics` over plain HTTP/1.1.
-async fn serve_health(listener: TcpListener, ctx: Arc<Context>, ready: Arc<AtomicBool>) {
+/// `/livez`, `/readyz` (answering DNS from current zones), `/leaderz` (holding the Lease) and
+/// `/metrics` over plain HTTP/1.1.
+async fn serve_health(
+    listener: TcpListener,
+    ctx: Arc<Context>,
+    ready: Arc<AtomicBool>,
+    leading: Arc<AtomicBool>,
+) {
     loop {
         let Ok((mut stream, _)) = listener.accept().await else {
             continue;
         };
         let ctx = ctx.clone();
         let ready = ready.clone();
+        let leading = leading.clone();
         tokio::spawn(async move {
             // Read the request head (up to 8 KiB), then answer and close.
             let mut buffer = Vec::with_capacity(1024);
@@ -379,6 +436,8 @@ async fn serve_health(listener: TcpListener, ctx: Arc<Context>, ready: Arc<Atomi
                 "/livez" => ("200 OK", "ok\n".to_string()),
                 "/readyz" if ready.load(Ordering::SeqCst) => ("200 OK", "ok\n".to_string()),
                 "/readyz" => ("503 Service Unavailable", "not ready\n".to_string()),
+                "/leaderz" if leading.load(Ordering::SeqCst) => ("200 OK", "leading\n".to_string()),
+                "/leaderz" => ("503 Service Unavailable", "standby\n".to_string()),
                 "/metrics" => ("200 OK", ctx.metrics.render()),
                 _ => ("404 Not Found", "not found\n".to_string()),
             };

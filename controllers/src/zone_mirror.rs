@@ -1,0 +1,187 @@
+//! Embedded zones on a hub replica that does not lead: the zones it serves are rebuilt from
+//! the DNSRecords it watches, so every replica answers DNS, not only the leader.
+//!
+//! The leader publishes a record's endpoints into its embedded zone and then writes them to the
+//! record's status. A standby plans the same endpoints (`status.endpoints`) under the same
+//! owner into its own zone, with the same planner, so its zone holds what the leader's holds,
+//! ownership records included, and a standby that takes over finds nothing to change. It writes
+//! nothing to the API server. When the replica starts leading, the mirror stops and the
+//! DNSRecord controller carries on from the zones as they are.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::ResourceExt;
+use meridian_api::kuadrant::DNSRecord;
+use meridian_dns::model::Endpoint;
+use meridian_dns::plan::{PlanInput, plan};
+use meridian_providers::Provider;
+
+use crate::Context;
+use crate::convert::all_to_engine;
+use crate::dns_record::owner_of;
+use crate::zone_provider::ZoneProvider;
+
+/// A look at every record at least this often, besides every change.
+const FULL_PASS_EVERY: Duration = Duration::from_secs(10);
+
+/// What the mirror published for one record, to withdraw it once the record is gone.
+#[derive(Debug, Clone)]
+struct Mirrored {
+    provider: ZoneProvider,
+    zone_id: String,
+    owner: String,
+    root_host: String,
+    published: Vec<Endpoint>,
+}
+
+/// What a record contributes to its zone as the leader last published it: nothing while it is
+/// being deleted (the leader withdraws it before letting it go) or before anything was
+/// published.
+pub fn published_endpoints(record: &DNSRecord) -> Vec<Endpoint> {
+    if record.metadata.deletion_timestamp.is_some() {
+        return Vec::new();
+    }
+    record
+        .status
+        .as_ref()
+        .map(|status| all_to_engine(&status.endpoints))
+        .unwrap_or_default()
+}
+
+/// Keeps this replica's embedded zones current from the DNSRecords until `stop`; `on_synced`
+/// runs once, after the first whole pass (the replica then answers what the leader answers).
+pub async fn run(
+    ctx: Arc<Context>,
+    on_synced: impl FnOnce() + Send,
+    stop: impl std::future::Future<Output = ()> + Send,
+) {
+    let mut on_synced = Some(on_synced);
+    let mut record_changes = ctx.caches.records.subscribe();
+    let mut zone_changes = ctx.caches.zones.subscribe();
+    let mirror = async {
+        ctx.caches.records.wait_until_listed().await;
+        ctx.caches.zones.wait_until_listed().await;
+        let mut mirrored = BTreeMap::new();
+        loop {
+            pass(&ctx, &mut mirrored).await;
+            if let Some(synced) = on_synced.take() {
+                tracing::info!(
+                    records = mirrored.len(),
+                    "embedded zones mirrored from the DNSRecords"
+                );
+                synced();
+            }
+            tokio::select! {
+                _ = record_changes.recv() => {}
+                _ = zone_changes.recv() => {}
+                _ = tokio::time::sleep(FULL_PASS_EVERY) => {}
+            }
+        }
+    };
+    tokio::select! {
+        _ = mirror => {}
+        _ = stop => {}
+    }
+}
+
+/// One look at every record whose zone is embedded, and at the records that are gone.
+async fn pass(ctx: &Context, mirrored: &mut BTreeMap<String, Mirrored>) {
+    for zone in ctx.caches.zones.state() {
+        if zone.spec.dns_provider_secret_ref.is_none()
+            && let Some(embedded) = ctx.providers.embedded_zones()
+        {
+            embedded.ensure_served(&zone.spec.domain_name);
+        }
+    }
+    let mut seen = BTreeSet::new();
+    for record in ctx.caches.records.state() {
+        let key = crate::object_key(
+            "DNSRecord",
+            record.namespace().as_deref(),
+            &record.name_any(),
+        );
+        let Ok((_, provider, zone_id)) = crate::dns_record::zone_of(&record, ctx).await else {
+            continue;
+        };
+        if !matches!(provider, ZoneProvider::Embedded(_)) {
+            continue;
+        }
+        seen.insert(key.clone());
+        let desired = published_endpoints(&record);
+        let previous = mirrored.get(&key).map(|m| m.published.clone());
+        if previous.as_ref() == Some(&desired) {
+            continue;
+        }
+        let entry = Mirrored {
+            provider,
+            zone_id,
+            owner: owner_of(&record),
+            root_host: record.spec.root_host.clone(),
+            published: desired,
+        };
+        if publish(&entry, previous.as_deref()).await {
+            mirrored.insert(key, entry);
+        }
+    }
+    let gone: Vec<String> = mirrored
+        .keys()
+        .filter(|key| !seen.contains(*key))
+        .cloned()
+        .collect();
+    for key in gone {
+        let Some(entry) = mirrored.remove(&key) else {
+            continue;
+        };
+        let previous = entry.published.clone();
+        let withdrawn = Mirrored {
+            published: Vec::new(),
+            ..entry
+        };
+        if !publish(&withdrawn, Some(&previous)).await {
+            // Try again at the next pass.
+            mirrored.insert(
+                key,
+                Mirrored {
+                    published: previous,
+                    ..withdrawn
+                },
+            );
+        }
+    }
+}
+
+/// Plans `entry.published` into its zone as the leader would, and applies it.
+async fn publish(entry: &Mirrored, previous: Option<&[Endpoint]>) -> bool {
+    let current = match entry
+        .provider
+        .host_records(&entry.zone_id, &entry.root_host)
+        .await
+    {
+        Ok(current) => current,
+        Err(error) => {
+            tracing::warn!(%error, host = %entry.root_host, "reading the embedded zone failed");
+            return false;
+        }
+    };
+    let planned = plan(
+        &PlanInput {
+            owner: &entry.owner,
+            root_host: &entry.root_host,
+            desired: &entry.published,
+            previous,
+        },
+        &current,
+    );
+    if planned.changes.is_empty() {
+        return true;
+    }
+    match entry.provider.apply(&entry.zone_id, &planned.changes).await {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::warn!(%error, host = %entry.root_host, "mirroring into the embedded zone failed");
+            false
+        }
+    }
+}
