@@ -102,6 +102,19 @@ async fn pass(ctx: &Context, mirrored: &mut BTreeMap<String, Mirrored>) {
             record.namespace().as_deref(),
             &record.name_any(),
         );
+        // Only embedded zones are mirrored; a provider's zone is asked nothing (not even its
+        // ID, which costs Route53 a call).
+        let embedded = ctx
+            .caches
+            .zones
+            .get(
+                record.namespace().as_deref(),
+                &record.spec.managed_zone.name,
+            )
+            .is_some_and(|zone| zone.spec.dns_provider_secret_ref.is_none());
+        if !embedded {
+            continue;
+        }
         let Ok((_, provider, zone_id)) = crate::dns_record::zone_of(&record, ctx).await else {
             continue;
         };
@@ -183,5 +196,43 @@ async fn publish(entry: &Mirrored, previous: Option<&[Endpoint]>) -> bool {
             tracing::warn!(%error, host = %entry.root_host, "mirroring into the embedded zone failed");
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(status: serde_json::Value, deleting: bool) -> DNSRecord {
+        let mut record: DNSRecord = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
+            "metadata": { "name": "r", "namespace": "n" },
+            "spec": { "rootHost": "api.example.com", "managedZone": { "name": "z" }, "endpoints": [] },
+            "status": status,
+        }))
+        .expect("a record");
+        if deleting {
+            record.metadata.deletion_timestamp = Some(crate::now());
+        }
+        record
+    }
+
+    #[test]
+    fn a_standby_mirrors_what_status_says_is_published_and_nothing_of_a_deleted_record() {
+        let published = serde_json::json!({ "endpoints": [
+            { "dnsName": "api.example.com", "recordType": "A", "targets": ["10.0.0.1"], "recordTTL": 60 },
+        ] });
+        let endpoints = published_endpoints(&record(published.clone(), false));
+        assert_eq!(endpoints.len(), 1);
+        assert_eq!(endpoints[0].dns_name, "api.example.com");
+        assert_eq!(endpoints[0].targets, ["10.0.0.1"]);
+        assert!(
+            published_endpoints(&record(published, true)).is_empty(),
+            "a record being deleted is withdrawn"
+        );
+        assert!(
+            published_endpoints(&record(serde_json::json!({}), false)).is_empty(),
+            "nothing published yet, nothing mirrored"
+        );
     }
 }
