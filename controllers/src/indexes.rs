@@ -618,10 +618,7 @@ mod tests {
         let mut moved = zone.clone();
         moved.spec.domain_name = "example.org".into();
         let mut deleting = zone.clone();
-        deleting.metadata.deletion_timestamp =
-            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                k8s_openapi::jiff::Timestamp::from_second(1).unwrap(),
-            ));
+        deleting.metadata.deletion_timestamp = Some(crate::now());
         assert!(zone_changed_for_dns(None, &zone), "a new zone");
         assert!(
             !zone_changed_for_dns(Some(&zone), &counted),
@@ -674,10 +671,7 @@ mod tests {
         let mut finalized = gateway.clone();
         finalized.metadata.finalizers = Some(vec!["meridian.dev/gateway-placement".into()]);
         let mut deleting = gateway.clone();
-        deleting.metadata.deletion_timestamp =
-            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                k8s_openapi::jiff::Timestamp::from_second(1).unwrap(),
-            ));
+        deleting.metadata.deletion_timestamp = Some(crate::now());
         let cases: [(Option<&Gateway>, &Gateway, bool, &str); 7] = [
             (None, &gateway, true, "a new Gateway"),
             (Some(&gateway), &affected, false, "our DNSPolicyAffected"),
@@ -714,10 +708,7 @@ mod tests {
         let mut finalized = stored.clone();
         finalized.metadata.finalizers = Some(vec!["meridian.dev/dns-policy".into()]);
         let mut deleting = stored.clone();
-        deleting.metadata.deletion_timestamp =
-            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                k8s_openapi::jiff::Timestamp::from_second(1).unwrap(),
-            ));
+        deleting.metadata.deletion_timestamp = Some(crate::now());
         let cases: [(Option<&DNSPolicy>, &DNSPolicy, bool, &str); 5] = [
             (None, &stored, true, "a new policy"),
             (Some(&stored), &with_status, false, "its status"),
@@ -748,10 +739,7 @@ mod tests {
         let mut edited = record.clone();
         edited.spec.root_host = "www.example.com".into();
         let mut deleting = record.clone();
-        deleting.metadata.deletion_timestamp =
-            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                k8s_openapi::jiff::Timestamp::from_second(1).unwrap(),
-            ));
+        deleting.metadata.deletion_timestamp = Some(crate::now());
         let mut finalized = record.clone();
         finalized.metadata.finalizers = Some(vec!["meridian.dev/dns-record".into()]);
         let cases: [(Option<&DNSRecord>, &DNSRecord, bool, &str); 5] = [

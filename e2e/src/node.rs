@@ -350,7 +350,7 @@ impl Node {
         let pause = path("pause.oci.tar");
         write_pause_image(&node_assets.pause, &pause)?;
         for image in std::iter::once(&pause).chain(launch.images) {
-            node.ctr(&["images", "import", &image.display().to_string()])?;
+            node.import_image(image)?;
         }
 
         let kubeconfig = launch.kubeconfig.display().to_string();

@@ -122,32 +122,7 @@ pub fn layer(entries: &[Entry], epoch: u64) -> anyhow::Result<Layer> {
             },
         );
     }
-    let mut tar = tar::Builder::new(Vec::new());
-    for entry in by_path.values() {
-        let mut header = tar::Header::new_ustar();
-        header.set_mtime(epoch);
-        header.set_uid(entry.owner.into());
-        header.set_gid(entry.owner.into());
-        header.set_mode(entry.mode);
-        match &entry.kind {
-            EntryKind::Directory => {
-                header.set_entry_type(tar::EntryType::Directory);
-                header.set_size(0);
-                tar.append_data(&mut header, format!("{}/", entry.path), std::io::empty())?;
-            }
-            EntryKind::File(contents) => {
-                header.set_entry_type(tar::EntryType::Regular);
-                header.set_size(contents.len() as u64);
-                tar.append_data(&mut header, &entry.path, contents.as_slice())?;
-            }
-            EntryKind::Symlink(target) => {
-                header.set_entry_type(tar::EntryType::Symlink);
-                header.set_size(0);
-                tar.append_link(&mut header, &entry.path, target)?;
-            }
-        }
-    }
-    let uncompressed = tar.into_inner()?;
+    let uncompressed = deterministic_tar(by_path.values(), epoch)?;
     // No name and time zero in the gzip header, so the bytes depend on the tar alone.
     let mut gzip = flate2::GzBuilder::new()
         .mtime(0)
@@ -360,22 +335,43 @@ pub fn oci_archive(image: &Image, epoch: u64) -> anyhow::Result<Vec<u8>> {
         blob(&image.config),
     ];
     entries.extend(image.layers.iter().map(|l| blob(&l.gzipped)));
-    let mut tar = tar::Builder::new(Vec::new());
     let mut sorted = entries;
     sorted.sort_by(|a, b| a.path.cmp(&b.path));
+    // A layer shared by two images, or an empty one, is one blob.
     sorted.dedup_by(|a, b| a.path == b.path);
-    for entry in sorted {
-        let EntryKind::File(contents) = entry.kind else {
-            continue;
-        };
+    deterministic_tar(&sorted, epoch)
+}
+
+/// A tar of `entries` in the order given, every time `epoch`, numeric owners only: the same
+/// entries give the same bytes.
+fn deterministic_tar<'a>(
+    entries: impl IntoIterator<Item = &'a Entry>,
+    epoch: u64,
+) -> anyhow::Result<Vec<u8>> {
+    let mut tar = tar::Builder::new(Vec::new());
+    for entry in entries {
         let mut header = tar::Header::new_ustar();
         header.set_mtime(epoch);
-        header.set_uid(0);
-        header.set_gid(0);
+        header.set_uid(entry.owner.into());
+        header.set_gid(entry.owner.into());
         header.set_mode(entry.mode);
-        header.set_entry_type(tar::EntryType::Regular);
-        header.set_size(contents.len() as u64);
-        tar.append_data(&mut header, &entry.path, contents.as_slice())?;
+        match &entry.kind {
+            EntryKind::Directory => {
+                header.set_entry_type(tar::EntryType::Directory);
+                header.set_size(0);
+                tar.append_data(&mut header, format!("{}/", entry.path), std::io::empty())?;
+            }
+            EntryKind::File(contents) => {
+                header.set_entry_type(tar::EntryType::Regular);
+                header.set_size(contents.len() as u64);
+                tar.append_data(&mut header, &entry.path, contents.as_slice())?;
+            }
+            EntryKind::Symlink(target) => {
+                header.set_entry_type(tar::EntryType::Symlink);
+                header.set_size(0);
+                tar.append_link(&mut header, &entry.path, target)?;
+            }
+        }
     }
     Ok(tar.into_inner()?)
 }
