@@ -179,6 +179,51 @@ fn http_get(address: SocketAddr, path: &str) -> String {
     response
 }
 
+/// Asks `servers` for HOST's A record in a loop until `stop`, with no cache; with several
+/// servers, as a recursive resolver asks a zone's NS set (hickory sends to two at once and
+/// prefers the one that answers). Every outcome: the addresses, or the error.
+async fn query_loop(
+    servers: Vec<SocketAddr>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Vec<Result<Vec<String>, String>> {
+    use hickory_resolver::Resolver;
+    use hickory_resolver::config::{
+        LookupIpStrategy, NameServerConfig, ResolverConfig, ResolverOpts,
+    };
+    use hickory_resolver::net::runtime::TokioRuntimeProvider;
+
+    let name_servers = servers
+        .iter()
+        .map(|server| {
+            let mut config = NameServerConfig::udp(server.ip());
+            config.connections[0].port = server.port();
+            config
+        })
+        .collect();
+    let mut options = ResolverOpts::default();
+    options.cache_size = 0;
+    options.timeout = std::time::Duration::from_millis(500);
+    options.attempts = 2;
+    options.ip_strategy = LookupIpStrategy::Ipv4Only;
+    let mut builder = Resolver::builder_with_config(
+        ResolverConfig::from_name_servers(name_servers),
+        TokioRuntimeProvider::default(),
+    );
+    *builder.options_mut() = options;
+    let resolver = builder.build().expect("a resolver");
+    let mut answers = Vec::new();
+    while !*stop.borrow_and_update() {
+        let answer = resolver
+            .lookup_ip(format!("{HOST}."))
+            .await
+            .map(|lookup| lookup.iter().map(|a| a.to_string()).collect())
+            .map_err(|error| error.to_string());
+        answers.push(answer);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    answers
+}
+
 /// Waits until ten `dig`s in a row from `subnet` each answer one address out of `allowed`.
 async fn answers_within(
     nameserver: SocketAddr,
@@ -468,12 +513,52 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
             .contains("meridian_reconciles_total{"),
         "the standby reconciled nothing"
     );
-    // The leader dies mid-flight (no graceful stop, no Lease release): the standby takes over
-    // once the Lease expires.
+    // The leader dies mid-flight (no graceful stop, no Lease release) while clients query in a
+    // loop: one knows both replicas (as a resolver knows a zone's NS set), one only the standby. The standby takes over once the Lease expires; until then, and
+    // while it takes over, no query fails and none gets a wrong answer.
+    const ALLOWED: &[&str] = &["10.0.0.1", "10.0.0.3"];
+    let (stop_queries, queries_stopped) = tokio::sync::watch::channel(false);
+    let both = tokio::spawn(query_loop(
+        vec![running.nameserver, standby.nameserver],
+        queries_stopped.clone(),
+    ));
+    let survivor = tokio::spawn(query_loop(vec![standby.nameserver], queries_stopped));
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     running.abort();
+    let killed = std::time::Instant::now();
+    eventually("the standby leads", DEFAULT_PATIENCE, || {
+        let leading = standby.is_leading();
+        async move { Ok(leading.then_some(())) }
+    })
+    .await?;
+    eprintln!(
+        "the standby leads {:.1} s after the leader died (Lease: 3 s)",
+        killed.elapsed().as_secs_f64()
+    );
+    // The new leader replans every record; queries go on through that.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    stop_queries.send(true).unwrap();
+    for (client, loop_task) in [("both replicas", both), ("the standby", survivor)] {
+        let answers = loop_task.await.unwrap();
+        let wrong: Vec<&Result<Vec<String>, String>> = answers
+            .iter()
+            .filter(|answer| {
+                !answer
+                    .as_ref()
+                    .is_ok_and(|ips| ips.len() == 1 && ALLOWED.contains(&ips[0].as_str()))
+            })
+            .collect();
+        eprintln!(
+            "through the leader kill, a client of {client}: {} queries, {} failed or wrong",
+            answers.len(),
+            wrong.len()
+        );
+        assert!(answers.len() >= 20, "{client}: the loop ran: {answers:?}");
+        assert!(wrong.is_empty(), "{client}: {wrong:?}");
+    }
     let running = standby;
     let nameserver = running.nameserver;
-    answers_within(nameserver, Some(UNITED_STATES), &["10.0.0.1", "10.0.0.3"]).await?;
+    answers_within(nameserver, Some(UNITED_STATES), ALLOWED).await?;
     eventually(
         "the restarted hub serves the same zone",
         DEFAULT_PATIENCE,
