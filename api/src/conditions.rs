@@ -11,6 +11,9 @@ pub const ENFORCED: &str = "Enforced";
 pub const READY: &str = "Ready";
 /// A record's endpoints pass their health checks.
 pub const HEALTHY: &str = "Healthy";
+/// ManagedZone (embedded): its name servers make a delegation a parent zone can use (every one
+/// inside the zone has an address).
+pub const DELEGATABLE: &str = "Delegatable";
 /// Condition Meridian sets on a Gateway targeted by a DNSPolicy.
 pub const DNS_POLICY_AFFECTED: &str = "kuadrant.io/DNSPolicyAffected";
 

@@ -262,6 +262,8 @@ pub enum Scope {
     /// An agent in distributed mode: its cluster's policies, Gateways, zones and the records it
     /// wrote itself.
     Distributed,
+    /// An agent serving the embedded zones: the hub's DNSRecords and ManagedZones, no more.
+    Zones,
 }
 
 impl Caches {
@@ -300,6 +302,12 @@ impl Caches {
                         .reflect(Api::all(client), all().fields(SECRETS_READ)),
                 );
             }
+            Scope::Zones => {
+                tokio::join!(
+                    self.records.reflect(Api::all(client.clone()), all()),
+                    self.zones.reflect(Api::all(client), all()),
+                );
+            }
             Scope::Hub => {
                 let heartbeats =
                     all().labels(&format!("{}=true", meridian_api::labels::HEARTBEAT_LABEL));
@@ -330,10 +338,13 @@ impl Caches {
     /// Resolves once every watched kind has been listed (before that, an empty cache would
     /// read as "nothing exists").
     pub async fn wait_until_listed(&self) {
-        self.policies.wait_until_listed().await;
         self.records.wait_until_listed().await;
-        self.gateways.wait_until_listed().await;
         self.zones.wait_until_listed().await;
+        if self.scope == Scope::Zones {
+            return;
+        }
+        self.policies.wait_until_listed().await;
+        self.gateways.wait_until_listed().await;
         self.secrets.wait_until_listed().await;
         if self.scope == Scope::Hub {
             self.probes.wait_until_listed().await;
@@ -350,11 +361,12 @@ impl Caches {
 
     /// Whether every watched kind has been listed, without waiting.
     pub fn listed(&self) -> bool {
-        let shared = self.policies.listed()
-            && self.records.listed()
-            && self.gateways.listed()
-            && self.zones.listed()
-            && self.secrets.listed();
+        let zones = self.records.listed() && self.zones.listed();
+        if self.scope == Scope::Zones {
+            return zones;
+        }
+        let shared =
+            zones && self.policies.listed() && self.gateways.listed() && self.secrets.listed();
         shared
             && (self.scope == Scope::Distributed
                 || (self.probes.listed()

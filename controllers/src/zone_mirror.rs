@@ -18,10 +18,10 @@ use meridian_dns::model::Endpoint;
 use meridian_dns::plan::{PlanInput, plan};
 use meridian_providers::Provider;
 
-use crate::Context;
+use crate::caches::Caches;
 use crate::convert::all_to_engine;
 use crate::dns_record::owner_of;
-use crate::zone_provider::ZoneProvider;
+use crate::zone_provider::{EmbeddedZones, ZoneProvider};
 
 /// A look at every record at least this often, besides every change.
 const FULL_PASS_EVERY: Duration = Duration::from_secs(10);
@@ -50,22 +50,24 @@ pub fn published_endpoints(record: &DNSRecord) -> Vec<Endpoint> {
         .unwrap_or_default()
 }
 
-/// Keeps this replica's embedded zones current from the DNSRecords until `stop`; `on_synced`
-/// runs once, after the first whole pass (the replica then answers what the leader answers).
+/// Keeps `embedded` current from the DNSRecords and ManagedZones in `caches` until `stop` (on
+/// a standby hub replica, or an agent serving DNS); `on_synced` runs once, after the first
+/// whole pass (the process then answers what the leader answers).
 pub async fn run(
-    ctx: Arc<Context>,
+    caches: Arc<Caches>,
+    embedded: Arc<EmbeddedZones>,
     on_synced: impl FnOnce() + Send,
     stop: impl std::future::Future<Output = ()> + Send,
 ) {
     let mut on_synced = Some(on_synced);
-    let mut record_changes = ctx.caches.records.subscribe();
-    let mut zone_changes = ctx.caches.zones.subscribe();
+    let mut record_changes = caches.records.subscribe();
+    let mut zone_changes = caches.zones.subscribe();
     let mirror = async {
-        ctx.caches.records.wait_until_listed().await;
-        ctx.caches.zones.wait_until_listed().await;
+        caches.records.wait_until_listed().await;
+        caches.zones.wait_until_listed().await;
         let mut mirrored = BTreeMap::new();
         loop {
-            pass(&ctx, &mut mirrored).await;
+            pass(&caches, &embedded, &mut mirrored).await;
             if let Some(synced) = on_synced.take() {
                 tracing::info!(
                     records = mirrored.len(),
@@ -87,16 +89,18 @@ pub async fn run(
 }
 
 /// One look at every record whose zone is embedded, and at the records that are gone.
-async fn pass(ctx: &Context, mirrored: &mut BTreeMap<String, Mirrored>) {
-    for zone in ctx.caches.zones.state() {
-        if zone.spec.dns_provider_secret_ref.is_none()
-            && let Some(embedded) = ctx.providers.embedded_zones()
-        {
-            embedded.ensure_served(&zone.spec.domain_name);
+async fn pass(
+    caches: &Caches,
+    embedded: &Arc<EmbeddedZones>,
+    mirrored: &mut BTreeMap<String, Mirrored>,
+) {
+    for zone in caches.zones.state() {
+        if zone.spec.dns_provider_secret_ref.is_none() {
+            embedded.ensure_served(&zone);
         }
     }
     let mut seen = BTreeSet::new();
-    for record in ctx.caches.records.state() {
+    for record in caches.records.state() {
         let key = crate::object_key(
             "DNSRecord",
             record.namespace().as_deref(),
@@ -104,23 +108,18 @@ async fn pass(ctx: &Context, mirrored: &mut BTreeMap<String, Mirrored>) {
         );
         // Only embedded zones are mirrored; a provider's zone is asked nothing (not even its
         // ID, which costs Route53 a call).
-        let embedded = ctx
-            .caches
+        let Some(zone) = caches
             .zones
             .get(
                 record.namespace().as_deref(),
                 &record.spec.managed_zone.name,
             )
-            .is_some_and(|zone| zone.spec.dns_provider_secret_ref.is_none());
-        if !embedded {
-            continue;
-        }
-        let Ok((_, provider, zone_id)) = crate::dns_record::zone_of(&record, ctx).await else {
+            .filter(|zone| zone.spec.dns_provider_secret_ref.is_none())
+        else {
             continue;
         };
-        if !matches!(provider, ZoneProvider::Embedded(_)) {
-            continue;
-        }
+        let provider = EmbeddedZones::zone(embedded, &zone.spec.domain_name);
+        let zone_id = zone.spec.domain_name.trim_end_matches('.').to_ascii_lowercase();
         seen.insert(key.clone());
         let desired = published_endpoints(&record);
         let previous = mirrored.get(&key).map(|m| m.published.clone());

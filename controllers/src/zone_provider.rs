@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::Secret;
+use meridian_api::kuadrant::ManagedZone;
 use meridian_dns::changes::{Changes, ZoneRecords, apply_strictly};
 use meridian_dns::model::Endpoint;
-use meridian_nameserver::{NameServer, ZoneConfig};
+use meridian_nameserver::{NameServer, ZoneConfig, ZoneNameServer};
 use meridian_providers::budget::{ROUTE53_REQUESTS_PER_SECOND, RequestBudget};
 use meridian_providers::google::{
     CLOUD_DNS_REQUESTS_PER_SECOND, GeoRegions, GoogleAuth, GoogleCredentials, GoogleProvider,
@@ -24,17 +25,47 @@ pub const RFC2136_SECRET_TYPE: &str = "kuadrant.io/rfc2136";
 
 /// Zones served by the hub's own nameserver. Each zone's records live here (the source of
 /// truth while the hub runs; rebuilt from DNSRecords after a restart) and are republished to
-/// the nameserver after every change.
+/// the nameserver after every change, with the zone's name servers from its ManagedZone.
 #[derive(Debug)]
 pub struct EmbeddedZones {
     server: Arc<NameServer>,
-    zones: Mutex<BTreeMap<String, ZoneRecords>>,
+    /// Name servers of every zone whose ManagedZone names none (`meridian-hub run --ns`).
+    default_name_servers: Vec<ZoneNameServer>,
+    zones: Mutex<BTreeMap<String, ServedZone>>,
+}
+
+#[derive(Debug)]
+struct ServedZone {
+    config: ZoneConfig,
+    records: ZoneRecords,
+}
+
+/// The name servers of an embedded zone: the ManagedZone's own, else the hub's defaults, else
+/// the placeholder `ns1.<zone>` (see [`ZoneConfig::new`]). Addresses the schema let through
+/// but that do not parse are left out (the zone's status then says the delegation is lame).
+pub fn embedded_zone_config(zone: &ManagedZone, defaults: &[ZoneNameServer]) -> ZoneConfig {
+    let own: Vec<ZoneNameServer> = zone
+        .spec
+        .name_servers
+        .iter()
+        .map(|ns| ZoneNameServer {
+            name: ns.name.clone(),
+            addresses: ns.addresses.iter().filter_map(|a| a.parse().ok()).collect(),
+        })
+        .collect();
+    let chosen = if own.is_empty() {
+        defaults.to_vec()
+    } else {
+        own
+    };
+    ZoneConfig::with_name_servers(&zone.spec.domain_name, chosen)
 }
 
 impl EmbeddedZones {
-    pub fn new(server: Arc<NameServer>) -> Self {
+    pub fn new(server: Arc<NameServer>, default_name_servers: Vec<ZoneNameServer>) -> Self {
         EmbeddedZones {
             server,
+            default_name_servers,
             zones: Mutex::new(BTreeMap::new()),
         }
     }
@@ -43,28 +74,50 @@ impl EmbeddedZones {
         &self.server
     }
 
+    /// The zone at `apex`, as a provider (its zone ID is the apex).
+    pub fn zone(zones: &Arc<EmbeddedZones>, apex: &str) -> ZoneProvider {
+        ZoneProvider::Embedded(EmbeddedZone {
+            zones: zones.clone(),
+            apex: apex.trim_end_matches('.').to_ascii_lowercase(),
+        })
+    }
+
     /// Records in the zone at `apex`.
     pub fn record_count(&self, apex: &str) -> usize {
         self.zones
             .lock()
             .expect("zones lock")
             .get(apex)
-            .map_or(0, |records| records.len())
+            .map_or(0, |zone| zone.records.len())
     }
 
-    /// Serves the zone at `apex` (empty until records arrive), so the nameserver answers for
-    /// it with NXDOMAIN or NODATA instead of refusing.
-    pub fn ensure_served(&self, apex: &str) {
+    /// Serves `zone` (empty until records arrive), so the nameserver answers for it with
+    /// NXDOMAIN or NODATA instead of refusing, under the name servers it names; republishes it
+    /// when they changed. Returns the zone's configuration.
+    pub fn ensure_served(&self, zone: &ManagedZone) -> ZoneConfig {
+        let config = embedded_zone_config(zone, &self.default_name_servers);
         let mut zones = self.zones.lock().expect("zones lock");
-        if !zones.contains_key(apex) {
-            let records = zones.entry(apex.to_string()).or_default();
-            self.publish(apex, records);
+        match zones.get_mut(&config.apex) {
+            Some(served) if served.config == config => {}
+            Some(served) => {
+                served.config = config.clone();
+                self.publish(served);
+            }
+            None => {
+                let served = ServedZone {
+                    config: config.clone(),
+                    records: ZoneRecords::default(),
+                };
+                self.publish(&served);
+                zones.insert(config.apex.clone(), served);
+            }
         }
+        config
     }
 
-    fn publish(&self, apex: &str, records: &ZoneRecords) {
+    fn publish(&self, zone: &ServedZone) {
         self.server
-            .publish(ZoneConfig::new(apex), records.values().cloned());
+            .publish(zone.config.clone(), zone.records.values().cloned());
     }
 }
 
@@ -87,15 +140,25 @@ impl Provider for EmbeddedZone {
         let zones = self.zones.zones.lock().expect("zones lock");
         Ok(zones
             .get(&self.apex)
-            .map(|records| records.values().cloned().collect())
+            .map(|zone| zone.records.values().cloned().collect())
             .unwrap_or_default())
     }
 
     async fn apply(&self, _zone_id: &str, changes: &Changes) -> Result<(), ProviderError> {
         let mut zones = self.zones.zones.lock().expect("zones lock");
-        let records = zones.entry(self.apex.clone()).or_default();
-        apply_strictly(records, changes)?;
-        self.zones.publish(&self.apex, records);
+        // A zone is served before its records arrive; should one not be yet, it starts with
+        // the defaults and its ManagedZone's next look corrects them.
+        let zone = zones
+            .entry(self.apex.clone())
+            .or_insert_with(|| ServedZone {
+                config: ZoneConfig::with_name_servers(
+                    &self.apex,
+                    self.zones.default_name_servers.clone(),
+                ),
+                records: ZoneRecords::default(),
+            });
+        apply_strictly(&mut zone.records, changes)?;
+        self.zones.publish(zone);
         Ok(())
     }
 }
@@ -162,8 +225,8 @@ impl ZoneProvider {
         match self {
             ZoneProvider::Embedded(embedded) => {
                 let zones = embedded.zones.zones.lock().expect("zones lock");
-                Ok(zones.get(&embedded.apex).map_or_else(Vec::new, |records| {
-                    meridian_dns::plan::host_records(records.values(), root_host)
+                Ok(zones.get(&embedded.apex).map_or_else(Vec::new, |zone| {
+                    meridian_dns::plan::host_records(zone.records.values(), root_host)
                 }))
             }
             _ => Ok(meridian_dns::plan::host_records(
@@ -284,14 +347,11 @@ impl ProviderCache {
 
     /// The embedded zone `apex`, when this process serves embedded zones.
     pub fn embedded(&self, apex: &str) -> Option<ZoneProvider> {
-        Some(ZoneProvider::Embedded(EmbeddedZone {
-            zones: self.embedded.clone()?,
-            apex: apex.trim_end_matches('.').to_ascii_lowercase(),
-        }))
+        Some(EmbeddedZones::zone(self.embedded.as_ref()?, apex))
     }
 
-    pub fn embedded_zones(&self) -> Option<&EmbeddedZones> {
-        self.embedded.as_deref()
+    pub fn embedded_zones(&self) -> Option<&Arc<EmbeddedZones>> {
+        self.embedded.as_ref()
     }
 
     /// The provider for a zone published through `secret`.

@@ -280,6 +280,16 @@ const INVALID: &[(&str, &str, &[&str])] = &[
         &["spec.domainName", "should match"],
     ),
     (
+        "zone whose in-zone name server has no address",
+        "kind: ManagedZone\nspec: {domainName: example.com., nameServers: [{name: ns.dns.example.net}, {name: ns1.example.com}]}",
+        &["a name server inside the zone needs addresses"],
+    ),
+    (
+        "zone name server address that is not an IP",
+        "kind: ManagedZone\nspec: {domainName: example.com, nameServers: [{name: ns1.example.com, addresses: [192.0.2.300]}]}",
+        &["nameServers[0].addresses", "must be IP addresses"],
+    ),
+    (
         "probe with port 0 and a 1 s interval",
         "kind: DNSHealthCheckProbe\nspec: {port: 0, host: app.example.com, address: 192.0.2.1, interval: 1s}",
         &["spec.port", "spec.interval", "at least 5s"],

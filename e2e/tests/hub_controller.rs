@@ -165,6 +165,29 @@ async fn answers_become(
     .await
 }
 
+/// `dig +short` for `name` and `kind` at `server`: the answer lines, sorted.
+fn dig_short(server: SocketAddr, name: &str, kind: &str) -> Vec<String> {
+    let output = std::process::Command::new("dig")
+        .arg(format!("@{}", server.ip()))
+        .args([
+            "-p",
+            &server.port().to_string(),
+            "+time=2",
+            "+tries=2",
+            "+short",
+        ])
+        .args([name, kind])
+        .output()
+        .expect("dig runs (Debian dnsutils)");
+    let mut lines: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with(';'))
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    lines
+}
+
 /// A plain HTTP/1.1 GET; the whole response.
 fn http_get(address: SocketAddr, path: &str) -> String {
     use std::io::{Read, Write};
@@ -513,6 +536,68 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
             .contains("meridian_reconciles_total{"),
         "the standby reconciled nothing"
     );
+    // The zone names its name servers: both replicas serve them (NS, the SOA primary, the
+    // in-zone one's glue), and the zone's status says what the parent zone needs. Until then
+    // the placeholder ns1.example.com has no address and the status says so.
+    let zone = zones.get("example").await?;
+    assert_eq!(
+        condition_status(&zone.status.unwrap().conditions, conditions::DELEGATABLE),
+        Some(false),
+        "the placeholder cannot be delegated to"
+    );
+    zones
+        .patch(
+            "example",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "nameServers": [
+                { "name": "ns1.example.com", "addresses": ["192.0.2.53", "2001:db8::53"] },
+                { "name": "ns.dns.example.net" },
+            ] } })),
+        )
+        .await?;
+    let zone = eventually("the zone says how to delegate", DEFAULT_PATIENCE, || {
+        let zones = zones.clone();
+        async move {
+            let zone = zones.get("example").await?;
+            let delegatable = zone.status.as_ref().is_some_and(|s| {
+                condition_status(&s.conditions, conditions::DELEGATABLE) == Some(true)
+            });
+            Ok(delegatable.then_some(zone))
+        }
+    })
+    .await?;
+    assert_eq!(
+        zone.status.unwrap().delegation,
+        [
+            "example.com. 3600 IN NS ns1.example.com.",
+            "example.com. 3600 IN NS ns.dns.example.net.",
+            "ns1.example.com. 3600 IN A 192.0.2.53",
+            "ns1.example.com. 3600 IN AAAA 2001:db8::53",
+        ]
+    );
+    for server in [running.nameserver, standby.nameserver] {
+        eventually(
+            "both replicas name both name servers",
+            DEFAULT_PATIENCE,
+            || async move {
+                let ns =
+                    tokio::task::spawn_blocking(move || dig_short(server, "example.com", "NS"))
+                        .await
+                        .unwrap();
+                Ok((ns == ["ns.dns.example.net.", "ns1.example.com."]).then_some(()))
+            },
+        )
+        .await?;
+        let glue = tokio::task::spawn_blocking(move || dig_short(server, "ns1.example.com", "A"))
+            .await
+            .unwrap();
+        assert_eq!(glue, ["192.0.2.53"]);
+        let soa = tokio::task::spawn_blocking(move || dig_short(server, "example.com", "SOA"))
+            .await
+            .unwrap();
+        assert!(soa[0].starts_with("ns1.example.com. "), "{soa:?}");
+    }
+
     // The leader dies mid-flight (no graceful stop, no Lease release) while clients query in a
     // loop: one knows both replicas (as a resolver knows a zone's NS set), one only the standby. The standby takes over once the Lease expires; until then, and
     // while it takes over, no query fails and none gets a wrong answer.

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use ipnet::IpNet;
 use meridian_dns::model::Endpoint;
-use meridian_nameserver::{GeoDb, NameServer, ServerConfig, ZoneConfig};
+use meridian_nameserver::{GeoDb, NameServer, ServerConfig, ZoneConfig, ZoneNameServer};
 use serde::Deserialize;
 
 #[derive(Debug, clap::Args)]
@@ -23,12 +23,19 @@ pub struct NameserverArgs {
     /// MaxMind-format database (GeoIP2/GeoLite2 Country or City) for GEO answers.
     #[arg(long)]
     pub geoip: Option<PathBuf>,
-    /// Name servers of the zone (NS records and SOA primary); default `ns1.<zone>`.
-    #[arg(long = "ns")]
-    pub name_servers: Vec<String>,
+    /// A name server of the zone, `NAME[=ADDRESS[,ADDRESS]]` (repeatable): the NS records, the
+    /// SOA primary (the first), and for a name inside the zone its A/AAAA records, which it
+    /// requires. Default: `ns1.<zone>` without an address, which cannot be delegated to.
+    #[arg(long = "ns", value_name = "NAME[=ADDRESS]", value_parser = parse_name_server)]
+    pub name_servers: Vec<ZoneNameServer>,
     /// Networks allowed to transfer the zone (AXFR over TCP); none by default.
     #[arg(long = "allow-transfer")]
     pub allow_transfer: Vec<IpNet>,
+}
+
+/// A `--ns` value.
+pub fn parse_name_server(text: &str) -> Result<ZoneNameServer, String> {
+    ZoneNameServer::parse(text).map_err(|error| error.to_string())
 }
 
 #[derive(Debug, Deserialize)]
@@ -61,13 +68,11 @@ pub fn read_plan_records(path: &Path) -> anyhow::Result<Vec<Endpoint>> {
 pub fn run(args: NameserverArgs) -> anyhow::Result<()> {
     let endpoints = read_plan_records(&args.records)?;
     let geo = args.geoip.as_deref().map(GeoDb::open).transpose()?;
-    let mut zone = ZoneConfig::new(&args.zone);
+    let zone = ZoneConfig::with_name_servers(&args.zone, args.name_servers.clone());
     if !args.name_servers.is_empty() {
-        zone.name_servers = args
-            .name_servers
-            .iter()
-            .map(|ns| ns.trim_end_matches('.').to_ascii_lowercase())
-            .collect();
+        // Only name servers the admin chose have to be delegatable; the placeholder is for
+        // trying answers.
+        zone.check_delegation()?;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -84,6 +89,10 @@ pub fn run(args: NameserverArgs) -> anyhow::Result<()> {
             zone = %zone.apex,
             records = endpoints.len(),
             "answering; Ctrl-C stops"
+        );
+        tracing::info!(
+            "the parent zone delegates with:\n{}",
+            zone.delegation().join("\n")
         );
         tokio::signal::ctrl_c().await?;
         server.shutdown().await;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use kube::{Client, Config};
-use meridian_nameserver::{GeoDb, NameServer, ServerConfig};
+use meridian_nameserver::{GeoDb, NameServer, ServerConfig, ZoneNameServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -37,6 +37,19 @@ pub struct RunArgs {
     /// MaxMind-format database (GeoIP2/GeoLite2 Country or City) for GEO answers.
     #[arg(long, env = "MERIDIAN_GEOIP")]
     pub geoip: Option<PathBuf>,
+
+    /// A name server of every embedded zone whose ManagedZone names none,
+    /// `NAME[=ADDRESS[,ADDRESS]]` (repeatable; in the environment, space-separated): the
+    /// addresses at which the Internet reaches the hub's and agents' nameservers. Its address
+    /// is served in any zone the name is inside.
+    #[arg(
+        long = "ns",
+        env = "MERIDIAN_NAME_SERVERS",
+        value_name = "NAME[=ADDRESS]",
+        value_delimiter = ' ',
+        value_parser = crate::nameserver_command::parse_name_server
+    )]
+    pub name_servers: Vec<ZoneNameServer>,
 
     /// Seconds between looks at converged objects.
     #[arg(long, env = "MERIDIAN_RESYNC_SECONDS", default_value_t = 300)]
@@ -99,6 +112,7 @@ impl RunArgs {
             health_addr: "127.0.0.1:0".parse().expect("valid address"),
             dns_addr: "127.0.0.1:0".parse().expect("valid address"),
             geoip: None,
+            name_servers: Vec::new(),
             resync_seconds: 300,
             withdrawal_grace_seconds: 600,
             agent_image: "ghcr.io/meridian-dev/meridian-agent:latest".into(),
@@ -215,7 +229,10 @@ impl RunningHub {
         )
         .await?;
         let nameserver = server.local_addr();
-        let embedded = Arc::new(EmbeddedZones::new(Arc::new(server)));
+        let embedded = Arc::new(EmbeddedZones::new(
+            Arc::new(server),
+            args.name_servers.clone(),
+        ));
         let config = ControllerConfig {
             resync: std::time::Duration::from_secs(args.resync_seconds.max(1)),
             heartbeat_timeout: std::time::Duration::from_secs(
@@ -348,9 +365,15 @@ async fn lead_and_run(
     // DNSRecords, and it is ready once they are.
     let (synced, mut mirror_synced) = tokio::sync::watch::channel(false);
     let mirror = {
-        let (ctx, ready, stop_rx) = (ctx.clone(), ready.clone(), stop_rx.clone());
+        let (ready, stop_rx) = (ready.clone(), stop_rx.clone());
+        let embedded = ctx
+            .providers
+            .embedded_zones()
+            .expect("a hub serves embedded zones")
+            .clone();
         tokio::spawn(zone_mirror::run(
-            ctx,
+            ctx.caches.clone(),
+            embedded,
             move || {
                 ready.store(true, Ordering::SeqCst);
                 let _ = synced.send(true);

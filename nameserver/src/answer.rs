@@ -13,7 +13,7 @@ use rand::Rng;
 use meridian_dns::wire::{DEFAULT_TTL, fqdn, to_wire};
 
 use crate::geo::{GeoDb, Location};
-use crate::zone::{Catalog, Zone, normalize};
+use crate::zone::{Catalog, NAME_SERVER_TTL, Zone, normalize};
 use meridian_dns::model::{Endpoint, GEO_CODE, RecordType, WEIGHT, is_at_or_below};
 use meridian_dns::tree::CATCH_ALL_GEO;
 
@@ -143,12 +143,12 @@ fn answer_query(
     let mut name = normalize(&owner.to_ascii());
     for _ in 0..MAX_CHAIN {
         if name == zone.apex() && matches!(qtype, WireType::SOA | WireType::NS) {
-            let records = if qtype == WireType::SOA {
-                vec![soa(zone)]
+            if qtype == WireType::SOA {
+                response.add_answer(soa(zone));
             } else {
-                ns_records(zone)
-            };
-            response.add_answers(records);
+                response.add_answers(ns_records(zone));
+                response.add_additionals(name_server_glue(zone));
+            }
             return;
         }
         let Some(records) = zone.lookup(&name) else {
@@ -246,7 +246,7 @@ fn soa(zone: &Zone) -> Record {
         .config
         .name_servers
         .first()
-        .map_or_else(|| format!("ns1.{apex}"), Clone::clone);
+        .map_or_else(|| format!("ns1.{apex}"), |ns| ns.name.clone());
     let rdata = SOA::new(
         fqdn(&primary),
         fqdn(&format!("hostmaster.{apex}")),
@@ -263,8 +263,35 @@ fn ns_records(zone: &Zone) -> Vec<Record> {
     zone.config
         .name_servers
         .iter()
-        .map(|ns| Record::from_rdata(fqdn(zone.apex()), 3600, RData::NS(NS(fqdn(ns)))))
+        .map(|ns| {
+            Record::from_rdata(
+                fqdn(zone.apex()),
+                NAME_SERVER_TTL,
+                RData::NS(NS(fqdn(&ns.name))),
+            )
+        })
         .collect()
+}
+
+/// The addresses of the zone's own name servers, for the additional section of an NS answer
+/// (resolvers then need no second query to reach them).
+fn name_server_glue(zone: &Zone) -> Vec<Record> {
+    let mut glue = Vec::new();
+    for ns in zone
+        .config
+        .name_servers
+        .iter()
+        .filter(|ns| ns.is_inside(zone.apex()))
+    {
+        if let Some(records) = zone.lookup(&ns.name) {
+            let addresses: Vec<&Endpoint> = records
+                .iter()
+                .filter(|r| matches!(r.record_type, RecordType::A | RecordType::Aaaa))
+                .collect();
+            glue.extend(to_wire(&fqdn(&ns.name), addresses));
+        }
+    }
+    glue
 }
 
 fn transfer(

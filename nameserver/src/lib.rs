@@ -17,4 +17,4 @@ mod zone;
 pub use answer::{QueryContext, Transport, respond};
 pub use geo::{GeoDb, Location};
 pub use server::{NameServer, ServerConfig};
-pub use zone::{Catalog, Zone, ZoneConfig};
+pub use zone::{Catalog, DelegationError, NAME_SERVER_TTL, Zone, ZoneConfig, ZoneNameServer};

@@ -1,26 +1,180 @@
 //! Zone snapshots and the catalog of zones the server answers for.
 
 use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
 use std::sync::Arc;
 
-use meridian_dns::model::{Endpoint, is_at_or_below};
+use meridian_dns::model::{Endpoint, RecordType, is_at_or_below};
 
 /// What a zone is, apart from its records.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ZoneConfig {
     /// The apex, e.g. `example.com`.
     pub apex: String,
-    /// Names of the zone's name servers (the NS records and the SOA's primary).
-    pub name_servers: Vec<String>,
+    /// The zone's name servers: its NS records, and the SOA's primary (the first). Those inside
+    /// the zone also get their addresses served in it, so a delegation to them resolves.
+    pub name_servers: Vec<ZoneNameServer>,
+}
+
+/// One name server of a zone: its name, and the addresses a name inside the zone needs
+/// (served in the zone and given to the parent as glue).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ZoneNameServer {
+    pub name: String,
+    #[serde(default)]
+    pub addresses: Vec<IpAddr>,
+}
+
+/// Why a zone's name servers cannot make a working delegation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DelegationError {
+    #[error("name server {name} is inside the zone and has no address: give it one (NAME=ADDRESS)")]
+    NoAddress { name: String },
+    #[error("name server {0:?} is not a domain name")]
+    BadName(String),
+    #[error("{0:?} is not an IP address")]
+    BadAddress(String),
+}
+
+/// How long NS records and the addresses of in-zone name servers live in caches: they change
+/// rarely, and a delegation is only as stable as its glue.
+pub const NAME_SERVER_TTL: u32 = 3600;
+
+impl ZoneNameServer {
+    /// Parses `NAME` or `NAME=ADDRESS[,ADDRESS...]`, as flags give name servers.
+    pub fn parse(text: &str) -> Result<Self, DelegationError> {
+        let (name, addresses) = text.split_once('=').unwrap_or((text, ""));
+        let name = normalize(name);
+        let valid_label = |label: &str| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        };
+        if name.len() > 253 || !name.contains('.') || !name.split('.').all(valid_label) {
+            return Err(DelegationError::BadName(text.to_string()));
+        }
+        let addresses = addresses
+            .split(',')
+            .filter(|a| !a.trim().is_empty())
+            .map(|a| {
+                a.trim()
+                    .parse()
+                    .map_err(|_| DelegationError::BadAddress(a.to_string()))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(ZoneNameServer { name, addresses })
+    }
+
+    pub fn is_inside(&self, apex: &str) -> bool {
+        is_at_or_below(&self.name, apex)
+    }
 }
 
 impl ZoneConfig {
+    /// A zone with the placeholder name server `ns1.<apex>`, which has no address: enough to
+    /// answer, not to delegate to (see [`ZoneConfig::check_delegation`]).
     pub fn new(apex: &str) -> Self {
         let apex = normalize(apex);
         ZoneConfig {
-            name_servers: vec![format!("ns1.{apex}")],
+            name_servers: vec![ZoneNameServer {
+                name: format!("ns1.{apex}"),
+                addresses: Vec::new(),
+            }],
             apex,
         }
+    }
+
+    /// A zone served by `name_servers` (the same name given twice is one server with both
+    /// addresses); the placeholder when there are none.
+    pub fn with_name_servers(
+        apex: &str,
+        name_servers: impl IntoIterator<Item = ZoneNameServer>,
+    ) -> Self {
+        let mut config = ZoneConfig::new(apex);
+        let mut merged: Vec<ZoneNameServer> = Vec::new();
+        for mut server in name_servers {
+            server.name = normalize(&server.name);
+            match merged.iter_mut().find(|s| s.name == server.name) {
+                Some(known) => {
+                    for address in server.addresses {
+                        if !known.addresses.contains(&address) {
+                            known.addresses.push(address);
+                        }
+                    }
+                }
+                None => merged.push(server),
+            }
+        }
+        if !merged.is_empty() {
+            config.name_servers = merged;
+        }
+        config
+    }
+
+    /// Whether a parent can delegate to these name servers: each one inside the zone needs
+    /// an address (glue), or resolvers could never reach it.
+    pub fn check_delegation(&self) -> Result<(), DelegationError> {
+        match self
+            .name_servers
+            .iter()
+            .find(|ns| ns.is_inside(&self.apex) && ns.addresses.is_empty())
+        {
+            Some(lame) => Err(DelegationError::NoAddress {
+                name: lame.name.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// What the parent zone needs, in zone-file lines: the NS records and, for name servers
+    /// inside the zone, their addresses (glue).
+    pub fn delegation(&self) -> Vec<String> {
+        let apex = &self.apex;
+        let mut lines: Vec<String> = self
+            .name_servers
+            .iter()
+            .map(|ns| format!("{apex}. {NAME_SERVER_TTL} IN NS {}.", ns.name))
+            .collect();
+        for ns in self.name_servers.iter().filter(|ns| ns.is_inside(apex)) {
+            for address in &ns.addresses {
+                let kind = if address.is_ipv4() { "A" } else { "AAAA" };
+                lines.push(format!(
+                    "{}. {NAME_SERVER_TTL} IN {kind} {address}",
+                    ns.name
+                ));
+            }
+        }
+        lines
+    }
+
+    /// The address records of the name servers inside the zone, as the zone serves them.
+    fn name_server_addresses(&self) -> Vec<Endpoint> {
+        let mut endpoints = Vec::new();
+        for ns in self
+            .name_servers
+            .iter()
+            .filter(|ns| ns.is_inside(&self.apex))
+        {
+            for (record_type, version_4) in [(RecordType::A, true), (RecordType::Aaaa, false)] {
+                let targets: Vec<String> = ns
+                    .addresses
+                    .iter()
+                    .filter(|a| a.is_ipv4() == version_4)
+                    .map(IpAddr::to_string)
+                    .collect();
+                if !targets.is_empty() {
+                    endpoints.push(Endpoint::new(
+                        &ns.name,
+                        record_type,
+                        targets,
+                        NAME_SERVER_TTL,
+                    ));
+                }
+            }
+        }
+        endpoints
     }
 }
 
@@ -48,7 +202,8 @@ impl Zone {
     ) -> Self {
         let mut records: HashMap<String, Vec<Endpoint>> = HashMap::new();
         let mut names = HashSet::from([config.apex.clone()]);
-        for mut endpoint in endpoints {
+        let name_server_addresses = config.name_server_addresses();
+        for mut endpoint in endpoints.into_iter().chain(name_server_addresses) {
             endpoint.normalize();
             if !is_at_or_below(&endpoint.dns_name, &config.apex) {
                 continue;
@@ -144,5 +299,108 @@ impl Catalog {
             .iter()
             .find(|z| is_at_or_below(name, z.apex()))
             .map(Arc::as_ref)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ns(name: &str, addresses: &[&str]) -> ZoneNameServer {
+        ZoneNameServer {
+            name: name.into(),
+            addresses: addresses.iter().map(|a| a.parse().unwrap()).collect(),
+        }
+    }
+
+    #[test]
+    fn name_servers_parse_from_flags() {
+        let table: &[(&str, Result<ZoneNameServer, DelegationError>)] = &[
+            ("ns.dns.example.net", Ok(ns("ns.dns.example.net", &[]))),
+            (
+                "NS1.Example.com.=192.0.2.53",
+                Ok(ns("ns1.example.com", &["192.0.2.53"])),
+            ),
+            (
+                "ns1.example.com=192.0.2.53,2001:db8::53",
+                Ok(ns("ns1.example.com", &["192.0.2.53", "2001:db8::53"])),
+            ),
+            ("ns1", Err(DelegationError::BadName("ns1".into()))),
+            (
+                "ns_1.example.com",
+                Err(DelegationError::BadName("ns_1.example.com".into())),
+            ),
+            (
+                "=192.0.2.53",
+                Err(DelegationError::BadName("=192.0.2.53".into())),
+            ),
+            (
+                "ns1.example.com=192.0.2.300",
+                Err(DelegationError::BadAddress("192.0.2.300".into())),
+            ),
+        ];
+        for (text, expected) in table {
+            assert_eq!(&ZoneNameServer::parse(text), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_delegation_needs_glue_for_names_inside_the_zone_only() {
+        let config = ZoneConfig::with_name_servers(
+            "example.com",
+            [
+                ns("ns1.example.com", &["192.0.2.53"]),
+                ns("ns.dns.example.net", &[]),
+                // The same name twice is one server with both addresses.
+                ns("ns1.example.com.", &["2001:db8::53", "192.0.2.53"]),
+            ],
+        );
+        assert_eq!(config.name_servers.len(), 2);
+        assert_eq!(config.check_delegation(), Ok(()));
+        assert_eq!(
+            config.delegation(),
+            [
+                "example.com. 3600 IN NS ns1.example.com.",
+                "example.com. 3600 IN NS ns.dns.example.net.",
+                "ns1.example.com. 3600 IN A 192.0.2.53",
+                "ns1.example.com. 3600 IN AAAA 2001:db8::53",
+            ]
+        );
+        // The zone serves the addresses of its own name servers, and of no other.
+        let zone = Zone::new(config, 1, []);
+        let served: Vec<(RecordType, Vec<String>)> = zone
+            .lookup("ns1.example.com")
+            .unwrap()
+            .iter()
+            .map(|e| (e.record_type, e.targets.clone()))
+            .collect();
+        assert_eq!(
+            served,
+            [
+                (RecordType::A, vec!["192.0.2.53".to_string()]),
+                (RecordType::Aaaa, vec!["2001:db8::53".to_string()])
+            ]
+        );
+        assert!(zone.lookup("ns.dns.example.net").is_none());
+
+        let lame = ZoneConfig::new("example.com");
+        assert_eq!(
+            lame.check_delegation(),
+            Err(DelegationError::NoAddress {
+                name: "ns1.example.com".into()
+            })
+        );
+        assert_eq!(
+            ZoneConfig::with_name_servers("example.com", []),
+            lame,
+            "no name servers: the placeholder"
+        );
+        // A name server outside the zone needs no glue: a resolver finds it elsewhere.
+        let outside = ZoneConfig::with_name_servers("example.com", [ns("ns.example.net", &[])]);
+        assert_eq!(outside.check_delegation(), Ok(()));
+        assert!(
+            !ns("ns1.notexample.com", &[]).is_inside("example.com"),
+            "a suffix is not a parent"
+        );
     }
 }

@@ -14,7 +14,7 @@ use meridian_dns::model::{Endpoint, RecordType};
 use meridian_dns::tree::{
     Address, ClusterTarget, GatewayRef, LoadBalancing, Strategy, build_record_tree,
 };
-use meridian_nameserver::{GeoDb, NameServer, ServerConfig, ZoneConfig};
+use meridian_nameserver::{GeoDb, NameServer, ServerConfig, ZoneConfig, ZoneNameServer};
 use meridian_testkit::geo_db::write_database;
 use tokio::net::UdpSocket;
 
@@ -274,6 +274,76 @@ async fn oversized_udp_answers_truncate_and_tcp_carries_them() {
     )
     .await;
     assert_eq!(answers(&output).last(), Some(&IE_IP), "{output}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_zone_names_its_name_servers_and_serves_their_glue() {
+    let server = start(&["127.0.0.0/8"]).await;
+    let name_servers = [
+        "ns1.example.com=192.0.2.53,2001:db8::53",
+        "ns.dns.example.net",
+    ]
+    .map(|text| ZoneNameServer::parse(text).unwrap());
+    server.publish(
+        ZoneConfig::with_name_servers("example.com", name_servers),
+        example_zone(),
+    );
+
+    let output = dig(&server, &["+norec", "example.com", "NS"]).await;
+    let records = answers(&output);
+    let ns: Vec<&str> = records
+        .iter()
+        .filter(|l| l.contains("\tNS\t"))
+        .copied()
+        .collect();
+    assert_eq!(ns.len(), 2, "{output}");
+    assert!(
+        ns[0].ends_with("ns1.example.com.") && ns[1].ends_with("ns.dns.example.net."),
+        "{output}"
+    );
+    // The in-zone name server's addresses come along (additional section); the other's are
+    // not this zone's to give.
+    assert!(
+        output.contains("ADDITIONAL: 3"),
+        "two glue records and OPT: {output}"
+    );
+    assert!(
+        records
+            .iter()
+            .any(|l| l.starts_with("ns1.example.com.") && l.ends_with("\tA\t192.0.2.53")),
+        "{output}"
+    );
+    assert!(
+        records
+            .iter()
+            .any(|l| l.starts_with("ns1.example.com.") && l.ends_with("\tAAAA\t2001:db8::53")),
+        "{output}"
+    );
+    // The primary in the SOA is the first name server, and it resolves in the zone.
+    let soa = dig(&server, &["+short", "example.com", "SOA"]).await;
+    assert!(
+        soa.starts_with("ns1.example.com. hostmaster.example.com. "),
+        "{soa}"
+    );
+    assert_eq!(
+        answers(&dig(&server, &["+short", "ns1.example.com", "A"]).await),
+        ["192.0.2.53"]
+    );
+    assert_eq!(
+        answers(&dig(&server, &["+short", "ns1.example.com", "AAAA"]).await),
+        ["2001:db8::53"]
+    );
+    let output = dig(&server, &["ns.dns.example.net", "A"]).await;
+    assert!(output.contains("status: REFUSED"), "not ours: {output}");
+    // A secondary gets them too.
+    let output = dig(&server, &["example.com", "AXFR"]).await;
+    assert!(
+        answers(&output)
+            .iter()
+            .any(|l| l.starts_with("ns1.example.com.") && l.ends_with("\tA\t192.0.2.53")),
+        "{output}"
+    );
     server.shutdown().await;
 }
 

@@ -33,6 +33,7 @@ use crate::validation::DNS_NAME_PATTERN;
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new(IN_ZONE_NAME_SERVERS_HAVE_ADDRESSES).message("a name server inside the zone needs addresses (its glue), or no resolver can reach it"))]
 pub struct ManagedZoneSpec {
     /// The provider's zone ID; looked up by `domainName` when empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -52,7 +53,35 @@ pub struct ManagedZoneSpec {
     /// Secret (same namespace) with the provider's credentials; none means the embedded nameserver.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns_provider_secret_ref: Option<SecretRef>,
+
+    /// The name servers an embedded zone is delegated to (its NS records; the first is the SOA
+    /// primary): the hub's and agents' DNS addresses as the Internet reaches them. A name
+    /// inside the zone needs its addresses, which the zone then serves and the parent needs as
+    /// glue. Empty: the hub's `--ns` defaults. Ignored for a zone at a provider, which names
+    /// its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 13))]
+    pub name_servers: Vec<ZoneNameServer>,
 }
+
+/// One name server of an embedded zone.
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq, Eq)]
+pub struct ZoneNameServer {
+    /// Its name, e.g. `ns1.example.com`.
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_NAME_PATTERN))]
+    pub name: String,
+    /// Its IPv4 and IPv6 addresses; required for a name inside the zone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8), inner(length(max = 45)))]
+    #[x_kube(validation = Rule::new("self.all(a, isIP(a))").message("nameServers[].addresses must be IP addresses"))]
+    pub addresses: Vec<String>,
+}
+
+/// CEL: every name server whose name is at or below the zone's domain has an address (names
+/// compared with one trailing dot, which either may have).
+const IN_ZONE_NAME_SERVERS_HAVE_ADDRESSES: &str = "!has(self.nameServers) || self.nameServers.all(ns, \
+    !('.' + ns.name + (ns.name.endsWith('.') ? '' : '.')).endsWith('.' + self.domainName + (self.domainName.endsWith('.') ? '' : '.')) \
+    || (has(ns.addresses) && size(ns.addresses) > 0))";
 
 /// Observed state of a ManagedZone.
 #[derive(Serialize, Deserialize, schemars::JsonSchema, Clone, Debug, Default, PartialEq)]
@@ -71,6 +100,10 @@ pub struct ManagedZoneStatus {
     /// Name servers to delegate the domain to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub name_servers: Vec<String>,
+    /// For an embedded zone, what the parent zone needs, as zone-file lines: its NS records
+    /// and the glue (A/AAAA) of name servers inside the zone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delegation: Vec<String>,
     /// Records in the zone, as last read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record_count: Option<i64>,

@@ -93,17 +93,6 @@ pub fn error_policy(record: Arc<DNSRecord>, error: &Error, ctx: Arc<Context>) ->
     retry_after(&*record, error, &ctx, CONTROLLER)
 }
 
-/// The record's zone and its provider (from the caches), or why there is none.
-pub(crate) async fn zone_of(
-    record: &DNSRecord,
-    ctx: &Context,
-) -> Result<
-    (meridian_api::kuadrant::ManagedZone, ZoneProvider, String),
-    (String, &'static str, String),
-> {
-    zone_provider(record, ctx).await
-}
-
 /// The owner ID the record publishes under.
 pub fn owner_of(record: &DNSRecord) -> String {
     record

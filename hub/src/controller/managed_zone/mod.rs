@@ -23,7 +23,7 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use meridian_api::conditions::{self, ConditionUpdate, set_condition};
 use meridian_api::kuadrant::{ManagedZone, ManagedZoneStatus};
-use meridian_nameserver::ZoneConfig;
+use meridian_nameserver::DelegationError;
 use meridian_providers::Provider;
 use serde_json::json;
 
@@ -57,14 +57,22 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
         .to_ascii_lowercase();
     let mut status = zone.status.clone().unwrap_or_default();
     status.observed_generation = zone.metadata.generation;
+    status.delegation = Vec::new();
+    let mut delegation = None;
     let (ready, reason, message, requeue) = match &zone.spec.dns_provider_secret_ref {
         None => {
             let Some(embedded) = ctx.providers.embedded_zones() else {
                 return Ok(Action::await_change());
             };
-            embedded.ensure_served(&domain);
+            let served = embedded.ensure_served(&zone);
             status.provider = Some("embedded".into());
-            status.name_servers = ZoneConfig::new(&domain).name_servers;
+            status.name_servers = served
+                .name_servers
+                .iter()
+                .map(|ns| ns.name.clone())
+                .collect();
+            status.delegation = served.delegation();
+            delegation = Some(served.check_delegation());
             status.record_count = Some(embedded.record_count(&domain) as i64);
             (
                 true,
@@ -131,6 +139,18 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
         zone.metadata.generation,
         &now(),
     );
+    match delegation {
+        Some(check) => set_condition(
+            &mut status.conditions,
+            delegatable_condition(&check),
+            zone.metadata.generation,
+            &now(),
+        ),
+        // A provider names its own name servers.
+        None => status
+            .conditions
+            .retain(|c| c.type_ != conditions::DELEGATABLE),
+    }
     if let Some(wait) = count_refresh_wait(
         zone.status.as_ref(),
         &status,
@@ -157,6 +177,27 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
         &zone.name_any(),
     ));
     Ok(Action::requeue(requeue))
+}
+
+/// Whether a parent zone can delegate to an embedded zone's name servers, and if not, what to
+/// set.
+fn delegatable_condition(check: &Result<(), DelegationError>) -> ConditionUpdate<'static> {
+    match check {
+        Ok(()) => ConditionUpdate {
+            type_: conditions::DELEGATABLE,
+            status: true,
+            reason: "NameServersAddressed",
+            message: "status.delegation lists the NS and glue records for the parent zone".into(),
+        },
+        Err(error) => ConditionUpdate {
+            type_: conditions::DELEGATABLE,
+            status: false,
+            reason: "NameServerWithoutAddress",
+            message: format!(
+                "{error}; set spec.nameServers, or the hub's --ns (Helm value dns.nameServers)"
+            ),
+        },
+    }
 }
 
 /// A change of the record count alone is written at most this often: a zone filling with 2,000
