@@ -119,7 +119,11 @@ async fn pass(
             continue;
         };
         let provider = EmbeddedZones::zone(embedded, &zone.spec.domain_name);
-        let zone_id = zone.spec.domain_name.trim_end_matches('.').to_ascii_lowercase();
+        let zone_id = zone
+            .spec
+            .domain_name
+            .trim_end_matches('.')
+            .to_ascii_lowercase();
         seen.insert(key.clone());
         let desired = published_endpoints(&record);
         let previous = mirrored.get(&key).map(|m| m.published.clone());

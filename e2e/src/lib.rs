@@ -39,6 +39,7 @@ pub use node::{Node, NodeAssets, NodeFootprint};
 pub use ocm::{
     AGENT_NAMESPACE, HUB_NAMESPACE, OcmDynamicApis, ensure_namespace, register_managed_cluster,
 };
+pub use ports::free_loopback_port;
 pub use process::{ManagedProcess, is_alive};
 pub use wait::{DEFAULT_PATIENCE, eventually};
 

@@ -7,7 +7,7 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::Error;
 
-pub(crate) fn free_loopback_port() -> Result<u16, Error> {
+pub fn free_loopback_port() -> Result<u16, Error> {
     static HANDED_OUT: OnceLock<Mutex<HashSet<u16>>> = OnceLock::new();
     let handed_out = HANDED_OUT.get_or_init(Default::default);
     loop {

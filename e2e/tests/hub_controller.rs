@@ -42,12 +42,29 @@ const AGENT_ENV: [&str; 3] = [
 
 /// Optional environment of the agent helper: the address its probes connect from.
 const PROBE_SOURCE_ENV: &str = "MERIDIAN_E2E_AGENT_PROBE_SOURCE";
+/// Optional environment of the agent helper: where it answers DNS, and its GEO database.
+const SERVE_DNS_ENV: [&str; 2] = ["MERIDIAN_E2E_AGENT_DNS", "MERIDIAN_E2E_AGENT_GEOIP"];
 
 /// The spoke agent as its own process: this test binary, re-run as the helper below, with the
 /// hub kubeconfig the hub delivered to the spoke (read back from the spoke, where the work
 /// agent put it) and nothing else of the hub's.
 async fn start_agent(fleet: &Fleet, spoke: &str, dir: &Path) -> Result<ManagedProcess, Error> {
-    start_agent_with(fleet, spoke, dir, None).await
+    start_agent_with(fleet, spoke, dir, Vec::new()).await
+}
+
+/// The agent as its own process, answering DNS for the hub's embedded zones at `dns` too.
+async fn start_agent_serving_dns(
+    fleet: &Fleet,
+    spoke: &str,
+    dir: &Path,
+    dns: SocketAddr,
+    geoip: &Path,
+) -> Result<ManagedProcess, Error> {
+    let env = vec![
+        format!("{}={dns}", SERVE_DNS_ENV[0]),
+        format!("{}={}", SERVE_DNS_ENV[1], geoip.display()),
+    ];
+    start_agent_with(fleet, spoke, dir, env).await
 }
 
 /// The agent as its own process, probing from `source`.
@@ -57,22 +74,26 @@ async fn start_agent_probing_from(
     dir: &Path,
     source: &str,
 ) -> Result<ManagedProcess, Error> {
-    start_agent_with(fleet, spoke, dir, Some(source)).await
+    start_agent_with(
+        fleet,
+        spoke,
+        dir,
+        vec![format!("{PROBE_SOURCE_ENV}={source}")],
+    )
+    .await
 }
 
+/// The agent as its own process, with `env` (`NAME=VALUE`) besides the clients'.
 async fn start_agent_with(
     fleet: &Fleet,
     spoke: &str,
     dir: &Path,
-    probe_source: Option<&str>,
+    env: Vec<String>,
 ) -> Result<ManagedProcess, Error> {
     let kubeconfig = delivered_hub_kubeconfig(&fleet.spoke(spoke).client()).await?;
     let hub_kubeconfig = dir.join(format!("{spoke}-hub.kubeconfig"));
     std::fs::write(&hub_kubeconfig, kubeconfig).unwrap();
-    let mut args: Vec<String> = probe_source
-        .map(|source| format!("{PROBE_SOURCE_ENV}={source}"))
-        .into_iter()
-        .collect();
+    let mut args = env;
     args.extend([
         format!("{}={spoke}", AGENT_ENV[0]),
         format!(
@@ -110,8 +131,17 @@ async fn agent_process() {
     let probe_source = std::env::var(PROBE_SOURCE_ENV)
         .ok()
         .map(|ip| ip.parse().expect("an IP address"));
+    let serve_dns =
+        std::env::var(SERVE_DNS_ENV[0])
+            .ok()
+            .map(|listen| meridian_agent::dns::ServeDns {
+                listen: listen.parse().expect("an address"),
+                geoip: std::env::var(SERVE_DNS_ENV[1]).ok().map(Into::into),
+                name_servers: Vec::new(),
+            });
     let options = meridian_agent::HubModeOptions {
         probe_source,
+        serve_dns,
         ..meridian_agent::HubModeOptions::with_heartbeat(std::time::Duration::from_secs(2))
     };
     meridian_agent::run_hub_mode(spoke, hub, env(AGENT_ENV[0]), options)
@@ -128,6 +158,9 @@ async fn start_hub(hub_kubeconfig: &Path, geoip: &Path) -> RunningHub {
     args.lease_seconds = 3;
     // Agents report every 2 s here.
     args.cluster_heartbeat_timeout_seconds = 8;
+    // Agents may answer DNS (the test starts them itself, so the address is only for the
+    // manifests; what matters here is their read access).
+    args.agent_dns_listen = Some("0.0.0.0:5353".parse().expect("an address"));
     RunningHub::start(&args).await.expect("the hub starts")
 }
 
@@ -291,10 +324,20 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
     // The spokes' side: the hub's ManifestWorks create each downstream Gateway, which the
     // gateway implementation (the test) gives an address; each agent, started with the
     // credentials the hub delivered, reports it.
+    // spoke-1's agent answers DNS for the zone too, from what the hub's records say.
+    let agent_dns = SocketAddr::from((
+        [127, 0, 0, 1],
+        meridian_e2e::free_loopback_port().expect("a free port"),
+    ));
     let mut agents = Vec::new();
     for spoke in ["spoke-1", "spoke-2", "spoke-3"] {
         serve_gateway(&fleet.spoke(spoke).client(), spoke_ip(spoke)).await?;
-        agents.push(start_agent(&fleet, spoke, geoip_dir.path()).await?);
+        let agent = if spoke == "spoke-1" {
+            start_agent_serving_dns(&fleet, spoke, geoip_dir.path(), agent_dns, &geoip).await?
+        } else {
+            start_agent(&fleet, spoke, geoip_dir.path()).await?
+        };
+        agents.push(agent);
     }
     let enforced = eventually("the policy is Enforced", DEFAULT_PATIENCE, || {
         policy_enforced(&hub, "prod-web")
@@ -338,16 +381,41 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
         Some("embedded")
     );
 
-    // The agent's hub credentials write its own report and nothing else.
+    // The agent's hub credentials write its own report and nothing else. As agents serve DNS
+    // here, they read the records and zones, and may change neither, nor read a Secret.
     let spoke_1_hub = client_from_file(&geoip_dir.path().join("spoke-1-hub.kubeconfig")).await?;
-    let elsewhere = Api::<DNSRecord>::namespaced(spoke_1_hub.clone(), NAMESPACE)
-        .list(&Default::default())
-        .await
-        .expect_err("an agent cannot read the hub's records");
+    let hub_records = Api::<DNSRecord>::namespaced(spoke_1_hub.clone(), NAMESPACE);
     assert!(
-        matches!(elsewhere, kube::Error::Api(ref e) if e.code == 403),
-        "{elsewhere}"
+        !hub_records
+            .list(&Default::default())
+            .await?
+            .items
+            .is_empty()
     );
+    let refused = [
+        hub_records
+            .delete("prod-web-api", &DeleteParams::default())
+            .await
+            .expect_err("an agent cannot change the hub's records"),
+        Api::<ManagedZone>::namespaced(spoke_1_hub.clone(), NAMESPACE)
+            .patch(
+                "example",
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "spec": { "description": "mine" } })),
+            )
+            .await
+            .expect_err("an agent cannot change the hub's zones"),
+        Api::<Secret>::namespaced(spoke_1_hub.clone(), NAMESPACE)
+            .list(&Default::default())
+            .await
+            .expect_err("an agent cannot read the hub's Secrets"),
+    ];
+    for error in refused {
+        assert!(
+            matches!(error, kube::Error::Api(ref e) if e.code == 403),
+            "{error}"
+        );
+    }
     let foreign_report = json!({
         "apiVersion": "meridian.dev/v1alpha1", "kind": "ClusterReport",
         "metadata": { "name": "forged", "namespace": "spoke-2" },
@@ -575,9 +643,11 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
             "ns1.example.com. 3600 IN AAAA 2001:db8::53",
         ]
     );
-    for server in [running.nameserver, standby.nameserver] {
+    // The agent on spoke-1 serves the same zone: same answers, same name servers.
+    answers_within(agent_dns, Some(UNITED_STATES), &["10.0.0.1", "10.0.0.3"]).await?;
+    for server in [running.nameserver, standby.nameserver, agent_dns] {
         eventually(
-            "both replicas name both name servers",
+            "every server names both name servers",
             DEFAULT_PATIENCE,
             || async move {
                 let ns =

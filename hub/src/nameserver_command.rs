@@ -26,16 +26,11 @@ pub struct NameserverArgs {
     /// A name server of the zone, `NAME[=ADDRESS[,ADDRESS]]` (repeatable): the NS records, the
     /// SOA primary (the first), and for a name inside the zone its A/AAAA records, which it
     /// requires. Default: `ns1.<zone>` without an address, which cannot be delegated to.
-    #[arg(long = "ns", value_name = "NAME[=ADDRESS]", value_parser = parse_name_server)]
+    #[arg(long = "ns", value_name = "NAME[=ADDRESS]", value_parser = ZoneNameServer::parse)]
     pub name_servers: Vec<ZoneNameServer>,
     /// Networks allowed to transfer the zone (AXFR over TCP); none by default.
     #[arg(long = "allow-transfer")]
     pub allow_transfer: Vec<IpNet>,
-}
-
-/// A `--ns` value.
-pub fn parse_name_server(text: &str) -> Result<ZoneNameServer, String> {
-    ZoneNameServer::parse(text).map_err(|error| error.to_string())
 }
 
 #[derive(Debug, Deserialize)]

@@ -167,11 +167,26 @@ pub fn agent_kubeconfig(server: &str, ca_pem: &str, token: &str, cluster: &str) 
 /// probes every leaf). Probes hold hosts and addresses, never credentials.
 pub const AGENT_PROBE_READER: &str = "meridian-agent-probe-reader";
 
+/// The ClusterRole the agents share on the hub when they serve DNS: reading the DNSRecords
+/// and ManagedZones their zones are mirrored from. Both hold DNS data, which the nameserver
+/// gives anyone who asks, never credentials.
+pub const AGENT_ZONE_READER: &str = "meridian-agent-zone-reader";
+
+/// How the hub's agents answer DNS for the embedded zones (`meridian-hub run
+/// --agent-dns-listen`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentDns {
+    /// The agent's DNS address in its pod.
+    pub listen: std::net::SocketAddr,
+    /// The hub's default name servers (`--ns`), so every server of a zone names the same set.
+    pub name_servers: Vec<meridian_nameserver::ZoneNameServer>,
+}
+
 /// The hub-side RBAC of a cluster's agent: a ServiceAccount and a Role in the cluster's
-/// namespace allowing exactly its report and its copy of the probe headers, and a binding to
-/// the shared probe reader.
-pub fn agent_hub_rbac(cluster: &str) -> [Value; 6] {
-    [
+/// namespace allowing exactly its report and its copy of the probe headers, a binding to the
+/// shared probe reader, and, when agents serve DNS, one to the shared zone reader.
+pub fn agent_hub_rbac(cluster: &str, serves_dns: bool) -> Vec<Value> {
+    let mut rbac = vec![
         // The agent's heartbeat: created here, so the agent needs no right to create Leases,
         // only to renew this one.
         json!({
@@ -236,13 +251,59 @@ pub fn agent_hub_rbac(cluster: &str) -> [Value; 6] {
             "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": AGENT_PROBE_READER },
             "subjects": [{ "kind": "ServiceAccount", "name": AGENT_WORK, "namespace": cluster }],
         }),
-    ]
+    ];
+    if serves_dns {
+        rbac.extend([
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": { "name": AGENT_ZONE_READER },
+                "rules": [{
+                    "apiGroups": ["kuadrant.io"],
+                    "resources": ["dnsrecords", "managedzones"],
+                    "verbs": ["get", "list", "watch"],
+                }],
+            }),
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": { "name": format!("{AGENT_ZONE_READER}-{cluster}") },
+                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": AGENT_ZONE_READER },
+                "subjects": [{ "kind": "ServiceAccount", "name": AGENT_WORK, "namespace": cluster }],
+            }),
+        ]);
+    }
+    rbac
 }
 
 /// The ManifestWork installing the agent on a cluster: its namespace, a ServiceAccount that
 /// may read Gateways and namespaces and schedule routes there, the hub kubeconfig, and the
 /// Deployment.
-pub fn agent_work(cluster: &str, hub_kubeconfig: &str, image: &str) -> Value {
+pub fn agent_work(
+    cluster: &str,
+    hub_kubeconfig: &str,
+    image: &str,
+    dns: Option<&AgentDns>,
+) -> Value {
+    let mut args: Vec<String> = [
+        "run",
+        "--cluster-name",
+        cluster,
+        "--hub-kubeconfig",
+        "/etc/meridian/hub/kubeconfig",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut ports = Vec::new();
+    if let Some(dns) = dns {
+        args.extend(["--serve-dns".to_string(), dns.listen.to_string()]);
+        for name_server in &dns.name_servers {
+            args.extend(["--ns".to_string(), name_server.to_string()]);
+        }
+        let port = dns.listen.port();
+        ports = vec![
+            json!({ "name": "dns", "containerPort": port, "protocol": "UDP" }),
+            json!({ "name": "dns-tcp", "containerPort": port, "protocol": "TCP" }),
+        ];
+    }
     let manifests = json!([
         { "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": AGENT_NAMESPACE } },
         { "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": "meridian-agent", "namespace": AGENT_NAMESPACE } },
@@ -299,7 +360,8 @@ pub fn agent_work(cluster: &str, hub_kubeconfig: &str, image: &str) -> Value {
                         "containers": [{
                             "name": "agent",
                             "image": image,
-                            "args": ["run", "--cluster-name", cluster, "--hub-kubeconfig", "/etc/meridian/hub/kubeconfig"],
+                            "args": args,
+                            "ports": ports,
                             "volumeMounts": [{ "name": "hub", "mountPath": "/etc/meridian/hub", "readOnly": true }],
                         }],
                         "volumes": [{ "name": "hub", "secret": { "secretName": AGENT_HUB_KUBECONFIG_SECRET } }],
@@ -427,5 +489,67 @@ mod tests {
         );
         assert_eq!(config["users"][0]["user"]["token"], "tok");
         assert_eq!(config["contexts"][0]["context"]["namespace"], "spoke-1");
+    }
+
+    #[test]
+    fn agents_read_zones_and_answer_dns_only_when_the_hub_says_so() {
+        let bound = |rbac: &[Value]| -> Vec<String> {
+            rbac.iter()
+                .filter(|o| o["kind"] == "ClusterRoleBinding")
+                .map(|o| o["roleRef"]["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(
+            bound(&agent_hub_rbac("spoke-1", false)),
+            [AGENT_PROBE_READER]
+        );
+        let rbac = agent_hub_rbac("spoke-1", true);
+        assert_eq!(bound(&rbac), [AGENT_PROBE_READER, AGENT_ZONE_READER]);
+        let reader = rbac
+            .iter()
+            .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == AGENT_ZONE_READER)
+            .unwrap();
+        assert_eq!(
+            reader["rules"],
+            json!([{ "apiGroups": ["kuadrant.io"], "resources": ["dnsrecords", "managedzones"], "verbs": ["get", "list", "watch"] }]),
+            "reading the records and zones, nothing else"
+        );
+
+        let container = |work: &Value| {
+            let manifests = work["spec"]["workload"]["manifests"].as_array().unwrap();
+            let deployment = manifests
+                .iter()
+                .find(|m| m["kind"] == "Deployment")
+                .unwrap();
+            deployment["spec"]["template"]["spec"]["containers"][0].clone()
+        };
+        let plain = container(&agent_work("spoke-1", "kubeconfig", "agent:1", None));
+        assert_eq!(plain["args"].as_array().unwrap().len(), 5, "{plain}");
+        assert_eq!(plain["ports"], json!([]));
+        let dns = AgentDns {
+            listen: "0.0.0.0:5353".parse().unwrap(),
+            name_servers: vec![
+                meridian_nameserver::ZoneNameServer::parse("ns1.example.com=192.0.2.53").unwrap(),
+            ],
+        };
+        let serving = container(&agent_work("spoke-1", "kubeconfig", "agent:1", Some(&dns)));
+        let args: Vec<&str> = serving["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert_eq!(
+            args[5..],
+            [
+                "--serve-dns",
+                "0.0.0.0:5353",
+                "--ns",
+                "ns1.example.com=192.0.2.53"
+            ]
+        );
+        assert_eq!(serving["ports"][0]["containerPort"], 5353);
+        assert_eq!(serving["ports"][0]["protocol"], "UDP");
+        assert_eq!(serving["ports"][1]["protocol"], "TCP");
     }
 }

@@ -19,6 +19,7 @@ use meridian_controllers::{Context, ControllerConfig, dns_policy, dns_record, zo
 use crate::controller::gateway_placement::{AgentInstall, PlacementContext};
 use crate::controller::{gateway_placement, managed_zone, probe_headers, router_dns};
 use crate::leader::{self, Election};
+use crate::placement::AgentDns;
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -47,9 +48,15 @@ pub struct RunArgs {
         env = "MERIDIAN_NAME_SERVERS",
         value_name = "NAME[=ADDRESS]",
         value_delimiter = ' ',
-        value_parser = crate::nameserver_command::parse_name_server
+        value_parser = ZoneNameServer::parse
     )]
     pub name_servers: Vec<ZoneNameServer>,
+
+    /// Have the agents the hub installs answer DNS for the embedded zones too, on this address
+    /// in their pods (e.g. `0.0.0.0:5353`), so a zone's name servers can span the hub and the
+    /// spokes; they are then allowed to read the hub's DNSRecords and ManagedZones.
+    #[arg(long, env = "MERIDIAN_AGENT_DNS_LISTEN")]
+    pub agent_dns_listen: Option<SocketAddr>,
 
     /// Seconds between looks at converged objects.
     #[arg(long, env = "MERIDIAN_RESYNC_SECONDS", default_value_t = 300)]
@@ -113,6 +120,7 @@ impl RunArgs {
             dns_addr: "127.0.0.1:0".parse().expect("valid address"),
             geoip: None,
             name_servers: Vec::new(),
+            agent_dns_listen: None,
             resync_seconds: 300,
             withdrawal_grace_seconds: 600,
             agent_image: "ghcr.io/meridian-dev/meridian-agent:latest".into(),
@@ -217,6 +225,10 @@ impl RunningHub {
             }),
             ca_pem: ca_pem(&client_config),
             image: args.agent_image.clone(),
+            dns: args.agent_dns_listen.map(|listen| AgentDns {
+                listen,
+                name_servers: args.name_servers.clone(),
+            }),
         };
         let client = Client::try_from(client_config)?;
         let geo = args.geoip.as_deref().map(GeoDb::open).transpose()?;

@@ -21,7 +21,7 @@ use meridian_api::upstream::{ClusterManagementAddOn, ManagedClusterAddOn, Manife
 use meridian_controllers::delete_if_present;
 
 use crate::leader::{self, Election};
-use crate::placement::{AGENT_PROBE_READER, AGENT_WORK};
+use crate::placement::{AGENT_PROBE_READER, AGENT_WORK, AGENT_ZONE_READER};
 
 #[derive(Debug, clap::Args)]
 pub struct UninstallArgs {
@@ -68,7 +68,9 @@ async fn uninstall(args: UninstallArgs) -> anyhow::Result<()> {
         remove_agent(&client, &cluster).await?;
         println!("removed the agent of {cluster}");
     }
-    delete_if_present(&Api::<ClusterRole>::all(client.clone()), AGENT_PROBE_READER).await?;
+    for shared in [AGENT_PROBE_READER, AGENT_ZONE_READER] {
+        delete_if_present(&Api::<ClusterRole>::all(client.clone()), shared).await?;
+    }
     delete_if_present(
         &Api::<ClusterManagementAddOn>::all(client.clone()),
         "meridian",
@@ -117,10 +119,12 @@ async fn remove_agent(client: &Client, cluster: &str) -> anyhow::Result<()> {
         HEARTBEAT_LEASE,
     )
     .await?;
-    delete_if_present(
-        &Api::<ClusterRoleBinding>::all(client.clone()),
-        &format!("{AGENT_PROBE_READER}-{cluster}"),
-    )
-    .await?;
+    for shared in [AGENT_PROBE_READER, AGENT_ZONE_READER] {
+        delete_if_present(
+            &Api::<ClusterRoleBinding>::all(client.clone()),
+            &format!("{shared}-{cluster}"),
+        )
+        .await?;
+    }
     Ok(())
 }

@@ -40,6 +40,18 @@ pub enum DelegationError {
 /// rarely, and a delegation is only as stable as its glue.
 pub const NAME_SERVER_TTL: u32 = 3600;
 
+/// `NAME` or `NAME=ADDRESS[,ADDRESS...]`, as [`ZoneNameServer::parse`] reads it.
+impl std::fmt::Display for ZoneNameServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name)?;
+        for (index, address) in self.addresses.iter().enumerate() {
+            f.write_str(if index == 0 { "=" } else { "," })?;
+            write!(f, "{address}")?;
+        }
+        Ok(())
+    }
+}
+
 impl ZoneNameServer {
     /// Parses `NAME` or `NAME=ADDRESS[,ADDRESS...]`, as flags give name servers.
     pub fn parse(text: &str) -> Result<Self, DelegationError> {
@@ -340,7 +352,15 @@ mod tests {
             ),
         ];
         for (text, expected) in table {
-            assert_eq!(&ZoneNameServer::parse(text), expected, "{text}");
+            let parsed = ZoneNameServer::parse(text);
+            assert_eq!(&parsed, expected, "{text}");
+            if let Ok(server) = parsed {
+                assert_eq!(
+                    ZoneNameServer::parse(&server.to_string()),
+                    Ok(server),
+                    "round trip"
+                );
+            }
         }
     }
 

@@ -4,6 +4,7 @@
 //! calls [`Cli::parse_and_run`].
 
 pub mod distributed;
+pub mod dns;
 pub mod health;
 pub mod probe;
 pub mod probe_results;
@@ -95,6 +96,28 @@ pub struct RunArgs {
     /// routes alone.
     #[arg(long, env = "MERIDIAN_ROUTE_SCHEDULING", default_value = "round-robin")]
     pub route_scheduling: String,
+
+    /// Hub mode: also answer DNS for the hub's embedded zones on this UDP and TCP address,
+    /// mirrored from the hub's DNSRecords (the hub grants the read when it installs agents
+    /// with `--agent-dns-listen`).
+    #[arg(long, env = "MERIDIAN_SERVE_DNS")]
+    pub serve_dns: Option<std::net::SocketAddr>,
+
+    /// With `--serve-dns`: name servers of zones whose ManagedZone names none, as the hub's
+    /// `--ns` gives them (`NAME[=ADDRESS[,ADDRESS]]`, repeatable; space-separated in the
+    /// environment).
+    #[arg(
+        long = "ns",
+        env = "MERIDIAN_NAME_SERVERS",
+        value_name = "NAME[=ADDRESS]",
+        value_delimiter = ' ',
+        value_parser = meridian_nameserver::ZoneNameServer::parse
+    )]
+    pub name_servers: Vec<meridian_nameserver::ZoneNameServer>,
+
+    /// With `--serve-dns`: a MaxMind-format database for GEO answers.
+    #[arg(long, env = "MERIDIAN_GEOIP")]
+    pub geoip: Option<PathBuf>,
 }
 
 /// The agent's mode.
@@ -118,6 +141,8 @@ pub struct HubModeOptions {
     pub probe_source: Option<std::net::IpAddr>,
     /// A strategy name for the route scheduler, or `None` for no scheduling.
     pub route_scheduling: Option<String>,
+    /// Answer DNS for the hub's embedded zones too.
+    pub serve_dns: Option<dns::ServeDns>,
 }
 
 impl HubModeOptions {
@@ -127,6 +152,7 @@ impl HubModeOptions {
             heartbeat,
             probe_source: None,
             route_scheduling: Some("round-robin".into()),
+            serve_dns: None,
         }
     }
 }
@@ -170,6 +196,11 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         heartbeat: Duration::from_secs(args.heartbeat_seconds.max(1)),
         probe_source: args.probe_source_address,
         route_scheduling: Some(args.route_scheduling.clone()).filter(|s| s != "off"),
+        serve_dns: args.serve_dns.map(|listen| dns::ServeDns {
+            listen,
+            geoip: args.geoip.clone(),
+            name_servers: args.name_servers.clone(),
+        }),
     };
     tokio::select! {
         result = run_hub_mode(spoke, hub, args.cluster_name.clone(), options) => result,
@@ -240,8 +271,16 @@ pub async fn run_hub_mode(
             None => std::future::pending().await,
         }
     };
+    let dns_hub = hub.clone();
+    let serving_dns = async move {
+        match options.serve_dns {
+            Some(config) => dns::serve(dns_hub, config).await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
         result = report::run(spoke.clone(), hub.clone(), cluster_name.clone(), options.heartbeat, shard_reports) => result,
+        result = serving_dns => result,
         result = probe_results::run(hub.clone(), cluster_name.clone(), options.heartbeat, probe_reports) => result,
         result = health::run(hub, cluster_name, prober, probes) => result,
         result = scheduling => result,

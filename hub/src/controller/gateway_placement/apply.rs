@@ -112,12 +112,21 @@ pub async fn install_agent(cluster: &str, ctx: &PlacementContext) -> Result<(), 
     let Some(install) = &ctx.agent else {
         return Ok(());
     };
-    let rbac = agent_hub_rbac(cluster);
+    let rbac = agent_hub_rbac(cluster, install.dns.is_some());
     // A hub upgrade that changes the agents' RBAC, image or manifests, or the hub's address,
     // reinstalls them (rolls the agents) at once instead of at the next token renewal.
     let without_token = agent_kubeconfig(&install.server_url, &install.ca_pem, "", cluster);
     let revision = meridian_dns::shortcode::shortcode(
-        &json!([rbac, agent_work(cluster, &without_token, &install.image)]).to_string(),
+        &json!([
+            rbac,
+            agent_work(
+                cluster,
+                &without_token,
+                &install.image,
+                install.dns.as_ref()
+            )
+        ])
+        .to_string(),
         8,
     );
     let installing = ctx.agent_installs.of(cluster);
@@ -156,7 +165,7 @@ pub async fn install_agent(cluster: &str, ctx: &PlacementContext) -> Result<(), 
         .and_then(|s| s.token)
         .unwrap_or_default();
     let kubeconfig = agent_kubeconfig(&install.server_url, &install.ca_pem, &token, cluster);
-    let mut work = agent_work(cluster, &kubeconfig, &install.image);
+    let mut work = agent_work(cluster, &kubeconfig, &install.image, install.dns.as_ref());
     let issued = (ctx.clock)().to_string();
     work["metadata"]["annotations"] = json!({
         TOKEN_ISSUED: issued,

@@ -66,6 +66,8 @@ pub struct AgentInstall {
     /// The hub's CA, PEM.
     pub ca_pem: String,
     pub image: String,
+    /// Whether and how the agents also answer DNS for the embedded zones.
+    pub dns: Option<crate::placement::AgentDns>,
 }
 
 /// Whether the hub handles this Gateway (its class is the multi-cluster class).

@@ -1,0 +1,51 @@
+//! `--serve-dns`: the agent answers for the hub's embedded zones too, so a zone's name servers
+//! can span the hub and the spokes and survive the hub's cluster going dark. It mirrors the
+//! zones from the hub's DNSRecords and ManagedZones (the only hub objects it needs to read),
+//! exactly as a standby hub replica does, and writes nothing.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use meridian_controllers::caches::{Caches, Scope};
+use meridian_controllers::zone_mirror;
+use meridian_controllers::zone_provider::EmbeddedZones;
+use meridian_nameserver::{GeoDb, NameServer, ServerConfig, ZoneNameServer};
+
+/// How the agent serves DNS.
+#[derive(Debug, Clone)]
+pub struct ServeDns {
+    /// UDP and TCP address to answer on.
+    pub listen: SocketAddr,
+    /// MaxMind-format database for GEO answers.
+    pub geoip: Option<PathBuf>,
+    /// Name servers of zones whose ManagedZone names none: the hub's `--ns`, so every server
+    /// of a zone names the same set.
+    pub name_servers: Vec<ZoneNameServer>,
+}
+
+/// Answers DNS for the hub's embedded zones until the watches end.
+pub async fn serve(hub: kube::Client, config: ServeDns) -> anyhow::Result<()> {
+    let geo = config.geoip.as_deref().map(GeoDb::open).transpose()?;
+    let server = NameServer::start(
+        config.listen,
+        ServerConfig {
+            geo,
+            transfer_allowed: Vec::new(),
+        },
+    )
+    .await?;
+    let listen = server.local_addr();
+    let embedded = Arc::new(EmbeddedZones::new(Arc::new(server), config.name_servers));
+    let caches = Arc::new(Caches::new(Scope::Zones));
+    tokio::select! {
+        () = caches.reflect(hub) => {}
+        () = zone_mirror::run(
+            caches.clone(),
+            embedded,
+            move || tracing::info!(%listen, "answering DNS for the hub's embedded zones"),
+            std::future::pending(),
+        ) => {}
+    }
+    anyhow::bail!("the watches of the hub's DNSRecords and ManagedZones ended")
+}
