@@ -76,6 +76,7 @@ pub fn run(args: NameserverArgs) -> anyhow::Result<()> {
         let config = ServerConfig {
             geo,
             transfer_allowed: args.allow_transfer,
+            ..ServerConfig::default()
         };
         let server = NameServer::start(args.listen, config).await?;
         server.publish(zone.clone(), endpoints.clone());

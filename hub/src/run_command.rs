@@ -237,6 +237,7 @@ impl RunningHub {
             ServerConfig {
                 geo,
                 transfer_allowed: Vec::new(),
+                ..ServerConfig::default()
             },
         )
         .await?;

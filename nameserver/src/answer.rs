@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsCode, EdnsOption};
-use hickory_proto::rr::rdata::{NS, SOA};
+use hickory_proto::rr::rdata::{HINFO, NS, SOA};
 use hickory_proto::rr::{Name, RData, Record, RecordType as WireType};
 use ipnet::IpNet;
 use rand::Rng;
@@ -23,6 +23,8 @@ const MAX_CHAIN: usize = 16;
 const SERVER_UDP_PAYLOAD: u16 = 1232;
 /// Records per AXFR message.
 const AXFR_CHUNK: usize = 200;
+/// TTL of the record an ANY query gets (RFC 8482 suggests a day's worth of caching).
+const RFC8482_TTL: u32 = 3600;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
@@ -65,6 +67,8 @@ pub fn respond(
     if let Some(edns) = &request.edns {
         let mut reply = Edns::new();
         reply.set_max_payload(SERVER_UDP_PAYLOAD);
+        // RFC 3225: the DO bit is echoed. The zones are unsigned, so no signatures follow.
+        reply.set_dnssec_ok(edns.flags().dnssec_ok);
         if let Some(subnet) = &client_subnet {
             // The answer was chosen for the whole source prefix the client sent.
             let echoed = ClientSubnet::new(
@@ -141,6 +145,18 @@ fn answer_query(
     let qtype = query.query_type();
     let mut owner = query.name().clone();
     let mut name = normalize(&owner.to_ascii());
+    if qtype == WireType::ANY {
+        // RFC 8482: ANY gets one small synthesized record, not every record of the name, so
+        // the server is no amplifier. A name that does not exist is still NXDOMAIN.
+        if name == zone.apex() || zone.lookup(&name).is_some() {
+            let hinfo = HINFO::new("RFC8482".into(), String::new());
+            response.add_answer(Record::from_rdata(owner, RFC8482_TTL, RData::HINFO(hinfo)));
+        } else {
+            response.metadata.response_code = ResponseCode::NXDomain;
+            response.add_authority(soa(zone));
+        }
+        return;
+    }
     for _ in 0..MAX_CHAIN {
         if name == zone.apex() && matches!(qtype, WireType::SOA | WireType::NS) {
             if qtype == WireType::SOA {

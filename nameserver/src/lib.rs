@@ -16,5 +16,5 @@ mod zone;
 
 pub use answer::{QueryContext, Transport, respond};
 pub use geo::{GeoDb, Location};
-pub use server::{NameServer, ServerConfig};
+pub use server::{DEFAULT_TCP_CONNECTIONS, NameServer, ServerConfig};
 pub use zone::{Catalog, DelegationError, NAME_SERVER_TTL, Zone, ZoneConfig, ZoneNameServer};

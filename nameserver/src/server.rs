@@ -17,15 +17,31 @@ use crate::geo::GeoDb;
 use crate::zone::{Catalog, Zone, ZoneConfig};
 use meridian_dns::model::Endpoint;
 
-/// How long an idle TCP connection is kept.
+/// How long a TCP connection may sit idle, or take to send one message, before it is closed.
 const TCP_IDLE: Duration = Duration::from_secs(10);
 
+/// TCP connections open at once by default (BIND's `tcp-clients` default): beyond it a new
+/// connection is closed at once, so slow or idle clients cannot exhaust the server.
+pub const DEFAULT_TCP_CONNECTIONS: usize = 150;
+
 /// How the server runs.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ServerConfig {
     pub geo: Option<GeoDb>,
     /// Networks allowed to transfer zones; empty refuses every transfer.
     pub transfer_allowed: Vec<IpNet>,
+    /// TCP connections open at once; more are closed as they arrive.
+    pub max_tcp_connections: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            geo: None,
+            transfer_allowed: Vec::new(),
+            max_tcp_connections: DEFAULT_TCP_CONNECTIONS,
+        }
+    }
 }
 
 /// A running nameserver. Dropping it stops its tasks.
@@ -131,8 +147,13 @@ async fn serve_tcp(
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                if let Ok((stream, source)) = accepted {
-                    connections.spawn(serve_connection(stream, source, catalog.clone(), config.clone()));
+                match accepted {
+                    // Full: dropping the stream closes it.
+                    Ok(_) if connections.len() >= config.max_tcp_connections => {}
+                    Ok((stream, source)) => {
+                        connections.spawn(serve_connection(stream, source, catalog.clone(), config.clone()));
+                    }
+                    Err(_) => {}
                 }
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
@@ -152,9 +173,10 @@ async fn serve_connection(
             return;
         };
         let mut request = vec![0u8; usize::from(length)];
-        if stream.read_exact(&mut request).await.is_err() {
+        let Ok(Ok(_)) = tokio::time::timeout(TCP_IDLE, stream.read_exact(&mut request)).await
+        else {
             return;
-        }
+        };
         let context = QueryContext {
             source: source.ip(),
             transport: Transport::Tcp,

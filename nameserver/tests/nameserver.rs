@@ -108,6 +108,7 @@ async fn start(transfer_allowed: &[&str]) -> NameServer {
             .iter()
             .map(|net| net.parse().unwrap())
             .collect(),
+        ..ServerConfig::default()
     };
     let server = NameServer::start("127.0.0.1:0".parse().unwrap(), config)
         .await
@@ -344,6 +345,79 @@ async fn the_zone_names_its_name_servers_and_serves_their_glue() {
             .any(|l| l.starts_with("ns1.example.com.") && l.ends_with("\tA\t192.0.2.53")),
         "{output}"
     );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_is_answered_minimally_and_the_do_bit_is_echoed() {
+    let server = start(&[]).await;
+    // RFC 8482: one synthesized HINFO, not the name's records.
+    let output = dig(&server, &["api.example.com", "ANY"]).await;
+    let records = answers(&output);
+    assert_eq!(records.len(), 1, "{output}");
+    assert!(records[0].contains("\tHINFO\t\"RFC8482\" \"\""), "{output}");
+    let output = dig(&server, &["nope.example.com", "ANY"]).await;
+    assert!(output.contains("status: NXDOMAIN"), "{output}");
+    // RFC 3225: DO comes back as it was sent.
+    let output = dig(&server, &["+dnssec", "api.example.com", "A"]).await;
+    assert!(
+        output.contains("; EDNS: version: 0, flags: do;"),
+        "{output}"
+    );
+    let output = dig(&server, &["api.example.com", "A"]).await;
+    assert!(output.contains("; EDNS: version: 0, flags:;"), "{output}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_connections_beyond_the_limit_are_closed_and_the_rest_are_served() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let config = ServerConfig {
+        max_tcp_connections: 2,
+        ..ServerConfig::default()
+    };
+    let server = NameServer::start("127.0.0.1:0".parse().unwrap(), config)
+        .await
+        .unwrap();
+    server.publish(ZoneConfig::new("example.com"), example_zone());
+    let address = server.local_addr();
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(tokio::net::TcpStream::connect(address).await.unwrap());
+    }
+    // Both are open and idle; the third is closed without an answer.
+    let mut third = tokio::net::TcpStream::connect(address).await.unwrap();
+    let mut buffer = [0u8; 1];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(5), third.read(&mut buffer))
+        .await
+        .expect("closed, not left hanging");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    // A held connection is served.
+    let mut request = Message::new(7, MessageType::Query, OpCode::Query);
+    request.add_query(Query::query(
+        Name::from_ascii("example.com.").unwrap(),
+        WireType::SOA,
+    ));
+    let bytes = request.to_vec().unwrap();
+    let stream = &mut held[0];
+    stream.write_u16(bytes.len() as u16).await.unwrap();
+    stream.write_all(&bytes).await.unwrap();
+    let length = stream.read_u16().await.unwrap();
+    let mut response = vec![0u8; usize::from(length)];
+    stream.read_exact(&mut response).await.unwrap();
+    assert_eq!(Message::from_vec(&response).unwrap().answers.len(), 1);
+    // Once one closes, a new connection is taken again (dig over TCP).
+    held.clear();
+    let mut output = String::new();
+    for _ in 0..50 {
+        output = dig(&server, &["+tcp", "+short", "example.com", "SOA"]).await;
+        if output.starts_with("ns1.example.com.") {
+            break;
+        }
+        // The server notices the closed connections when it next reads them.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(output.starts_with("ns1.example.com."), "{output}");
     server.shutdown().await;
 }
 

@@ -32,6 +32,7 @@ pub async fn serve(hub: kube::Client, config: ServeDns) -> anyhow::Result<()> {
         ServerConfig {
             geo,
             transfer_allowed: Vec::new(),
+            ..ServerConfig::default()
         },
     )
     .await?;

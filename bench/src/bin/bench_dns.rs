@@ -101,7 +101,7 @@ fn run(dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
     let meridian = runtime.block_on(async {
         let config = ServerConfig {
             geo: Some(GeoDb::from_bytes(database)?),
-            transfer_allowed: Vec::new(),
+            ..ServerConfig::default()
         };
         let server = NameServer::start("127.0.0.1:0".parse()?, config).await?;
         server.publish(ZoneConfig::new("example.com"), bench_zone());
