@@ -591,6 +591,12 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
     assert!(http_get(standby.health, "/livez").starts_with("HTTP/1.1 200"));
     let metrics = http_get(running.health, "/metrics");
     assert!(
+        metrics.contains("meridian_dns_queries_total{qtype=\"A\",rcode=\"NOERROR\"}")
+            && metrics.contains("meridian_dns_choices_total{policy=\"geo\",by=\"country\"}")
+            && metrics.contains("meridian_dns_choices_total{policy=\"weighted\",by=\"drawn\"}"),
+        "{metrics}"
+    );
+    assert!(
         metrics.contains("meridian_reconciles_total{controller=\"dnspolicy\"}")
             && metrics
                 .contains("meridian_provider_calls_total{provider=\"embedded\",outcome=\"ok\"}"),

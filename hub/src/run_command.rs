@@ -474,7 +474,13 @@ async fn serve_health(
                 "/readyz" => ("503 Service Unavailable", "not ready\n".to_string()),
                 "/leaderz" if leading.load(Ordering::SeqCst) => ("200 OK", "leading\n".to_string()),
                 "/leaderz" => ("503 Service Unavailable", "standby\n".to_string()),
-                "/metrics" => ("200 OK", ctx.metrics.render()),
+                "/metrics" => {
+                    let mut metrics = ctx.metrics.render();
+                    if let Some(embedded) = ctx.providers.embedded_zones() {
+                        metrics.push_str(&embedded.server().stats().render());
+                    }
+                    ("200 OK", metrics)
+                }
                 _ => ("404 Not Found", "not found\n".to_string()),
             };
             let response = format!(

@@ -13,6 +13,7 @@ use rand::Rng;
 use meridian_dns::wire::{DEFAULT_TTL, fqdn, to_wire};
 
 use crate::geo::{GeoDb, Location};
+use crate::stats::{Choice, Stats};
 use crate::zone::{Catalog, NAME_SERVER_TTL, Zone, normalize};
 use meridian_dns::model::{Endpoint, GEO_CODE, RecordType, WEIGHT, is_at_or_below};
 use meridian_dns::tree::CATCH_ALL_GEO;
@@ -40,6 +41,8 @@ pub struct QueryContext<'a> {
     pub geo: Option<&'a GeoDb>,
     /// Networks allowed to transfer zones (AXFR over TCP).
     pub transfer_allowed: &'a [IpNet],
+    /// Where answers are counted, if anywhere.
+    pub stats: Option<&'a Stats>,
 }
 
 /// The response packets to `request` (several only for a zone transfer); none when the request
@@ -52,7 +55,13 @@ pub fn respond(
 ) -> Vec<Vec<u8>> {
     let request = match Message::from_vec(request) {
         Ok(message) => message,
-        Err(_) => return format_error(request).into_iter().collect(),
+        Err(_) => {
+            let response = format_error(request);
+            if let (Some(stats), Some(_)) = (context.stats, &response) {
+                stats.answered(None, ResponseCode::FormErr);
+            }
+            return response.into_iter().collect();
+        }
     };
     if request.metadata.message_type != MessageType::Query {
         return Vec::new();
@@ -105,7 +114,14 @@ pub fn respond(
     }
     response.metadata.authoritative = true;
     let location = client_location(context, client_subnet.as_ref());
-    answer_query(zone, query, location.as_ref(), rng, &mut response);
+    answer_query(
+        zone,
+        query,
+        location.as_ref(),
+        context.stats,
+        rng,
+        &mut response,
+    );
     encode(response, &request, context).into_iter().collect()
 }
 
@@ -139,6 +155,7 @@ fn answer_query(
     zone: &Zone,
     query: &Query,
     location: Option<&Location>,
+    stats: Option<&Stats>,
     rng: &mut impl Rng,
     response: &mut Message,
 ) {
@@ -177,7 +194,7 @@ fn answer_query(
             .filter(|r| r.record_type == RecordType::Cname)
             .collect();
         if !cnames.is_empty() && qtype != WireType::CNAME {
-            let chosen = choose(&cnames, location, rng);
+            let chosen = choose_counted(&cnames, location, stats, rng);
             let Some(target) = chosen.first().and_then(|c| c.targets.first()).cloned() else {
                 break;
             };
@@ -201,51 +218,85 @@ fn answer_query(
             response.add_authority(soa(zone));
             return;
         }
-        response.add_answers(to_wire(&owner, choose(&matching, location, rng)));
+        response.add_answers(to_wire(
+            &owner,
+            choose_counted(&matching, location, stats, rng),
+        ));
         return;
     }
     response.metadata.response_code = ResponseCode::ServFail;
 }
 
+/// [`choose`], counting how a dynamic answer was chosen.
+fn choose_counted<'a>(
+    records: &[&'a Endpoint],
+    location: Option<&Location>,
+    stats: Option<&Stats>,
+    rng: &mut impl Rng,
+) -> Vec<&'a Endpoint> {
+    let (chosen, choice) = choose(records, location, rng);
+    if let (Some(stats), Some(choice)) = (stats, choice) {
+        stats.chose(choice);
+    }
+    chosen
+}
+
 /// The records to answer with among those of one name and type: all of them when they are
-/// plain, one GEO match, or one drawn by weight.
+/// plain, one GEO match, or one drawn by weight; and how a dynamic answer was chosen.
 pub(crate) fn choose<'a>(
     records: &[&'a Endpoint],
     location: Option<&Location>,
     rng: &mut impl Rng,
-) -> Vec<&'a Endpoint> {
+) -> (Vec<&'a Endpoint>, Option<Choice>) {
     if records.iter().all(|r| r.set_identifier.is_none()) {
-        return records.to_vec();
+        return (records.to_vec(), None);
     }
     if records.iter().any(|r| r.property(GEO_CODE).is_some()) {
-        let with_code = |code: Option<&str>| {
+        let with_code = |code: Option<&str>, choice: Choice| {
             code.and_then(|code| records.iter().find(|r| r.property(GEO_CODE) == Some(code)))
+                .map(|record| (*record, choice))
         };
-        let chosen = with_code(location.and_then(|l| l.country.as_deref()))
-            .or_else(|| with_code(location.and_then(|l| l.continent.as_deref())))
-            .or_else(|| with_code(Some(CATCH_ALL_GEO)))
-            // No catch-all: the lowest set identifier, so the answer is never empty and stable.
-            .or_else(|| records.iter().min_by_key(|r| &r.set_identifier));
-        return chosen.map(|r| vec![*r]).unwrap_or_default();
+        let chosen = with_code(
+            location.and_then(|l| l.country.as_deref()),
+            Choice::GeoCountry,
+        )
+        .or_else(|| {
+            with_code(
+                location.and_then(|l| l.continent.as_deref()),
+                Choice::GeoContinent,
+            )
+        })
+        .or_else(|| with_code(Some(CATCH_ALL_GEO), Choice::GeoCatchAll))
+        // No catch-all: the lowest set identifier, so the answer is never empty and stable.
+        .or_else(|| {
+            records
+                .iter()
+                .min_by_key(|r| &r.set_identifier)
+                .map(|record| (*record, Choice::GeoFallback))
+        });
+        return chosen.map_or((Vec::new(), None), |(record, choice)| {
+            (vec![record], Some(choice))
+        });
     }
     let weight = |r: &Endpoint| {
         r.property(WEIGHT)
             .and_then(|w| w.parse::<u64>().ok())
             .unwrap_or(1)
     };
+    let drawn = Some(Choice::Weighted);
     let total: u64 = records.iter().map(|r| weight(r)).sum();
     if total == 0 {
-        return vec![records[rng.random_range(0..records.len())]];
+        return (vec![records[rng.random_range(0..records.len())]], drawn);
     }
     let mut draw = rng.random_range(0..total);
     for record in records {
         let w = weight(record);
         if draw < w {
-            return vec![*record];
+            return (vec![*record], drawn);
         }
         draw -= w;
     }
-    vec![records[records.len() - 1]]
+    (vec![records[records.len() - 1]], drawn)
 }
 
 /// The wire type of a record type the nameserver serves (it does not serve SRV, MX or CAA).
@@ -328,6 +379,9 @@ fn transfer(
         return encode(response, request, context).into_iter().collect();
     }
     response.metadata.authoritative = true;
+    if let Some(stats) = context.stats {
+        stats.answered(Some(query.query_type()), ResponseCode::NoError);
+    }
     let mut records = vec![soa(zone)];
     records.extend(ns_records(zone));
     for endpoint in zone.all_records() {
@@ -347,6 +401,10 @@ fn transfer(
 /// Serializes a response; over UDP, one that does not fit the client's buffer is sent
 /// truncated (TC) with no records, so the client retries over TCP.
 fn encode(mut response: Message, request: &Message, context: &QueryContext<'_>) -> Option<Vec<u8>> {
+    if let Some(stats) = context.stats {
+        let qtype = request.queries.first().map(Query::query_type);
+        stats.answered(qtype, response.metadata.response_code);
+    }
     let bytes = response.to_vec().ok()?;
     if context.transport == Transport::Tcp {
         return Some(bytes);
@@ -401,12 +459,12 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(7);
         assert!(
             (0..1000)
-                .all(|_| choose(&refs, None, &mut rng)[0].set_identifier.as_deref() == Some("b"))
+                .all(|_| choose(&refs, None, &mut rng).0[0].set_identifier.as_deref() == Some("b"))
         );
         let zeros = [weighted("a", 0), weighted("b", 0)];
         let refs: Vec<&Endpoint> = zeros.iter().collect();
         assert_eq!(
-            choose(&refs, None, &mut rng).len(),
+            choose(&refs, None, &mut rng).0.len(),
             1,
             "all zero: still one answer"
         );
@@ -428,7 +486,7 @@ mod tests {
             continent: continent.map(String::from),
         };
         let pick = |location: Option<Location>, rng: &mut SmallRng| {
-            choose(&refs, location.as_ref(), rng)[0]
+            choose(&refs, location.as_ref(), rng).0[0]
                 .set_identifier
                 .clone()
                 .unwrap()
@@ -445,7 +503,7 @@ mod tests {
         assert_eq!(pick(None, &mut rng), "default");
         let no_catch_all: Vec<&Endpoint> = records[..3].iter().collect();
         assert_eq!(
-            choose(&no_catch_all, None, &mut rng)[0]
+            choose(&no_catch_all, None, &mut rng).0[0]
                 .set_identifier
                 .as_deref(),
             Some("GEO-EU"),

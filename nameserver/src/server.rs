@@ -1,6 +1,6 @@
 //! The nameserver on UDP and TCP, answering from a catalog that can be swapped while it runs.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ use tokio::task::JoinSet;
 
 use crate::answer::{QueryContext, Transport, respond};
 use crate::geo::GeoDb;
+use crate::stats::Stats;
 use crate::zone::{Catalog, Zone, ZoneConfig};
 use meridian_dns::model::Endpoint;
 
@@ -48,8 +49,29 @@ impl Default for ServerConfig {
 #[derive(Debug)]
 pub struct NameServer {
     catalog: Arc<ArcSwap<Catalog>>,
+    stats: Arc<Stats>,
     local_addr: SocketAddr,
     tasks: JoinSet<()>,
+}
+
+/// What every task of one server reads.
+#[derive(Debug)]
+struct Shared {
+    catalog: Arc<ArcSwap<Catalog>>,
+    config: ServerConfig,
+    stats: Arc<Stats>,
+}
+
+impl Shared {
+    fn context(&self, source: IpAddr, transport: Transport) -> QueryContext<'_> {
+        QueryContext {
+            source,
+            transport,
+            geo: self.config.geo.as_ref(),
+            transfer_allowed: &self.config.transfer_allowed,
+            stats: Some(&self.stats),
+        }
+    }
 }
 
 impl NameServer {
@@ -58,17 +80,23 @@ impl NameServer {
         let (udp, tcp) = bind_pair(listen).await?;
         let local_addr = udp.local_addr()?;
         let catalog = Arc::new(ArcSwap::from_pointee(Catalog::default()));
-        let config = Arc::new(config);
+        let stats = Arc::new(Stats::default());
+        let shared = Arc::new(Shared {
+            catalog: catalog.clone(),
+            config,
+            stats: stats.clone(),
+        });
         let udp = Arc::new(udp);
         let mut tasks = JoinSet::new();
         // Several receivers on one socket keep both cores busy under load.
         let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
         for _ in 0..workers {
-            tasks.spawn(serve_udp(udp.clone(), catalog.clone(), config.clone()));
+            tasks.spawn(serve_udp(udp.clone(), shared.clone()));
         }
-        tasks.spawn(serve_tcp(tcp, catalog.clone(), config));
+        tasks.spawn(serve_tcp(tcp, shared));
         Ok(NameServer {
             catalog,
+            stats,
             local_addr,
             tasks,
         })
@@ -76,6 +104,11 @@ impl NameServer {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// What it has answered so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
     }
 
     /// Replaces one zone's records atomically; the SOA serial grows on every change.
@@ -115,43 +148,35 @@ async fn bind_pair(listen: SocketAddr) -> std::io::Result<(UdpSocket, TcpListene
     Err(last_error.unwrap_or_else(|| std::io::Error::other("no free port")))
 }
 
-async fn serve_udp(
-    socket: Arc<UdpSocket>,
-    catalog: Arc<ArcSwap<Catalog>>,
-    config: Arc<ServerConfig>,
-) {
+async fn serve_udp(socket: Arc<UdpSocket>, shared: Arc<Shared>) {
     let mut rng = SmallRng::from_rng(&mut rand::rng());
     let mut buffer = vec![0u8; 4096];
     loop {
         let Ok((length, source)) = socket.recv_from(&mut buffer).await else {
             continue;
         };
-        let context = QueryContext {
-            source: source.ip(),
-            transport: Transport::Udp,
-            geo: config.geo.as_ref(),
-            transfer_allowed: &config.transfer_allowed,
-        };
-        for response in respond(&catalog.load(), &buffer[..length], &context, &mut rng) {
+        let context = shared.context(source.ip(), Transport::Udp);
+        for response in respond(
+            &shared.catalog.load(),
+            &buffer[..length],
+            &context,
+            &mut rng,
+        ) {
             let _ = socket.send_to(&response, source).await;
         }
     }
 }
 
-async fn serve_tcp(
-    listener: TcpListener,
-    catalog: Arc<ArcSwap<Catalog>>,
-    config: Arc<ServerConfig>,
-) {
+async fn serve_tcp(listener: TcpListener, shared: Arc<Shared>) {
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => {
                 match accepted {
                     // Full: dropping the stream closes it.
-                    Ok(_) if connections.len() >= config.max_tcp_connections => {}
+                    Ok(_) if connections.len() >= shared.config.max_tcp_connections => {}
                     Ok((stream, source)) => {
-                        connections.spawn(serve_connection(stream, source, catalog.clone(), config.clone()));
+                        connections.spawn(serve_connection(stream, source, shared.clone()));
                     }
                     Err(_) => {}
                 }
@@ -161,12 +186,7 @@ async fn serve_tcp(
     }
 }
 
-async fn serve_connection(
-    mut stream: TcpStream,
-    source: SocketAddr,
-    catalog: Arc<ArcSwap<Catalog>>,
-    config: Arc<ServerConfig>,
-) {
+async fn serve_connection(mut stream: TcpStream, source: SocketAddr, shared: Arc<Shared>) {
     let mut rng = SmallRng::from_rng(&mut rand::rng());
     loop {
         let Ok(Ok(length)) = tokio::time::timeout(TCP_IDLE, stream.read_u16()).await else {
@@ -177,13 +197,8 @@ async fn serve_connection(
         else {
             return;
         };
-        let context = QueryContext {
-            source: source.ip(),
-            transport: Transport::Tcp,
-            geo: config.geo.as_ref(),
-            transfer_allowed: &config.transfer_allowed,
-        };
-        for response in respond(&catalog.load(), &request, &context, &mut rng) {
+        let context = shared.context(source.ip(), Transport::Tcp);
+        for response in respond(&shared.catalog.load(), &request, &context, &mut rng) {
             let Ok(length) = u16::try_from(response.len()) else {
                 return;
             };

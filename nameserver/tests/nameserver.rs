@@ -366,6 +366,16 @@ async fn any_is_answered_minimally_and_the_do_bit_is_echoed() {
     );
     let output = dig(&server, &["api.example.com", "A"]).await;
     assert!(output.contains("; EDNS: version: 0, flags:;"), "{output}");
+    // Every response is counted by query type and code, and dynamic answers by how.
+    let stats = server.stats();
+    assert_eq!(stats.queries("ANY", "NOERROR"), 1);
+    assert_eq!(stats.queries("ANY", "NXDOMAIN"), 1);
+    assert_eq!(stats.queries("A", "NOERROR"), 2);
+    let metrics = stats.render();
+    assert!(
+        metrics.contains("meridian_dns_choices_total{policy=\"geo\",by=\"catch_all\"} 2\n"),
+        "two A answers from an unknown client: {metrics}"
+    );
     server.shutdown().await;
 }
 

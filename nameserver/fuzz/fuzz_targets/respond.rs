@@ -37,7 +37,7 @@ fuzz_target!(|data: &[u8]| {
     let mut rng = rand::rngs::SmallRng::seed_from_u64(data.len() as u64);
     let allowed = ["127.0.0.0/8".parse().unwrap()];
     for transport in [Transport::Udp, Transport::Tcp] {
-        let context = QueryContext { source: [127, 0, 0, 1].into(), transport, geo: Some(geo), transfer_allowed: &allowed };
+        let context = QueryContext { source: [127, 0, 0, 1].into(), transport, geo: Some(geo), transfer_allowed: &allowed, stats: None };
         for response in respond(catalog, data, &context, &mut rng) {
             hickory_proto::op::Message::from_vec(&response).expect("responses parse");
             if transport == Transport::Udp {
