@@ -15,7 +15,7 @@ use meridian_dns::tree::{
     Address, ClusterTarget, GatewayRef, LoadBalancing, Strategy, build_record_tree,
 };
 use meridian_nameserver::{GeoDb, NameServer, ServerConfig, ZoneConfig, ZoneNameServer};
-use meridian_testkit::geo_db::write_database;
+use meridian_testkit::geo_db::{write_database, write_database_v6};
 use tokio::net::UdpSocket;
 
 const GEO_LABEL: &str = "kuadrant.io/lb-attribute-geo-code";
@@ -115,6 +115,24 @@ async fn start(transfer_allowed: &[&str]) -> NameServer {
         .unwrap();
     server.publish(ZoneConfig::new("example.com"), example_zone());
     server
+}
+
+/// `dig +short api.example.com A` over IPv6 loopback, with `args`.
+fn dig_ipv6(port: u16, args: &[String]) -> String {
+    let output = Command::new("dig")
+        .args([
+            "@::1",
+            "-p",
+            &port.to_string(),
+            "+time=2",
+            "+tries=1",
+            "+short",
+        ])
+        .args(args)
+        .args(["api.example.com", "A"])
+        .output()
+        .expect("dig runs (Debian dnsutils)");
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 /// Runs dig against the server and returns its output.
@@ -343,6 +361,59 @@ async fn the_zone_names_its_name_servers_and_serves_their_glue() {
         answers(&output)
             .iter()
             .any(|l| l.starts_with("ns1.example.com.") && l.ends_with("\tA\t192.0.2.53")),
+        "{output}"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn geo_answers_ipv6_clients_by_their_subnet_or_their_own_address() {
+    // An IPv6 database (as GeoLite2 is) holding IPv6 and IPv4 networks.
+    let database = write_database_v6(&[
+        ("2001:db8:1::/48".parse().unwrap(), "US", "NA"),
+        ("2001:db8:2::/48".parse().unwrap(), "JP", "AS"),
+        ("::1/128".parse().unwrap(), "FR", "EU"),
+        ("192.0.2.0/24".parse().unwrap(), "IE", "EU"),
+    ]);
+    let config = ServerConfig {
+        geo: Some(GeoDb::from_bytes(database).unwrap()),
+        ..ServerConfig::default()
+    };
+    // Listening on IPv6 loopback, so a client without ECS is located by its IPv6 address.
+    let server = NameServer::start("[::1]:0".parse().unwrap(), config)
+        .await
+        .unwrap();
+    server.publish(ZoneConfig::new("example.com"), example_zone());
+    let port = server.local_addr().port();
+    for (subnet, expected) in [
+        (Some("2001:db8:1:5::/56"), US_IP), // United States by an IPv6 ECS prefix
+        (Some("2001:db8:2::/48"), IE_IP),   // Japan: no JP, no GEO-AS → catch-all (IE)
+        (Some("192.0.2.0/24"), IE_IP),      // IPv4 ECS in the same database
+        (None, EU_IP),                      // ::1 itself: France → GEO-EU
+    ] {
+        let args: Vec<String> = subnet.map(|s| format!("+subnet={s}")).into_iter().collect();
+        let output = tokio::task::spawn_blocking(move || dig_ipv6(port, &args))
+            .await
+            .unwrap();
+        assert_eq!(
+            answers(&output).last(),
+            Some(&expected),
+            "{subnet:?}: {output}"
+        );
+    }
+    // The ECS option comes back with the IPv6 family and the prefix it was answered for.
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("dig")
+            .args(["@::1", "-p", &port.to_string(), "+time=2", "+tries=1"])
+            .args(["+subnet=2001:db8:1:5::/56", "api.example.com", "A"])
+            .output()
+            .expect("dig runs (Debian dnsutils)")
+    })
+    .await
+    .unwrap();
+    let output = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.contains("CLIENT-SUBNET: 2001:db8:1::/56/56"),
         "{output}"
     );
     server.shutdown().await;
