@@ -138,6 +138,8 @@ async fn agent_process() {
                 listen: listen.parse().expect("an address"),
                 geoip: std::env::var(SERVE_DNS_ENV[1]).ok().map(Into::into),
                 name_servers: Vec::new(),
+                // The test queries from loopback as fast as it likes.
+                rate_limit: None,
             });
     let options = meridian_agent::HubModeOptions {
         probe_source,

@@ -28,6 +28,10 @@ pub struct NameserverArgs {
     /// requires. Default: `ns1.<zone>` without an address, which cannot be delegated to.
     #[arg(long = "ns", value_name = "NAME[=ADDRESS]", value_parser = ZoneNameServer::parse)]
     pub name_servers: Vec<ZoneNameServer>,
+    /// UDP responses per second to one client prefix before rate limiting (slip 2); 0 (the
+    /// default here, for trying answers and benchmarks) turns it off.
+    #[arg(long, default_value_t = 0)]
+    pub rate_limit: u32,
     /// Networks allowed to transfer the zone (AXFR over TCP); none by default.
     #[arg(long = "allow-transfer")]
     pub allow_transfer: Vec<IpNet>,
@@ -76,6 +80,7 @@ pub fn run(args: NameserverArgs) -> anyhow::Result<()> {
         let config = ServerConfig {
             geo,
             transfer_allowed: args.allow_transfer,
+            rate_limit: meridian_nameserver::RateLimit::per_second(args.rate_limit),
             ..ServerConfig::default()
         };
         let server = NameServer::start(args.listen, config).await?;

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use kube::{Client, Config};
-use meridian_nameserver::{GeoDb, NameServer, ServerConfig, ZoneNameServer};
+use meridian_nameserver::rate_limit::DEFAULT_RESPONSES_PER_SECOND;
+use meridian_nameserver::{GeoDb, NameServer, RateLimit, ServerConfig, ZoneNameServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -57,6 +58,12 @@ pub struct RunArgs {
     /// spokes; they are then allowed to read the hub's DNSRecords and ManagedZones.
     #[arg(long, env = "MERIDIAN_AGENT_DNS_LISTEN")]
     pub agent_dns_listen: Option<SocketAddr>,
+
+    /// UDP responses per second to one client prefix (IPv4 /24, IPv6 /56) before response
+    /// rate limiting holds them back (every second one then goes out truncated, sending the
+    /// client to TCP); 0 turns it off.
+    #[arg(long, env = "MERIDIAN_DNS_RATE_LIMIT", default_value_t = DEFAULT_RESPONSES_PER_SECOND)]
+    pub dns_rate_limit: u32,
 
     /// Seconds between looks at converged objects.
     #[arg(long, env = "MERIDIAN_RESYNC_SECONDS", default_value_t = 300)]
@@ -121,6 +128,8 @@ impl RunArgs {
             geoip: None,
             name_servers: Vec::new(),
             agent_dns_listen: None,
+            // Tests and the demo query from loopback as fast as they like.
+            dns_rate_limit: 0,
             resync_seconds: 300,
             withdrawal_grace_seconds: 600,
             agent_image: "ghcr.io/meridian-dev/meridian-agent:latest".into(),
@@ -236,7 +245,7 @@ impl RunningHub {
             args.dns_addr,
             ServerConfig {
                 geo,
-                transfer_allowed: Vec::new(),
+                rate_limit: RateLimit::per_second(args.dns_rate_limit),
                 ..ServerConfig::default()
             },
         )

@@ -11,12 +11,14 @@
 
 pub(crate) mod answer;
 pub mod geo;
+pub mod rate_limit;
 pub mod server;
 pub mod stats;
 mod zone;
 
 pub use answer::{QueryContext, Transport, respond};
 pub use geo::{GeoDb, Location};
+pub use rate_limit::RateLimit;
 pub use server::{DEFAULT_TCP_CONNECTIONS, NameServer, ServerConfig};
 pub use stats::Stats;
 pub use zone::{Catalog, DelegationError, NAME_SERVER_TTL, Zone, ZoneConfig, ZoneNameServer};

@@ -2,7 +2,9 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use hickory_proto::op::{Message, MessageType};
 
 use arc_swap::ArcSwap;
 use ipnet::IpNet;
@@ -14,6 +16,7 @@ use tokio::task::JoinSet;
 
 use crate::answer::{QueryContext, Transport, respond};
 use crate::geo::GeoDb;
+use crate::rate_limit::{RateLimit, RateLimiter, Verdict};
 use crate::stats::Stats;
 use crate::zone::{Catalog, Zone, ZoneConfig};
 use meridian_dns::model::Endpoint;
@@ -33,6 +36,8 @@ pub struct ServerConfig {
     pub transfer_allowed: Vec<IpNet>,
     /// TCP connections open at once; more are closed as they arrive.
     pub max_tcp_connections: usize,
+    /// Response rate limiting over UDP per client prefix; none answers everything.
+    pub rate_limit: Option<RateLimit>,
 }
 
 impl Default for ServerConfig {
@@ -41,6 +46,7 @@ impl Default for ServerConfig {
             geo: None,
             transfer_allowed: Vec::new(),
             max_tcp_connections: DEFAULT_TCP_CONNECTIONS,
+            rate_limit: None,
         }
     }
 }
@@ -60,6 +66,7 @@ struct Shared {
     catalog: Arc<ArcSwap<Catalog>>,
     config: ServerConfig,
     stats: Arc<Stats>,
+    limiter: Option<RateLimiter>,
 }
 
 impl Shared {
@@ -83,6 +90,7 @@ impl NameServer {
         let stats = Arc::new(Stats::default());
         let shared = Arc::new(Shared {
             catalog: catalog.clone(),
+            limiter: config.rate_limit.map(RateLimiter::new),
             config,
             stats: stats.clone(),
         });
@@ -155,16 +163,44 @@ async fn serve_udp(socket: Arc<UdpSocket>, shared: Arc<Shared>) {
         let Ok((length, source)) = socket.recv_from(&mut buffer).await else {
             continue;
         };
-        let context = shared.context(source.ip(), Transport::Udp);
-        for response in respond(
-            &shared.catalog.load(),
-            &buffer[..length],
-            &context,
-            &mut rng,
-        ) {
+        let verdict = shared.limiter.as_ref().map_or(Verdict::Send, |limiter| {
+            limiter.check(source.ip(), Instant::now())
+        });
+        shared.stats.rate_limited(verdict);
+        let responses = match verdict {
+            Verdict::Send => {
+                let context = shared.context(source.ip(), Transport::Udp);
+                respond(
+                    &shared.catalog.load(),
+                    &buffer[..length],
+                    &context,
+                    &mut rng,
+                )
+            }
+            Verdict::Slip => truncated(&buffer[..length]).into_iter().collect(),
+            Verdict::Drop => Vec::new(),
+        };
+        for response in responses {
             let _ = socket.send_to(&response, source).await;
         }
     }
+}
+
+/// An empty truncated response to `request`, which sends the client to TCP.
+fn truncated(request: &[u8]) -> Option<Vec<u8>> {
+    let request = Message::from_vec(request).ok()?;
+    if request.metadata.message_type != MessageType::Query {
+        return None;
+    }
+    let mut response = Message::new(
+        request.metadata.id,
+        MessageType::Response,
+        request.metadata.op_code,
+    );
+    response.metadata.truncation = true;
+    response.metadata.recursion_desired = request.metadata.recursion_desired;
+    response.add_queries(request.queries);
+    response.to_vec().ok()
 }
 
 async fn serve_tcp(listener: TcpListener, shared: Arc<Shared>) {

@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType as WireType;
 
+use crate::rate_limit::Verdict;
+
 /// Query types counted on their own; every other type is `other`.
 const TYPES: [(&str, Option<WireType>); 10] = [
     ("A", Some(WireType::A)),
@@ -62,6 +64,8 @@ const CHOICES: [(Choice, &str, &str); 5] = [
 pub struct Stats {
     queries: [[AtomicU64; RCODES.len()]; TYPES.len()],
     choices: [AtomicU64; CHOICES.len()],
+    /// Responses held back by rate limiting: dropped, and sent truncated (slipped).
+    rate_limited: [AtomicU64; 2],
 }
 
 impl Stats {
@@ -84,6 +88,24 @@ impl Stats {
             .position(|(c, _, _)| *c == choice)
             .expect("every choice is listed");
         self.choices[index].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A response held back by rate limiting.
+    pub fn rate_limited(&self, verdict: Verdict) {
+        let index = match verdict {
+            Verdict::Send => return,
+            Verdict::Drop => 0,
+            Verdict::Slip => 1,
+        };
+        self.rate_limited[index].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Responses held back by rate limiting: (dropped, slipped).
+    pub fn rate_limited_counts(&self) -> (u64, u64) {
+        (
+            self.rate_limited[0].load(Ordering::Relaxed),
+            self.rate_limited[1].load(Ordering::Relaxed),
+        )
     }
 
     /// Queries answered with `rcode` to a query of type `qtype` (names as in the metrics).
@@ -127,6 +149,19 @@ impl Stats {
                 );
             }
         }
+        out.push_str(
+            "# HELP meridian_dns_rate_limited_total UDP responses held back by rate limiting.\n",
+        );
+        out.push_str("# TYPE meridian_dns_rate_limited_total counter\n");
+        let (dropped, slipped) = self.rate_limited_counts();
+        let _ = writeln!(
+            out,
+            "meridian_dns_rate_limited_total{{action=\"dropped\"}} {dropped}"
+        );
+        let _ = writeln!(
+            out,
+            "meridian_dns_rate_limited_total{{action=\"slipped\"}} {slipped}"
+        );
         out
     }
 }

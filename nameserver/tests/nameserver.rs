@@ -419,6 +419,75 @@ async fn geo_answers_ipv6_clients_by_their_subnet_or_their_own_address() {
     server.shutdown().await;
 }
 
+/// Sends `count` A queries from `socket` at once and reads the replies until none come for
+/// half a second: (full answers, truncated ones).
+async fn burst(socket: &UdpSocket, server: SocketAddr, count: u16) -> (usize, usize) {
+    for id in 0..count {
+        let mut request = Message::new(id, MessageType::Query, OpCode::Query);
+        request.add_query(Query::query(
+            Name::from_ascii("api.example.com.").unwrap(),
+            WireType::A,
+        ));
+        socket
+            .send_to(&request.to_vec().unwrap(), server)
+            .await
+            .unwrap();
+    }
+    let (mut full, mut truncated) = (0, 0);
+    let mut buffer = [0u8; 4096];
+    while let Ok(Ok(length)) = tokio::time::timeout(
+        std::time::Duration::from_millis(500),
+        socket.recv(&mut buffer),
+    )
+    .await
+    {
+        let response = Message::from_vec(&buffer[..length]).unwrap();
+        if response.metadata.truncation {
+            assert!(response.answers.is_empty());
+            truncated += 1;
+        } else {
+            assert!(!response.answers.is_empty());
+            full += 1;
+        }
+    }
+    (full, truncated)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limiting_holds_back_one_prefix_and_slips_it_to_tcp() {
+    let config = ServerConfig {
+        rate_limit: Some(meridian_nameserver::RateLimit {
+            responses_per_second: 5,
+            slip: 2,
+        }),
+        ..ServerConfig::default()
+    };
+    let server = NameServer::start("127.0.0.1:0".parse().unwrap(), config)
+        .await
+        .unwrap();
+    server.publish(ZoneConfig::new("example.com"), example_zone());
+    let flooding = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let (full, truncated) = burst(&flooding, server.local_addr(), 40).await;
+    assert!(
+        (5..40).contains(&full),
+        "the bucket's worth, not all: {full}"
+    );
+    assert!(truncated >= 1, "some slip through truncated");
+    assert!(
+        full + truncated < 40,
+        "the rest are dropped: {full} + {truncated}"
+    );
+    let (dropped, slipped) = server.stats().rate_limited_counts();
+    assert_eq!(slipped as usize, truncated);
+    assert_eq!(dropped as usize, 40 - full - truncated);
+    // Another prefix is not held back, and TCP never is.
+    let elsewhere = UdpSocket::bind("127.0.1.1:0").await.unwrap();
+    assert_eq!(burst(&elsewhere, server.local_addr(), 1).await, (1, 0));
+    let output = dig(&server, &["+tcp", "+short", "example.com", "SOA"]).await;
+    assert!(output.starts_with("ns1.example.com."), "{output}");
+    server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn any_is_answered_minimally_and_the_do_bit_is_echoed() {
     let server = start(&[]).await;

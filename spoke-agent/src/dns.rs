@@ -10,7 +10,7 @@ use std::sync::Arc;
 use meridian_controllers::caches::{Caches, Scope};
 use meridian_controllers::zone_mirror;
 use meridian_controllers::zone_provider::EmbeddedZones;
-use meridian_nameserver::{GeoDb, NameServer, ServerConfig, ZoneNameServer};
+use meridian_nameserver::{GeoDb, NameServer, RateLimit, ServerConfig, ZoneNameServer};
 
 /// How the agent serves DNS.
 #[derive(Debug, Clone)]
@@ -22,6 +22,8 @@ pub struct ServeDns {
     /// Name servers of zones whose ManagedZone names none: the hub's `--ns`, so every server
     /// of a zone names the same set.
     pub name_servers: Vec<ZoneNameServer>,
+    /// Response rate limiting per client prefix.
+    pub rate_limit: Option<RateLimit>,
 }
 
 /// Answers DNS for the hub's embedded zones until the watches end.
@@ -31,7 +33,7 @@ pub async fn serve(hub: kube::Client, config: ServeDns) -> anyhow::Result<()> {
         config.listen,
         ServerConfig {
             geo,
-            transfer_allowed: Vec::new(),
+            rate_limit: config.rate_limit,
             ..ServerConfig::default()
         },
     )

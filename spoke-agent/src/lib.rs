@@ -118,6 +118,11 @@ pub struct RunArgs {
     /// With `--serve-dns`: a MaxMind-format database for GEO answers.
     #[arg(long, env = "MERIDIAN_GEOIP")]
     pub geoip: Option<PathBuf>,
+
+    /// With `--serve-dns`: UDP responses per second to one client prefix before response
+    /// rate limiting (every second held-back one goes out truncated); 0 turns it off.
+    #[arg(long, env = "MERIDIAN_DNS_RATE_LIMIT", default_value_t = meridian_nameserver::rate_limit::DEFAULT_RESPONSES_PER_SECOND)]
+    pub dns_rate_limit: u32,
 }
 
 /// The agent's mode.
@@ -200,6 +205,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
             listen,
             geoip: args.geoip.clone(),
             name_servers: args.name_servers.clone(),
+            rate_limit: meridian_nameserver::RateLimit::per_second(args.dns_rate_limit),
         }),
     };
     tokio::select! {
