@@ -80,6 +80,13 @@ fn prefix_key(source: IpAddr) -> u128 {
     }
 }
 
+/// The shard of a prefix key. The keys' low bits are zero (they are masked prefixes), so they
+/// are mixed first (Fibonacci hashing) and the shard taken from the top bits.
+fn shard_of(key: u128) -> usize {
+    let folded = (key as u64) ^ ((key >> 64) as u64);
+    (folded.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SHARDS.trailing_zeros())) as usize
+}
+
 impl RateLimiter {
     pub fn new(limit: RateLimit) -> Self {
         RateLimiter {
@@ -92,7 +99,7 @@ impl RateLimiter {
     pub fn check(&self, source: IpAddr, now: Instant) -> Verdict {
         let key = prefix_key(source);
         let rate = f64::from(self.limit.responses_per_second.max(1));
-        let shard = &self.shards[(key as usize ^ (key >> 64) as usize) % SHARDS];
+        let shard = &self.shards[shard_of(key)];
         let mut buckets = shard.lock().expect("no panics while a bucket is held");
         if buckets.len() >= SHARD_CAPACITY && !buckets.contains_key(&key) {
             // A full bucket is as good as a forgotten one.
@@ -147,6 +154,29 @@ mod tests {
         let later = start + Duration::from_millis(340);
         assert_eq!(limiter.check(client, later), Send);
         assert_eq!(limiter.check(client, later), Drop);
+    }
+
+    #[test]
+    fn neighbouring_prefixes_spread_over_the_shards() {
+        let v4: std::collections::HashSet<usize> = (0..64u32)
+            .map(|n| {
+                shard_of(prefix_key(IpAddr::from(
+                    (0xC000_0000u32 + (n << 8)).to_be_bytes(),
+                )))
+            })
+            .collect();
+        let v6: std::collections::HashSet<usize> = (0..64u128)
+            .map(|n| {
+                shard_of(prefix_key(IpAddr::from(
+                    ((0x2001_0db8u128 << 96) + (n << 72)).to_be_bytes(),
+                )))
+            })
+            .collect();
+        assert!(
+            v4.len() > SHARDS / 2 && v6.len() > SHARDS / 2,
+            "{v4:?} {v6:?}"
+        );
+        assert!(v4.iter().chain(&v6).all(|shard| *shard < SHARDS));
     }
 
     #[test]
