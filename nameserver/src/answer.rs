@@ -2,6 +2,7 @@
 //! weighted choice at query time, NXDOMAIN vs NODATA, EDNS0 and truncation, zone transfers.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsCode, EdnsOption};
@@ -10,9 +11,12 @@ use hickory_proto::rr::{Name, RData, Record, RecordType as WireType};
 use ipnet::IpNet;
 use rand::Rng;
 
-use meridian_dns::wire::{DEFAULT_TTL, fqdn, to_wire};
+use meridian_dns::wire::{DEFAULT_TTL, TsigKey, fqdn, to_wire};
 
+use crate::cookie;
 use crate::geo::{GeoDb, Location};
+use crate::transfer::{History, transfer_records};
+use crate::tsig::{self, ResponseSigner};
 use crate::stats::{Choice, Stats};
 use crate::zone::{Catalog, NAME_SERVER_TTL, Zone, normalize};
 use meridian_dns::model::{Endpoint, GEO_CODE, RecordType, WEIGHT, is_at_or_below};
@@ -43,20 +47,27 @@ pub struct QueryContext<'a> {
     pub transfer_allowed: &'a [IpNet],
     /// Where answers are counted, if anywhere.
     pub stats: Option<&'a Stats>,
+    /// Keys that sign requests (TSIG): a request signed with one gets signed responses and
+    /// may transfer zones.
+    pub tsig_keys: &'a [TsigKey],
+    /// The secret of this server's DNS cookies; none answers without cookies.
+    pub cookie_secret: Option<&'a [u8]>,
+    /// Unix time, seconds (TSIG and cookie times).
+    pub now: u64,
 }
 
 /// The response packets to `request` (several only for a zone transfer); none when the request
 /// is not worth answering (unparseable header, or itself a response).
 pub fn respond(
     catalog: &Catalog,
-    request: &[u8],
+    bytes: &[u8],
     context: &QueryContext<'_>,
     rng: &mut impl Rng,
 ) -> Vec<Vec<u8>> {
-    let request = match Message::from_vec(request) {
+    let request = match Message::from_vec(bytes) {
         Ok(message) => message,
         Err(_) => {
-            let response = format_error(request);
+            let response = format_error(bytes);
             if let (Some(stats), Some(_)) = (context.stats, &response) {
                 stats.answered(None, ResponseCode::FormErr);
             }
@@ -72,6 +83,20 @@ pub fn respond(
         request.metadata.op_code,
     );
     response.metadata.recursion_desired = request.metadata.recursion_desired;
+    let mut signer = match tsig::verify(&request, bytes, context.tsig_keys, context.now) {
+        tsig::Verdict::Unsigned => None,
+        tsig::Verdict::Signed(signer) => Some(signer),
+        tsig::Verdict::Rejected(rejection) => {
+            // A bad key, signature or time gets NOTAUTH and nothing else.
+            response.metadata.response_code = ResponseCode::NotAuth;
+            response.add_queries(request.queries.iter().cloned());
+            if let Some(stats) = context.stats {
+                let qtype = request.queries.first().map(Query::query_type);
+                stats.answered(qtype, ResponseCode::NotAuth);
+            }
+            return rejection.seal(&mut response).into_iter().collect();
+        }
+    };
     let client_subnet = client_subnet(&request);
     if let Some(edns) = &request.edns {
         let mut reply = Edns::new();
@@ -87,30 +112,63 @@ pub fn respond(
             );
             reply.options_mut().insert(EdnsOption::Subnet(echoed));
         }
+        let cookie = match (request_cookie(&request), context.cookie_secret) {
+            (Some(option), Some(secret)) => {
+                let now = context.now as u32;
+                match cookie::reply(option, secret, context.source, now) {
+                    Some(cookie) => Some(cookie),
+                    None => {
+                        response.metadata.response_code = ResponseCode::FormErr;
+                        return encode(response, &request, context, &mut signer)
+                            .into_iter()
+                            .collect();
+                    }
+                }
+            }
+            _ => None,
+        };
+        if let Some(cookie) = cookie {
+            let option = EdnsOption::Unknown(cookie::OPTION_CODE, cookie);
+            reply.options_mut().insert(option);
+        }
         if edns.version() > 0 {
             response.metadata.response_code = ResponseCode::BADVERS;
             response.set_edns(reply);
-            return encode(response, &request, context).into_iter().collect();
+            return encode(response, &request, context, &mut signer)
+                .into_iter()
+                .collect();
         }
         response.set_edns(reply);
     }
     if request.metadata.op_code != OpCode::Query {
         response.metadata.response_code = ResponseCode::NotImp;
-        return encode(response, &request, context).into_iter().collect();
+        return encode(response, &request, context, &mut signer)
+            .into_iter()
+            .collect();
     }
     let [query] = request.queries.as_slice() else {
+        // RFC 7873 section 5.4: a query with no question and a cookie asks for a cookie.
+        if request.queries.is_empty() && request_cookie(&request).is_some() {
+            return encode(response, &request, context, &mut signer)
+                .into_iter()
+                .collect();
+        }
         response.metadata.response_code = ResponseCode::FormErr;
-        return encode(response, &request, context).into_iter().collect();
+        return encode(response, &request, context, &mut signer)
+            .into_iter()
+            .collect();
     };
     response.add_query(query.clone());
     let qname = normalize(&query.name().to_ascii());
     let Some(zone) = catalog.find(&qname) else {
         // Not ours: no recursion, no referral.
         response.metadata.response_code = ResponseCode::Refused;
-        return encode(response, &request, context).into_iter().collect();
+        return encode(response, &request, context, &mut signer)
+            .into_iter()
+            .collect();
     };
     if matches!(query.query_type(), WireType::AXFR | WireType::IXFR) {
-        return transfer(zone, response, &request, query, context);
+        return transfer(zone, response, &request, query, context, signer);
     }
     response.metadata.authoritative = true;
     let location = client_location(context, client_subnet.as_ref());
@@ -122,7 +180,9 @@ pub fn respond(
         rng,
         &mut response,
     );
-    encode(response, &request, context).into_iter().collect()
+    encode(response, &request, context, &mut signer)
+        .into_iter()
+        .collect()
 }
 
 fn format_error(request: &[u8]) -> Option<Vec<u8>> {
@@ -134,6 +194,28 @@ fn format_error(request: &[u8]) -> Option<Vec<u8>> {
     let mut response = Message::new(id, MessageType::Response, OpCode::Query);
     response.metadata.response_code = ResponseCode::FormErr;
     response.to_vec().ok()
+}
+
+/// The COOKIE option of a request, if it has one.
+fn request_cookie(request: &Message) -> Option<&[u8]> {
+    match request
+        .edns
+        .as_ref()?
+        .option(EdnsCode::Unknown(cookie::OPTION_CODE))
+        .or_else(|| request.edns.as_ref()?.option(EdnsCode::Cookie))?
+    {
+        EdnsOption::Unknown(_, data) => Some(data),
+        _ => None,
+    }
+}
+
+/// Whether a request carries a server cookie this server made for `source` (rate limiting
+/// lets such a client through: its address is proven).
+pub(crate) fn has_valid_cookie(bytes: &[u8], secret: &[u8], source: IpAddr, now: u64) -> bool {
+    Message::from_vec(bytes).is_ok_and(|request| {
+        request_cookie(&request)
+            .is_some_and(|option| cookie::is_valid(option, secret, source, now as u32))
+    })
 }
 
 fn client_subnet(request: &Message) -> Option<ClientSubnet> {
@@ -307,7 +389,11 @@ fn wire_type(record_type: RecordType) -> Option<WireType> {
     }
 }
 
-fn soa(zone: &Zone) -> Record {
+pub(crate) fn soa(zone: &Zone) -> Record {
+    soa_with_serial(zone, zone.serial)
+}
+
+fn soa_with_serial(zone: &Zone, serial: u32) -> Record {
     let apex = zone.apex();
     let primary = zone
         .config
@@ -317,7 +403,7 @@ fn soa(zone: &Zone) -> Record {
     let rdata = SOA::new(
         fqdn(&primary),
         fqdn(&format!("hostmaster.{apex}")),
-        zone.serial,
+        serial,
         3600,
         600,
         86400,
@@ -361,67 +447,105 @@ fn name_server_glue(zone: &Zone) -> Vec<Record> {
     glue
 }
 
+/// An AXFR or IXFR: for a client signed with a known key or in an allowed network, over TCP
+/// (an IXFR over UDP gets the current SOA, which sends the client to TCP when it is behind).
 fn transfer(
     zone: &Zone,
     mut response: Message,
     request: &Message,
     query: &Query,
     context: &QueryContext<'_>,
+    mut signer: Option<ResponseSigner>,
 ) -> Vec<Vec<u8>> {
-    let allowed = context.transport == Transport::Tcp
-        && query.query_type() == WireType::AXFR
-        && context
+    let authorized = signer.is_some()
+        || context
             .transfer_allowed
             .iter()
             .any(|net| net.contains(&context.source));
-    if !allowed {
+    let over_udp = context.transport == Transport::Udp;
+    if !authorized || (over_udp && query.query_type() == WireType::AXFR) {
         response.metadata.response_code = ResponseCode::Refused;
-        return encode(response, request, context).into_iter().collect();
+        return encode(response, request, context, &mut signer)
+            .into_iter()
+            .collect();
     }
     response.metadata.authoritative = true;
+    let client_serial = match query.query_type() {
+        WireType::AXFR => None,
+        _ => match request.authorities.first().map(|r| &r.data) {
+            Some(RData::SOA(soa)) => Some(soa.serial),
+            // RFC 1995: an IXFR carries the client's SOA.
+            _ => {
+                response.metadata.response_code = ResponseCode::FormErr;
+                return encode(response, request, context, &mut signer)
+                    .into_iter()
+                    .collect();
+            }
+        },
+    };
+    if over_udp {
+        response.add_answer(soa(zone));
+        return encode(response, request, context, &mut signer)
+            .into_iter()
+            .collect();
+    }
     if let Some(stats) = context.stats {
         stats.answered(Some(query.query_type()), ResponseCode::NoError);
     }
-    let mut records = vec![soa(zone)];
-    records.extend(ns_records(zone));
-    for endpoint in zone.all_records() {
-        records.extend(to_wire(&fqdn(&endpoint.dns_name), vec![endpoint]));
-    }
-    records.push(soa(zone));
+    let history = zone
+        .history
+        .clone()
+        .unwrap_or_else(|| Arc::new(History::after(None, zone)));
+    let records = transfer_records(zone, &history, client_serial, |serial| {
+        soa_with_serial(zone, serial)
+    });
     records
         .chunks(AXFR_CHUNK)
         .filter_map(|chunk| {
             let mut message = response.clone();
             message.add_answers(chunk.to_vec());
-            message.to_vec().ok()
+            match &mut signer {
+                Some(signer) => signer.sign(&mut message),
+                None => message.to_vec().ok(),
+            }
         })
         .collect()
 }
 
-/// Serializes a response; over UDP, one that does not fit the client's buffer is sent
-/// truncated (TC) with no records, so the client retries over TCP.
-fn encode(mut response: Message, request: &Message, context: &QueryContext<'_>) -> Option<Vec<u8>> {
+/// Serializes a response, signed when the request was; over UDP, one that does not fit the
+/// client's buffer is sent truncated (TC) with no records, so the client retries over TCP.
+fn encode(
+    mut response: Message,
+    request: &Message,
+    context: &QueryContext<'_>,
+    signer: &mut Option<ResponseSigner>,
+) -> Option<Vec<u8>> {
     if let Some(stats) = context.stats {
         let qtype = request.queries.first().map(Query::query_type);
         stats.answered(qtype, response.metadata.response_code);
     }
     let bytes = response.to_vec().ok()?;
-    if context.transport == Transport::Tcp {
-        return Some(bytes);
-    }
     // Clients may offer up to 65535 bytes; above 4096 fragmentation makes UDP unreliable.
-    let limit = request
-        .edns
-        .as_ref()
-        .map_or(512, |e| usize::from(e.max_payload().clamp(512, 4096)));
-    if bytes.len() <= limit {
+    let limit = match context.transport {
+        Transport::Tcp => usize::from(u16::MAX),
+        Transport::Udp => request
+            .edns
+            .as_ref()
+            .map_or(512, |e| usize::from(e.max_payload().clamp(512, 4096))),
+    };
+    let reserve = signer.as_ref().map_or(0, |_| ResponseSigner::OVERHEAD);
+    if bytes.len() + reserve > limit {
+        response.metadata.truncation = true;
+        response.answers.clear();
+        response.authorities.clear();
+        response.additionals.clear();
+    } else if signer.is_none() {
         return Some(bytes);
     }
-    response.metadata.truncation = true;
-    response.answers.clear();
-    response.authorities.clear();
-    response.additionals.clear();
-    response.to_vec().ok()
+    match signer {
+        Some(signer) => signer.sign(&mut response),
+        None => response.to_vec().ok(),
+    }
 }
 
 #[cfg(test)]

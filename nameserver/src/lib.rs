@@ -7,13 +7,19 @@
 //! catch-all `*` and then a deterministic fallback, never an empty answer.
 //!
 //! [`respond`] is a pure function from a request packet to response packets; [`server`] runs it
-//! on UDP and TCP.
+//! on UDP and TCP. Standard secondaries follow the zones: NOTIFY on every change, then IXFR from
+//! a journal of recent changes (or AXFR), signed with TSIG; they get plain records, since they
+//! cannot choose by GEO or weight (see `transfer`).
 
 pub(crate) mod answer;
+mod cookie;
 pub mod geo;
+mod notify;
 pub mod rate_limit;
 pub mod server;
 pub mod stats;
+mod transfer;
+mod tsig;
 mod zone;
 
 pub use answer::{QueryContext, Transport, respond};
@@ -21,4 +27,5 @@ pub use geo::{GeoDb, Location};
 pub use rate_limit::RateLimit;
 pub use server::{DEFAULT_TCP_CONNECTIONS, NameServer, ServerConfig};
 pub use stats::Stats;
+pub use meridian_dns::wire::{TsigKey, TsigKeyError};
 pub use zone::{Catalog, DelegationError, NAME_SERVER_TTL, Zone, ZoneConfig, ZoneNameServer};

@@ -12,6 +12,7 @@ use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 use crate::answer::{QueryContext, Transport, respond};
@@ -20,6 +21,7 @@ use crate::rate_limit::{RateLimit, RateLimiter, Verdict};
 use crate::stats::Stats;
 use crate::zone::{Catalog, Zone, ZoneConfig};
 use meridian_dns::model::Endpoint;
+use meridian_dns::wire::TsigKey;
 
 /// How long a TCP connection may sit idle, or take to send one message, before it is closed.
 const TCP_IDLE: Duration = Duration::from_secs(10);
@@ -32,8 +34,14 @@ pub const DEFAULT_TCP_CONNECTIONS: usize = 150;
 #[derive(Debug)]
 pub struct ServerConfig {
     pub geo: Option<GeoDb>,
-    /// Networks allowed to transfer zones; empty refuses every transfer.
+    /// Networks allowed to transfer zones without a key.
     pub transfer_allowed: Vec<IpNet>,
+    /// TSIG keys: a request signed with one is answered signed, and may transfer zones.
+    pub tsig_keys: Vec<TsigKey>,
+    /// Secondaries told of every zone change by NOTIFY (signed with the first key, if any).
+    pub notify: Vec<SocketAddr>,
+    /// DNS cookies (RFC 7873) for clients that send one.
+    pub cookies: bool,
     /// TCP connections open at once; more are closed as they arrive.
     pub max_tcp_connections: usize,
     /// Response rate limiting over UDP per client prefix; none answers everything.
@@ -45,6 +53,9 @@ impl Default for ServerConfig {
         ServerConfig {
             geo: None,
             transfer_allowed: Vec::new(),
+            tsig_keys: Vec::new(),
+            notify: Vec::new(),
+            cookies: true,
             max_tcp_connections: DEFAULT_TCP_CONNECTIONS,
             rate_limit: None,
         }
@@ -56,6 +67,10 @@ impl Default for ServerConfig {
 pub struct NameServer {
     catalog: Arc<ArcSwap<Catalog>>,
     stats: Arc<Stats>,
+    /// Zones keep a transfer history (a journal for IXFR) only where transfers are allowed.
+    keeps_history: bool,
+    /// Wakes the NOTIFY task after a change.
+    changed: Arc<Notify>,
     local_addr: SocketAddr,
     tasks: JoinSet<()>,
 }
@@ -67,6 +82,7 @@ struct Shared {
     config: ServerConfig,
     stats: Arc<Stats>,
     limiter: Option<RateLimiter>,
+    cookie_secret: Option<[u8; 32]>,
 }
 
 impl Shared {
@@ -77,6 +93,9 @@ impl Shared {
             geo: self.config.geo.as_ref(),
             transfer_allowed: &self.config.transfer_allowed,
             stats: Some(&self.stats),
+            tsig_keys: &self.config.tsig_keys,
+            cookie_secret: self.cookie_secret.as_ref().map(|s| s.as_slice()),
+            now: unix_now(),
         }
     }
 }
@@ -88,14 +107,25 @@ impl NameServer {
         let local_addr = udp.local_addr()?;
         let catalog = Arc::new(ArcSwap::from_pointee(Catalog::default()));
         let stats = Arc::new(Stats::default());
+        let keeps_history = !config.transfer_allowed.is_empty() || !config.tsig_keys.is_empty();
+        let changed = Arc::new(Notify::new());
+        let mut tasks = JoinSet::new();
+        if !config.notify.is_empty() {
+            tasks.spawn(crate::notify::announce_changes(
+                catalog.clone(),
+                changed.clone(),
+                config.notify.clone(),
+                config.tsig_keys.first().cloned(),
+            ));
+        }
         let shared = Arc::new(Shared {
             catalog: catalog.clone(),
             limiter: config.rate_limit.map(RateLimiter::new),
+            cookie_secret: config.cookies.then(rand::random),
             config,
             stats: stats.clone(),
         });
         let udp = Arc::new(udp);
-        let mut tasks = JoinSet::new();
         // Several receivers on one socket keep both cores busy under load.
         let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
         for _ in 0..workers {
@@ -105,6 +135,8 @@ impl NameServer {
         Ok(NameServer {
             catalog,
             stats,
+            keeps_history,
+            changed,
             local_addr,
             tasks,
         })
@@ -119,15 +151,29 @@ impl NameServer {
         &self.stats
     }
 
-    /// Replaces one zone's records atomically; the SOA serial grows on every change.
+    /// Replaces one zone's records atomically and tells the secondaries. The SOA serial grows
+    /// on every change and is at least the Unix time, so that it also grows across restarts
+    /// and stays close between replicas (what BIND's `serial-update-method unixtime` does).
     pub fn publish(&self, config: ZoneConfig, endpoints: impl IntoIterator<Item = Endpoint>) {
         let endpoints: Vec<Endpoint> = endpoints.into_iter().collect();
+        let now = u32::try_from(unix_now()).unwrap_or(u32::MAX);
         self.catalog.rcu(|current| {
-            let serial = current
-                .zone(&config.apex)
-                .map_or(1, |zone| zone.serial.wrapping_add(1).max(1));
-            Arc::new(current.with_zone(Zone::new(config.clone(), serial, endpoints.clone())))
+            let previous = current.zone(&config.apex);
+            let serial = previous.map_or(now, |zone| {
+                let next = zone.serial.wrapping_add(1).max(1);
+                if crate::transfer::serial_newer(now, next) {
+                    now
+                } else {
+                    next
+                }
+            });
+            let mut zone = Zone::new(config.clone(), serial, endpoints.clone());
+            if self.keeps_history {
+                zone = zone.with_history(previous.map(Arc::as_ref));
+            }
+            Arc::new(current.with_zone(zone))
         });
+        self.changed.notify_one();
     }
 
     /// The current serial of the zone at `apex`.
@@ -140,6 +186,13 @@ impl NameServer {
         self.tasks.abort_all();
         while self.tasks.join_next().await.is_some() {}
     }
+}
+
+/// Seconds since the Unix epoch.
+pub(crate) fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
 }
 
 async fn bind_pair(listen: SocketAddr) -> std::io::Result<(UdpSocket, TcpListener)> {
@@ -163,9 +216,15 @@ async fn serve_udp(socket: Arc<UdpSocket>, shared: Arc<Shared>) {
         let Ok((length, source)) = socket.recv_from(&mut buffer).await else {
             continue;
         };
-        let verdict = shared.limiter.as_ref().map_or(Verdict::Send, |limiter| {
+        let mut verdict = shared.limiter.as_ref().map_or(Verdict::Send, |limiter| {
             limiter.check(source.ip(), Instant::now())
         });
+        // A client with a valid server cookie has proven its address: it is not limited.
+        if let (Verdict::Slip | Verdict::Drop, Some(secret)) = (verdict, &shared.cookie_secret)
+            && crate::answer::has_valid_cookie(&buffer[..length], secret, source.ip(), unix_now())
+        {
+            verdict = Verdict::Send;
+        }
         shared.stats.rate_limited(verdict);
         let responses = match verdict {
             Verdict::Send => {

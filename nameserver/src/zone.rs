@@ -4,6 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use crate::transfer::History;
 use meridian_dns::model::{Endpoint, RecordType, is_at_or_below};
 
 /// What a zone is, apart from its records.
@@ -199,6 +200,9 @@ pub struct Zone {
     /// Every name that exists: record names and their ancestors up to the apex (empty
     /// non-terminals answer NODATA, not NXDOMAIN).
     names: HashSet<String>,
+    /// What secondaries transfer, and the journal of recent changes (servers that allow
+    /// transfers keep it; see [`Zone::with_history`]).
+    pub(crate) history: Option<Arc<History>>,
 }
 
 pub(crate) fn normalize(name: &str) -> String {
@@ -239,7 +243,16 @@ impl Zone {
             serial,
             records,
             names,
+            history: None,
         }
+    }
+
+    /// The zone with its transfer history: the journal of `previous` (the zone it replaces)
+    /// and one more change, from `previous`'s records to these.
+    pub fn with_history(mut self, previous: Option<&Zone>) -> Zone {
+        let previous = previous.and_then(|zone| Some((zone.history.as_deref()?, zone.serial)));
+        self.history = Some(Arc::new(History::after(previous, &self)));
+        self
     }
 
     pub fn apex(&self) -> &str {
@@ -299,6 +312,11 @@ impl Catalog {
         // Longest apex first, so the most specific zone answers.
         zones.sort_by_key(|z| std::cmp::Reverse(z.apex().len()));
         Catalog { zones }
+    }
+
+    /// Every zone, the longest apex first.
+    pub fn zones(&self) -> impl Iterator<Item = &Zone> {
+        self.zones.iter().map(Arc::as_ref)
     }
 
     pub fn zone(&self, apex: &str) -> Option<&Arc<Zone>> {

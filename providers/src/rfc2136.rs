@@ -7,9 +7,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use base64::Engine as _;
 use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
-use hickory_proto::rr::rdata::tsig::TsigAlgorithm;
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType as WireType, TSigner};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -19,7 +17,7 @@ use super::{Provider, ProviderError, ZoneInfo};
 use meridian_dns::changes::Changes;
 use meridian_dns::model::{Endpoint, RecordType, is_at_or_below, sort_endpoints};
 use meridian_dns::tree::LEAF_TTL;
-use meridian_dns::wire::{fqdn, to_wire, wire_type};
+use meridian_dns::wire::{TsigKey, fqdn, to_wire, wire_type};
 
 /// Changes per UPDATE message; keeps a message far below 64 KiB.
 const UPDATE_LIMITS: Limits = Limits {
@@ -69,23 +67,9 @@ impl std::fmt::Debug for Rfc2136Provider {
 
 impl Rfc2136Provider {
     pub fn new(config: Rfc2136Config) -> Result<Self, ProviderError> {
-        let algorithm = match config.algorithm.to_ascii_lowercase().as_str() {
-            "hmac-sha256" => TsigAlgorithm::HmacSha256,
-            "hmac-sha384" => TsigAlgorithm::HmacSha384,
-            "hmac-sha512" => TsigAlgorithm::HmacSha512,
-            other => {
-                return Err(ProviderError::Invalid(format!(
-                    "unsupported TSIG algorithm {other:?}"
-                )));
-            }
-        };
-        let key = base64::engine::general_purpose::STANDARD
-            .decode(config.secret.trim())
-            .map_err(|_| ProviderError::Invalid("the TSIG secret is not base64".into()))?;
-        let name = Name::from_ascii(format!("{}.", config.key_name.trim_end_matches('.')))
-            .map_err(|e| ProviderError::Invalid(format!("TSIG key name: {e}")))?;
-        let signer = TSigner::new(key, algorithm, name, 300)
-            .map_err(|e| ProviderError::Invalid(e.to_string()))?;
+        let signer = TsigKey::new(&config.key_name, &config.algorithm, &config.secret)
+            .map_err(|e| ProviderError::Invalid(e.to_string()))?
+            .signer(300);
         Ok(Rfc2136Provider { config, signer })
     }
 

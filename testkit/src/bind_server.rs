@@ -10,6 +10,17 @@ use base64::Engine as _;
 use meridian_providers::Provider;
 use meridian_providers::rfc2136::{Rfc2136Config, Rfc2136Provider};
 
+/// A loopback port free for both UDP and TCP, for a DNS server to listen on.
+pub fn free_dns_port() -> Result<u16, String> {
+    loop {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+        let port = udp.local_addr().map_err(|e| e.to_string())?.port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+}
+
 /// A running BIND serving one zone.
 #[derive(Debug)]
 pub struct BindServer {
@@ -33,13 +44,7 @@ impl BindServer {
         let dir =
             std::env::temp_dir().join(format!("meridian-bind-{:016x}", rand::random::<u64>()));
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let port = loop {
-            let udp = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-            let port = udp.local_addr().map_err(|e| e.to_string())?.port();
-            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-                break port;
-            }
-        };
+        let port = free_dns_port()?;
         let secret = base64::engine::general_purpose::STANDARD.encode(rand::random::<[u8; 32]>());
         let d = dir.display();
         let write = |name: &str, text: String| {

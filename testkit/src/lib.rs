@@ -3,6 +3,7 @@
 //!
 //! - [`moto`]: moto's Route53 server (real AWS API semantics, from PyPI);
 //! - [`bind_server`]: BIND 9 serving one zone with TSIG-signed updates (RFC2136);
+//! - [`secondaries`]: BIND 9 and Knot DNS as secondaries following a Meridian zone (NOTIFY, IXFR);
 //! - [`counting_proxy`]: counts Route53 calls and injects throttling between a provider and moto;
 //! - [`cloud_dns_fake`]: launches the request-checking FAKE of Cloud DNS (Google has no emulator);
 //! - [`in_memory`]: a FAKE provider that keeps zones in memory under the engine's strict rules;
@@ -16,3 +17,4 @@ pub mod counting_proxy;
 pub mod geo_db;
 pub mod in_memory;
 pub mod moto;
+pub mod secondaries;

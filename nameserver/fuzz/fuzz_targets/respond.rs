@@ -36,8 +36,10 @@ fuzz_target!(|data: &[u8]| {
     let (catalog, geo) = catalog();
     let mut rng = rand::rngs::SmallRng::seed_from_u64(data.len() as u64);
     let allowed = ["127.0.0.0/8".parse().unwrap()];
+    // Signed requests and cookies take their own paths: a key and a cookie secret are set.
+    let keys = [meridian_nameserver::TsigKey::new("fuzz", "hmac-sha256", "ZnV6eg==").unwrap()];
     for transport in [Transport::Udp, Transport::Tcp] {
-        let context = QueryContext { source: [127, 0, 0, 1].into(), transport, geo: Some(geo), transfer_allowed: &allowed, stats: None };
+        let context = QueryContext { source: [127, 0, 0, 1].into(), transport, geo: Some(geo), transfer_allowed: &allowed, stats: None, tsig_keys: &keys, cookie_secret: Some(b"fuzz cookie secret"), now: 1_800_000_000 };
         for response in respond(catalog, data, &context, &mut rng) {
             hickory_proto::op::Message::from_vec(&response).expect("responses parse");
             if transport == Transport::Udp {
