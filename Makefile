@@ -13,9 +13,10 @@ export MERIDIAN_HELM := $(shell bash e2e/testbed/helm.sh --print-path)
 # moto's server for the Route53 tests, in a virtualenv in the same cache (scripts/moto-venv.sh).
 export MERIDIAN_MOTO_SERVER := $(shell bash scripts/moto-venv.sh --print-path)
 
-# Debian packages the tests use: dig (dnsutils) as a real DNS client, BIND 9 for RFC2136, and
-# the container runtime of the test bed's nodes (containerd, runc, the CNI plugins).
-TEST_PACKAGES := dnsutils bind9 containerd runc containernetworking-plugins
+# Debian packages the tests use: dig (dnsutils) as a real DNS client, BIND 9 for RFC2136 and,
+# with Knot DNS, as secondaries of the embedded nameserver, and the container runtime of the
+# test bed's nodes (containerd, runc, the CNI plugins).
+TEST_PACKAGES := dnsutils bind9 knot containerd runc containernetworking-plugins
 
 .PHONY: help toolchain packages testbed test lint fmt crds demo demo-in-process images bench-testbed bench-engine bench-dns bench-providers bench-convergence bench-probes bench-hub-scale fuzz clean-testbed
 

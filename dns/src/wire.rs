@@ -94,7 +94,9 @@ pub enum TsigKeyError {
     Secret(String),
     #[error("TSIG key name {0:?} is not a domain name")]
     Name(String),
-    #[error("not a key file of BIND's format (key \"NAME\" {{ algorithm ALG; secret \"BASE64\"; }};): {0}")]
+    #[error(
+        "not a key file of BIND's format (key \"NAME\" {{ algorithm ALG; secret \"BASE64\"; }};): {0}"
+    )]
     KeyFile(String),
 }
 
@@ -139,7 +141,9 @@ impl TsigKey {
         let mut keys = Vec::new();
         let mut rest = text.trim();
         while !rest.is_empty() {
-            let after_key = rest.strip_prefix("key").ok_or_else(|| bad("expected `key`"))?;
+            let after_key = rest
+                .strip_prefix("key")
+                .ok_or_else(|| bad("expected `key`"))?;
             let (name, after_name) = after_key
                 .trim_start()
                 .strip_prefix('"')
@@ -201,8 +205,14 @@ mod tests {
                 .collect::<Vec<_>>(),
             [("xfr.example", "hmac-sha256"), ("b", "hmac-sha512")]
         );
-        assert_eq!(keys[0], TsigKey::new("xfr.example", "hmac-sha256", "c2VjcmV0").unwrap());
-        assert!(!format!("{keys:?}").contains("c2VjcmV0"), "the secret is never printed");
+        assert_eq!(
+            keys[0],
+            TsigKey::new("xfr.example", "hmac-sha256", "c2VjcmV0").unwrap()
+        );
+        assert!(
+            !format!("{keys:?}").contains("c2VjcmV0"),
+            "the secret is never printed"
+        );
         let table: &[(&str, TsigKeyError)] = &[
             ("", TsigKeyError::KeyFile("no key".into())),
             (
@@ -227,7 +237,11 @@ mod tests {
             ),
         ];
         for (text, expected) in table {
-            assert_eq!(TsigKey::parse_key_file(text).as_ref(), Err(expected), "{text}");
+            assert_eq!(
+                TsigKey::parse_key_file(text).as_ref(),
+                Err(expected),
+                "{text}"
+            );
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod placement;
 pub mod plan_command;
 pub mod routers;
 pub mod run_command;
+pub mod secondaries_args;
 pub mod uninstall_command;
 
 use std::path::PathBuf;

@@ -4,10 +4,11 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use ipnet::IpNet;
 use meridian_dns::model::Endpoint;
 use meridian_nameserver::{GeoDb, NameServer, ServerConfig, ZoneConfig, ZoneNameServer};
 use serde::Deserialize;
+
+use crate::secondaries_args::SecondariesArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct NameserverArgs {
@@ -32,9 +33,9 @@ pub struct NameserverArgs {
     /// default here, for trying answers and benchmarks) turns it off.
     #[arg(long, default_value_t = 0)]
     pub rate_limit: u32,
-    /// Networks allowed to transfer the zone (AXFR over TCP); none by default.
-    #[arg(long = "allow-transfer")]
-    pub allow_transfer: Vec<IpNet>,
+    /// Transfers to secondaries and NOTIFY (none by default).
+    #[command(flatten)]
+    pub secondaries: SecondariesArgs,
 }
 
 #[derive(Debug, Deserialize)]
@@ -77,12 +78,11 @@ pub fn run(args: NameserverArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async move {
-        let config = ServerConfig {
+        let config = args.secondaries.apply(ServerConfig {
             geo,
-            transfer_allowed: args.allow_transfer,
             rate_limit: meridian_nameserver::RateLimit::per_second(args.rate_limit),
             ..ServerConfig::default()
-        };
+        })?;
         let server = NameServer::start(args.listen, config).await?;
         server.publish(zone.clone(), endpoints.clone());
         tracing::info!(

@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use kube::{Client, Config};
 use meridian_nameserver::rate_limit::DEFAULT_RESPONSES_PER_SECOND;
 use meridian_nameserver::{GeoDb, NameServer, RateLimit, ServerConfig, ZoneNameServer};
+
+use crate::secondaries_args::SecondariesArgs;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -64,6 +66,10 @@ pub struct RunArgs {
     /// client to TCP); 0 turns it off.
     #[arg(long, env = "MERIDIAN_DNS_RATE_LIMIT", default_value_t = DEFAULT_RESPONSES_PER_SECOND)]
     pub dns_rate_limit: u32,
+
+    /// Transfers of the embedded zones to standard secondaries, and NOTIFY.
+    #[command(flatten)]
+    pub secondaries: SecondariesArgs,
 
     /// Seconds between looks at converged objects.
     #[arg(long, env = "MERIDIAN_RESYNC_SECONDS", default_value_t = 300)]
@@ -130,6 +136,7 @@ impl RunArgs {
             agent_dns_listen: None,
             // Tests and the demo query from loopback as fast as they like.
             dns_rate_limit: 0,
+            secondaries: SecondariesArgs::default(),
             resync_seconds: 300,
             withdrawal_grace_seconds: 600,
             agent_image: "ghcr.io/meridian-dev/meridian-agent:latest".into(),
@@ -243,11 +250,11 @@ impl RunningHub {
         let geo = args.geoip.as_deref().map(GeoDb::open).transpose()?;
         let server = NameServer::start(
             args.dns_addr,
-            ServerConfig {
+            args.secondaries.apply(ServerConfig {
                 geo,
                 rate_limit: RateLimit::per_second(args.dns_rate_limit),
                 ..ServerConfig::default()
-            },
+            })?,
         )
         .await?;
         let nameserver = server.local_addr();

@@ -15,9 +15,9 @@ use meridian_dns::wire::{DEFAULT_TTL, TsigKey, fqdn, to_wire};
 
 use crate::cookie;
 use crate::geo::{GeoDb, Location};
+use crate::stats::{Choice, Stats};
 use crate::transfer::{History, transfer_records};
 use crate::tsig::{self, ResponseSigner};
-use crate::stats::{Choice, Stats};
 use crate::zone::{Catalog, NAME_SERVER_TTL, Zone, normalize};
 use meridian_dns::model::{Endpoint, GEO_CODE, RecordType, WEIGHT, is_at_or_below};
 use meridian_dns::tree::CATCH_ALL_GEO;

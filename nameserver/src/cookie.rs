@@ -41,7 +41,8 @@ pub(crate) fn is_valid(option: &[u8], secret: &[u8], client: IpAddr, now: u32) -
     }
     let made = u32::from_be_bytes(option[12..16].try_into().expect("four bytes"));
     let fresh = made.wrapping_sub(now) <= FUTURE || now.wrapping_sub(made) <= LIFETIME;
-    fresh && option[CLIENT_COOKIE..] == server_cookie(&option[..CLIENT_COOKIE], secret, client, made)
+    fresh
+        && option[CLIENT_COOKIE..] == server_cookie(&option[..CLIENT_COOKIE], secret, client, made)
 }
 
 fn server_cookie(client_cookie: &[u8], secret: &[u8], client: IpAddr, time: u32) -> [u8; 16] {
@@ -80,12 +81,18 @@ mod tests {
         assert_eq!(&first[..8], b"clientck", "the client cookie comes back");
         assert!(is_valid(&first, SECRET, client(), NOW + 10));
         assert!(is_valid(&first, SECRET, client(), NOW + LIFETIME));
-        assert!(!is_valid(&first, SECRET, client(), NOW + LIFETIME + 1), "stale");
+        assert!(
+            !is_valid(&first, SECRET, client(), NOW + LIFETIME + 1),
+            "stale"
+        );
         assert!(
             !is_valid(&first, SECRET, "192.0.2.8".parse().unwrap(), NOW),
             "another address"
         );
-        assert!(!is_valid(&first, b"another secret", client(), NOW), "another server");
+        assert!(
+            !is_valid(&first, b"another secret", client(), NOW),
+            "another server"
+        );
         let mut forged = first.clone();
         forged[23] ^= 1;
         assert!(!is_valid(&forged, SECRET, client(), NOW));

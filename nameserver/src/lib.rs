@@ -24,8 +24,8 @@ mod zone;
 
 pub use answer::{QueryContext, Transport, respond};
 pub use geo::{GeoDb, Location};
+pub use meridian_dns::wire::{TsigKey, TsigKeyError};
 pub use rate_limit::RateLimit;
 pub use server::{DEFAULT_TCP_CONNECTIONS, NameServer, ServerConfig};
 pub use stats::Stats;
-pub use meridian_dns::wire::{TsigKey, TsigKeyError};
 pub use zone::{Catalog, DelegationError, NAME_SERVER_TTL, Zone, ZoneConfig, ZoneNameServer};

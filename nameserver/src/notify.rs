@@ -14,8 +14,8 @@ use tokio::net::UdpSocket;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
-use crate::tsig::FUDGE;
 use crate::answer::soa as zone_soa;
+use crate::tsig::FUDGE;
 use crate::zone::Catalog;
 use meridian_dns::wire::TsigKey;
 

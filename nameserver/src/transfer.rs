@@ -44,12 +44,7 @@ impl PlainRecord {
     }
 
     pub(crate) fn to_wire(&self) -> Vec<Record> {
-        let endpoint = Endpoint::new(
-            &self.name,
-            self.record_type,
-            [self.value.clone()],
-            self.ttl,
-        );
+        let endpoint = Endpoint::new(&self.name, self.record_type, [self.value.clone()], self.ttl);
         to_wire(&fqdn(&self.name), vec![&endpoint])
     }
 }
@@ -196,10 +191,7 @@ impl History {
 
     /// The changes from `serial` to the current one, in order; none when the journal does not
     /// reach back that far.
-    pub(crate) fn changes_since(
-        &self,
-        serial: u32,
-    ) -> Option<impl Iterator<Item = &Change> + '_> {
+    pub(crate) fn changes_since(&self, serial: u32) -> Option<impl Iterator<Item = &Change> + '_> {
         // The journal is contiguous: each change starts where the one before ended.
         let start = self.journal.iter().position(|c| c.from == serial)?;
         Some(self.journal.range(start..).map(Arc::as_ref))
@@ -298,7 +290,12 @@ mod tests {
             )
             .with_set_identifier("default")
             .with_property(GEO_CODE, "*"),
-            weighted("ie.klb.api.example.com", "c1", "c1.klb.api.example.com", 120),
+            weighted(
+                "ie.klb.api.example.com",
+                "c1",
+                "c1.klb.api.example.com",
+                120,
+            ),
             weighted("ie.klb.api.example.com", "c2", "c2.klb.api.example.com", 60),
             weighted("us.klb.api.example.com", "c3", "lb.cloud.example.net", 10),
             a("c1.klb.api.example.com", "203.0.113.1", 60),
@@ -352,7 +349,10 @@ mod tests {
             weighted("y.example.com", "b", "x.example.com", 1),
         ];
         let view = secondary_view(&zone(1, looped));
-        assert!(view.iter().all(|r| r.record_type == RecordType::Ns || r.record_type == RecordType::A));
+        assert!(
+            view.iter()
+                .all(|r| r.record_type == RecordType::Ns || r.record_type == RecordType::A)
+        );
     }
 
     fn history_of(versions: &[Vec<Endpoint>]) -> (Zone, History) {
@@ -427,7 +427,13 @@ mod tests {
     #[test]
     fn the_journal_forgets_the_oldest_changes_first() {
         let versions: Vec<Vec<Endpoint>> = (0..JOURNAL_CHANGES as u32 + 5)
-            .map(|i| vec![a("a.example.com", &format!("198.18.{}.{}", i / 200, i % 200), 60)])
+            .map(|i| {
+                vec![a(
+                    "a.example.com",
+                    &format!("198.18.{}.{}", i / 200, i % 200),
+                    60,
+                )]
+            })
             .collect();
         let (zone, history) = history_of(&versions);
         assert_eq!(history.journal.len(), JOURNAL_CHANGES);

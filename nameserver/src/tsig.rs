@@ -3,8 +3,8 @@
 //! transfer spans many messages).
 
 use hickory_proto::op::Message;
-use hickory_proto::rr::{TSigResponseContext, TSigner};
 use hickory_proto::rr::rdata::tsig::{TSIG, TsigError, make_tsig_record};
+use hickory_proto::rr::{TSigResponseContext, TSigner};
 use hickory_proto::serialize::binary::BinEncoder;
 
 use meridian_dns::wire::TsigKey;

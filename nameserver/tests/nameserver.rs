@@ -252,7 +252,11 @@ async fn authoritative_rcodes_and_the_apex() {
     // at least on every change.
     let serial_in = |soa: &str| -> u32 {
         let fields: Vec<&str> = soa.split_whitespace().collect();
-        assert_eq!(fields[..2], ["ns1.example.com.", "hostmaster.example.com."], "{soa}");
+        assert_eq!(
+            fields[..2],
+            ["ns1.example.com.", "hostmaster.example.com."],
+            "{soa}"
+        );
         fields[2].parse().unwrap()
     };
     let unix_now = || {
@@ -263,7 +267,10 @@ async fn authoritative_rcodes_and_the_apex() {
     };
     let before = unix_now();
     let first = serial_in(&dig(&server, &["+short", "example.com", "SOA"]).await);
-    assert!(first <= before && first + 60 > before, "{first} vs now {before}");
+    assert!(
+        first <= before && first + 60 > before,
+        "{first} vs now {before}"
+    );
     assert_eq!(
         answers(&dig(&server, &["+short", "example.com", "NS"]).await),
         ["ns1.example.com."]
@@ -542,10 +549,17 @@ async fn dns_cookies_are_given_checked_and_spare_their_holders_rate_limiting() {
     let (cookie, good) = dig_cookie(&output).unwrap_or_else(|| panic!("{output}"));
     assert!(good, "{output}");
     assert_eq!(cookie.len(), 24);
-    assert_eq!(cookie[..8], [1, 2, 3, 4, 5, 6, 7, 8], "the client cookie comes back");
+    assert_eq!(
+        cookie[..8],
+        [1, 2, 3, 4, 5, 6, 7, 8],
+        "the client cookie comes back"
+    );
     let hex: String = cookie.iter().map(|b| format!("{b:02x}")).collect();
     let output = dig(&server, &[&format!("+cookie={hex}"), "example.com", "SOA"]).await;
-    assert!(dig_cookie(&output).is_some_and(|(_, good)| good), "{output}");
+    assert!(
+        dig_cookie(&output).is_some_and(|(_, good)| good),
+        "{output}"
+    );
     // A malformed cookie (a client cookie is 8 bytes) is a format error (over TCP: this
     // client has had its two UDP answers of the second).
     let output = dig(&server, &["+tcp", "+cookie=0102", "example.com", "SOA"]).await;
@@ -554,7 +568,8 @@ async fn dns_cookies_are_given_checked_and_spare_their_holders_rate_limiting() {
     // A client holding a valid server cookie has proven its address: not rate limited, while
     // a client without one from another address is.
     let holder = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let (full, truncated) = burst_with_cookie(&holder, server.local_addr(), 20, Some(&cookie)).await;
+    let (full, truncated) =
+        burst_with_cookie(&holder, server.local_addr(), 20, Some(&cookie)).await;
     assert_eq!((full, truncated), (20, 0));
     let anonymous = UdpSocket::bind("127.0.2.1:0").await.unwrap();
     let (full, _) = burst(&anonymous, server.local_addr(), 20).await;

@@ -180,8 +180,7 @@ fn dig(server: SocketAddr, args: &[&str]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bind_and_knot_follow_every_change_through_notify_and_ixfr() {
     let key = TsigKey::new(KEY_NAME, "hmac-sha256", &secret(7)).unwrap();
-    let [bind_port, knot_port, wrong_port] =
-        [(); 3].map(|_| free_dns_port().expect("a free port"));
+    let [bind_port, knot_port, wrong_port] = [(); 3].map(|_| free_dns_port().expect("a free port"));
     let loopback = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
     let server = NameServer::start(
         "127.0.0.1:0".parse().unwrap(),
@@ -251,7 +250,11 @@ async fn bind_and_knot_follow_every_change_through_notify_and_ixfr() {
     let bind_log = bind.log();
     let transfer_sizes: Vec<&str> = bind_log
         .lines()
-        .filter_map(|line| line.split_once("Transfer completed: ")?.1.split_once(" bytes"))
+        .filter_map(|line| {
+            line.split_once("Transfer completed: ")?
+                .1
+                .split_once(" bytes")
+        })
         .map(|(size, _)| size)
         .collect();
     assert!(

@@ -51,13 +51,15 @@ impl Secondary {
     /// [`free_dns_port`]; the primary has to know it to send NOTIFY). It loads the zone by
     /// itself (AXFR at start); callers wait for the serial they expect.
     pub fn start(kind: Kind, port: u16, zone: &str, primary: &Primary) -> Result<Self, String> {
-        let dir = std::env::temp_dir().join(format!(
-            "meridian-secondary-{:016x}",
-            rand::random::<u64>()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("meridian-secondary-{:016x}", rand::random::<u64>()));
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let (program, config_file, config) = match kind {
-            Kind::Bind => ("named", "named.conf", bind_config(&dir, port, zone, primary)),
+            Kind::Bind => (
+                "named",
+                "named.conf",
+                bind_config(&dir, port, zone, primary),
+            ),
             Kind::Knot => ("knotd", "knot.conf", knot_config(&dir, port, zone, primary)),
         };
         std::fs::write(dir.join(config_file), config).map_err(|e| e.to_string())?;
