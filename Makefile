@@ -72,8 +72,8 @@ bench-testbed: testbed ## Time one control plane's start, three at once, and one
 bench-engine: ## Build trees and plans for 10,000 hosts x 10 clusters x 3 geos on one core
 	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-engine
 
-bench-dns: ## dnsperf against Meridian's nameserver and PowerDNS (the anchor), same zone, one run
-	@bash scripts/debian-packages.sh dnsutils dnsperf pdns-server pdns-backend-bind pdns-backend-geoip
+bench-dns: ## dnsperf against Meridian's nameserver, Knot, NSD, gdnsd and PowerDNS, same zone, alternating rounds
+	@bash scripts/debian-packages.sh dnsutils dnsperf knot nsd gdnsd pdns-server pdns-backend-bind pdns-backend-geoip
 	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-dns
 
 bench-providers: packages ## Route53 API calls per phase for 1,000 hosts, against moto at 5 req/s

@@ -204,6 +204,49 @@ fn the_chart_renders_a_least_privilege_nonroot_hub_and_switchable_crds() {
 const HUB_MANIFEST_SETS: &[&str] = &["crds.install=false", "uninstall.removeAgents=false"];
 
 #[test]
+fn secondaries_get_notify_targets_and_a_key_file_from_a_secret() {
+    let documents = render(&[
+        "dns.secondaries.tsigKeySecret.name=meridian-tsig",
+        "dns.secondaries.tsigKeySecret.key=tsig.key",
+        "dns.secondaries.notify={192.0.2.80:53,198.51.100.9:53}",
+        "geoip.volume.configMap.name=geoip",
+    ]);
+    let pod = &of_kind(&documents, "Deployment")[0]["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let env = |name: &str| {
+        container["env"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .map(|e| e["value"].clone())
+    };
+    assert_eq!(
+        env("MERIDIAN_DNS_NOTIFY"),
+        Some("192.0.2.80:53 198.51.100.9:53".into())
+    );
+    assert_eq!(
+        env("MERIDIAN_DNS_TSIG_KEY_FILE"),
+        Some("/etc/meridian/tsig/tsig.key".into())
+    );
+    assert_eq!(env("MERIDIAN_DNS_ALLOW_TRANSFER"), None, "no keyless transfer unless asked");
+    // The key comes only from the Secret, mounted read-only beside the GEO database.
+    let mounts: Vec<&Value> = container["volumeMounts"].as_sequence().unwrap().iter().collect();
+    assert!(mounts.iter().any(|m| m["name"] == "tsig" && m["readOnly"] == true));
+    assert!(mounts.iter().any(|m| m["name"] == "geoip"));
+    let volumes = pod["volumes"].as_sequence().unwrap();
+    let tsig = volumes.iter().find(|v| v["name"] == "tsig").unwrap();
+    assert_eq!(tsig["secret"]["secretName"], "meridian-tsig");
+    assert!(volumes.iter().any(|v| v["name"] == "geoip"));
+    // Without secondaries, nothing of it renders.
+    let plain = render(&[]);
+    let container = &of_kind(&plain, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0];
+    assert!(container["volumeMounts"].is_null());
+    let text = template(&[]);
+    assert!(!text.contains("MERIDIAN_DNS_NOTIFY") && !text.contains("TSIG"));
+}
+
+#[test]
 fn helm_uninstall_first_removes_the_agents_with_a_nonroot_hook() {
     let documents = render(&[]);
     let jobs = of_kind(&documents, "Job");

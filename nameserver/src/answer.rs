@@ -171,11 +171,17 @@ pub fn respond(
         return transfer(zone, response, &request, query, context, signer);
     }
     response.metadata.authoritative = true;
-    let location = client_location(context, client_subnet.as_ref());
+    // Located only when a GEO choice asks, once.
+    let location = std::cell::OnceCell::new();
+    let locate = || {
+        location
+            .get_or_init(|| client_location(context, client_subnet.as_ref()))
+            .as_ref()
+    };
     answer_query(
         zone,
         query,
-        location.as_ref(),
+        &locate,
         context.stats,
         rng,
         &mut response,
@@ -233,10 +239,10 @@ fn client_location(context: &QueryContext<'_>, subnet: Option<&ClientSubnet>) ->
     geo.locate(address)
 }
 
-fn answer_query(
+fn answer_query<'l>(
     zone: &Zone,
     query: &Query,
-    location: Option<&Location>,
+    location: &dyn Fn() -> Option<&'l Location>,
     stats: Option<&Stats>,
     rng: &mut impl Rng,
     response: &mut Message,
@@ -309,34 +315,73 @@ fn answer_query(
     response.metadata.response_code = ResponseCode::ServFail;
 }
 
-/// [`choose`], counting how a dynamic answer was chosen.
-fn choose_counted<'a>(
+/// The records to answer with among `records`, counting how a dynamic answer was chosen.
+fn choose_counted<'a, 'l>(
     records: &[&'a Endpoint],
-    location: Option<&Location>,
+    location: &dyn Fn() -> Option<&'l Location>,
     stats: Option<&Stats>,
     rng: &mut impl Rng,
 ) -> Vec<&'a Endpoint> {
-    let (chosen, choice) = choose(records, location, rng);
+    let (chosen, choice) = choose_among(records, location, rng);
     if let (Some(stats), Some(choice)) = (stats, choice) {
         stats.chose(choice);
     }
-    chosen
+    match chosen {
+        Chosen::All => records.to_vec(),
+        Chosen::One(index) => vec![records[index]],
+        Chosen::None => Vec::new(),
+    }
+}
+
+/// What a choice among the records of one name and type needs to know of each record.
+pub(crate) trait Candidate {
+    fn set_identifier(&self) -> Option<&str>;
+    fn geo_code(&self) -> Option<&str>;
+    /// The weight; 1 when it has none or it does not parse.
+    fn weight(&self) -> u64;
+}
+
+impl Candidate for &Endpoint {
+    fn set_identifier(&self) -> Option<&str> {
+        self.set_identifier.as_deref()
+    }
+
+    fn geo_code(&self) -> Option<&str> {
+        self.property(GEO_CODE)
+    }
+
+    fn weight(&self) -> u64 {
+        self.property(WEIGHT)
+            .and_then(|w| w.parse::<u64>().ok())
+            .unwrap_or(1)
+    }
+}
+
+/// Which records answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Chosen {
+    /// All of them: they are plain.
+    All,
+    One(usize),
+    None,
 }
 
 /// The records to answer with among those of one name and type: all of them when they are
 /// plain, one GEO match, or one drawn by weight; and how a dynamic answer was chosen.
-pub(crate) fn choose<'a>(
-    records: &[&'a Endpoint],
-    location: Option<&Location>,
+pub(crate) fn choose_among<'l, C: Candidate>(
+    records: &[C],
+    location: impl FnOnce() -> Option<&'l Location>,
     rng: &mut impl Rng,
-) -> (Vec<&'a Endpoint>, Option<Choice>) {
-    if records.iter().all(|r| r.set_identifier.is_none()) {
-        return (records.to_vec(), None);
+) -> (Chosen, Option<Choice>) {
+    if records.iter().all(|r| r.set_identifier().is_none()) {
+        return (Chosen::All, None);
     }
-    if records.iter().any(|r| r.property(GEO_CODE).is_some()) {
+    if records.iter().any(|r| r.geo_code().is_some()) {
+        // Only a GEO choice needs the client's location.
+        let location = location();
         let with_code = |code: Option<&str>, choice: Choice| {
-            code.and_then(|code| records.iter().find(|r| r.property(GEO_CODE) == Some(code)))
-                .map(|record| (*record, choice))
+            code.and_then(|code| records.iter().position(|r| r.geo_code() == Some(code)))
+                .map(|index| (index, choice))
         };
         let chosen = with_code(
             location.and_then(|l| l.country.as_deref()),
@@ -351,34 +396,44 @@ pub(crate) fn choose<'a>(
         .or_else(|| with_code(Some(CATCH_ALL_GEO), Choice::GeoCatchAll))
         // No catch-all: the lowest set identifier, so the answer is never empty and stable.
         .or_else(|| {
-            records
-                .iter()
-                .min_by_key(|r| &r.set_identifier)
-                .map(|record| (*record, Choice::GeoFallback))
+            (0..records.len())
+                .min_by_key(|&i| records[i].set_identifier())
+                .map(|index| (index, Choice::GeoFallback))
         });
-        return chosen.map_or((Vec::new(), None), |(record, choice)| {
-            (vec![record], Some(choice))
+        return chosen.map_or((Chosen::None, None), |(index, choice)| {
+            (Chosen::One(index), Some(choice))
         });
     }
-    let weight = |r: &Endpoint| {
-        r.property(WEIGHT)
-            .and_then(|w| w.parse::<u64>().ok())
-            .unwrap_or(1)
-    };
     let drawn = Some(Choice::Weighted);
-    let total: u64 = records.iter().map(|r| weight(r)).sum();
+    let total: u64 = records.iter().map(Candidate::weight).sum();
     if total == 0 {
-        return (vec![records[rng.random_range(0..records.len())]], drawn);
+        return (Chosen::One(rng.random_range(0..records.len())), drawn);
     }
     let mut draw = rng.random_range(0..total);
-    for record in records {
-        let w = weight(record);
+    for (index, record) in records.iter().enumerate() {
+        let w = record.weight();
         if draw < w {
-            return (vec![*record], drawn);
+            return (Chosen::One(index), drawn);
         }
         draw -= w;
     }
-    (vec![records[records.len() - 1]], drawn)
+    (Chosen::One(records.len() - 1), drawn)
+}
+
+/// [`choose_among`] for endpoints, with the location known.
+#[cfg(test)]
+pub(crate) fn choose<'a>(
+    records: &[&'a Endpoint],
+    location: Option<&Location>,
+    rng: &mut impl Rng,
+) -> (Vec<&'a Endpoint>, Option<Choice>) {
+    let (chosen, choice) = choose_among(records, || location, rng);
+    let chosen = match chosen {
+        Chosen::All => records.to_vec(),
+        Chosen::One(index) => vec![records[index]],
+        Chosen::None => Vec::new(),
+    };
+    (chosen, choice)
 }
 
 /// The wire type of a record type the nameserver serves (it does not serve SRV, MX or CAA).

@@ -1,0 +1,322 @@
+//! `make bench-dns`: queries per second and latency of Meridian's nameserver next to the servers
+//! people would pick instead, measured with dnsperf in one run on loopback against the same
+//! zone: a static A record (Knot DNS and NSD, the ceiling; gdnsd; PowerDNS with its packet
+//! cache), a weighted record (one target drawn by weight: gdnsd's weighted plugin, PowerDNS LUA
+//! `pickwrandom`) and a GEO record answered from EDNS Client Subnet with a MaxMind-format
+//! database (gdnsd's geoip plugin, PowerDNS LUA `country()`/`continent()`; PowerDNS's caches
+//! off for LUA: a cached answer would stop drawing by weight). Each pair runs alternately for
+//! ROUNDS rounds, in a rotated order, so drift of the machine falls on every server alike; the
+//! table shows medians. Absolute numbers are noise on a shared machine; read the ratios.
+
+mod peers;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use meridian_dns::model::{Endpoint, RecordType};
+use meridian_nameserver::{GeoDb, NameServer, ServerConfig, ZoneConfig};
+use meridian_testkit::geo_db::write_database;
+
+use peers::{BoxError, Peer};
+
+/// Seconds per dnsperf run (`MERIDIAN_BENCH_SECONDS` overrides).
+const SECONDS_PER_RUN: u32 = 6;
+/// Alternating rounds per server and case (`MERIDIAN_BENCH_ROUNDS` overrides).
+const ROUNDS: usize = 3;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaseKind {
+    Static,
+    Weighted,
+    Geo,
+}
+
+struct Case {
+    kind: CaseKind,
+    name: &'static str,
+    qname: &'static str,
+    /// ECS for 192.0.2.0/24 (in the test database: IE), as dnsperf's `-E` option.
+    ecs: bool,
+}
+
+/// dnsperf's `-E` for ECS 192.0.2.0/24: option 8, family 1, source /24, scope 0, 192.0.2.
+const ECS_OPTION: &str = "8:00011800c00002";
+
+const CASES: [Case; 3] = [
+    Case {
+        kind: CaseKind::Static,
+        name: "static A",
+        qname: "static.example.com",
+        ecs: false,
+    },
+    Case {
+        kind: CaseKind::Weighted,
+        name: "weighted A",
+        qname: "weighted.example.com",
+        ecs: false,
+    },
+    Case {
+        kind: CaseKind::Geo,
+        name: "GEO A (ECS)",
+        qname: "geo.example.com",
+        ecs: true,
+    },
+];
+
+fn bench_zone() -> Vec<Endpoint> {
+    let a = |name: &str, ip: &str| Endpoint::new(name, RecordType::A, [ip.to_string()], 60);
+    let mut records = vec![a("static.example.com", "198.18.0.10")];
+    for (set, weight, ip) in [("a", 1, "198.18.0.1"), ("b", 3, "198.18.0.3")] {
+        records.push(
+            a("weighted.example.com", ip)
+                .with_set_identifier(set)
+                .with_property("weight", weight.to_string()),
+        );
+    }
+    for (code, ip) in [
+        ("IE", "203.0.113.1"),
+        ("US", "203.0.113.2"),
+        ("GEO-EU", "203.0.113.3"),
+        ("*", "203.0.113.1"),
+    ] {
+        let set = if code == "*" { "default" } else { code };
+        records.push(
+            a("geo.example.com", ip)
+                .with_set_identifier(set)
+                .with_property("geo-code", code),
+        );
+    }
+    records
+}
+
+fn main() -> Result<(), BoxError> {
+    let dir = std::env::temp_dir().join(format!("meridian-bench-dns-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let result = run(&dir);
+    if std::env::var_os("MERIDIAN_BENCH_KEEP").is_some() {
+        eprintln!("kept {}", dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    result
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// One server under load: its name, address and what it serves.
+struct Contender<'a> {
+    name: &'a str,
+    address: SocketAddr,
+    serves: &'a [CaseKind],
+}
+
+fn run(dir: &Path) -> Result<(), BoxError> {
+    let seconds: u32 = env_or("MERIDIAN_BENCH_SECONDS", SECONDS_PER_RUN);
+    let rounds: usize = env_or("MERIDIAN_BENCH_ROUNDS", ROUNDS);
+    let database = write_database(&[
+        ("192.0.2.0/24".parse()?, "IE", "EU"),
+        ("198.51.100.0/24".parse()?, "US", "NA"),
+    ]);
+    let database_path = dir.join("country.mmdb");
+    std::fs::write(&database_path, &database)?;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let meridian = runtime.block_on(async {
+        let config = ServerConfig {
+            geo: Some(GeoDb::from_bytes(database)?),
+            ..ServerConfig::default()
+        };
+        let server = NameServer::start("127.0.0.1:0".parse()?, config).await?;
+        server.publish(ZoneConfig::new("example.com"), bench_zone());
+        Ok::<_, BoxError>(server)
+    })?;
+    let peers: Vec<Peer> = vec![
+        peers::knot(dir)?,
+        peers::nsd(dir)?,
+        peers::gdnsd(dir, &database_path)?,
+        peers::powerdns(dir, &database_path, false)?,
+        peers::powerdns(dir, &database_path, true)?,
+    ];
+    let mut contenders = vec![Contender {
+        name: "Meridian",
+        address: meridian.local_addr(),
+        serves: &[CaseKind::Static, CaseKind::Weighted, CaseKind::Geo],
+    }];
+    contenders.extend(peers.iter().map(|peer| Contender {
+        name: peer.name,
+        address: peer.address,
+        serves: peer.serves,
+    }));
+    // Every server gives the answer the case asks for before anything is measured.
+    for contender in &contenders {
+        for case in CASES.iter().filter(|c| contender.serves.contains(&c.kind)) {
+            let answer = dig(contender.address, case.qname, case.ecs);
+            let expected = match case.kind {
+                CaseKind::Static => vec!["198.18.0.10"],
+                CaseKind::Weighted => vec!["198.18.0.1", "198.18.0.3"],
+                CaseKind::Geo => vec!["203.0.113.1"],
+            };
+            if !expected.contains(&answer.as_str()) {
+                return Err(format!(
+                    "{} answers {:?} for {}, not one of {expected:?}",
+                    contender.name, answer, case.qname
+                )
+                .into());
+            }
+        }
+    }
+    println!(
+        "dnsperf, {seconds} s per run, {rounds} alternating rounds, loopback, 2 workers each where the server has the setting"
+    );
+    for peer in &peers {
+        println!("  {} {} on {}", peer.name, peer.version, peer.address);
+    }
+    let mut meridian_static = None;
+    for case in &CASES {
+        let serving: Vec<&Contender> = contenders
+            .iter()
+            .filter(|c| c.serves.contains(&case.kind))
+            .collect();
+        let mut runs: Vec<Vec<Measurement>> = serving.iter().map(|_| Vec::new()).collect();
+        for round in 0..rounds {
+            for offset in 0..serving.len() {
+                let index = (round + offset) % serving.len();
+                runs[index].push(dnsperf(dir, serving[index].address, case, seconds)?);
+            }
+        }
+        let medians: Vec<Measurement> = runs.iter().map(|r| median(r)).collect();
+        let ours = &medians[0];
+        if case.kind == CaseKind::Static {
+            meridian_static = Some(ours.qps);
+        }
+        println!();
+        println!(
+            "{:<14} {:<14} {:>10} {:>21} {:>11} {:>16}",
+            case.name, "server", "qps", "(min–max)", "latency ms", "Meridian/server"
+        );
+        for ((contender, measured), all) in serving.iter().zip(&medians).zip(&runs) {
+            let low = all.iter().map(|m| m.qps).fold(f64::INFINITY, f64::min);
+            let high = all.iter().map(|m| m.qps).fold(0.0, f64::max);
+            println!(
+                "{:<14} {:<14} {:>10.0} {:>21} {:>11.3} {:>15.2}x",
+                "",
+                contender.name,
+                measured.qps,
+                format!("({low:.0}–{high:.0})"),
+                measured.latency_ms,
+                ours.qps / measured.qps
+            );
+        }
+        if case.kind != CaseKind::Static
+            && let Some(static_qps) = meridian_static
+        {
+            println!(
+                "{:<14} Meridian {} / Meridian static A: {:.2}x",
+                "",
+                case.name,
+                ours.qps / static_qps
+            );
+        }
+    }
+    drop(peers);
+    runtime.block_on(meridian.shutdown());
+    Ok(())
+}
+
+fn median(runs: &[Measurement]) -> Measurement {
+    let mut sorted: Vec<&Measurement> = runs.iter().collect();
+    sorted.sort_by(|a, b| a.qps.total_cmp(&b.qps));
+    let middle = sorted[sorted.len() / 2];
+    Measurement {
+        qps: middle.qps,
+        latency_ms: middle.latency_ms,
+    }
+}
+
+/// `dig +short` of `qname` A at `server`, with ECS 192.0.2.1/24 when `ecs`.
+pub fn dig(server: SocketAddr, qname: &str, ecs: bool) -> String {
+    let mut command = Command::new("dig");
+    command.args([
+        format!("@{}", server.ip()),
+        "-p".into(),
+        server.port().to_string(),
+        "+short".into(),
+        "+time=1".into(),
+        "+tries=1".into(),
+    ]);
+    if ecs {
+        command.arg("+subnet=192.0.2.1/24");
+    }
+    command.arg(qname);
+    command
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+struct Measurement {
+    qps: f64,
+    latency_ms: f64,
+}
+
+fn dnsperf(
+    dir: &Path,
+    server: SocketAddr,
+    case: &Case,
+    seconds: u32,
+) -> Result<Measurement, BoxError> {
+    let queries: PathBuf = dir.join("queries.txt");
+    std::fs::write(&queries, format!("{} A\n", case.qname))?;
+    let mut command = Command::new("dnsperf");
+    command
+        .args([
+            "-s",
+            &server.ip().to_string(),
+            "-p",
+            &server.port().to_string(),
+        ])
+        .arg("-d")
+        .arg(&queries)
+        .args([
+            "-l",
+            &seconds.to_string(),
+            "-c",
+            "4",
+            "-T",
+            "1",
+            "-q",
+            "200",
+        ]);
+    if case.ecs {
+        command.args(["-E", ECS_OPTION]);
+    }
+    let output = command
+        .output()
+        .map_err(|e| format!("cannot run dnsperf (make bench-dns installs it): {e}"))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let field = |label: &str| -> Option<f64> {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(label))?
+            .split(':')
+            .nth(1)?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    };
+    match (field("Queries per second"), field("Average Latency (s)")) {
+        (Some(qps), Some(latency)) if qps > 0.0 => Ok(Measurement {
+            qps,
+            latency_ms: latency * 1000.0,
+        }),
+        _ => Err(format!("unexpected dnsperf output:\n{text}").into()),
+    }
+}
