@@ -229,10 +229,22 @@ fn secondaries_get_notify_targets_and_a_key_file_from_a_secret() {
         env("MERIDIAN_DNS_TSIG_KEY_FILE"),
         Some("/etc/meridian/tsig/tsig.key".into())
     );
-    assert_eq!(env("MERIDIAN_DNS_ALLOW_TRANSFER"), None, "no keyless transfer unless asked");
+    assert_eq!(
+        env("MERIDIAN_DNS_ALLOW_TRANSFER"),
+        None,
+        "no keyless transfer unless asked"
+    );
     // The key comes only from the Secret, mounted read-only beside the GEO database.
-    let mounts: Vec<&Value> = container["volumeMounts"].as_sequence().unwrap().iter().collect();
-    assert!(mounts.iter().any(|m| m["name"] == "tsig" && m["readOnly"] == true));
+    let mounts: Vec<&Value> = container["volumeMounts"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .collect();
+    assert!(
+        mounts
+            .iter()
+            .any(|m| m["name"] == "tsig" && m["readOnly"] == true)
+    );
     assert!(mounts.iter().any(|m| m["name"] == "geoip"));
     let volumes = pod["volumes"].as_sequence().unwrap();
     let tsig = volumes.iter().find(|v| v["name"] == "tsig").unwrap();

@@ -64,6 +64,19 @@ pub fn respond(
     context: &QueryContext<'_>,
     rng: &mut impl Rng,
 ) -> Vec<Vec<u8>> {
+    match crate::fast::respond(catalog, bytes, context, rng) {
+        Some(response) => vec![response],
+        None => respond_general(catalog, bytes, context, rng),
+    }
+}
+
+/// [`respond`] without the fast path: every request, parsed into a `Message`.
+pub(crate) fn respond_general(
+    catalog: &Catalog,
+    bytes: &[u8],
+    context: &QueryContext<'_>,
+    rng: &mut impl Rng,
+) -> Vec<Vec<u8>> {
     let request = match Message::from_vec(bytes) {
         Ok(message) => message,
         Err(_) => {
@@ -178,14 +191,7 @@ pub fn respond(
             .get_or_init(|| client_location(context, client_subnet.as_ref()))
             .as_ref()
     };
-    answer_query(
-        zone,
-        query,
-        &locate,
-        context.stats,
-        rng,
-        &mut response,
-    );
+    answer_query(zone, query, &locate, context.stats, rng, &mut response);
     encode(response, &request, context, &mut signer)
         .into_iter()
         .collect()

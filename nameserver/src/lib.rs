@@ -13,6 +13,7 @@
 
 pub(crate) mod answer;
 mod cookie;
+mod fast;
 pub mod geo;
 mod notify;
 pub mod rate_limit;

@@ -4,6 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use crate::fast::Prepared;
 use crate::transfer::History;
 use meridian_dns::model::{Endpoint, RecordType, is_at_or_below};
 
@@ -192,7 +193,7 @@ impl ZoneConfig {
 }
 
 /// An immutable snapshot of one zone.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Zone {
     pub config: ZoneConfig,
     pub serial: u32,
@@ -203,6 +204,8 @@ pub struct Zone {
     /// What secondaries transfer, and the journal of recent changes (servers that allow
     /// transfers keep it; see [`Zone::with_history`]).
     pub(crate) history: Option<Arc<History>>,
+    /// The records as the fast path answers from them.
+    pub(crate) prepared: Prepared,
 }
 
 pub(crate) fn normalize(name: &str) -> String {
@@ -238,12 +241,14 @@ impl Zone {
         for group in records.values_mut() {
             meridian_dns::model::sort_endpoints(group);
         }
+        let prepared = Prepared::new(&config.apex, &records);
         Zone {
             config,
             serial,
             records,
             names,
             history: None,
+            prepared,
         }
     }
 

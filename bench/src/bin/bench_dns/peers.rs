@@ -200,9 +200,8 @@ pub fn powerdns(dir: &Path, database: &Path, lua: bool) -> Result<Peer, BoxError
         "loglevel=3".to_string(),
     ];
     if lua {
-        config.extend(
-            ["cache-ttl=0", "query-cache-ttl=0", "negquery-cache-ttl=0"].map(String::from),
-        );
+        config
+            .extend(["cache-ttl=0", "query-cache-ttl=0", "negquery-cache-ttl=0"].map(String::from));
     }
     std::fs::write(dir.join("pdns.conf"), config.join("\n") + "\n")?;
     let mut command = Command::new("pdns_server");

@@ -1,0 +1,671 @@
+//! The fast path for the query nearly every resolver sends: one question, class IN, for a name
+//! the zone holds records at, with EDNS carrying at most a client subnet. It reads the request
+//! where it lies, looks the name up by its lowercase wire form, chooses as the general path
+//! does ([`choose_among`]) and writes the response from records encoded when the zone was
+//! published: no request or response `Message`, no name strings, no per-record encoding.
+//!
+//! Anything else returns `None` and takes the general path ([`crate::respond`]): apex SOA and
+//! NS, ANY, names that do not exist or exist without records (NXDOMAIN, NODATA, wildcards),
+//! TSIG, cookies and other EDNS options, EDNS versions above 0, responses too big for the
+//! client. Both paths give the same answers; a test compares them query by query.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::{Name, RecordType as WireType};
+use hickory_proto::serialize::binary::{BinEncodable, BinEncoder, NameEncoding};
+use rand::Rng;
+
+use crate::answer::{Candidate, Chosen, QueryContext, Transport, choose_among};
+use crate::zone::Catalog;
+use meridian_dns::model::{Endpoint, GEO_CODE, RecordType, WEIGHT, is_at_or_below};
+use meridian_dns::wire::to_wire;
+
+/// The longest CNAME chain followed inside a zone (as the general path).
+const MAX_CHAIN: usize = 16;
+/// The UDP payload size the server advertises (as the general path).
+const SERVER_UDP_PAYLOAD: u16 = 1232;
+const OPT: u16 = 41;
+const ECS: u16 = 8;
+
+/// A zone's records as the fast path answers from them.
+#[derive(Debug, Default)]
+pub(crate) struct Prepared {
+    /// The apex in lowercase wire form.
+    apex: Box<[u8]>,
+    /// Lowercase wire names that hold records → their records by type.
+    names: HashMap<Box<[u8]>, Node>,
+}
+
+#[derive(Debug, Default)]
+struct Node {
+    cnames: Vec<PreparedRecord>,
+    /// Every served type at the name, CNAME included, by its type code.
+    by_type: Vec<(u16, Vec<PreparedRecord>)>,
+}
+
+/// One endpoint as answers carry it.
+#[derive(Debug)]
+struct PreparedRecord {
+    set_identifier: Option<String>,
+    geo_code: Option<String>,
+    weight: u64,
+    /// Each target's resource record after its owner name: type, class, TTL, length, data.
+    tails: Vec<Box<[u8]>>,
+    /// A CNAME's first target: its wire name (the owner of the next step) and lowercase key,
+    /// and whether it is inside the zone.
+    target: Option<(Box<[u8]>, Box<[u8]>, bool)>,
+}
+
+impl Candidate for PreparedRecord {
+    fn set_identifier(&self) -> Option<&str> {
+        self.set_identifier.as_deref()
+    }
+
+    fn geo_code(&self) -> Option<&str> {
+        self.geo_code.as_deref()
+    }
+
+    fn weight(&self) -> u64 {
+        self.weight
+    }
+}
+
+/// `name` (dotted, no final dot) in wire form, lowercased when `lowercase`; none when a label
+/// is empty or too long.
+fn wire_name(name: &str, lowercase: bool) -> Option<Box<[u8]>> {
+    let mut wire = Vec::with_capacity(name.len() + 2);
+    if !name.is_empty() {
+        for label in name.split('.') {
+            if label.is_empty() || label.len() > 63 {
+                return None;
+            }
+            wire.push(label.len() as u8);
+            if lowercase {
+                wire.extend(label.bytes().map(|b| b.to_ascii_lowercase()));
+            } else {
+                wire.extend_from_slice(label.as_bytes());
+            }
+        }
+    }
+    wire.push(0);
+    (wire.len() <= 255).then(|| wire.into_boxed_slice())
+}
+
+/// The records of `endpoint` after their owner name, one per target.
+fn record_tails(endpoint: &Endpoint) -> Vec<Box<[u8]>> {
+    to_wire(&Name::root(), vec![endpoint])
+        .iter()
+        .filter_map(|record| {
+            let mut bytes = Vec::with_capacity(64);
+            {
+                let mut encoder = BinEncoder::new(&mut bytes);
+                let mut encoder = encoder.with_name_encoding(NameEncoding::Uncompressed);
+                record.emit(&mut encoder).ok()?;
+            }
+            // The owner is the root: one zero byte.
+            Some(bytes[1..].into())
+        })
+        .collect()
+}
+
+impl Prepared {
+    /// Prepares the records of the zone at `apex` (`records` by normalized name).
+    pub(crate) fn new<'a>(
+        apex: &str,
+        records: impl IntoIterator<Item = (&'a String, &'a Vec<Endpoint>)>,
+    ) -> Self {
+        let mut names = HashMap::new();
+        for (name, endpoints) in records {
+            let Some(key) = wire_name(name, true) else {
+                continue;
+            };
+            let mut node = Node::default();
+            for endpoint in endpoints {
+                if matches!(
+                    endpoint.record_type,
+                    RecordType::Srv | RecordType::Mx | RecordType::Caa
+                ) {
+                    continue;
+                }
+                let prepare = || PreparedRecord {
+                    set_identifier: endpoint.set_identifier.clone(),
+                    geo_code: endpoint.property(GEO_CODE).map(String::from),
+                    weight: endpoint
+                        .property(WEIGHT)
+                        .and_then(|w| w.parse().ok())
+                        .unwrap_or(1),
+                    tails: record_tails(endpoint),
+                    target: (endpoint.record_type == RecordType::Cname)
+                        .then(|| endpoint.targets.first())
+                        .flatten()
+                        .and_then(|target| {
+                            Some((
+                                wire_name(target, false)?,
+                                wire_name(target, true)?,
+                                is_at_or_below(target, apex),
+                            ))
+                        }),
+                };
+                let code = u16::from(meridian_dns::wire::wire_type(endpoint.record_type));
+                if endpoint.record_type == RecordType::Cname {
+                    node.cnames.push(prepare());
+                }
+                match node.by_type.iter_mut().find(|(t, _)| *t == code) {
+                    Some((_, list)) => list.push(prepare()),
+                    None => node.by_type.push((code, vec![prepare()])),
+                }
+            }
+            names.insert(key, node);
+        }
+        Prepared {
+            apex: wire_name(apex, true).unwrap_or_else(|| Box::new([0])),
+            names,
+        }
+    }
+}
+
+/// What the fast path reads of a request.
+struct Request<'a> {
+    /// The end of the question (name, type, class).
+    question_end: usize,
+    /// The question's name, lowercase wire form, and where its labels start in it.
+    key: [u8; 255],
+    key_len: usize,
+    label_starts: [u8; 128],
+    labels: usize,
+    qtype: u16,
+    edns: Option<Edns<'a>>,
+}
+
+struct Edns<'a> {
+    payload: u16,
+    dnssec_ok: bool,
+    /// The client subnet option's data, as sent.
+    subnet: Option<&'a [u8]>,
+}
+
+fn read_u16(bytes: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*bytes.get(at)?, *bytes.get(at + 1)?]))
+}
+
+/// The request, if it is one the fast path answers.
+fn read(bytes: &[u8]) -> Option<Request<'_>> {
+    let flags = read_u16(bytes, 2)?;
+    // A query (QR 0), opcode QUERY, not truncated; one question; nothing but an OPT record.
+    if flags & 0xfa00 != 0
+        || read_u16(bytes, 4)? != 1
+        || read_u16(bytes, 6)? != 0
+        || read_u16(bytes, 8)? != 0
+        || read_u16(bytes, 10)? > 1
+    {
+        return None;
+    }
+    let mut request = Request {
+        question_end: 0,
+        key: [0; 255],
+        key_len: 0,
+        label_starts: [0; 128],
+        labels: 0,
+        qtype: 0,
+        edns: None,
+    };
+    let mut at = 12;
+    loop {
+        let length = usize::from(*bytes.get(at)?);
+        if length == 0 {
+            break;
+        }
+        // A compression pointer or an extended label: the general path reads those.
+        if length > 63 || request.key_len + length + 2 > 255 || request.labels == 128 {
+            return None;
+        }
+        request.label_starts[request.labels] = request.key_len as u8;
+        request.labels += 1;
+        request.key[request.key_len] = length as u8;
+        let label = bytes.get(at + 1..at + 1 + length)?;
+        for (slot, byte) in request.key[request.key_len + 1..].iter_mut().zip(label) {
+            *slot = byte.to_ascii_lowercase();
+        }
+        request.key_len += length + 1;
+        at += length + 1;
+    }
+    request.key[request.key_len] = 0;
+    request.key_len += 1;
+    request.qtype = read_u16(bytes, at + 1)?;
+    if read_u16(bytes, at + 3)? != 1 {
+        return None; // class IN only
+    }
+    request.question_end = at + 5;
+    if read_u16(bytes, 10)? == 1 {
+        request.edns = Some(read_opt(bytes, request.question_end)?);
+    } else if bytes.len() != request.question_end {
+        return None;
+    }
+    Some(request)
+}
+
+/// The OPT record at `at`, if it is version 0 and carries no option but a well-formed client
+/// subnet.
+fn read_opt(bytes: &[u8], at: usize) -> Option<Edns<'_>> {
+    if *bytes.get(at)? != 0 || read_u16(bytes, at + 1)? != OPT {
+        return None;
+    }
+    let payload = read_u16(bytes, at + 3)?;
+    if *bytes.get(at + 6)? != 0 {
+        return None; // EDNS version above 0: BADVERS, the general path answers it
+    }
+    let dnssec_ok = read_u16(bytes, at + 7)? & 0x8000 != 0;
+    let length = usize::from(read_u16(bytes, at + 9)?);
+    let options = bytes.get(at + 11..at + 11 + length)?;
+    if at + 11 + length != bytes.len() {
+        return None;
+    }
+    let mut subnet = None;
+    let mut rest = options;
+    while !rest.is_empty() {
+        let code = read_u16(rest, 0)?;
+        let length = usize::from(read_u16(rest, 2)?);
+        let data = rest.get(4..4 + length)?;
+        if code != ECS || subnet.is_some() {
+            return None;
+        }
+        let family = read_u16(data, 0)?;
+        let source = *data.get(2)?;
+        let max = match family {
+            1 => 32,
+            2 => 128,
+            _ => return None,
+        };
+        if source > max || *data.get(3)? != 0 || data.len() - 4 != usize::from(source).div_ceil(8) {
+            return None;
+        }
+        subnet = Some(data);
+        rest = &rest[4 + length..];
+    }
+    Some(Edns {
+        payload,
+        dnssec_ok,
+        subnet,
+    })
+}
+
+/// The address a client subnet option names.
+fn subnet_address(data: &[u8]) -> IpAddr {
+    let address = &data[4..];
+    if data[1] == 1 {
+        let mut octets = [0u8; 4];
+        octets[..address.len()].copy_from_slice(address);
+        IpAddr::V4(Ipv4Addr::from(octets))
+    } else {
+        let mut octets = [0u8; 16];
+        octets[..address.len()].copy_from_slice(address);
+        IpAddr::V6(Ipv6Addr::from(octets))
+    }
+}
+
+impl Request<'_> {
+    fn key(&self) -> &[u8] {
+        &self.key[..self.key_len]
+    }
+
+    /// Whether the question's name is `apex` or below it.
+    fn is_at_or_below(&self, apex: &[u8]) -> bool {
+        let key = self.key();
+        (0..self.labels)
+            .map(|i| usize::from(self.label_starts[i]))
+            .chain([key.len() - 1])
+            .any(|start| &key[start..] == apex)
+    }
+}
+
+/// The response to `bytes` by the fast path, or `None` when the general path must answer.
+pub(crate) fn respond(
+    catalog: &Catalog,
+    bytes: &[u8],
+    context: &QueryContext<'_>,
+    rng: &mut impl Rng,
+) -> Option<Vec<u8>> {
+    let request = read(bytes)?;
+    let qtype = request.qtype;
+    // ANY (RFC 8482) and zone transfers take the general path.
+    if matches!(qtype, 255 | 252 | 251) {
+        return None;
+    }
+    let zone = catalog
+        .zones()
+        .find(|zone| request.is_at_or_below(&zone.prepared.apex))?;
+    let prepared = &zone.prepared;
+    let location = std::cell::OnceCell::new();
+    let locate = || {
+        location
+            .get_or_init(|| {
+                let geo = context.geo?;
+                let address = request
+                    .edns
+                    .as_ref()
+                    .and_then(|e| e.subnet)
+                    .filter(|subnet| subnet[2] > 0)
+                    .map_or(context.source, subnet_address);
+                geo.locate(address)
+            })
+            .as_ref()
+    };
+
+    let mut response = Vec::with_capacity(bytes.len() + 256);
+    response.extend_from_slice(&bytes[..2]);
+    // QR and AA; RD as asked; no recursion available; NOERROR.
+    response.extend_from_slice(&[0x84 | (bytes[2] & 0x01), 0x00]);
+    response.extend_from_slice(&[0, 1, 0, 0, 0, 0]);
+    response.extend_from_slice(&[0, u8::from(request.edns.is_some())]);
+    response.extend_from_slice(&bytes[12..request.question_end]);
+    let mut answers: u16 = 0;
+    let mut choices = Vec::new();
+    let mut key: &[u8] = request.key();
+    // The first owner is the question's name: a pointer to it.
+    let mut owner: &[u8] = &[0xc0, 0x0c];
+    let mut done = false;
+    for _ in 0..MAX_CHAIN {
+        if key == &*prepared.apex && matches!(qtype, 6 | 2) {
+            return None; // the apex SOA and NS come from the zone's configuration
+        }
+        let node = prepared.names.get(key)?;
+        let write = |records: &[&PreparedRecord], response: &mut Vec<u8>, answers: &mut u16| {
+            for record in records {
+                for tail in &record.tails {
+                    response.extend_from_slice(owner);
+                    response.extend_from_slice(tail);
+                    *answers += 1;
+                }
+            }
+        };
+        if !node.cnames.is_empty() && qtype != u16::from(WireType::CNAME) {
+            let (chosen, choice) = choose_among(&node.cnames, locate, rng);
+            choices.extend(choice);
+            let chosen: Vec<&PreparedRecord> = match chosen {
+                Chosen::All => node.cnames.iter().collect(),
+                Chosen::One(index) => vec![&node.cnames[index]],
+                Chosen::None => return None,
+            };
+            let (target_wire, target_key, inside) = chosen.first()?.target.as_ref()?;
+            write(&chosen, &mut response, &mut answers);
+            if !inside {
+                done = true; // the resolver follows it
+                break;
+            }
+            owner = target_wire;
+            key = target_key;
+            continue;
+        }
+        let (_, matching) = node.by_type.iter().find(|(t, _)| *t == qtype)?;
+        let (chosen, choice) = choose_among(matching, locate, rng);
+        choices.extend(choice);
+        let chosen: Vec<&PreparedRecord> = match chosen {
+            Chosen::All => matching.iter().collect(),
+            Chosen::One(index) => vec![&matching[index]],
+            Chosen::None => Vec::new(),
+        };
+        write(&chosen, &mut response, &mut answers);
+        done = true;
+        break;
+    }
+    if !done {
+        return None; // a chain too long: SERVFAIL from the general path
+    }
+    response[6..8].copy_from_slice(&answers.to_be_bytes());
+    if let Some(edns) = &request.edns {
+        response.extend_from_slice(&[0, 0, 41]);
+        response.extend_from_slice(&SERVER_UDP_PAYLOAD.to_be_bytes());
+        // Extended RCODE 0, version 0, the DO bit echoed (RFC 3225).
+        response.extend_from_slice(&[0, 0, if edns.dnssec_ok { 0x80 } else { 0 }, 0]);
+        match edns.subnet {
+            Some(subnet) => {
+                let length = subnet.len() as u16;
+                response.extend_from_slice(&(length + 4).to_be_bytes());
+                response.extend_from_slice(&ECS.to_be_bytes());
+                response.extend_from_slice(&length.to_be_bytes());
+                // The scope is the whole source prefix: the answer was chosen for all of it.
+                response.extend_from_slice(&subnet[..3]);
+                response.push(subnet[2]);
+                response.extend_from_slice(&subnet[4..]);
+            }
+            None => response.extend_from_slice(&[0, 0]),
+        }
+    }
+    let limit = match context.transport {
+        Transport::Tcp => usize::from(u16::MAX),
+        Transport::Udp => request
+            .edns
+            .as_ref()
+            .map_or(512, |e| usize::from(e.payload.clamp(512, 4096))),
+    };
+    if response.len() > limit {
+        return None; // the general path sends it truncated
+    }
+    if let Some(stats) = context.stats {
+        stats.answered(Some(WireType::from(qtype)), ResponseCode::NoError);
+        for choice in choices {
+            stats.chose(choice);
+        }
+    }
+    Some(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::answer::respond_general;
+    use crate::geo::GeoDb;
+    use crate::zone::{Zone, ZoneConfig, ZoneNameServer};
+    use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query};
+    use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsOption};
+    use rand::SeedableRng;
+    use rand::rngs::SmallRng;
+
+    fn a(name: &str, targets: &[&str]) -> Endpoint {
+        Endpoint::new(
+            name,
+            RecordType::A,
+            targets.iter().map(|t| t.to_string()),
+            60,
+        )
+    }
+
+    fn cname(name: &str, target: &str) -> Endpoint {
+        Endpoint::new(name, RecordType::Cname, [target.to_string()], 300)
+    }
+
+    /// GEO over weighted over addresses, a chain out of the zone, a wildcard, AAAA and TXT,
+    /// an empty non-terminal, a name server with glue, and a GEO set without a catch-all.
+    fn zone() -> Zone {
+        let mut records = vec![
+            cname("api.example.com", "klb.api.example.com"),
+            cname("klb.api.example.com", "ie.klb.api.example.com")
+                .with_set_identifier("IE")
+                .with_property(GEO_CODE, "IE"),
+            cname("klb.api.example.com", "eu.klb.api.example.com")
+                .with_set_identifier("GEO-EU")
+                .with_property(GEO_CODE, "GEO-EU"),
+            cname("klb.api.example.com", "us.klb.api.example.com")
+                .with_set_identifier("default")
+                .with_property(GEO_CODE, "*"),
+            cname("eu.klb.api.example.com", "lb.cloud.example.net"),
+            a("us.klb.api.example.com", &["203.0.113.9"]),
+            a("nocatch.example.com", &["198.18.5.1"])
+                .with_set_identifier("US")
+                .with_property(GEO_CODE, "US"),
+            a("nocatch.example.com", &["198.18.5.2"])
+                .with_set_identifier("JP")
+                .with_property(GEO_CODE, "JP"),
+            Endpoint::new(
+                "v6.example.com",
+                RecordType::Aaaa,
+                ["2001:db8::1".to_string()],
+                60,
+            ),
+            Endpoint::new(
+                "api.example.com",
+                RecordType::Txt,
+                ["\"heritage=meridian\"".to_string()],
+                60,
+            ),
+            a("*.apps.example.com", &["198.18.7.7"]),
+            a("deep.sub.example.com", &["198.18.8.8"]),
+            a(
+                "big.example.com",
+                &(1..=60)
+                    .map(|i| format!("198.18.9.{i}"))
+                    .collect::<Vec<_>>()
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>(),
+            ),
+        ];
+        for (set, weight) in [("c1", 3), ("c2", 1), ("c0", 0)] {
+            records.push(
+                cname(
+                    "ie.klb.api.example.com",
+                    &format!("{set}.klb.api.example.com"),
+                )
+                .with_set_identifier(set)
+                .with_property(WEIGHT, weight.to_string()),
+            );
+            records.push(a(
+                &format!("{set}.klb.api.example.com"),
+                &["203.0.113.1", "203.0.113.2"],
+            ));
+        }
+        let config = ZoneConfig::with_name_servers(
+            "example.com",
+            [ZoneNameServer {
+                name: "ns1.example.com".into(),
+                addresses: vec!["192.0.2.53".parse().unwrap()],
+            }],
+        );
+        Zone::new(config, 42, records)
+    }
+
+    fn request(name: &str, qtype: WireType, edns: Option<Option<&str>>) -> Vec<u8> {
+        let mut request = Message::new(0x1234, MessageType::Query, OpCode::Query);
+        request.metadata.recursion_desired = true;
+        request.add_query(Query::query(Name::from_ascii(name).unwrap(), qtype));
+        if let Some(subnet) = edns {
+            let mut edns = Edns::new();
+            edns.set_max_payload(1232);
+            if let Some(subnet) = subnet {
+                let (address, prefix) = subnet.split_once('/').unwrap();
+                let subnet =
+                    ClientSubnet::new(address.parse().unwrap(), prefix.parse().unwrap(), 0);
+                edns.options_mut().insert(EdnsOption::Subnet(subnet));
+            }
+            request.set_edns(edns);
+        }
+        request.to_vec().unwrap()
+    }
+
+    #[test]
+    fn the_fast_path_answers_as_the_general_path_does() {
+        let catalog = Catalog::default().with_zone(zone());
+        let geo = GeoDb::from_bytes(test_database()).unwrap();
+        let names = [
+            "api.example.com.",
+            "API.Example.COM.",
+            "klb.api.example.com.",
+            "ie.klb.api.example.com.",
+            "c1.klb.api.example.com.",
+            "eu.klb.api.example.com.",
+            "nocatch.example.com.",
+            "v6.example.com.",
+            "x.apps.example.com.",
+            "*.apps.example.com.",
+            "sub.example.com.",
+            "missing.example.com.",
+            "example.com.",
+            "ns1.example.com.",
+            "big.example.com.",
+            "example.org.",
+        ];
+        let types = [
+            WireType::A,
+            WireType::AAAA,
+            WireType::CNAME,
+            WireType::TXT,
+            WireType::SOA,
+            WireType::NS,
+            WireType::MX,
+            WireType::ANY,
+        ];
+        let subnets = [
+            None,
+            Some(None),
+            Some(Some("192.0.2.0/24")),
+            Some(Some("100.64.0.0/24")),
+            Some(Some("198.51.100.0/24")),
+            Some(Some("0.0.0.0/0")),
+            Some(Some("2001:db8::/56")),
+        ];
+        let mut fast_answers = 0;
+        for transport in [Transport::Udp, Transport::Tcp] {
+            for source in ["192.0.2.7", "100.64.1.9"] {
+                let context = QueryContext {
+                    source: source.parse().unwrap(),
+                    transport,
+                    geo: Some(&geo),
+                    transfer_allowed: &[],
+                    stats: None,
+                    tsig_keys: &[],
+                    cookie_secret: None,
+                    now: 0,
+                };
+                for name in names {
+                    for qtype in types {
+                        for subnet in subnets {
+                            let bytes = request(name, qtype, subnet);
+                            for seed in 0..4 {
+                                let fast = respond(
+                                    &catalog,
+                                    &bytes,
+                                    &context,
+                                    &mut SmallRng::seed_from_u64(seed),
+                                );
+                                let Some(fast) = fast else { continue };
+                                fast_answers += 1;
+                                let general = respond_general(
+                                    &catalog,
+                                    &bytes,
+                                    &context,
+                                    &mut SmallRng::seed_from_u64(seed),
+                                );
+                                let what = format!(
+                                    "{name} {qtype} {subnet:?} {transport:?} {source} seed {seed}"
+                                );
+                                assert_eq!(general.len(), 1, "{what}");
+                                let fast = Message::from_vec(&fast)
+                                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+                                let general = Message::from_vec(&general[0]).unwrap();
+                                assert_eq!(fast.metadata, general.metadata, "{what}");
+                                assert_eq!(fast.queries, general.queries, "{what}");
+                                assert_eq!(fast.answers, general.answers, "{what}");
+                                assert_eq!(fast.authorities, general.authorities, "{what}");
+                                assert_eq!(fast.additionals, general.additionals, "{what}");
+                                assert_eq!(fast.edns, general.edns, "{what}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // The common queries took the fast path (the rest were compared by falling back).
+        assert!(fast_answers > 1000, "{fast_answers}");
+    }
+
+    fn test_database() -> Vec<u8> {
+        meridian_testkit::geo_db::write_database(&[
+            ("192.0.2.0/24".parse().unwrap(), "IE", "EU"),
+            ("198.51.100.0/24".parse().unwrap(), "US", "NA"),
+            ("100.64.0.0/24".parse().unwrap(), "FR", "EU"),
+            ("100.64.1.0/24".parse().unwrap(), "JP", "AS"),
+        ])
+    }
+}
