@@ -53,9 +53,19 @@ struct PreparedRecord {
     weight: u64,
     /// Each target's resource record after its owner name: type, class, TTL, length, data.
     tails: Vec<Box<[u8]>>,
-    /// A CNAME's first target: its wire name (the owner of the next step) and lowercase key,
-    /// and whether it is inside the zone.
-    target: Option<(Box<[u8]>, Box<[u8]>, bool)>,
+    /// A CNAME's first target.
+    target: Option<Target>,
+}
+
+/// Where a CNAME leads.
+#[derive(Debug)]
+struct Target {
+    /// Its wire name, as written: the owner of the next step of the chain.
+    wire: Box<[u8]>,
+    /// Its lowercase wire name, to look it up.
+    key: Box<[u8]>,
+    /// Whether it is inside the zone (else the resolver follows it).
+    inside: bool,
 }
 
 impl Candidate for PreparedRecord {
@@ -141,11 +151,11 @@ impl Prepared {
                         .then(|| endpoint.targets.first())
                         .flatten()
                         .and_then(|target| {
-                            Some((
-                                wire_name(target, false)?,
-                                wire_name(target, true)?,
-                                is_at_or_below(target, apex),
-                            ))
+                            Some(Target {
+                                wire: wire_name(target, false)?,
+                                key: wire_name(target, true)?,
+                                inside: is_at_or_below(target, apex),
+                            })
                         }),
                 };
                 let code = u16::from(meridian_dns::wire::wire_type(endpoint.record_type));
@@ -388,14 +398,14 @@ pub(crate) fn respond(
                 Chosen::One(index) => vec![&node.cnames[index]],
                 Chosen::None => return None,
             };
-            let (target_wire, target_key, inside) = chosen.first()?.target.as_ref()?;
+            let target = chosen.first()?.target.as_ref()?;
             write(&chosen, &mut response, &mut answers);
-            if !inside {
+            if !target.inside {
                 done = true; // the resolver follows it
                 break;
             }
-            owner = target_wire;
-            key = target_key;
+            owner = &target.wire;
+            key = &target.key;
             continue;
         }
         let (_, matching) = node.by_type.iter().find(|(t, _)| *t == qtype)?;

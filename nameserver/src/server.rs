@@ -10,8 +10,10 @@ use arc_swap::ArcSwap;
 use ipnet::IpNet;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream, UdpSocket};
+
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
@@ -62,7 +64,8 @@ impl Default for ServerConfig {
     }
 }
 
-/// A running nameserver. Dropping it stops its tasks.
+/// A running nameserver. Dropping it stops its tasks and, within [`UDP_WAKE`], its UDP
+/// threads.
 #[derive(Debug)]
 pub struct NameServer {
     catalog: Arc<ArcSwap<Catalog>>,
@@ -73,6 +76,20 @@ pub struct NameServer {
     changed: Arc<Notify>,
     local_addr: SocketAddr,
     tasks: JoinSet<()>,
+    /// UDP answers on threads of their own, each blocking in `recv_from` on its own socket
+    /// (SO_REUSEPORT): no async runtime's readiness polling and task wake-ups per query, which
+    /// were most of the cost left once answering itself was cheap (`make bench-dns`).
+    udp_threads: Vec<std::thread::JoinHandle<()>>,
+    stopping: Arc<AtomicBool>,
+}
+
+/// How often a UDP thread idle in `recv_from` looks whether the server is stopping.
+const UDP_WAKE: Duration = Duration::from_millis(200);
+
+impl Drop for NameServer {
+    fn drop(&mut self) {
+        self.stopping.store(true, Ordering::Relaxed);
+    }
 }
 
 /// What every task of one server reads.
@@ -103,8 +120,10 @@ impl Shared {
 impl NameServer {
     /// Binds UDP and TCP on `listen` (port 0 picks one free for both) and starts answering.
     pub async fn start(listen: SocketAddr, config: ServerConfig) -> std::io::Result<Self> {
-        let (udp, tcp) = bind_pair(listen).await?;
-        let local_addr = udp.local_addr()?;
+        // One UDP socket and thread per core keep every core busy under load.
+        let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let (udp, tcp) = bind_sockets(listen, workers).await?;
+        let local_addr = udp[0].local_addr()?;
         let catalog = Arc::new(ArcSwap::from_pointee(Catalog::default()));
         let stats = Arc::new(Stats::default());
         let keeps_history = !config.transfer_allowed.is_empty() || !config.tsig_keys.is_empty();
@@ -125,11 +144,15 @@ impl NameServer {
             config,
             stats: stats.clone(),
         });
-        let udp = Arc::new(udp);
-        // Several receivers on one socket keep both cores busy under load.
-        let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
-        for _ in 0..workers {
-            tasks.spawn(serve_udp(udp.clone(), shared.clone()));
+        let stopping = Arc::new(AtomicBool::new(false));
+        let mut udp_threads = Vec::with_capacity(workers);
+        for (index, socket) in udp.into_iter().enumerate() {
+            let (shared, stopping) = (shared.clone(), stopping.clone());
+            udp_threads.push(
+                std::thread::Builder::new()
+                    .name(format!("dns-udp-{index}"))
+                    .spawn(move || serve_udp(&socket, &shared, &stopping))?,
+            );
         }
         tasks.spawn(serve_tcp(tcp, shared));
         Ok(NameServer {
@@ -139,6 +162,8 @@ impl NameServer {
             changed,
             local_addr,
             tasks,
+            udp_threads,
+            stopping,
         })
     }
 
@@ -185,6 +210,14 @@ impl NameServer {
     pub async fn shutdown(mut self) {
         self.tasks.abort_all();
         while self.tasks.join_next().await.is_some() {}
+        self.stopping.store(true, Ordering::Relaxed);
+        let threads = std::mem::take(&mut self.udp_threads);
+        let _ = tokio::task::spawn_blocking(move || {
+            for thread in threads {
+                let _ = thread.join();
+            }
+        })
+        .await;
     }
 }
 
@@ -195,13 +228,36 @@ pub(crate) fn unix_now() -> u64 {
         .map_or(0, |elapsed| elapsed.as_secs())
 }
 
-async fn bind_pair(listen: SocketAddr) -> std::io::Result<(UdpSocket, TcpListener)> {
-    // With port 0 the UDP port may be taken for TCP; try a few.
+/// Binds `count` UDP sockets to one address with SO_REUSEPORT (the kernel spreads clients
+/// over them, so the threads do not contend for one socket's queue) and a TCP listener on the
+/// same port. Port 0 picks a port free for both.
+async fn bind_sockets(
+    listen: SocketAddr,
+    count: usize,
+) -> std::io::Result<(Vec<std::net::UdpSocket>, TcpListener)> {
+    let udp_socket = |address: SocketAddr| -> std::io::Result<std::net::UdpSocket> {
+        let socket = socket2::Socket::new(
+            socket2::Domain::for_address(address),
+            socket2::Type::DGRAM,
+            Some(socket2::Protocol::UDP),
+        )?;
+        socket.set_reuse_port(true)?;
+        socket.bind(&address.into())?;
+        socket.set_read_timeout(Some(UDP_WAKE))?;
+        Ok(socket.into())
+    };
     let mut last_error = None;
     for _ in 0..16 {
-        let udp = UdpSocket::bind(listen).await?;
-        match TcpListener::bind(udp.local_addr()?).await {
-            Ok(tcp) => return Ok((udp, tcp)),
+        let first = udp_socket(listen)?;
+        let address = first.local_addr()?;
+        match TcpListener::bind(address).await {
+            Ok(tcp) => {
+                let mut sockets = vec![first];
+                for _ in 1..count {
+                    sockets.push(udp_socket(address)?);
+                }
+                return Ok((sockets, tcp));
+            }
             Err(error) if listen.port() == 0 => last_error = Some(error),
             Err(error) => return Err(error),
         }
@@ -209,12 +265,12 @@ async fn bind_pair(listen: SocketAddr) -> std::io::Result<(UdpSocket, TcpListene
     Err(last_error.unwrap_or_else(|| std::io::Error::other("no free port")))
 }
 
-async fn serve_udp(socket: Arc<UdpSocket>, shared: Arc<Shared>) {
+fn serve_udp(socket: &std::net::UdpSocket, shared: &Shared, stopping: &AtomicBool) {
     let mut rng = SmallRng::from_rng(&mut rand::rng());
     let mut buffer = vec![0u8; 4096];
-    loop {
-        let Ok((length, source)) = socket.recv_from(&mut buffer).await else {
-            continue;
+    while !stopping.load(Ordering::Relaxed) {
+        let Ok((length, source)) = socket.recv_from(&mut buffer) else {
+            continue; // the wake-up timeout, or an error that concerns one datagram
         };
         let mut verdict = shared.limiter.as_ref().map_or(Verdict::Send, |limiter| {
             limiter.check(source.ip(), Instant::now())
@@ -240,7 +296,7 @@ async fn serve_udp(socket: Arc<UdpSocket>, shared: Arc<Shared>) {
             Verdict::Drop => Vec::new(),
         };
         for response in responses {
-            let _ = socket.send_to(&response, source).await;
+            let _ = socket.send_to(&response, source);
         }
     }
 }
