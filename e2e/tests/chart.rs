@@ -63,6 +63,16 @@ fn documents(yaml: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The value of the environment variable `name` of `container`, if it has one.
+fn env_value(container: &Value, name: &str) -> Option<Value> {
+    container["env"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == name)
+        .map(|e| e["value"].clone())
+}
+
 fn of_kind<'a>(documents: &'a [Value], kind: &str) -> Vec<&'a Value> {
     documents.iter().filter(|d| d["kind"] == kind).collect()
 }
@@ -108,14 +118,7 @@ fn the_chart_renders_a_least_privilege_nonroot_hub_and_switchable_crds() {
         container["securityContext"]["capabilities"]["drop"][0],
         "ALL"
     );
-    let env = |name: &str| {
-        container["env"]
-            .as_sequence()
-            .unwrap()
-            .iter()
-            .find(|e| e["name"] == name)
-            .map(|e| e["value"].clone())
-    };
+    let env = |name: &str| env_value(container, name);
     assert_eq!(
         env("MERIDIAN_AGENT_IMAGE"),
         Some("ghcr.io/meridian-dev/meridian-agent:0.1.0".into())
@@ -213,14 +216,7 @@ fn secondaries_get_notify_targets_and_a_key_file_from_a_secret() {
     ]);
     let pod = &of_kind(&documents, "Deployment")[0]["spec"]["template"]["spec"];
     let container = &pod["containers"][0];
-    let env = |name: &str| {
-        container["env"]
-            .as_sequence()
-            .unwrap()
-            .iter()
-            .find(|e| e["name"] == name)
-            .map(|e| e["value"].clone())
-    };
+    let env = |name: &str| env_value(container, name);
     assert_eq!(
         env("MERIDIAN_DNS_NOTIFY"),
         Some("192.0.2.80:53 198.51.100.9:53".into())

@@ -21,21 +21,28 @@ pub fn free_dns_port() -> Result<u16, String> {
     }
 }
 
-/// A running BIND serving one zone.
+/// A server process and its directory: the process is killed and the directory removed on
+/// drop.
 #[derive(Debug)]
-pub struct BindServer {
-    child: Child,
-    /// How to reach the zone: server, zone, TSIG key.
-    pub config: Rfc2136Config,
-    dir: PathBuf,
+pub(crate) struct Daemon {
+    pub child: Child,
+    pub dir: PathBuf,
 }
 
-impl Drop for BindServer {
+impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A running BIND serving one zone.
+#[derive(Debug)]
+pub struct BindServer {
+    daemon: Daemon,
+    /// How to reach the zone: server, zone, TSIG key.
+    pub config: Rfc2136Config,
 }
 
 impl BindServer {
@@ -96,7 +103,10 @@ zone "{zone}" {{
             algorithm: "hmac-sha256".into(),
             secret,
         };
-        let server = BindServer { child, config, dir };
+        let server = BindServer {
+            daemon: Daemon { child, dir },
+            config,
+        };
         let provider = Rfc2136Provider::new(server.config.clone()).map_err(|e| e.to_string())?;
         for _ in 0..100 {
             if provider.records(zone).await.is_ok() {
@@ -109,6 +119,6 @@ zone "{zone}" {{
 
     /// What named logged so far.
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("named.log")).unwrap_or_default()
+        std::fs::read_to_string(self.daemon.dir.join("named.log")).unwrap_or_default()
     }
 }

@@ -4,9 +4,9 @@
 //! process dies first.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
+use crate::bind_server::Daemon;
 #[cfg(doc)]
 use crate::bind_server::free_dns_port;
 
@@ -34,16 +34,7 @@ pub struct Secondary {
     pub kind: Kind,
     /// Where it answers (UDP and TCP).
     pub address: SocketAddr,
-    child: Child,
-    dir: PathBuf,
-}
-
-impl Drop for Secondary {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+    daemon: Daemon,
 }
 
 impl Secondary {
@@ -78,14 +69,13 @@ impl Secondary {
         Ok(Secondary {
             kind,
             address: SocketAddr::from(([127, 0, 0, 1], port)),
-            child,
-            dir,
+            daemon: Daemon { child, dir },
         })
     }
 
     /// What the server logged so far.
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+        std::fs::read_to_string(self.daemon.dir.join("server.log")).unwrap_or_default()
     }
 }
 
