@@ -313,6 +313,11 @@ async fn probe_answers(hub: Client, probing: Arc<AtomicBool>) -> Probe {
     while probing.load(Ordering::SeqCst) {
         let answer = dig_service(&hub, Some(IRELAND)).await.unwrap_or_default();
         let good = answer.len() == 1 && ["10.0.0.1", "10.0.0.3"].contains(&answer[0].as_str());
+        if !good {
+            // What a failing query got, so a gap can be explained (no endpoint, no answer, or
+            // a wrong one).
+            println!("probe query {} got {answer:?}", probe.queries);
+        }
         probe.queries += 1;
         match (good, failing_since) {
             (false, None) => {

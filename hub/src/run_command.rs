@@ -10,8 +10,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use kube::{Client, Config};
 use meridian_nameserver::rate_limit::DEFAULT_RESPONSES_PER_SECOND;
 use meridian_nameserver::{GeoDb, NameServer, RateLimit, ServerConfig, ZoneNameServer};
-
-use crate::secondaries_args::SecondariesArgs;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -23,6 +21,7 @@ use crate::controller::gateway_placement::{AgentInstall, PlacementContext};
 use crate::controller::{gateway_placement, managed_zone, probe_headers, router_dns};
 use crate::leader::{self, Election};
 use crate::placement::AgentDns;
+use crate::secondaries_args::SecondariesArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
