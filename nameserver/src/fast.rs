@@ -4,10 +4,11 @@
 //! does ([`choose_among`]) and writes the response from records encoded when the zone was
 //! published: no request or response `Message`, no name strings, no per-record encoding.
 //!
+//! A DNS cookie is answered here too (dig and BIND's resolver send one with every query).
 //! Anything else returns `None` and takes the general path ([`crate::respond`]): apex SOA and
 //! NS, ANY, names that do not exist or exist without records (NXDOMAIN, NODATA, wildcards),
-//! TSIG, cookies and other EDNS options, EDNS versions above 0, responses too big for the
-//! client. Both paths give the same answers; a test compares them query by query.
+//! TSIG, malformed cookies and other EDNS options, EDNS versions above 0, responses too big for
+//! the client. Both paths give the same answers; a test compares them query by query.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -18,6 +19,7 @@ use hickory_proto::serialize::binary::{BinEncodable, BinEncoder, NameEncoding};
 use rand::Rng;
 
 use crate::answer::{Candidate, Chosen, QueryContext, Transport, choose_among};
+use crate::cookie;
 use crate::zone::Catalog;
 use meridian_dns::model::{Endpoint, GEO_CODE, RecordType, WEIGHT, is_at_or_below};
 use meridian_dns::wire::to_wire;
@@ -194,6 +196,8 @@ struct Edns<'a> {
     dnssec_ok: bool,
     /// The client subnet option's data, as sent.
     subnet: Option<&'a [u8]>,
+    /// The COOKIE option's data, as sent (RFC 7873).
+    cookie: Option<&'a [u8]>,
 }
 
 fn read_u16(bytes: &[u8], at: usize) -> Option<u16> {
@@ -272,12 +276,17 @@ fn read_opt(bytes: &[u8], at: usize) -> Option<Edns<'_>> {
     if at + 11 + length != bytes.len() {
         return None;
     }
-    let mut subnet = None;
+    let (mut subnet, mut cookie) = (None, None);
     let mut rest = options;
     while !rest.is_empty() {
         let code = read_u16(rest, 0)?;
         let length = usize::from(read_u16(rest, 2)?);
         let data = rest.get(4..4 + length)?;
+        rest = &rest[4 + length..];
+        if code == cookie::OPTION_CODE && cookie.is_none() {
+            cookie = Some(data);
+            continue;
+        }
         if code != ECS || subnet.is_some() {
             return None;
         }
@@ -292,12 +301,12 @@ fn read_opt(bytes: &[u8], at: usize) -> Option<Edns<'_>> {
             return None;
         }
         subnet = Some(data);
-        rest = &rest[4 + length..];
     }
     Some(Edns {
         payload,
         dnssec_ok,
         subnet,
+        cookie,
     })
 }
 
@@ -425,23 +434,39 @@ pub(crate) fn respond(
     }
     response[6..8].copy_from_slice(&answers.to_be_bytes());
     if let Some(edns) = &request.edns {
+        // A cookie is answered when the server gives cookies; a malformed one is FORMERR,
+        // which the general path sends.
+        let cookie = match (edns.cookie, context.cookie_secret) {
+            (Some(option), Some(secret)) => Some(cookie::reply(
+                option,
+                secret,
+                context.source,
+                context.now as u32,
+            )?),
+            _ => None,
+        };
         response.extend_from_slice(&[0, 0, 41]);
         response.extend_from_slice(&SERVER_UDP_PAYLOAD.to_be_bytes());
         // Extended RCODE 0, version 0, the DO bit echoed (RFC 3225).
         response.extend_from_slice(&[0, 0, if edns.dnssec_ok { 0x80 } else { 0 }, 0]);
-        match edns.subnet {
-            Some(subnet) => {
-                let length = subnet.len() as u16;
-                response.extend_from_slice(&(length + 4).to_be_bytes());
-                response.extend_from_slice(&ECS.to_be_bytes());
-                response.extend_from_slice(&length.to_be_bytes());
-                // The scope is the whole source prefix: the answer was chosen for all of it.
-                response.extend_from_slice(&subnet[..3]);
-                response.push(subnet[2]);
-                response.extend_from_slice(&subnet[4..]);
-            }
-            None => response.extend_from_slice(&[0, 0]),
+        let length_at = response.len();
+        response.extend_from_slice(&[0, 0]);
+        if let Some(subnet) = edns.subnet {
+            let length = subnet.len() as u16;
+            response.extend_from_slice(&ECS.to_be_bytes());
+            response.extend_from_slice(&length.to_be_bytes());
+            // The scope is the whole source prefix: the answer was chosen for all of it.
+            response.extend_from_slice(&subnet[..3]);
+            response.push(subnet[2]);
+            response.extend_from_slice(&subnet[4..]);
         }
+        if let Some(cookie) = cookie {
+            response.extend_from_slice(&cookie::OPTION_CODE.to_be_bytes());
+            response.extend_from_slice(&(cookie.len() as u16).to_be_bytes());
+            response.extend_from_slice(&cookie);
+        }
+        let options = (response.len() - length_at - 2) as u16;
+        response[length_at..length_at + 2].copy_from_slice(&options.to_be_bytes());
     }
     let limit = match context.transport {
         Transport::Tcp => usize::from(u16::MAX),
@@ -557,6 +582,15 @@ mod tests {
     }
 
     fn request(name: &str, qtype: WireType, edns: Option<Option<&str>>) -> Vec<u8> {
+        request_with_cookie(name, qtype, edns, None)
+    }
+
+    fn request_with_cookie(
+        name: &str,
+        qtype: WireType,
+        edns: Option<Option<&str>>,
+        cookie: Option<&[u8]>,
+    ) -> Vec<u8> {
         let mut request = Message::new(0x1234, MessageType::Query, OpCode::Query);
         request.metadata.recursion_desired = true;
         request.add_query(Query::query(Name::from_ascii(name).unwrap(), qtype));
@@ -568,6 +602,10 @@ mod tests {
                 let subnet =
                     ClientSubnet::new(address.parse().unwrap(), prefix.parse().unwrap(), 0);
                 edns.options_mut().insert(EdnsOption::Subnet(subnet));
+            }
+            if let Some(cookie) = cookie {
+                edns.options_mut()
+                    .insert(EdnsOption::Unknown(cookie::OPTION_CODE, cookie.to_vec()));
             }
             request.set_edns(edns);
         }
@@ -616,8 +654,18 @@ mod tests {
             Some(Some("2001:db8::/56")),
         ];
         let mut fast_answers = 0;
+        // A client cookie, a client and server cookie (not one of ours), and a malformed one.
+        let cookies: [Option<&[u8]>; 4] = [
+            None,
+            Some(b"clientck"),
+            Some(b"clientck\x01\0\0\0servercookie"),
+            Some(b"bad"),
+        ];
         for transport in [Transport::Udp, Transport::Tcp] {
-            for source in ["192.0.2.7", "100.64.1.9"] {
+            for (source, secret) in [
+                ("192.0.2.7", None),
+                ("100.64.1.9", Some(b"cookie secret".as_slice())),
+            ] {
                 let context = QueryContext {
                     source: source.parse().unwrap(),
                     transport,
@@ -625,14 +673,18 @@ mod tests {
                     transfer_allowed: &[],
                     stats: None,
                     tsig_keys: &[],
-                    cookie_secret: None,
+                    cookie_secret: secret,
                     now: 0,
                 };
                 for name in names {
                     for qtype in types {
-                        for subnet in subnets {
-                            let bytes = request(name, qtype, subnet);
-                            for seed in 0..4 {
+                        for (subnet, cookie) in subnets
+                            .iter()
+                            .flat_map(|s| cookies.iter().map(move |c| (*s, *c)))
+                            .filter(|(subnet, cookie)| subnet.is_some() || cookie.is_none())
+                        {
+                            let bytes = request_with_cookie(name, qtype, subnet, cookie);
+                            for seed in 0..2 {
                                 let fast = respond(
                                     &catalog,
                                     &bytes,
@@ -648,7 +700,7 @@ mod tests {
                                     &mut SmallRng::seed_from_u64(seed),
                                 );
                                 let what = format!(
-                                    "{name} {qtype} {subnet:?} {transport:?} {source} seed {seed}"
+                                    "{name} {qtype} {subnet:?} {cookie:?} {transport:?} {source} seed {seed}"
                                 );
                                 assert_eq!(general.len(), 1, "{what}");
                                 let fast = Message::from_vec(&fast)
