@@ -581,10 +581,6 @@ mod tests {
         Zone::new(config, 42, records)
     }
 
-    fn request(name: &str, qtype: WireType, edns: Option<Option<&str>>) -> Vec<u8> {
-        request_with_cookie(name, qtype, edns, None)
-    }
-
     fn request_with_cookie(
         name: &str,
         qtype: WireType,
