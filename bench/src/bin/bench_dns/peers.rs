@@ -121,7 +121,7 @@ pub fn nsd(dir: &Path) -> Result<Peer, BoxError> {
         format!(
             "server:\n  ip-address: 127.0.0.1\n  port: {port}\n  server-count: 2\n  username: \"\"\n  \
              zonesdir: \"{d}\"\n  pidfile: \"{d}/nsd.pid\"\n  xfrdfile: \"{d}/xfrd.state\"\n  \
-             zonelistfile: \"{d}/zone.list\"\n  database: \"\"\n  verbosity: 0\n  \
+             zonelistfile: \"{d}/zone.list\"\n  xfrdir: \"{d}\"\n  database: \"\"\n  verbosity: 0\n  \
              rrl-ratelimit: 0\n  rrl-whitelist-ratelimit: 0\n\
              remote-control:\n  control-enable: no\n\
              zone:\n  name: example.com\n  zonefile: example.com.zone\n"
