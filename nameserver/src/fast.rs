@@ -339,6 +339,15 @@ impl Request<'_> {
     }
 }
 
+/// The records `chosen` names among `records`, without allocating.
+fn chosen_records(records: &[PreparedRecord], chosen: Chosen) -> &[PreparedRecord] {
+    match chosen {
+        Chosen::All => records,
+        Chosen::One(index) => std::slice::from_ref(&records[index]),
+        Chosen::None => &[],
+    }
+}
+
 /// The response to `bytes` by the fast path, or `None` when the general path must answer.
 pub(crate) fn respond(
     catalog: &Catalog,
@@ -390,7 +399,7 @@ pub(crate) fn respond(
             return None; // the apex SOA and NS come from the zone's configuration
         }
         let node = prepared.names.get(key)?;
-        let write = |records: &[&PreparedRecord], response: &mut Vec<u8>, answers: &mut u16| {
+        let write = |records: &[PreparedRecord], response: &mut Vec<u8>, answers: &mut u16| {
             for record in records {
                 for tail in &record.tails {
                     response.extend_from_slice(owner);
@@ -402,13 +411,12 @@ pub(crate) fn respond(
         if !node.cnames.is_empty() && qtype != u16::from(WireType::CNAME) {
             let (chosen, choice) = choose_among(&node.cnames, locate, rng);
             choices.extend(choice);
-            let chosen: Vec<&PreparedRecord> = match chosen {
-                Chosen::All => node.cnames.iter().collect(),
-                Chosen::One(index) => vec![&node.cnames[index]],
-                Chosen::None => return None,
-            };
+            let chosen = chosen_records(&node.cnames, chosen);
+            if chosen.is_empty() {
+                return None;
+            }
             let target = chosen.first()?.target.as_ref()?;
-            write(&chosen, &mut response, &mut answers);
+            write(chosen, &mut response, &mut answers);
             if !target.inside {
                 done = true; // the resolver follows it
                 break;
@@ -420,12 +428,11 @@ pub(crate) fn respond(
         let (_, matching) = node.by_type.iter().find(|(t, _)| *t == qtype)?;
         let (chosen, choice) = choose_among(matching, locate, rng);
         choices.extend(choice);
-        let chosen: Vec<&PreparedRecord> = match chosen {
-            Chosen::All => matching.iter().collect(),
-            Chosen::One(index) => vec![&matching[index]],
-            Chosen::None => Vec::new(),
-        };
-        write(&chosen, &mut response, &mut answers);
+        write(
+            chosen_records(matching, chosen),
+            &mut response,
+            &mut answers,
+        );
         done = true;
         break;
     }

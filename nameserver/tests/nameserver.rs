@@ -435,6 +435,23 @@ async fn geo_answers_ipv6_clients_by_their_subnet_or_their_own_address() {
     server.shutdown().await;
 }
 
+/// A server of the example zone that rate limits at `per_second` responses per client prefix,
+/// with slip 2.
+async fn start_rate_limited(per_second: u32) -> NameServer {
+    let config = ServerConfig {
+        rate_limit: Some(meridian_nameserver::RateLimit {
+            responses_per_second: per_second,
+            slip: 2,
+        }),
+        ..ServerConfig::default()
+    };
+    let server = NameServer::start("127.0.0.1:0".parse().unwrap(), config)
+        .await
+        .unwrap();
+    server.publish(ZoneConfig::new("example.com"), example_zone());
+    server
+}
+
 /// Sends `count` A queries from `socket` at once and reads the replies until none come for
 /// half a second: (full answers, truncated ones).
 async fn burst(socket: &UdpSocket, server: SocketAddr, count: u16) -> (usize, usize) {
@@ -487,17 +504,7 @@ async fn burst_with_cookie(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rate_limiting_holds_back_one_prefix_and_slips_it_to_tcp() {
-    let config = ServerConfig {
-        rate_limit: Some(meridian_nameserver::RateLimit {
-            responses_per_second: 5,
-            slip: 2,
-        }),
-        ..ServerConfig::default()
-    };
-    let server = NameServer::start("127.0.0.1:0".parse().unwrap(), config)
-        .await
-        .unwrap();
-    server.publish(ZoneConfig::new("example.com"), example_zone());
+    let server = start_rate_limited(5).await;
     let flooding = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let (full, truncated) = burst(&flooding, server.local_addr(), 40).await;
     assert!(
@@ -533,17 +540,7 @@ fn dig_cookie(output: &str) -> Option<(Vec<u8>, bool)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dns_cookies_are_given_checked_and_spare_their_holders_rate_limiting() {
-    let config = ServerConfig {
-        rate_limit: Some(meridian_nameserver::RateLimit {
-            responses_per_second: 2,
-            slip: 2,
-        }),
-        ..ServerConfig::default()
-    };
-    let server = NameServer::start("127.0.0.1:0".parse().unwrap(), config)
-        .await
-        .unwrap();
-    server.publish(ZoneConfig::new("example.com"), example_zone());
+    let server = start_rate_limited(2).await;
     // dig sends a client cookie and checks the server cookie that comes back with it.
     let output = dig(&server, &["+cookie=0102030405060708", "example.com", "SOA"]).await;
     let (cookie, good) = dig_cookie(&output).unwrap_or_else(|| panic!("{output}"));
