@@ -10,6 +10,9 @@ export MERIDIAN_TESTBED_DIR := $(shell bash e2e/testbed/build.sh --print-dir)
 export MERIDIAN_NODE_DIR := $(shell bash e2e/testbed/nodes.sh --print-dir)
 # Helm, built from its Go module into the same cache (e2e/testbed/helm.sh).
 export MERIDIAN_HELM := $(shell bash e2e/testbed/helm.sh --print-path)
+# external-dns, built from its Go module beside its DNSEndpoint CRD, for the tests of sharing a
+# zone with it (e2e/testbed/external-dns.sh).
+export MERIDIAN_EXTERNAL_DNS_DIR := $(shell bash e2e/testbed/external-dns.sh --print-dir)
 # moto's server for the Route53 tests, in a virtualenv in the same cache (scripts/moto-venv.sh).
 export MERIDIAN_MOTO_SERVER := $(shell bash scripts/moto-venv.sh --print-path)
 
@@ -30,10 +33,11 @@ packages: ## Install the Debian packages and the moto venv the tests use (once; 
 	@bash scripts/debian-packages.sh $(TEST_PACKAGES)
 	@bash scripts/moto-venv.sh >/dev/null
 
-testbed: toolchain ## Build kube-apiserver, etcd, kubectl, OCM agents, node binaries, Helm; gather upstream CRDs (cached)
+testbed: toolchain ## Build kube-apiserver, etcd, kubectl, OCM agents, node binaries, Helm, external-dns; gather upstream CRDs (cached)
 	@bash e2e/testbed/build.sh >/dev/null
 	@bash e2e/testbed/nodes.sh >/dev/null
 	@bash e2e/testbed/helm.sh >/dev/null
+	@bash e2e/testbed/external-dns.sh >/dev/null
 
 lint: toolchain ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check

@@ -15,6 +15,17 @@
 //!   properties) are reported, and the value already published stays.
 //!
 //! A refused or conflicting record is left out of the batch; everything else still goes ahead.
+//!
+//! Other tools' registries in the same zone are read too, so a record they hold is reported
+//! with its owner rather than as nobody's:
+//! - Kuadrant's dns-operator writes the same `kuadrant-` records (one per owner); it spells a
+//!   wildcard's leading `*` as `wildcard`, so `kuadrant-<code>-cname-wildcard.x` vouches for
+//!   `*.x` when another owner wrote it;
+//! - external-dns writes `<prefix><type>-<first label><suffix>.<rest>` (before 0.18 also the
+//!   record's own name) holding `heritage=external-dns,external-dns/owner=<id>,…`. Its prefix
+//!   and suffix are flags Meridian cannot see, so a heritage TXT at the record's parent whose
+//!   first labels contain the record's first label counts as a claim. A claim only changes how
+//!   a refusal is worded: a record Meridian does not own is never changed either way.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -25,6 +36,8 @@ use crate::shortcode::shortcode;
 
 const REGISTRY_PREFIX: &str = "kuadrant-";
 const HERITAGE: &str = "heritage=external-dns";
+/// How Kuadrant's dns-operator spells a leading `*.` inside an ownership record's name.
+const KUADRANT_WILDCARD: &str = "wildcard.";
 
 /// Name of the ownership TXT record of `owner`'s record `record_type` at `dns_name`.
 pub fn ownership_txt_name(owner: &str, record_type: RecordType, dns_name: &str) -> String {
@@ -79,6 +92,28 @@ pub fn record_vouched_for(txt: &Endpoint) -> Option<RecordKey> {
     })
 }
 
+/// The `external-dns/<key>=<value>` labels of a registry TXT record (one with
+/// `heritage=external-dns`), from one value or spread over several, quoted or not.
+fn registry_labels(txt: &Endpoint) -> Option<BTreeMap<&str, &str>> {
+    if txt.record_type != RecordType::Txt {
+        return None;
+    }
+    let parts = || {
+        txt.targets
+            .iter()
+            .flat_map(|value| value.trim_matches('"').split(','))
+            .map(str::trim)
+    };
+    if !parts().any(|part| part == HERITAGE) {
+        return None;
+    }
+    Some(
+        parts()
+            .filter_map(|part| part.strip_prefix("external-dns/")?.split_once('='))
+            .collect(),
+    )
+}
+
 /// The record an ownership TXT record vouches for, and its owner, when the name's shortcode is
 /// the owner's. `codes` memoizes owners' shortcodes across the records of one zone.
 fn parse_ownership(
@@ -87,20 +122,56 @@ fn parse_ownership(
 ) -> Option<(RecordKey, String)> {
     let key = record_vouched_for(txt)?;
     let code = txt.dns_name.strip_prefix(REGISTRY_PREFIX)?.get(..8)?;
-    let owner = txt.targets.iter().find_map(|value| {
-        let value = value.trim_matches('"');
-        if !value.starts_with(HERITAGE) {
-            return None;
-        }
-        value
-            .split(',')
-            .find_map(|part| part.strip_prefix("external-dns/owner="))
-            .map(str::to_string)
-    })?;
+    let owner = registry_labels(txt)?.get("owner")?.to_string();
     let owner_code = codes
         .entry(owner.clone())
         .or_insert_with(|| shortcode(&owner, 8));
     (owner_code == code).then_some((key, owner))
+}
+
+/// The wildcard record a dns-operator ownership record spelt `wildcard.<rest>` vouches for.
+fn kuadrant_wildcard(key: &RecordKey) -> Option<RecordKey> {
+    let rest = key.dns_name.strip_prefix(KUADRANT_WILDCARD)?;
+    Some(RecordKey {
+        dns_name: format!("*.{rest}"),
+        ..key.clone()
+    })
+}
+
+/// A registry TXT record of another tool (external-dns), and whose it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignClaim {
+    /// The TXT record's name.
+    pub txt_name: String,
+    /// Its `external-dns/owner`.
+    pub owner: String,
+    /// Its `external-dns/resource` (the object that asked for the record), when given.
+    pub resource: Option<String>,
+}
+
+impl ForeignClaim {
+    /// Whether this may be the ownership record of `dns_name` (see [`may_claim`]).
+    pub fn may_claim(&self, dns_name: &str) -> bool {
+        may_claim(&self.txt_name, dns_name)
+    }
+}
+
+/// Whether an external-dns registry record named `txt_name` may vouch for `dns_name` (any
+/// type): the record's own name (external-dns before 0.18), or a name at the same parent whose
+/// first labels contain the record's first label with a type and an affix around it.
+fn may_claim(txt_name: &str, dns_name: &str) -> bool {
+    if txt_name == dns_name {
+        return true;
+    }
+    let (first, parent) = dns_name.split_once('.').unwrap_or((dns_name, ""));
+    let head = if parent.is_empty() {
+        Some(txt_name)
+    } else {
+        txt_name
+            .strip_suffix(parent)
+            .and_then(|head| head.strip_suffix('.'))
+    };
+    head.is_some_and(|head| head != first && head.contains(first))
 }
 
 /// The zone as `owner` left it when it published `published`: the records and their ownership
@@ -126,6 +197,13 @@ pub struct Registry {
     pub records: ZoneRecords,
     /// Ownership TXT records, by the key of the record they vouch for, then owner.
     pub ownership: BTreeMap<RecordKey, BTreeMap<String, Endpoint>>,
+    /// dns-operator's `wildcard.` spelling of a wildcard's ownership, by the wildcard record's
+    /// key, then owner. Apart from `ownership` because a host may really be named
+    /// `wildcard.…`: these count only as other owners, never as the planning owner's own.
+    pub wildcard_ownership: BTreeMap<RecordKey, BTreeMap<String, Endpoint>>,
+    /// Other tools' registry records (external-dns). They are also in `records`, where nothing
+    /// ever changes them.
+    pub foreign: Vec<ForeignClaim>,
 }
 
 impl Registry {
@@ -135,6 +213,13 @@ impl Registry {
         for record in zone {
             match parse_ownership(record, &mut codes) {
                 Some((key, owner)) => {
+                    if let Some(wildcard) = kuadrant_wildcard(&key) {
+                        registry
+                            .wildcard_ownership
+                            .entry(wildcard)
+                            .or_default()
+                            .insert(owner.clone(), record.clone());
+                    }
                     registry
                         .ownership
                         .entry(key)
@@ -142,6 +227,15 @@ impl Registry {
                         .insert(owner, record.clone());
                 }
                 None => {
+                    if let Some(labels) = registry_labels(record)
+                        && let Some(owner) = labels.get("owner")
+                    {
+                        registry.foreign.push(ForeignClaim {
+                            txt_name: record.dns_name.clone(),
+                            owner: owner.to_string(),
+                            resource: labels.get("resource").map(|r| r.to_string()),
+                        });
+                    }
                     registry.records.insert(record.key(), record.clone());
                 }
             }
@@ -154,6 +248,13 @@ impl Registry {
             .get(key)
             .map(|owners| owners.keys().map(String::as_str).collect())
             .unwrap_or_default()
+    }
+
+    /// Another tool's claim on a record nobody vouches for in Meridian's registry.
+    pub fn foreign_claim(&self, key: &RecordKey) -> Option<&ForeignClaim> {
+        self.foreign
+            .iter()
+            .find(|claim| claim.may_claim(&key.dns_name))
     }
 }
 
@@ -176,6 +277,14 @@ pub struct PlanInput<'a> {
 pub enum Problem {
     /// The record exists and no owner vouches for it: it is never changed.
     Unowned(RecordKey),
+    /// The record exists and another tool's registry (external-dns) claims it: it is never
+    /// changed.
+    OwnedElsewhere {
+        key: RecordKey,
+        owner: String,
+        /// The claiming TXT record's name.
+        txt_name: String,
+    },
     /// Another owner's records of another type hold the name.
     TypeConflict {
         key: RecordKey,
@@ -198,6 +307,14 @@ impl fmt::Display for Problem {
             Problem::Unowned(key) => write!(
                 f,
                 "{key} exists and is not owned by Meridian; left unchanged"
+            ),
+            Problem::OwnedElsewhere {
+                key,
+                owner,
+                txt_name,
+            } => write!(
+                f,
+                "{key} is owned by external-dns owner {owner} (TXT {txt_name}); left unchanged"
             ),
             Problem::TypeConflict { key, existing } => {
                 write!(
@@ -249,6 +366,7 @@ pub fn host_records<'a>(
             is_at_or_below(&record.dns_name, &base)
                 || record_vouched_for(record)
                     .is_some_and(|key| is_at_or_below(&key.dns_name, &base))
+                || registry_labels(record).is_some() && may_claim(&record.dns_name, &base)
         })
         .cloned()
         .collect()
@@ -321,7 +439,14 @@ pub fn plan(input: &PlanInput<'_>, zone: &[Endpoint]) -> Plan {
             }
             // Nobody vouches for it: a hand-made record, or another tool's.
             Some(_) if others.is_empty() && !owned_before.contains(key) => {
-                problems.push(Problem::Unowned(key.clone()))
+                problems.push(match registry.foreign_claim(key) {
+                    Some(claim) => Problem::OwnedElsewhere {
+                        key: key.clone(),
+                        owner: claim.owner.clone(),
+                        txt_name: claim.txt_name.clone(),
+                    },
+                    None => Problem::Unowned(key.clone()),
+                })
             }
             Some(current) if others.is_empty() => {
                 if current != want {
@@ -404,6 +529,14 @@ pub fn plan(input: &PlanInput<'_>, zone: &[Endpoint]) -> Plan {
 fn others<'r>(registry: &'r Registry, key: &RecordKey, owner: &str) -> BTreeSet<&'r str> {
     let mut owners = registry.owners(key);
     owners.remove(owner);
+    if let Some(wildcard) = registry.wildcard_ownership.get(key) {
+        owners.extend(
+            wildcard
+                .keys()
+                .map(String::as_str)
+                .filter(|other| *other != owner),
+        );
+    }
     owners
 }
 

@@ -19,6 +19,7 @@ mod control_plane;
 mod crds;
 mod error;
 pub mod example;
+pub mod external_dns;
 mod fleet;
 mod images;
 pub mod node;

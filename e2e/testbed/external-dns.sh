@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds external-dns from its Go module (./external-dns) into the user's cache, once per
+# version and go.sum, beside its DNSEndpoint CRD from the same module, and prints the
+# directory (`--print-dir` only prints it). The coexistence tests run it against the test
+# bed's control planes, BIND and moto. Apart from build.sh so that its version does not
+# select a new control-plane cache.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+module=sigs.k8s.io/external-dns
+version=$(awk -v m="$module" '$1 == m { print $2; exit }' "$here/external-dns/go.mod")
+inputs_hash=$(cat "$here/external-dns/go.mod" "$here/external-dns/go.sum" "$here/external-dns.sh" | sha256sum | cut -c1-12)
+dir="${MERIDIAN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/meridian}/external-dns/$version-$inputs_hash"
+if [[ "${1:-}" == "--print-dir" ]]; then
+  echo "$dir"
+  exit 0
+fi
+if [[ ! -x "$dir/external-dns" ]]; then
+  echo "testbed: building external-dns $version from its Go module (the first build takes minutes)" >&2
+  mkdir -p "$dir"
+  started=$SECONDS
+  cd "$here/external-dns"
+  source_dir=$(GOTOOLCHAIN=local GOFLAGS=-mod=readonly go list -m -f '{{.Dir}}' "$module")
+  cp "$source_dir/config/crd/standard/dnsendpoints.externaldns.k8s.io.yaml" "$dir/"
+  GOTOOLCHAIN=local GOFLAGS="-mod=readonly -trimpath -buildvcs=false" \
+    go build -ldflags "-s -w -X $module/pkg/apis/externaldns.Version=$version" \
+    -o "$dir/.external-dns.partial" "$module"
+  mv "$dir/.external-dns.partial" "$dir/external-dns"
+  echo "testbed: built external-dns in $((SECONDS - started)) s" >&2
+fi
+echo "$dir"
