@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use kube::Client;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::discovery::ApiResource;
+use serde_json::json;
 
 use crate::{Error, free_loopback_port, install_crds, load_crds, repository_root};
 
@@ -158,4 +161,40 @@ impl ExternalDns {
         }
         Ok(log)
     }
+}
+
+/// external-dns's DNSEndpoints in `namespace`.
+pub fn dns_endpoints(client: &Client, namespace: &str) -> Api<DynamicObject> {
+    let resource = ApiResource {
+        group: "externaldns.k8s.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "externaldns.k8s.io/v1alpha1".into(),
+        kind: "DNSEndpoint".into(),
+        plural: "dnsendpoints".into(),
+    };
+    Api::namespaced_with(client.clone(), namespace, &resource)
+}
+
+/// Applies the DNSEndpoint `name` asking external-dns for one A record, `host` → `address`.
+pub async fn want_a_record(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    host: &str,
+    address: &str,
+) -> Result<(), Error> {
+    dns_endpoints(client, namespace)
+        .patch(
+            name,
+            &PatchParams::apply(crate::FIELD_MANAGER).force(),
+            &Patch::Apply(json!({
+                "apiVersion": "externaldns.k8s.io/v1alpha1", "kind": "DNSEndpoint",
+                "metadata": { "name": name, "namespace": namespace },
+                "spec": { "endpoints": [{
+                    "dnsName": host, "recordType": "A", "targets": [address], "recordTTL": 300,
+                }] },
+            })),
+        )
+        .await?;
+    Ok(())
 }

@@ -11,12 +11,11 @@ use std::time::Duration;
 
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
-use kube::discovery::ApiResource;
 use meridian_api::kuadrant::DNSRecord;
 use meridian_dns::model::{Endpoint, RecordType};
 use meridian_dns::plan::Registry;
 use meridian_e2e::example::apply;
-use meridian_e2e::external_dns::{ExternalDns, ExternalDnsZone};
+use meridian_e2e::external_dns::{self, ExternalDns, ExternalDnsZone};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, ensure_namespace, eventually};
 use meridian_hub::run_command::{RunArgs, RunningHub};
 use meridian_providers::Provider;
@@ -186,33 +185,12 @@ fn a(name: &str, address: &str) -> Endpoint {
 }
 
 fn dns_endpoints(client: &Client) -> Api<DynamicObject> {
-    let resource = ApiResource {
-        group: "externaldns.k8s.io".into(),
-        version: "v1alpha1".into(),
-        api_version: "externaldns.k8s.io/v1alpha1".into(),
-        kind: "DNSEndpoint".into(),
-        plural: "dnsendpoints".into(),
-    };
-    Api::namespaced_with(client.clone(), NAMESPACE, &resource)
+    external_dns::dns_endpoints(client, NAMESPACE)
 }
 
 /// external-dns's DNSEndpoint asking for an A record.
 async fn want_from_external_dns(client: &Client, name: &str, address: &str) -> Result<(), Error> {
-    dns_endpoints(client)
-        .patch(
-            name,
-            &PatchParams::apply("coexistence-test").force(),
-            &Patch::Apply(json!({
-                "apiVersion": "externaldns.k8s.io/v1alpha1", "kind": "DNSEndpoint",
-                "metadata": { "name": name, "namespace": NAMESPACE },
-                "spec": { "endpoints": [{
-                    "dnsName": format!("{name}.{ZONE}"), "recordType": "A",
-                    "targets": [address], "recordTTL": 300,
-                }] },
-            })),
-        )
-        .await?;
-    Ok(())
+    external_dns::want_a_record(client, NAMESPACE, name, &format!("{name}.{ZONE}"), address).await
 }
 
 /// Meridian's DNSRecord asking for an A record.

@@ -756,3 +756,153 @@ async fn a_hub_and_a_distributed_cluster_share_one_host() -> Result<(), Error> {
     running.stop().await;
     Ok(())
 }
+
+/// The records of the zone apart from the apex's, in a stable order, split into what Meridian's
+/// owners hold (records and ownership records) and everything else.
+fn split_by_owner(zone: &[Endpoint], meridian: &str) -> (Vec<Endpoint>, Vec<Endpoint>) {
+    let registry = Registry::read(zone);
+    let mut ours: Vec<Endpoint> = registry
+        .ownership
+        .iter()
+        .filter_map(|(key, owners)| Some((registry.records.get(key), owners.get(meridian)?)))
+        .flat_map(|(record, txt)| record.into_iter().chain([txt]).cloned())
+        .collect();
+    ours.sort_by(|a, b| a.key().cmp(&b.key()));
+    let mut theirs: Vec<Endpoint> = zone
+        .iter()
+        .filter(|r| !ours.contains(r) && !r.dns_name.starts_with("kuadrant."))
+        .filter(|r| r.dns_name != "example.com" && r.dns_name != "ns1.example.com")
+        .cloned()
+        .collect();
+    theirs.sort_by(|a, b| a.key().cmp(&b.key()));
+    (ours, theirs)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_distributed_cluster_and_external_dns_share_a_bind_zone() -> Result<(), Error> {
+    use meridian_e2e::external_dns::{self, ExternalDns, ExternalDnsZone};
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
+    let bind = BindServer::start("example.com")
+        .await
+        .map_err(Error::Component)?;
+    let fleet = Fleet::builder()
+        .spokes(["spoke-1"])
+        .without_ocm()
+        .start()
+        .await?;
+    let spoke = fleet.spoke("spoke-1").client();
+    let kubeconfig = fleet.spoke("spoke-1").kubeconfig_path().to_path_buf();
+    let external_dns = ExternalDns::locate("edns")?;
+    external_dns.install_crd(&spoke).await?;
+    ensure_namespace(&spoke, NAMESPACE).await?;
+    let target = ExternalDnsZone::Rfc2136 {
+        server: bind.config.server,
+        zone: "example.com".into(),
+        key_name: bind.config.key_name.clone(),
+        algorithm: bind.config.algorithm.clone(),
+        secret: bind.config.secret.clone(),
+    };
+    let sync = || external_dns.sync_once(&kubeconfig, &target);
+    let provider = Rfc2136Provider::new(bind.config.clone()).unwrap();
+    let zone = || async { provider.records("example.com").await.unwrap() };
+
+    // external-dns holds a name of its own, and the cluster's host before the cluster comes.
+    external_dns::want_a_record(&spoke, NAMESPACE, "shop", "shop.example.com", "192.0.2.10")
+        .await?;
+    external_dns::want_a_record(&spoke, NAMESPACE, "api", HOST, "192.0.2.50").await?;
+    sync().await?;
+    install(
+        &spoke,
+        rfc2136_secret(&bind),
+        "10.0.0.1",
+        policy(json!({ "targetRef": { "name": "prod-web" }, "routingStrategy": "simple" })),
+    )
+    .await?;
+    let owner = meridian_agent::report::cluster_id(&spoke).await?;
+    let distributed = agent(&spoke, "spoke-1", "IE").await?;
+    let records = Api::<DNSRecord>::namespaced(spoke.clone(), NAMESPACE);
+    let ready_message = || async {
+        let record = records.get_opt("prod-web-api").await?;
+        Ok::<_, Error>(
+            record
+                .iter()
+                .flat_map(|r| r.status.iter())
+                .flat_map(|s| s.conditions.iter())
+                .find(|c| c.type_ == "Ready")
+                .map(|c| c.message.clone())
+                .unwrap_or_default(),
+        )
+    };
+    let refusal = eventually(
+        "the cluster reports the host's owner",
+        DEFAULT_PATIENCE,
+        || async {
+            let message = ready_message().await?;
+            Ok(message
+                .contains("owned by external-dns owner edns")
+                .then_some(message))
+        },
+    )
+    .await?;
+    assert!(refusal.contains("a-api.example.com"), "{refusal}");
+    let contested = zone().await;
+    let (ours, theirs) = split_by_owner(&contested, &owner);
+    assert!(ours.is_empty(), "the cluster took nothing: {ours:#?}");
+    for _ in 0..2 {
+        sync().await?;
+    }
+    assert_eq!(
+        split_by_owner(&zone().await, &owner).1,
+        theirs,
+        "nobody flaps"
+    );
+
+    // external-dns lets the host go; the cluster publishes it at its next look (woken here
+    // rather than waiting out its backoff), and external-dns leaves it alone from then on.
+    external_dns::dns_endpoints(&spoke, NAMESPACE)
+        .delete("api", &DeleteParams::default())
+        .await?;
+    sync().await?;
+    records
+        .patch(
+            "prod-web-api",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "annotations": { "test/wake": "1" } } })),
+        )
+        .await?;
+    dig_answers(bind.config.server, &["10.0.0.1"]).await?;
+    let shared = zone().await;
+    let (ours, theirs) = split_by_owner(&shared, &owner);
+    assert_eq!(
+        ours.len(),
+        2,
+        "the A record and its ownership record: {ours:#?}"
+    );
+    external_dns::want_a_record(&spoke, NAMESPACE, "api", HOST, "192.0.2.51").await?;
+    external_dns::want_a_record(&spoke, NAMESPACE, "shop", "shop.example.com", "192.0.2.11")
+        .await?;
+    let log = sync().await?;
+    assert!(log.contains("owner id does not match"), "{log}");
+    let updated = zone().await;
+    assert_eq!(
+        split_by_owner(&updated, &owner).0,
+        ours,
+        "external-dns left the cluster's records"
+    );
+    assert_ne!(
+        split_by_owner(&updated, &owner).1,
+        theirs,
+        "external-dns updated its own"
+    );
+
+    // The cluster withdraws: external-dns's records stay as they are.
+    let theirs = split_by_owner(&updated, &owner).1;
+    Api::<meridian_api::kuadrant::DNSPolicy>::namespaced(spoke.clone(), NAMESPACE)
+        .delete("prod-web", &DeleteParams::default())
+        .await?;
+    dig_answers(bind.config.server, &[]).await?;
+    let after = zone().await;
+    assert_eq!(split_by_owner(&after, &owner), (Vec::new(), theirs));
+    distributed.abort();
+    Ok(())
+}
