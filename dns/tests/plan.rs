@@ -484,3 +484,55 @@ proptest! {
         prop_assert!(zone.is_empty(), "all owners left: {:#?}", zone);
     }
 }
+
+#[test]
+fn external_dns_registry_records_name_their_owner_with_any_affix() {
+    // (external-dns's TXT name for shop.example.com's A record, whether it claims the record)
+    let table = [
+        ("a-shop.example.com", true),       // 0.18 and later, no affix
+        ("shop.example.com", true),         // before 0.18: the record's own name
+        ("edns-a-shop.example.com", true),  // --txt-prefix=edns-
+        ("edns-a.shop.example.com", true),  // --txt-prefix=edns-%{record_type}.
+        ("a-shop-edns.example.com", true),  // --txt-suffix=-edns
+        ("a-shop.edns.example.com", false), // --txt-suffix=.edns: one label too deep to tell
+        ("a-shopping.example.com", true),   // ambiguous: only the wording of a refusal
+        ("a-other.example.com", false),
+        ("a-shop.example.org", false),
+    ];
+    for (txt_name, claims) in table {
+        let mut zone = ZoneRecords::new();
+        let theirs = a("shop.example.com", &["198.51.100.7"]);
+        let registry_record = Endpoint::new(
+            txt_name,
+            RecordType::Txt,
+            ["\"heritage=external-dns,external-dns/owner=edns,external-dns/resource=service/default/shop\"".to_string()],
+            300,
+        );
+        for record in [&theirs, &registry_record] {
+            zone.insert(record.key(), record.clone());
+        }
+        let before = zone.clone();
+        let desired = [a("shop.example.com", &["192.0.2.1"])];
+        let planned = plan(
+            &PlanInput {
+                owner: "owner-a",
+                root_host: "shop.example.com",
+                desired: &desired,
+                previous: None,
+            },
+            &host_records(zone.values(), "shop.example.com"),
+        );
+        assert!(planned.changes.is_empty(), "{txt_name}: {planned:#?}");
+        let expected = if claims {
+            Problem::OwnedElsewhere {
+                key: theirs.key(),
+                owner: "edns".into(),
+                txt_name: txt_name.into(),
+            }
+        } else {
+            Problem::Unowned(theirs.key())
+        };
+        assert_eq!(planned.problems, [expected], "{txt_name}");
+        assert_eq!(zone, before);
+    }
+}
