@@ -158,7 +158,8 @@ impl ForeignClaim {
 
 /// Whether an external-dns registry record named `txt_name` may vouch for `dns_name` (any
 /// type): the record's own name (external-dns before 0.18), or a name at the same parent whose
-/// first labels contain the record's first label with a type and an affix around it.
+/// first labels hold the record's first label as a word (between separators `-`, `.`, `_` or
+/// the ends), with a type and an affix around it.
 fn may_claim(txt_name: &str, dns_name: &str) -> bool {
     if txt_name == dns_name {
         return true;
@@ -171,7 +172,14 @@ fn may_claim(txt_name: &str, dns_name: &str) -> bool {
             .strip_suffix(parent)
             .and_then(|head| head.strip_suffix('.'))
     };
-    head.is_some_and(|head| head != first && head.contains(first))
+    let separated = |c: Option<char>| c.is_none_or(|c| matches!(c, '-' | '.' | '_'));
+    head.is_some_and(|head| {
+        head != first
+            && head.match_indices(first).any(|(at, _)| {
+                separated(head[..at].chars().next_back())
+                    && separated(head[at + first.len()..].chars().next())
+            })
+    })
 }
 
 /// The zone as `owner` left it when it published `published`: the records and their ownership
@@ -366,7 +374,9 @@ pub fn host_records<'a>(
             is_at_or_below(&record.dns_name, &base)
                 || record_vouched_for(record)
                     .is_some_and(|key| is_at_or_below(&key.dns_name, &base))
-                || registry_labels(record).is_some() && may_claim(&record.dns_name, &base)
+                || record_vouched_for(record).is_none()
+                    && registry_labels(record).is_some()
+                    && may_claim(&record.dns_name, &base)
         })
         .cloned()
         .collect()

@@ -489,13 +489,13 @@ proptest! {
 fn external_dns_registry_records_name_their_owner_with_any_affix() {
     // (external-dns's TXT name for shop.example.com's A record, whether it claims the record)
     let table = [
-        ("a-shop.example.com", true),       // 0.18 and later, no affix
-        ("shop.example.com", true),         // before 0.18: the record's own name
-        ("edns-a-shop.example.com", true),  // --txt-prefix=edns-
-        ("edns-a.shop.example.com", true),  // --txt-prefix=edns-%{record_type}.
-        ("a-shop-edns.example.com", true),  // --txt-suffix=-edns
-        ("a-shop.edns.example.com", false), // --txt-suffix=.edns: one label too deep to tell
-        ("a-shopping.example.com", true),   // ambiguous: only the wording of a refusal
+        ("a-shop.example.com", true),      // 0.18 and later, no affix
+        ("shop.example.com", true),        // before 0.18: the record's own name
+        ("edns-a-shop.example.com", true), // --txt-prefix=edns-
+        ("edns-a.shop.example.com", true), // --txt-prefix=edns-%{record_type}.
+        ("a-shop-edns.example.com", true), // --txt-suffix=-edns
+        ("a-shop.edns.example.com", true), // --txt-suffix=.edns
+        ("a-shopping.example.com", false), // ambiguous: only the wording of a refusal
         ("a-other.example.com", false),
         ("a-shop.example.org", false),
     ];
