@@ -12,6 +12,7 @@
 
 pub mod conditions;
 pub mod crds;
+pub mod duration;
 pub mod geo;
 pub mod kuadrant;
 pub mod labels;

@@ -86,6 +86,8 @@ pub struct Context {
     /// each record's last full pass.
     pub shared_probes: Option<Arc<dyn crate::shared_health::SharedProbes>>,
     failing_seen: Mutex<HashMap<String, BTreeSet<String>>>,
+    /// Records the zone's last verification found drifted: their next pass reads the zone.
+    drifted: Mutex<BTreeSet<String>>,
 }
 
 pub type Clock = Arc<dyn Fn() -> k8s_openapi::jiff::Timestamp + Send + Sync>;
@@ -122,7 +124,21 @@ impl Context {
             marks: Mutex::new(HashMap::new()),
             shared_probes: None,
             failing_seen: Mutex::new(HashMap::new()),
+            drifted: Mutex::new(BTreeSet::new()),
         }
+    }
+
+    /// Marks `record` as drifted: its next pass reads the zone even in the steady state.
+    pub fn mark_drifted(&self, record: &str) {
+        self.drifted
+            .lock()
+            .expect("drifted lock")
+            .insert(record.to_string());
+    }
+
+    /// Whether `record` was marked drifted, clearing the mark.
+    pub fn take_drifted(&self, record: &str) -> bool {
+        self.drifted.lock().expect("drifted lock").remove(record)
     }
 
     /// Whether the agent's probes of `record`'s addresses say what they said at its last full

@@ -11,6 +11,7 @@
 //! - `wire` (feature `wire`) turns records into DNS wire records for the crates that speak DNS.
 
 pub mod changes;
+pub mod drift;
 pub mod model;
 pub mod plan;
 pub mod shortcode;

@@ -447,8 +447,14 @@ pub fn plan(input: &PlanInput<'_>, zone: &[Endpoint]) -> Plan {
                 next.insert(key.clone(), Some(want.clone()));
                 own_after.insert(key.clone());
             }
-            // Nobody vouches for it: a hand-made record, or another tool's.
-            Some(_) if others.is_empty() && !owned_before.contains(key) => {
+            // Nobody vouches for it: a hand-made record, or another tool's. Unless it is
+            // exactly what this owner published and only its ownership record went missing
+            // (deleted out of band): then it is vouched for again.
+            Some(current)
+                if others.is_empty()
+                    && !owned_before.contains(key)
+                    && !lost_only_its_ownership_record(&registry, previous.as_ref(), current) =>
+            {
                 problems.push(match registry.foreign_claim(key) {
                     Some(claim) => Problem::OwnedElsewhere {
                         key: key.clone(),
@@ -534,6 +540,18 @@ pub fn plan(input: &PlanInput<'_>, zone: &[Endpoint]) -> Plan {
         changes: to_changes(&registry, owner, &next, &own_after),
         problems,
     }
+}
+
+/// Whether `current` is exactly what this owner published before and no other tool claims it.
+fn lost_only_its_ownership_record(
+    registry: &Registry,
+    previous: Option<&BTreeMap<RecordKey, Endpoint>>,
+    current: &Endpoint,
+) -> bool {
+    let mut current = current.clone();
+    current.normalize();
+    previous.and_then(|p| p.get(&current.key())) == Some(&current)
+        && registry.foreign_claim(&current.key()).is_none()
 }
 
 fn others<'r>(registry: &'r Registry, key: &RecordKey, owner: &str) -> BTreeSet<&'r str> {

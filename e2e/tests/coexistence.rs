@@ -504,3 +504,119 @@ async fn external_dns_and_meridian_share_a_route53_zone() -> Result<(), Error> {
 async fn external_dns_with_a_txt_suffix_and_meridian_share_a_route53_zone() -> Result<(), Error> {
     share_a_zone(SharedZone::moto().await?, &["--txt-suffix=-edns"], false).await
 }
+
+/// Drift: records of Meridian's changed or deleted out of band are put back at the zone's next
+/// verification (here every 10 s; 10 min by default) with no change to the DNSRecord, and a
+/// record another tool took over (its ownership record now, Meridian's gone) is reported and
+/// left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_changed_out_of_band_are_put_back_and_takeovers_reported() -> Result<(), Error> {
+    let zone = SharedZone::bind().await?;
+    let fleet = Fleet::builder().without_ocm().start().await?;
+    let client = fleet.hub.client();
+    ensure_namespace(&client, NAMESPACE).await?;
+    apply(
+        &Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), NAMESPACE),
+        zone.secret(),
+    )
+    .await?;
+    apply(
+        &Api::<meridian_api::kuadrant::ManagedZone>::namespaced(client.clone(), NAMESPACE),
+        json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
+            "metadata": { "name": "shared", "namespace": NAMESPACE },
+            "spec": {
+                "domainName": ZONE, "dnsProviderSecretRef": { "name": "zone" },
+                "verificationInterval": "10s",
+            },
+        }),
+    )
+    .await?;
+    let hub = RunningHub::start(&RunArgs::local(fleet.hub.kubeconfig_path()))
+        .await
+        .map_err(|e| Error::Component(e.to_string()))?;
+    for (name, address) in [
+        ("api", "10.0.0.1"),
+        ("www", "10.0.0.2"),
+        ("taken", "10.0.0.3"),
+    ] {
+        want_from_meridian(&client, name, address).await?;
+        meridian_status(&client, name, |m| m.contains("published")).await?;
+    }
+    let published = zone.records().await;
+    let owner_of = |name: &str| {
+        let registry = Registry::read(&published);
+        registry
+            .ownership
+            .iter()
+            .find(|(key, _)| key.dns_name == format!("{name}.{ZONE}"))
+            .map(|(_, owners)| owners.values().next().unwrap().clone())
+            .unwrap()
+    };
+    let taken_txt = owner_of("taken");
+
+    // Out of band: api's address is replaced, www is deleted, and external-dns's registry
+    // record replaces Meridian's for taken (the record itself stays).
+    let provider = match &zone {
+        SharedZone::Bind(bind) => Rfc2136Provider::new(bind.config.clone()).unwrap(),
+        SharedZone::Moto { .. } => unreachable!(),
+    };
+    let edited = |name: &str| {
+        find(&published, &format!("{name}.{ZONE}"), RecordType::A)
+            .unwrap()
+            .clone()
+    };
+    let takeover = Endpoint::new(
+        format!("a-taken.{ZONE}"),
+        RecordType::Txt,
+        [format!(
+            "heritage=external-dns,external-dns/owner={EXTERNAL_DNS_OWNER},external-dns/resource=service/default/taken"
+        )],
+        300,
+    );
+    provider
+        .apply(
+            ZONE,
+            &meridian_dns::changes::Changes {
+                updates: vec![meridian_dns::changes::Update {
+                    old: edited("api"),
+                    new: a(&format!("api.{ZONE}"), "10.6.6.6"),
+                }],
+                deletes: vec![edited("www"), taken_txt],
+                creates: vec![takeover.clone()],
+            },
+        )
+        .await
+        .unwrap();
+
+    let repaired = wait_for_zone(&zone, "api and www put back", |z| {
+        find(z, &format!("api.{ZONE}"), RecordType::A).is_some_and(|r| r.targets == ["10.0.0.1"])
+            && find(z, &format!("www.{ZONE}"), RecordType::A)
+                .is_some_and(|r| r.targets == ["10.0.0.2"])
+    })
+    .await?;
+    let refusal =
+        meridian_status(&client, "taken", |m| m.contains("owned by external-dns")).await?;
+    assert!(refusal.contains(&format!("a-taken.{ZONE}")), "{refusal}");
+    assert!(find(&repaired, &format!("a-taken.{ZONE}"), RecordType::Txt).is_some());
+    assert!(
+        !repaired
+            .iter()
+            .any(|r| r.dns_name.ends_with(&format!("-a-taken.{ZONE}"))),
+        "Meridian does not re-vouch for what someone else took: {}",
+        show(&repaired)
+    );
+    for name in ["api", "www"] {
+        meridian_status(&client, name, |m| m.contains("published")).await?;
+    }
+
+    // A later verification changes nothing more.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    assert_eq!(
+        zone.records().await,
+        repaired,
+        "no fight over the taken record"
+    );
+    hub.stop().await;
+    Ok(())
+}

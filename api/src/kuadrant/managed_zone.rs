@@ -3,7 +3,7 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use super::SecretRef;
-use crate::validation::DNS_NAME_PATTERN;
+use crate::validation::{DNS_NAME_PATTERN, DURATION_PATTERN};
 
 /// A DNS zone Meridian publishes into. With `dnsProviderSecretRef` the zone lives at a provider
 /// (the Secret's type picks it: `kuadrant.io/aws`, `kuadrant.io/gcp`, `kuadrant.io/rfc2136`);
@@ -62,7 +62,18 @@ pub struct ManagedZoneSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 13))]
     pub name_servers: Vec<ZoneNameServer>,
+
+    /// How often the zone at a provider is read whole to find records of Meridian's that were
+    /// changed or deleted out of band and put them back, as a duration (`10m`, `1h`); at least
+    /// 10 s. Default 10 minutes. Between passes nothing is read while nothing changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
+    #[x_kube(validation = Rule::new("duration(self) >= duration('10s')").message("spec.verificationInterval must be at least 10s"))]
+    pub verification_interval: Option<String>,
 }
+
+/// The default of `spec.verificationInterval`.
+pub const DEFAULT_VERIFICATION_INTERVAL: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// One name server of an embedded zone.
 #[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq, Eq)]

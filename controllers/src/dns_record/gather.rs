@@ -30,11 +30,23 @@ pub(super) async fn zone_provider(
         ));
     };
     let zone = (*zone).clone();
+    let (provider, zone_id) = provider_of(&zone, ctx)
+        .await
+        .map_err(|(reason, message)| (zone_name.clone(), reason, message))?;
+    Ok((zone, provider, zone_id))
+}
+
+/// A ManagedZone's provider and the zone's ID there, or the reason why there is none.
+pub(super) async fn provider_of(
+    zone: &ManagedZone,
+    ctx: &Context,
+) -> Result<(ZoneProvider, String), (&'static str, String)> {
+    let namespace = zone.namespace().unwrap_or_default();
+    let zone_name = zone.name_any();
     let domain = zone.spec.domain_name.clone();
     let provider = match &zone.spec.dns_provider_secret_ref {
         None => ctx.providers.embedded(&domain).ok_or_else(|| {
             (
-                zone_name.clone(),
                 reasons::PROVIDER_UNAVAILABLE,
                 format!(
                     "ManagedZone {zone_name} has no dnsProviderSecretRef, and only the hub serves zones itself"
@@ -44,7 +56,6 @@ pub(super) async fn zone_provider(
         Some(secret_ref) => {
             let Some(secret) = ctx.caches.secrets.get(Some(&namespace), &secret_ref.name) else {
                 return Err((
-                    zone_name.clone(),
                     reasons::PROVIDER_UNAVAILABLE,
                     format!("Secret {} not found", secret_ref.name),
                 ));
@@ -52,20 +63,14 @@ pub(super) async fn zone_provider(
             ctx.providers
                 .for_secret(&secret, &domain)
                 .await
-                .map_err(|e| {
-                    (
-                        zone_name.clone(),
-                        reasons::PROVIDER_UNAVAILABLE,
-                        e.to_string(),
-                    )
-                })?
+                .map_err(|e| (reasons::PROVIDER_UNAVAILABLE, e.to_string()))?
         }
     };
     let zone_id = provider
         .zone_id(&domain, zone.spec.id.as_deref())
         .await
-        .map_err(|e| (zone_name.clone(), reasons::PROVIDER_ERROR, e.to_string()))?;
-    Ok((zone, provider, zone_id))
+        .map_err(|e| (reasons::PROVIDER_ERROR, e.to_string()))?;
+    Ok((provider, zone_id))
 }
 
 /// The probe results of every cluster heard from within the heartbeat timeout, by cluster.

@@ -16,6 +16,7 @@ mod gather;
 mod health;
 mod status;
 pub mod triggers;
+pub mod verify;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -58,7 +59,9 @@ pub mod reasons {
 /// Runs the DNSRecord controller until `stop`.
 pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
     let all = ctx.caches.records.store().clone();
-    let requests = triggers::requests(&ctx);
+    let mut requests = triggers::requests(&ctx);
+    let (drifted, verifier) = verify::start(ctx.clone());
+    requests.push(drifted);
     run_controller(
         all,
         CONCURRENCY,
@@ -69,6 +72,7 @@ pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> 
         stop,
     )
     .await;
+    verifier.abort();
 }
 
 pub async fn reconcile(record: Arc<DNSRecord>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -168,7 +172,13 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     let health_unchanged = failing
         .as_ref()
         .is_none_or(|failing| ctx.failing_unchanged(&record_key, failing));
-    if published_as_desired && health_unchanged && !matches!(provider, ZoneProvider::Embedded(_)) {
+    // A verification pass of the zone found this record drifted: read and re-plan it.
+    let drifted = ctx.take_drifted(&record_key);
+    if published_as_desired
+        && health_unchanged
+        && !drifted
+        && !matches!(provider, ZoneProvider::Embedded(_))
+    {
         // On the hub, nothing but this record changes what this record publishes. In
         // distributed mode other clusters write the same names: one small read of the host's
         // last-modified mark says whether anyone did since this cluster last looked.

@@ -1,0 +1,158 @@
+//! Verification of zones at providers against what their records published. In the steady
+//! state a record asks its provider nothing, so a record of Meridian's changed or deleted out
+//! of band (by a person, or another tool) would stay wrong. Each zone is read whole once per
+//! `spec.verificationInterval` (default 10 min, ±10 % jitter so zones do not line up), through
+//! the provider's own paced reads and request budget; every record found drifted
+//! ([`meridian_dns::drift`]) is woken and re-planned against the zone. The plan puts back what
+//! is Meridian's and reports, never fights, what another owner took over.
+//!
+//! Embedded zones are not verified: they live in this process and every pass plans them.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+use meridian_api::conditions;
+use meridian_api::duration::parse_duration;
+use meridian_api::kuadrant::{DEFAULT_VERIFICATION_INTERVAL, DNSRecord, ManagedZone};
+use meridian_dns::drift::drift;
+use meridian_dns::plan::Registry;
+use meridian_providers::Provider;
+use rand::Rng;
+
+use super::gather::provider_of;
+use super::owner_of;
+use crate::Context;
+use crate::convert::all_to_engine;
+
+/// How often the verifier looks at which zones are due (cheap: no provider call).
+const TICK: Duration = Duration::from_secs(5);
+/// After a failed read, the next attempt comes at most this much later.
+const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(60);
+
+/// The stream of drifted records to wake, and the task that verifies zones (abort it when the
+/// controller stops).
+pub fn start(
+    ctx: Arc<Context>,
+) -> (
+    BoxStream<'static, ObjectRef<DNSRecord>>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (wake, woken) = futures::channel::mpsc::unbounded();
+    let task = tokio::spawn(async move {
+        let mut due: HashMap<String, Instant> = HashMap::new();
+        loop {
+            tokio::time::sleep(TICK).await;
+            for zone in ctx.caches.zones.state() {
+                if zone.spec.dns_provider_secret_ref.is_none() {
+                    continue;
+                }
+                let key =
+                    crate::object_key("ManagedZone", zone.namespace().as_deref(), &zone.name_any());
+                let interval = verification_interval(&zone);
+                let now = Instant::now();
+                let next = *due
+                    .entry(key.clone())
+                    .or_insert_with(|| now + jittered(interval));
+                if next > now {
+                    continue;
+                }
+                let delay = match verify_zone(&zone, &ctx).await {
+                    Ok(drifted) => {
+                        for record in drifted {
+                            if wake.unbounded_send(record).is_err() {
+                                return;
+                            }
+                        }
+                        jittered(interval)
+                    }
+                    Err(message) => {
+                        tracing::warn!(zone = %key, %message, "zone verification failed; trying again later");
+                        interval.min(RETRY_AFTER_FAILURE)
+                    }
+                };
+                due.insert(key, Instant::now() + delay);
+            }
+        }
+    });
+    (woken.boxed(), task)
+}
+
+/// The zone's `spec.verificationInterval`, else the default.
+pub fn verification_interval(zone: &ManagedZone) -> Duration {
+    zone.spec
+        .verification_interval
+        .as_deref()
+        .and_then(parse_duration)
+        .unwrap_or(DEFAULT_VERIFICATION_INTERVAL)
+}
+
+fn jittered(interval: Duration) -> Duration {
+    interval.mul_f64(rand::rng().random_range(0.9..=1.1))
+}
+
+/// Reads the zone once and returns the records whose published records drifted, each marked
+/// so that its next pass reads the zone.
+async fn verify_zone(
+    zone: &ManagedZone,
+    ctx: &Context,
+) -> Result<Vec<ObjectRef<DNSRecord>>, String> {
+    let namespace = zone.namespace();
+    let records: Vec<Arc<DNSRecord>> = ctx
+        .caches
+        .records
+        .state()
+        .into_iter()
+        .filter(|r| r.namespace() == namespace && r.spec.managed_zone.name == zone.name_any())
+        .filter(|r| published_and_ready(r))
+        .collect();
+    if records.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (provider, zone_id) = provider_of(zone, ctx)
+        .await
+        .map_err(|(_, message)| message)?;
+    let current = provider
+        .records(&zone_id)
+        .await
+        .map_err(|e| e.to_string())?;
+    let registry = Registry::read(&current);
+    let mut drifted = Vec::new();
+    for record in records {
+        let published = record
+            .status
+            .as_ref()
+            .map(|s| all_to_engine(&s.endpoints))
+            .unwrap_or_default();
+        let found = drift(&owner_of(&record), &published, &registry);
+        if found.is_empty() {
+            continue;
+        }
+        let key = crate::object_key(
+            "DNSRecord",
+            record.namespace().as_deref(),
+            &record.name_any(),
+        );
+        let found: Vec<String> = found.iter().map(ToString::to_string).collect();
+        tracing::info!(record = %key, drift = %found.join("; "), "records changed out of band; re-planning");
+        ctx.mark_drifted(&key);
+        drifted.push(ObjectRef::from_obj(&*record));
+    }
+    tracing::debug!(zone = %zone.name_any(), records = current.len(), drifted = drifted.len(), "zone verified");
+    Ok(drifted)
+}
+
+/// Whether the record's status says its current generation is published in full: only those
+/// can drift (the others re-read the zone on their own retries).
+fn published_and_ready(record: &DNSRecord) -> bool {
+    record.metadata.deletion_timestamp.is_none()
+        && record.status.as_ref().is_some_and(|status| {
+            status.observed_generation == record.metadata.generation
+                && !status.endpoints.is_empty()
+                && conditions::condition_status(&status.conditions, conditions::READY) == Some(true)
+        })
+}
