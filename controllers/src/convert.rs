@@ -7,7 +7,7 @@
 use meridian_api::kuadrant::{
     Endpoint as ApiEndpoint, ProviderSpecificProperty, RecordType as ApiType,
 };
-use meridian_dns::model::{Endpoint, ProviderSpecific, RecordType};
+use meridian_dns::model::{Endpoint, GEO_CODE, ProviderSpecific, RecordType, WEIGHT};
 use meridian_dns::tree::{LabelSelector, SelectorOperator, SelectorRequirement};
 
 fn to_engine_type(record_type: ApiType) -> RecordType {
@@ -36,6 +36,23 @@ fn to_api_type(record_type: RecordType) -> ApiType {
     }
 }
 
+/// A provider-specific property in Meridian's terms. DNSRecords written for
+/// multicluster-gateway-controller may carry external-dns's AWS spellings; those that mean
+/// what Meridian's `geo-code` and `weight` mean are read as them (AWS continent codes gain the
+/// `GEO-` prefix). Anything else is kept as written, and providers ignore what they do not know.
+pub fn routing_property(name: &str, value: &str) -> ProviderSpecific {
+    let (name, value) = match name {
+        "aws/geolocation-country-code" => (GEO_CODE, value.to_string()),
+        "aws/geolocation-continent-code" => (GEO_CODE, format!("GEO-{value}")),
+        "aws/weight" => (WEIGHT, value.to_string()),
+        _ => (name, value.to_string()),
+    };
+    ProviderSpecific {
+        name: name.to_string(),
+        value,
+    }
+}
+
 /// The engine's record for an API record (TTLs outside `u32` are clamped; the schema bounds
 /// them anyway).
 pub fn to_engine(endpoint: &ApiEndpoint) -> Endpoint {
@@ -49,10 +66,7 @@ pub fn to_engine(endpoint: &ApiEndpoint) -> Endpoint {
     record.provider_specific = endpoint
         .provider_specific
         .iter()
-        .map(|p| ProviderSpecific {
-            name: p.name.clone(),
-            value: p.value.clone(),
-        })
+        .map(|p| routing_property(&p.name, &p.value))
         .collect();
     record.normalize();
     record
@@ -121,7 +135,26 @@ pub fn label_selector(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use meridian_dns::model::{GEO_CODE, WEIGHT};
+
+    #[test]
+    fn mgc_aws_routing_names_read_as_meridians() {
+        // (name, value as written, name and value read)
+        for (name, value, read) in [
+            ("aws/geolocation-country-code", "*", (GEO_CODE, "*")),
+            ("aws/geolocation-country-code", "IE", (GEO_CODE, "IE")),
+            ("aws/geolocation-continent-code", "NA", (GEO_CODE, "GEO-NA")),
+            ("aws/weight", "60", (WEIGHT, "60")),
+            ("weight", "60", (WEIGHT, "60")),
+            ("aws/health-check-id", "abc", ("aws/health-check-id", "abc")),
+        ] {
+            let property = routing_property(name, value);
+            assert_eq!(
+                (property.name.as_str(), property.value.as_str()),
+                read,
+                "{name}"
+            );
+        }
+    }
 
     #[test]
     fn records_survive_the_round_trip_through_the_api_type() {

@@ -134,7 +134,7 @@ async fn pass(
             provider,
             zone_id,
             owner: owner_of(&record),
-            root_host: record.spec.root_host.clone(),
+            root_host: record.spec.effective_root_host().unwrap_or_default(),
             published: desired,
         };
         if publish(&entry, previous.as_deref()).await {

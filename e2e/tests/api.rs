@@ -523,3 +523,62 @@ fn every_example_parses_into_meridian_types() {
 fn path_name(path: &Path) -> String {
     path.file_name().unwrap().to_string_lossy().into_owned()
 }
+
+/// Manifests written for multicluster-gateway-controller (`fixtures/mgc`): every one under
+/// `accepted/` applies, every one under `refused/` is refused by the API server, and
+/// `meridian-hub check-manifests` predicts both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mgc_manifests_apply_unchanged_or_are_refused_as_check_manifests_says() -> Result<(), Error>
+{
+    let fleet = hub_only().await?;
+    let client = fleet.hub.client();
+    meridian_e2e::ensure_namespace(&client, "mgc").await?;
+    let crds = meridian_api::crds::served_crds();
+    let fixtures = meridian_e2e::repository_root().join("e2e/tests/fixtures/mgc");
+    let mut seen = 0;
+    for verdict in ["accepted", "refused"] {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(fixtures.join(verdict))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for document in serde_yaml::Deserializer::from_str(&text) {
+                let value =
+                    <serde_json::Value as serde::Deserialize>::deserialize(document).unwrap();
+                let name = format!("{}: {}", file.display(), value["metadata"]["name"]);
+                let findings = meridian_hub::check_manifests_command::check_object(&value, &crds)
+                    .expect("a Meridian kind");
+                let predicted_refusal = findings.iter().any(|f| f.is_refusal());
+                let object: DynamicObject = serde_json::from_value(value.clone()).unwrap();
+                let kind = object.types.as_ref().unwrap().kind.clone();
+                let resource = match kind.as_str() {
+                    "DNSPolicy" => ApiResource::erase::<DNSPolicy>(&()),
+                    "DNSRecord" => ApiResource::erase::<DNSRecord>(&()),
+                    "ManagedZone" => ApiResource::erase::<ManagedZone>(&()),
+                    other => panic!("no fixture kind {other}"),
+                };
+                let created =
+                    Api::<DynamicObject>::namespaced_with(client.clone(), "mgc", &resource)
+                        .create(&PostParams::default(), &object)
+                        .await;
+                match (&created, verdict) {
+                    (Ok(_), "accepted") | (Err(kube::Error::Api(_)), "refused") => {}
+                    _ => panic!("{name}: expected {verdict}, the server said {created:?}"),
+                }
+                assert_eq!(
+                    predicted_refusal,
+                    verdict == "refused",
+                    "{name}: check-manifests said {findings:#?}"
+                );
+                if let Err(kube::Error::Api(status)) = &created {
+                    eprintln!("{name}: refused: {}", status.message);
+                }
+                seen += 1;
+            }
+        }
+    }
+    assert_eq!(seen, 10, "every fixture was checked");
+    Ok(())
+}

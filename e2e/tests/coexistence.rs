@@ -85,7 +85,7 @@ impl SharedZone {
         for record in &mut records {
             record.normalize();
         }
-        records.sort_by(|a, b| a.key().cmp(&b.key()));
+        records.sort_by_key(Endpoint::key);
         records
     }
 
@@ -165,7 +165,7 @@ fn split(zone: &[Endpoint], meridian_owners: &[String]) -> (Vec<Endpoint>, Vec<E
             }
         }
     }
-    meridian.sort_by(|a, b| a.key().cmp(&b.key()));
+    meridian.sort_by_key(Endpoint::key);
     meridian.dedup();
     let others = zone
         .iter()

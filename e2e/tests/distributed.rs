@@ -767,14 +767,14 @@ fn split_by_owner(zone: &[Endpoint], meridian: &str) -> (Vec<Endpoint>, Vec<Endp
         .filter_map(|(key, owners)| Some((registry.records.get(key), owners.get(meridian)?)))
         .flat_map(|(record, txt)| record.into_iter().chain([txt]).cloned())
         .collect();
-    ours.sort_by(|a, b| a.key().cmp(&b.key()));
+    ours.sort_by_key(Endpoint::key);
     let mut theirs: Vec<Endpoint> = zone
         .iter()
         .filter(|r| !ours.contains(r) && !r.dns_name.starts_with("kuadrant."))
         .filter(|r| r.dns_name != "example.com" && r.dns_name != "ns1.example.com")
         .cloned()
         .collect();
-    theirs.sort_by(|a, b| a.key().cmp(&b.key()));
+    theirs.sort_by_key(Endpoint::key);
     (ours, theirs)
 }
 

@@ -4,6 +4,7 @@
 //! status, router-shard DNS), the embedded nameserver and the health endpoints, behind a Lease
 //! ([`leader`]). `main` only calls [`Cli::parse_and_run`].
 
+pub mod check_manifests_command;
 pub mod controller;
 pub mod leader;
 pub mod nameserver_command;
@@ -43,6 +44,9 @@ pub enum Command {
     /// Remove the agents and what the hub made for them across the fleet (`helm uninstall`
     /// runs it first); the users' objects stay.
     Uninstall(uninstall_command::UninstallArgs),
+    /// Check a directory of manifests written for multicluster-gateway-controller: say what
+    /// Meridian would refuse, drop or read differently (offline).
+    CheckManifests(check_manifests_command::CheckManifestsArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -86,6 +90,7 @@ impl Cli {
             Command::Run(args) => run_command::run(args),
             Command::Routers(args) => routers_command(&args),
             Command::Uninstall(args) => uninstall_command::run(args),
+            Command::CheckManifests(args) => check_manifests_command::run(&args),
         }
     }
 }

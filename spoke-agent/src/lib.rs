@@ -224,12 +224,15 @@ async fn zone_owners(args: ZoneOwnersArgs) -> anyhow::Result<()> {
         Api::<meridian_api::kuadrant::ManagedZone>::namespaced(client.clone(), &args.namespace)
             .get(&args.zone)
             .await?;
-    let Some(secret_ref) = &zone.spec.dns_provider_secret_ref else {
+    let Some(secret_name) = zone
+        .provider_secret_name()
+        .map_err(|message| anyhow::anyhow!(message))?
+    else {
         anyhow::bail!("ManagedZone {} has no dnsProviderSecretRef", args.zone);
     };
     let secret =
         Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), &args.namespace)
-            .get(&secret_ref.name)
+            .get(secret_name)
             .await?;
     let domain = zone
         .spec

@@ -61,9 +61,10 @@ pub struct DNSPolicySpec {
 /// The object a policy attaches to. Only Gateway API Gateways are supported.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("self.group == 'gateway.networking.k8s.io' && self.kind == 'Gateway'").message("targetRef must reference a Gateway (group gateway.networking.k8s.io, kind Gateway)"))]
+#[x_kube(validation = Rule::new("(self.group == 'gateway.networking.k8s.io' || self.group == '') && self.kind == 'Gateway'").message("targetRef must reference a Gateway (group gateway.networking.k8s.io, kind Gateway)"))]
 pub struct PolicyTargetReference {
-    /// API group of the target; defaults to `gateway.networking.k8s.io`.
+    /// API group of the target; defaults to `gateway.networking.k8s.io`. An empty group, as
+    /// multicluster-gateway-controller's samples write it next to `kind: Gateway`, means the same.
     #[serde(default = "default_target_group")]
     pub group: String,
     /// Kind of the target; defaults to `Gateway`.

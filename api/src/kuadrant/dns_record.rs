@@ -38,11 +38,15 @@ use crate::validation::DNS_NAME_OR_WILDCARD_PATTERN;
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(
-    validation = Rule::new("self.endpoints.all(e, e.dnsName == self.rootHost || e.dnsName.endsWith('.' + (self.rootHost.startsWith('*.') ? self.rootHost.substring(2) : self.rootHost)))").message("every endpoints[].dnsName must be spec.rootHost or a name under it"),
+    validation = Rule::new("!has(self.rootHost) || self.endpoints.all(e, e.dnsName == self.rootHost || e.dnsName.endsWith('.' + (self.rootHost.startsWith('*.') ? self.rootHost.substring(2) : self.rootHost)))").message("every endpoints[].dnsName must be spec.rootHost or a name under it"),
     validation = Rule::new("has(oldSelf.ownerID) == has(self.ownerID) && (!has(self.ownerID) || self.ownerID == oldSelf.ownerID)").message("spec.ownerID is immutable")
 )]
 pub struct DNSRecordSpec {
     /// The hostname this record set serves (`*.x` allowed); every endpoint is it or under it.
+    /// Optional for DNSRecords written for multicluster-gateway-controller, which had no such
+    /// field: then it is the endpoint name every other endpoint is at or below, and a record
+    /// without one is refused in status ([`DNSRecordSpec::effective_root_host`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(min = 1, max = 253), regex(pattern = DNS_NAME_OR_WILDCARD_PATTERN))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.rootHost is immutable"))]
     pub root_host: String,
@@ -63,6 +67,33 @@ pub struct DNSRecordSpec {
     /// Health checks of the leaf endpoints.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_check: Option<HealthCheck>,
+}
+
+impl DNSRecordSpec {
+    /// `spec.rootHost`, or when it is empty the endpoint name every other endpoint name is at
+    /// or below (lowercased); `None` when there is no such name.
+    pub fn effective_root_host(&self) -> Option<String> {
+        if !self.root_host.is_empty() {
+            return Some(self.root_host.clone());
+        }
+        let names: Vec<String> = self
+            .endpoints
+            .iter()
+            .map(|e| e.dns_name.trim_end_matches('.').to_ascii_lowercase())
+            .collect();
+        names
+            .iter()
+            .filter(|root| {
+                names.iter().all(|name| {
+                    name == *root
+                        || name
+                            .strip_suffix(root.as_str())
+                            .is_some_and(|head| head.ends_with('.'))
+                })
+            })
+            .min_by_key(|root| root.len())
+            .cloned()
+    }
 }
 
 /// Names a ManagedZone in the same namespace.
@@ -155,4 +186,52 @@ pub struct DNSRecordStatus {
     /// Every owner that publishes into this record's names.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub domain_owners: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(root_host: &str, names: &[&str]) -> DNSRecordSpec {
+        serde_json::from_value(serde_json::json!({
+            "rootHost": root_host,
+            "managedZone": { "name": "zone" },
+            "endpoints": names.iter().map(|n| serde_json::json!({
+                "dnsName": n, "recordType": "A", "targets": ["192.0.2.1"],
+            })).collect::<Vec<_>>(),
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_record_without_a_root_host_takes_the_name_that_holds_every_other() {
+        // (rootHost, endpoint names, effective root host)
+        let table: [(&str, &[&str], Option<&str>); 6] = [
+            (
+                "api.example.com",
+                &["x.api.example.com"],
+                Some("api.example.com"),
+            ),
+            ("", &["echo.example.com"], Some("echo.example.com")),
+            (
+                "",
+                &["na.geo.example.com", "geo.example.com", "geo.example.com"],
+                Some("geo.example.com"),
+            ),
+            (
+                "",
+                &["Geo.Example.com.", "na.geo.example.com"],
+                Some("geo.example.com"),
+            ),
+            ("", &["a.example.com", "b.example.com"], None),
+            ("", &["xgeo.example.com", "geo.example.com"], None),
+        ];
+        for (root_host, names, expected) in table {
+            assert_eq!(
+                spec(root_host, names).effective_root_host().as_deref(),
+                expected,
+                "{root_host:?} {names:?}"
+            );
+        }
+    }
 }

@@ -52,7 +52,14 @@ pub struct ManagedZoneSpec {
 
     /// Secret (same namespace) with the provider's credentials; none means the embedded nameserver.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dns_provider_secret_ref: Option<SecretRef>,
+    pub dns_provider_secret_ref: Option<ProviderSecretRef>,
+
+    /// Not supported (multicluster-gateway-controller's delegation of this zone from a parent
+    /// ManagedZone). Kept in the schema so that a manifest carrying it is refused with a reason
+    /// rather than silently pruned: delegate the zone with NS records in the parent zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("false").message("spec.parentManagedZone is not supported: remove it and delegate this zone with NS records in the parent zone (the ManagedZone's status.nameServers lists them); see docs/mgc.md"))]
+    pub parent_managed_zone: Option<SecretRef>,
 
     /// The name servers an embedded zone is delegated to (its NS records; the first is the SOA
     /// primary): the hub's and agents' DNS addresses as the Internet reaches them. A name
@@ -70,6 +77,37 @@ pub struct ManagedZoneSpec {
     #[schemars(regex(pattern = DURATION_PATTERN))]
     #[x_kube(validation = Rule::new("duration(self) >= duration('10s')").message("spec.verificationInterval must be at least 10s"))]
     pub verification_interval: Option<String>,
+}
+
+/// The Secret holding a zone's provider credentials.
+#[derive(Serialize, Deserialize, schemars::JsonSchema, Clone, Debug, PartialEq, Eq)]
+pub struct ProviderSecretRef {
+    /// Name of the Secret, in the ManagedZone's namespace.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Accepted for manifests of multicluster-gateway-controller 0.2, where the Secret could
+    /// live in another namespace. Meridian reads a zone's Secret only from the ManagedZone's
+    /// own namespace: any other value is refused in status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 63))]
+    pub namespace: Option<String>,
+}
+
+impl ManagedZone {
+    /// The name of the zone's provider Secret (`None`: the embedded nameserver), or why it
+    /// cannot be used.
+    pub fn provider_secret_name(&self) -> Result<Option<&str>, String> {
+        let Some(secret) = &self.spec.dns_provider_secret_ref else {
+            return Ok(None);
+        };
+        let own = self.metadata.namespace.as_deref().unwrap_or_default();
+        match secret.namespace.as_deref() {
+            Some(other) if other != own => Err(format!(
+                "spec.dnsProviderSecretRef.namespace {other}: a zone's Secret is read only from the ManagedZone's own namespace ({own}); copy the Secret there and remove the field"
+            )),
+            _ => Ok(Some(&secret.name)),
+        }
+    }
 }
 
 /// The default of `spec.verificationInterval`.
@@ -118,4 +156,37 @@ pub struct ManagedZoneStatus {
     /// Records in the zone, as last read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record_count: Option<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_provider_secret_is_read_only_from_the_zones_namespace() {
+        let zone = |secret: serde_json::Value| -> ManagedZone {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
+                "metadata": { "name": "z", "namespace": "team" },
+                "spec": { "domainName": "example.com", "dnsProviderSecretRef": secret },
+            }))
+            .unwrap()
+        };
+        assert_eq!(
+            zone(serde_json::json!({ "name": "aws" })).provider_secret_name(),
+            Ok(Some("aws"))
+        );
+        assert_eq!(
+            zone(serde_json::json!({ "name": "aws", "namespace": "team" })).provider_secret_name(),
+            Ok(Some("aws"))
+        );
+        let refused = zone(serde_json::json!({ "name": "aws", "namespace": "other" }))
+            .provider_secret_name()
+            .unwrap_err();
+        assert!(refused.contains("copy the Secret there"), "{refused}");
+        assert_eq!(
+            zone(serde_json::Value::Null).provider_secret_name(),
+            Ok(None)
+        );
+    }
 }

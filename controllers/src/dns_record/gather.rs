@@ -44,7 +44,10 @@ pub(super) async fn provider_of(
     let namespace = zone.namespace().unwrap_or_default();
     let zone_name = zone.name_any();
     let domain = zone.spec.domain_name.clone();
-    let provider = match &zone.spec.dns_provider_secret_ref {
+    let secret_name = zone
+        .provider_secret_name()
+        .map_err(|message| (reasons::PROVIDER_UNAVAILABLE, message))?;
+    let provider = match secret_name {
         None => ctx.providers.embedded(&domain).ok_or_else(|| {
             (
                 reasons::PROVIDER_UNAVAILABLE,
@@ -53,11 +56,11 @@ pub(super) async fn provider_of(
                 ),
             )
         })?,
-        Some(secret_ref) => {
-            let Some(secret) = ctx.caches.secrets.get(Some(&namespace), &secret_ref.name) else {
+        Some(secret_name) => {
+            let Some(secret) = ctx.caches.secrets.get(Some(&namespace), secret_name) else {
                 return Err((
                     reasons::PROVIDER_UNAVAILABLE,
-                    format!("Secret {} not found", secret_ref.name),
+                    format!("Secret {secret_name} not found"),
                 ));
             };
             ctx.providers

@@ -44,7 +44,7 @@ pub(super) async fn agree_on_health(
     desired: Vec<Endpoint>,
     current: &[Endpoint],
 ) -> Result<AgreedHealth, Error> {
-    let root_host = &record.spec.root_host;
+    let root_host = &record.spec.effective_root_host().unwrap_or_default();
     let record_key = crate::object_key(
         "DNSRecord",
         record.namespace().as_deref(),
@@ -142,7 +142,7 @@ pub(super) async fn check_health(
     }
     let namespace = record.namespace().unwrap_or_default();
     let name = record.name_any();
-    let root_host = &record.spec.root_host;
+    let root_host = &record.spec.effective_root_host().unwrap_or_default();
     let leaves = RecordTree::from_records(root_host.as_str(), requested.to_vec()).leaf_addresses();
     let wanted = wanted_probes(&name, root_host, &leaves, check);
     let existing = probes_of(record, ctx);

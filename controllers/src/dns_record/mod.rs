@@ -54,6 +54,7 @@ pub mod reasons {
     pub const ZONE_NOT_FOUND: &str = "ZoneNotFound";
     pub const PROVIDER_UNAVAILABLE: &str = "ProviderUnavailable";
     pub const PROVIDER_ERROR: &str = "ProviderError";
+    pub const INVALID: &str = "Invalid";
 }
 
 /// Runs the DNSRecord controller until `stop`.
@@ -149,8 +150,21 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         }
     };
     let owner = owner_of(record);
+    let Some(root_host) = record.spec.effective_root_host() else {
+        let message = "spec.rootHost is empty and no endpoint's name holds all the others: set spec.rootHost to the host these records serve".to_string();
+        write_status(
+            record,
+            ctx,
+            None,
+            (false, reasons::INVALID, message),
+            health,
+            Vec::new(),
+        )
+        .await?;
+        return Ok(Action::await_change());
+    };
     let healthy_endpoints = health.map_or(&requested, |h| &h.endpoints);
-    let (mut desired, mut notes) = provider.publishable(&record.spec.root_host, healthy_endpoints);
+    let (mut desired, mut notes) = provider.publishable(&root_host, healthy_endpoints);
 
     // Steady state at a provider: what this generation asks for is what status says is
     // published, so there is nothing to ask the provider (not even a zone list). Embedded zones
@@ -165,7 +179,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         record.namespace().as_deref(),
         &record.name_any(),
     );
-    let mark_name = last_modified_name(&record.spec.root_host);
+    let mark_name = last_modified_name(&root_host);
     let shared = shared_check.zip(ctx.shared_probes.as_ref());
     let failing = shared.map(|(_, probes)| probes.failing(&record_key));
     // What this cluster's probes say changed since the last full pass: look at the zone.
@@ -208,9 +222,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         }
     }
 
-    let current = provider
-        .host_records(&zone_id, &record.spec.root_host)
-        .await;
+    let current = provider.host_records(&zone_id, &root_host).await;
     let current = match current {
         Ok(current) => current,
         Err(error) => return provider_failed(record, ctx, &provider, error).await,
@@ -239,7 +251,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     let planned = plan(
         &PlanInput {
             owner: &owner,
-            root_host: &record.spec.root_host,
+            root_host: &root_host,
             desired: &desired,
             previous: previous.as_deref(),
         },
@@ -262,7 +274,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     if distributed {
         ctx.remember_mark(&record_key, mark_after);
     }
-    let owners = domain_owners(&current, &record.spec.root_host, &owner);
+    let owners = domain_owners(&current, &root_host, &owner);
     let mut messages: Vec<String> = planned.problems.iter().map(ToString::to_string).collect();
     messages.extend(notes);
     let (ready, reason, message) = if planned.problems.is_empty() {
@@ -341,13 +353,15 @@ async fn withdraw(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         Err((_, _, message)) => return Err(Error::Waiting(message)),
     };
     let owner = owner_of(record);
-    let current = provider
-        .host_records(&zone_id, &record.spec.root_host)
-        .await?;
+    let Some(root_host) = record.spec.effective_root_host() else {
+        // Without a root host nothing was ever published.
+        return Ok(Action::await_change());
+    };
+    let current = provider.host_records(&zone_id, &root_host).await?;
     let planned = plan(
         &PlanInput {
             owner: &owner,
-            root_host: &record.spec.root_host,
+            root_host: &root_host,
             desired: &[],
             previous: Some(&previous),
         },
@@ -356,18 +370,14 @@ async fn withdraw(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     let mut changes = planned.changes.clone();
     if ctx.config.distributed.is_some() {
         // Out of the host's member list and failure reports too.
-        changes.append(shared_health::leave(
-            &owner,
-            &current,
-            &record.spec.root_host,
-        ));
+        changes.append(shared_health::leave(&owner, &current, &root_host));
     }
     if ctx.config.distributed.is_some() && !changes.is_empty() {
-        let mark_name = last_modified_name(&record.spec.root_host);
+        let mark_name = last_modified_name(&root_host);
         let mark = current
             .iter()
             .find(|e| e.dns_name == mark_name && e.record_type == RecordType::Txt);
-        let base = record.spec.root_host.trim_start_matches("*.");
+        let base = root_host.trim_start_matches("*.");
         let others_remain = Registry::read(&current)
             .ownership
             .iter()

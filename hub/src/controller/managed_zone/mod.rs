@@ -59,8 +59,9 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
     status.observed_generation = zone.metadata.generation;
     status.delegation = Vec::new();
     let mut delegation = None;
-    let (ready, reason, message, requeue) = match &zone.spec.dns_provider_secret_ref {
-        None => {
+    let (ready, reason, message, requeue) = match zone.provider_secret_name() {
+        Err(message) => (false, "InvalidSecretRef", message, ctx.config.retry_cap),
+        Ok(None) => {
             let Some(embedded) = ctx.providers.embedded_zones() else {
                 return Ok(Action::await_change());
             };
@@ -85,11 +86,11 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
                 ctx.config.resync,
             )
         }
-        Some(secret_ref) => match ctx.caches.secrets.get(Some(&namespace), &secret_ref.name) {
+        Ok(Some(secret_name)) => match ctx.caches.secrets.get(Some(&namespace), secret_name) {
             None => (
                 false,
                 "SecretNotFound",
-                format!("Secret {} not found", secret_ref.name),
+                format!("Secret {secret_name} not found"),
                 ctx.config.retry_cap,
             ),
             Some(secret) => match ctx.providers.for_secret(&secret, &domain).await {
