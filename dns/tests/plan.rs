@@ -536,3 +536,33 @@ fn external_dns_registry_records_name_their_owner_with_any_affix() {
         assert_eq!(zone, before);
     }
 }
+
+#[test]
+fn a_record_that_lost_only_its_ownership_record_is_vouched_for_again() {
+    let mut zone = ZoneRecords::new();
+    let mine = [a(HOST, &["192.0.2.1"])];
+    publish(&mut zone, "owner-a", &mine, None);
+    let txt_name = ownership_txt_name("owner-a", RecordType::A, HOST);
+    zone.retain(|_, r| r.dns_name != txt_name);
+
+    // Exactly what it published: its ownership record comes back, nothing else changes.
+    let mut repaired = zone.clone();
+    assert_eq!(publish(&mut repaired, "owner-a", &mine, Some(&mine)), []);
+    assert!(repaired.values().any(|r| r.dns_name == txt_name));
+    assert_eq!(records_only(&repaired), records_only(&zone));
+
+    // Changed meanwhile, or with nothing known of what it published: nobody's, left alone.
+    let mut edited = zone.clone();
+    edited.insert(mine[0].key(), a(HOST, &["198.51.100.1"]));
+    let before = edited.clone();
+    assert_eq!(
+        publish(&mut edited, "owner-a", &mine, Some(&mine)),
+        [Problem::Unowned(mine[0].key())]
+    );
+    assert_eq!(edited, before);
+    let mut unknown = zone.clone();
+    assert_eq!(
+        publish(&mut unknown, "owner-a", &mine, None),
+        [Problem::Unowned(mine[0].key())]
+    );
+}
