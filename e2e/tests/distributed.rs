@@ -906,3 +906,172 @@ async fn a_distributed_cluster_and_external_dns_share_a_bind_zone() -> Result<()
     distributed.abort();
     Ok(())
 }
+
+/// Kuadrant's dns-operator cannot run in the test bed (its Go module is not served by the
+/// module proxy here), so a Route53 zone (moto) is seeded with what one of its clusters writes
+/// for the host (`dns/tests/fixtures/dns-operator-zone.json`, from its documented layout). A
+/// distributed cluster joins the host: it adds its branch beside the dns-operator's, rewrites
+/// none of the dns-operator's records or ownership records, and reports the catch-all they
+/// disagree on (the dns-operator answers unknown locations from IE, this cluster's policy says
+/// US) without fighting over it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_distributed_cluster_joins_a_host_the_dns_operator_publishes() -> Result<(), Error> {
+    use meridian_providers::route53::Route53Provider;
+    use meridian_testkit::moto::MotoServer;
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
+    let moto = MotoServer::start().expect("moto starts");
+    moto.create_zone("example.com")
+        .await
+        .map_err(Error::Component)?;
+    let route53 = Route53Provider::new(
+        &moto.credentials(&moto.endpoint()),
+        std::sync::Arc::new(meridian_providers::budget::RequestBudget::per_second(1000)),
+    );
+    let zone_id = route53
+        .list_zones()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|z| z.domain == "example.com")
+        .expect("the zone is listed")
+        .id;
+    let text = std::fs::read_to_string(
+        meridian_e2e::repository_root().join("dns/tests/fixtures/dns-operator-zone.json"),
+    )
+    .unwrap();
+    let fixture: Vec<Endpoint> =
+        serde_json::from_value(serde_json::from_str::<Value>(&text).unwrap()["records"].clone())
+            .unwrap();
+    let theirs: Vec<Endpoint> = fixture
+        .into_iter()
+        .filter(|r| {
+            meridian_dns::model::is_at_or_below(&r.dns_name, HOST)
+                || r.dns_name.ends_with(&format!("-{HOST}"))
+        })
+        .collect();
+    route53
+        .apply(
+            &zone_id,
+            &meridian_dns::changes::Changes {
+                creates: theirs.clone(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let as_seeded = |zone: &[Endpoint]| -> Vec<Endpoint> {
+        theirs
+            .iter()
+            .filter(|r| {
+                !zone.iter().any(|z| {
+                    let (mut z, mut r) = (z.clone(), (*r).clone());
+                    z.normalize();
+                    r.normalize();
+                    z.targets = z
+                        .targets
+                        .iter()
+                        .map(|t| t.trim_matches('"').to_string())
+                        .collect();
+                    r.targets = r
+                        .targets
+                        .iter()
+                        .map(|t| t.trim_matches('"').to_string())
+                        .collect();
+                    z == r
+                })
+            })
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        as_seeded(&route53.records(&zone_id).await.unwrap()),
+        Vec::<Endpoint>::new(),
+        "seeded"
+    );
+
+    let fleet = Fleet::builder()
+        .spokes(["spoke-1"])
+        .without_ocm()
+        .start()
+        .await?;
+    let spoke = fleet.spoke("spoke-1").client();
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/aws",
+        "metadata": { "name": "zone", "namespace": NAMESPACE },
+        "stringData": {
+            "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": moto.endpoint(),
+        },
+    });
+    install(&spoke, secret, "10.0.0.1", loadbalanced("US")).await?;
+    let owner = meridian_agent::report::cluster_id(&spoke).await?;
+    let distributed = agent(&spoke, "spoke-1", "US").await?;
+
+    let records = Api::<DNSRecord>::namespaced(spoke.clone(), NAMESPACE);
+    let conflict = eventually(
+        "the cluster reports the catch-all conflict",
+        DEFAULT_PATIENCE,
+        || async {
+            let message = records
+                .get_opt("prod-web-api")
+                .await?
+                .iter()
+                .flat_map(|r| r.status.iter())
+                .flat_map(|s| s.conditions.iter())
+                .find(|c| c.type_ == "Ready")
+                .map(|c| c.message.clone())
+                .unwrap_or_default();
+            Ok(message.contains("owners disagree").then_some(message))
+        },
+    )
+    .await?;
+    assert!(conflict.contains("klb.api.example.com"), "{conflict}");
+    let joined = eventually(
+        "the cluster's branch is in the zone",
+        DEFAULT_PATIENCE,
+        || async {
+            let zone = route53.records(&zone_id).await.unwrap();
+            let registry = Registry::read(&zone);
+            let root_owners = registry
+                .ownership
+                .iter()
+                .find(|(key, _)| key.dns_name == HOST)
+                .map(|(_, owners)| owners.keys().cloned().collect::<BTreeSet<_>>())
+                .unwrap_or_default();
+            let us = zone.iter().any(|r| r.dns_name == "us.klb.api.example.com");
+            Ok((us && root_owners.len() == 2).then_some(zone))
+        },
+    )
+    .await?;
+    assert_eq!(
+        as_seeded(&joined),
+        Vec::<Endpoint>::new(),
+        "the dns-operator's records are as it wrote them"
+    );
+    let registry = Registry::read(&joined);
+    assert!(
+        registry
+            .owners(&Endpoint::new(HOST, RecordType::Cname, [String::new()], 0).key())
+            .contains(owner.as_str())
+    );
+
+    // Looking again and again does not fight over the catch-all.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let later = route53.records(&zone_id).await.unwrap();
+    assert_eq!(as_seeded(&later), Vec::<Endpoint>::new());
+    let default = |zone: &[Endpoint]| {
+        zone.iter()
+            .find(|r| {
+                r.dns_name == "klb.api.example.com"
+                    && r.set_identifier.as_deref() == Some("default")
+                    && r.record_type == RecordType::Cname
+            })
+            .map(|r| r.targets.clone())
+    };
+    assert_eq!(
+        default(&later),
+        Some(vec!["ie.klb.api.example.com".to_string()])
+    );
+    distributed.abort();
+    Ok(())
+}
