@@ -330,6 +330,23 @@ impl RunningExample {
 }
 
 /// Sets the address of the example Gateway on a spoke, as its gateway implementation would.
+/// The message of a DNSRecord's `Ready` condition (empty while the record or its status is
+/// missing).
+pub async fn ready_message(
+    records: &Api<meridian_api::kuadrant::DNSRecord>,
+    name: &str,
+) -> Result<String, Error> {
+    Ok(records
+        .get_opt(name)
+        .await?
+        .iter()
+        .flat_map(|r| r.status.iter())
+        .flat_map(|s| s.conditions.iter())
+        .find(|c| c.type_ == meridian_api::conditions::READY)
+        .map(|c| c.message.clone())
+        .unwrap_or_default())
+}
+
 pub async fn set_gateway_address(spoke: &Client, ip: &str) -> Result<(), Error> {
     serve_gateway(spoke, ip).await
 }

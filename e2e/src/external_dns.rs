@@ -33,6 +33,19 @@ pub enum ExternalDnsZone {
     Route53 { endpoint: String, zone: String },
 }
 
+impl ExternalDnsZone {
+    /// The zone of an RFC2136 server as Meridian's provider reaches it (same server and key).
+    pub fn rfc2136(config: &meridian_providers::rfc2136::Rfc2136Config) -> Self {
+        ExternalDnsZone::Rfc2136 {
+            server: config.server,
+            zone: config.zone.clone(),
+            key_name: config.key_name.clone(),
+            algorithm: config.algorithm.clone(),
+            secret: config.secret.clone(),
+        }
+    }
+}
+
 /// One external-dns configuration: its owner ID and registry flags.
 #[derive(Debug, Clone)]
 pub struct ExternalDns {

@@ -14,7 +14,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use meridian_api::kuadrant::DNSRecord;
 use meridian_dns::model::{Endpoint, RecordType};
 use meridian_dns::plan::Registry;
-use meridian_e2e::example::apply;
+use meridian_e2e::example::{apply, ready_message};
 use meridian_e2e::external_dns::{self, ExternalDns, ExternalDnsZone};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, ensure_namespace, eventually};
 use meridian_hub::run_command::{RunArgs, RunningHub};
@@ -109,13 +109,7 @@ impl SharedZone {
 
     fn for_external_dns(&self) -> ExternalDnsZone {
         match self {
-            SharedZone::Bind(bind) => ExternalDnsZone::Rfc2136 {
-                server: bind.config.server,
-                zone: ZONE.into(),
-                key_name: bind.config.key_name.clone(),
-                algorithm: bind.config.algorithm.clone(),
-                secret: bind.config.secret.clone(),
-            },
+            SharedZone::Bind(bind) => ExternalDnsZone::rfc2136(&bind.config),
             SharedZone::Moto { moto, .. } => ExternalDnsZone::Route53 {
                 endpoint: moto.endpoint(),
                 zone: ZONE.into(),
@@ -223,14 +217,7 @@ async fn meridian_status(
         &format!("DNSRecord {name}'s status"),
         DEFAULT_PATIENCE,
         || async {
-            let record = records.get(name).await?;
-            let message = record
-                .status
-                .iter()
-                .flat_map(|s| s.conditions.iter())
-                .find(|c| c.type_ == "Ready")
-                .map(|c| c.message.clone())
-                .unwrap_or_default();
+            let message = ready_message(&records, name).await?;
             Ok(wanted(&message).then_some(message))
         },
     )
@@ -260,32 +247,47 @@ async fn meridian_owners(client: &Client) -> Result<Vec<String>, Error> {
         .collect())
 }
 
-/// The whole exchange on one zone, with external-dns configured by `flags`. `legacy` seeds
-/// what external-dns before 0.18 also wrote: an ownership record at the record's own name.
-async fn share_a_zone(zone: SharedZone, flags: &[&str], legacy: bool) -> Result<(), Error> {
+/// A control plane with the zone's Secret and ManagedZone `shared` (verified every
+/// `verification_interval`, else the default), and Meridian's hub running against it.
+async fn start_hub(
+    zone: &SharedZone,
+    verification_interval: Option<&str>,
+) -> Result<(Fleet, RunningHub), Error> {
     let fleet = Fleet::builder().without_ocm().start().await?;
     let client = fleet.hub.client();
-    let kubeconfig = fleet.hub.kubeconfig_path().to_path_buf();
-    let external_dns = ExternalDns::locate(EXTERNAL_DNS_OWNER)?.with_flags(flags.iter().copied());
-    external_dns.install_crd(&client).await?;
     ensure_namespace(&client, NAMESPACE).await?;
     apply(
         &Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), NAMESPACE),
         zone.secret(),
     )
     .await?;
+    let mut spec = json!({ "domainName": ZONE, "dnsProviderSecretRef": { "name": "zone" } });
+    if let Some(interval) = verification_interval {
+        spec["verificationInterval"] = json!(interval);
+    }
     apply(
         &Api::<meridian_api::kuadrant::ManagedZone>::namespaced(client.clone(), NAMESPACE),
         json!({
             "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
             "metadata": { "name": "shared", "namespace": NAMESPACE },
-            "spec": { "domainName": ZONE, "dnsProviderSecretRef": { "name": "zone" } },
+            "spec": spec,
         }),
     )
     .await?;
-    let hub = RunningHub::start(&RunArgs::local(&kubeconfig))
+    let hub = RunningHub::start(&RunArgs::local(fleet.hub.kubeconfig_path()))
         .await
         .map_err(|e| Error::Component(e.to_string()))?;
+    Ok((fleet, hub))
+}
+
+/// The whole exchange on one zone, with external-dns configured by `flags`. `legacy` seeds
+/// what external-dns before 0.18 also wrote: an ownership record at the record's own name.
+async fn share_a_zone(zone: SharedZone, flags: &[&str], legacy: bool) -> Result<(), Error> {
+    let (fleet, hub) = start_hub(&zone, None).await?;
+    let client = fleet.hub.client();
+    let kubeconfig = fleet.hub.kubeconfig_path().to_path_buf();
+    let external_dns = ExternalDns::locate(EXTERNAL_DNS_OWNER)?.with_flags(flags.iter().copied());
+    external_dns.install_crd(&client).await?;
     let target = zone.for_external_dns();
     let sync = || external_dns.sync_once(&kubeconfig, &target);
 
@@ -512,29 +514,8 @@ async fn external_dns_with_a_txt_suffix_and_meridian_share_a_route53_zone() -> R
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_changed_out_of_band_are_put_back_and_takeovers_reported() -> Result<(), Error> {
     let zone = SharedZone::bind().await?;
-    let fleet = Fleet::builder().without_ocm().start().await?;
+    let (fleet, hub) = start_hub(&zone, Some("10s")).await?;
     let client = fleet.hub.client();
-    ensure_namespace(&client, NAMESPACE).await?;
-    apply(
-        &Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), NAMESPACE),
-        zone.secret(),
-    )
-    .await?;
-    apply(
-        &Api::<meridian_api::kuadrant::ManagedZone>::namespaced(client.clone(), NAMESPACE),
-        json!({
-            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
-            "metadata": { "name": "shared", "namespace": NAMESPACE },
-            "spec": {
-                "domainName": ZONE, "dnsProviderSecretRef": { "name": "zone" },
-                "verificationInterval": "10s",
-            },
-        }),
-    )
-    .await?;
-    let hub = RunningHub::start(&RunArgs::local(fleet.hub.kubeconfig_path()))
-        .await
-        .map_err(|e| Error::Component(e.to_string()))?;
     for (name, address) in [
         ("api", "10.0.0.1"),
         ("www", "10.0.0.2"),

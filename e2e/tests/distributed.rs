@@ -13,7 +13,7 @@ use meridian_api::upstream::Gateway;
 use meridian_controllers::LocalCluster;
 use meridian_dns::model::{Endpoint, RecordType};
 use meridian_dns::plan::Registry;
-use meridian_e2e::example::{apply, dig_host};
+use meridian_e2e::example::{apply, dig_host, ready_message};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, ensure_namespace, eventually};
 use meridian_providers::Provider;
 use meridian_providers::rfc2136::Rfc2136Provider;
@@ -795,13 +795,7 @@ async fn a_distributed_cluster_and_external_dns_share_a_bind_zone() -> Result<()
     let external_dns = ExternalDns::locate("edns")?;
     external_dns.install_crd(&spoke).await?;
     ensure_namespace(&spoke, NAMESPACE).await?;
-    let target = ExternalDnsZone::Rfc2136 {
-        server: bind.config.server,
-        zone: "example.com".into(),
-        key_name: bind.config.key_name.clone(),
-        algorithm: bind.config.algorithm.clone(),
-        secret: bind.config.secret.clone(),
-    };
+    let target = ExternalDnsZone::rfc2136(&bind.config);
     let sync = || external_dns.sync_once(&kubeconfig, &target);
     let provider = Rfc2136Provider::new(bind.config.clone()).unwrap();
     let zone = || async { provider.records("example.com").await.unwrap() };
@@ -821,23 +815,11 @@ async fn a_distributed_cluster_and_external_dns_share_a_bind_zone() -> Result<()
     let owner = meridian_agent::report::cluster_id(&spoke).await?;
     let distributed = agent(&spoke, "spoke-1", "IE").await?;
     let records = Api::<DNSRecord>::namespaced(spoke.clone(), NAMESPACE);
-    let ready_message = || async {
-        let record = records.get_opt("prod-web-api").await?;
-        Ok::<_, Error>(
-            record
-                .iter()
-                .flat_map(|r| r.status.iter())
-                .flat_map(|s| s.conditions.iter())
-                .find(|c| c.type_ == "Ready")
-                .map(|c| c.message.clone())
-                .unwrap_or_default(),
-        )
-    };
     let refusal = eventually(
         "the cluster reports the host's owner",
         DEFAULT_PATIENCE,
         || async {
-            let message = ready_message().await?;
+            let message = ready_message(&records, "prod-web-api").await?;
             Ok(message
                 .contains("owned by external-dns owner edns")
                 .then_some(message))
@@ -1012,15 +994,7 @@ async fn a_distributed_cluster_joins_a_host_the_dns_operator_publishes() -> Resu
         "the cluster reports the catch-all conflict",
         DEFAULT_PATIENCE,
         || async {
-            let message = records
-                .get_opt("prod-web-api")
-                .await?
-                .iter()
-                .flat_map(|r| r.status.iter())
-                .flat_map(|s| s.conditions.iter())
-                .find(|c| c.type_ == "Ready")
-                .map(|c| c.message.clone())
-                .unwrap_or_default();
+            let message = ready_message(&records, "prod-web-api").await?;
             Ok(message.contains("owners disagree").then_some(message))
         },
     )

@@ -47,12 +47,24 @@ pub fn start(
         let mut due: HashMap<String, Instant> = HashMap::new();
         loop {
             tokio::time::sleep(TICK).await;
-            for zone in ctx.caches.zones.state() {
-                if zone.spec.dns_provider_secret_ref.is_none() {
-                    continue;
-                }
-                let key =
-                    crate::object_key("ManagedZone", zone.namespace().as_deref(), &zone.name_any());
+            let zones: Vec<(String, Arc<ManagedZone>)> = ctx
+                .caches
+                .zones
+                .state()
+                .into_iter()
+                .filter(|zone| zone.spec.dns_provider_secret_ref.is_some())
+                .map(|zone| {
+                    let key = crate::object_key(
+                        "ManagedZone",
+                        zone.namespace().as_deref(),
+                        &zone.name_any(),
+                    );
+                    (key, zone)
+                })
+                .collect();
+            // Forget zones that are gone.
+            due.retain(|key, _| zones.iter().any(|(live, _)| live == key));
+            for (key, zone) in zones {
                 let interval = verification_interval(&zone);
                 let now = Instant::now();
                 let next = *due
