@@ -24,8 +24,9 @@
 //! - external-dns writes `<prefix><type>-<first label><suffix>.<rest>` (before 0.18 also the
 //!   record's own name) holding `heritage=external-dns,external-dns/owner=<id>,…`. Its prefix
 //!   and suffix are flags Meridian cannot see, so a heritage TXT at the record's parent whose
-//!   first labels contain the record's first label counts as a claim. A claim only changes how
-//!   a refusal is worded: a record Meridian does not own is never changed either way.
+//!   first labels hold the record's first label as a word counts as a claim. A claim only
+//!   changes how a refusal is worded: a record Meridian does not own is never changed either
+//!   way.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
