@@ -372,12 +372,15 @@ pub fn host_records<'a>(
         .to_ascii_lowercase();
     zone.into_iter()
         .filter(|record| {
-            is_at_or_below(&record.dns_name, &base)
-                || record_vouched_for(record)
-                    .is_some_and(|key| is_at_or_below(&key.dns_name, &base))
-                || record_vouched_for(record).is_none()
-                    && registry_labels(record).is_some()
-                    && may_claim(&record.dns_name, &base)
+            if is_at_or_below(&record.dns_name, &base) {
+                return true;
+            }
+            // A TXT record elsewhere: an ownership record of a record under the base, or
+            // another tool's registry record that may claim the base itself.
+            match record_vouched_for(record) {
+                Some(key) => is_at_or_below(&key.dns_name, &base),
+                None => may_claim(&record.dns_name, &base) && registry_labels(record).is_some(),
+            }
         })
         .cloned()
         .collect()

@@ -11,6 +11,8 @@ use std::process::Stdio;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
+use meridian_dns::model::Endpoint;
+use meridian_dns::plan::Registry;
 use serde_json::json;
 
 use crate::{Error, free_loopback_port, install_crds, load_crds, repository_root};
@@ -210,4 +212,38 @@ pub async fn want_a_record(
         )
         .await?;
     Ok(())
+}
+
+/// A shared zone split by owner: what `owners` vouch for in Meridian's registry (the records
+/// and their ownership records), and everything else (another tool's records and registry
+/// records, anything seeded), both sorted. Neither side holds the apex's SOA and NS, the test
+/// zones' `ns1.<apex>`, or Meridian's distributed-mode bookkeeping (`kuadrant.…` TXT records).
+pub fn split_by_owner(
+    zone: &[Endpoint],
+    apex: &str,
+    owners: &[String],
+) -> (Vec<Endpoint>, Vec<Endpoint>) {
+    let registry = Registry::read(zone);
+    let mut ours: Vec<Endpoint> = registry
+        .ownership
+        .iter()
+        .flat_map(|(key, by_owner)| {
+            by_owner
+                .iter()
+                .filter(|(owner, _)| owners.contains(owner))
+                .flat_map(|(_, txt)| registry.records.get(key).into_iter().chain([txt]))
+        })
+        .cloned()
+        .collect();
+    ours.sort_by_key(Endpoint::key);
+    ours.dedup();
+    let name_server = format!("ns1.{apex}");
+    let mut theirs: Vec<Endpoint> = zone
+        .iter()
+        .filter(|r| !ours.contains(r) && !r.dns_name.starts_with("kuadrant."))
+        .filter(|r| r.dns_name != apex && r.dns_name != name_server)
+        .cloned()
+        .collect();
+    theirs.sort_by_key(Endpoint::key);
+    (ours, theirs)
 }

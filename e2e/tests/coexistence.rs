@@ -143,30 +143,9 @@ impl SharedZone {
     }
 }
 
-/// The zone split by owner: what Meridian's registry says Meridian's owners hold (records and
-/// their ownership TXT records), and everything else (external-dns's records, its registry
-/// records, anything seeded).
+/// The zone split into Meridian's owners' records and everything else.
 fn split(zone: &[Endpoint], meridian_owners: &[String]) -> (Vec<Endpoint>, Vec<Endpoint>) {
-    let registry = Registry::read(zone);
-    let mut meridian = Vec::new();
-    for (key, owners) in &registry.ownership {
-        for (owner, txt) in owners {
-            if meridian_owners.contains(owner) {
-                meridian.push(txt.clone());
-                if let Some(record) = registry.records.get(key) {
-                    meridian.push(record.clone());
-                }
-            }
-        }
-    }
-    meridian.sort_by_key(Endpoint::key);
-    meridian.dedup();
-    let others = zone
-        .iter()
-        .filter(|r| !meridian.contains(r))
-        .cloned()
-        .collect();
-    (meridian, others)
+    external_dns::split_by_owner(zone, ZONE, meridian_owners)
 }
 
 fn find<'z>(zone: &'z [Endpoint], name: &str, record_type: RecordType) -> Option<&'z Endpoint> {

@@ -757,25 +757,9 @@ async fn a_hub_and_a_distributed_cluster_share_one_host() -> Result<(), Error> {
     Ok(())
 }
 
-/// The records of the zone apart from the apex's, in a stable order, split into what Meridian's
-/// owners hold (records and ownership records) and everything else.
-fn split_by_owner(zone: &[Endpoint], meridian: &str) -> (Vec<Endpoint>, Vec<Endpoint>) {
-    let registry = Registry::read(zone);
-    let mut ours: Vec<Endpoint> = registry
-        .ownership
-        .iter()
-        .filter_map(|(key, owners)| Some((registry.records.get(key), owners.get(meridian)?)))
-        .flat_map(|(record, txt)| record.into_iter().chain([txt]).cloned())
-        .collect();
-    ours.sort_by_key(Endpoint::key);
-    let mut theirs: Vec<Endpoint> = zone
-        .iter()
-        .filter(|r| !ours.contains(r) && !r.dns_name.starts_with("kuadrant."))
-        .filter(|r| r.dns_name != "example.com" && r.dns_name != "ns1.example.com")
-        .cloned()
-        .collect();
-    theirs.sort_by_key(Endpoint::key);
-    (ours, theirs)
+/// The zone split into the cluster's records and everything else.
+fn split_by_owner(zone: &[Endpoint], cluster: &str) -> (Vec<Endpoint>, Vec<Endpoint>) {
+    meridian_e2e::external_dns::split_by_owner(zone, "example.com", &[cluster.to_string()])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

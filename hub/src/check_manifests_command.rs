@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, JSONSchemaProps,
+    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -174,7 +174,7 @@ fn compare(value: &Value, schema: &JSONSchemaProps, path: &str, findings: &mut V
             }
             let properties = schema.properties.as_ref();
             let map_values = match &schema.additional_properties {
-                Some(k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrBool::Schema(s)) => Some(&**s),
+                Some(JSONSchemaPropsOrBool::Schema(s)) => Some(&**s),
                 _ => None,
             };
             for (name, field) in fields {
@@ -187,7 +187,7 @@ fn compare(value: &Value, schema: &JSONSchemaProps, path: &str, findings: &mut V
             }
         }
         Value::Array(items) => {
-            if let Some(k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrArray::Schema(item)) = &schema.items {
+            if let Some(JSONSchemaPropsOrArray::Schema(item)) = &schema.items {
                 for (i, item_value) in items.iter().enumerate() {
                     compare(item_value, item, &format!("{path}[{i}]"), findings);
                 }
