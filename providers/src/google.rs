@@ -33,10 +33,10 @@ use rand::rngs::SmallRng;
 
 use super::batch::{Action, Change, Limits, group_by_name, pack, send_batches};
 use super::budget::{Backoff, RequestBudget};
+use super::routed_txt::{marked_value, restore_routing_properties, unmarked_records};
 use super::{Provider, ProviderError, ZoneInfo, quote_txt, unquote_txt};
 use meridian_dns::changes::Changes;
 use meridian_dns::model::{Endpoint, GEO_CODE, RecordKey, RecordType, WEIGHT};
-use meridian_dns::plan::record_vouched_for;
 
 /// Cloud DNS's default per-change quotas (`gcloud dns project-info describe`): 100 record-set
 /// additions and 100 deletions, 10,000 bytes of values. A changed record costs at most one
@@ -53,8 +53,6 @@ pub const CLOUD_DNS_LIMITS: Limits = Limits {
 /// Cloud DNS's API quotas are per project and per minute; this stays well inside the defaults.
 pub const CLOUD_DNS_REQUESTS_PER_SECOND: u32 = 10;
 
-/// How ownership TXT values of routed records carry their set identifier.
-const SET_ID_MARKER: &str = ";meridian/set-identifier=";
 /// The engine's set identifier of the catch-all GEO record.
 const CATCH_ALL_SET: &str = "default";
 const CATCH_ALL_CODE: &str = "*";
@@ -683,20 +681,7 @@ fn decode_zone<'a>(
     geo: &GeoRegions,
 ) -> Vec<Endpoint> {
     let mut records: Vec<Endpoint> = sets.flat_map(|set| decode(set, geo)).collect();
-    let properties: BTreeMap<RecordKey, Vec<meridian_dns::model::ProviderSpecific>> = records
-        .iter()
-        .filter(|r| r.set_identifier.is_some() && r.record_type != RecordType::Txt)
-        .map(|r| (r.key(), r.provider_specific.clone()))
-        .collect();
-    for record in &mut records {
-        if record.record_type == RecordType::Txt
-            && record.set_identifier.is_some()
-            && let Some(vouched) = record_vouched_for(record)
-            && let Some(properties) = properties.get(&vouched)
-        {
-            record.provider_specific = properties.clone();
-        }
-    }
+    restore_routing_properties(&mut records);
     records
 }
 
@@ -720,24 +705,7 @@ fn decode(set: &ResourceRecordSet, geo: &GeoRegions) -> Vec<Endpoint> {
             return vec![record(&set.rrdatas)];
         }
         // Plain values, and values carrying the set identifier of a routed record.
-        let mut plain = Vec::new();
-        let mut routed: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for value in set.rrdatas.iter().map(|v| unquote_txt(v)) {
-            match value.rsplit_once(SET_ID_MARKER) {
-                Some((value, id)) => routed.entry(id.to_string()).or_default().push(value.into()),
-                None => plain.push(value),
-            }
-        }
-        let txt = |values: Vec<String>| Endpoint::new(name.clone(), record_type, values, ttl);
-        return (!plain.is_empty())
-            .then(|| txt(plain))
-            .into_iter()
-            .chain(
-                routed
-                    .into_iter()
-                    .map(|(id, values)| txt(values).with_set_identifier(id)),
-            )
-            .collect();
+        return unmarked_records(&name, ttl, set.rrdatas.iter().map(|v| unquote_txt(v)));
     };
     let mut records = Vec::new();
     if let Some(wrr) = &policy.wrr {
@@ -813,11 +781,7 @@ fn encode(
         let mut rrdatas = Vec::new();
         for record in records {
             for target in &record.targets {
-                let value = match &record.set_identifier {
-                    Some(id) => format!("{target}{SET_ID_MARKER}{id}"),
-                    None => target.clone(),
-                };
-                rrdatas.push(quote_txt(&value));
+                rrdatas.push(quote_txt(&marked_value(record, target)));
             }
         }
         return Ok(Some(set.set_rrdatas(rrdatas)));

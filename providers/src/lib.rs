@@ -1,6 +1,7 @@
 //! Meridian's DNS providers: the [`Provider`] interface, batching within each API's limits
 //! ([`batch`]), request budgets and backoff ([`budget`]), and the clients for Route53
-//! ([`route53`]), Google Cloud DNS ([`google`]) and RFC2136 servers ([`rfc2136`]).
+//! ([`route53`]), Google Cloud DNS ([`google`]), Azure DNS with Traffic Manager ([`azure`]) and
+//! RFC2136 servers ([`rfc2136`]).
 //!
 //! A provider applies the change sets the engine plans (`meridian_dns::changes`); it never
 //! decides what to publish.
@@ -10,11 +11,13 @@ use std::future::Future;
 use meridian_dns::changes::Changes;
 use meridian_dns::model::Endpoint;
 
+pub mod azure;
 pub mod batch;
 pub mod budget;
 pub mod google;
 pub mod rfc2136;
 pub mod route53;
+mod routed_txt;
 
 /// A zone a provider serves.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,11 +5,14 @@
 //! - [`bind_server`]: BIND 9 serving one zone with TSIG-signed updates (RFC2136);
 //! - [`secondaries`]: BIND 9 and Knot DNS as secondaries following a Meridian zone (NOTIFY, IXFR);
 //! - [`counting_proxy`]: counts Route53 calls and injects throttling between a provider and moto;
+//! - [`azure_fake`]: launches the request-checking FAKE of Azure DNS and Traffic Manager (Azure
+//!   has no emulator);
 //! - [`cloud_dns_fake`]: launches the request-checking FAKE of Cloud DNS (Google has no emulator);
 //! - [`in_memory`]: a FAKE provider that keeps zones in memory under the engine's strict rules;
 //! - [`backends`]: HTTP backends for health probes, failing on demand;
 //! - [`geo_db`]: small MaxMind-format databases for GEO answers.
 
+pub mod azure_fake;
 pub mod backends;
 pub mod bind_server;
 pub mod cloud_dns_fake;

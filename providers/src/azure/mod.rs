@@ -1,0 +1,499 @@
+//! Azure DNS, with weighted and GEO answers through Azure Traffic Manager.
+//!
+//! Azure DNS record sets have no routing of their own, so every routed name becomes a Traffic
+//! Manager profile with an alias record set pointing at it ([`layout`] says exactly how).
+//! There is no official Rust management crate for these APIs; [`arm`] is a small typed client
+//! on `azure_core`'s pipeline, with Entra ID credentials from `azure_identity`.
+//!
+//! Applying reads the zone (record sets and the resource group's profiles) once and keeps it,
+//! updated from every answer, so a steady-state change costs only its writes. Record-set
+//! writes carry the ETag they were planned against (`If-Match`, or `If-None-Match: *` for a
+//! create); when someone else changed a record set, Azure answers 412, the cached zone is
+//! dropped, and the next attempt plans against a fresh read. Traffic Manager profiles carry no
+//! ETag, so a profile is rewritten whole from the records as last read.
+
+pub mod arm;
+pub mod layout;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use azure_core::cloud::{CloudConfiguration, CustomConfiguration};
+use azure_core::credentials::{Secret, TokenCredential};
+use azure_core::http::{ClientOptions, ExponentialRetryOptions, Transport, Url};
+use azure_identity::{
+    ClientAssertionCredentialOptions, ClientSecretCredential, ClientSecretCredentialOptions,
+    WorkloadIdentityCredential, WorkloadIdentityCredentialOptions,
+};
+use futures::StreamExt;
+use meridian_dns::changes::Changes;
+use meridian_dns::model::{Endpoint, RecordKey};
+use serde::Deserialize;
+
+use self::arm::{ArmClient, ArmError, ArmScope, RecordSet};
+use self::layout::{Call, ZoneState};
+use super::budget::RequestBudget;
+use super::{Provider, ProviderError, ZoneInfo};
+
+/// Requests per second Meridian allows itself per subscription unless configured otherwise:
+/// Azure Resource Manager refills 10 writes and 10 deletes per second per subscription
+/// (25 reads), and this stays inside the smallest of them.
+pub const AZURE_REQUESTS_PER_SECOND: u32 = 10;
+/// Calls of one phase in flight at once (the budget paces them).
+const CONCURRENT_CALLS: usize = 8;
+const PUBLIC_RESOURCE_MANAGER: &str = "https://management.azure.com/";
+
+/// How the provider authenticates to Entra ID.
+#[derive(Clone)]
+pub enum AzureAuth {
+    /// A service principal's client secret.
+    ClientSecret { client_id: String, secret: String },
+    /// Workload identity: a federated token file projected into the pod. Unset fields come
+    /// from `AZURE_CLIENT_ID`, `AZURE_TENANT_ID` and `AZURE_FEDERATED_TOKEN_FILE`.
+    WorkloadIdentity { client_id: Option<String> },
+}
+
+impl std::fmt::Debug for AzureAuth {
+    // The client secret never reaches a log.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AzureAuth::ClientSecret { client_id, .. } => f
+                .debug_struct("ClientSecret")
+                .field("client_id", client_id)
+                .finish_non_exhaustive(),
+            AzureAuth::WorkloadIdentity { client_id } => f
+                .debug_struct("WorkloadIdentity")
+                .field("client_id", client_id)
+                .finish(),
+        }
+    }
+}
+
+/// What a `kuadrant.io/azure` Secret holds.
+#[derive(Clone, Debug)]
+pub struct AzureCredentials {
+    pub tenant: String,
+    pub subscription: String,
+    pub resource_group: String,
+    pub auth: AzureAuth,
+    /// Where Resource Manager and Entra ID are, and the token audience; the public cloud's when
+    /// `None`.
+    pub cloud: Option<CustomCloud>,
+    /// A PEM certificate authority to trust besides the system's (a private cloud, the fake).
+    pub extra_ca_pem: Option<String>,
+}
+
+/// A cloud other than Azure's public one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CustomCloud {
+    pub resource_manager: String,
+    pub authority_host: String,
+}
+
+/// The `azure.json` of a `kuadrant.io/azure` Secret, in the dns-operator's (and external-dns's)
+/// field names, plus Meridian's endpoint fields for other clouds.
+#[derive(Deserialize)]
+struct AzureJson {
+    #[serde(rename = "tenantId", default)]
+    tenant_id: String,
+    #[serde(rename = "subscriptionId", default)]
+    subscription_id: String,
+    #[serde(rename = "resourceGroup", default)]
+    resource_group: String,
+    #[serde(rename = "aadClientId", default)]
+    aad_client_id: String,
+    #[serde(rename = "aadClientSecret", default)]
+    aad_client_secret: String,
+    #[serde(rename = "useWorkloadIdentityExtension", default)]
+    use_workload_identity_extension: bool,
+    #[serde(rename = "useManagedIdentityExtension", default)]
+    use_managed_identity_extension: bool,
+    #[serde(rename = "resourceManagerEndpoint", default)]
+    resource_manager_endpoint: String,
+    #[serde(rename = "activeDirectoryAuthorityHost", default)]
+    active_directory_authority_host: String,
+}
+
+impl AzureCredentials {
+    /// Reads an `azure.json` document. The message of an error names the problem, never a
+    /// value.
+    pub fn from_azure_json(json: &str, extra_ca_pem: Option<String>) -> Result<Self, String> {
+        let parsed: AzureJson =
+            serde_json::from_str(json).map_err(|e| format!("azure.json is not valid: {e}"))?;
+        let required = |value: &str, key: &str| {
+            if value.is_empty() {
+                Err(format!("azure.json lacks {key}"))
+            } else {
+                Ok(value.to_string())
+            }
+        };
+        let auth = if !parsed.aad_client_secret.is_empty()
+            && !parsed.aad_client_secret.eq_ignore_ascii_case("msi")
+        {
+            AzureAuth::ClientSecret {
+                client_id: required(&parsed.aad_client_id, "aadClientId")?,
+                secret: parsed.aad_client_secret,
+            }
+        } else if parsed.use_workload_identity_extension {
+            AzureAuth::WorkloadIdentity {
+                client_id: Some(parsed.aad_client_id).filter(|id| !id.is_empty()),
+            }
+        } else if parsed.use_managed_identity_extension {
+            return Err(
+                "useManagedIdentityExtension is not supported; use a client secret or workload identity"
+                    .into(),
+            );
+        } else {
+            return Err(
+                "azure.json has neither aadClientId/aadClientSecret nor useWorkloadIdentityExtension"
+                    .into(),
+            );
+        };
+        let cloud = match (
+            parsed.resource_manager_endpoint.is_empty(),
+            parsed.active_directory_authority_host.is_empty(),
+        ) {
+            (true, true) => None,
+            (false, false) => Some(CustomCloud {
+                resource_manager: parsed.resource_manager_endpoint,
+                authority_host: parsed.active_directory_authority_host,
+            }),
+            _ => {
+                return Err(
+                    "resourceManagerEndpoint and activeDirectoryAuthorityHost go together".into(),
+                );
+            }
+        };
+        Ok(AzureCredentials {
+            tenant: required(&parsed.tenant_id, "tenantId")?,
+            subscription: required(&parsed.subscription_id, "subscriptionId")?,
+            resource_group: required(&parsed.resource_group, "resourceGroup")?,
+            auth,
+            cloud,
+            extra_ca_pem,
+        })
+    }
+}
+
+/// Azure DNS and Traffic Manager for one subscription and resource group.
+#[derive(Debug)]
+pub struct AzureProvider {
+    client: ArmClient,
+    zones: Mutex<Option<Vec<ZoneInfo>>>,
+    /// Each zone as last read or written.
+    state: Mutex<BTreeMap<String, ZoneState>>,
+}
+
+impl AzureProvider {
+    /// A provider whose every request goes through `budget` (share one per subscription).
+    pub fn new(
+        credentials: &AzureCredentials,
+        budget: Arc<RequestBudget>,
+        retry: ExponentialRetryOptions,
+    ) -> Result<Self, ProviderError> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let invalid = |e: &dyn std::fmt::Display| ProviderError::Invalid(e.to_string());
+        let mut http = reqwest::Client::builder();
+        if let Some(pem) = &credentials.extra_ca_pem {
+            let ca = reqwest::Certificate::from_pem(pem.as_bytes()).map_err(|e| invalid(&e))?;
+            http = http.tls_certs_merge([ca]);
+        }
+        let http = Arc::new(http.build().map_err(|e| invalid(&e))?);
+        let mut options = ClientOptions {
+            transport: Some(Transport::new(http)),
+            ..Default::default()
+        };
+        let resource_manager = match &credentials.cloud {
+            Some(cloud) => {
+                let mut custom = CustomConfiguration::default();
+                custom.authority_host = cloud.authority_host.clone();
+                options.cloud = Some(Arc::new(CloudConfiguration::Custom(custom)));
+                cloud.resource_manager.clone()
+            }
+            None => PUBLIC_RESOURCE_MANAGER.to_string(),
+        };
+        let resource_manager = Url::parse(&resource_manager).map_err(|e| invalid(&e))?;
+        let credential: Arc<dyn TokenCredential> = match &credentials.auth {
+            AzureAuth::ClientSecret { client_id, secret } => ClientSecretCredential::new(
+                &credentials.tenant,
+                client_id.clone(),
+                Secret::new(secret.clone()),
+                Some(ClientSecretCredentialOptions {
+                    client_options: options.clone(),
+                }),
+            )
+            .map_err(|e| invalid(&e))?,
+            AzureAuth::WorkloadIdentity { client_id } => {
+                WorkloadIdentityCredential::new(Some(WorkloadIdentityCredentialOptions {
+                    credential_options: ClientAssertionCredentialOptions {
+                        client_options: options.clone(),
+                    },
+                    client_id: client_id.clone(),
+                    tenant_id: Some(credentials.tenant.clone()),
+                    ..Default::default()
+                }))
+                .map_err(|e| invalid(&e))?
+            }
+        };
+        // The token audience is Resource Manager itself.
+        let token_scope = format!("{}.default", resource_manager.as_str());
+        let scope = ArmScope {
+            resource_manager,
+            subscription: credentials.subscription.clone(),
+            resource_group: credentials.resource_group.clone(),
+        };
+        Ok(AzureProvider {
+            client: ArmClient::new(scope, credential, token_scope, options, budget, retry),
+            zones: Mutex::new(None),
+            state: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// Retries for throttled and failed calls: exponential with jitter, at least as long as
+    /// `Retry-After` asks, for at most about two minutes.
+    pub fn default_retry() -> ExponentialRetryOptions {
+        ExponentialRetryOptions {
+            initial_delay: azure_core::time::Duration::milliseconds(500),
+            max_retries: 8,
+            max_total_elapsed: azure_core::time::Duration::seconds(120),
+            max_delay: azure_core::time::Duration::seconds(30),
+        }
+    }
+
+    /// Forgets the cached zone list (after a zone was created or deleted).
+    pub fn invalidate_zones(&self) {
+        *self.zones.lock().expect("zones lock") = None;
+    }
+
+    /// What users should know about how `records` land in Azure, for status.
+    pub fn status_notes(&self, records: &[Endpoint]) -> Vec<String> {
+        layout::refusals(records).into_values().collect()
+    }
+
+    async fn read_zone(&self, zone: &str) -> Result<ZoneState, ProviderError> {
+        let record_sets = self
+            .client
+            .record_sets(zone)
+            .await
+            .map_err(|e| arm_error(zone, e))?;
+        let profiles = self
+            .client
+            .profiles()
+            .await
+            .map_err(|e| arm_error(zone, e))?;
+        Ok(ZoneState::new(record_sets, profiles))
+    }
+
+    /// The zone as last read or written, read when not yet known.
+    async fn zone_state(&self, zone: &str) -> Result<ZoneState, ProviderError> {
+        if let Some(state) = self.state.lock().expect("state lock").get(zone) {
+            return Ok(state.clone());
+        }
+        let state = self.read_zone(zone).await?;
+        self.state
+            .lock()
+            .expect("state lock")
+            .insert(zone.to_string(), state.clone());
+        Ok(state)
+    }
+
+    fn forget_zone(&self, zone: &str) {
+        self.state.lock().expect("state lock").remove(zone);
+    }
+
+    fn remember(&self, zone: &str, update: impl FnOnce(&mut ZoneState)) {
+        if let Some(state) = self.state.lock().expect("state lock").get_mut(zone) {
+            update(state);
+        }
+    }
+
+    async fn send(&self, zone: &str, call: Call) -> Result<(), ArmError> {
+        match call {
+            Call::PutProfile { name, profile } => {
+                let stored = self.client.put_profile(&name, &profile).await?;
+                self.remember(zone, |state| state.store_profile(stored));
+            }
+            Call::DeleteProfile { name } => {
+                match self.client.delete_profile(&name).await {
+                    Ok(()) => {}
+                    Err(e) if e.status == 404 => {}
+                    Err(e) => return Err(e),
+                }
+                self.remember(zone, |state| {
+                    state.profiles.remove(&name.to_ascii_lowercase());
+                });
+            }
+            Call::PutRecordSet {
+                relative,
+                record_type,
+                set,
+                precondition,
+            } => {
+                let stored: RecordSet = self
+                    .client
+                    .put_record_set(zone, record_type.as_str(), &relative, &set, &precondition)
+                    .await?;
+                self.remember(zone, |state| state.store_record_set(stored));
+            }
+            Call::DeleteRecordSet {
+                relative,
+                record_type,
+                precondition,
+            } => {
+                self.client
+                    .delete_record_set(zone, record_type.as_str(), &relative, &precondition)
+                    .await?;
+                self.remember(zone, |state| {
+                    state.record_sets.remove(&(relative, record_type));
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+fn arm_error(what: &str, error: ArmError) -> ProviderError {
+    match error.status {
+        404 => ProviderError::ZoneNotFound(what.to_string()),
+        429 => ProviderError::Throttled(format!("{what}: {error}")),
+        _ => ProviderError::Other(format!("{what}: {error}")),
+    }
+}
+
+/// The zone's records after `changes`; a delete or update of a record that is not there (or
+/// differs) is a problem, the rest applies.
+fn changed_records(
+    current: Vec<Endpoint>,
+    changes: &Changes,
+) -> (Vec<Endpoint>, BTreeSet<String>, Vec<String>) {
+    let mut records: BTreeMap<RecordKey, Endpoint> =
+        current.into_iter().map(|r| (r.key(), r)).collect();
+    let mut names = BTreeSet::new();
+    let mut stale = Vec::new();
+    let mut expect = |old: &Endpoint, records: &mut BTreeMap<RecordKey, Endpoint>| {
+        let key = old.key();
+        let mut found = records.remove(&key);
+        if let Some(found) = found.as_mut() {
+            found.normalize();
+        }
+        let mut old = old.clone();
+        old.normalize();
+        if found.as_ref() != Some(&old) {
+            stale.push(format!("{key} is not as planned"));
+        }
+    };
+    for old in &changes.deletes {
+        names.insert(old.dns_name.to_ascii_lowercase());
+        expect(old, &mut records);
+    }
+    for update in &changes.updates {
+        names.insert(update.old.dns_name.to_ascii_lowercase());
+        names.insert(update.new.dns_name.to_ascii_lowercase());
+        expect(&update.old, &mut records);
+        records.insert(update.new.key(), update.new.clone());
+    }
+    for new in &changes.creates {
+        names.insert(new.dns_name.to_ascii_lowercase());
+        records.insert(new.key(), new.clone());
+    }
+    (records.into_values().collect(), names, stale)
+}
+
+impl Provider for AzureProvider {
+    async fn list_zones(&self) -> Result<Vec<ZoneInfo>, ProviderError> {
+        if let Some(zones) = self.zones.lock().expect("zones lock").clone() {
+            return Ok(zones);
+        }
+        let zones: Vec<ZoneInfo> = self
+            .client
+            .dns_zones()
+            .await
+            .map_err(|e| arm_error("dnsZones", e))?
+            .into_iter()
+            .map(|zone| ZoneInfo {
+                id: zone.name.clone(),
+                domain: zone.name.trim_end_matches('.').to_ascii_lowercase(),
+            })
+            .collect();
+        *self.zones.lock().expect("zones lock") = Some(zones.clone());
+        Ok(zones)
+    }
+
+    /// Reads the zone whole (record sets, then profiles) and keeps what it read.
+    async fn records(&self, zone_id: &str) -> Result<Vec<Endpoint>, ProviderError> {
+        let state = self.read_zone(zone_id).await?;
+        let records = layout::read_back(zone_id, &state);
+        self.state
+            .lock()
+            .expect("state lock")
+            .insert(zone_id.to_string(), state);
+        Ok(records)
+    }
+
+    async fn apply(&self, zone_id: &str, changes: &Changes) -> Result<(), ProviderError> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let zone = zone_id.to_ascii_lowercase();
+        let state = self.zone_state(zone_id).await?;
+        let (after, mut names, stale) = changed_records(layout::read_back(&zone, &state), changes);
+        if !stale.is_empty() {
+            // Planned against records that have since changed: plan again on a fresh read.
+            self.forget_zone(zone_id);
+            return Err(ProviderError::Other(format!(
+                "the zone changed since it was read: {}",
+                stale.join("; ")
+            )));
+        }
+        // A GEO profile nests its targets' profiles: when a target becomes (or stops being)
+        // weighted, the profile naming it changes as well.
+        let parents: Vec<String> = after
+            .iter()
+            .filter(|r| {
+                r.set_identifier.is_some()
+                    && r.targets
+                        .iter()
+                        .any(|t| names.contains(&t.to_ascii_lowercase()))
+            })
+            .map(|r| r.dns_name.to_ascii_lowercase())
+            .collect();
+        names.extend(parents);
+        let refused = layout::refusals(&after);
+        let mut problems: Vec<String> = refused
+            .iter()
+            .filter(|(name, _)| names.contains(&name.to_ascii_lowercase()))
+            .map(|(_, problem)| problem.clone())
+            .collect();
+        names.retain(|name| !refused.keys().any(|r| r.eq_ignore_ascii_case(name)));
+        let calls = layout::calls(&zone, self.client.scope(), &names, &after, &state);
+        let mut precondition_failed = false;
+        for phase in calls.phases {
+            let results: Vec<(String, Result<(), ArmError>)> = futures::stream::iter(phase)
+                .map(|call| async move {
+                    let subject = call.subject();
+                    (subject, self.send(zone_id, call).await)
+                })
+                .buffer_unordered(CONCURRENT_CALLS)
+                .collect()
+                .await;
+            for (subject, result) in results {
+                if let Err(error) = result {
+                    precondition_failed |= error.is_precondition_failed();
+                    if error.is_throttled() {
+                        problems.push(format!("{subject}: still throttled after retries: {error}"));
+                    } else {
+                        problems.push(format!("{subject}: {error}"));
+                    }
+                }
+            }
+        }
+        if precondition_failed {
+            self.forget_zone(zone_id);
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ProviderError::PartlyApplied(problems))
+        }
+    }
+}
