@@ -1,5 +1,5 @@
 //! The provider behind a ManagedZone: the embedded nameserver when the zone names no secret,
-//! otherwise Route53, Google Cloud DNS or RFC2136 from the Secret's type. Providers are kept
+//! otherwise Route53, Google Cloud DNS, Azure DNS or RFC2136 from the Secret's type. Providers are kept
 //! per Secret (and its resourceVersion), so one account shares one request budget and one zone
 //! cache across every record that publishes through it.
 
@@ -11,6 +11,7 @@ use meridian_api::kuadrant::ManagedZone;
 use meridian_dns::changes::{Changes, ZoneRecords, apply_strictly};
 use meridian_dns::model::Endpoint;
 use meridian_nameserver::{NameServer, ZoneConfig, ZoneNameServer};
+use meridian_providers::azure::{AZURE_REQUESTS_PER_SECOND, AzureCredentials, AzureProvider};
 use meridian_providers::budget::{ROUTE53_REQUESTS_PER_SECOND, RequestBudget};
 use meridian_providers::google::{
     CLOUD_DNS_REQUESTS_PER_SECOND, GeoRegions, GoogleAuth, GoogleCredentials, GoogleProvider,
@@ -21,6 +22,7 @@ use meridian_providers::{Provider, ProviderError, ZoneInfo};
 
 pub const AWS_SECRET_TYPE: &str = "kuadrant.io/aws";
 pub const GCP_SECRET_TYPE: &str = "kuadrant.io/gcp";
+pub const AZURE_SECRET_TYPE: &str = "kuadrant.io/azure";
 pub const RFC2136_SECRET_TYPE: &str = "kuadrant.io/rfc2136";
 
 /// Zones served by the hub's own nameserver. Each zone's records live here (the source of
@@ -169,6 +171,7 @@ pub enum ZoneProvider {
     Embedded(EmbeddedZone),
     Route53(Arc<Route53Provider>),
     Google(Arc<GoogleProvider>),
+    Azure(Arc<AzureProvider>),
     Rfc2136(Arc<Rfc2136Provider>),
 }
 
@@ -178,6 +181,7 @@ impl ZoneProvider {
             ZoneProvider::Embedded(_) => "embedded",
             ZoneProvider::Route53(_) => "route53",
             ZoneProvider::Google(_) => "google",
+            ZoneProvider::Azure(_) => "azure",
             ZoneProvider::Rfc2136(_) => "rfc2136",
         }
     }
@@ -188,6 +192,7 @@ impl ZoneProvider {
         match self {
             ZoneProvider::Rfc2136(_) => plain_dns_records(host, endpoints),
             ZoneProvider::Google(google) => (endpoints.to_vec(), google.status_notes(endpoints)),
+            ZoneProvider::Azure(azure) => (endpoints.to_vec(), azure.status_notes(endpoints)),
             ZoneProvider::Embedded(_) | ZoneProvider::Route53(_) => {
                 (endpoints.to_vec(), Vec::new())
             }
@@ -245,11 +250,13 @@ impl ZoneProvider {
         match self {
             ZoneProvider::Route53(p) => p.read_record(zone_id, name, record_type).await,
             ZoneProvider::Rfc2136(p) => p.read_record(name, record_type).await,
-            ZoneProvider::Embedded(_) | ZoneProvider::Google(_) => Ok(self
-                .records(zone_id)
-                .await?
-                .into_iter()
-                .find(|e| e.dns_name == name && e.record_type == record_type)),
+            ZoneProvider::Embedded(_) | ZoneProvider::Google(_) | ZoneProvider::Azure(_) => {
+                Ok(self
+                    .records(zone_id)
+                    .await?
+                    .into_iter()
+                    .find(|e| e.dns_name == name && e.record_type == record_type))
+            }
         }
     }
 }
@@ -260,6 +267,7 @@ impl Provider for ZoneProvider {
             ZoneProvider::Embedded(p) => p.list_zones().await,
             ZoneProvider::Route53(p) => p.list_zones().await,
             ZoneProvider::Google(p) => p.list_zones().await,
+            ZoneProvider::Azure(p) => p.list_zones().await,
             ZoneProvider::Rfc2136(p) => p.list_zones().await,
         }
     }
@@ -269,6 +277,7 @@ impl Provider for ZoneProvider {
             ZoneProvider::Embedded(p) => p.records(zone_id).await,
             ZoneProvider::Route53(p) => p.records(zone_id).await,
             ZoneProvider::Google(p) => p.records(zone_id).await,
+            ZoneProvider::Azure(p) => p.records(zone_id).await,
             ZoneProvider::Rfc2136(p) => p.records(zone_id).await,
         }
     }
@@ -278,6 +287,7 @@ impl Provider for ZoneProvider {
             ZoneProvider::Embedded(p) => p.apply(zone_id, changes).await,
             ZoneProvider::Route53(p) => p.apply(zone_id, changes).await,
             ZoneProvider::Google(p) => p.apply(zone_id, changes).await,
+            ZoneProvider::Azure(p) => p.apply(zone_id, changes).await,
             ZoneProvider::Rfc2136(p) => p.apply(zone_id, changes).await,
         }
     }
@@ -289,7 +299,7 @@ pub enum SecretError {
     #[error("Secret {0} not found")]
     NotFound(String),
     #[error(
-        "Secret {name} has type {type_:?}; expected kuadrant.io/aws, kuadrant.io/gcp or kuadrant.io/rfc2136"
+        "Secret {name} has type {type_:?}; expected kuadrant.io/aws, kuadrant.io/gcp, kuadrant.io/azure or kuadrant.io/rfc2136"
     )]
     UnknownType { name: String, type_: String },
     #[error("Secret {name} lacks key {key}")]
@@ -414,6 +424,18 @@ async fn build_provider(
                 .await
                 .map_err(|e| invalid(e.to_string()))?;
             Ok(ZoneProvider::Google(Arc::new(provider)))
+        }
+        AZURE_SECRET_TYPE => {
+            // The dns-operator's format: one `azure.json`; `ca.crt` trusts a private cloud's CA.
+            let credentials = AzureCredentials::from_azure_json(
+                &required(secret, "azure.json")?,
+                value(secret, "ca.crt"),
+            )
+            .map_err(invalid)?;
+            let budget = Arc::new(RequestBudget::per_second(AZURE_REQUESTS_PER_SECOND));
+            let provider = AzureProvider::new(&credentials, budget, AzureProvider::default_retry())
+                .map_err(|e| invalid(e.to_string()))?;
+            Ok(ZoneProvider::Azure(Arc::new(provider)))
         }
         RFC2136_SECRET_TYPE => {
             let server = required(secret, "server")?;

@@ -860,45 +860,31 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
     Ok(())
 }
 
-/// A zone at a provider: the hub publishes a DNSRecord through a `kuadrant.io/aws` Secret to
-/// moto (a real Route53 API), reports the zone in status, and withdraws the record on deletion.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_record_in_a_route53_zone_is_published_and_withdrawn_through_its_secret()
--> Result<(), Error> {
-    use k8s_openapi::api::core::v1::Secret;
-    use meridian_providers::Provider;
-    use meridian_providers::budget::RequestBudget;
-    use meridian_providers::route53::Route53Provider;
-    use meridian_testkit::moto::MotoServer;
-
-    let moto = MotoServer::start().expect("moto starts");
-    moto.create_zone("example.net")
-        .await
-        .expect("a hosted zone");
+/// A zone at a provider: the hub publishes a DNSRecord for `root_host` with `endpoints` through `secret` (in
+/// namespace `dns`), which `provider` then holds in `zone_id`; the zone's status names the
+/// provider `kind`; deleting the record withdraws it and its ownership records.
+async fn a_record_is_published_and_withdrawn_through<P: meridian_providers::Provider>(
+    secret: serde_json::Value,
+    domain: &str,
+    kind: &str,
+    root_host: &str,
+    endpoints: &[meridian_dns::model::Endpoint],
+    provider: &P,
+    zone_id: &str,
+) -> Result<(), Error> {
     let fleet = Fleet::builder().without_ocm().start().await?;
     let hub = fleet.hub.client();
     let namespace = "dns";
     meridian_e2e::ensure_namespace(&hub, namespace).await?;
     let secrets: Api<Secret> = Api::namespaced(hub.clone(), namespace);
-    meridian_e2e::example::apply(
-        &secrets,
-        json!({
-            "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/aws",
-            "metadata": { "name": "aws", "namespace": namespace },
-            "stringData": {
-                "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": moto.endpoint(),
-            },
-        }),
-    )
-    .await?;
+    meridian_e2e::example::apply(&secrets, secret).await?;
     let zones: Api<ManagedZone> = Api::namespaced(hub.clone(), namespace);
     meridian_e2e::example::apply(
         &zones,
         json!({
             "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
-            "metadata": { "name": "net", "namespace": namespace },
-            "spec": { "domainName": "example.net", "dnsProviderSecretRef": { "name": "aws" } },
+            "metadata": { "name": "zone", "namespace": namespace },
+            "spec": { "domainName": domain, "dnsProviderSecretRef": { "name": "provider" } },
         }),
     )
     .await?;
@@ -906,11 +892,7 @@ async fn a_record_in_a_route53_zone_is_published_and_withdrawn_through_its_secre
     meridian_e2e::example::apply(&records, json!({
         "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
         "metadata": { "name": "shop", "namespace": namespace },
-        "spec": {
-            "rootHost": "shop.example.net",
-            "managedZone": { "name": "net" },
-            "endpoints": [{ "dnsName": "shop.example.net", "recordType": "A", "targets": ["192.0.2.7"], "recordTTL": 60 }],
-        },
+        "spec": { "rootHost": root_host, "managedZone": { "name": "zone" }, "endpoints": endpoints },
     }))
     .await?;
     let running = RunningHub::start(&RunArgs::local(fleet.hub.kubeconfig_path()))
@@ -927,17 +909,22 @@ async fn a_record_in_a_route53_zone_is_published_and_withdrawn_through_its_secre
         }
     })
     .await?;
-    let route53 = Route53Provider::new(
-        &moto.credentials(&moto.endpoint()),
-        std::sync::Arc::new(RequestBudget::per_second(100)),
-    );
-    let zone_id = route53.list_zones().await.unwrap()[0].id.clone();
-    let at_moto = route53.records(&zone_id).await.unwrap();
-    assert!(
-        at_moto
-            .iter()
-            .any(|r| r.dns_name == "shop.example.net" && r.targets == ["192.0.2.7"]),
-        "{at_moto:?}"
+    let mut held: Vec<_> = provider
+        .records(zone_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| {
+            r.record_type != meridian_dns::model::RecordType::Txt
+                && meridian_dns::model::is_at_or_below(&r.dns_name, root_host)
+        })
+        .collect();
+    meridian_dns::model::sort_endpoints(&mut held);
+    let mut expected = endpoints.to_vec();
+    meridian_dns::model::sort_endpoints(&mut expected);
+    assert_eq!(
+        held, expected,
+        "the provider holds exactly the record's endpoints"
     );
     eventually(
         "the zone's status names its provider",
@@ -945,12 +932,10 @@ async fn a_record_in_a_route53_zone_is_published_and_withdrawn_through_its_secre
         || {
             let zones = zones.clone();
             async move {
-                let zone = zones.get("net").await?;
+                let zone = zones.get("zone").await?;
                 Ok(zone
                     .status
-                    .filter(|s| {
-                        s.provider.as_deref() == Some("route53") && s.record_count.is_some()
-                    })
+                    .filter(|s| s.provider.as_deref() == Some(kind) && s.record_count.is_some())
                     .map(|_| ()))
             }
         },
@@ -963,13 +948,130 @@ async fn a_record_in_a_route53_zone_is_published_and_withdrawn_through_its_secre
         async move { Ok(records.get_opt("shop").await?.is_none().then_some(())) }
     })
     .await?;
-    let left = route53.records(&zone_id).await.unwrap();
+    let left = provider.records(zone_id).await.unwrap();
     assert!(
-        left.iter()
-            .all(|r| !r.dns_name.contains("shop.example.net")),
-        "the record and its ownership record are gone: {left:?}"
+        left.iter().all(|r| !r.dns_name.contains(root_host)),
+        "the record and its ownership records are gone: {left:?}"
     );
     running.stop().await;
+    Ok(())
+}
+
+/// Route53 (moto, a real Route53 API) through a `kuadrant.io/aws` Secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_in_a_route53_zone_is_published_and_withdrawn_through_its_secret()
+-> Result<(), Error> {
+    use meridian_providers::Provider;
+    use meridian_providers::budget::RequestBudget;
+    use meridian_providers::route53::Route53Provider;
+    use meridian_testkit::moto::MotoServer;
+
+    let moto = MotoServer::start().expect("moto starts");
+    moto.create_zone("example.net")
+        .await
+        .expect("a hosted zone");
+    let route53 = Route53Provider::new(
+        &moto.credentials(&moto.endpoint()),
+        std::sync::Arc::new(RequestBudget::per_second(100)),
+    );
+    let zone_id = route53.list_zones().await.unwrap()[0].id.clone();
+    let shop = meridian_dns::model::Endpoint::new(
+        "shop.example.net",
+        meridian_dns::model::RecordType::A,
+        ["192.0.2.7".to_string()],
+        60,
+    );
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/aws",
+        "metadata": { "name": "provider", "namespace": "dns" },
+        "stringData": {
+            "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": moto.endpoint(),
+        },
+    });
+    a_record_is_published_and_withdrawn_through(
+        secret,
+        "example.net",
+        "route53",
+        "shop.example.net",
+        &[shop],
+        &route53,
+        &zone_id,
+    )
+    .await
+}
+
+/// Azure DNS and Traffic Manager (the FAKE of their APIs; Azure has no emulator) through a
+/// `kuadrant.io/azure` Secret in the dns-operator's `azure.json` format: a GEO-then-weighted
+/// tree becomes nested Traffic Manager profiles, and every profile is removed with the record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loadbalanced_record_in_an_azure_zone_is_published_and_withdrawn_through_its_secret()
+-> Result<(), Error> {
+    use meridian_dns::tree::{Address, ClusterTarget, GatewayRef, LoadBalancing, Strategy};
+    use meridian_providers::azure::AzureProvider;
+    use meridian_providers::budget::RequestBudget;
+    use meridian_testkit::azure_fake::{FakeAzure, FakeAzureOptions};
+
+    let fake = FakeAzure::start(&FakeAzureOptions {
+        zones: vec!["example.net".into()],
+        ..Default::default()
+    });
+    let azure = AzureProvider::new(
+        &fake.credentials(),
+        std::sync::Arc::new(RequestBudget::per_second(100)),
+        AzureProvider::default_retry(),
+    )
+    .unwrap();
+    let clusters: Vec<ClusterTarget> = [
+        ("IE", "192.0.2.1"),
+        ("US", "192.0.2.2"),
+        ("IE", "192.0.2.3"),
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, (geo, ip))| ClusterTarget {
+        name: format!("c{i}"),
+        cluster_id: format!("cluster-{i}"),
+        labels: [(GEO_LABEL.to_string(), geo.to_string())].into(),
+        addresses: vec![Address::parse(None, ip).unwrap()],
+        attached_routes: None,
+    })
+    .collect();
+    let strategy = Strategy::LoadBalanced(LoadBalancing {
+        default_weight: 120,
+        custom: Vec::new(),
+        default_geo: Some("IE".into()),
+    });
+    let gateway = GatewayRef {
+        name: "prod-web".into(),
+        namespace: "gateways".into(),
+    };
+    let endpoints =
+        meridian_dns::tree::build_record_tree("shop.example.net", &gateway, &strategy, &clusters)
+            .unwrap()
+            .endpoints();
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/azure",
+        "metadata": { "name": "provider", "namespace": "dns" },
+        "stringData": { "azure.json": fake.azure_json(), "ca.crt": fake.ca_pem() },
+    });
+    a_record_is_published_and_withdrawn_through(
+        secret,
+        "example.net",
+        "azure",
+        "shop.example.net",
+        &endpoints,
+        &azure,
+        "example.net",
+    )
+    .await?;
+    let profiles = fake.state()["profiles"].as_array().unwrap().len();
+    assert_eq!(profiles, 0, "no Traffic Manager profile is left");
+    let requests = fake.requests();
+    assert!(
+        requests.get("put-profile").copied().unwrap_or(0) >= 3,
+        "{requests:?}"
+    );
     Ok(())
 }
 

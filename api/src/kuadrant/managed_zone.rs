@@ -6,7 +6,7 @@ use super::SecretRef;
 use crate::validation::{DNS_NAME_PATTERN, DURATION_PATTERN};
 
 /// A DNS zone Meridian publishes into. With `dnsProviderSecretRef` the zone lives at a provider
-/// (the Secret's type picks it: `kuadrant.io/aws`, `kuadrant.io/gcp`, `kuadrant.io/rfc2136`);
+/// (the Secret's type picks it: `kuadrant.io/aws`, `kuadrant.io/gcp`, `kuadrant.io/azure`, `kuadrant.io/rfc2136`);
 /// without one, Meridian's embedded nameserver is authoritative for it.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
