@@ -80,8 +80,8 @@ bench-dns: ## dnsperf against Meridian's nameserver, Knot, NSD, gdnsd and PowerD
 	@bash scripts/debian-packages.sh dnsutils dnsperf knot nsd gdnsd pdns-server pdns-backend-bind pdns-backend-geoip
 	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-dns
 
-bench-providers: packages ## Route53 API calls per phase for 1,000 hosts (and a drift verification), against moto at 5 req/s
-	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-providers
+bench-providers: packages ## API calls per phase for 1,000 hosts (and a drift verification): Route53 (moto), Cloud DNS and Azure (fakes); PROVIDERS=azure for one
+	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-providers -- $(PROVIDERS)
 
 bench-convergence: packages testbed ## Spoke address change → nameserver answer, p50/p99 over 25 changes
 	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-convergence

@@ -149,6 +149,10 @@ async fn a_geo_then_weighted_tree_is_nested_traffic_manager_profiles() {
         geo["id"].as_str().unwrap().to_ascii_lowercase()
     );
     assert!(alias["properties"].get("CNAMERecord").is_none());
+    assert!(
+        record_set(&state, "ie.klb.api", "CNAME").is_none(),
+        "a nested weighted name is reached through its parent alone: no record set of its own"
+    );
 
     replan_reweight_and_remove(&provider, ZONE, host, &desired, &clusters()).await;
     let state = fake.state();
@@ -321,9 +325,45 @@ async fn a_bad_record_blocks_only_itself() {
     let records = provider.records(ZONE).await.unwrap();
     assert!(records.contains(&good), "the good record landed");
     assert!(
-        !records
+        records
             .iter()
-            .any(|r| r.dns_name != "good.example.com" && r.dns_name != ZONE)
+            .all(|r| r.dns_name == ZONE || r.dns_name == "good.example.com"),
+        "nothing of the refused records landed: {records:?}"
+    );
+
+    // Planned by the engine, the refused record's ownership record waits with it.
+    let zero = Endpoint::new(
+        "w.example.com",
+        RecordType::Cname,
+        ["a.example.net".to_string()],
+        60,
+    )
+    .with_set_identifier("a.example.net")
+    .with_property("weight", "0");
+    let planned = plan(
+        &PlanInput {
+            owner: "hub",
+            root_host: "w.example.com",
+            desired: &[zero],
+            previous: None,
+        },
+        &records,
+    );
+    assert!(
+        planned
+            .changes
+            .creates
+            .iter()
+            .any(|r| r.record_type == RecordType::Txt)
+    );
+    let result = provider.apply(ZONE, &planned.changes).await;
+    assert!(matches!(result, Err(ProviderError::PartlyApplied(p)) if p.len() == 1));
+    let records = provider.records(ZONE).await.unwrap();
+    assert!(
+        records
+            .iter()
+            .all(|r| r.dns_name == ZONE || r.dns_name == "good.example.com"),
+        "no ownership record without its record: {records:?}"
     );
 }
 

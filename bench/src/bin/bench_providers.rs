@@ -1,29 +1,47 @@
-//! `make bench-providers`: Route53 API calls per phase, against moto behind a counting proxy,
-//! with Route53's real budget of 5 requests per second. 1,000 hosts × 3 clusters (GEO + weighted
-//! trees): converge from empty, reconcile again with no change, change one host's weight, and a
-//! drift verification pass that finds and repairs two hosts edited out of band. Prints the
-//! calls per phase by type next to the theoretical minimum under Route53's limits.
+//! `make bench-providers`: API calls per phase for the same fleet, 1,000 hosts × 3 clusters
+//! (GEO + weighted trees), on three providers side by side:
+//! - Route53 against moto behind a counting proxy, at Route53's real budget of 5 requests/s;
+//! - Google Cloud DNS against the FAKE of its API (`testkit/fake_cloud_dns.py`), which counts
+//!   what it answers;
+//! - Azure DNS + Traffic Manager against the FAKE of their APIs (`testkit/fake_azure.py`),
+//!   with its quotas raised to hold the fleet (the note after its phases says by how much).
+//!
+//! Phases: converge from empty, reconcile again with no change, change one host's weight (and
+//! a full read to check it), and a drift verification pass that finds and repairs two hosts
+//! edited out of band. Each phase prints the calls by type next to the fewest the provider's
+//! API allows for the same work, and what the calls cost at the provider's own rate limit.
+//! The fakes answer faster than the services; counts, not timings, are the result.
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use meridian_dns::changes::Changes;
-use meridian_dns::model::Endpoint;
-use meridian_dns::plan::{PlanInput, plan, published_zone};
+use meridian_dns::changes::{Changes, Update};
+use meridian_dns::model::{Endpoint, RecordType, is_at_or_below};
+use meridian_dns::plan::{PlanInput, Registry, host_records, plan, published_zone};
 use meridian_dns::tree::{
     Address, ClusterTarget, CustomWeight, GatewayRef, LabelSelector, LoadBalancing, Strategy,
     build_record_tree,
 };
 use meridian_providers::Provider;
-use meridian_providers::batch::{ROUTE53_LIMITS, group_by_name, pack};
+use meridian_providers::azure::{AZURE_REQUESTS_PER_SECOND, AzureProvider};
+use meridian_providers::batch::{Limits, ROUTE53_LIMITS, group_by_name, pack};
 use meridian_providers::budget::{ROUTE53_REQUESTS_PER_SECOND, RequestBudget};
+use meridian_providers::google::{
+    CLOUD_DNS_LIMITS, CLOUD_DNS_REQUESTS_PER_SECOND, GeoRegions, GoogleAuth, GoogleCredentials,
+    GoogleProvider,
+};
 use meridian_providers::route53::Route53Provider;
+use meridian_testkit::azure_fake::{FakeAzure, FakeAzureOptions};
+use meridian_testkit::cloud_dns_fake::FakeCloudDns;
 use meridian_testkit::counting_proxy::CountingProxy;
 use meridian_testkit::moto::MotoServer;
 
 const HOSTS: usize = 1000;
 const OWNER: &str = "bench-hub";
+/// The drift verifier's default interval.
+const VERIFY_INTERVAL_SECONDS: f64 = 600.0;
 
 fn tree(host: &str, azure_weight: u32) -> Vec<Endpoint> {
     let gateway = GatewayRef {
@@ -67,135 +85,445 @@ fn tree(host: &str, azure_weight: u32) -> Vec<Endpoint> {
         .endpoints()
 }
 
-/// Fewest ChangeResourceRecordSets calls that can carry `changes` under Route53's limits.
-fn minimum_change_calls(changes: &Changes) -> usize {
-    pack(group_by_name(changes), ROUTE53_LIMITS).len()
+/// Calls answered since the last look, by type, from a cumulative count.
+struct Counter<'a> {
+    read: Box<dyn Fn() -> BTreeMap<String, u64> + 'a>,
+    seen: RefCell<BTreeMap<String, u64>>,
 }
 
-fn print_phase(name: &str, proxy: &CountingProxy, minimum: &str, started: Instant) {
-    let calls = proxy.calls();
+impl<'a> Counter<'a> {
+    fn new(read: impl Fn() -> BTreeMap<String, u64> + 'a) -> Self {
+        let seen = RefCell::new(read());
+        Counter {
+            read: Box::new(read),
+            seen,
+        }
+    }
+
+    fn take(&self) -> BTreeMap<String, u64> {
+        let now = (self.read)();
+        let mut seen = self.seen.borrow_mut();
+        let delta = now
+            .iter()
+            .map(|(k, v)| (k.clone(), v - seen.get(k).copied().unwrap_or(0)))
+            .filter(|(_, v)| *v > 0)
+            .collect();
+        *seen = now;
+        delta
+    }
+}
+
+/// Which API, for the fewest calls it allows for a piece of work.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Api {
+    Route53,
+    CloudDns,
+    Azure,
+}
+
+impl Api {
+    fn name(self) -> &'static str {
+        match self {
+            Api::Route53 => "Route53",
+            Api::CloudDns => "Cloud DNS",
+            Api::Azure => "Azure DNS + Traffic Manager",
+        }
+    }
+
+    /// Requests per second the provider allows itself (its budget).
+    fn rate(self) -> u32 {
+        match self {
+            Api::Route53 => ROUTE53_REQUESTS_PER_SECOND,
+            Api::CloudDns => CLOUD_DNS_REQUESTS_PER_SECOND,
+            Api::Azure => AZURE_REQUESTS_PER_SECOND,
+        }
+    }
+
+    /// Records a list call returns per page.
+    fn page(self) -> usize {
+        match self {
+            Api::Route53 => 300,
+            Api::CloudDns | Api::Azure => 100,
+        }
+    }
+
+    /// The fewest write calls that carry `changes`: batches for Route53 and Cloud DNS; for
+    /// Azure, which has no batch, one PUT or DELETE per record set and per Traffic Manager
+    /// profile touched.
+    fn writes(self, changes: &Changes) -> String {
+        let batches = |limits: Limits| pack(group_by_name(changes), limits).len();
+        match self {
+            Api::Route53 => format!("{} ChangeResourceRecordSets", batches(ROUTE53_LIMITS)),
+            Api::CloudDns => format!("{} changes.create", batches(CLOUD_DNS_LIMITS)),
+            Api::Azure => {
+                let routed =
+                    |r: &Endpoint| r.set_identifier.is_some() && r.record_type != RecordType::Txt;
+                let changed = || {
+                    changes
+                        .creates
+                        .iter()
+                        .chain(&changes.deletes)
+                        .chain(changes.updates.iter().map(|u| &u.new))
+                };
+                let profiles: BTreeSet<&str> = changed()
+                    .filter(|r| routed(r))
+                    .map(|r| r.dns_name.as_str())
+                    .collect();
+                // Plain record sets (ownership TXT sets included) whose stored values change;
+                // the routing properties an ownership record carries are not stored.
+                let mut sets: BTreeSet<(&str, RecordType)> = changes
+                    .creates
+                    .iter()
+                    .chain(&changes.deletes)
+                    .filter(|r| !routed(r))
+                    .map(|r| (r.dns_name.as_str(), r.record_type))
+                    .collect();
+                sets.extend(
+                    changes
+                        .updates
+                        .iter()
+                        .filter(|u| !routed(&u.new))
+                        .filter(|u| {
+                            u.old.targets != u.new.targets || u.old.record_ttl != u.new.record_ttl
+                        })
+                        .map(|u| (u.new.dns_name.as_str(), u.new.record_type)),
+                );
+                // A routed name created or removed whole needs its alias record set written,
+                // unless a GEO profile nests it (then it has none).
+                let updated: BTreeSet<&str> = changes
+                    .updates
+                    .iter()
+                    .map(|u| u.new.dns_name.as_str())
+                    .collect();
+                let nested = nested_names(changed());
+                let aliases = profiles
+                    .iter()
+                    .filter(|name| !updated.contains(*name) && !nested.contains(*name))
+                    .count();
+                format!(
+                    "{} (one PUT or DELETE each: {} record sets, {aliases} alias record sets, {} profiles)",
+                    sets.len() + aliases + profiles.len(),
+                    sets.len(),
+                    profiles.len()
+                )
+            }
+        }
+    }
+
+    /// Record sets (Cloud DNS, Azure) or records (Route53) a full read of `records` lists.
+    fn listed(self, records: &[Endpoint]) -> usize {
+        match self {
+            Api::Route53 => records.len(),
+            Api::CloudDns => records
+                .iter()
+                .map(|r| (&r.dns_name, r.record_type))
+                .collect::<BTreeSet<_>>()
+                .len(),
+            // Weighted names nested in a GEO profile have no record set.
+            Api::Azure => {
+                let nested = nested_names(records.iter());
+                records
+                    .iter()
+                    .filter(|r| {
+                        !nested.contains(r.dns_name.as_str()) || r.record_type == RecordType::Txt
+                    })
+                    .map(|r| (&r.dns_name, r.record_type))
+                    .collect::<BTreeSet<_>>()
+                    .len()
+            }
+        }
+    }
+}
+
+/// Names GEO records point at: the weighted names Azure nests.
+fn nested_names<'a>(records: impl Iterator<Item = &'a Endpoint>) -> BTreeSet<&'a str> {
+    records
+        .filter(|r| r.set_identifier.is_some() && r.property("geo-code").is_some())
+        .flat_map(|r| r.targets.iter().map(String::as_str))
+        .collect()
+}
+
+fn print_phase(
+    name: &str,
+    counter: &Counter<'_>,
+    api: Api,
+    minimum: &str,
+    started: Instant,
+) -> u64 {
+    let calls = counter.take();
+    let total: u64 = calls.values().sum();
     let by_type: Vec<String> = calls
         .iter()
         .map(|(action, count)| format!("{action} {count}"))
         .collect();
     println!(
-        "{name:<34} {:>5} calls ({})  minimum {minimum}  [{:.1} s]",
-        calls.values().sum::<u64>(),
+        "{name:<34} {total:>6} calls ({})  minimum {minimum}  [{:.1} s here; {:.0} s at {} req/s]",
         if by_type.is_empty() {
             "none".to_string()
         } else {
             by_type.join(", ")
         },
-        started.elapsed().as_secs_f64()
+        started.elapsed().as_secs_f64(),
+        total as f64 / f64::from(api.rate()),
+        api.rate(),
     );
-    proxy.reset();
+    total
+}
+
+/// The four phases on one provider's zone `zone_id`.
+async fn run_phases<P: Provider>(
+    api: Api,
+    provider: &P,
+    zone_domain: &str,
+    counter: &Counter<'_>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let hosts: Vec<String> = (0..HOSTS)
+        .map(|i| format!("app{i}.{zone_domain}"))
+        .collect();
+
+    // 1. From empty: one read of the zone, every host planned against it, one apply.
+    let started = Instant::now();
+    let zone = provider
+        .list_zones()
+        .await?
+        .into_iter()
+        .find(|z| z.domain == zone_domain)
+        .ok_or("zone")?;
+    let current = provider.records(&zone.id).await?;
+    let mut published: BTreeMap<&str, Vec<Endpoint>> = BTreeMap::new();
+    let mut all = Changes::default();
+    for host in &hosts {
+        let desired = tree(host, 30);
+        let planned = plan(
+            &PlanInput {
+                owner: OWNER,
+                root_host: host,
+                desired: &desired,
+                previous: None,
+            },
+            &current,
+        );
+        all.append(planned.changes);
+        published.insert(host, desired);
+    }
+    provider.apply(&zone.id, &all).await?;
+    let reads = match api {
+        Api::Azure => "1 zone list, 1 record-set list, 1 profile list",
+        _ => "1 zone list, 1 record list",
+    };
+    print_phase(
+        "1. converge from empty",
+        counter,
+        api,
+        &format!("{reads}, {} changes in {}", all.len(), api.writes(&all)),
+        started,
+    );
+
+    // 2. No change: what each host would publish equals what it published; nothing to ask.
+    let started = Instant::now();
+    assert!(
+        hosts
+            .iter()
+            .all(|host| tree(host, 30) == published[host.as_str()])
+    );
+    provider.list_zones().await?; // cached
+    print_phase("2. reconcile again, no change", counter, api, "0", started);
+
+    // 3. One host's weight changes: planned against what it published.
+    let started = Instant::now();
+    let host = hosts[0].as_str();
+    let desired = tree(host, 200);
+    let previous = &published[host];
+    let planned = plan(
+        &PlanInput {
+            owner: OWNER,
+            root_host: host,
+            desired: &desired,
+            previous: Some(previous),
+        },
+        &published_zone(OWNER, previous),
+    );
+    provider.apply(&zone.id, &planned.changes).await?;
+    print_phase(
+        "3. change one host's weight",
+        counter,
+        api,
+        &api.writes(&planned.changes),
+        started,
+    );
+    let records = provider.records(&zone.id).await?;
+    let reweighted = records
+        .iter()
+        .filter(|r| r.record_type != RecordType::Txt)
+        .filter(|r| is_at_or_below(&r.dns_name, host) && r.property("weight") == Some("200"))
+        .count();
+    print_phase(
+        &format!("   full read to verify ({} records)", records.len()),
+        counter,
+        api,
+        "-",
+        started,
+    );
+    assert_eq!(
+        reweighted, 1,
+        "the Azure cluster's record carries the new weight"
+    );
+    published.insert(host, desired);
+
+    // 4. Drift: someone deletes one host's record and edits another's out of band. The
+    // verification pass (once per zone per interval) reads the zone whole and re-plans only
+    // the hosts whose published records drifted.
+    let victims = [hosts[10].as_str(), hosts[20].as_str()];
+    let in_zone = |host: &str| {
+        records
+            .iter()
+            .find(|r| r.record_type == RecordType::A && is_at_or_below(&r.dns_name, host))
+            .cloned()
+            .unwrap()
+    };
+    let deleted = in_zone(victims[0]);
+    let edited = in_zone(victims[1]);
+    let mut edit = edited.clone();
+    edit.targets = vec!["203.0.113.66".into()];
+    provider
+        .apply(
+            &zone.id,
+            &Changes {
+                deletes: vec![deleted],
+                updates: vec![Update {
+                    old: edited,
+                    new: edit,
+                }],
+                ..Default::default()
+            },
+        )
+        .await?;
+    counter.take();
+    let started = Instant::now();
+    let current = provider.records(&zone.id).await?;
+    let registry = Registry::read(&current);
+    let drifted: Vec<&str> = hosts
+        .iter()
+        .map(String::as_str)
+        .filter(|host| !meridian_dns::drift::drift(OWNER, &published[host], &registry).is_empty())
+        .collect();
+    let read_calls: u64 = counter.take().values().sum();
+    assert_eq!(drifted, victims, "exactly the edited hosts drifted");
+    let mut repair = Changes::default();
+    for host in &drifted {
+        let planned = plan(
+            &PlanInput {
+                owner: OWNER,
+                root_host: host,
+                desired: &published[host],
+                previous: Some(&published[host]),
+            },
+            &host_records(&current, host),
+        );
+        repair.append(planned.changes);
+    }
+    provider.apply(&zone.id, &repair).await?;
+    let pages = api.listed(&current).div_ceil(api.page());
+    let lists = match api {
+        Api::Azure => format!(
+            "about {} record-set list pages of 100, 1 profile list",
+            pages
+        ),
+        _ => format!("about {pages} list pages of {} records", api.page()),
+    };
+    let write_calls = print_phase(
+        &format!("4. verify the zone, repair {}", drifted.len()),
+        counter,
+        api,
+        &format!("{lists}, {}", api.writes(&repair)),
+        started,
+    );
+    println!(
+        "   ({} read calls + {} writes) at the default interval of 10 min: {:.3} req/s, {:.1} % of the {} req/s budget",
+        read_calls,
+        write_calls,
+        read_calls as f64 / VERIFY_INTERVAL_SECONDS,
+        100.0 * read_calls as f64 / VERIFY_INTERVAL_SECONDS / f64::from(api.rate()),
+        api.rate(),
+    );
+    Ok(())
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let moto = MotoServer::start()?;
+    // `bench-providers [route53] [google] [azure]` runs only those; all three by default.
+    let chosen: Vec<String> = std::env::args().skip(1).collect();
+    let runs = |name: &str| chosen.is_empty() || chosen.iter().any(|c| c == name);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async move {
+        // Route53: moto behind a counting proxy, at the real budget.
+        if runs("route53") {
+        let moto = MotoServer::start()?;
         let proxy = CountingProxy::start(moto.address(), 0).await?;
         let budget = Arc::new(RequestBudget::per_second(ROUTE53_REQUESTS_PER_SECOND));
-        let provider = Route53Provider::new(&moto.credentials(&proxy.endpoint()), budget);
+        let route53 = Route53Provider::new(&moto.credentials(&proxy.endpoint()), budget);
         moto.create_zone("example.com").await?;
-        let hosts: Vec<String> = (0..HOSTS).map(|i| format!("app{i}.example.com")).collect();
-        println!("Route53 API calls, {HOSTS} hosts x 3 clusters (GEO + weighted), budget {ROUTE53_REQUESTS_PER_SECOND} req/s, moto behind a counting proxy");
-
-        // 1. From empty: one read of the zone, every host planned against it, one apply.
-        let started = Instant::now();
-        let zone = provider.list_zones().await?.into_iter().find(|z| z.domain == "example.com").ok_or("zone")?;
-        let current = provider.records(&zone.id).await?;
-        let mut published: BTreeMap<&str, Vec<Endpoint>> = BTreeMap::new();
-        let mut all = Changes::default();
-        for host in &hosts {
-            let desired = tree(host, 30);
-            let planned = plan(&PlanInput { owner: OWNER, root_host: host, desired: &desired, previous: None }, &current);
-            all.deletes.extend(planned.changes.deletes);
-            all.updates.extend(planned.changes.updates);
-            all.creates.extend(planned.changes.creates);
-            published.insert(host, desired);
-        }
-        let total_changes = all.len();
-        provider.apply(&zone.id, &all).await?;
-        let minimum = format!("{} (1 ListHostedZones, 1 ListResourceRecordSets, {} changes in {} ChangeResourceRecordSets)", 2 + minimum_change_calls(&all), total_changes, minimum_change_calls(&all));
-        print_phase("1. converge from empty", &proxy, &minimum, started);
-
-        // 2. No change: what each host would publish equals what it published; nothing to ask.
-        let started = Instant::now();
-        let mut changed_hosts = 0;
-        for host in &hosts {
-            if tree(host, 30) != published[host.as_str()] {
-                changed_hosts += 1;
-            }
-        }
-        assert_eq!(changed_hosts, 0);
-        provider.list_zones().await?; // cached
-        print_phase("2. reconcile again, no change", &proxy, "0", started);
-
-        // 3. One host's weight changes: planned against what it published, one batch.
-        let started = Instant::now();
-        let host = hosts[0].as_str();
-        let desired = tree(host, 200);
-        let previous = &published[host];
-        let planned = plan(&PlanInput { owner: OWNER, root_host: host, desired: &desired, previous: Some(previous) }, &published_zone(OWNER, previous));
-        provider.apply(&zone.id, &planned.changes).await?;
-        print_phase("3. change one host's weight", &proxy, "1 ChangeResourceRecordSets", started);
-        println!("(phase 3 changed {} records; the zone was then checked:)", planned.changes.len());
-
-        let records = provider.records(&zone.id).await?;
-        let ours = records
-            .iter()
-            .filter(|r| r.record_type != meridian_dns::model::RecordType::Txt)
-            .filter(|r| meridian_dns::model::is_at_or_below(&r.dns_name, host) && r.property("weight") == Some("200"))
-            .count();
-        print_phase(&format!("   full read to verify ({} records)", records.len()), &proxy, "-", started);
-        assert_eq!(ours, 1, "the Azure cluster's GEO record carries the new weight");
-        published.insert(host, desired);
-
-        // 4. Drift: someone deletes one host's record and edits another's out of band. The
-        // verification pass (once per zone per interval) reads the zone whole and re-plans
-        // only the hosts whose published records drifted.
-        let started = Instant::now();
-        let victims = [hosts[10].as_str(), hosts[20].as_str()];
-        let in_zone = |host: &str| records.iter().find(|r| r.record_type == meridian_dns::model::RecordType::A && meridian_dns::model::is_at_or_below(&r.dns_name, host)).cloned().unwrap();
-        let deleted = in_zone(victims[0]);
-        let edited = in_zone(victims[1]);
-        let mut edit = edited.clone();
-        edit.targets = vec!["203.0.113.66".into()];
-        provider.apply(&zone.id, &Changes { deletes: vec![deleted], updates: vec![meridian_dns::changes::Update { old: edited, new: edit }], ..Default::default() }).await?;
-        proxy.reset();
-        let started_verify = Instant::now();
-        let current = provider.records(&zone.id).await?;
-        let registry = meridian_dns::plan::Registry::read(&current);
-        let drifted: Vec<&str> = hosts
-            .iter()
-            .map(String::as_str)
-            .filter(|host| !meridian_dns::drift::drift(OWNER, &published[host], &registry).is_empty())
-            .collect();
-        let read_calls: u64 = proxy.calls().values().sum();
-        let read_seconds = started_verify.elapsed().as_secs_f64();
-        assert_eq!(drifted, victims, "exactly the edited hosts drifted");
-        let mut repair = Changes::default();
-        for host in &drifted {
-            let planned = plan(&PlanInput { owner: OWNER, root_host: host, desired: &published[host], previous: Some(&published[host]) }, &meridian_dns::plan::host_records(&current, host));
-            repair.append(planned.changes);
-        }
-        provider.apply(&zone.id, &repair).await?;
-        print_phase(
-            &format!("4. verify the zone, repair {}", drifted.len()),
-            &proxy,
-            &format!("{} ({} ListResourceRecordSets pages of 300 for {} records, 1 ChangeResourceRecordSets)", current.len().div_ceil(300) + 1, current.len().div_ceil(300), current.len()),
-            started,
-        );
-        let interval = 600.0;
         println!(
-            "   at the default interval of 10 min: {read_calls} reads per {interval:.0} s = {:.3} req/s, {:.1} % of Route53's {ROUTE53_REQUESTS_PER_SECOND} req/s; the read took {read_seconds:.1} s at that pace",
-            read_calls as f64 / interval,
-            100.0 * read_calls as f64 / interval / f64::from(ROUTE53_REQUESTS_PER_SECOND),
+            "\n{}: {HOSTS} hosts x 3 clusters (GEO + weighted), budget {ROUTE53_REQUESTS_PER_SECOND} req/s, moto behind a counting proxy",
+            Api::Route53.name()
         );
+        run_phases(Api::Route53, &route53, "example.com", &Counter::new(|| proxy.calls())).await?;
+        }
+
+        // Cloud DNS: the fake, with regions for the fleet's geo codes.
+        if runs("google") {
+        let google = FakeCloudDns::start("bench", &[]);
+        let regions = GeoRegions::new(
+            [("IE", "europe-west1"), ("US", "us-east1"), ("GEO-EU", "europe-west4")]
+                .into_iter()
+                .map(|(c, r)| (c.to_string(), r.to_string()))
+                .collect(),
+            "europe-west1".into(),
+        )?;
+        let cloud_dns = GoogleProvider::new(
+            &GoogleCredentials {
+                project: "bench".into(),
+                auth: GoogleAuth::Anonymous,
+                endpoint: Some(format!("http://127.0.0.1:{}", google.port())),
+            },
+            regions,
+            Arc::new(RequestBudget::per_second(10_000)),
+        )
+        .await?;
+        println!(
+            "\n{}: the same fleet against the FAKE of Cloud DNS (counts as answered; the budget is {CLOUD_DNS_REQUESTS_PER_SECOND} req/s)",
+            Api::CloudDns.name()
+        );
+        run_phases(Api::CloudDns, &cloud_dns, "example.com", &Counter::new(|| google.requests())).await?;
+        }
+
+        // Azure: the fake, its quotas raised so the fleet fits.
+        if runs("azure") {
+        let azure_fake = FakeAzure::start(&FakeAzureOptions {
+            max_record_sets: 100_000,
+            max_profiles: 100_000,
+            ..Default::default()
+        });
+        let azure = AzureProvider::new(
+            &azure_fake.credentials(),
+            Arc::new(RequestBudget::per_second(10_000)),
+            AzureProvider::default_retry(),
+        )?;
+        println!(
+            "\n{}: the same fleet against the FAKE of Azure's APIs (counts as answered; the budget is {AZURE_REQUESTS_PER_SECOND} req/s, ARM's write refill rate)",
+            Api::Azure.name()
+        );
+        run_phases(Api::Azure, &azure, "example.com", &Counter::new(|| azure_fake.requests())).await?;
+        let state = azure_fake.state();
+        let record_sets = state["zones"]["example.com"].as_array().map_or(0, Vec::len);
+        let profiles = state["profiles"].as_array().map_or(0, Vec::len);
+        println!(
+            "   the fleet holds {record_sets} record sets ({:.1}x Azure's default of 10,000 per zone) and {profiles} Traffic Manager profiles ({:.0}x the default of 200 per subscription): both quotas must be raised",
+            record_sets as f64 / 10_000.0,
+            profiles as f64 / 200.0,
+        );
+        }
         Ok::<_, Box<dyn std::error::Error>>(())
     })
 }

@@ -21,7 +21,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use meridian_dns::model::{Endpoint, GEO_CODE, RecordType, WEIGHT, txt_strings};
+use meridian_dns::model::{Endpoint, GEO_CODE, RecordType, WEIGHT, is_at_or_below, txt_strings};
 use sha2::{Digest, Sha256};
 
 use super::arm::{
@@ -57,7 +57,9 @@ const TYPES: [RecordType; 5] = [
 #[derive(Debug, Clone, Default)]
 pub struct ZoneState {
     pub record_sets: BTreeMap<(String, RecordType), RecordSet>,
-    pub profiles: BTreeMap<String, Profile>,
+    profiles: BTreeMap<String, Profile>,
+    /// Profiles by the DNS name their tag says they serve.
+    by_dns_name: BTreeMap<String, String>,
 }
 
 impl ZoneState {
@@ -80,8 +82,25 @@ impl ZoneState {
     }
 
     pub fn store_profile(&mut self, profile: Profile) {
-        self.profiles
-            .insert(profile.name.to_ascii_lowercase(), profile);
+        let key = profile.name.to_ascii_lowercase();
+        self.remove_profile(&key);
+        if let Some(dns_name) = profile.tags.get(DNS_NAME_TAG) {
+            self.by_dns_name
+                .insert(dns_name.to_ascii_lowercase(), key.clone());
+        }
+        self.profiles.insert(key, profile);
+    }
+
+    pub fn remove_profile(&mut self, name: &str) {
+        if let Some(profile) = self.profiles.remove(&name.to_ascii_lowercase())
+            && let Some(dns_name) = profile.tags.get(DNS_NAME_TAG)
+        {
+            self.by_dns_name.remove(&dns_name.to_ascii_lowercase());
+        }
+    }
+
+    pub fn profiles(&self) -> impl Iterator<Item = &Profile> {
+        self.profiles.values()
     }
 
     /// The profile an alias record set points at, by resource ID.
@@ -93,12 +112,25 @@ impl ZoneState {
         .then_some(profile)
     }
 
-    /// The profile serving routed name `relative` (through its alias CNAME record set).
-    fn profile_at(&self, relative: &str) -> Option<&Profile> {
+    /// The profile an alias CNAME record set at `relative` points at.
+    fn aliased_at(&self, relative: &str) -> Option<&Profile> {
         let set = self
             .record_sets
             .get(&(relative.to_string(), RecordType::Cname))?;
         self.profile_by_id(set.properties.target_resource.as_ref()?.id.as_deref()?)
+    }
+
+    /// The profile serving routed name `relative`: through its alias record set, or, for a
+    /// weighted name only ever reached as a nested endpoint, by its tag.
+    fn profile_at(&self, zone: &str, relative: &str) -> Option<&Profile> {
+        if self
+            .record_sets
+            .contains_key(&(relative.to_string(), RecordType::Cname))
+        {
+            return self.aliased_at(relative);
+        }
+        let key = self.by_dns_name.get(&absolute_name(zone, relative))?;
+        self.profiles.get(key)
     }
 }
 
@@ -135,7 +167,32 @@ pub fn read_back(zone: &str, state: &ZoneState) -> Vec<Endpoint> {
             ))
         })
         .collect();
+    // Weighted names reached only through nested endpoints have no record set: their
+    // profile's tag names them.
+    let nested_only: Vec<(String, &Profile)> = state
+        .by_dns_name
+        .iter()
+        .filter(|(dns_name, _)| is_at_or_below(dns_name, zone))
+        .filter(|(dns_name, _)| {
+            !state
+                .record_sets
+                .contains_key(&(relative_name(zone, dns_name), RecordType::Cname))
+        })
+        .filter_map(|(dns_name, key)| Some((dns_name.clone(), state.profiles.get(key)?)))
+        .filter(|(_, profile)| !served_by.contains_key(&profile.name.to_ascii_lowercase()))
+        .collect();
+    let served_by: BTreeMap<String, String> = served_by
+        .into_iter()
+        .chain(
+            nested_only
+                .iter()
+                .map(|(dns_name, p)| (p.name.to_ascii_lowercase(), dns_name.clone())),
+        )
+        .collect();
     let mut records = Vec::new();
+    for (dns_name, profile) in &nested_only {
+        records.extend(profile_records(dns_name, profile, state, &served_by));
+    }
     for ((relative, record_type), set) in &state.record_sets {
         let name = absolute_name(zone, relative);
         let ttl = set.properties.ttl;
@@ -438,10 +495,22 @@ pub fn calls(
         })
         .map(|r| r.dns_name.to_ascii_lowercase())
         .collect();
+    // Weighted names a GEO profile nests are reached through it alone: they need no alias
+    // record set (the engine's trees nest every weighted name).
+    let nested_names: BTreeSet<String> = records
+        .iter()
+        .filter(|r| r.set_identifier.is_some() && r.property(GEO_CODE).is_some())
+        .flat_map(|r| r.targets.iter().map(|t| t.to_ascii_lowercase()))
+        .filter(|target| weighted_names.contains(target))
+        .collect();
+    let routing = Routing {
+        weighted: &weighted_names,
+        nested: &nested_names,
+    };
     let profile_name_of = |absolute: &str| -> String {
         let relative = relative_name(zone, absolute);
         state
-            .profile_at(&relative)
+            .profile_at(zone, &relative)
             .map_or_else(|| new_profile_name(zone, absolute), |p| p.name.clone())
     };
 
@@ -456,14 +525,14 @@ pub fn calls(
     for name in names {
         let relative = relative_name(zone, name);
         let at_name = by_name.get(name).map(Vec::as_slice).unwrap_or_default();
-        let current_profile = state.profile_at(&relative).cloned();
+        let current_profile = state.profile_at(zone, &relative).cloned();
         let desired = lay_out(
             zone,
             scope,
             name,
             at_name,
             current_profile.as_ref(),
-            &weighted_names,
+            &routing,
             &profile_name_of,
         );
 
@@ -593,13 +662,20 @@ fn comparable_profile(
     )
 }
 
+/// Which names of the zone (after the change) are weighted, and which of those a GEO profile
+/// nests.
+struct Routing<'a> {
+    weighted: &'a BTreeSet<String>,
+    nested: &'a BTreeSet<String>,
+}
+
 fn lay_out(
     zone: &str,
     scope: &ArmScope,
     name: &str,
     records: &[&Endpoint],
     current_profile: Option<&Profile>,
-    weighted_names: &BTreeSet<String>,
+    routing: &Routing<'_>,
     profile_name_of: &dyn Fn(&str) -> String,
 ) -> NameLayout {
     let mut layout = NameLayout::default();
@@ -619,9 +695,13 @@ fn lay_out(
                 name,
                 &records,
                 current_profile,
-                weighted_names,
+                routing.weighted,
                 profile_name_of,
             );
+            layout.profile = Some((profile_name.clone(), profile));
+            if routing.nested.contains(name) {
+                continue;
+            }
             layout.record_sets.insert(
                 record_type,
                 RecordSet {
@@ -635,7 +715,6 @@ fn lay_out(
                     ..Default::default()
                 },
             );
-            layout.profile = Some((profile_name, profile));
             continue;
         }
         let mut properties = RecordSetProperties {
@@ -871,7 +950,7 @@ mod tests {
                     state.store_profile(profile);
                 }
                 Call::DeleteProfile { name } => {
-                    state.profiles.remove(&name.to_ascii_lowercase());
+                    state.remove_profile(&name);
                 }
                 Call::PutRecordSet {
                     relative,
@@ -1015,7 +1094,7 @@ mod tests {
         let spec = clusters(&[("GEO-OC", false, false), ("IE", true, false)]);
         let desired = tree("api.example.com", &strategy(2, 30), &spec).unwrap();
         converge(&mut state, "api.example.com", &desired, None);
-        let geo = state.profile_at("klb.api").unwrap();
+        let geo = state.profile_at(ZONE, "klb.api").unwrap();
         let mut codes: Vec<String> = geo
             .properties
             .endpoints

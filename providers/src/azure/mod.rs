@@ -28,6 +28,7 @@ use azure_identity::{
 use futures::StreamExt;
 use meridian_dns::changes::Changes;
 use meridian_dns::model::{Endpoint, RecordKey};
+use meridian_dns::plan::record_vouched_for;
 use serde::Deserialize;
 
 use self::arm::{ArmClient, ArmError, ArmScope, RecordSet};
@@ -320,7 +321,7 @@ impl AzureProvider {
                     Err(e) => return Err(e),
                 }
                 self.remember(zone, |state| {
-                    state.profiles.remove(&name.to_ascii_lowercase());
+                    state.remove_profile(&name);
                 });
             }
             Call::PutRecordSet {
@@ -464,7 +465,18 @@ impl Provider for AzureProvider {
             .filter(|(name, _)| names.contains(&name.to_ascii_lowercase()))
             .map(|(_, problem)| problem.clone())
             .collect();
-        names.retain(|name| !refused.keys().any(|r| r.eq_ignore_ascii_case(name)));
+        // A refused record's ownership records wait with it.
+        let held_back: BTreeSet<String> = after
+            .iter()
+            .filter_map(|r| {
+                let vouched = record_vouched_for(r)?;
+                refused
+                    .contains_key(&vouched.dns_name)
+                    .then(|| r.dns_name.to_ascii_lowercase())
+            })
+            .chain(refused.keys().map(|name| name.to_ascii_lowercase()))
+            .collect();
+        names.retain(|name| !held_back.contains(name));
         let calls = layout::calls(&zone, self.client.scope(), &names, &after, &state);
         let mut precondition_failed = false;
         for phase in calls.phases {
