@@ -3,7 +3,8 @@
 Azure publishes no emulator for Azure DNS or Traffic Manager, so this fake serves the subset
 the provider calls, over HTTPS on loopback, and is strict about what it is sent:
 
-  POST   /{tenant}/oauth2/v2.0/token                  Entra ID client-credentials grant
+  POST   /{tenant}/oauth2/v2.0/token                  Entra ID client-credentials grant (secret
+                                                      or federated workload identity token)
   GET    {group}/providers/Microsoft.Network/dnsZones                              2018-05-01
   GET    {group}/providers/Microsoft.Network/dnsZones/{zone}/recordsets            2018-05-01
   GET|PUT|DELETE {group}/providers/Microsoft.Network/dnsZones/{zone}/{type}/{name} 2018-05-01
@@ -424,7 +425,15 @@ class Handler(BaseHTTPRequestHandler):
             return 400, {"error": "invalid_request", "error_description": f"AADSTS90002: Tenant '{tenant}' not found."}, {}
         if form.get("grant_type") != "client_credentials":
             return 400, {"error": "unsupported_grant_type", "error_description": "AADSTS70003"}, {}
-        if form.get("client_id") != store.args.client_id or form.get("client_secret") != store.args.client_secret:
+        if form.get("client_id") != store.args.client_id:
+            return 400, {"error": "unauthorized_client", "error_description": "AADSTS700016: Application not found in the directory."}, {}
+        if "client_assertion" in form:
+            # Workload identity: the federated (service account) token as a client assertion.
+            if form.get("client_assertion_type") != "urn:ietf:params:oauth:client-assertion-type:jwt-bearer":
+                return 400, {"error": "invalid_request", "error_description": "AADSTS50027: unsupported client_assertion_type."}, {}
+            if form["client_assertion"] != store.args.federated_token:
+                return 401, {"error": "invalid_client", "error_description": "AADSTS700213: No matching federated identity record found."}, {}
+        elif form.get("client_secret") != store.args.client_secret:
             return 401, {"error": "invalid_client", "error_description": "AADSTS7000215: Invalid client secret provided."}, {}
         if not form.get("scope", "").endswith("/.default"):
             return 400, {"error": "invalid_scope", "error_description": "AADSTS70011: The scope must end in /.default."}, {}
@@ -564,6 +573,7 @@ def main():
     parser.add_argument("--tenant", required=True)
     parser.add_argument("--client-id", required=True)
     parser.add_argument("--client-secret", required=True)
+    parser.add_argument("--federated-token", required=True)
     parser.add_argument("--subscription", required=True)
     parser.add_argument("--resource-group", required=True)
     parser.add_argument("--zone", action="append", default=[])

@@ -386,6 +386,36 @@ async fn throttling_is_absorbed_honouring_retry_after() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workload_identity_exchanges_the_projected_token() {
+    let fake = FakeAzure::start(&FakeAzureOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("azure-identity-token");
+    std::fs::write(&token_file, meridian_testkit::azure_fake::FEDERATED_TOKEN).unwrap();
+    let mut credentials = fake.credentials();
+    credentials.auth = AzureAuth::WorkloadIdentity {
+        client_id: Some(meridian_testkit::azure_fake::CLIENT_ID.into()),
+        token_file: Some(token_file.clone()),
+    };
+    let provider = AzureProvider::new(
+        &credentials,
+        Arc::new(RequestBudget::per_second(1000)),
+        AzureProvider::default_retry(),
+    )
+    .unwrap();
+    assert_eq!(provider.list_zones().await.unwrap()[0].domain, ZONE);
+
+    std::fs::write(&token_file, "a-token-nobody-federated").unwrap();
+    let stranger = AzureProvider::new(
+        &credentials,
+        Arc::new(RequestBudget::per_second(1000)),
+        AzureProvider::default_retry(),
+    )
+    .unwrap();
+    let error = stranger.list_zones().await.unwrap_err().to_string();
+    assert!(error.contains("AADSTS700213"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_client_secret_is_a_clear_error_without_the_secret() {
     let fake = FakeAzure::start(&FakeAzureOptions::default());
     let mut credentials = fake.credentials();

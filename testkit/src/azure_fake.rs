@@ -16,6 +16,8 @@ pub const SUBSCRIPTION: &str = "00000000-0000-0000-0000-00000000000a";
 pub const RESOURCE_GROUP: &str = "dns-rg";
 pub const CLIENT_ID: &str = "meridian-test-client";
 pub const CLIENT_SECRET: &str = "fake-client-secret";
+/// What the fake accepts as a projected service-account token (workload identity).
+pub const FEDERATED_TOKEN: &str = "eyJhbGciOiJSUzI1NiJ9.fake-service-account-token.signature";
 
 /// The fake's options: quotas (Azure's defaults unless raised) and list page size.
 #[derive(Debug, Clone)]
@@ -81,6 +83,7 @@ impl FakeAzure {
                 SUBSCRIPTION,
             ])
             .args(["--resource-group", RESOURCE_GROUP])
+            .args(["--federated-token", FEDERATED_TOKEN])
             .args(["--page-size", &options.page_size.to_string()])
             .args(["--max-record-sets", &options.max_record_sets.to_string()])
             .args(["--max-profiles", &options.max_profiles.to_string()]);

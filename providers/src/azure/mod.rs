@@ -50,8 +50,12 @@ pub enum AzureAuth {
     /// A service principal's client secret.
     ClientSecret { client_id: String, secret: String },
     /// Workload identity: a federated token file projected into the pod. Unset fields come
-    /// from `AZURE_CLIENT_ID`, `AZURE_TENANT_ID` and `AZURE_FEDERATED_TOKEN_FILE`.
-    WorkloadIdentity { client_id: Option<String> },
+    /// from `AZURE_CLIENT_ID` and `AZURE_FEDERATED_TOKEN_FILE` (which the workload identity
+    /// webhook sets).
+    WorkloadIdentity {
+        client_id: Option<String>,
+        token_file: Option<std::path::PathBuf>,
+    },
 }
 
 impl std::fmt::Debug for AzureAuth {
@@ -62,9 +66,13 @@ impl std::fmt::Debug for AzureAuth {
                 .debug_struct("ClientSecret")
                 .field("client_id", client_id)
                 .finish_non_exhaustive(),
-            AzureAuth::WorkloadIdentity { client_id } => f
+            AzureAuth::WorkloadIdentity {
+                client_id,
+                token_file,
+            } => f
                 .debug_struct("WorkloadIdentity")
                 .field("client_id", client_id)
+                .field("token_file", token_file)
                 .finish(),
         }
     }
@@ -138,6 +146,7 @@ impl AzureCredentials {
         } else if parsed.use_workload_identity_extension {
             AzureAuth::WorkloadIdentity {
                 client_id: Some(parsed.aad_client_id).filter(|id| !id.is_empty()),
+                token_file: None,
             }
         } else if parsed.use_managed_identity_extension {
             return Err(
@@ -224,17 +233,18 @@ impl AzureProvider {
                 }),
             )
             .map_err(|e| invalid(&e))?,
-            AzureAuth::WorkloadIdentity { client_id } => {
-                WorkloadIdentityCredential::new(Some(WorkloadIdentityCredentialOptions {
-                    credential_options: ClientAssertionCredentialOptions {
-                        client_options: options.clone(),
-                    },
-                    client_id: client_id.clone(),
-                    tenant_id: Some(credentials.tenant.clone()),
-                    ..Default::default()
-                }))
-                .map_err(|e| invalid(&e))?
-            }
+            AzureAuth::WorkloadIdentity {
+                client_id,
+                token_file,
+            } => WorkloadIdentityCredential::new(Some(WorkloadIdentityCredentialOptions {
+                credential_options: ClientAssertionCredentialOptions {
+                    client_options: options.clone(),
+                },
+                client_id: client_id.clone(),
+                tenant_id: Some(credentials.tenant.clone()),
+                token_file_path: token_file.clone(),
+            }))
+            .map_err(|e| invalid(&e))?,
         };
         // The token audience is Resource Manager itself.
         let token_scope = format!("{}.default", resource_manager.as_str());
@@ -506,6 +516,100 @@ impl Provider for AzureProvider {
             Ok(())
         } else {
             Err(ProviderError::PartlyApplied(problems))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn azure_json_in_the_dns_operators_format() {
+        let secret = r#"{"tenantId": "t", "subscriptionId": "s", "resourceGroup": "rg",
+            "aadClientId": "id", "aadClientSecret": "hunter2"}"#;
+        let credentials = AzureCredentials::from_azure_json(secret, None).unwrap();
+        assert_eq!(
+            (
+                credentials.tenant.as_str(),
+                credentials.subscription.as_str(),
+                credentials.resource_group.as_str()
+            ),
+            ("t", "s", "rg")
+        );
+        assert!(
+            matches!(&credentials.auth, AzureAuth::ClientSecret { client_id, secret } if client_id == "id" && secret == "hunter2")
+        );
+        assert_eq!(credentials.cloud, None);
+        assert!(
+            !format!("{credentials:?}").contains("hunter2"),
+            "Debug never shows the secret"
+        );
+
+        let workload = r#"{"tenantId": "t", "subscriptionId": "s", "resourceGroup": "rg",
+            "aadClientSecret": "msi", "useWorkloadIdentityExtension": true}"#;
+        let credentials = AzureCredentials::from_azure_json(workload, None).unwrap();
+        assert!(matches!(
+            credentials.auth,
+            AzureAuth::WorkloadIdentity {
+                client_id: None,
+                token_file: None
+            }
+        ));
+
+        let custom = r#"{"tenantId": "t", "subscriptionId": "s", "resourceGroup": "rg",
+            "aadClientId": "id", "aadClientSecret": "x",
+            "resourceManagerEndpoint": "https://arm.example/", "activeDirectoryAuthorityHost": "https://login.example/"}"#;
+        let credentials = AzureCredentials::from_azure_json(custom, Some("PEM".into())).unwrap();
+        assert_eq!(
+            credentials.cloud,
+            Some(CustomCloud {
+                resource_manager: "https://arm.example/".into(),
+                authority_host: "https://login.example/".into()
+            })
+        );
+    }
+
+    #[test]
+    fn what_azure_json_lacks_is_named_and_no_value_is_repeated() {
+        let cases = [
+            (
+                r#"{"subscriptionId": "s", "resourceGroup": "rg", "aadClientId": "id", "aadClientSecret": "hunter2"}"#,
+                "lacks tenantId",
+            ),
+            (
+                r#"{"tenantId": "t", "resourceGroup": "rg", "aadClientId": "id", "aadClientSecret": "hunter2"}"#,
+                "lacks subscriptionId",
+            ),
+            (
+                r#"{"tenantId": "t", "subscriptionId": "s", "aadClientId": "id", "aadClientSecret": "hunter2"}"#,
+                "lacks resourceGroup",
+            ),
+            (
+                r#"{"tenantId": "t", "subscriptionId": "s", "resourceGroup": "rg", "aadClientSecret": "hunter2"}"#,
+                "lacks aadClientId",
+            ),
+            (
+                r#"{"tenantId": "t", "subscriptionId": "s", "resourceGroup": "rg"}"#,
+                "neither",
+            ),
+            (
+                r#"{"tenantId": "t", "subscriptionId": "s", "resourceGroup": "rg", "useManagedIdentityExtension": true}"#,
+                "not supported",
+            ),
+            (
+                r#"{"tenantId": "t", "subscriptionId": "s", "resourceGroup": "rg", "aadClientId": "id", "aadClientSecret": "hunter2", "resourceManagerEndpoint": "https://arm/"}"#,
+                "go together",
+            ),
+            (
+                r#"{"tenantId": "t", "aadClientSecret": "hunter2""#,
+                "not valid",
+            ),
+        ];
+        for (json, expected) in cases {
+            let error = AzureCredentials::from_azure_json(json, None).unwrap_err();
+            assert!(error.contains(expected), "{json}: {error}");
+            assert!(!error.contains("hunter2"), "{error}");
         }
     }
 }
