@@ -214,15 +214,18 @@ impl Api {
     fn listed(self, records: &[Endpoint]) -> usize {
         match self {
             Api::Route53 => records.len(),
-            Api::CloudDns => records
-                .iter()
-                .map(|r| (&r.dns_name, r.record_type))
-                .collect::<BTreeSet<_>>()
-                .len(),
+            // The zone's SOA record set is listed too; the providers do not return it.
+            Api::CloudDns => {
+                1 + records
+                    .iter()
+                    .map(|r| (&r.dns_name, r.record_type))
+                    .collect::<BTreeSet<_>>()
+                    .len()
+            }
             // Weighted names nested in a GEO profile have no record set.
             Api::Azure => {
                 let nested = nested_names(records.iter());
-                records
+                1 + records
                     .iter()
                     .filter(|r| {
                         !nested.contains(r.dns_name.as_str()) || r.record_type == RecordType::Txt
@@ -425,11 +428,9 @@ async fn run_phases<P: Provider>(
     provider.apply(&zone.id, &repair).await?;
     let pages = api.listed(&current).div_ceil(api.page());
     let lists = match api {
-        Api::Azure => format!(
-            "about {} record-set list pages of 100, 1 profile list",
-            pages
-        ),
-        _ => format!("about {pages} list pages of {} records", api.page()),
+        Api::Azure => format!("{pages} record-set list pages of 100, 1 profile list"),
+        Api::CloudDns => format!("{pages} list pages of 100 record sets"),
+        Api::Route53 => format!("{pages} list pages of 300 records"),
     };
     let write_calls = print_phase(
         &format!("4. verify the zone, repair {}", drifted.len()),

@@ -577,7 +577,9 @@ pub fn calls(
             let current = state.record_sets.get(&(relative.clone(), record_type));
             match (desired.record_sets.get(&record_type), current) {
                 (Some(set), current) => {
-                    if current.map(|c| &c.properties) == Some(&set.properties) {
+                    if current.map(|c| comparable_set(&c.properties))
+                        == Some(comparable_set(&set.properties))
+                    {
                         continue;
                     }
                     let precondition = current
@@ -628,6 +630,22 @@ pub fn calls(
         .filter(|phase| !phase.is_empty())
         .collect(),
     }
+}
+
+/// A record set's properties as compared: resource IDs are case-insensitive and names may
+/// come back with a final dot.
+fn comparable_set(properties: &RecordSetProperties) -> RecordSetProperties {
+    let mut properties = properties.clone();
+    if let Some(target) = properties.target_resource.as_mut() {
+        target.id = target.id.as_ref().map(|id| id.to_ascii_lowercase());
+    }
+    if let Some(cname) = properties.cname_record.as_mut() {
+        cname.cname = cname.cname.trim_end_matches('.').to_ascii_lowercase();
+    }
+    for ns in properties.ns_records.iter_mut().flatten() {
+        ns.nsdname = ns.nsdname.trim_end_matches('.').to_ascii_lowercase();
+    }
+    properties
 }
 
 /// A profile's fields that Meridian sets, for comparison (the service adds read-only ones).
