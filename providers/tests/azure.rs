@@ -8,15 +8,14 @@ use std::sync::Arc;
 
 mod support;
 use support::{
-    cluster, converge, geo_policy, leave_foreign_records_alone, published,
+    converge, four_clusters, geo_policy, leave_foreign_records_alone, published,
     replan_reweight_and_remove, switch_simple_and_loadbalanced, tree,
 };
 
 use meridian_dns::changes::{Changes, Update};
 use meridian_dns::model::{Endpoint, RecordType};
 use meridian_dns::plan::{PlanInput, plan};
-use meridian_dns::tree::ClusterTarget;
-use meridian_providers::azure::{AzureAuth, AzureProvider};
+use meridian_providers::azure::{AzureAuth, AzureCredentials, AzureProvider};
 use meridian_providers::budget::RequestBudget;
 use meridian_providers::{Provider, ProviderError};
 use meridian_testkit::azure_fake::{FakeAzure, FakeAzureOptions};
@@ -25,21 +24,16 @@ use serde_json::Value;
 const ZONE: &str = "example.com";
 
 fn provider(fake: &FakeAzure) -> AzureProvider {
+    provider_with(&fake.credentials())
+}
+
+fn provider_with(credentials: &AzureCredentials) -> AzureProvider {
     AzureProvider::new(
-        &fake.credentials(),
+        credentials,
         Arc::new(RequestBudget::per_second(1000)),
         AzureProvider::default_retry(),
     )
     .unwrap()
-}
-
-fn clusters() -> Vec<ClusterTarget> {
-    vec![
-        cluster(1, "IE", "192.0.2.1", "Azure"),
-        cluster(2, "US", "192.0.2.2", "AWS"),
-        cluster(4, "IE", "192.0.2.4", "AWS"),
-        cluster(3, "GEO-EU", "lb-3.elb.example.net", "AWS"),
-    ]
 }
 
 fn profile<'a>(state: &'a Value, dns_name: &str) -> &'a Value {
@@ -70,7 +64,7 @@ async fn a_geo_then_weighted_tree_is_nested_traffic_manager_profiles() {
         [ZONE]
     );
     let host = "api.example.com";
-    let desired = tree(host, &geo_policy(30), &clusters());
+    let desired = tree(host, &geo_policy(30), &four_clusters());
     converge(&provider, ZONE, "hub", host, &desired, None).await;
     assert_eq!(
         published(&provider, ZONE, host).await,
@@ -154,7 +148,7 @@ async fn a_geo_then_weighted_tree_is_nested_traffic_manager_profiles() {
         "a nested weighted name is reached through its parent alone: no record set of its own"
     );
 
-    replan_reweight_and_remove(&provider, ZONE, host, &desired, &clusters()).await;
+    replan_reweight_and_remove(&provider, ZONE, host, &desired, &four_clusters()).await;
     let state = fake.state();
     assert_eq!(
         state["profiles"].as_array().unwrap().len(),
@@ -172,7 +166,7 @@ async fn simple_to_loadbalanced_and_back_on_a_live_name() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_and_unowned_records_are_never_touched() {
     let fake = FakeAzure::start(&FakeAzureOptions::default());
-    leave_foreign_records_alone(&provider(&fake), ZONE, &clusters()).await;
+    leave_foreign_records_alone(&provider(&fake), ZONE, &four_clusters()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -180,11 +174,11 @@ async fn a_steady_state_change_lists_nothing_and_writes_only_what_changed() {
     let fake = FakeAzure::start(&FakeAzureOptions::default());
     let provider = provider(&fake);
     let host = "api.example.com";
-    let before = tree(host, &geo_policy(30), &clusters());
+    let before = tree(host, &geo_policy(30), &four_clusters());
     converge(&provider, ZONE, "hub", host, &before, None).await;
 
     fake.reset_requests();
-    let after = tree(host, &geo_policy(200), &clusters());
+    let after = tree(host, &geo_policy(200), &four_clusters());
     let planned = plan(
         &PlanInput {
             owner: "hub",
@@ -374,7 +368,7 @@ async fn throttling_is_absorbed_honouring_retry_after() {
     provider.list_zones().await.unwrap();
     fake.throttle(2);
     let host = "api.example.com";
-    let desired = tree(host, &geo_policy(30), &clusters());
+    let desired = tree(host, &geo_policy(30), &four_clusters());
     let started = std::time::Instant::now();
     converge(&provider, ZONE, "hub", host, &desired, None).await;
     assert_eq!(fake.requests().get("throttled"), Some(&2));
@@ -396,21 +390,11 @@ async fn workload_identity_exchanges_the_projected_token() {
         client_id: Some(meridian_testkit::azure_fake::CLIENT_ID.into()),
         token_file: Some(token_file.clone()),
     };
-    let provider = AzureProvider::new(
-        &credentials,
-        Arc::new(RequestBudget::per_second(1000)),
-        AzureProvider::default_retry(),
-    )
-    .unwrap();
+    let provider = provider_with(&credentials);
     assert_eq!(provider.list_zones().await.unwrap()[0].domain, ZONE);
 
     std::fs::write(&token_file, "a-token-nobody-federated").unwrap();
-    let stranger = AzureProvider::new(
-        &credentials,
-        Arc::new(RequestBudget::per_second(1000)),
-        AzureProvider::default_retry(),
-    )
-    .unwrap();
+    let stranger = provider_with(&credentials);
     let error = stranger.list_zones().await.unwrap_err().to_string();
     assert!(error.contains("AADSTS700213"), "{error}");
 }
@@ -423,13 +407,11 @@ async fn a_wrong_client_secret_is_a_clear_error_without_the_secret() {
         client_id: meridian_testkit::azure_fake::CLIENT_ID.into(),
         secret: "not-the-secret".into(),
     };
-    let provider = AzureProvider::new(
-        &credentials,
-        Arc::new(RequestBudget::per_second(1000)),
-        AzureProvider::default_retry(),
-    )
-    .unwrap();
-    let error = provider.list_zones().await.unwrap_err().to_string();
+    let error = provider_with(&credentials)
+        .list_zones()
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(error.contains("AADSTS7000215"), "{error}");
     assert!(!error.contains("not-the-secret"), "{error}");
 }

@@ -9,14 +9,13 @@ use std::time::Duration;
 
 mod support;
 use support::{
-    cluster, converge, geo_policy, leave_foreign_records_alone, published,
+    cluster, converge, four_clusters, geo_policy, leave_foreign_records_alone, published,
     replan_reweight_and_remove, switch_simple_and_loadbalanced, tree,
 };
 
 use meridian_dns::changes::{Changes, Update};
 use meridian_dns::model::{Endpoint, RecordType};
 use meridian_dns::plan::{PlanInput, plan};
-use meridian_dns::tree::ClusterTarget;
 use meridian_providers::budget::{Backoff, RequestBudget};
 use meridian_providers::google::{
     CLOUD_DNS_REQUESTS_PER_SECOND, GeoRegions, GoogleAuth, GoogleCredentials, GoogleProvider,
@@ -70,21 +69,12 @@ async fn provider_and_zone(fake: &FakeCloudDns) -> (GoogleProvider, Arc<RequestB
     (provider, budget, zone.id)
 }
 
-fn clusters() -> Vec<ClusterTarget> {
-    vec![
-        cluster(1, "IE", "192.0.2.1", "Azure"),
-        cluster(2, "US", "192.0.2.2", "AWS"),
-        cluster(4, "IE", "192.0.2.4", "AWS"),
-        cluster(3, "GEO-EU", "lb-3.elb.example.net", "AWS"),
-    ]
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_weighted_geo_tree_is_one_record_set_per_name_created_updated_and_removed() {
     let fake = FakeCloudDns::start(PROJECT, &["--page-size", "7"]);
     let (provider, _, zone) = provider_and_zone(&fake).await;
     let host = "api.example.com";
-    let desired = tree(host, &geo_policy(30), &clusters());
+    let desired = tree(host, &geo_policy(30), &four_clusters());
     converge(&provider, &zone, "hub", host, &desired, None).await;
     assert_eq!(
         published(&provider, &zone, host).await,
@@ -118,7 +108,7 @@ async fn a_weighted_geo_tree_is_one_record_set_per_name_created_updated_and_remo
         "status says what `*` became: {notes:?}"
     );
 
-    replan_reweight_and_remove(&provider, &zone, host, &desired, &clusters()).await;
+    replan_reweight_and_remove(&provider, &zone, host, &desired, &four_clusters()).await;
     assert_eq!(
         fake.requests().get("create-change-refused"),
         None,
@@ -137,7 +127,7 @@ async fn simple_to_loadbalanced_and_back_on_a_live_name() {
 async fn foreign_and_unowned_records_are_never_touched() {
     let fake = FakeCloudDns::start(PROJECT, &[]);
     let (provider, _, zone) = provider_and_zone(&fake).await;
-    leave_foreign_records_alone(&provider, &zone, &clusters()).await;
+    leave_foreign_records_alone(&provider, &zone, &four_clusters()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -352,7 +342,7 @@ async fn throttling_is_absorbed_with_backoff_within_the_budget() {
     });
     let zone = provider.list_zones().await.unwrap()[0].id.clone();
     let host = "api.example.com";
-    let desired = tree(host, &geo_policy(30), &clusters());
+    let desired = tree(host, &geo_policy(30), &four_clusters());
     converge(&provider, &zone, "hub", host, &desired, None).await;
     assert_eq!(
         published(&provider, &zone, host).await,

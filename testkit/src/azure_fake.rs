@@ -4,9 +4,8 @@
 //! fake; it checks every request strictly (see the script's header for what).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use meridian_providers::azure::{AzureAuth, AzureCredentials, CustomCloud};
 use serde_json::Value;
@@ -159,19 +158,7 @@ impl FakeAzure {
     }
 
     fn admin(&self, method: &str, path: &str) -> String {
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.admin_port)).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
-        write!(
-            stream,
-            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).unwrap();
-        let (_, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
-        body.to_string()
+        crate::loopback_request(self.admin_port, method, path)
     }
 
     /// API requests answered, by operation (`list-record-sets`, `put-profile`, `throttled`, …).

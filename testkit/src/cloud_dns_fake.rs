@@ -4,9 +4,8 @@
 //! quotas, exact deletions).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use serde_json::Value;
 
@@ -57,19 +56,7 @@ impl FakeCloudDns {
 
     /// A GET answered by the fake, as JSON (a plain HTTP/1.1 request: the tests need no client).
     pub fn get(&self, path: &str) -> Value {
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        write!(
-            stream,
-            "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).unwrap();
-        let (_, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
-        serde_json::from_str(body).unwrap()
+        serde_json::from_str(&crate::loopback_request(self.port, "GET", path)).unwrap()
     }
 
     /// Requests the fake answered, by method (`list-rrsets`, `create-change`, `throttled`, …).

@@ -21,3 +21,22 @@ pub mod geo_db;
 pub mod in_memory;
 pub mod moto;
 pub mod secondaries;
+
+/// A plain HTTP/1.1 request to a fake's loopback `port`, its body returned (the fakes' test
+/// helpers need no HTTP client).
+pub(crate) fn loopback_request(port: u16, method: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (_, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+    body.to_string()
+}

@@ -84,6 +84,17 @@ pub fn cluster(n: u32, geo: &str, address: &str, cloud: &str) -> ClusterTarget {
     }
 }
 
+/// Four clusters: two in IE (one of them on Azure), one in the US, and one in GEO-EU behind a
+/// hostname, so a GEO tree has a weighted group of two, groups of one, and a CNAME leaf.
+pub fn four_clusters() -> Vec<ClusterTarget> {
+    vec![
+        cluster(1, "IE", "192.0.2.1", "Azure"),
+        cluster(2, "US", "192.0.2.2", "AWS"),
+        cluster(4, "IE", "192.0.2.4", "AWS"),
+        cluster(3, "GEO-EU", "lb-3.elb.example.net", "AWS"),
+    ]
+}
+
 pub fn geo_policy(azure_weight: u32) -> Strategy {
     let azure = LabelSelector {
         match_labels: [("kuadrant.io/lb-attribute-cloud".into(), "Azure".into())].into(),
