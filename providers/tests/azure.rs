@@ -297,7 +297,7 @@ async fn a_bad_record_blocks_only_itself() {
         .apply(
             ZONE,
             &Changes {
-                creates: vec![good.clone(), too_many, zero],
+                creates: vec![good.clone(), too_many, zero.clone()],
                 ..Default::default()
             },
         )
@@ -326,14 +326,6 @@ async fn a_bad_record_blocks_only_itself() {
     );
 
     // Planned by the engine, the refused record's ownership record waits with it.
-    let zero = Endpoint::new(
-        "w.example.com",
-        RecordType::Cname,
-        ["a.example.net".to_string()],
-        60,
-    )
-    .with_set_identifier("a.example.net")
-    .with_property("weight", "0");
     let planned = plan(
         &PlanInput {
             owner: "hub",
