@@ -354,6 +354,58 @@ async fn a_bad_record_blocks_only_itself() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_a_write_fails_nothing_is_deleted_and_the_old_answer_stays() {
+    // One profile allowed: a GEO tree needs three, so switching a live simple host to it
+    // fails part way.
+    let fake = FakeAzure::start(&FakeAzureOptions {
+        max_profiles: 1,
+        ..Default::default()
+    });
+    let provider = provider(&fake);
+    let host = "shop.example.com";
+    let ips = [
+        support::cluster(1, "IE", "192.0.2.1", "AWS"),
+        support::cluster(2, "US", "192.0.2.2", "AWS"),
+    ];
+    let simple = tree(host, &meridian_dns::tree::Strategy::Simple, &ips);
+    converge(&provider, ZONE, "hub", host, &simple, None).await;
+    let loadbalanced = tree(host, &geo_policy(30), &ips);
+    let current = provider.records(ZONE).await.unwrap();
+    let planned = plan(
+        &PlanInput {
+            owner: "hub",
+            root_host: host,
+            desired: &loadbalanced,
+            previous: Some(&simple),
+        },
+        &current,
+    );
+    let Err(ProviderError::PartlyApplied(problems)) = provider.apply(ZONE, &planned.changes).await
+    else {
+        panic!("the profile quota stops the switch");
+    };
+    assert!(
+        problems.iter().any(|p| p.contains("QuotaExceeded")),
+        "{problems:?}"
+    );
+    assert!(
+        problems.iter().any(|p| p.contains("deletions wait")),
+        "{problems:?}"
+    );
+    let answer: Vec<Endpoint> = provider
+        .records(ZONE)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.dns_name == host)
+        .collect();
+    assert_eq!(
+        answer, simple,
+        "the host still answers as before: {answer:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throttling_is_absorbed_honouring_retry_after() {
     let fake = FakeAzure::start(&FakeAzureOptions::default());
     let provider = provider(&fake);

@@ -425,6 +425,13 @@ pub enum Call {
 }
 
 impl Call {
+    pub fn is_deletion(&self) -> bool {
+        matches!(
+            self,
+            Call::DeleteRecordSet { .. } | Call::DeleteProfile { .. }
+        )
+    }
+
     /// The DNS name (relative) or profile the call is about, for messages.
     pub fn subject(&self) -> String {
         match self {

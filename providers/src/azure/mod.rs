@@ -433,7 +433,7 @@ impl Provider for AzureProvider {
     /// Reads the zone whole (record sets, then profiles) and keeps what it read.
     async fn records(&self, zone_id: &str) -> Result<Vec<Endpoint>, ProviderError> {
         let state = self.read_zone(zone_id).await?;
-        let records = layout::read_back(zone_id, &state);
+        let records = layout::read_back(&zone_id.to_ascii_lowercase(), &state);
         self.state
             .lock()
             .expect("state lock")
@@ -489,7 +489,16 @@ impl Provider for AzureProvider {
         names.retain(|name| !held_back.contains(name));
         let calls = layout::calls(&zone, self.client.scope(), &names, &after, &state);
         let mut precondition_failed = false;
-        for phase in calls.phases {
+        let mut write_failed = false;
+        let mut held_back_deletions = 0;
+        for mut phase in calls.phases {
+            // After a failed write, nothing is deleted: what the write would have moved off a
+            // record may still point at it.
+            if write_failed {
+                let before = phase.len();
+                phase.retain(|call| !call.is_deletion());
+                held_back_deletions += before - phase.len();
+            }
             let results: Vec<(String, Result<(), ArmError>)> = futures::stream::iter(phase)
                 .map(|call| async move {
                     let subject = call.subject();
@@ -500,6 +509,7 @@ impl Provider for AzureProvider {
                 .await;
             for (subject, result) in results {
                 if let Err(error) = result {
+                    write_failed = true;
                     precondition_failed |= error.is_precondition_failed();
                     if error.is_throttled() {
                         problems.push(format!("{subject}: still throttled after retries: {error}"));
@@ -511,6 +521,11 @@ impl Provider for AzureProvider {
         }
         if precondition_failed {
             self.forget_zone(zone_id);
+        }
+        if held_back_deletions > 0 {
+            problems.push(format!(
+                "{held_back_deletions} deletions wait until the writes above succeed"
+            ));
         }
         if problems.is_empty() {
             Ok(())
