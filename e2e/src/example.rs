@@ -332,6 +332,39 @@ impl RunningExample {
 /// Sets the address of the example Gateway on a spoke, as its gateway implementation would.
 /// The message of a DNSRecord's `Ready` condition (empty while the record or its status is
 /// missing).
+/// The records a hub publishes for `host` on Gateway `prod-web` in `gateway_namespace` with a
+/// GEO policy defaulting to IE and default weights, for `clusters` given as (cluster ID,
+/// address, geo code).
+pub fn geo_tree(
+    host: &str,
+    gateway_namespace: &str,
+    clusters: &[(&str, &str, &str)],
+) -> Vec<meridian_dns::model::Endpoint> {
+    use meridian_dns::tree::{Address, ClusterTarget, GatewayRef, LoadBalancing, Strategy};
+    let targets: Vec<ClusterTarget> = clusters
+        .iter()
+        .map(|(id, address, geo)| ClusterTarget {
+            name: id.to_string(),
+            cluster_id: id.to_string(),
+            labels: [(GEO_LABEL.to_string(), geo.to_string())].into(),
+            addresses: vec![Address::Ip(address.parse().expect("an IP address"))],
+            attached_routes: Some(1),
+        })
+        .collect();
+    let strategy = Strategy::LoadBalanced(LoadBalancing {
+        default_weight: 120,
+        custom: Vec::new(),
+        default_geo: Some("IE".into()),
+    });
+    let gateway = GatewayRef {
+        name: GATEWAY.into(),
+        namespace: gateway_namespace.into(),
+    };
+    meridian_dns::tree::build_record_tree(host, &gateway, &strategy, &targets)
+        .expect("a valid tree")
+        .endpoints()
+}
+
 pub async fn ready_message(
     records: &Api<meridian_api::kuadrant::DNSRecord>,
     name: &str,

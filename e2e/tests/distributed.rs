@@ -184,17 +184,27 @@ fn owners_of_host(zone: &[Endpoint]) -> BTreeSet<String> {
         .collect()
 }
 
+/// BIND serving `example.com`, updated through TSIG.
+async fn bind_zone() -> Result<BindServer, Error> {
+    BindServer::start("example.com")
+        .await
+        .map_err(Error::Component)
+}
+
+/// A hub and `spokes`, without OCM (the clusters here publish on their own).
+async fn fleet_without_ocm(spokes: &[&str]) -> Result<Fleet, Error> {
+    Fleet::builder()
+        .spokes(spokes.iter().copied())
+        .without_ocm()
+        .start()
+        .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_clusters_share_a_bind_zone_without_a_hub() -> Result<(), Error> {
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
-    let bind = BindServer::start("example.com")
-        .await
-        .map_err(Error::Component)?;
-    let fleet = Fleet::builder()
-        .spokes(CLUSTERS.map(|c| c.0))
-        .without_ocm()
-        .start()
-        .await?;
+    let bind = bind_zone().await?;
+    let fleet = fleet_without_ocm(&CLUSTERS.map(|c| c.0)).await?;
     let secret = rfc2136_secret(&bind);
     let mut agents = Vec::new();
     let mut owners = BTreeSet::new();
@@ -308,33 +318,11 @@ fn host_records(zone: &[Endpoint]) -> Vec<Endpoint> {
 
 /// What a hub would publish for the same clusters: the distributed branches must add up to it.
 fn hub_tree(clusters: &[(String, &str, &str)]) -> Vec<Endpoint> {
-    use meridian_dns::tree::{Address, ClusterTarget, GatewayRef, LoadBalancing, Strategy};
-    let targets: Vec<ClusterTarget> = clusters
+    let clusters: Vec<(&str, &str, &str)> = clusters
         .iter()
-        .map(|(id, address, geo)| ClusterTarget {
-            name: id.clone(),
-            cluster_id: id.clone(),
-            labels: [(
-                "kuadrant.io/lb-attribute-geo-code".to_string(),
-                geo.to_string(),
-            )]
-            .into(),
-            addresses: vec![Address::Ip(address.parse().unwrap())],
-            attached_routes: Some(1),
-        })
+        .map(|(id, address, geo)| (id.as_str(), *address, *geo))
         .collect();
-    let strategy = Strategy::LoadBalanced(LoadBalancing {
-        default_weight: 120,
-        custom: Vec::new(),
-        default_geo: Some("IE".into()),
-    });
-    let gateway = GatewayRef {
-        name: "prod-web".into(),
-        namespace: NAMESPACE.into(),
-    };
-    let mut endpoints = meridian_dns::tree::build_record_tree(HOST, &gateway, &strategy, &targets)
-        .unwrap()
-        .endpoints();
+    let mut endpoints = meridian_e2e::example::geo_tree(HOST, NAMESPACE, &clusters);
     for endpoint in &mut endpoints {
         endpoint.normalize();
     }
@@ -362,11 +350,7 @@ async fn three_clusters_share_a_route53_zone_agree_and_stay_thrifty() -> Result<
         .await
         .map_err(Error::Component)?;
     let proxy = CountingProxy::start(moto.address(), 0).await.unwrap();
-    let fleet = Fleet::builder()
-        .spokes(CLUSTERS.map(|c| c.0))
-        .without_ocm()
-        .start()
-        .await?;
+    let fleet = fleet_without_ocm(&CLUSTERS.map(|c| c.0)).await?;
     let secret = json!({
         "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/aws",
         "metadata": { "name": "zone", "namespace": NAMESPACE },
@@ -524,9 +508,7 @@ async fn three_clusters_share_a_route53_zone_agree_and_stay_thrifty() -> Result<
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_clusters_agree_on_health_through_the_zone() -> Result<(), Error> {
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
-    let bind = BindServer::start("example.com")
-        .await
-        .map_err(Error::Component)?;
+    let bind = bind_zone().await?;
     let gateways: Vec<std::net::IpAddr> = ["127.0.4.1", "127.0.4.2", "127.0.4.3"]
         .iter()
         .map(|a| a.parse().unwrap())
@@ -539,11 +521,7 @@ async fn three_clusters_agree_on_health_through_the_zone() -> Result<(), Error> 
     // The backends want a token, which each cluster's policy names in a Secret of its own.
     backends.lock().unwrap().required_header = Some(("X-Probe-Token".into(), "s3cret".into()));
     let port = start_backends(&gateways, backends.clone()).await;
-    let fleet = Fleet::builder()
-        .spokes(CLUSTERS.map(|c| c.0))
-        .without_ocm()
-        .start()
-        .await?;
+    let fleet = fleet_without_ocm(&CLUSTERS.map(|c| c.0)).await?;
     let secret = rfc2136_secret(&bind);
     let mut agents = Vec::new();
     let mut ids = Vec::new();
@@ -682,14 +660,8 @@ async fn three_clusters_agree_on_health_through_the_zone() -> Result<(), Error> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hub_and_a_distributed_cluster_share_one_host() -> Result<(), Error> {
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
-    let bind = BindServer::start("example.com")
-        .await
-        .map_err(Error::Component)?;
-    let fleet = Fleet::builder()
-        .spokes(["spoke-1"])
-        .without_ocm()
-        .start()
-        .await?;
+    let bind = bind_zone().await?;
+    let fleet = fleet_without_ocm(&["spoke-1"]).await?;
     let secret = rfc2136_secret(&bind);
 
     // The hub publishes the host through its own DNSRecord, in hub mode.
@@ -766,14 +738,8 @@ fn split_by_owner(zone: &[Endpoint], cluster: &str) -> (Vec<Endpoint>, Vec<Endpo
 async fn a_distributed_cluster_and_external_dns_share_a_bind_zone() -> Result<(), Error> {
     use meridian_e2e::external_dns::{self, ExternalDns, ExternalDnsZone};
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
-    let bind = BindServer::start("example.com")
-        .await
-        .map_err(Error::Component)?;
-    let fleet = Fleet::builder()
-        .spokes(["spoke-1"])
-        .without_ocm()
-        .start()
-        .await?;
+    let bind = bind_zone().await?;
+    let fleet = fleet_without_ocm(&["spoke-1"]).await?;
     let spoke = fleet.spoke("spoke-1").client();
     let kubeconfig = fleet.spoke("spoke-1").kubeconfig_path().to_path_buf();
     let external_dns = ExternalDns::locate("edns")?;
@@ -955,11 +921,7 @@ async fn a_distributed_cluster_joins_a_host_the_dns_operator_publishes() -> Resu
         "seeded"
     );
 
-    let fleet = Fleet::builder()
-        .spokes(["spoke-1"])
-        .without_ocm()
-        .start()
-        .await?;
+    let fleet = fleet_without_ocm(&["spoke-1"]).await?;
     let spoke = fleet.spoke("spoke-1").client();
     let secret = json!({
         "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/aws",

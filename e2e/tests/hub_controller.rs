@@ -1007,7 +1007,6 @@ async fn a_record_in_a_route53_zone_is_published_and_withdrawn_through_its_secre
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_loadbalanced_record_in_an_azure_zone_is_published_and_withdrawn_through_its_secret()
 -> Result<(), Error> {
-    use meridian_dns::tree::{Address, ClusterTarget, GatewayRef, LoadBalancing, Strategy};
     use meridian_providers::azure::AzureProvider;
     use meridian_providers::budget::RequestBudget;
     use meridian_testkit::azure_fake::{FakeAzure, FakeAzureOptions};
@@ -1022,34 +1021,15 @@ async fn a_loadbalanced_record_in_an_azure_zone_is_published_and_withdrawn_throu
         AzureProvider::default_retry(),
     )
     .unwrap();
-    let clusters: Vec<ClusterTarget> = [
-        ("IE", "192.0.2.1"),
-        ("US", "192.0.2.2"),
-        ("IE", "192.0.2.3"),
-    ]
-    .iter()
-    .enumerate()
-    .map(|(i, (geo, ip))| ClusterTarget {
-        name: format!("c{i}"),
-        cluster_id: format!("cluster-{i}"),
-        labels: [(GEO_LABEL.to_string(), geo.to_string())].into(),
-        addresses: vec![Address::parse(None, ip).unwrap()],
-        attached_routes: None,
-    })
-    .collect();
-    let strategy = Strategy::LoadBalanced(LoadBalancing {
-        default_weight: 120,
-        custom: Vec::new(),
-        default_geo: Some("IE".into()),
-    });
-    let gateway = GatewayRef {
-        name: "prod-web".into(),
-        namespace: "gateways".into(),
-    };
-    let endpoints =
-        meridian_dns::tree::build_record_tree("shop.example.net", &gateway, &strategy, &clusters)
-            .unwrap()
-            .endpoints();
+    let endpoints = meridian_e2e::example::geo_tree(
+        "shop.example.net",
+        "gateways",
+        &[
+            ("cluster-0", "192.0.2.1", "IE"),
+            ("cluster-1", "192.0.2.2", "US"),
+            ("cluster-2", "192.0.2.3", "IE"),
+        ],
+    );
     let secret = json!({
         "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/azure",
         "metadata": { "name": "provider", "namespace": "dns" },

@@ -4,8 +4,7 @@
 //! fake; it checks every request strictly (see the script's header for what).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 use meridian_providers::azure::{AzureAuth, AzureCredentials, CustomCloud};
 use serde_json::Value;
@@ -89,22 +88,9 @@ impl FakeAzure {
         for zone in &options.zones {
             command.args(["--zone", zone]);
         }
-        let mut child = command
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("python3 runs the fake");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let ports: Vec<u16> = line
-            .trim()
-            .strip_prefix("listening on ")
-            .map(|p| p.split(' ').filter_map(|p| p.parse().ok()).collect())
-            .unwrap_or_default();
+        let (child, ports) = crate::spawn_fake(command);
         let [https_port, admin_port] = ports[..] else {
-            panic!("the fake did not start: {line:?}");
+            panic!("the fake printed ports {ports:?}, not its HTTPS and admin ports");
         };
         FakeAzure {
             child,

@@ -4,8 +4,7 @@
 //! quotas, exact deletions).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 use serde_json::Value;
 
@@ -29,27 +28,16 @@ impl FakeCloudDns {
     /// more flags (`--page-size N`, `--throttle-every N`).
     pub fn start(project: &str, extra: &[&str]) -> Self {
         let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fake_cloud_dns.py");
-        let mut child = Command::new("setpriv")
+        let mut command = Command::new("setpriv");
+        command
             .args(["--pdeathsig", "KILL", "--", "python3"])
             .arg(script)
             .args(["--project", project, "--zone", "example-com=example.com."])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("python3 runs the fake");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = line
-            .trim()
-            .strip_prefix("listening on ")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("the fake did not start: {line:?}"));
+            .args(extra);
+        let (child, ports) = crate::spawn_fake(command);
         FakeCloudDns {
             child,
-            port,
+            port: ports[0],
             project: project.to_string(),
         }
     }

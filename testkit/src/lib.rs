@@ -22,6 +22,30 @@ pub mod in_memory;
 pub mod moto;
 pub mod secondaries;
 
+/// Runs a fake's Python script under `command` and returns it with the ports it prints on its
+/// first line (`listening on <port> [<port> ...]`).
+pub(crate) fn spawn_fake(mut command: std::process::Command) -> (std::process::Child, Vec<u16>) {
+    use std::io::BufRead;
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .expect("python3 runs the fake");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let ports: Vec<u16> = line
+        .trim()
+        .strip_prefix("listening on ")
+        .map(|p| p.split(' ').filter_map(|p| p.parse().ok()).collect())
+        .unwrap_or_default();
+    if ports.is_empty() {
+        panic!("the fake did not start: {line:?}");
+    }
+    (child, ports)
+}
+
 /// A plain HTTP/1.1 request to a fake's loopback `port`, its body returned (the fakes' test
 /// helpers need no HTTP client).
 pub(crate) fn loopback_request(port: u16, method: &str, path: &str) -> String {

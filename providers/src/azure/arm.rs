@@ -21,6 +21,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::budget::RequestBudget;
+use meridian_dns::model::{RecordType, txt_strings};
 
 pub const DNS_API_VERSION: &str = "2018-05-01";
 pub const TRAFFIC_MANAGER_API_VERSION: &str = "2022-04-01";
@@ -135,6 +136,85 @@ pub struct RecordSetProperties {
     pub txt_records: Option<Vec<TxtRecord>>,
     #[serde(rename = "NSRecords", default, skip_serializing_if = "Option::is_none")]
     pub ns_records: Option<Vec<NsRecord>>,
+}
+
+impl RecordSetProperties {
+    /// The values of a plain record set of `record_type`: addresses, names without a final
+    /// dot, or each TXT record's strings joined; `None` for types Meridian does not read.
+    pub fn values(&self, record_type: RecordType) -> Option<Vec<String>> {
+        let name = |n: &str| n.trim_end_matches('.').to_string();
+        Some(match record_type {
+            RecordType::A => self
+                .a_records
+                .iter()
+                .flatten()
+                .map(|r| r.ipv4_address.clone())
+                .collect(),
+            RecordType::Aaaa => self
+                .aaaa_records
+                .iter()
+                .flatten()
+                .map(|r| r.ipv6_address.clone())
+                .collect(),
+            RecordType::Cname => self.cname_record.iter().map(|r| name(&r.cname)).collect(),
+            RecordType::Ns => self
+                .ns_records
+                .iter()
+                .flatten()
+                .map(|r| name(&r.nsdname))
+                .collect(),
+            RecordType::Txt => self
+                .txt_records
+                .iter()
+                .flatten()
+                .map(|r| r.value.concat())
+                .collect(),
+            _ => return None,
+        })
+    }
+
+    /// A plain record set of `record_type` holding `values` (the inverse of [`Self::values`]:
+    /// TXT values are split into strings of at most 255 bytes, a CNAME keeps its first value).
+    pub fn with_values(ttl: u32, record_type: RecordType, values: Vec<String>) -> Option<Self> {
+        let mut properties = RecordSetProperties {
+            ttl,
+            ..Default::default()
+        };
+        let values = values.into_iter();
+        match record_type {
+            RecordType::A => {
+                properties.a_records = Some(
+                    values
+                        .map(|ipv4_address| ARecord { ipv4_address })
+                        .collect(),
+                )
+            }
+            RecordType::Aaaa => {
+                properties.aaaa_records = Some(
+                    values
+                        .map(|ipv6_address| AaaaRecord { ipv6_address })
+                        .collect(),
+                )
+            }
+            RecordType::Cname => {
+                properties.cname_record = values.take(1).map(|cname| CnameRecord { cname }).next()
+            }
+            RecordType::Ns => {
+                properties.ns_records = Some(values.map(|nsdname| NsRecord { nsdname }).collect())
+            }
+            RecordType::Txt => {
+                properties.txt_records = Some(
+                    values
+                        .map(|v| TxtRecord {
+                            value: txt_strings(&v),
+                        })
+                        .collect(),
+                )
+            }
+            _ => return None,
+        }
+        Some(properties)
+    }
 }
 
 /// A reference to another ARM resource (an alias record set's target).

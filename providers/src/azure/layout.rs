@@ -21,13 +21,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use meridian_dns::model::{Endpoint, GEO_CODE, RecordType, WEIGHT, is_at_or_below, txt_strings};
+use meridian_dns::model::{Endpoint, GEO_CODE, RecordType, WEIGHT, is_at_or_below};
 use sha2::{Digest, Sha256};
 
 use super::arm::{
-    ARecord, AaaaRecord, ArmScope, CnameRecord, DnsConfig, EXTERNAL_ENDPOINT, EndpointProperties,
-    NESTED_ENDPOINT, NsRecord, PROFILE_TYPE, Precondition, Profile, ProfileProperties, RecordSet,
-    RecordSetProperties, SubResource, TrafficEndpoint, TxtRecord,
+    ArmScope, DnsConfig, EXTERNAL_ENDPOINT, EndpointProperties, NESTED_ENDPOINT, PROFILE_TYPE,
+    Precondition, Profile, ProfileProperties, RecordSet, RecordSetProperties, SubResource,
+    TrafficEndpoint,
 };
 use crate::routed_txt::{marked_value, restore_routing_properties, unmarked_records};
 
@@ -205,39 +205,12 @@ pub fn read_back(zone: &str, state: &ZoneState) -> Vec<Endpoint> {
             }
             continue;
         }
-        let p = &set.properties;
-        let values: Vec<String> = match record_type {
-            RecordType::A => p
-                .a_records
-                .iter()
-                .flatten()
-                .map(|r| r.ipv4_address.clone())
-                .collect(),
-            RecordType::Aaaa => p
-                .aaaa_records
-                .iter()
-                .flatten()
-                .map(|r| r.ipv6_address.clone())
-                .collect(),
-            RecordType::Cname => p
-                .cname_record
-                .iter()
-                .map(|r| r.cname.trim_end_matches('.').to_string())
-                .collect(),
-            RecordType::Ns => p
-                .ns_records
-                .iter()
-                .flatten()
-                .map(|r| r.nsdname.trim_end_matches('.').to_string())
-                .collect(),
-            RecordType::Txt => {
-                let values = p.txt_records.iter().flatten().map(|r| r.value.concat());
-                records.extend(unmarked_records(&name, ttl, values));
-                continue;
-            }
-            _ => continue,
+        let Some(values) = set.properties.values(*record_type) else {
+            continue;
         };
-        if !values.is_empty() {
+        if *record_type == RecordType::Txt {
+            records.extend(unmarked_records(&name, ttl, values));
+        } else if !values.is_empty() {
             records.push(Endpoint::new(name, *record_type, values, ttl));
         }
     }
@@ -340,7 +313,7 @@ fn engine_geo_code(code: &str) -> String {
 
 /// Why records cannot be published to Azure as given, one message per record; nothing is
 /// sent for a name with a refused record.
-pub fn refusals(records: &[Endpoint]) -> BTreeMap<String, String> {
+pub fn refusals<'a>(records: impl IntoIterator<Item = &'a Endpoint>) -> BTreeMap<String, String> {
     let mut refused = BTreeMap::new();
     for record in records {
         let name = &record.dns_name;
@@ -742,57 +715,13 @@ fn lay_out(
             );
             continue;
         }
-        let mut properties = RecordSetProperties {
-            ttl,
-            ..Default::default()
+        let values = records
+            .iter()
+            .flat_map(|r| r.targets.iter().map(move |t| marked_value(r, t)))
+            .collect();
+        let Some(properties) = RecordSetProperties::with_values(ttl, record_type, values) else {
+            continue;
         };
-        let values = || {
-            records
-                .iter()
-                .flat_map(|r| r.targets.iter().map(move |t| (*r, t)))
-        };
-        match record_type {
-            RecordType::A => {
-                properties.a_records = Some(
-                    values()
-                        .map(|(_, t)| ARecord {
-                            ipv4_address: t.clone(),
-                        })
-                        .collect(),
-                )
-            }
-            RecordType::Aaaa => {
-                properties.aaaa_records = Some(
-                    values()
-                        .map(|(_, t)| AaaaRecord {
-                            ipv6_address: t.clone(),
-                        })
-                        .collect(),
-                )
-            }
-            RecordType::Cname => {
-                properties.cname_record = values()
-                    .next()
-                    .map(|(_, t)| CnameRecord { cname: t.clone() })
-            }
-            RecordType::Ns => {
-                properties.ns_records = Some(
-                    values()
-                        .map(|(_, t)| NsRecord { nsdname: t.clone() })
-                        .collect(),
-                )
-            }
-            RecordType::Txt => {
-                properties.txt_records = Some(
-                    values()
-                        .map(|(r, t)| TxtRecord {
-                            value: txt_strings(&marked_value(r, t)),
-                        })
-                        .collect(),
-                )
-            }
-            _ => continue,
-        }
         layout.record_sets.insert(
             record_type,
             RecordSet {

@@ -295,17 +295,17 @@ impl AzureProvider {
         Ok(ZoneState::new(record_sets, profiles))
     }
 
-    /// The zone as last read or written, read when not yet known.
-    async fn zone_state(&self, zone: &str) -> Result<ZoneState, ProviderError> {
-        if let Some(state) = self.state.lock().expect("state lock").get(zone) {
-            return Ok(state.clone());
+    /// Reads the zone unless it is cached.
+    async fn load_zone(&self, zone: &str) -> Result<(), ProviderError> {
+        if self.state.lock().expect("state lock").contains_key(zone) {
+            return Ok(());
         }
         let state = self.read_zone(zone).await?;
         self.state
             .lock()
             .expect("state lock")
-            .insert(zone.to_string(), state.clone());
-        Ok(state)
+            .insert(zone.to_string(), state);
+        Ok(())
     }
 
     fn forget_zone(&self, zone: &str) {
@@ -410,6 +410,53 @@ fn changed_records(
     (records.into_values().collect(), names, stale)
 }
 
+/// The calls that apply `changes` to the zone as `state` holds it, and the problems of the
+/// records refused before any call; `Err` names the changes planned against records that
+/// have since changed.
+fn plan_calls(
+    zone: &str,
+    scope: &ArmScope,
+    state: &ZoneState,
+    changes: &Changes,
+) -> Result<(layout::Calls, Vec<String>), Vec<String>> {
+    let (after, mut names, stale) = changed_records(layout::read_back(zone, state), changes);
+    if !stale.is_empty() {
+        return Err(stale);
+    }
+    // A GEO profile nests its targets' profiles: when a target becomes (or stops being)
+    // weighted, the profile naming it changes as well.
+    let parents: Vec<String> = after
+        .iter()
+        .filter(|r| {
+            r.set_identifier.is_some()
+                && r.targets
+                    .iter()
+                    .any(|t| names.contains(&t.to_ascii_lowercase()))
+        })
+        .map(|r| r.dns_name.to_ascii_lowercase())
+        .collect();
+    names.extend(parents);
+    let touched: Vec<&Endpoint> = after
+        .iter()
+        .filter(|r| names.contains(&r.dns_name.to_ascii_lowercase()))
+        .collect();
+    let refused = layout::refusals(touched.iter().copied());
+    // A refused record's ownership records wait with it.
+    let held_back: BTreeSet<String> = touched
+        .iter()
+        .filter_map(|r| {
+            let vouched = record_vouched_for(r)?;
+            refused
+                .contains_key(&vouched.dns_name)
+                .then(|| r.dns_name.to_ascii_lowercase())
+        })
+        .chain(refused.keys().map(|name| name.to_ascii_lowercase()))
+        .collect();
+    names.retain(|name| !held_back.contains(name));
+    let calls = layout::calls(zone, scope, &names, &after, state);
+    Ok((calls, refused.into_values().collect()))
+}
+
 impl Provider for AzureProvider {
     async fn list_zones(&self) -> Result<Vec<ZoneInfo>, ProviderError> {
         if let Some(zones) = self.zones.lock().expect("zones lock").clone() {
@@ -445,49 +492,30 @@ impl Provider for AzureProvider {
         if changes.is_empty() {
             return Ok(());
         }
-        let zone = zone_id.to_ascii_lowercase();
-        let state = self.zone_state(zone_id).await?;
-        let (after, mut names, stale) = changed_records(layout::read_back(&zone, &state), changes);
-        if !stale.is_empty() {
-            // Planned against records that have since changed: plan again on a fresh read.
-            self.forget_zone(zone_id);
-            return Err(ProviderError::Other(format!(
-                "the zone changed since it was read: {}",
-                stale.join("; ")
-            )));
-        }
-        // A GEO profile nests its targets' profiles: when a target becomes (or stops being)
-        // weighted, the profile naming it changes as well.
-        let parents: Vec<String> = after
-            .iter()
-            .filter(|r| {
-                r.set_identifier.is_some()
-                    && r.targets
-                        .iter()
-                        .any(|t| names.contains(&t.to_ascii_lowercase()))
-            })
-            .map(|r| r.dns_name.to_ascii_lowercase())
-            .collect();
-        names.extend(parents);
-        let refused = layout::refusals(&after);
-        let mut problems: Vec<String> = refused
-            .iter()
-            .filter(|(name, _)| names.contains(&name.to_ascii_lowercase()))
-            .map(|(_, problem)| problem.clone())
-            .collect();
-        // A refused record's ownership records wait with it.
-        let held_back: BTreeSet<String> = after
-            .iter()
-            .filter_map(|r| {
-                let vouched = record_vouched_for(r)?;
-                refused
-                    .contains_key(&vouched.dns_name)
-                    .then(|| r.dns_name.to_ascii_lowercase())
-            })
-            .chain(refused.keys().map(|name| name.to_ascii_lowercase()))
-            .collect();
-        names.retain(|name| !held_back.contains(name));
-        let calls = layout::calls(&zone, self.client.scope(), &names, &after, &state);
+        self.load_zone(zone_id).await?;
+        // Planned under the lock on the cached zone, which is not copied.
+        let planned = match self.state.lock().expect("state lock").get(zone_id) {
+            Some(state) => plan_calls(
+                &zone_id.to_ascii_lowercase(),
+                self.client.scope(),
+                state,
+                changes,
+            ),
+            None => Err(vec![
+                "the zone was dropped from the cache meanwhile".to_string(),
+            ]),
+        };
+        let (calls, mut problems) = match planned {
+            Ok(planned) => planned,
+            Err(stale) => {
+                // Planned against records that have since changed: plan again on a fresh read.
+                self.forget_zone(zone_id);
+                return Err(ProviderError::Other(format!(
+                    "the zone changed since it was read: {}",
+                    stale.join("; ")
+                )));
+            }
+        };
         let mut precondition_failed = false;
         let mut write_failed = false;
         let mut held_back_deletions = 0;
