@@ -2,6 +2,8 @@
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 CARGO ?= cargo
+# Records each install and build step's time for .ci/run's table (scripts/timed.sh).
+TIMED := bash scripts/timed.sh
 
 # The test bed's per-version cache directory (outside the checkout; see e2e/testbed/build.sh).
 export MERIDIAN_TESTBED_DIR := $(shell bash e2e/testbed/build.sh --print-dir)
@@ -30,22 +32,23 @@ toolchain: ## Check the toolchains the build needs (Go, Rust with rustfmt and cl
 	@bash scripts/check-toolchain.sh
 
 packages: ## Install the Debian packages and the moto venv the tests use (once; a warm run asks no mirror)
-	@bash scripts/debian-packages.sh $(TEST_PACKAGES)
-	@bash scripts/moto-venv.sh >/dev/null
+	@$(TIMED) "Debian packages" bash scripts/debian-packages.sh $(TEST_PACKAGES)
+	@$(TIMED) "moto venv (PyPI)" bash scripts/moto-venv.sh >/dev/null
 
 testbed: toolchain ## Build kube-apiserver, etcd, kubectl, OCM agents, node binaries, Helm, external-dns; gather upstream CRDs (cached)
-	@bash e2e/testbed/build.sh >/dev/null
-	@bash e2e/testbed/nodes.sh >/dev/null
-	@bash e2e/testbed/helm.sh >/dev/null
-	@bash e2e/testbed/external-dns.sh >/dev/null
+	@$(TIMED) "Go test bed (kube, etcd, OCM, CRDs)" bash e2e/testbed/build.sh >/dev/null
+	@$(TIMED) "node binaries (kubelet, ...)" bash e2e/testbed/nodes.sh >/dev/null
+	@$(TIMED) "Helm" bash e2e/testbed/helm.sh >/dev/null
+	@$(TIMED) "external-dns" bash e2e/testbed/external-dns.sh >/dev/null
 
 lint: toolchain ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	$(TIMED) "cargo clippy" $(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
 # The images first: the install test runs them as pods on the test bed's nodes.
 test: packages testbed lint images ## Install what is missing, then run every test
-	$(CARGO) test --workspace --all-targets --locked
+	$(TIMED) "cargo build (tests)" $(CARGO) test --workspace --all-targets --locked --no-run
+	$(TIMED) "tests" $(CARGO) test --workspace --all-targets --locked
 
 fmt: ## Format the Rust code
 	$(CARGO) fmt --all
@@ -68,7 +71,7 @@ demo-in-process: packages testbed ## The same with the hub and agents inside one
 	$(CARGO) run --quiet --locked -p meridian-e2e --bin meridian-testbed -- demo --in-process
 
 images: ## OCI images of meridian-hub and meridian-agent in target/images/, without a container engine (reproducible)
-	@CARGO="$(CARGO)" bash scripts/images.sh
+	@CARGO="$(CARGO)" $(TIMED) "images (release build)" bash scripts/images.sh
 
 bench-testbed: testbed ## Time one control plane's start, three at once, and one's memory
 	$(CARGO) run --quiet --locked -p meridian-bench --bin bench-testbed

@@ -19,8 +19,13 @@ if [[ ! -x "$dir/external-dns" ]]; then
   mkdir -p "$dir"
   started=$SECONDS
   cd "$here/external-dns"
-  source_dir=$(GOTOOLCHAIN=local GOFLAGS=-mod=readonly go list -m -f '{{.Dir}}' "$module")
-  cp "$source_dir/config/crd/standard/dnsendpoints.externaldns.k8s.io.yaml" "$dir/"
+  # `go mod download -json` fetches the module (verified against go.sum) when the module cache
+  # lacks it and prints its directory either way; `go list -m` would print an empty Dir there.
+  source_dir=$(GOTOOLCHAIN=local GOFLAGS=-mod=readonly go mod download -json "$module" |
+    sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  [[ -d "$source_dir" ]] || { echo "testbed: could not download $module $version" >&2; exit 1; }
+  # The module cache is read-only; the copy must not be, or a rerun could not overwrite it.
+  install -m 0644 "$source_dir/config/crd/standard/dnsendpoints.externaldns.k8s.io.yaml" "$dir/"
   GOTOOLCHAIN=local GOFLAGS="-mod=readonly -trimpath -buildvcs=false" \
     go build -ldflags "-s -w -X $module/pkg/apis/externaldns.Version=$version" \
     -o "$dir/.external-dns.partial" "$module"
