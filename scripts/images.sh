@@ -22,40 +22,31 @@ else
   epoch=${SOURCE_DATE_EPOCH:-0}
 fi
 
-# The base: the Debian packages of the runtime files, at the versions installed here (the
-# binaries are linked against this C library), downloaded once per set of versions.
-packages=()
-# gcc-12-base carries libgcc-s1's copyright file.
-for package in libc6 libgcc-s1 gcc-12-base ca-certificates; do
-  packages+=("$package=$(dpkg-query -W -f='${Version}' "$package")")
-done
-base=${XDG_CACHE_HOME:-$HOME/.cache}/meridian/image-base/$(printf '%s\n' "${packages[@]}" | sha256sum | cut -c1-16)
-if [[ ! -f "$base/extracted" ]]; then
-  rm -rf "$base"
-  mkdir -p "$base/debs" "$base/root"
-  echo "downloading the image base: ${packages[*]}" >&2
-  # apt's sandbox user cannot write to a root-owned cache; the download is verified by apt either way.
-  (cd "$base/debs" && apt-get download -q "${packages[@]}" 2>&1 | grep -v "unsandboxed" >&2 || true)
-  debs=("$base"/debs/*.deb)
-  [[ ${#debs[@]} -eq ${#packages[@]} && -f "${debs[0]}" ]] || { echo "could not download ${packages[*]}" >&2; exit 1; }
-  for deb in "${debs[@]}"; do dpkg-deb -x "$deb" "$base/root"; done
-  touch "$base/extracted"
-fi
-
-# The binaries, in their own target directory: remapped paths and stripped symbols are flags
-# the other builds do not share.
-image_target=target/image-build
-RUSTFLAGS="--remap-path-prefix=$PWD=/meridian --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo -C strip=symbols" \
-  CARGO_TARGET_DIR=$image_target "$cargo" build --quiet --locked --release -p meridian-hub -p meridian-agent
-"$cargo" build --quiet --locked --release -p meridian-image
-
 out=target/images
 mkdir -p "$out"
+# Held until the images are written: tests that run them (meridian_e2e::built_images) wait for
+# it, so `make test` can build the images beside the tests that do not need them.
+exec 9> "$out/.build.lock"
+flock 9
+
+# The base layer: Debian's runtime files at the versions installed here (scripts/image-base.sh).
+base=$(bash scripts/image-base.sh)
+
+# The binaries, in their own target directory: remapped paths and stripped symbols are flags
+# the other builds do not share. The image builder is built there too (a second invocation, so
+# its features do not change the hub's and agent's dependencies), sharing their compiled crates
+# instead of compiling its own in target/release.
+image_target=target/image-build
+export RUSTFLAGS="--remap-path-prefix=$PWD=/meridian --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo -C strip=symbols"
+export CARGO_TARGET_DIR=$image_target
+"$cargo" build --quiet --locked --release -p meridian-hub -p meridian-agent
+"$cargo" build --quiet --locked --release -p meridian-image
+
 : > "$out/digests.txt.new"
 for name in meridian-hub meridian-agent; do
-  target/release/meridian-image \
+  "$image_target/release/meridian-image" \
     --binary "$image_target/release/$name" \
-    --base "$base/root" \
+    --base "$base" \
     --repository "$registry/$name" \
     --tag "$tag" \
     --version "$version" \

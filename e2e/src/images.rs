@@ -31,10 +31,15 @@ impl BuiltImage {
     }
 }
 
-/// The images listed in `target/images/digests.txt`; an error naming `make images` when there
-/// are none.
+/// The lock `scripts/images.sh` holds while it builds; `make test` builds the images beside
+/// the tests that do not need them.
+const BUILD_LOCK: &str = ".build.lock";
+
+/// The images listed in `target/images/digests.txt`, once a build under way has finished; an
+/// error naming `make images` when there are none.
 pub fn built_images() -> Result<Vec<BuiltImage>, Error> {
     let dir = repository_root().join("target/images");
+    wait_for_build(&dir);
     let digests = dir.join("digests.txt");
     let text = std::fs::read_to_string(&digests).map_err(|_| Error::MissingAsset {
         path: digests.clone(),
@@ -48,6 +53,15 @@ pub fn built_images() -> Result<Vec<BuiltImage>, Error> {
         });
     }
     Ok(images)
+}
+
+/// Blocks while `scripts/images.sh` holds its lock (a shared lock waits for the exclusive one).
+/// No lock file means no build was ever started here; the digests then tell what there is.
+fn wait_for_build(dir: &std::path::Path) {
+    if let Ok(lock) = std::fs::File::open(dir.join(BUILD_LOCK)) {
+        // An error here (a file system without locks) leaves only the digests to go by.
+        let _ = lock.lock_shared();
+    }
 }
 
 /// `reference digest size` lines; the archive is `<dir>/<name>-<tag>.oci.tar` (scripts/images.sh).
