@@ -27,6 +27,7 @@ cleanup() {
   fi
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 export GOMODCACHE=$scratch/go-mod GOCACHE=$scratch/go-build
 export MERIDIAN_CACHE_DIR=$scratch/meridian XDG_CACHE_HOME=$scratch/xdg
