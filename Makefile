@@ -53,11 +53,12 @@ TEST_ARGS := --workspace --exclude meridian-bench --all-targets --locked
 # The test that runs the images as pods on the test bed's nodes (e2e/tests/install.rs).
 IMAGE_TESTS := helm_installs_meridian_as_pods
 
-# scripts/test.sh runs `make testbed lint`, builds the tests (a step of its own, so that its time
-# and the tests' are told apart) and runs them, with the images building beside all of that at
-# nice 19; the tests that run the images come last.
-test: packages ## Install what is missing, then run every test
-	@CARGO="$(CARGO)" MAKE="$(MAKE)" bash scripts/test.sh $(IMAGE_TESTS) $(TEST_ARGS)
+# The tests are built first, a step of its own so that its time and the tests' are told apart;
+# then the images build beside the tests that do not need them, and the tests that run the
+# images come last (scripts/test.sh).
+test: packages testbed lint ## Install what is missing, then run every test
+	$(TIMED) "cargo build (tests)" $(CARGO) test $(TEST_ARGS) --no-run
+	@CARGO="$(CARGO)" bash scripts/test.sh $(IMAGE_TESTS) $(TEST_ARGS)
 
 fmt: ## Format the Rust code
 	$(CARGO) fmt --all

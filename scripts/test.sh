@@ -1,19 +1,18 @@
 #!/usr/bin/env bash
-# `make test` after the Debian packages: the test bed, lint, the tests' build and the tests, with
-# the release images built beside all of them at nice 19, and the tests that run the images
-# last. The niced build gets the CPU only when the other steps leave it idle (the tests mostly
-# wait on the control planes they start: about 60 % of two cores sat idle over the test run when
-# measured), so every other step's timing is what it is alone.
+# `make test`'s last part: runs the tests, already built, while the release images build beside
+# them at nice 19, then the tests that run the images. The tests mostly wait on the control
+# planes they start (about 60 % of two cores sat idle over the test run when measured), and the
+# niced build fills that. Started earlier, beside the Go test bed, clippy and the tests' build,
+# it slowed each of them more than it gained (a cold run took 2,715 s that way, about 80 s more).
 #
 # Usage: test.sh IMAGE_TESTS CARGO_TEST_ARGS...
 #   IMAGE_TESTS       the name (libtest filter) of the tests that run the images, all in
 #                     e2e/tests/install.rs; any other test there waits for the images instead
 #                     (meridian_e2e::built_images waits on scripts/images.sh's lock)
-#   CARGO_TEST_ARGS   what `cargo test` gets
+#   CARGO_TEST_ARGS   what `cargo test` got to build the tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo=${CARGO:-cargo}
-make=${MAKE:-make}
 image_tests=$1
 shift
 
@@ -21,15 +20,13 @@ mkdir -p target
 images_log=target/images-build.log
 # Its own process group, so that an interrupted run stops the whole build.
 set -m
-CARGO="$cargo" nice -n 19 bash scripts/timed.sh "images (release build, beside the rest)" \
+CARGO="$cargo" nice -n 19 bash scripts/timed.sh "images (release build, beside the tests)" \
   bash scripts/images.sh > "$images_log" 2>&1 &
 images=$!
 set +m
 trap 'kill -- -"$images" 2>/dev/null || true' EXIT
 trap 'exit 130' INT TERM
 
-"$make" --no-print-directory testbed lint
-bash scripts/timed.sh "cargo build (tests)" "$cargo" test "$@" --no-run
 bash scripts/timed.sh "tests" "$cargo" test "$@" -- --skip "$image_tests"
 
 echo "waiting for the images (log: $images_log)" >&2
