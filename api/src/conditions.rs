@@ -14,6 +14,9 @@ pub const HEALTHY: &str = "Healthy";
 /// ManagedZone (embedded): its name servers make a delegation a parent zone can use (every one
 /// inside the zone has an address).
 pub const DELEGATABLE: &str = "Delegatable";
+/// DNSPolicy: silent clusters are still published because a brake keeps them (True), or
+/// none is (False). See the reasons in [`fail_static`].
+pub const FAIL_STATIC: &str = "meridian.dev/FailStatic";
 /// Condition Meridian sets on a Gateway targeted by a DNSPolicy.
 pub const DNS_POLICY_AFFECTED: &str = "kuadrant.io/DNSPolicyAffected";
 
@@ -23,6 +26,16 @@ pub mod reasons {
     pub const CONFLICTED: &str = "Conflicted";
     pub const INVALID: &str = "Invalid";
     pub const TARGET_NOT_FOUND: &str = "TargetNotFound";
+}
+
+/// Reasons of the [`FAIL_STATIC`] condition.
+pub mod fail_static {
+    /// Most of the fleet fell silent together: the hub assumes it is the one cut off.
+    pub const FLEET_BRAKE: &str = "FleetBrake";
+    /// Some silent clusters stay (health checks vouch, the withdrawal budget, the last cluster).
+    pub const SILENT_CLUSTERS_KEPT: &str = "SilentClustersKept";
+    /// No silent cluster is published.
+    pub const NONE_KEPT: &str = "NoSilentClusterKept";
 }
 
 /// What a reconciler wants a condition to say; [`set_condition`] turns it into a `Condition`.

@@ -36,6 +36,11 @@ pub struct ControllerConfig {
     /// `MultiClusterFailureThreshold`: the share (percent) of judging clusters that must see a
     /// leaf failing before it leaves DNS.
     pub failure_threshold_percent: u32,
+    /// The fleet brake: when more than this share (percent) of the recently heard clusters
+    /// fell silent together, silence withdraws nothing ([`crate::silence`]).
+    pub fleet_brake_percent: u32,
+    /// The share (percent) of a host's clusters silence may withdraw per heartbeat timeout.
+    pub silence_withdrawal_percent: u32,
     /// Distributed mode: the controllers run on a spoke, for that cluster alone, and publish
     /// its branch into shared zones under its own owner ID. `None` on the hub.
     pub distributed: Option<LocalCluster>,
@@ -63,6 +68,8 @@ impl Default for ControllerConfig {
             retry_cap: Duration::from_secs(120),
             heartbeat_timeout: Duration::from_secs(120),
             failure_threshold_percent: crate::health::DEFAULT_THRESHOLD_PERCENT,
+            fleet_brake_percent: crate::silence::DEFAULT_FLEET_BRAKE_PERCENT,
+            silence_withdrawal_percent: crate::silence::DEFAULT_WITHDRAWAL_PERCENT,
             distributed: None,
         }
     }
@@ -88,6 +95,8 @@ pub struct Context {
     failing_seen: Mutex<HashMap<String, BTreeSet<String>>>,
     /// Records the zone's last verification found drifted: their next pass reads the zone.
     drifted: Mutex<BTreeSet<String>>,
+    /// Whether the fleet brake was on when last looked at (its changes are logged).
+    brake_engaged: std::sync::atomic::AtomicBool,
 }
 
 pub type Clock = Arc<dyn Fn() -> k8s_openapi::jiff::Timestamp + Send + Sync>;
@@ -125,7 +134,48 @@ impl Context {
             shared_probes: None,
             failing_seen: Mutex::new(HashMap::new()),
             drifted: Mutex::new(BTreeSet::new()),
+            brake_engaged: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// The fleet brake now, from every ManagedCluster's last heartbeat (clusters never heard
+    /// from do not count). Its changes are logged, and it is kept in the metrics.
+    pub fn fleet_brake(&self) -> crate::silence::FleetBrake {
+        let heard: Vec<k8s_openapi::jiff::Timestamp> = self
+            .caches
+            .clusters
+            .state()
+            .iter()
+            .filter_map(|cluster| {
+                let name = kube::ResourceExt::name_any(cluster.as_ref());
+                self.last_heard(&name, self.report_of(&name).as_deref())
+            })
+            .collect();
+        let brake = crate::silence::fleet_brake(
+            &heard,
+            (self.clock)(),
+            self.config.heartbeat_timeout,
+            self.config.fleet_brake_percent,
+        );
+        self.metrics.fleet(&brake);
+        let was = self
+            .brake_engaged
+            .swap(brake.engaged, std::sync::atomic::Ordering::Relaxed);
+        if brake.engaged && !was {
+            tracing::warn!(
+                silent = brake.silent,
+                heard = brake.heard,
+                threshold_percent = self.config.fleet_brake_percent,
+                "fleet brake on: most clusters fell silent together; the hub assumes it is the one cut off and withdraws nothing for silence"
+            );
+        } else if was && !brake.engaged {
+            tracing::info!(
+                silent = brake.silent,
+                heard = brake.heard,
+                "fleet brake off: enough clusters are heard again; silence withdraws under the usual limits"
+            );
+        }
+        brake
     }
 
     /// Marks `record` as drifted: its next pass reads the zone even in the steady state.

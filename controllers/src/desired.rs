@@ -11,6 +11,8 @@ use meridian_dns::tree::{
     build_record_tree,
 };
 
+use crate::silence::{Fate, Heard, Kept, SilenceRules};
+
 /// One placed cluster as the hub sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlacedCluster {
@@ -22,7 +24,7 @@ pub struct PlacedCluster {
     /// The downstream Gateway as the agent reported it; `None` when not (yet) there.
     pub gateway: Option<GatewayReport>,
     /// How long the agent has been silent, when that is past the heartbeat timeout: the
-    /// cluster is then gone for DNS.
+    /// cluster is then gone for DNS, unless a brake of [`crate::silence`] keeps it.
     pub silent_for: Option<std::time::Duration>,
 }
 
@@ -81,6 +83,13 @@ pub struct Desired {
     pub problems: Vec<String>,
     /// Clusters that add nothing yet, and why.
     pub waiting: Vec<String>,
+    /// Silent clusters still published, and which brake keeps each (fail static).
+    pub kept_silent: Vec<String>,
+    /// Whether the fleet brake keeps any of them.
+    pub braked: bool,
+    /// When the policy must look again without any change: a kept cluster's withdrawal
+    /// comes due, or a brake may have let go.
+    pub recheck_after: Option<std::time::Duration>,
 }
 
 /// The ManagedZone holding `host`: the one whose domain is the longest suffix of it (walking
@@ -116,13 +125,14 @@ pub fn desired_records(
     strategy: &Strategy,
     clusters: &[PlacedCluster],
     zones: &[ZoneRef],
+    silence: &SilenceRules,
 ) -> Desired {
     desired_with(
         gateway,
         listeners,
         section_name,
         strategy,
-        clusters,
+        (clusters, silence),
         zones,
         build_record_tree,
     )
@@ -143,7 +153,8 @@ pub fn desired_branch(
         listeners,
         section_name,
         strategy,
-        std::slice::from_ref(cluster),
+        // The local cluster is never silent to itself.
+        (std::slice::from_ref(cluster), &SilenceRules::immediate()),
         zones,
         build_branch,
     )
@@ -157,18 +168,14 @@ fn desired_with(
     listeners: &[ListenerRef],
     section_name: Option<&str>,
     strategy: &Strategy,
-    clusters: &[PlacedCluster],
+    (clusters, silence): (&[PlacedCluster], &SilenceRules),
     zones: &[ZoneRef],
     build: TreeBuilder,
 ) -> Desired {
     let mut desired = Desired::default();
-    for cluster in clusters {
-        if let Some(silent) = cluster.silent_for {
-            desired.waiting.push(format!(
-                "{}: no heartbeat from its agent for {} s; withdrawn from DNS",
-                cluster.name,
-                silent.as_secs()
-            ));
+    let fates = silent_fates(clusters, silence, &mut desired);
+    for (cluster, fate) in clusters.iter().zip(&fates) {
+        if fate.is_some() {
             continue;
         }
         match (&cluster.cluster_id, &cluster.gateway) {
@@ -202,7 +209,10 @@ fn desired_with(
             continue;
         };
         let mut targets = Vec::new();
-        for cluster in clusters {
+        for (cluster, fate) in clusters.iter().zip(&fates) {
+            if *fate == Some(Fate::Withdrawn) {
+                continue;
+            }
             match cluster_target(cluster, &listener.name) {
                 Ok(Some(target)) => targets.push(target),
                 Ok(None) => {}
@@ -228,6 +238,77 @@ fn desired_with(
     desired
 }
 
+/// What silence does to each cluster (`None`: heard), with what the policy says about it.
+fn silent_fates(
+    clusters: &[PlacedCluster],
+    silence: &SilenceRules,
+    desired: &mut Desired,
+) -> Vec<Option<Fate>> {
+    let heard: Vec<Heard> = clusters
+        .iter()
+        .map(|cluster| Heard {
+            silent_for: cluster.silent_for,
+            serves: cluster.cluster_id.is_some()
+                && cluster
+                    .gateway
+                    .as_ref()
+                    .is_some_and(|report| !report.addresses.is_empty()),
+        })
+        .collect();
+    let fates = crate::silence::fates(&heard, silence);
+    for (cluster, fate) in clusters.iter().zip(&fates) {
+        let (Some(fate), Some(silent)) = (fate, cluster.silent_for) else {
+            continue;
+        };
+        let quiet = format!(
+            "{}: no heartbeat from its agent for {} s",
+            cluster.name,
+            silent.as_secs()
+        );
+        let kept = match fate {
+            Fate::Withdrawn => {
+                desired.waiting.push(format!("{quiet}; withdrawn from DNS"));
+                continue;
+            }
+            Fate::Kept(kept) => *kept,
+        };
+        let why = match kept {
+            Kept::HealthCheck => {
+                "kept in DNS while the other clusters' probes find it healthy".to_string()
+            }
+            Kept::FleetBrake => {
+                desired.braked = true;
+                desired.recheck_after = earliest(desired.recheck_after, silence.timeout / 8);
+                format!(
+                    "kept in DNS by the fleet brake ({} of {} recently heard clusters fell silent together: the hub assumes it is the one cut off)",
+                    silence.brake.silent, silence.brake.heard
+                )
+            }
+            Kept::Budget { withdraws_in } => {
+                desired.recheck_after = earliest(desired.recheck_after, withdraws_in);
+                format!(
+                    "kept in DNS for {} s more: silence withdraws at most {} % of a host's clusters per {} s",
+                    withdraws_in.as_secs().max(1),
+                    silence.withdrawal_percent,
+                    silence.timeout.as_secs()
+                )
+            }
+            Kept::LastCluster => {
+                "kept in DNS: silence never withdraws a host's last clusters".to_string()
+            }
+        };
+        desired.kept_silent.push(format!("{quiet}; {why}"));
+    }
+    fates
+}
+
+fn earliest(
+    current: Option<std::time::Duration>,
+    candidate: std::time::Duration,
+) -> Option<std::time::Duration> {
+    Some(current.map_or(candidate, |current| current.min(candidate)))
+}
+
 /// The namespace downstream Gateways live in on the spokes.
 pub fn downstream_namespace(hub_namespace: &str) -> String {
     format!("kuadrant-{hub_namespace}")
@@ -237,9 +318,7 @@ fn cluster_target(
     cluster: &PlacedCluster,
     listener: &str,
 ) -> Result<Option<ClusterTarget>, String> {
-    let (Some(cluster_id), Some(report), None) =
-        (&cluster.cluster_id, &cluster.gateway, cluster.silent_for)
-    else {
+    let (Some(cluster_id), Some(report)) = (&cluster.cluster_id, &cluster.gateway) else {
         return Ok(None);
     };
     let addresses = report
@@ -400,6 +479,7 @@ mod tests {
             &loadbalanced(),
             &clusters,
             &zones(),
+            &SilenceRules::immediate(),
         );
         assert_eq!(desired.records.len(), 1);
         let record = &desired.records[0];
@@ -431,6 +511,7 @@ mod tests {
             &Strategy::Simple,
             &clusters,
             &zones(),
+            &SilenceRules::immediate(),
         );
         assert!(desired.records.is_empty());
         assert_eq!(desired.problems.len(), 1);
@@ -452,6 +533,7 @@ mod tests {
             &Strategy::Simple,
             &clusters,
             &zones(),
+            &SilenceRules::immediate(),
         );
         assert_eq!(desired.waiting.len(), 2, "{:?}", desired.waiting);
         let record = &desired.records[0];
@@ -486,12 +568,102 @@ mod tests {
             &Strategy::Simple,
             &clusters,
             &zones(),
+            &SilenceRules::immediate(),
         );
         assert_eq!(desired.records[0].endpoints[0].targets, ["192.0.2.1"]);
         assert_eq!(
             desired.waiting,
             ["c2: no heartbeat from its agent for 121 s; withdrawn from DNS"]
         );
+    }
+
+    #[test]
+    fn brakes_keep_silent_clusters_published_and_say_which() {
+        use crate::silence::{FleetBrake, SilenceRules};
+        use std::time::Duration;
+        let quiet = |name: &str, ip: &str, secs: u64| {
+            let mut c = cluster(name, "US", Some(ip), 1);
+            c.silent_for = Some(Duration::from_secs(secs));
+            c
+        };
+        let rules = SilenceRules {
+            timeout: Duration::from_secs(120),
+            health_checked: false,
+            brake: FleetBrake::default(),
+            withdrawal_percent: 20,
+        };
+        let published = |desired: &Desired| {
+            let mut ips: Vec<String> = desired.records[0]
+                .endpoints
+                .iter()
+                .flat_map(|e| e.targets.clone())
+                .collect();
+            ips.sort();
+            ips
+        };
+        let decide = |clusters: &[PlacedCluster], rules: &SilenceRules| {
+            desired_records(
+                &gateway(),
+                &listeners()[..1],
+                None,
+                &Strategy::Simple,
+                clusters,
+                &zones(),
+                rules,
+            )
+        };
+        let heard = cluster("c1", "IE", Some("192.0.2.1"), 1);
+        let with_check = SilenceRules {
+            health_checked: true,
+            ..rules
+        };
+        let braked = SilenceRules {
+            brake: FleetBrake {
+                engaged: true,
+                silent: 2,
+                heard: 2,
+                holds_silent_up_to: Duration::from_secs(400),
+            },
+            ..rules
+        };
+        let desired = decide(&[heard.clone(), quiet("c2", "192.0.2.2", 300)], &with_check);
+        assert_eq!(published(&desired), ["192.0.2.1", "192.0.2.2"]);
+        assert_eq!(
+            desired.kept_silent,
+            [
+                "c2: no heartbeat from its agent for 300 s; kept in DNS while the other clusters' probes find it healthy"
+            ]
+        );
+        assert!(!desired.braked && desired.recheck_after.is_none());
+
+        let desired = decide(
+            &[quiet("c1", "192.0.2.1", 130), quiet("c2", "192.0.2.2", 140)],
+            &braked,
+        );
+        assert_eq!(published(&desired), ["192.0.2.1", "192.0.2.2"]);
+        assert!(desired.braked, "{:?}", desired.kept_silent);
+        assert!(desired.kept_silent[0].contains("fleet brake (2 of 2"));
+        assert_eq!(desired.recheck_after, Some(Duration::from_secs(15)));
+
+        // Without the brake, both silent: the budget (one) takes the earlier, and the later
+        // is the host's last.
+        let desired = decide(
+            &[quiet("c1", "192.0.2.1", 130), quiet("c2", "192.0.2.2", 140)],
+            &rules,
+        );
+        assert_eq!(published(&desired), ["192.0.2.1"]);
+        assert_eq!(
+            desired.waiting,
+            ["c2: no heartbeat from its agent for 140 s; withdrawn from DNS"]
+        );
+        assert!(
+            desired.kept_silent[0].starts_with(
+                "c1: no heartbeat from its agent for 130 s; kept in DNS for 100 s more"
+            ),
+            "{:?}",
+            desired.kept_silent
+        );
+        assert_eq!(desired.recheck_after, Some(Duration::from_secs(100)));
     }
 
     #[test]
@@ -507,6 +679,7 @@ mod tests {
             &Strategy::Simple,
             &clusters,
             &zones(),
+            &SilenceRules::immediate(),
         );
         assert_eq!(desired.records[0].endpoints[0].targets, ["192.0.2.1"]);
     }

@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod owners;
 pub mod policy;
 pub mod shared_health;
+pub mod silence;
 pub mod zone_mirror;
 pub mod zone_provider;
 

@@ -22,6 +22,7 @@ struct Inner {
     latency_buckets: [u64; LATENCY_BUCKETS.len()],
     latency_count: u64,
     latency_sum: f64,
+    fleet: crate::silence::FleetBrake,
 }
 
 impl Metrics {
@@ -66,6 +67,11 @@ impl Metrics {
         }
         inner.latency_count += 1;
         inner.latency_sum += seconds;
+    }
+
+    /// The fleet brake as last looked at.
+    pub fn fleet(&self, brake: &crate::silence::FleetBrake) {
+        self.inner.lock().expect("metrics lock").fleet = *brake;
     }
 
     /// The metrics in Prometheus' text format.
@@ -123,6 +129,20 @@ impl Metrics {
             "meridian_publish_latency_seconds_count {}",
             inner.latency_count
         );
+        let fleet = &inner.fleet;
+        out.push_str("# HELP meridian_fleet_brake_engaged 1 while most recently heard clusters fell silent together and silence withdraws nothing.\n");
+        out.push_str("# TYPE meridian_fleet_brake_engaged gauge\n");
+        let _ = writeln!(
+            out,
+            "meridian_fleet_brake_engaged {}",
+            u8::from(fleet.engaged)
+        );
+        out.push_str("# HELP meridian_fleet_silent_clusters Clusters of the latest wave of silence (no heartbeat past the timeout).\n");
+        out.push_str("# TYPE meridian_fleet_silent_clusters gauge\n");
+        let _ = writeln!(out, "meridian_fleet_silent_clusters {}", fleet.silent);
+        out.push_str("# HELP meridian_fleet_heard_clusters Clusters heard when the latest wave of silence began.\n");
+        out.push_str("# TYPE meridian_fleet_heard_clusters gauge\n");
+        let _ = writeln!(out, "meridian_fleet_heard_clusters {}", fleet.heard);
         out
     }
 }
@@ -151,5 +171,16 @@ mod tests {
         assert!(text.contains("meridian_publish_latency_seconds_bucket{le=\"0.05\"} 1"));
         assert!(text.contains("meridian_publish_latency_seconds_bucket{le=\"10\"} 2"));
         assert!(text.contains("meridian_publish_latency_seconds_count 2"));
+        assert!(text.contains("meridian_fleet_brake_engaged 0"));
+        metrics.fleet(&crate::silence::FleetBrake {
+            engaged: true,
+            silent: 3,
+            heard: 4,
+            holds_silent_up_to: Duration::from_secs(300),
+        });
+        let text = metrics.render();
+        assert!(text.contains("meridian_fleet_brake_engaged 1"));
+        assert!(text.contains("meridian_fleet_silent_clusters 3"));
+        assert!(text.contains("meridian_fleet_heard_clusters 4"));
     }
 }

@@ -804,6 +804,68 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
     .await?;
     answers_within(nameserver, Some(UNITED_STATES), &["10.0.0.1"]).await?;
 
+    // Then every other agent stops at once: that is the hub cut off, not the fleet dead. The
+    // fleet brake holds what is published, and says so, until the agents are heard again.
+    // (spoke-3 went silent more than a heartbeat timeout before: it is not this wave.)
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    agents.clear();
+    let fail_static = |reason: &'static str| {
+        let policies = policies.clone();
+        move || {
+            let policies = policies.clone();
+            async move {
+                let policy = policies.get("prod-web").await?;
+                let condition = policy
+                    .status
+                    .iter()
+                    .flat_map(|s| s.conditions.iter())
+                    .find(|c| c.type_ == conditions::FAIL_STATIC && c.reason == reason)
+                    .cloned();
+                Ok(condition)
+            }
+        }
+    };
+    let braked = eventually(
+        "the fleet brake holds the silent clusters",
+        DEFAULT_PATIENCE,
+        fail_static(conditions::fail_static::FLEET_BRAKE),
+    )
+    .await?;
+    eprintln!("with every agent stopped: {}", braked.message);
+    assert!(
+        braked.message.contains("spoke-1: no heartbeat") && !braked.message.contains("spoke-3"),
+        "{}",
+        braked.message
+    );
+    answers_within(nameserver, Some(UNITED_STATES), &["10.0.0.1"]).await?;
+    let metrics = http_get(running.health, "/metrics");
+    assert!(
+        metrics.contains("meridian_fleet_brake_engaged 1"),
+        "{metrics}"
+    );
+    let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(hub.clone(), NAMESPACE)
+        .list(&Default::default())
+        .await?;
+    assert!(
+        events
+            .items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("FleetBrakeOn")),
+        "an Event says the brake is on"
+    );
+    // The agents come back: the brake lets go by itself.
+    for spoke in ["spoke-1", "spoke-2"] {
+        agents.push(start_agent(&fleet, spoke, geoip_dir.path()).await?);
+    }
+    let released = eventually(
+        "the fleet brake lets go",
+        DEFAULT_PATIENCE,
+        fail_static(conditions::fail_static::NONE_KEPT),
+    )
+    .await?;
+    eprintln!("with the agents back: {}", released.message);
+    answers_within(nameserver, Some(UNITED_STATES), &["10.0.0.1"]).await?;
+
     let addons: Api<ManagedClusterAddOn> = Api::namespaced(hub.clone(), "spoke-1");
     assert!(
         addons.get_opt("meridian").await?.is_some(),

@@ -14,6 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use meridian_controllers::health::DEFAULT_THRESHOLD_PERCENT;
+use meridian_controllers::silence::{DEFAULT_FLEET_BRAKE_PERCENT, DEFAULT_WITHDRAWAL_PERCENT};
 use meridian_controllers::zone_provider::{EmbeddedZones, ProviderCache};
 use meridian_controllers::{Context, ControllerConfig, dns_policy, dns_record, zone_mirror};
 
@@ -108,6 +109,28 @@ pub struct RunArgs {
     )]
     pub failure_threshold_percent: u32,
 
+    /// The fleet brake: when more than this share (percent) of the recently heard clusters
+    /// fall silent within one heartbeat timeout, the hub assumes it is the one cut off and
+    /// withdraws nothing for silence until they are heard again (100 turns it off).
+    #[arg(
+        long,
+        env = "MERIDIAN_FLEET_BRAKE_PERCENT",
+        default_value_t = DEFAULT_FLEET_BRAKE_PERCENT,
+        value_parser = clap::value_parser!(u32).range(1..=100)
+    )]
+    pub fleet_brake_percent: u32,
+
+    /// The share (percent) of a host's clusters that silence may withdraw per heartbeat
+    /// timeout, the earliest silent first (never below one cluster). Probe verdicts are not
+    /// limited.
+    #[arg(
+        long,
+        env = "MERIDIAN_SILENCE_WITHDRAWAL_PERCENT",
+        default_value_t = DEFAULT_WITHDRAWAL_PERCENT,
+        value_parser = clap::value_parser!(u32).range(1..=100)
+    )]
+    pub silence_withdrawal_percent: u32,
+
     /// Namespace of the Lease that makes one hub replica the only writer.
     #[arg(long, env = "MERIDIAN_LEASE_NAMESPACE", default_value = "kube-system")]
     pub lease_namespace: String,
@@ -145,6 +168,8 @@ impl RunArgs {
             drain_seconds: 0,
             cluster_heartbeat_timeout_seconds: 120,
             failure_threshold_percent: DEFAULT_THRESHOLD_PERCENT,
+            fleet_brake_percent: DEFAULT_FLEET_BRAKE_PERCENT,
+            silence_withdrawal_percent: DEFAULT_WITHDRAWAL_PERCENT,
         }
     }
 }
@@ -267,6 +292,8 @@ impl RunningHub {
                 args.cluster_heartbeat_timeout_seconds.max(2),
             ),
             failure_threshold_percent: args.failure_threshold_percent,
+            fleet_brake_percent: args.fleet_brake_percent,
+            silence_withdrawal_percent: args.silence_withdrawal_percent,
             ..ControllerConfig::default()
         };
         let ctx = Arc::new(Context::new(

@@ -13,6 +13,7 @@ use meridian_dns::tree::GatewayRef;
 use crate::desired::{ListenerRef, PlacedCluster, ZoneRef, downstream_namespace, silence};
 use crate::indexes;
 use crate::policy::routing_strategy;
+use crate::silence::{FleetBrake, SilenceRules};
 use crate::{Context, POLICY_LABEL};
 use meridian_dns::tree::Strategy;
 
@@ -28,6 +29,8 @@ pub struct Seen {
     pub zones: Vec<ZoneRef>,
     /// On the hub, the clusters the Gateway is placed on; in distributed mode, this cluster.
     pub clusters: Vec<PlacedCluster>,
+    /// How the silent ones among them are weighed.
+    pub silence: SilenceRules,
 }
 
 /// Why a policy cannot be enforced; what was published stays published.
@@ -129,7 +132,21 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
             silent_for: None,
         }],
     };
+    // The fleet is only looked at when one of these clusters is silent: a steady fleet costs
+    // no walk over every cluster.
+    let brake = if clusters.iter().any(|c| c.silent_for.is_some()) {
+        ctx.fleet_brake()
+    } else {
+        FleetBrake::default()
+    };
+    let silence = SilenceRules {
+        timeout: ctx.config.heartbeat_timeout,
+        health_checked: policy.spec.health_check.is_some(),
+        brake,
+        withdrawal_percent: ctx.config.silence_withdrawal_percent,
+    };
     Ok(Seen {
+        silence,
         gateway_ref: GatewayRef {
             name: gateway.name_any(),
             namespace: gateway_namespace,

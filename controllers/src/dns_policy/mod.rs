@@ -78,7 +78,7 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
         Ok(seen) => seen,
         Err(refusal) => {
             let (accepted, enforced) = status::refused(&refusal);
-            status::write_status(policy, ctx, accepted, enforced).await?;
+            status::write_status(policy, ctx, accepted, enforced, None).await?;
             return Ok(Action::requeue(match refusal {
                 // The Gateway watch brings the policy back when the Gateway appears; the
                 // retry is a safety net.
@@ -91,8 +91,13 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
     let records = apply::write_records(policy, &desired, ctx).await?;
     apply::mark_gateway(&seen.gateway, policy, ctx, true).await?;
     let enforced = status::enforced_state(&desired, &records);
-    status::write_status(policy, ctx, status::accepted(), enforced).await?;
-    Ok(Action::requeue(ctx.config.resync))
+    let fail_static = status::fail_static(&desired);
+    status::write_status(policy, ctx, status::accepted(), enforced, Some(fail_static)).await?;
+    // A silent cluster kept by a brake is looked at again when the brake may let it go.
+    let recheck = desired
+        .recheck_after
+        .map_or(ctx.config.resync, |after| after.min(ctx.config.resync));
+    Ok(Action::requeue(recheck))
 }
 
 /// The records a policy wants, from what was gathered (pure): the whole tree on the hub,
@@ -116,6 +121,7 @@ fn decide(seen: &gather::Seen, distributed: bool) -> Desired {
             &seen.strategy,
             &seen.clusters,
             &seen.zones,
+            &seen.silence,
         )
     }
 }

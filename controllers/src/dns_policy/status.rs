@@ -86,6 +86,7 @@ pub fn enforced_state(desired: &Desired, records: &[DNSRecord]) -> Condition {
         .collect();
     let mut notes = desired.problems.clone();
     notes.extend(desired.waiting.iter().cloned());
+    notes.extend(desired.kept_silent.iter().cloned());
     // Health pruning is the records' business; the policy repeats what it left out.
     notes.extend(records.iter().filter_map(|r| {
         let status = r.status.as_ref()?;
@@ -126,20 +127,45 @@ pub fn enforced_state(desired: &Desired, records: &[DNSRecord]) -> Condition {
     }
 }
 
+/// `FailStatic`: which silent clusters stay published, and why (the fleet brake first).
+pub fn fail_static(desired: &Desired) -> Condition {
+    if desired.kept_silent.is_empty() {
+        return (
+            false,
+            conditions::fail_static::NONE_KEPT,
+            "every published cluster's agent is heard".into(),
+        );
+    }
+    let reason = if desired.braked {
+        conditions::fail_static::FLEET_BRAKE
+    } else {
+        conditions::fail_static::SILENT_CLUSTERS_KEPT
+    };
+    (true, reason, desired.kept_silent.join("; "))
+}
+
+/// Writes the policy's conditions when they change; `fail_static` is left as it was when
+/// `None` (a refused policy decides nothing about clusters).
 pub async fn write_status(
     policy: &DNSPolicy,
     ctx: &Context,
     accepted: Condition,
     enforced_state: Condition,
+    fail_static: Option<Condition>,
 ) -> Result<(), Error> {
     let mut status: DNSPolicyStatus = policy.status.clone().unwrap_or_default();
     let generation = policy.metadata.generation;
     status.observed_generation = generation;
     let time = now();
+    let braked_before = fail_static_reason(policy.status.as_ref());
     for (type_, (ok, reason, message)) in [
-        (conditions::ACCEPTED, accepted),
-        (conditions::ENFORCED, enforced_state),
-    ] {
+        (conditions::ACCEPTED, Some(accepted)),
+        (conditions::ENFORCED, Some(enforced_state)),
+        (conditions::FAIL_STATIC, fail_static),
+    ]
+    .into_iter()
+    .filter_map(|(type_, condition)| Some((type_, condition?)))
+    {
         set_condition(
             &mut status.conditions,
             ConditionUpdate {
@@ -182,6 +208,24 @@ pub async fn write_status(
         )
         .await;
     }
+    // An Event when the fleet brake starts or stops holding this policy's clusters.
+    let braked_now = fail_static_reason(Some(&status));
+    let brake = Some(conditions::fail_static::FLEET_BRAKE);
+    if (braked_now == brake) != (braked_before == brake) {
+        let message = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == conditions::FAIL_STATIC)
+            .map(|c| c.message.clone())
+            .unwrap_or_default();
+        let (warning, reason) = if braked_now == brake {
+            (true, "FleetBrakeOn")
+        } else {
+            (false, "FleetBrakeOff")
+        };
+        ctx.notify(policy, warning, reason, "Withdraw", message)
+            .await;
+    }
     let api: Api<DNSPolicy> =
         Api::namespaced(ctx.client.clone(), &policy.namespace().unwrap_or_default());
     let patch = json!({
@@ -192,6 +236,14 @@ pub async fn write_status(
     api.patch_status(&policy.name_any(), &apply_params(), &Patch::Apply(patch))
         .await?;
     Ok(())
+}
+
+fn fail_static_reason(status: Option<&DNSPolicyStatus>) -> Option<&str> {
+    status?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == conditions::FAIL_STATIC && c.status == "True")
+        .map(|c| c.reason.as_str())
 }
 
 #[cfg(test)]

@@ -123,9 +123,14 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
     }
     let namespace = zone.namespace().unwrap_or_default();
     let now = (ctx.clock)();
+    // While the fleet brake is on, the clusters it holds are live: the hub assumes it is the
+    // one cut off (`meridian_controllers::silence`).
+    let brake = ctx.fleet_brake();
     let live = |report: &ClusterReport| {
         let heard = ctx.last_heard(&report.namespace().unwrap_or_default(), Some(report));
-        heard.is_some() && silence(heard, now, ctx.config.heartbeat_timeout).is_none()
+        heard.is_some()
+            && silence(heard, now, ctx.config.heartbeat_timeout)
+                .is_none_or(|silent_for| brake.holds(silent_for))
     };
     let shards = shards_of(
         &ctx.caches.reports.state(),

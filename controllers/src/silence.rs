@@ -1,0 +1,451 @@
+//! What a silent agent takes out of DNS: the brakes between "no heartbeat" and "withdrawn".
+//!
+//! Silence is evidence about an agent, not about its gateways, and the hub cannot tell its own
+//! lost connection from the fleet's. So (all pure, decided from heartbeat times alone, so that
+//! every replica and every restart decides the same):
+//!
+//! - with a healthCheck, a silent cluster stays: the other clusters' probes judge its gateways,
+//!   and their quorum verdict withdraws it (evidence);
+//! - the **fleet brake**: when more than a threshold (55 %, the Kubernetes node lifecycle
+//!   controller's disruption threshold) of the clusters heard recently fell silent within one
+//!   heartbeat timeout of each other, the hub assumes it is the one cut off and withdraws
+//!   nothing for that silence until the fraction drops;
+//! - **bounded withdrawal**: silence withdraws at most a share of a host's clusters per heartbeat
+//!   timeout, the earliest silent first;
+//! - **the last cluster stays**: silence never leaves a host without a cluster; the ones that
+//!   fell silent last keep answering (fail static).
+
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+
+/// The default fleet brake threshold (percent of the recently heard clusters).
+pub const DEFAULT_FLEET_BRAKE_PERCENT: u32 = 55;
+
+/// The default withdrawal budget (percent of a host's clusters per heartbeat timeout). With the
+/// default two-minute timeout, a fifth per interval takes a ten-cluster host down to its last
+/// cluster in eight minutes at the fastest: long enough for an alert on the silent clusters to
+/// reach someone, while one cluster of a small fleet (the budget is never below one) still
+/// leaves at its timeout, as a single failure should.
+pub const DEFAULT_WITHDRAWAL_PERCENT: u32 = 20;
+
+/// The state of the fleet brake, from every cluster's last heartbeat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FleetBrake {
+    /// More than the threshold fell silent together: silence withdraws nothing it holds.
+    pub engaged: bool,
+    /// The silent clusters of the latest wave (they fell silent within one timeout of the
+    /// latest), and the clusters heard when that wave began (the wave and everyone still
+    /// heard).
+    pub silent: usize,
+    pub heard: usize,
+    /// The wave's clusters are those silent for at most this long (since last heard).
+    pub holds_silent_up_to: Duration,
+}
+
+impl FleetBrake {
+    /// Whether the brake keeps a cluster that has been silent for `silent_for`.
+    pub fn holds(&self, silent_for: Duration) -> bool {
+        self.engaged && silent_for <= self.holds_silent_up_to
+    }
+}
+
+/// The fleet brake from when each cluster was last heard (clusters never heard from do not
+/// count). The latest wave of silence is the silent clusters last heard within one `timeout`
+/// before the latest silent one; the clusters heard then are the wave and every cluster heard
+/// since. Both are fixed once a cluster is silent, so a long partition keeps the brake on
+/// until clusters are heard again.
+pub fn fleet_brake(
+    last_heard: &[Timestamp],
+    now: Timestamp,
+    timeout: Duration,
+    threshold_percent: u32,
+) -> FleetBrake {
+    let since =
+        |heard: &Timestamp| Duration::try_from(now.duration_since(*heard)).unwrap_or_default();
+    let Some(latest_silent) = last_heard
+        .iter()
+        .map(since)
+        .filter(|quiet| *quiet > timeout)
+        .min()
+    else {
+        return FleetBrake::default();
+    };
+    let holds_silent_up_to = latest_silent + timeout;
+    let window: Vec<Duration> = last_heard
+        .iter()
+        .map(since)
+        .filter(|quiet| *quiet <= holds_silent_up_to)
+        .collect();
+    let silent = window.iter().filter(|quiet| **quiet > timeout).count();
+    let heard = window.len();
+    FleetBrake {
+        // silent / heard > threshold, in integers.
+        engaged: (silent as u64) * 100 > u64::from(threshold_percent) * heard as u64,
+        silent,
+        heard,
+        holds_silent_up_to,
+    }
+}
+
+/// How silence is weighed for one host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SilenceRules {
+    pub timeout: Duration,
+    /// The policy has a healthCheck: probes, not silence, withdraw.
+    pub health_checked: bool,
+    pub brake: FleetBrake,
+    /// Percent of the host's clusters silence may withdraw per `timeout` (at least one).
+    pub withdrawal_percent: u32,
+}
+
+impl SilenceRules {
+    /// Silence withdraws at once, all but the last cluster (no timeout, no brake, no budget).
+    /// Distributed mode, where the one cluster is never silent to itself, and tables.
+    pub fn immediate() -> Self {
+        SilenceRules {
+            timeout: Duration::ZERO,
+            health_checked: false,
+            brake: FleetBrake::default(),
+            withdrawal_percent: 100,
+        }
+    }
+}
+
+/// Why a silent cluster is still published.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kept {
+    /// The policy has a healthCheck: the other clusters' probes decide.
+    HealthCheck,
+    /// The fleet brake is on.
+    FleetBrake,
+    /// The host's withdrawal budget is spent; the cluster leaves in this long unless heard.
+    Budget { withdraws_in: Duration },
+    /// Nothing else would be left of the host.
+    LastCluster,
+}
+
+/// A silent cluster's fate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    Withdrawn,
+    Kept(Kept),
+}
+
+/// One of a host's clusters as silence sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heard {
+    /// How long since its agent was last heard, when that is past the timeout.
+    pub silent_for: Option<Duration>,
+    /// Whether it would add answers to the host if published.
+    pub serves: bool,
+}
+
+/// The fate of each silent cluster of a host (`None` for the clusters that are heard), in the
+/// order given.
+pub fn fates(clusters: &[Heard], rules: &SilenceRules) -> Vec<Option<Fate>> {
+    let mut fates: Vec<Option<Fate>> = clusters
+        .iter()
+        .map(|cluster| {
+            let silent_for = cluster.silent_for?;
+            Some(if rules.health_checked {
+                Fate::Kept(Kept::HealthCheck)
+            } else if rules.brake.holds(silent_for) {
+                Fate::Kept(Kept::FleetBrake)
+            } else {
+                Fate::Withdrawn
+            })
+        })
+        .collect();
+    limit_withdrawals(clusters, rules, &mut fates);
+    keep_the_last(clusters, rules, &mut fates);
+    fates
+}
+
+/// At most `budget` withdrawals per timeout, the earliest silent first: the k-th withdrawal
+/// happens when its cluster fell silent, but no sooner than one timeout after the
+/// (k - budget)-th. Worked in "how long ago", so it needs no clock.
+fn limit_withdrawals(clusters: &[Heard], rules: &SilenceRules, fates: &mut [Option<Fate>]) {
+    let budget = (clusters.len() * rules.withdrawal_percent as usize / 100).max(1);
+    let mut order: Vec<usize> = (0..clusters.len())
+        .filter(|&i| fates[i] == Some(Fate::Withdrawn))
+        .collect();
+    // Longest silent first; ties by position, so the order is stable.
+    order.sort_by_key(|&i| (std::cmp::Reverse(clusters[i].silent_for), i));
+    // For each in order: how long ago it was withdrawn (`None`: not yet, or wait this long).
+    let mut withdrawn_ago: Vec<Result<Duration, Duration>> = Vec::with_capacity(order.len());
+    for (rank, &i) in order.iter().enumerate() {
+        let silent_for = clusters[i].silent_for.unwrap_or_default();
+        // It counts as silent from the moment its timeout passed.
+        let silent_since = silent_for.saturating_sub(rules.timeout);
+        let earliest = match rank
+            .checked_sub(budget)
+            .map(|earlier| withdrawn_ago[earlier])
+        {
+            None => Ok(silent_since),
+            Some(Ok(ago)) => match ago.checked_sub(rules.timeout) {
+                Some(after) => Ok(after.min(silent_since)),
+                None => Err(rules.timeout - ago),
+            },
+            // The earlier one waits, so this one waits at least a timeout longer.
+            Some(Err(wait)) => Err(wait + rules.timeout),
+        };
+        if let Err(wait) = earliest {
+            fates[i] = Some(Fate::Kept(Kept::Budget { withdraws_in: wait }));
+        }
+        withdrawn_ago.push(earliest);
+    }
+}
+
+/// When silence would leave the host with nothing to answer, the clusters that fell silent
+/// last (within one timeout of the latest) stay.
+fn keep_the_last(clusters: &[Heard], rules: &SilenceRules, fates: &mut [Option<Fate>]) {
+    let serving = clusters
+        .iter()
+        .zip(fates.iter())
+        .any(|(cluster, fate)| cluster.serves && !matches!(fate, Some(Fate::Withdrawn)));
+    if serving {
+        return;
+    }
+    let Some(latest) = clusters
+        .iter()
+        .zip(fates.iter())
+        .filter(|(cluster, fate)| cluster.serves && fate.is_some())
+        .filter_map(|(cluster, _)| cluster.silent_for)
+        .min()
+    else {
+        return;
+    };
+    for (cluster, fate) in clusters.iter().zip(fates.iter_mut()) {
+        if cluster.serves
+            && cluster
+                .silent_for
+                .is_some_and(|silent_for| silent_for <= latest + rules.timeout)
+        {
+            *fate = Some(Fate::Kept(Kept::LastCluster));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TIMEOUT: Duration = Duration::from_secs(120);
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(seconds).unwrap()
+    }
+
+    fn heard() -> Heard {
+        Heard {
+            silent_for: None,
+            serves: true,
+        }
+    }
+
+    fn silent(s: u64) -> Heard {
+        Heard {
+            silent_for: Some(secs(s)),
+            serves: true,
+        }
+    }
+
+    fn rules() -> SilenceRules {
+        SilenceRules {
+            timeout: TIMEOUT,
+            health_checked: false,
+            brake: FleetBrake::default(),
+            withdrawal_percent: DEFAULT_WITHDRAWAL_PERCENT,
+        }
+    }
+
+    #[test]
+    fn the_brake_engages_when_most_of_the_fleet_falls_silent_together() {
+        let now = at(10_000);
+        // (seconds since each cluster was last heard, engaged, silent, heard, why)
+        let cases: &[(&[i64], bool, usize, usize, &str)] = &[
+            (&[], false, 0, 0, "no fleet"),
+            (&[5, 10, 20], false, 0, 0, "everyone heard"),
+            (&[5, 10, 200], false, 1, 3, "one of three"),
+            (&[5, 200, 210], true, 2, 3, "two of three together"),
+            (&[200, 210, 220], true, 3, 3, "everyone: the hub is cut off"),
+            (
+                &[3_000, 3_010, 3_020],
+                true,
+                3,
+                3,
+                "a long partition stays braked",
+            ),
+            (
+                &[5, 10, 200, 5_000],
+                false,
+                1,
+                3,
+                "an old silence is not this wave",
+            ),
+            (
+                &[5, 200, 1_000, 5_000],
+                false,
+                1,
+                2,
+                "waves far apart are each alone",
+            ),
+            (
+                &[5, 10, 200, 210],
+                false,
+                2,
+                4,
+                "half is not more than 55 %",
+            ),
+            (&[5, 200, 210, 215], true, 3, 4, "three of four"),
+            (&[200], true, 1, 1, "a fleet of one"),
+        ];
+        for (ages, engaged, silent, heard, why) in cases {
+            let heard_at: Vec<Timestamp> = ages.iter().map(|age| at(10_000 - age)).collect();
+            let brake = fleet_brake(&heard_at, now, TIMEOUT, DEFAULT_FLEET_BRAKE_PERCENT);
+            assert_eq!(
+                (brake.engaged, brake.silent, brake.heard),
+                (*engaged, *silent, *heard),
+                "{why}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_brake_holds_the_wave_but_not_an_older_silence() {
+        let heard_at = [at(10_000 - 200), at(10_000 - 210), at(10_000 - 5_000)];
+        let brake = fleet_brake(&heard_at, at(10_000), TIMEOUT, DEFAULT_FLEET_BRAKE_PERCENT);
+        assert!(brake.engaged);
+        assert!(brake.holds(secs(200)) && brake.holds(secs(210)));
+        assert!(!brake.holds(secs(5_000)), "silent long before the wave");
+    }
+
+    #[test]
+    fn with_a_health_check_silence_withdraws_nothing() {
+        let rules = SilenceRules {
+            health_checked: true,
+            ..rules()
+        };
+        assert_eq!(
+            fates(&[heard(), silent(500)], &rules),
+            [None, Some(Fate::Kept(Kept::HealthCheck))]
+        );
+    }
+
+    #[test]
+    fn the_brake_keeps_its_wave() {
+        let rules = SilenceRules {
+            brake: FleetBrake {
+                engaged: true,
+                silent: 2,
+                heard: 3,
+                holds_silent_up_to: secs(330),
+            },
+            ..rules()
+        };
+        assert_eq!(
+            fates(&[heard(), silent(200), silent(210), silent(5_000)], &rules),
+            [
+                None,
+                Some(Fate::Kept(Kept::FleetBrake)),
+                Some(Fate::Kept(Kept::FleetBrake)),
+                Some(Fate::Withdrawn),
+            ]
+        );
+    }
+
+    #[test]
+    fn silence_withdraws_a_bounded_share_per_timeout() {
+        // Ten clusters, a budget of two per timeout. Four fell silent within the last 100 s
+        // (their timeouts passed 10 to 100 s ago): the two earliest go, the others wait a
+        // timeout after the first two.
+        let mut clusters = vec![heard(); 6];
+        clusters.extend([silent(220), silent(200), silent(150), silent(130)]);
+        let fates = fates(&clusters, &rules());
+        assert_eq!(
+            &fates[6..],
+            [
+                Some(Fate::Withdrawn),
+                Some(Fate::Withdrawn),
+                Some(Fate::Kept(Kept::Budget {
+                    withdraws_in: secs(20)
+                })),
+                Some(Fate::Kept(Kept::Budget {
+                    withdraws_in: secs(40)
+                })),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_budget_chains_waits_and_forgets_old_withdrawals() {
+        let mut clusters = vec![heard(); 2];
+        // A budget of one (20 % of six): an old silence, then three new ones in a row.
+        clusters.extend([silent(9_000), silent(125), silent(124), silent(123)]);
+        let fates = fates(&clusters, &rules());
+        assert_eq!(
+            &fates[2..],
+            [
+                Some(Fate::Withdrawn),
+                Some(Fate::Withdrawn),
+                Some(Fate::Kept(Kept::Budget {
+                    withdraws_in: secs(115)
+                })),
+                Some(Fate::Kept(Kept::Budget {
+                    withdraws_in: secs(235)
+                })),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_single_failure_leaves_at_its_timeout() {
+        assert_eq!(
+            fates(&[heard(), heard(), silent(121)], &rules()),
+            [None, None, Some(Fate::Withdrawn)]
+        );
+    }
+
+    #[test]
+    fn the_last_silent_clusters_stay_when_nothing_else_would() {
+        // Everyone silent, the brake off (say it was turned up to 100 %): the budget lets the
+        // oldest go, and the latest wave stays as the host's last answers.
+        let rules = SilenceRules {
+            withdrawal_percent: 100,
+            ..rules()
+        };
+        assert_eq!(
+            fates(&[silent(5_000), silent(300), silent(250)], &rules),
+            [
+                Some(Fate::Withdrawn),
+                Some(Fate::Kept(Kept::LastCluster)),
+                Some(Fate::Kept(Kept::LastCluster)),
+            ]
+        );
+        // A heard cluster that serves nothing (no addresses yet) does not count.
+        let waiting = Heard {
+            silent_for: None,
+            serves: false,
+        };
+        assert_eq!(
+            fates(&[waiting, silent(300)], &rules),
+            [None, Some(Fate::Kept(Kept::LastCluster))]
+        );
+        // One that serves does.
+        assert_eq!(
+            fates(&[heard(), silent(300)], &rules),
+            [None, Some(Fate::Withdrawn)]
+        );
+    }
+
+    #[test]
+    fn no_silence_no_fates() {
+        assert_eq!(fates(&[heard(), heard()], &rules()), [None, None]);
+        assert_eq!(fates(&[], &rules()), Vec::<Option<Fate>>::new());
+    }
+}
