@@ -95,6 +95,10 @@ pub struct Context {
     failing_seen: Mutex<HashMap<String, BTreeSet<String>>>,
     /// Records the zone's last verification found drifted: their next pass reads the zone.
     drifted: Mutex<BTreeSet<String>>,
+    /// Whether this process may write now (the hub Lease); open where nothing is elected.
+    /// The client above checks it before every write request; provider batches check it
+    /// through [`Context::check_fence`].
+    pub fence: Arc<crate::fence::Fence>,
     /// Whether the fleet brake was on when last looked at (its changes are logged).
     brake_engaged: std::sync::atomic::AtomicBool,
 }
@@ -134,8 +138,14 @@ impl Context {
             shared_probes: None,
             failing_seen: Mutex::new(HashMap::new()),
             drifted: Mutex::new(BTreeSet::new()),
+            fence: Arc::new(crate::fence::Fence::open()),
             brake_engaged: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Refuses a provider batch unless this replica still holds the Lease.
+    pub fn check_fence(&self) -> Result<(), Error> {
+        self.fence.check().map_err(Error::Fenced)
     }
 
     /// The fleet brake now, from every ManagedCluster's last heartbeat (clusters never heard
@@ -307,6 +317,9 @@ pub enum Error {
     Provider(#[from] meridian_providers::ProviderError),
     #[error("waiting: {0}")]
     Waiting(String),
+    /// A write refused because this replica may no longer hold the Lease.
+    #[error("fenced: {0}")]
+    Fenced(crate::fence::Fenced),
     #[error("the reconcile ended abnormally: {0}")]
     Aborted(String),
 }
@@ -320,6 +333,7 @@ impl Error {
             Error::Stale(_) => "stale",
             Error::Provider(_) => "provider",
             Error::Waiting(_) => "waiting",
+            Error::Fenced(_) => "fenced",
             Error::Aborted(_) => "aborted",
         }
     }

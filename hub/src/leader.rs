@@ -3,7 +3,9 @@
 //! over only when the holder has not renewed for a whole duration. Every change to the Lease is
 //! conditional on its resourceVersion, so two replicas can never both believe they won.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use meridian_controllers::fence::Fence;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -31,7 +33,12 @@ impl Election {
 /// What a look at the Lease decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Standing {
-    Leading,
+    /// This replica holds the Lease in `term` (its transition count), renewed by a request
+    /// sent at `sent` or later.
+    Leading {
+        term: i32,
+        sent: Instant,
+    },
     Following,
 }
 
@@ -57,7 +64,10 @@ pub fn may_hold(spec: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> boo
 /// Tries once to acquire or renew the Lease.
 pub async fn try_lead(client: &Client, election: &Election) -> Result<Standing, kube::Error> {
     let api: Api<Lease> = Api::namespaced(client.clone(), &election.namespace);
+    // Both clocks before anything is sent: a standby counts the lease from `now`, and this
+    // replica's fence from `sent`, so the fence never outlives what the standby sees.
     let now = Timestamp::now();
+    let sent = Instant::now();
     let seconds = i32::try_from(election.lease_duration.as_secs()).unwrap_or(i32::MAX);
     match api.get_opt(LEASE_NAME).await? {
         None => {
@@ -72,7 +82,7 @@ pub async fn try_lead(client: &Client, election: &Election) -> Result<Standing, 
                 ..Default::default()
             });
             match api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(Standing::Leading),
+                Ok(_) => Ok(Standing::Leading { term: 0, sent }),
                 Err(kube::Error::Api(e)) if e.code == 409 => Ok(Standing::Following),
                 Err(error) => Err(error),
             }
@@ -89,13 +99,14 @@ pub async fn try_lead(client: &Client, election: &Election) -> Result<Standing, 
             }
             spec.renew_time = Some(MicroTime(now));
             spec.lease_duration_seconds = Some(seconds);
+            let term = spec.lease_transitions.unwrap_or(0);
             // The replace carries the resourceVersion read above: if anyone changed the Lease
             // since, it fails with a conflict and we stay a follower.
             match api
                 .replace(&lease.name_any(), &PostParams::default(), &lease)
                 .await
             {
-                Ok(_) => Ok(Standing::Leading),
+                Ok(_) => Ok(Standing::Leading { term, sent }),
                 Err(kube::Error::Api(e)) if e.code == 409 => Ok(Standing::Following),
                 Err(error) => Err(error),
             }
@@ -103,11 +114,14 @@ pub async fn try_lead(client: &Client, election: &Election) -> Result<Standing, 
     }
 }
 
-/// Waits until this replica leads.
-pub async fn acquire(client: &Client, election: &Election) {
+/// Waits until this replica leads, and opens the fence for its term.
+pub async fn acquire(client: &Client, election: &Election, fence: &Fence) {
     loop {
         match try_lead(client, election).await {
-            Ok(Standing::Leading) => return,
+            Ok(Standing::Leading { term, sent }) => {
+                fence.renewed(term, sent, election.lease_duration);
+                return;
+            }
             Ok(Standing::Following) => {}
             Err(error) => tracing::warn!(%error, "reading the hub Lease failed; retrying"),
         }
@@ -180,21 +194,27 @@ pub async fn release(client: &Client, election: &Election) -> Result<(), kube::E
     }
 }
 
-/// Renews the Lease until a renewal is lost or has failed for a whole lease duration; then
-/// returns, and the caller must stop writing.
-pub async fn hold(client: &Client, election: &Election) {
+/// Renews the Lease (and the fence with it) until a renewal is lost or has failed for a whole
+/// lease duration; then closes the fence and returns, and the caller must stop. Between a
+/// failed renewal and the end, the fence closes by itself when its deadline passes.
+pub async fn hold(client: &Client, election: &Election, fence: &Fence) {
     let mut last_renewal = tokio::time::Instant::now();
     loop {
         tokio::time::sleep(election.renew_every()).await;
         match try_lead(client, election).await {
-            Ok(Standing::Leading) => last_renewal = tokio::time::Instant::now(),
+            Ok(Standing::Leading { term, sent }) => {
+                fence.renewed(term, sent, election.lease_duration);
+                last_renewal = tokio::time::Instant::now();
+            }
             Ok(Standing::Following) => {
+                fence.revoke();
                 tracing::error!("another hub replica holds the Lease; stopping");
                 return;
             }
             Err(error) => {
                 tracing::warn!(%error, "renewing the hub Lease failed");
                 if last_renewal.elapsed() >= election.lease_duration {
+                    fence.revoke();
                     tracing::error!("the hub Lease could not be renewed in time; stopping");
                     return;
                 }

@@ -23,6 +23,7 @@ use crate::controller::{gateway_placement, managed_zone, probe_headers, router_d
 use crate::leader::{self, Election};
 use crate::placement::AgentDns;
 use crate::secondaries_args::SecondariesArgs;
+use meridian_controllers::fence::{Fence, FenceLayer};
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -270,6 +271,7 @@ impl RunningHub {
                 name_servers: args.name_servers.clone(),
             }),
         };
+        let fenced_config = client_config.clone();
         let client = Client::try_from(client_config)?;
         let geo = args.geoip.as_deref().map(GeoDb::open).transpose()?;
         let server = NameServer::start(
@@ -296,11 +298,15 @@ impl RunningHub {
             silence_withdrawal_percent: args.silence_withdrawal_percent,
             ..ControllerConfig::default()
         };
-        let ctx = Arc::new(Context::new(
-            client.clone(),
-            ProviderCache::new(embedded),
-            config,
-        ));
+        // The controllers write through a client that checks the fence before every write;
+        // the election keeps its own, unfenced.
+        let fence = Arc::new(Fence::closed());
+        let fenced_client = kube::client::ClientBuilder::try_from(fenced_config)?
+            .with_layer(&FenceLayer(fence.clone()))
+            .build();
+        let mut ctx = Context::new(fenced_client, ProviderCache::new(embedded), config);
+        ctx.fence = fence;
+        let ctx = Arc::new(ctx);
         let placement = Arc::new(PlacementContext {
             shared: ctx.clone(),
             agent: Some(agent),
@@ -437,7 +443,7 @@ async fn lead_and_run(
         ))
     };
     let led = async {
-        leader::acquire(&client, &election).await;
+        leader::acquire(&client, &election, &ctx.fence).await;
         // A new leader starts from mirrored zones, so it never answers from empty ones.
         let _ = mirror_synced.wait_for(|synced| *synced).await;
     };
@@ -456,7 +462,7 @@ async fn lead_and_run(
     let stop_on = || stopped(stop_rx.clone());
     let hold = async {
         tokio::select! {
-            _ = leader::hold(&client, &election) => {
+            _ = leader::hold(&client, &election, &ctx.fence) => {
                 // Lost: stop writing at once.
                 let _ = stop.send(true);
             }
@@ -473,6 +479,7 @@ async fn lead_and_run(
         hold,
     );
     ready.store(false, Ordering::SeqCst);
+    ctx.fence.revoke();
     // Every reconcile has finished: hand the Lease over now (a rolling restart's new replica
     // leads within one look instead of a lease duration). A lost Lease is not ours to release.
     if let Err(error) = leader::release(&client, &election).await {

@@ -264,6 +264,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         mark_after = move_mark(&mut changes, &mark_name, mark_before.as_ref(), &owner, ctx);
     }
     if !changes.is_empty() {
+        ctx.check_fence()?;
         if let Err(error) = provider.apply(&zone_id, &changes).await {
             ctx.metrics.provider_call(provider.kind(), "error");
             return provider_failed(record, ctx, &provider, error).await;
@@ -394,6 +395,7 @@ async fn withdraw(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         }
     }
     if !changes.is_empty() {
+        ctx.check_fence()?;
         provider.apply(&zone_id, &changes).await?;
         ctx.metrics.provider_call(provider.kind(), "ok");
     }

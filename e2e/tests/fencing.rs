@@ -1,0 +1,271 @@
+//! Fenced writes on a real API server: the leading hub replica runs as its own process, is
+//! paused (SIGSTOP) past its lease while a standby takes over and changes a record, and is
+//! resumed. Its watch then hands it the change, so it goes to publish it (a provider batch and
+//! a status write): the fence refuses both, and nothing it does lands after the new leader's.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use kube::api::Api;
+use meridian_api::kuadrant::{DNSRecord, ManagedZone};
+use meridian_e2e::example::{apply, dig_host};
+use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, ManagedProcess, eventually};
+use meridian_hub::run_command::{RunArgs, RunningHub};
+use serde_json::json;
+
+const NAMESPACE: &str = "dns";
+const HOST: &str = "api.fenced.example";
+/// The hub helper's kubeconfig.
+const KUBECONFIG_ENV: &str = "MERIDIAN_E2E_HUB_KUBECONFIG";
+/// Short, so the standby takes over quickly.
+const LEASE_SECONDS: u64 = 3;
+
+fn hub_args(kubeconfig: &Path) -> RunArgs {
+    RunArgs {
+        lease_seconds: LEASE_SECONDS,
+        ..RunArgs::local(kubeconfig)
+    }
+}
+
+/// The hub helper: one hub replica as its own process, printing its addresses, serving until
+/// killed (after its controllers stop too, so the test can ask it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by the fencing test as the leading replica's own process"]
+async fn hub_process() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("warn,meridian_hub=info,meridian_controllers=info")
+        .try_init();
+    let kubeconfig = std::env::var(KUBECONFIG_ENV).expect("started by the fencing test");
+    let mut hub = RunningHub::start(&hub_args(Path::new(&kubeconfig)))
+        .await
+        .expect("the hub starts");
+    println!("nameserver: {}", hub.nameserver);
+    println!("health: {}", hub.health);
+    hub.stopped().await;
+    println!("controllers stopped");
+    std::future::pending::<()>().await;
+}
+
+/// A plain HTTP/1.1 GET; the status line and body.
+fn http_get(address: SocketAddr, path: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(address) else {
+        return String::new();
+    };
+    let _ = write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: hub\r\nConnection: close\r\n\r\n"
+    );
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response
+}
+
+/// The value of an unlabelled-or-labelled metric line starting with `prefix`, 0 when absent.
+fn metric(metrics: &str, prefix: &str) -> u64 {
+    metrics
+        .lines()
+        .find(|line| line.starts_with(prefix))
+        .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// An address the helper printed to its log (`label: address`).
+async fn printed_address(process: &ManagedProcess, label: &str) -> Result<SocketAddr, Error> {
+    let prefix = format!("{label}: ");
+    eventually(
+        &format!("the hub prints its {label}"),
+        DEFAULT_PATIENCE,
+        || {
+            let log = std::fs::read_to_string(process.log_path()).unwrap_or_default();
+            let found = log
+                .lines()
+                .find_map(|line| line.strip_prefix(&prefix)?.trim().parse().ok());
+            async move { Ok(found) }
+        },
+    )
+    .await
+}
+
+fn signal(process: &ManagedProcess, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .args([format!("-{signal}"), process.pid().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill -{signal} {}", process.pid());
+}
+
+async fn record_endpoints(records: &Api<DNSRecord>, address: &str) -> Result<(), Error> {
+    let endpoints =
+        json!([{ "dnsName": HOST, "recordType": "A", "recordTTL": 60, "targets": [address] }]);
+    apply(
+        records,
+        json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
+            "metadata": { "name": "api", "namespace": NAMESPACE },
+            "spec": { "rootHost": HOST, "managedZone": { "name": "zone" }, "endpoints": endpoints },
+        }),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Waits until the record's status says its current generation is published.
+async fn published(records: &Api<DNSRecord>) -> Result<DNSRecord, Error> {
+    eventually(
+        "the record's generation is published",
+        DEFAULT_PATIENCE,
+        || {
+            let records = records.clone();
+            async move {
+                let record = records.get("api").await?;
+                let done = record.status.as_ref().is_some_and(|s| {
+                    s.observed_generation == record.metadata.generation
+                        && meridian_api::conditions::condition_status(
+                            &s.conditions,
+                            meridian_api::conditions::READY,
+                        ) == Some(true)
+                });
+                Ok(done.then_some(record))
+            }
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_paused_past_its_lease_writes_nothing_after_its_successor() -> Result<(), Error> {
+    let fleet = Fleet::builder().without_ocm().start().await?;
+    let hub = fleet.hub.client();
+    meridian_e2e::ensure_namespace(&hub, NAMESPACE).await?;
+    apply(
+        &Api::<ManagedZone>::namespaced(hub.clone(), NAMESPACE),
+        json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
+            "metadata": { "name": "zone", "namespace": NAMESPACE },
+            "spec": { "domainName": "fenced.example" },
+        }),
+    )
+    .await?;
+    let records: Api<DNSRecord> = Api::namespaced(hub.clone(), NAMESPACE);
+    record_endpoints(&records, "10.0.0.1").await?;
+
+    // The first replica, alone, leads and publishes.
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = fleet.hub.kubeconfig_path().display().to_string();
+    let old = ManagedProcess::spawn(
+        "hub-old-leader",
+        Path::new("env"),
+        &[
+            format!("{KUBECONFIG_ENV}={kubeconfig}"),
+            std::env::current_exe().unwrap().display().to_string(),
+            "--ignored".into(),
+            "--exact".into(),
+            "hub_process".into(),
+            "--nocapture".into(),
+        ],
+        &dir.path().join("old-leader.log"),
+    )?;
+    let old_dns = printed_address(&old, "nameserver").await?;
+    let old_health = printed_address(&old, "health").await?;
+    published(&records).await?;
+    eventually("the old leader answers", DEFAULT_PATIENCE, || async move {
+        let seen = tokio::task::spawn_blocking(move || dig_host(old_dns, HOST, None))
+            .await
+            .unwrap();
+        Ok((seen == ["10.0.0.1"]).then_some(()))
+    })
+    .await?;
+    assert!(http_get(old_health, "/leaderz").starts_with("HTTP/1.1 200"));
+
+    // A standby, in this process, mirrors and waits.
+    let standby = RunningHub::start(&hub_args(fleet.hub.kubeconfig_path()))
+        .await
+        .expect("the standby starts");
+    eventually("the standby is ready", DEFAULT_PATIENCE, || async {
+        Ok(standby.is_ready().then_some(()))
+    })
+    .await?;
+    let batches_before = metric(
+        &http_get(old_health, "/metrics"),
+        "meridian_provider_calls_total{provider=\"embedded\",outcome=\"ok\"}",
+    );
+
+    // Paused past its lease: the standby takes over and publishes a change.
+    signal(&old, "STOP");
+    let paused = std::time::Instant::now();
+    eventually("the standby leads", DEFAULT_PATIENCE, || async {
+        Ok(standby.is_leading().then_some(()))
+    })
+    .await?;
+    record_endpoints(&records, "10.0.0.2").await?;
+    let by_new_leader = published(&records).await?;
+    let standby_dns = standby.nameserver;
+    eventually(
+        "the new leader answers the change",
+        DEFAULT_PATIENCE,
+        || async move {
+            let seen = tokio::task::spawn_blocking(move || dig_host(standby_dns, HOST, None))
+                .await
+                .unwrap();
+            Ok((seen == ["10.0.0.2"]).then_some(()))
+        },
+    )
+    .await?;
+    eprintln!(
+        "the new leader published generation {:?} {:.1} s after the old one was paused",
+        by_new_leader.metadata.generation,
+        paused.elapsed().as_secs_f64()
+    );
+
+    // Resumed: its watch hands it the change, and its Lease renewal finds another holder.
+    signal(&old, "CONT");
+    eventually("the old leader stands down", DEFAULT_PATIENCE, || {
+        let log = std::fs::read_to_string(old.log_path()).unwrap_or_default();
+        async move { Ok(log.contains("controllers stopped").then_some(())) }
+    })
+    .await?;
+    // Give anything it had in flight time to land, were it to.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let log = std::fs::read_to_string(old.log_path()).unwrap_or_default();
+    let refused = log.lines().filter(|l| l.contains("write refused")).count()
+        + log.lines().filter(|l| l.contains("fenced:")).count();
+    let metrics = http_get(old_health, "/metrics");
+    let batches_after = metric(
+        &metrics,
+        "meridian_provider_calls_total{provider=\"embedded\",outcome=\"ok\"}",
+    );
+    let fenced = metric(
+        &metrics,
+        "meridian_reconcile_errors_total{controller=\"dnsrecord\",reason=\"fenced\"}",
+    );
+    eprintln!(
+        "after resuming, the old leader: {batches_before} → {batches_after} provider batches, {fenced} reconciles fenced, {refused} log lines of refused writes"
+    );
+    assert_eq!(
+        batches_after, batches_before,
+        "the old leader applied no provider batch after resuming"
+    );
+    let old_answer = tokio::task::spawn_blocking(move || dig_host(old_dns, HOST, None))
+        .await
+        .unwrap();
+    assert_eq!(
+        old_answer,
+        ["10.0.0.1"],
+        "the old leader's own zone never took the change it saw"
+    );
+    let now = records.get("api").await?;
+    assert_eq!(
+        now.metadata.resource_version, by_new_leader.metadata.resource_version,
+        "nothing was written to the record after the new leader's write"
+    );
+    assert_eq!(
+        now.status.as_ref().map(|s| s.endpoints.clone()),
+        by_new_leader.status.as_ref().map(|s| s.endpoints.clone())
+    );
+    standby.stop().await;
+    drop(old);
+    Ok(())
+}
