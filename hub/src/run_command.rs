@@ -189,8 +189,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
             _ = hub.stopped() => {
-                // The Lease was lost: exit, so the replica restarts as a follower.
-                anyhow::bail!("lost the hub Lease");
+                // A lost Lease makes the replica a standby; the controllers end only when
+                // asked to, so this is not expected.
+                anyhow::bail!("the hub's controllers ended");
             }
         }
         tracing::info!("shutting down: unready now, answering DNS while the Services catch up");
@@ -338,7 +339,6 @@ impl RunningHub {
             client,
             placement,
             election,
-            stop.clone(),
             stop_rx,
             ready.clone(),
             leading.clone(),
@@ -361,7 +361,8 @@ impl RunningHub {
         self.leading.load(Ordering::SeqCst)
     }
 
-    /// Resolves when the controllers have stopped (asked to, or the Lease was lost).
+    /// Resolves when the controllers have stopped (asked to: a lost Lease makes the replica a
+    /// standby instead).
     pub async fn stopped(&mut self) {
         if let Some(controllers) = self.controllers.as_mut() {
             let _ = controllers.await;
@@ -398,21 +399,20 @@ impl RunningHub {
     }
 }
 
-/// Waits for the Lease, then runs the controllers until asked to stop or the Lease is lost.
-/// The watch caches fill from the start, on every replica, so a new leader starts warm.
+/// Stands by (mirroring the embedded zones from the DNSRecords) until this replica takes the
+/// Lease, then runs the controllers until asked to stop or the Lease is lost; a lost Lease
+/// makes it a standby again, answering from the zones as they are, never from empty ones (a
+/// restart would start empty and could not fill them while the API server is away). The
+/// watch caches fill from the start, on every replica, so a new leader starts warm.
 async fn lead_and_run(
     client: Client,
     placement: Arc<PlacementContext>,
     election: Election,
-    stop: tokio::sync::watch::Sender<bool>,
     stop_rx: tokio::sync::watch::Receiver<bool>,
     ready: Arc<AtomicBool>,
     leading: Arc<AtomicBool>,
 ) {
     let ctx = placement.shared.clone();
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|stop| *stop).await;
-    };
     let caches = {
         let (ctx, client, stop_rx) = (ctx.clone(), client.clone(), stop_rx.clone());
         tokio::spawn(async move {
@@ -422,49 +422,91 @@ async fn lead_and_run(
             }
         })
     };
-    // Every replica answers DNS: until it leads, its embedded zones are mirrored from the
-    // DNSRecords, and it is ready once they are.
-    let (synced, mut mirror_synced) = tokio::sync::watch::channel(false);
-    let mirror = {
-        let (ready, stop_rx) = (ready.clone(), stop_rx.clone());
-        let embedded = ctx
-            .providers
-            .embedded_zones()
-            .expect("a hub serves embedded zones")
-            .clone();
-        tokio::spawn(zone_mirror::run(
-            ctx.caches.clone(),
-            embedded,
-            move || {
-                ready.store(true, Ordering::SeqCst);
-                let _ = synced.send(true);
-            },
-            stopped(stop_rx),
-        ))
-    };
-    let led = async {
-        leader::acquire(&client, &election, &ctx.fence).await;
-        // A new leader starts from mirrored zones, so it never answers from empty ones.
-        let _ = mirror_synced.wait_for(|synced| *synced).await;
-    };
-    tokio::select! {
-        _ = led => {}
-        _ = stopped(stop_rx.clone()) => {
-            let _ = mirror.await;
-            let _ = caches.await;
-            return;
+    let embedded = ctx
+        .providers
+        .embedded_zones()
+        .expect("a hub serves embedded zones")
+        .clone();
+    loop {
+        // Every replica answers DNS: until it leads, its embedded zones are mirrored from the
+        // DNSRecords, and it is ready once they are.
+        let (synced, mut mirror_synced) = tokio::sync::watch::channel(false);
+        let mirror = {
+            let ready = ready.clone();
+            tokio::spawn(zone_mirror::run(
+                ctx.caches.clone(),
+                embedded.clone(),
+                move || {
+                    ready.store(true, Ordering::SeqCst);
+                    let _ = synced.send(true);
+                },
+                stopped(stop_rx.clone()),
+            ))
+        };
+        let led = async {
+            leader::acquire(&client, &election, &ctx.fence).await;
+            // A new leader starts from mirrored zones, so it never answers from empty ones.
+            let _ = mirror_synced.wait_for(|synced| *synced).await;
+        };
+        tokio::select! {
+            _ = led => {}
+            _ = stopped(stop_rx.clone()) => {
+                ctx.fence.revoke();
+                let _ = mirror.await;
+                let _ = caches.await;
+                return;
+            }
         }
+        mirror.abort();
+        let _ = mirror.await;
+        leading.store(true, Ordering::SeqCst);
+        tracing::info!(identity = %election.identity, "holding the hub Lease; starting the controllers");
+        let lost = lead(&client, &placement, &election, stop_rx.clone()).await;
+        ctx.fence.revoke();
+        leading.store(false, Ordering::SeqCst);
+        if !lost {
+            break;
+        }
+        tracing::warn!("lost the hub Lease: standing by, answering DNS from the zones as they are");
     }
-    mirror.abort();
-    let _ = mirror.await;
-    leading.store(true, Ordering::SeqCst);
-    tracing::info!(identity = %election.identity, "holding the hub Lease; starting the controllers");
-    let stop_on = || stopped(stop_rx.clone());
+    ready.store(false, Ordering::SeqCst);
+    // Every reconcile has finished: hand the Lease over now (a rolling restart's new replica
+    // leads within one look instead of a lease duration). A lost Lease is not ours to release.
+    if let Err(error) = leader::release(&client, &election).await {
+        tracing::warn!(%error, "could not release the hub Lease; it expires instead");
+    }
+    let _ = caches.await;
+}
+
+/// Resolves once `stop` is set.
+async fn stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
+/// Runs the controllers while the Lease is held; returns whether it was lost (rather than
+/// the replica asked to stop).
+async fn lead(
+    client: &Client,
+    placement: &Arc<PlacementContext>,
+    election: &Election,
+    stop_rx: tokio::sync::watch::Receiver<bool>,
+) -> bool {
+    let ctx = placement.shared.clone();
+    let (step_down, step_down_rx) = tokio::sync::watch::channel(false);
+    let stop_on = || {
+        let (stop_rx, step_down_rx) = (stop_rx.clone(), step_down_rx.clone());
+        async move {
+            tokio::select! {
+                _ = stopped(stop_rx) => {}
+                _ = stopped(step_down_rx) => {}
+            }
+        }
+    };
     let hold = async {
         tokio::select! {
-            _ = leader::hold(&client, &election, &ctx.fence) => {
-                // Lost: stop writing at once.
-                let _ = stop.send(true);
+            _ = leader::hold(client, election, &ctx.fence) => {
+                // Lost: the fence is closed already; stop the controllers.
+                let _ = step_down.send(true);
             }
             _ = stopped(stop_rx.clone()) => {}
         }
@@ -478,15 +520,7 @@ async fn lead_and_run(
         managed_zone::run(ctx.clone(), stop_on()),
         hold,
     );
-    ready.store(false, Ordering::SeqCst);
-    ctx.fence.revoke();
-    // Every reconcile has finished: hand the Lease over now (a rolling restart's new replica
-    // leads within one look instead of a lease duration). A lost Lease is not ours to release.
-    if let Err(error) = leader::release(&client, &election).await {
-        tracing::warn!(%error, "could not release the hub Lease; it expires instead");
-    }
-    let _ = caches.await;
-    leading.store(false, Ordering::SeqCst);
+    *step_down.borrow()
 }
 
 /// `/livez`, `/readyz` (answering DNS from current zones), `/leaderz` (holding the Lease) and
