@@ -17,6 +17,9 @@ pub const DELEGATABLE: &str = "Delegatable";
 /// DNSPolicy: silent clusters are still published because a brake keeps them (True), or
 /// none is (False). See the reasons in [`fail_static`].
 pub const FAIL_STATIC: &str = "meridian.dev/FailStatic";
+/// ManagedZone: plans of its records over the zone's change threshold wait for approval (True),
+/// or none does (False).
+pub const PLANS_HELD: &str = "meridian.dev/PlansHeld";
 /// Condition Meridian sets on a Gateway targeted by a DNSPolicy.
 pub const DNS_POLICY_AFFECTED: &str = "kuadrant.io/DNSPolicyAffected";
 

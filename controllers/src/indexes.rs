@@ -171,12 +171,22 @@ pub fn cluster_changed_for_dns(old: Option<&ManagedCluster>, new: &ManagedCluste
 }
 
 /// Whether a ManagedZone changed in what records and policies read of it: its spec (domain,
-/// provider Secret, ID) or its being deleted. Its status (the record count, rewritten as
+/// provider Secret, ID), its plan guard's annotations (threshold, approvals) or its being
+/// deleted. Its status (the record count, rewritten as
 /// records are published) concerns none of them; reading it as a change would wake every
 /// policy and record of the zone for each record published.
 pub fn zone_changed_for_dns(old: Option<&ManagedZone>, new: &ManagedZone) -> bool {
+    let guard = |zone: &ManagedZone| {
+        [
+            crate::plan_guard::THRESHOLD_ANNOTATION,
+            crate::plan_guard::APPROVE_ANNOTATION,
+        ]
+        .map(|key| zone.annotations().get(key).cloned())
+    };
     old.is_none_or(|old| {
-        old.spec != new.spec || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
+        old.spec != new.spec
+            || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
+            || guard(old) != guard(new)
     })
 }
 

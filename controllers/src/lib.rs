@@ -24,6 +24,7 @@ pub mod health;
 pub mod indexes;
 pub mod metrics;
 pub mod owners;
+pub mod plan_guard;
 pub mod policy;
 pub mod shared_health;
 pub mod silence;

@@ -143,3 +143,19 @@ pub(super) fn probes_of(record: &DNSRecord, ctx: &Context) -> Vec<Arc<DNSHealthC
         .filter(|p| p.namespace() == namespace && p.labels().get(PROBE_RECORD_LABEL) == Some(&name))
         .collect()
 }
+
+/// Meridian's records published in `record`'s zone now: every DNSRecord of the zone's
+/// `status.endpoints`, from the cache (what the plan guard measures a plan against).
+pub(super) fn zone_published_count(record: &DNSRecord, ctx: &Context) -> usize {
+    let namespace = record.namespace();
+    ctx.caches
+        .records
+        .state()
+        .iter()
+        .filter(|r| {
+            r.namespace() == namespace && r.spec.managed_zone.name == record.spec.managed_zone.name
+        })
+        .filter_map(|r| r.status.as_ref())
+        .map(|status| status.endpoints.len())
+        .sum()
+}

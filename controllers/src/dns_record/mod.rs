@@ -36,9 +36,9 @@ use crate::convert::all_to_engine;
 use crate::health::PROBE_RECORD_LABEL;
 use crate::shared_health;
 use crate::zone_provider::ZoneProvider;
-use crate::{Context, Error, retry_after, with_finalizer};
+use crate::{Context, Error, plan_guard, retry_after, with_finalizer};
 
-use gather::zone_provider;
+use gather::{zone_provider, zone_published_count};
 use health::{agree_on_health, check_health, delete_probes, move_mark};
 use status::{domain_owners, provider_failed, ready_as_before, write_status};
 
@@ -140,7 +140,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     } else {
         ctx.config.resync
     };
-    let (_, provider, zone_id) = match zone_provider(record, ctx).await {
+    let (zone, provider, zone_id) = match zone_provider(record, ctx).await {
         Ok(found) => found,
         Err((_, reason, message)) => {
             // Nothing is changed at any provider: what was published stays published.
@@ -232,7 +232,10 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         .find(|e| e.dns_name == mark_name && e.record_type == RecordType::Txt)
         .cloned();
     let mut health_changes = meridian_dns::changes::Changes::default();
+    // Probe verdicts withdraw leaves in this pass (evidence, which the plan guard never holds).
+    let mut health_withdraws = health.is_some_and(|h| h.endpoints.len() < requested.len());
     if let (Some((check, probes)), Some(failing)) = (shared, failing) {
+        let proposed_count = desired.len();
         let agreed = agree_on_health(
             record,
             ctx,
@@ -243,10 +246,39 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
             &current,
         )
         .await?;
+        health_withdraws |= agreed.endpoints.len() < proposed_count;
         desired = agreed.endpoints;
         notes.extend(agreed.notes);
         health_changes = agreed.changes;
         ctx.remember_failing(&record_key, failing);
+    }
+    let proposed = plan_guard::Proposed {
+        record: &record_key,
+        previous: previous.as_deref(),
+        desired: &desired,
+        zone_records: zone_published_count(record, ctx),
+        health_withdraws,
+    };
+    match plan_guard::judge(
+        &proposed,
+        &plan_guard::ZoneGuard::from_annotations(zone.annotations()),
+    ) {
+        plan_guard::Verdict::Apply => {}
+        plan_guard::Verdict::Approved(plan) => {
+            tracing::info!(record = %record_key, %plan, "applying a plan over the zone's threshold: approved");
+            ctx.notify(
+                record,
+                false,
+                "PlanApproved",
+                "Publish",
+                format!(
+                    "plan {plan} applied: approved by the ManagedZone annotation {}",
+                    plan_guard::APPROVE_ANNOTATION
+                ),
+            )
+            .await;
+        }
+        plan_guard::Verdict::Held(held) => return hold_plan(record, ctx, &held, health).await,
     }
     let planned = plan(
         &PlanInput {
@@ -308,6 +340,40 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     }
     ctx.succeeded(&conflict_key);
     Ok(Action::requeue(refresh_after(resync, distributed)))
+}
+
+/// A plan over the zone's threshold: nothing of it is applied, what was published stays, and
+/// status (here and, from it, the ManagedZone's) says which plan and how to approve it. The
+/// approval annotation on the zone wakes the record.
+async fn hold_plan(
+    record: &DNSRecord,
+    ctx: &Context,
+    held: &plan_guard::Held,
+    health: Option<&crate::health::HealthOutcome>,
+) -> Result<Action, Error> {
+    let message = held.message();
+    let (_, reason_before, message_before) = ready_as_before(record);
+    if reason_before != plan_guard::HELD_REASON || message_before != message {
+        tracing::warn!(record = %record.name_any(), plan = %held.plan, changed = held.changed, zone_records = held.zone_records, "plan held: over the zone's threshold");
+        ctx.notify(
+            record,
+            true,
+            plan_guard::HELD_REASON,
+            "Publish",
+            message.clone(),
+        )
+        .await;
+    }
+    write_status(
+        record,
+        ctx,
+        None,
+        (false, plan_guard::HELD_REASON, message),
+        health,
+        Vec::new(),
+    )
+    .await?;
+    Ok(Action::requeue(ctx.config.resync))
 }
 
 /// The TXT record whose value changes with every change any cluster makes to a host's records

@@ -27,7 +27,9 @@ use meridian_nameserver::DelegationError;
 use meridian_providers::Provider;
 use serde_json::json;
 
-use meridian_controllers::{Context, Error, FIELD_MANAGER, apply_params, now, object_key};
+use meridian_controllers::{
+    Context, Error, FIELD_MANAGER, apply_params, now, object_key, plan_guard,
+};
 
 const CONTROLLER: &str = "managedzone";
 
@@ -140,6 +142,12 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
         zone.metadata.generation,
         &now(),
     );
+    set_condition(
+        &mut status.conditions,
+        plans_held_condition(&zone, &ctx.caches.records.state()),
+        zone.metadata.generation,
+        &now(),
+    );
     match delegation {
         Some(check) => set_condition(
             &mut status.conditions,
@@ -178,6 +186,53 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
         &zone.name_any(),
     ));
     Ok(Action::requeue(requeue))
+}
+
+/// `PlansHeld`: the zone's records whose plans are over its threshold and wait for approval
+/// (`meridian_controllers::plan_guard`), or the threshold that applies.
+fn plans_held_condition(
+    zone: &ManagedZone,
+    records: &[Arc<meridian_api::kuadrant::DNSRecord>],
+) -> ConditionUpdate<'static> {
+    let namespace = zone.namespace();
+    let mut held: Vec<String> = records
+        .iter()
+        .filter(|r| r.namespace() == namespace && r.spec.managed_zone.name == zone.name_any())
+        .filter_map(|r| {
+            Some(format!(
+                "{}: {}",
+                r.name_any(),
+                plan_guard::held_message(r)?
+            ))
+        })
+        .collect();
+    held.sort();
+    let guard = plan_guard::ZoneGuard::from_annotations(zone.annotations());
+    let mut notes = Vec::new();
+    notes.extend(plan_guard::ZoneGuard::problem(zone.annotations()));
+    if held.is_empty() {
+        notes.insert(
+            0,
+            format!(
+                "no plan held; a plan deleting or changing more than {} % of the zone's Meridian records (once it has {} or more) waits for approval",
+                guard.threshold_percent,
+                plan_guard::MIN_ZONE_RECORDS
+            ),
+        );
+        return ConditionUpdate {
+            type_: conditions::PLANS_HELD,
+            status: false,
+            reason: "NoPlanHeld",
+            message: notes.join("; "),
+        };
+    }
+    held.extend(notes);
+    ConditionUpdate {
+        type_: conditions::PLANS_HELD,
+        status: true,
+        reason: plan_guard::HELD_REASON,
+        message: held.join("; "),
+    }
 }
 
 /// Whether a parent zone can delegate to an embedded zone's name servers, and if not, what to

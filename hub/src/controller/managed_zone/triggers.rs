@@ -8,8 +8,10 @@ use meridian_api::kuadrant::{DNSRecord, ManagedZone};
 
 use meridian_controllers::caches::{Caches, Change, everything_once, own_changes, triggers};
 use meridian_controllers::indexes;
+use meridian_controllers::plan_guard::held_message;
 
-/// ManagedZone status: a zone, or a record of an embedded zone (its count), wakes it.
+/// ManagedZone status: a zone, a record of an embedded zone (its count), or a record whose plan
+/// is held or let go wakes it.
 pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedZone>>> {
     let all = caches.zones.store().clone();
     let by_record = {
@@ -18,12 +20,21 @@ pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedZone
             let Some(record) = change.object() else {
                 return Vec::new();
             };
-            // Only embedded zones are recounted per record change (counting them is free).
             let zone = ObjectRef::<ManagedZone>::new(&record.spec.managed_zone.name)
                 .within(&record.namespace().unwrap_or_default());
+            // A plan held or let go changes the zone's `PlansHeld`, whatever serves it.
+            let held =
+                |record: Option<&DNSRecord>| record.and_then(held_message).map(str::to_owned);
+            let held_changed = match change {
+                Change::Applied { old, new } => held(old.as_deref()) != held(Some(new)),
+                Change::Deleted(old) => held(Some(old)).is_some(),
+                Change::Relisted => false,
+            };
+            // Otherwise only embedded zones are recounted per record change (counting them is
+            // free).
             zones
                 .get(&zone)
-                .filter(|z| z.spec.dns_provider_secret_ref.is_none())
+                .filter(|z| held_changed || z.spec.dns_provider_secret_ref.is_none())
                 .map(|_| zone)
                 .into_iter()
                 .collect()
