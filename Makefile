@@ -50,8 +50,9 @@ lint: toolchain ## rustfmt and clippy, warnings are errors
 # cold run nothing.
 TEST_ARGS := --workspace --exclude meridian-bench --all-targets --locked
 
-# The test that runs the images as pods on the test bed's nodes (e2e/tests/install.rs).
-IMAGE_TESTS := helm_installs_meridian_as_pods
+# The tests that run the images as pods on the test bed's nodes (e2e/tests/install.rs and
+# e2e/tests/partition.rs), by the part of the name they share.
+IMAGE_TESTS := meridian_as_pods
 
 # The tests are built first, a step of its own so that its time and the tests' are told apart;
 # then the images build beside the tests that do not need them, and the tests that run the

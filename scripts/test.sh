@@ -6,8 +6,9 @@
 # it slowed each of them more than it gained (a cold run took 2,715 s that way, about 80 s more).
 #
 # Usage: test.sh IMAGE_TESTS CARGO_TEST_ARGS...
-#   IMAGE_TESTS       the name (libtest filter) of the tests that run the images, all in
-#                     e2e/tests/install.rs; any other test there waits for the images instead
+#   IMAGE_TESTS       the name (libtest filter) of the tests that run the images, in
+#                     e2e/tests/install.rs and partition.rs; any other test that asks for the
+#                     images waits for them instead
 #                     (meridian_e2e::built_images waits on scripts/images.sh's lock)
 #   CARGO_TEST_ARGS   what `cargo test` got to build the tests
 set -euo pipefail

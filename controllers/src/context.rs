@@ -37,7 +37,7 @@ pub struct ControllerConfig {
     /// leaf failing before it leaves DNS.
     pub failure_threshold_percent: u32,
     /// The fleet brake: when more than this share (percent) of the recently heard clusters
-    /// fell silent together, silence withdraws nothing ([`crate::silence`]).
+    /// went quiet together, silence withdraws nothing ([`crate::silence`]).
     pub fleet_brake_percent: u32,
     /// The share (percent) of a host's clusters silence may withdraw per heartbeat timeout.
     pub silence_withdrawal_percent: u32,
@@ -173,14 +173,14 @@ impl Context {
             .swap(brake.engaged, std::sync::atomic::Ordering::Relaxed);
         if brake.engaged && !was {
             tracing::warn!(
-                silent = brake.silent,
+                quiet = brake.quiet,
                 heard = brake.heard,
                 threshold_percent = self.config.fleet_brake_percent,
-                "fleet brake on: most clusters fell silent together; the hub assumes it is the one cut off and withdraws nothing for silence"
+                "fleet brake on: most clusters went quiet together; the hub assumes it is the one cut off and withdraws nothing for silence"
             );
         } else if was && !brake.engaged {
             tracing::info!(
-                silent = brake.silent,
+                quiet = brake.quiet,
                 heard = brake.heard,
                 "fleet brake off: enough clusters are heard again; silence withdraws under the usual limits"
             );

@@ -280,8 +280,8 @@ fn silent_fates(
                 desired.braked = true;
                 desired.recheck_after = earliest(desired.recheck_after, silence.timeout / 8);
                 format!(
-                    "kept in DNS by the fleet brake ({} of {} recently heard clusters fell silent together: the hub assumes it is the one cut off)",
-                    silence.brake.silent, silence.brake.heard
+                    "kept in DNS by the fleet brake ({} of {} recently heard clusters went quiet together: the hub assumes it is the one cut off)",
+                    silence.brake.quiet, silence.brake.heard
                 )
             }
             Kept::Budget { withdraws_in } => {
@@ -620,7 +620,7 @@ mod tests {
         let braked = SilenceRules {
             brake: FleetBrake {
                 engaged: true,
-                silent: 2,
+                quiet: 2,
                 heard: 2,
                 holds_silent_up_to: Duration::from_secs(400),
             },

@@ -130,16 +130,16 @@ impl Metrics {
             inner.latency_count
         );
         let fleet = &inner.fleet;
-        out.push_str("# HELP meridian_fleet_brake_engaged 1 while most recently heard clusters fell silent together and silence withdraws nothing.\n");
+        out.push_str("# HELP meridian_fleet_brake_engaged 1 while most recently heard clusters went quiet together and silence withdraws nothing.\n");
         out.push_str("# TYPE meridian_fleet_brake_engaged gauge\n");
         let _ = writeln!(
             out,
             "meridian_fleet_brake_engaged {}",
             u8::from(fleet.engaged)
         );
-        out.push_str("# HELP meridian_fleet_silent_clusters Clusters of the latest wave of silence (no heartbeat past the timeout).\n");
-        out.push_str("# TYPE meridian_fleet_silent_clusters gauge\n");
-        let _ = writeln!(out, "meridian_fleet_silent_clusters {}", fleet.silent);
+        out.push_str("# HELP meridian_fleet_quiet_clusters Clusters of the latest wave of quiet (not heard for more than half the heartbeat timeout).\n");
+        out.push_str("# TYPE meridian_fleet_quiet_clusters gauge\n");
+        let _ = writeln!(out, "meridian_fleet_quiet_clusters {}", fleet.quiet);
         out.push_str("# HELP meridian_fleet_heard_clusters Clusters heard when the latest wave of silence began.\n");
         out.push_str("# TYPE meridian_fleet_heard_clusters gauge\n");
         let _ = writeln!(out, "meridian_fleet_heard_clusters {}", fleet.heard);
@@ -174,13 +174,13 @@ mod tests {
         assert!(text.contains("meridian_fleet_brake_engaged 0"));
         metrics.fleet(&crate::silence::FleetBrake {
             engaged: true,
-            silent: 3,
+            quiet: 3,
             heard: 4,
             holds_silent_up_to: Duration::from_secs(300),
         });
         let text = metrics.render();
         assert!(text.contains("meridian_fleet_brake_engaged 1"));
-        assert!(text.contains("meridian_fleet_silent_clusters 3"));
+        assert!(text.contains("meridian_fleet_quiet_clusters 3"));
         assert!(text.contains("meridian_fleet_heard_clusters 4"));
     }
 }

@@ -7,9 +7,9 @@
 //! - with a healthCheck, a silent cluster stays: the other clusters' probes judge its gateways,
 //!   and their quorum verdict withdraws it (evidence);
 //! - the **fleet brake**: when more than a threshold (55 %, the Kubernetes node lifecycle
-//!   controller's disruption threshold) of the clusters heard recently fell silent within one
-//!   heartbeat timeout of each other, the hub assumes it is the one cut off and withdraws
-//!   nothing for that silence until the fraction drops;
+//!   controller's disruption threshold) of the clusters heard recently went quiet together
+//!   (each within one heartbeat timeout of the next), the hub assumes it is the one cut off
+//!   and withdraws nothing for that silence until the fraction drops;
 //! - **bounded withdrawal**: silence withdraws at most a share of a host's clusters per heartbeat
 //!   timeout, the earliest silent first;
 //! - **the last cluster stays**: silence never leaves a host without a cluster; the ones that
@@ -32,14 +32,14 @@ pub const DEFAULT_WITHDRAWAL_PERCENT: u32 = 20;
 /// The state of the fleet brake, from every cluster's last heartbeat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct FleetBrake {
-    /// More than the threshold fell silent together: silence withdraws nothing it holds.
+    /// More than the threshold of the clusters heard when the wave began went quiet in it:
+    /// silence withdraws none of the wave.
     pub engaged: bool,
-    /// The silent clusters of the latest wave (they fell silent within one timeout of the
-    /// latest), and the clusters heard when that wave began (the wave and everyone still
-    /// heard).
-    pub silent: usize,
+    /// The clusters of the latest wave of quiet (not heard for more than half the timeout).
+    pub quiet: usize,
+    /// The clusters heard when the wave began: the wave and every cluster heard since.
     pub heard: usize,
-    /// The wave's clusters are those silent for at most this long (since last heard).
+    /// The wave's clusters are those not heard for at most this long.
     pub holds_silent_up_to: Duration,
 }
 
@@ -51,40 +51,51 @@ impl FleetBrake {
 }
 
 /// The fleet brake from when each cluster was last heard (clusters never heard from do not
-/// count). The latest wave of silence is the silent clusters last heard within one `timeout`
-/// before the latest silent one; the clusters heard then are the wave and every cluster heard
-/// since. Both are fixed once a cluster is silent, so a long partition keeps the brake on
-/// until clusters are heard again.
+/// count).
+///
+/// A cluster counts toward the brake once it is *quiet*: not heard for more than half the
+/// timeout. The clusters of one outage stopped renewing at different points of their renewal
+/// interval (a quarter of the timeout by default), so all of them are quiet before the first
+/// of them is silent, and the brake is on before silence could withdraw any. The latest
+/// *wave* is the quiet clusters chained back from the latest quiet one, each last heard
+/// within one timeout of the next, so a wave that grows while the brake holds it stays one
+/// wave. The clusters heard when it began are the wave and every cluster heard since. All of
+/// this is fixed while the clusters stay quiet, so a long partition keeps the brake on until
+/// clusters are heard again.
 pub fn fleet_brake(
     last_heard: &[Timestamp],
     now: Timestamp,
     timeout: Duration,
     threshold_percent: u32,
 ) -> FleetBrake {
-    let since =
-        |heard: &Timestamp| Duration::try_from(now.duration_since(*heard)).unwrap_or_default();
-    let Some(latest_silent) = last_heard
+    let mut quiet_for: Vec<Duration> = last_heard
         .iter()
-        .map(since)
-        .filter(|quiet| *quiet > timeout)
-        .min()
-    else {
+        .map(|heard| Duration::try_from(now.duration_since(*heard)).unwrap_or_default())
+        .collect();
+    quiet_for.sort();
+    let late = timeout / 2;
+    let mut wave = quiet_for.iter().filter(|quiet| **quiet > late);
+    let Some(&latest) = wave.next() else {
         return FleetBrake::default();
     };
-    let holds_silent_up_to = latest_silent + timeout;
-    let window: Vec<Duration> = last_heard
+    let mut oldest = latest;
+    for &earlier in wave {
+        if earlier - oldest > timeout {
+            break;
+        }
+        oldest = earlier;
+    }
+    let quiet = quiet_for
         .iter()
-        .map(since)
-        .filter(|quiet| *quiet <= holds_silent_up_to)
-        .collect();
-    let silent = window.iter().filter(|quiet| **quiet > timeout).count();
-    let heard = window.len();
+        .filter(|q| **q > late && **q <= oldest)
+        .count();
+    let heard = quiet_for.iter().filter(|q| **q <= oldest + timeout).count();
     FleetBrake {
-        // silent / heard > threshold, in integers.
-        engaged: (silent as u64) * 100 > u64::from(threshold_percent) * heard as u64,
-        silent,
+        // quiet / heard > threshold, in integers.
+        engaged: (quiet as u64) * 100 > u64::from(threshold_percent) * heard as u64,
+        quiet,
         heard,
-        holds_silent_up_to,
+        holds_silent_up_to: oldest,
     }
 }
 
@@ -265,9 +276,9 @@ mod tests {
     }
 
     #[test]
-    fn the_brake_engages_when_most_of_the_fleet_falls_silent_together() {
+    fn the_brake_engages_when_most_of_the_fleet_goes_quiet_together() {
         let now = at(10_000);
-        // (seconds since each cluster was last heard, engaged, silent, heard, why)
+        // (seconds since each cluster was last heard, engaged, quiet, heard, why)
         let cases: &[(&[i64], bool, usize, usize, &str)] = &[
             (&[], false, 0, 0, "no fleet"),
             (&[5, 10, 20], false, 0, 0, "everyone heard"),
@@ -304,13 +315,34 @@ mod tests {
             ),
             (&[5, 200, 210, 215], true, 3, 4, "three of four"),
             (&[200], true, 1, 1, "a fleet of one"),
+            (
+                &[5, 70, 125],
+                true,
+                2,
+                3,
+                "quiet before silent: the wave is seen whole",
+            ),
+            (
+                &[5, 50, 59],
+                false,
+                0,
+                0,
+                "a renewal or two late is not quiet",
+            ),
+            (
+                &[5, 200, 300, 400],
+                true,
+                3,
+                4,
+                "a wave growing while held is one wave",
+            ),
         ];
-        for (ages, engaged, silent, heard, why) in cases {
+        for (ages, engaged, quiet, heard, why) in cases {
             let heard_at: Vec<Timestamp> = ages.iter().map(|age| at(10_000 - age)).collect();
             let brake = fleet_brake(&heard_at, now, TIMEOUT, DEFAULT_FLEET_BRAKE_PERCENT);
             assert_eq!(
-                (brake.engaged, brake.silent, brake.heard),
-                (*engaged, *silent, *heard),
+                (brake.engaged, brake.quiet, brake.heard),
+                (*engaged, *quiet, *heard),
                 "{why}"
             );
         }
@@ -318,7 +350,12 @@ mod tests {
 
     #[test]
     fn the_brake_holds_the_wave_but_not_an_older_silence() {
-        let heard_at = [at(10_000 - 200), at(10_000 - 210), at(10_000 - 5_000)];
+        let heard_at = [
+            at(10_000 - 5),
+            at(10_000 - 200),
+            at(10_000 - 210),
+            at(10_000 - 5_000),
+        ];
         let brake = fleet_brake(&heard_at, at(10_000), TIMEOUT, DEFAULT_FLEET_BRAKE_PERCENT);
         assert!(brake.engaged);
         assert!(brake.holds(secs(200)) && brake.holds(secs(210)));
@@ -342,9 +379,9 @@ mod tests {
         let rules = SilenceRules {
             brake: FleetBrake {
                 engaged: true,
-                silent: 2,
+                quiet: 2,
                 heard: 3,
-                holds_silent_up_to: secs(330),
+                holds_silent_up_to: secs(210),
             },
             ..rules()
         };

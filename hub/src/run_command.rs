@@ -110,9 +110,10 @@ pub struct RunArgs {
     )]
     pub failure_threshold_percent: u32,
 
-    /// The fleet brake: when more than this share (percent) of the recently heard clusters
-    /// fall silent within one heartbeat timeout, the hub assumes it is the one cut off and
-    /// withdraws nothing for silence until they are heard again (100 turns it off).
+    /// The fleet brake: when more than this share (percent) of the recently heard clusters go
+    /// quiet together (unheard for half the heartbeat timeout, each within one timeout of the
+    /// next), the hub assumes it is the one cut off and withdraws nothing for silence until
+    /// they are heard again (100 turns it off).
     #[arg(
         long,
         env = "MERIDIAN_FLEET_BRAKE_PERCENT",

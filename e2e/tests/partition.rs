@@ -1,0 +1,294 @@
+//! Fail static on real nodes: Meridian installed by Helm, the hub as pods and an agent as a pod
+//! on each spoke, and the hub cut off from its clusters by freezing the agents' processes
+//! (SIGSTOP on the processes of this fleet's own agent containers, nothing else): first one
+//! cluster (withdrawn at its timeout: there is no healthCheck), then two of three, then all,
+//! each reconnected after (SIGCONT). The fleet brake holds the two and the three from the
+//! start and lets go by itself. A client asks from three places the whole time: no answer is
+//! ever empty, and while cut off from most or all of its clusters the hub changes none.
+//!
+//! Needs `make images` (the Makefile's `test` runs it first).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use kube::{Api, Client};
+use meridian_api::conditions;
+use meridian_api::kuadrant::DNSPolicy;
+use meridian_e2e::example::{
+    FRANCE, GATEWAY, IRELAND, NAMESPACE, SPOKES, UNITED_STATES, install, serve_gateway,
+    with_example_spokes,
+};
+use meridian_e2e::release::{
+    answers_become, dig_service, install_release, wait_for_agent_pod, wait_for_hub_pods,
+};
+use meridian_e2e::{BuiltImage, DEFAULT_PATIENCE, Error, Fleet, built_images, eventually};
+
+/// Shorter than the default 120 s, so that the test waits less, and still three renewals
+/// (agents renew every 30 s): a cluster is quiet for the brake after half of it.
+const HEARTBEAT_TIMEOUT_SECONDS: u64 = 90;
+const PLACES: [(&str, &str); 3] = [
+    ("Ireland", IRELAND),
+    ("the United States", UNITED_STATES),
+    ("France", FRANCE),
+];
+
+/// The agent processes of `spoke`'s own node: children of its containerd shims whose command
+/// line names the cluster.
+fn agent_pids(fleet: &Fleet, spoke: &str) -> Vec<u32> {
+    let node = fleet.spoke(spoke).node().expect("started with nodes");
+    let shims: BTreeSet<u32> = node.pids().into_iter().collect();
+    let mut agents = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // The parent is the second field after the command name, which ends with ')'.
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if !parent.is_some_and(|parent| shims.contains(&parent)) {
+            continue;
+        }
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let args: Vec<String> = cmdline
+            .split(|byte| *byte == 0)
+            .map(|arg| String::from_utf8_lossy(arg).into_owned())
+            .collect();
+        let names_spoke = args
+            .windows(2)
+            .any(|pair| pair[0] == "--cluster-name" && pair[1] == spoke);
+        if names_spoke {
+            agents.push(pid);
+        }
+    }
+    agents
+}
+
+fn signal_agent(fleet: &Fleet, spoke: &str, signal: &str) {
+    let pids = agent_pids(fleet, spoke);
+    assert!(!pids.is_empty(), "{spoke}'s agent process is found");
+    for pid in pids {
+        let status = std::process::Command::new("kill")
+            .args([format!("-{signal}"), pid.to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -{signal} {pid}");
+    }
+    println!("{spoke}: agent {signal}");
+}
+
+/// The policy's `FailStatic` condition once its reason is `reason`.
+async fn fail_static(hub: &Client, reason: &'static str) -> Result<String, Error> {
+    let policies: Api<DNSPolicy> = Api::namespaced(hub.clone(), NAMESPACE);
+    eventually(
+        &format!("the policy's FailStatic is {reason}"),
+        DEFAULT_PATIENCE * 2,
+        || {
+            let policies = policies.clone();
+            async move {
+                let policy = policies.get(GATEWAY).await?;
+                Ok(policy
+                    .status
+                    .iter()
+                    .flat_map(|s| s.conditions.iter())
+                    .find(|c| c.type_ == conditions::FAIL_STATIC && c.reason == reason)
+                    .map(|c| c.message.clone()))
+            }
+        },
+    )
+    .await
+}
+
+/// The policy's `Enforced` message once it contains `text`.
+async fn enforced_says(hub: &Client, text: &'static str) -> Result<String, Error> {
+    let policies: Api<DNSPolicy> = Api::namespaced(hub.clone(), NAMESPACE);
+    eventually(
+        &format!("the policy says {text:?}"),
+        DEFAULT_PATIENCE * 2,
+        || {
+            let policies = policies.clone();
+            async move {
+                let policy = policies.get(GATEWAY).await?;
+                Ok(policy
+                    .status
+                    .iter()
+                    .flat_map(|s| s.conditions.iter())
+                    .find(|c| c.type_ == conditions::ENFORCED && c.message.contains(text))
+                    .map(|c| c.message.clone()))
+            }
+        },
+    )
+    .await
+}
+
+/// What a client saw from each place while it asked: every distinct answer per phase, and the
+/// empty ones.
+#[derive(Debug, Default)]
+struct Seen {
+    queries: u32,
+    empty: u32,
+    answers: BTreeMap<(String, &'static str), BTreeSet<Vec<String>>>,
+}
+
+/// Asks from each place in turn through the DNS Service until told to stop, filing each answer
+/// under the phase current at the time.
+async fn ask(hub: Client, phase: Arc<std::sync::Mutex<String>>, asking: Arc<AtomicBool>) -> Seen {
+    let mut seen = Seen::default();
+    while asking.load(Ordering::SeqCst) {
+        for (place, subnet) in PLACES {
+            let answer = dig_service(&hub, Some(subnet)).await.unwrap_or_default();
+            seen.queries += 1;
+            if answer.is_empty() {
+                seen.empty += 1;
+                println!("empty answer for {place}");
+            }
+            let current = phase.lock().unwrap().clone();
+            seen.answers
+                .entry((current, place))
+                .or_default()
+                .insert(answer);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn meridian_as_pods_keeps_answering_when_the_hub_is_cut_off_from_its_clusters()
+-> Result<(), Error> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("warn,kube_client=off,meridian_e2e=info")
+        .with_test_writer()
+        .try_init();
+    let images = built_images()?;
+    let image = |name: &str| -> BuiltImage {
+        images
+            .iter()
+            .find(|image| image.repository().ends_with(name))
+            .cloned()
+            .unwrap_or_else(|| panic!("make images built {name}"))
+    };
+    let (hub_image, agent_image) = (image("/meridian-hub"), image("/meridian-agent"));
+    let fleet = with_example_spokes(Fleet::builder())
+        .with_nodes(images.iter().map(|image| image.archive.clone()))
+        .start()
+        .await?;
+    let hub = fleet.hub.client();
+    let timeout = format!("hub.clusterHeartbeatTimeoutSeconds={HEARTBEAT_TIMEOUT_SECONDS}");
+    install_release(&fleet, &hub_image, &[timeout.as_str()]).await?;
+    wait_for_hub_pods(&hub, hub_image.tag()).await?;
+    install(&hub).await?;
+    for (spoke, _, _, ip) in SPOKES {
+        serve_gateway(&fleet.spoke(spoke).client(), ip).await?;
+    }
+    for (spoke, _, _, _) in SPOKES {
+        wait_for_agent_pod(&fleet.spoke(spoke).client(), agent_image.tag()).await?;
+    }
+    answers_become(&hub, Some(IRELAND), &["10.0.0.1"]).await?;
+    answers_become(&hub, Some(UNITED_STATES), &["10.0.0.2"]).await?;
+    answers_become(&hub, Some(FRANCE), &["10.0.0.3"]).await?;
+
+    let phase = Arc::new(std::sync::Mutex::new("0 everyone heard".to_string()));
+    let asking = Arc::new(AtomicBool::new(true));
+    let client = tokio::spawn(ask(hub.clone(), phase.clone(), asking.clone()));
+    let enter = |name: &str| {
+        println!("phase: {name}");
+        *phase.lock().unwrap() = name.to_string();
+    };
+    let started = Instant::now();
+    let elapsed = || format!("{:.0} s", started.elapsed().as_secs_f64());
+
+    // One cluster cut off, no healthCheck: its silence withdraws it at the timeout (a third of
+    // the fleet is no brake), and France is answered by another cluster.
+    enter("1 spoke-3 cut off");
+    signal_agent(&fleet, "spoke-3", "STOP");
+    let withdrawn = enforced_says(&hub, "spoke-3: no heartbeat from its agent").await?;
+    println!("{}: {withdrawn}", elapsed());
+    eventually(
+        "France is answered by another cluster",
+        DEFAULT_PATIENCE,
+        || {
+            let hub = hub.clone();
+            async move {
+                let answer = dig_service(&hub, Some(FRANCE)).await?;
+                Ok((!answer.is_empty() && answer != ["10.0.0.3"]).then_some(()))
+            }
+        },
+    )
+    .await?;
+    enter("2 spoke-3 withdrawn");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    signal_agent(&fleet, "spoke-3", "CONT");
+    answers_become(&hub, Some(FRANCE), &["10.0.0.3"]).await?;
+    fail_static(&hub, conditions::fail_static::NONE_KEPT).await?;
+
+    // Two of three cut off at once: they are quiet before either is silent, so the fleet
+    // brake holds both from the start, and nothing changes for anyone.
+    enter("3 two of three cut off");
+    signal_agent(&fleet, "spoke-2", "STOP");
+    signal_agent(&fleet, "spoke-3", "STOP");
+    let braked = fail_static(&hub, conditions::fail_static::FLEET_BRAKE).await?;
+    println!("{}: {braked}", elapsed());
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    enter("4 two of three reconnected");
+    signal_agent(&fleet, "spoke-2", "CONT");
+    signal_agent(&fleet, "spoke-3", "CONT");
+    let released = fail_static(&hub, conditions::fail_static::NONE_KEPT).await?;
+    println!("{}: {released}", elapsed());
+
+    // All three cut off: the same.
+    enter("5 all cut off");
+    for spoke in ["spoke-1", "spoke-2", "spoke-3"] {
+        signal_agent(&fleet, spoke, "STOP");
+    }
+    let braked = fail_static(&hub, conditions::fail_static::FLEET_BRAKE).await?;
+    println!("{}: {braked}", elapsed());
+    assert!(braked.contains("spoke-1"), "{braked}");
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    enter("6 all reconnected");
+    for spoke in ["spoke-1", "spoke-2", "spoke-3"] {
+        signal_agent(&fleet, spoke, "CONT");
+    }
+    let released = fail_static(&hub, conditions::fail_static::NONE_KEPT).await?;
+    println!("{}: {released}", elapsed());
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    asking.store(false, Ordering::SeqCst);
+    let seen = client.await.unwrap();
+
+    for ((phase, place), answers) in &seen.answers {
+        println!("{phase}, {place}: {answers:?}");
+    }
+    println!("{} queries, {} empty", seen.queries, seen.empty);
+    assert_eq!(seen.empty, 0, "no host ever emptied: {seen:?}");
+    let only = |phase: &str, place: &'static str, expected: &str| {
+        let answers = &seen.answers[&(phase.to_string(), place)];
+        assert_eq!(
+            answers,
+            &BTreeSet::from([vec![expected.to_string()]]),
+            "{phase}, from {place}"
+        );
+    };
+    // Cut off from most or all of its clusters, and reconnected, the hub changed no answer.
+    for phase in [
+        "3 two of three cut off",
+        "4 two of three reconnected",
+        "5 all cut off",
+        "6 all reconnected",
+    ] {
+        only(phase, "Ireland", "10.0.0.1");
+        only(phase, "the United States", "10.0.0.2");
+        only(phase, "France", "10.0.0.3");
+    }
+    // With spoke-3 withdrawn, France got another cluster's answer, never its own.
+    assert!(
+        !seen.answers[&("2 spoke-3 withdrawn".to_string(), "France")]
+            .contains(&vec!["10.0.0.3".to_string()]),
+        "{seen:?}"
+    );
+    Ok(())
+}
