@@ -163,7 +163,8 @@ Press Ctrl-C to stop; everything is deleted on exit.",
 
 async fn demo_pods() -> anyhow::Result<()> {
     use crate::example::{
-        FRANCE, HOST, IRELAND, SPOKES, UNITED_STATES, install, serve_gateway, with_example_spokes,
+        FRANCE, HOST, IRELAND, NAMESPACE, SPOKES, UNITED_STATES, install, serve_gateway,
+        with_example_spokes,
     };
     use crate::release::{
         RELEASE_NAMESPACE, answers_become, dig_service, dns_endpoints, install_release,
@@ -251,7 +252,12 @@ async fn demo_pods() -> anyhow::Result<()> {
   kubectl -n {RELEASE_NAMESPACE} get pods,lease
   dig @{ip} -p {port} {HOST} +subnet={UNITED_STATES} +short
   kubectl label managedcluster spoke-2 kuadrant.io/lb-attribute-geo-code=IE --overwrite
-  dig @{ip} -p {port} {HOST} +subnet={UNITED_STATES} +short    # now the IE group answers",
+  dig @{ip} -p {port} {HOST} +subnet={UNITED_STATES} +short    # now the IE group answers
+Cut the hub off from every cluster (freeze the agents), and the answers stay:
+  pkill -STOP -f 'meridian-agent run --cluster-name spoke-'
+  kubectl -n {NAMESPACE} get dnspolicy prod-web -o jsonpath='{{.status.conditions[?(@.type==\"meridian.dev/FailStatic\")].message}}'
+  dig @{ip} -p {port} {HOST} +subnet={UNITED_STATES} +short    # the same answer, minutes on
+  pkill -CONT -f 'meridian-agent run --cluster-name spoke-'",
             ip = endpoint.ip(),
             port = endpoint.port()
         );

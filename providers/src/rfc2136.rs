@@ -19,6 +19,9 @@ use meridian_dns::model::{Endpoint, RecordType, is_at_or_below, sort_endpoints};
 use meridian_dns::tree::LEAF_TTL;
 use meridian_dns::wire::{TsigKey, fqdn, to_wire, wire_type};
 
+/// How long one step of an exchange with the server may take: connecting, sending, or
+/// receiving one response message (a transfer is many, each within it).
+pub const STEP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// Changes per UPDATE message; keeps a message far below 64 KiB.
 const UPDATE_LIMITS: Limits = Limits {
     max_changes: 400,
@@ -77,7 +80,8 @@ impl Rfc2136Provider {
         fqdn(self.config.zone.trim_end_matches('.'))
     }
 
-    /// Sends signed `message` over TCP and returns every response message until `done` says so.
+    /// Sends signed `message` over TCP and returns every response message until `done` says so;
+    /// each step (connecting, sending, each response) within [`STEP_TIMEOUT`].
     async fn exchange(
         &self,
         mut message: Message,
@@ -92,21 +96,55 @@ impl Rfc2136Provider {
         let bytes = message
             .to_vec()
             .map_err(|e| ProviderError::Other(e.to_string()))?;
-        let io = |e: std::io::Error| ProviderError::Other(format!("{}: {e}", self.config.server));
-        let mut stream = TcpStream::connect(self.config.server).await.map_err(io)?;
-        stream
-            .write_u16(
-                u16::try_from(bytes.len())
-                    .map_err(|_| ProviderError::Invalid("UPDATE too large".into()))?,
-            )
-            .await
-            .map_err(io)?;
-        stream.write_all(&bytes).await.map_err(io)?;
+        let server = self.config.server;
+        // Every step has a deadline: a server that accepts and never answers (frozen,
+        // overloaded, a black-holed route) fails the call, to be retried with backoff, instead
+        // of holding the record's reconcile for ever.
+        let step = |what: &'static str, result: Result<std::io::Result<()>, _>| match result {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(ProviderError::Other(format!("{server}: {what}: {e}"))),
+            Err(_) => Err(ProviderError::Other(format!(
+                "{server}: {what} took over {} s",
+                STEP_TIMEOUT.as_secs()
+            ))),
+        };
+        let mut stream = match tokio::time::timeout(STEP_TIMEOUT, TcpStream::connect(server)).await
+        {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => return Err(ProviderError::Other(format!("{server}: connect: {e}"))),
+            Err(_) => {
+                return Err(ProviderError::Other(format!(
+                    "{server}: no connection within {} s",
+                    STEP_TIMEOUT.as_secs()
+                )));
+            }
+        };
+        let length = u16::try_from(bytes.len())
+            .map_err(|_| ProviderError::Invalid("UPDATE too large".into()))?;
+        let mut framed = length.to_be_bytes().to_vec();
+        framed.extend_from_slice(&bytes);
+        step(
+            "sending the request",
+            tokio::time::timeout(STEP_TIMEOUT, stream.write_all(&framed)).await,
+        )?;
         let mut responses = Vec::new();
         loop {
-            let length = stream.read_u16().await.map_err(io)?;
-            let mut buffer = vec![0u8; usize::from(length)];
-            stream.read_exact(&mut buffer).await.map_err(io)?;
+            let mut length = [0u8; 2];
+            step(
+                "reading a response",
+                tokio::time::timeout(STEP_TIMEOUT, async {
+                    stream.read_exact(&mut length).await.map(drop)
+                })
+                .await,
+            )?;
+            let mut buffer = vec![0u8; usize::from(u16::from_be_bytes(length))];
+            step(
+                "reading a response",
+                tokio::time::timeout(STEP_TIMEOUT, async {
+                    stream.read_exact(&mut buffer).await.map(drop)
+                })
+                .await,
+            )?;
             let response =
                 Message::from_vec(&buffer).map_err(|e| ProviderError::Other(e.to_string()))?;
             let code = response.metadata.response_code;

@@ -113,13 +113,17 @@ impl Route53Provider {
         R: std::fmt::Debug,
     {
         let mut rng = SmallRng::from_rng(&mut rand::rng());
+        // What the last transient failure was: throttling, or no answer at all.
+        let mut unreachable = None;
         for attempt in 0..self.backoff.max_attempts {
             self.budget.acquire().await;
             match operation().await {
                 Ok(value) => return Ok(value),
                 Err(error) if is_transient(&error) => {
                     let delay = self.backoff.delay(attempt, &mut rng);
-                    tracing::debug!(what, attempt, ?delay, code = ?error.code(), "Route53 throttled; backing off");
+                    tracing::debug!(what, attempt, ?delay, code = ?error.code(), "Route53 throttled or unreachable; backing off");
+                    unreachable =
+                        (!matches!(error, SdkError::ServiceError(_))).then(|| causes(&error));
                     tokio::time::sleep(delay).await;
                 }
                 Err(error) => {
@@ -130,7 +134,13 @@ impl Route53Provider {
                 }
             }
         }
-        Err(ProviderError::Throttled(what.to_string()))
+        Err(match unreachable {
+            Some(error) => ProviderError::Other(format!(
+                "{what}: no answer after {} tries: {error}",
+                self.backoff.max_attempts
+            )),
+            None => ProviderError::Throttled(what.to_string()),
+        })
     }
 
     /// One record set (name and type) without listing the zone: one call, one item.
@@ -176,6 +186,21 @@ impl Route53Provider {
         .await
         .map(drop)
     }
+}
+
+/// An error and its sources, one after another (`dispatch failure: io error: …`), without the
+/// debug dump the SDK's own context display adds.
+fn causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.ends_with(&more) {
+            text = format!("{text}: {more}");
+        }
+        source = cause.source();
+    }
+    text
 }
 
 fn is_transient<E: ProvideErrorMetadata, R>(error: &SdkError<E, R>) -> bool {

@@ -117,6 +117,11 @@ zone "{zone}" {{
         Err(format!("BIND did not serve the zone:\n{}", server.log()))
     }
 
+    /// The process ID of named (to pause it, as an unreachable server).
+    pub fn pid(&self) -> u32 {
+        self.daemon.child.id()
+    }
+
     /// What named logged so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.daemon.dir.join("named.log")).unwrap_or_default()

@@ -1,10 +1,11 @@
-//! An HTTP proxy for Route53-compatible endpoints that counts API calls by action and can
-//! answer a share of them with Route53's throttling error. Test and benchmark tooling: it sits
+//! An HTTP proxy for Route53-compatible endpoints that counts API calls by action, can answer a
+//! share of them with Route53's throttling error, and can play an outage (every connection
+//! closed unanswered) while the server behind it keeps its state. Test and benchmark tooling: it sits
 //! between the provider and moto so tests can see every call and inject throttling.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -19,6 +20,8 @@ pub struct CountingProxy {
     pub address: SocketAddr,
     calls: Arc<Mutex<BTreeMap<String, u64>>>,
     throttled: Arc<AtomicU64>,
+    outage: Arc<AtomicBool>,
+    refused: Arc<AtomicU64>,
     task: JoinHandle<()>,
 }
 
@@ -37,9 +40,17 @@ impl CountingProxy {
         let calls = Arc::new(Mutex::new(BTreeMap::new()));
         let throttled = Arc::new(AtomicU64::new(0));
         let seen = Arc::new(AtomicU64::new(0));
+        let outage = Arc::new(AtomicBool::new(false));
+        let refused = Arc::new(AtomicU64::new(0));
         let (task_calls, task_throttled) = (calls.clone(), throttled.clone());
+        let (task_outage, task_refused) = (outage.clone(), refused.clone());
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
+                if task_outage.load(Ordering::SeqCst) {
+                    task_refused.fetch_add(1, Ordering::Relaxed);
+                    drop(client);
+                    continue;
+                }
                 let (calls, throttled, seen) =
                     (task_calls.clone(), task_throttled.clone(), seen.clone());
                 tokio::spawn(async move {
@@ -52,6 +63,8 @@ impl CountingProxy {
             address,
             calls,
             throttled,
+            outage,
+            refused,
             task,
         })
     }
@@ -68,6 +81,16 @@ impl CountingProxy {
     /// Calls answered with a throttling error.
     pub fn throttled(&self) -> u64 {
         self.throttled.load(Ordering::Relaxed)
+    }
+
+    /// Starts or ends an outage: while on, every connection is closed unanswered.
+    pub fn set_outage(&self, on: bool) {
+        self.outage.store(on, Ordering::SeqCst);
+    }
+
+    /// Connections closed unanswered by an outage.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
     }
 
     pub fn reset(&self) {

@@ -1,0 +1,383 @@
+//! Outages of what the hub depends on, each for two minutes, on real servers: a provider
+//! unreachable in the middle of a change (Route53 on moto behind a proxy that closes every
+//! connection, BIND frozen with SIGSTOP) is retried with backoff and converges after, losing
+//! nothing; the hub's API server and etcd frozen leave every hub replica answering the last
+//! state, and after they return no provider write happens, as nothing changed.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use kube::api::Api;
+use meridian_api::conditions;
+use meridian_api::kuadrant::{DNSRecord, ManagedZone};
+use meridian_dns::model::{Endpoint, RecordType};
+use meridian_e2e::example::{apply, dig_host};
+use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually};
+use meridian_hub::run_command::{RunArgs, RunningHub};
+use meridian_providers::Provider;
+use serde_json::{Value, json};
+
+const NAMESPACE: &str = "dns";
+const OUTAGE: Duration = Duration::from_secs(120);
+
+fn signal(pid: u32, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .args([format!("-{signal}"), pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+/// A namespace with the provider Secret `secret` (none: the embedded nameserver) and a zone.
+async fn zone(fleet: &Fleet, name: &str, domain: &str, secret: Option<Value>) -> Result<(), Error> {
+    let hub = fleet.hub.client();
+    meridian_e2e::ensure_namespace(&hub, NAMESPACE).await?;
+    let mut spec = json!({ "domainName": domain });
+    if let Some(secret) = secret {
+        let secret_name = secret["metadata"]["name"].clone();
+        apply(
+            &Api::<k8s_openapi::api::core::v1::Secret>::namespaced(hub.clone(), NAMESPACE),
+            secret,
+        )
+        .await?;
+        spec["dnsProviderSecretRef"] = json!({ "name": secret_name });
+    }
+    apply(
+        &Api::<ManagedZone>::namespaced(hub, NAMESPACE),
+        json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
+            "metadata": { "name": name, "namespace": NAMESPACE },
+            "spec": spec,
+        }),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Writes the DNSRecord `name` for `host` in `zone`: one A record.
+async fn record(fleet: &Fleet, name: &str, zone: &str, host: &str, ip: &str) -> Result<(), Error> {
+    apply(
+        &Api::<DNSRecord>::namespaced(fleet.hub.client(), NAMESPACE),
+        json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
+            "metadata": { "name": name, "namespace": NAMESPACE },
+            "spec": {
+                "rootHost": host, "managedZone": { "name": zone },
+                "endpoints": [{ "dnsName": host, "recordType": "A", "recordTTL": 60, "targets": [ip] }],
+            },
+        }),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The record once its `Ready` is `ready` with `reason` for its current generation; its message.
+async fn ready(
+    fleet: &Fleet,
+    name: &str,
+    ready: bool,
+    reason: &str,
+    patience: Duration,
+) -> Result<String, Error> {
+    let records = Api::<DNSRecord>::namespaced(fleet.hub.client(), NAMESPACE);
+    eventually(&format!("{name} is {reason}"), patience, || {
+        let records = records.clone();
+        async move {
+            let record = records.get(name).await?;
+            let status = if ready { "True" } else { "False" };
+            Ok(record.status.as_ref().and_then(|s| {
+                (s.observed_generation == record.metadata.generation)
+                    .then_some(())
+                    .and_then(|()| {
+                        s.conditions.iter().find(|c| {
+                            c.type_ == conditions::READY && c.status == status && c.reason == reason
+                        })
+                    })
+                    .map(|c| c.message.clone())
+            }))
+        }
+    })
+    .await
+}
+
+/// The A records a provider holds (ownership TXT records aside), by name.
+async fn held_by(provider: &impl Provider, zone_id: &str) -> Vec<(String, Vec<String>)> {
+    let mut held: Vec<(String, Vec<String>)> = provider
+        .records(zone_id)
+        .await
+        .expect("the provider answers")
+        .into_iter()
+        .filter(|e: &Endpoint| e.record_type == RecordType::A && !e.dns_name.starts_with("ns1."))
+        .map(|e| (e.dns_name, e.targets))
+        .collect();
+    held.sort();
+    held
+}
+
+fn a(host: &str, ip: &str) -> (String, Vec<String>) {
+    (host.to_string(), vec![ip.to_string()])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn route53_unreachable_mid_change_is_retried_with_backoff_and_loses_nothing()
+-> Result<(), Error> {
+    use meridian_providers::budget::RequestBudget;
+    use meridian_providers::route53::Route53Provider;
+    use meridian_testkit::counting_proxy::CountingProxy;
+    use meridian_testkit::moto::MotoServer;
+
+    let moto = MotoServer::start().expect("moto starts");
+    moto.create_zone("outage.example").await.expect("a zone");
+    let route53 = Route53Provider::new(
+        &moto.credentials(&moto.endpoint()),
+        std::sync::Arc::new(RequestBudget::per_second(100)),
+    );
+    let zone_id = route53.list_zones().await.unwrap()[0].id.clone();
+    let proxy = CountingProxy::start(moto.address(), 0).await.unwrap();
+    let fleet = Fleet::builder().without_ocm().start().await?;
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/aws",
+        "metadata": { "name": "route53", "namespace": NAMESPACE },
+        "stringData": {
+            "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": proxy.endpoint(),
+        },
+    });
+    zone(&fleet, "zone", "outage.example", Some(secret)).await?;
+    record(&fleet, "shop", "zone", "shop.outage.example", "192.0.2.1").await?;
+    record(&fleet, "keep", "zone", "keep.outage.example", "192.0.2.9").await?;
+    let running = RunningHub::start(&RunArgs::local(fleet.hub.kubeconfig_path()))
+        .await
+        .expect("the hub starts");
+    ready(&fleet, "shop", true, "Published", DEFAULT_PATIENCE).await?;
+    ready(&fleet, "keep", true, "Published", DEFAULT_PATIENCE).await?;
+
+    // The outage begins, and the record changes in the middle of it.
+    proxy.set_outage(true);
+    let outage = Instant::now();
+    record(&fleet, "shop", "zone", "shop.outage.example", "192.0.2.2").await?;
+    let failing = ready(&fleet, "shop", false, "ProviderError", DEFAULT_PATIENCE).await?;
+    println!("during the outage, shop says: {failing}");
+    let mut attempts = Vec::new();
+    while outage.elapsed() < OUTAGE {
+        tokio::time::sleep(Duration::from_secs(30).min(OUTAGE.saturating_sub(outage.elapsed())))
+            .await;
+        attempts.push((outage.elapsed().as_secs(), proxy.refused()));
+    }
+    println!("connections refused by the outage (seconds in, total): {attempts:?}");
+    assert_eq!(
+        held_by(&route53, &zone_id).await,
+        [
+            a("keep.outage.example", "192.0.2.9"),
+            a("shop.outage.example", "192.0.2.1")
+        ],
+        "nothing changed at the provider during the outage"
+    );
+    proxy.reset();
+    proxy.set_outage(false);
+    let back = Instant::now();
+    // The next try comes at the backoff's next step (at most the 2 min cap).
+    ready(&fleet, "shop", true, "Published", DEFAULT_PATIENCE * 2).await?;
+    println!(
+        "converged {:.0} s after the provider came back; calls since: {:?}",
+        back.elapsed().as_secs_f64(),
+        proxy.calls()
+    );
+    assert_eq!(
+        held_by(&route53, &zone_id).await,
+        [
+            a("keep.outage.example", "192.0.2.9"),
+            a("shop.outage.example", "192.0.2.2")
+        ],
+        "converged, and nothing lost"
+    );
+    let total = attempts.last().map_or(0, |(_, refused)| *refused);
+    assert!(total > 0, "the hub kept trying");
+    // Retried every second for two minutes would be over a hundred connections; with backoff
+    // doubling from 1 s it is a handful of reconciles (each a few connections).
+    assert!(total < 60, "retries back off: {attempts:?}");
+    running.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_frozen_mid_change_is_retried_and_loses_nothing() -> Result<(), Error> {
+    use meridian_providers::rfc2136::Rfc2136Provider;
+    use meridian_testkit::bind_server::BindServer;
+
+    let bind = BindServer::start("frozen.example")
+        .await
+        .expect("BIND starts");
+    let direct = Rfc2136Provider::new(bind.config.clone()).unwrap();
+    let fleet = Fleet::builder().without_ocm().start().await?;
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/rfc2136",
+        "metadata": { "name": "bind", "namespace": NAMESPACE },
+        "stringData": {
+            "server": bind.config.server.to_string(),
+            "tsigKeyName": bind.config.key_name,
+            "tsigAlgorithm": bind.config.algorithm,
+            "tsigSecret": bind.config.secret,
+        },
+    });
+    zone(&fleet, "zone", "frozen.example", Some(secret)).await?;
+    record(&fleet, "shop", "zone", "shop.frozen.example", "192.0.2.1").await?;
+    record(&fleet, "keep", "zone", "keep.frozen.example", "192.0.2.9").await?;
+    let running = RunningHub::start(&RunArgs::local(fleet.hub.kubeconfig_path()))
+        .await
+        .expect("the hub starts");
+    ready(&fleet, "shop", true, "Published", DEFAULT_PATIENCE).await?;
+    ready(&fleet, "keep", true, "Published", DEFAULT_PATIENCE).await?;
+
+    signal(bind.pid(), "STOP");
+    let outage = Instant::now();
+    record(&fleet, "shop", "zone", "shop.frozen.example", "192.0.2.2").await?;
+    let failing = ready(&fleet, "shop", false, "ProviderError", DEFAULT_PATIENCE).await;
+    if failing.is_err() {
+        signal(bind.pid(), "CONT");
+    }
+    println!("during the outage, shop says: {}", failing?);
+    tokio::time::sleep(OUTAGE.saturating_sub(outage.elapsed())).await;
+    signal(bind.pid(), "CONT");
+    assert_eq!(
+        held_by(&direct, "frozen.example").await,
+        [
+            a("keep.frozen.example", "192.0.2.9"),
+            a("shop.frozen.example", "192.0.2.1")
+        ],
+        "nothing changed at BIND during the outage"
+    );
+    let back = Instant::now();
+    ready(&fleet, "shop", true, "Published", DEFAULT_PATIENCE * 2).await?;
+    println!(
+        "converged {:.0} s after BIND came back",
+        back.elapsed().as_secs_f64()
+    );
+    assert_eq!(
+        held_by(&direct, "frozen.example").await,
+        [
+            a("keep.frozen.example", "192.0.2.9"),
+            a("shop.frozen.example", "192.0.2.2")
+        ],
+        "converged, and nothing lost"
+    );
+    running.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_replica_answers_the_last_state_while_the_api_server_is_away() -> Result<(), Error> {
+    use meridian_providers::budget::RequestBudget;
+    use meridian_providers::route53::Route53Provider;
+    use meridian_testkit::counting_proxy::CountingProxy;
+    use meridian_testkit::moto::MotoServer;
+
+    let moto = MotoServer::start().expect("moto starts");
+    moto.create_zone("remote.example").await.expect("a zone");
+    let route53 = Route53Provider::new(
+        &moto.credentials(&moto.endpoint()),
+        std::sync::Arc::new(RequestBudget::per_second(100)),
+    );
+    let zone_id = route53.list_zones().await.unwrap()[0].id.clone();
+    let proxy = CountingProxy::start(moto.address(), 0).await.unwrap();
+    let fleet = Fleet::builder().without_ocm().start().await?;
+    zone(&fleet, "local", "local.example", None).await?;
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/aws",
+        "metadata": { "name": "route53", "namespace": NAMESPACE },
+        "stringData": {
+            "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": proxy.endpoint(),
+        },
+    });
+    zone(&fleet, "remote", "remote.example", Some(secret)).await?;
+    record(&fleet, "web", "local", "web.local.example", "192.0.2.1").await?;
+    record(&fleet, "shop", "remote", "shop.remote.example", "192.0.2.2").await?;
+    let args = RunArgs {
+        lease_seconds: 3,
+        ..RunArgs::local(fleet.hub.kubeconfig_path())
+    };
+    let leader = RunningHub::start(&args).await.expect("the hub starts");
+    ready(&fleet, "web", true, "Published", DEFAULT_PATIENCE).await?;
+    ready(&fleet, "shop", true, "Published", DEFAULT_PATIENCE).await?;
+    let standby = RunningHub::start(&args).await.expect("the standby starts");
+    eventually("the standby is ready", DEFAULT_PATIENCE, || async {
+        Ok(standby.is_ready().then_some(()))
+    })
+    .await?;
+    let replicas: Vec<SocketAddr> = vec![leader.nameserver, standby.nameserver];
+    for server in replicas.clone() {
+        eventually("a replica answers", DEFAULT_PATIENCE, || async move {
+            let seen =
+                tokio::task::spawn_blocking(move || dig_host(server, "web.local.example", None))
+                    .await
+                    .unwrap();
+            Ok((seen == ["192.0.2.1"]).then_some(()))
+        })
+        .await?;
+    }
+    // Settle, then count the provider's writes from here on.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    proxy.reset();
+
+    // The API server and etcd freeze for two minutes; both replicas are asked throughout.
+    let control_plane = fleet.hub.pids();
+    let (etcd, apiserver) = (control_plane[0], control_plane[1]);
+    signal(apiserver, "STOP");
+    signal(etcd, "STOP");
+    let outage = Instant::now();
+    let (mut asked, mut wrong) = (0, 0);
+    while outage.elapsed() < OUTAGE {
+        for server in replicas.clone() {
+            let seen =
+                tokio::task::spawn_blocking(move || dig_host(server, "web.local.example", None))
+                    .await
+                    .unwrap();
+            asked += 1;
+            if seen != ["192.0.2.1"] {
+                wrong += 1;
+                println!("{server} answered {seen:?} during the outage");
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    signal(etcd, "CONT");
+    signal(apiserver, "CONT");
+    println!(
+        "during the outage: {asked} queries to both replicas, {wrong} not the last state; leading after it: {} / {}",
+        leader.is_leading(),
+        standby.is_leading()
+    );
+    assert_eq!(wrong, 0, "every replica answered the last state");
+    eventually("one replica leads again", DEFAULT_PATIENCE, || async {
+        Ok((leader.is_leading() || standby.is_leading()).then_some(()))
+    })
+    .await?;
+    // Both records pass again after the watches come back (a resync of everything); nothing
+    // changed, so nothing is written.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let calls = proxy.calls();
+    println!(
+        "provider calls after the API server came back: {calls:?}; leading: {} / {}",
+        leader.is_leading(),
+        standby.is_leading()
+    );
+    assert_eq!(
+        calls.get("ChangeResourceRecordSets"),
+        None,
+        "no provider write when nothing changed"
+    );
+    for server in replicas {
+        let seen = tokio::task::spawn_blocking(move || dig_host(server, "web.local.example", None))
+            .await
+            .unwrap();
+        assert_eq!(seen, ["192.0.2.1"], "{server} still answers");
+    }
+    assert_eq!(
+        held_by(&route53, &zone_id).await,
+        [a("shop.remote.example", "192.0.2.2")]
+    );
+    standby.stop().await;
+    leader.stop().await;
+    Ok(())
+}
