@@ -31,6 +31,16 @@ impl BuiltImage {
     }
 }
 
+/// The image of `images` whose repository ends with `name` (`/meridian-hub`); panics naming
+/// it when `make images` did not build it.
+pub fn image_named(images: &[BuiltImage], name: &str) -> BuiltImage {
+    images
+        .iter()
+        .find(|image| image.repository().ends_with(name))
+        .cloned()
+        .unwrap_or_else(|| panic!("make images built {name}"))
+}
+
 /// The lock `scripts/images.sh` holds while it builds; `make test` builds the images beside
 /// the tests that do not need them.
 const BUILD_LOCK: &str = ".build.lock";

@@ -35,7 +35,7 @@ pub use control_plane::ControlPlane;
 pub use crds::{install_crds, load_crds};
 pub use error::Error;
 pub use fleet::{Fleet, FleetBuilder};
-pub use images::{BuiltImage, built_images};
+pub use images::{BuiltImage, built_images, image_named};
 pub use node::{Node, NodeAssets, NodeFootprint};
 pub use ocm::{
     AGENT_NAMESPACE, HUB_NAMESPACE, OcmDynamicApis, ensure_namespace, register_managed_cluster,
@@ -46,3 +46,20 @@ pub use wait::{DEFAULT_PATIENCE, eventually};
 
 /// The field manager the test bed uses for its own server-side applies.
 pub const FIELD_MANAGER: &str = "meridian-testbed";
+
+/// Whether an Event with `reason` was recorded in `namespace` (what a controller says about the
+/// objects there).
+pub async fn has_event(
+    client: &kube::Client,
+    namespace: &str,
+    reason: &str,
+) -> Result<bool, Error> {
+    let events =
+        kube::Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), namespace)
+            .list(&Default::default())
+            .await?;
+    Ok(events
+        .items
+        .iter()
+        .any(|event| event.reason.as_deref() == Some(reason)))
+}

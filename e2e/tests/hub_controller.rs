@@ -843,14 +843,8 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
         metrics.contains("meridian_fleet_brake_engaged 1"),
         "{metrics}"
     );
-    let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(hub.clone(), NAMESPACE)
-        .list(&Default::default())
-        .await?;
     assert!(
-        events
-            .items
-            .iter()
-            .any(|e| e.reason.as_deref() == Some("FleetBrakeOn")),
+        meridian_e2e::has_event(&hub, NAMESPACE, "FleetBrakeOn").await?,
         "an Event says the brake is on"
     );
     // The agents come back: the brake lets go by itself.

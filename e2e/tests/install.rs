@@ -29,7 +29,7 @@ use meridian_e2e::release::{
     wait_for_agent_pod, wait_for_hub_pods,
 };
 use meridian_e2e::{
-    BuiltImage, DEFAULT_PATIENCE, Error, Fleet, OcmDynamicApis, built_images, eventually,
+    DEFAULT_PATIENCE, Error, Fleet, OcmDynamicApis, built_images, eventually, image_named,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -40,14 +40,10 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
         .with_test_writer()
         .try_init();
     let images = built_images()?;
-    let image = |name: &str| -> BuiltImage {
-        images
-            .iter()
-            .find(|image| image.repository().ends_with(name))
-            .cloned()
-            .unwrap_or_else(|| panic!("make images built {name}"))
-    };
-    let (hub_image, agent_image) = (image("/meridian-hub"), image("/meridian-agent"));
+    let (hub_image, agent_image) = (
+        image_named(&images, "/meridian-hub"),
+        image_named(&images, "/meridian-agent"),
+    );
     let archives = images.iter().map(|image| image.archive.clone());
     let fleet_started = Instant::now();
     let fleet = with_example_spokes(Fleet::builder())

@@ -118,32 +118,66 @@ fn a(host: &str, ip: &str) -> (String, Vec<String>) {
     (host.to_string(), vec![ip.to_string()])
 }
 
+/// A Route53 zone on moto, reached through a proxy that can play an outage.
+struct Route53Zone {
+    _moto: meridian_testkit::moto::MotoServer,
+    /// Straight to moto, for the test's own reads.
+    direct: meridian_providers::route53::Route53Provider,
+    zone_id: String,
+    proxy: meridian_testkit::counting_proxy::CountingProxy,
+}
+
+impl Route53Zone {
+    async fn start(domain: &str) -> Self {
+        use meridian_providers::budget::RequestBudget;
+        let moto = meridian_testkit::moto::MotoServer::start().expect("moto starts");
+        moto.create_zone(domain).await.expect("a zone");
+        let direct = meridian_providers::route53::Route53Provider::new(
+            &moto.credentials(&moto.endpoint()),
+            std::sync::Arc::new(RequestBudget::per_second(100)),
+        );
+        let zone_id = direct.list_zones().await.unwrap()[0].id.clone();
+        let proxy = meridian_testkit::counting_proxy::CountingProxy::start(moto.address(), 0)
+            .await
+            .unwrap();
+        Route53Zone {
+            _moto: moto,
+            direct,
+            zone_id,
+            proxy,
+        }
+    }
+
+    /// The `kuadrant.io/aws` Secret `name` pointing the hub at the proxy.
+    fn secret(&self, name: &str) -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/aws",
+            "metadata": { "name": name, "namespace": NAMESPACE },
+            "stringData": {
+                "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": self.proxy.endpoint(),
+            },
+        })
+    }
+
+    async fn held(&self) -> Vec<(String, Vec<String>)> {
+        held_by(&self.direct, &self.zone_id).await
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn route53_unreachable_mid_change_is_retried_with_backoff_and_loses_nothing()
 -> Result<(), Error> {
-    use meridian_providers::budget::RequestBudget;
-    use meridian_providers::route53::Route53Provider;
-    use meridian_testkit::counting_proxy::CountingProxy;
-    use meridian_testkit::moto::MotoServer;
-
-    let moto = MotoServer::start().expect("moto starts");
-    moto.create_zone("outage.example").await.expect("a zone");
-    let route53 = Route53Provider::new(
-        &moto.credentials(&moto.endpoint()),
-        std::sync::Arc::new(RequestBudget::per_second(100)),
-    );
-    let zone_id = route53.list_zones().await.unwrap()[0].id.clone();
-    let proxy = CountingProxy::start(moto.address(), 0).await.unwrap();
+    let route53 = Route53Zone::start("outage.example").await;
+    let proxy = &route53.proxy;
     let fleet = Fleet::builder().without_ocm().start().await?;
-    let secret = json!({
-        "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/aws",
-        "metadata": { "name": "route53", "namespace": NAMESPACE },
-        "stringData": {
-            "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": proxy.endpoint(),
-        },
-    });
-    zone(&fleet, "zone", "outage.example", Some(secret)).await?;
+    zone(
+        &fleet,
+        "zone",
+        "outage.example",
+        Some(route53.secret("route53")),
+    )
+    .await?;
     record(&fleet, "shop", "zone", "shop.outage.example", "192.0.2.1").await?;
     record(&fleet, "keep", "zone", "keep.outage.example", "192.0.2.9").await?;
     let running = RunningHub::start(&RunArgs::local(fleet.hub.kubeconfig_path()))
@@ -166,7 +200,7 @@ async fn route53_unreachable_mid_change_is_retried_with_backoff_and_loses_nothin
     }
     println!("connections refused by the outage (seconds in, total): {attempts:?}");
     assert_eq!(
-        held_by(&route53, &zone_id).await,
+        route53.held().await,
         [
             a("keep.outage.example", "192.0.2.9"),
             a("shop.outage.example", "192.0.2.1")
@@ -184,7 +218,7 @@ async fn route53_unreachable_mid_change_is_retried_with_backoff_and_loses_nothin
         proxy.calls()
     );
     assert_eq!(
-        held_by(&route53, &zone_id).await,
+        route53.held().await,
         [
             a("keep.outage.example", "192.0.2.9"),
             a("shop.outage.example", "192.0.2.2")
@@ -267,30 +301,17 @@ async fn bind_frozen_mid_change_is_retried_and_loses_nothing() -> Result<(), Err
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_replica_answers_the_last_state_while_the_api_server_is_away() -> Result<(), Error> {
-    use meridian_providers::budget::RequestBudget;
-    use meridian_providers::route53::Route53Provider;
-    use meridian_testkit::counting_proxy::CountingProxy;
-    use meridian_testkit::moto::MotoServer;
-
-    let moto = MotoServer::start().expect("moto starts");
-    moto.create_zone("remote.example").await.expect("a zone");
-    let route53 = Route53Provider::new(
-        &moto.credentials(&moto.endpoint()),
-        std::sync::Arc::new(RequestBudget::per_second(100)),
-    );
-    let zone_id = route53.list_zones().await.unwrap()[0].id.clone();
-    let proxy = CountingProxy::start(moto.address(), 0).await.unwrap();
+    let route53 = Route53Zone::start("remote.example").await;
+    let proxy = &route53.proxy;
     let fleet = Fleet::builder().without_ocm().start().await?;
     zone(&fleet, "local", "local.example", None).await?;
-    let secret = json!({
-        "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/aws",
-        "metadata": { "name": "route53", "namespace": NAMESPACE },
-        "stringData": {
-            "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": proxy.endpoint(),
-        },
-    });
-    zone(&fleet, "remote", "remote.example", Some(secret)).await?;
+    zone(
+        &fleet,
+        "remote",
+        "remote.example",
+        Some(route53.secret("route53")),
+    )
+    .await?;
     record(&fleet, "web", "local", "web.local.example", "192.0.2.1").await?;
     record(&fleet, "shop", "remote", "shop.remote.example", "192.0.2.2").await?;
     let args = RunArgs {
@@ -374,7 +395,7 @@ async fn every_replica_answers_the_last_state_while_the_api_server_is_away() -> 
         assert_eq!(seen, ["192.0.2.1"], "{server} still answers");
     }
     assert_eq!(
-        held_by(&route53, &zone_id).await,
+        route53.held().await,
         [a("shop.remote.example", "192.0.2.2")]
     );
     standby.stop().await;

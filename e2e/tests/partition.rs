@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{Api, Client};
 use meridian_api::conditions;
 use meridian_api::kuadrant::DNSPolicy;
@@ -23,7 +24,7 @@ use meridian_e2e::example::{
 use meridian_e2e::release::{
     answers_become, dig_service, install_release, wait_for_agent_pod, wait_for_hub_pods,
 };
-use meridian_e2e::{BuiltImage, DEFAULT_PATIENCE, Error, Fleet, built_images, eventually};
+use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, built_images, eventually, image_named};
 
 /// Shorter than the default 120 s, so that the test waits less, and still three renewals
 /// (agents renew every 30 s): a cluster is quiet for the brake after half of it.
@@ -82,47 +83,42 @@ fn signal_agent(fleet: &Fleet, spoke: &str, signal: &str) {
     println!("{spoke}: agent {signal}");
 }
 
-/// The policy's `FailStatic` condition once its reason is `reason`.
-async fn fail_static(hub: &Client, reason: &'static str) -> Result<String, Error> {
+/// The message of the policy's condition `type_` once `holds` says it is the one awaited.
+async fn policy_condition(
+    hub: &Client,
+    type_: &'static str,
+    what: &str,
+    holds: impl Fn(&Condition) -> bool,
+) -> Result<String, Error> {
     let policies: Api<DNSPolicy> = Api::namespaced(hub.clone(), NAMESPACE);
-    eventually(
-        &format!("the policy's FailStatic is {reason}"),
-        DEFAULT_PATIENCE * 2,
-        || {
-            let policies = policies.clone();
-            async move {
-                let policy = policies.get(GATEWAY).await?;
-                Ok(policy
-                    .status
-                    .iter()
-                    .flat_map(|s| s.conditions.iter())
-                    .find(|c| c.type_ == conditions::FAIL_STATIC && c.reason == reason)
-                    .map(|c| c.message.clone()))
-            }
-        },
-    )
+    eventually(what, DEFAULT_PATIENCE * 2, || {
+        let policies = policies.clone();
+        let holds = &holds;
+        async move {
+            let policy = policies.get(GATEWAY).await?;
+            Ok(policy
+                .status
+                .iter()
+                .flat_map(|s| s.conditions.iter())
+                .find(|c| c.type_ == type_ && holds(c))
+                .map(|c| c.message.clone()))
+        }
+    })
     .await
+}
+
+/// The policy's `FailStatic` message once its reason is `reason`.
+async fn fail_static(hub: &Client, reason: &'static str) -> Result<String, Error> {
+    let what = format!("the policy's FailStatic is {reason}");
+    policy_condition(hub, conditions::FAIL_STATIC, &what, |c| c.reason == reason).await
 }
 
 /// The policy's `Enforced` message once it contains `text`.
 async fn enforced_says(hub: &Client, text: &'static str) -> Result<String, Error> {
-    let policies: Api<DNSPolicy> = Api::namespaced(hub.clone(), NAMESPACE);
-    eventually(
-        &format!("the policy says {text:?}"),
-        DEFAULT_PATIENCE * 2,
-        || {
-            let policies = policies.clone();
-            async move {
-                let policy = policies.get(GATEWAY).await?;
-                Ok(policy
-                    .status
-                    .iter()
-                    .flat_map(|s| s.conditions.iter())
-                    .find(|c| c.type_ == conditions::ENFORCED && c.message.contains(text))
-                    .map(|c| c.message.clone()))
-            }
-        },
-    )
+    let what = format!("the policy says {text:?}");
+    policy_condition(hub, conditions::ENFORCED, &what, |c| {
+        c.message.contains(text)
+    })
     .await
 }
 
@@ -166,14 +162,10 @@ async fn meridian_as_pods_keeps_answering_when_the_hub_is_cut_off_from_its_clust
         .with_test_writer()
         .try_init();
     let images = built_images()?;
-    let image = |name: &str| -> BuiltImage {
-        images
-            .iter()
-            .find(|image| image.repository().ends_with(name))
-            .cloned()
-            .unwrap_or_else(|| panic!("make images built {name}"))
-    };
-    let (hub_image, agent_image) = (image("/meridian-hub"), image("/meridian-agent"));
+    let (hub_image, agent_image) = (
+        image_named(&images, "/meridian-hub"),
+        image_named(&images, "/meridian-agent"),
+    );
     let fleet = with_example_spokes(Fleet::builder())
         .with_nodes(images.iter().map(|image| image.archive.clone()))
         .start()

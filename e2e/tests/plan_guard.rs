@@ -4,7 +4,7 @@
 //! names it, and a deletion is never held.
 
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use meridian_api::conditions::{self, condition_status};
+use meridian_api::conditions;
 use meridian_api::kuadrant::{DNSRecord, ManagedZone};
 use meridian_controllers::plan_guard::{APPROVE_ANNOTATION, HELD_REASON};
 use meridian_e2e::example::{apply, dig_host};
@@ -59,6 +59,28 @@ async fn ready_with(
             Ok(done.then_some(record))
         }
     })
+    .await
+}
+
+/// The zone's `PlansHeld` message once its status is `held`.
+async fn plans_held(zones: &Api<ManagedZone>, held: bool) -> Result<String, Error> {
+    let status = if held { "True" } else { "False" };
+    eventually(
+        &format!("the zone's PlansHeld is {status}"),
+        DEFAULT_PATIENCE,
+        || {
+            let zones = zones.clone();
+            async move {
+                let zone = zones.get("zone").await?;
+                Ok(zone
+                    .status
+                    .iter()
+                    .flat_map(|s| s.conditions.iter())
+                    .find(|c| c.type_ == conditions::PLANS_HELD && c.status == status)
+                    .map(|c| c.message.clone()))
+            }
+        },
+    )
     .await
 }
 
@@ -126,35 +148,11 @@ async fn a_plan_over_the_zone_threshold_waits_for_approval() -> Result<(), Error
         .find(|word| word.starts_with("plan-"))
         .expect("the message names the plan")
         .to_string();
-    let zone = eventually("the zone says a plan is held", DEFAULT_PATIENCE, || {
-        let zones = zones.clone();
-        async move {
-            let zone = zones.get("zone").await?;
-            let held = zone
-                .status
-                .as_ref()
-                .and_then(|s| condition_status(&s.conditions, conditions::PLANS_HELD));
-            Ok((held == Some(true)).then_some(zone))
-        }
-    })
-    .await?;
-    let zone_message = zone
-        .status
-        .iter()
-        .flat_map(|s| s.conditions.iter())
-        .find(|c| c.type_ == conditions::PLANS_HELD)
-        .map(|c| c.message.clone())
-        .unwrap_or_default();
+    let zone_message = plans_held(&zones, true).await?;
     eprintln!("zone: {zone_message}");
     assert!(zone_message.contains(&plan), "{zone_message}");
-    let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(hub.clone(), NAMESPACE)
-        .list(&Default::default())
-        .await?;
     assert!(
-        events
-            .items
-            .iter()
-            .any(|e| e.reason.as_deref() == Some(HELD_REASON)),
+        meridian_e2e::has_event(&hub, NAMESPACE, HELD_REASON).await?,
         "an Event says the plan is held"
     );
 
@@ -179,18 +177,7 @@ async fn a_plan_over_the_zone_threshold_waits_for_approval() -> Result<(), Error
     )
     .await?;
     assert_eq!(answers("h1.big.guard.example").await, ["10.0.0.1"]);
-    eventually("the zone holds no plan", DEFAULT_PATIENCE, || {
-        let zones = zones.clone();
-        async move {
-            let zone = zones.get("zone").await?;
-            let held = zone
-                .status
-                .as_ref()
-                .and_then(|s| condition_status(&s.conditions, conditions::PLANS_HELD));
-            Ok((held == Some(false)).then_some(()))
-        }
-    })
-    .await?;
+    plans_held(&zones, false).await?;
 
     // Once: the annotation approves that plan only. The zone has 4 records now, under ten:
     // grow it back first (creations are never held), then a second large change waits again.

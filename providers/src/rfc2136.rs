@@ -22,6 +22,24 @@ use meridian_dns::wire::{TsigKey, fqdn, to_wire, wire_type};
 /// How long one step of an exchange with the server may take: connecting, sending, or
 /// receiving one response message (a transfer is many, each within it).
 pub const STEP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// One step of an exchange with `server`, within [`STEP_TIMEOUT`]: a server that accepts and
+/// never answers (frozen, overloaded, a black-holed route) fails the call, to be retried with
+/// backoff, instead of holding the record's reconcile for ever.
+async fn within<T>(
+    server: SocketAddr,
+    what: &str,
+    step: impl std::future::Future<Output = std::io::Result<T>>,
+) -> Result<T, ProviderError> {
+    match tokio::time::timeout(STEP_TIMEOUT, step).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err(ProviderError::Other(format!("{server}: {what}: {e}"))),
+        Err(_) => Err(ProviderError::Other(format!(
+            "{server}: {what} took over {} s",
+            STEP_TIMEOUT.as_secs()
+        ))),
+    }
+}
 /// Changes per UPDATE message; keeps a message far below 64 KiB.
 const UPDATE_LIMITS: Limits = Limits {
     max_changes: 400,
@@ -97,54 +115,18 @@ impl Rfc2136Provider {
             .to_vec()
             .map_err(|e| ProviderError::Other(e.to_string()))?;
         let server = self.config.server;
-        // Every step has a deadline: a server that accepts and never answers (frozen,
-        // overloaded, a black-holed route) fails the call, to be retried with backoff, instead
-        // of holding the record's reconcile for ever.
-        let step = |what: &'static str, result: Result<std::io::Result<()>, _>| match result {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(ProviderError::Other(format!("{server}: {what}: {e}"))),
-            Err(_) => Err(ProviderError::Other(format!(
-                "{server}: {what} took over {} s",
-                STEP_TIMEOUT.as_secs()
-            ))),
-        };
-        let mut stream = match tokio::time::timeout(STEP_TIMEOUT, TcpStream::connect(server)).await
-        {
-            Ok(Ok(stream)) => stream,
-            Ok(Err(e)) => return Err(ProviderError::Other(format!("{server}: connect: {e}"))),
-            Err(_) => {
-                return Err(ProviderError::Other(format!(
-                    "{server}: no connection within {} s",
-                    STEP_TIMEOUT.as_secs()
-                )));
-            }
-        };
+        let mut stream = within(server, "connecting", TcpStream::connect(server)).await?;
         let length = u16::try_from(bytes.len())
             .map_err(|_| ProviderError::Invalid("UPDATE too large".into()))?;
         let mut framed = length.to_be_bytes().to_vec();
         framed.extend_from_slice(&bytes);
-        step(
-            "sending the request",
-            tokio::time::timeout(STEP_TIMEOUT, stream.write_all(&framed)).await,
-        )?;
+        within(server, "sending the request", stream.write_all(&framed)).await?;
         let mut responses = Vec::new();
         loop {
             let mut length = [0u8; 2];
-            step(
-                "reading a response",
-                tokio::time::timeout(STEP_TIMEOUT, async {
-                    stream.read_exact(&mut length).await.map(drop)
-                })
-                .await,
-            )?;
+            within(server, "reading a response", stream.read_exact(&mut length)).await?;
             let mut buffer = vec![0u8; usize::from(u16::from_be_bytes(length))];
-            step(
-                "reading a response",
-                tokio::time::timeout(STEP_TIMEOUT, async {
-                    stream.read_exact(&mut buffer).await.map(drop)
-                })
-                .await,
-            )?;
+            within(server, "reading a response", stream.read_exact(&mut buffer)).await?;
             let response =
                 Message::from_vec(&buffer).map_err(|e| ProviderError::Other(e.to_string()))?;
             let code = response.metadata.response_code;
