@@ -96,6 +96,8 @@ impl ZoneGuard {
 pub struct Proposed<'a> {
     /// `namespace/name` of the DNSRecord.
     pub record: &'a str,
+    /// The record's generation: the same change asked for again later is another plan.
+    pub generation: Option<i64>,
     /// What the record has published (`None`: nothing yet).
     pub previous: Option<&'a [Endpoint]>,
     pub desired: &'a [Endpoint],
@@ -144,7 +146,7 @@ pub fn judge(proposed: &Proposed<'_>, zone: &ZoneGuard) -> Verdict {
     if changed * 100 <= zone.threshold_percent as usize * proposed.zone_records {
         return Verdict::Apply;
     }
-    let plan = plan_name(proposed.record, previous, proposed.desired);
+    let plan = plan_name(proposed, previous);
     if zone.approved.contains(&plan) {
         return Verdict::Approved(plan);
     }
@@ -156,22 +158,24 @@ pub fn judge(proposed: &Proposed<'_>, zone: &ZoneGuard) -> Verdict {
     })
 }
 
-/// A name for the change from `previous` to `desired` of `record`: the same plan has the same
-/// name on every replica and pass, and any other plan another name, so an approval applies
-/// once.
-fn plan_name(record: &str, previous: &[Endpoint], desired: &[Endpoint]) -> String {
+/// A name for the change from `previous` to `desired` of one generation of a record: the same
+/// plan has the same name on every replica and pass, and any other plan (another change, or
+/// the same change asked for again by a later generation) another name, so an approval
+/// applies once.
+fn plan_name(proposed: &Proposed<'_>, previous: &[Endpoint]) -> String {
     let canonical = |endpoints: &[Endpoint]| {
         let mut sorted: Vec<&Endpoint> = endpoints.iter().collect();
         sorted.sort_by_key(|e| e.key());
         serde_json::to_string(&sorted).unwrap_or_default()
     };
-    format!(
-        "plan-{}",
-        shortcode(
-            &format!("{record}\n{}\n{}", canonical(previous), canonical(desired)),
-            10
-        )
-    )
+    let identity = format!(
+        "{}\n{}\n{}\n{}",
+        proposed.record,
+        proposed.generation.unwrap_or_default(),
+        canonical(previous),
+        canonical(proposed.desired)
+    );
+    format!("plan-{}", shortcode(&identity, 10))
 }
 
 #[cfg(test)]
@@ -221,6 +225,7 @@ mod tests {
             let verdict = judge(
                 &Proposed {
                     record: "ns/api",
+                    generation: Some(3),
                     previous: Some(&previous),
                     desired,
                     zone_records: *zone_records,
@@ -236,6 +241,7 @@ mod tests {
         }
         let first = Proposed {
             record: "ns/api",
+            generation: Some(1),
             previous: None,
             desired: &[],
             zone_records: 50,
@@ -249,6 +255,7 @@ mod tests {
         let previous = hosts(10);
         let emptied = Proposed {
             record: "ns/api",
+            generation: Some(3),
             previous: Some(&previous),
             desired: &[],
             zone_records: 10,
@@ -270,12 +277,18 @@ mod tests {
             judge(&emptied, &approving),
             Verdict::Approved(held.plan.clone())
         );
-        // Another plan (another record, or another change) is not approved by it.
+        // Another plan (another record, another change, or the same change asked for again
+        // by a later generation) is not approved by it.
         let other = Proposed {
             record: "ns/web",
             ..emptied
         };
         assert!(matches!(judge(&other, &approving), Verdict::Held(_)));
+        let again = Proposed {
+            generation: Some(7),
+            ..emptied
+        };
+        assert!(matches!(judge(&again, &approving), Verdict::Held(_)));
         let half = hosts(4);
         let smaller = Proposed {
             desired: &half,
@@ -303,6 +316,7 @@ mod tests {
         let previous = hosts(10);
         let proposed = Proposed {
             record: "ns/api",
+            generation: Some(3),
             previous: Some(&previous),
             desired: &[],
             zone_records: 10,

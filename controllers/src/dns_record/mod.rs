@@ -254,6 +254,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     }
     let proposed = plan_guard::Proposed {
         record: &record_key,
+        generation: record.metadata.generation,
         previous: previous.as_deref(),
         desired: &desired,
         zone_records: zone_published_count(record, ctx),
