@@ -847,6 +847,29 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
         meridian_e2e::has_event(&hub, NAMESPACE, "FleetBrakeOn").await?,
         "an Event says the brake is on"
     );
+    // The zone the policy publishes into says so too.
+    let zone_braked = eventually("the zone says the brake is on", DEFAULT_PATIENCE, || {
+        let zones = zones.clone();
+        async move {
+            let zone = zones.get("example").await?;
+            Ok(zone
+                .status
+                .iter()
+                .flat_map(|s| s.conditions.iter())
+                .find(|c| {
+                    c.type_ == conditions::FAIL_STATIC
+                        && c.reason == conditions::fail_static::FLEET_BRAKE
+                })
+                .cloned())
+        }
+    })
+    .await?;
+    assert!(
+        zone_braked.message.contains("DNSPolicy prod-web: ")
+            && zone_braked.message.contains("spoke-1: no heartbeat"),
+        "{}",
+        zone_braked.message
+    );
     // The agents come back: the brake lets go by itself.
     for spoke in ["spoke-1", "spoke-2"] {
         agents.push(start_agent(&fleet, spoke, geoip_dir.path()).await?);
@@ -859,6 +882,22 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
     .await?;
     eprintln!("with the agents back: {}", released.message);
     answers_within(nameserver, Some(UNITED_STATES), &["10.0.0.1"]).await?;
+    eventually("the zone says the brake let go", DEFAULT_PATIENCE, || {
+        let zones = zones.clone();
+        async move {
+            let zone = zones.get("example").await?;
+            let released = zone
+                .status
+                .iter()
+                .flat_map(|s| s.conditions.iter())
+                .any(|c| {
+                    c.type_ == conditions::FAIL_STATIC
+                        && c.reason != conditions::fail_static::FLEET_BRAKE
+                });
+            Ok(released.then_some(()))
+        }
+    })
+    .await?;
 
     let addons: Api<ManagedClusterAddOn> = Api::namespaced(hub.clone(), "spoke-1");
     assert!(
@@ -1333,6 +1372,50 @@ async fn health_checks_from_every_cluster_decide_which_gateways_stay_in_dns() ->
         "health: interval {interval}, threshold {threshold}: withdrawn {:.1} s after the backend died, back {:.1} s after it recovered",
         withdrawn_after.as_secs_f64(),
         recovered.elapsed().as_secs_f64()
+    );
+
+    // spoke-3's agent stops, its gateway still serving: silence is evidence about the agent,
+    // not the gateway. With a healthCheck, 127.0.1.3 stays well past the 8 s heartbeat timeout
+    // while the other clusters' probes find it healthy, and their verdict alone withdraws it.
+    drop(agents.remove(2));
+    let kept = eventually(
+        "the policy says spoke-3 is silent and kept",
+        DEFAULT_PATIENCE,
+        || async {
+            let policy = Api::<DNSPolicy>::namespaced(hub.clone(), NAMESPACE)
+                .get("prod-web")
+                .await?;
+            Ok(policy
+                .status
+                .iter()
+                .flat_map(|s| s.conditions.iter())
+                .find(|c| {
+                    c.type_ == conditions::ENFORCED
+                        && c.message.contains("spoke-3: no heartbeat from its agent")
+                })
+                .map(|c| c.message.clone()))
+        },
+    )
+    .await?;
+    assert!(
+        kept.contains("kept in DNS while the other clusters' probes find it healthy"),
+        "{kept}"
+    );
+    for _ in 0..12 {
+        assert_eq!(
+            answers_now(nameserver).await,
+            all,
+            "a silent cluster whose gateway serves stays"
+        );
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+    backends.lock().unwrap().dead.insert(gateway_ips[2]);
+    answers_become(nameserver, None, &["127.0.1.1", "127.0.1.2"]).await?;
+    backends.lock().unwrap().dead.clear();
+    answers_become(nameserver, None, &all).await?;
+    agents.insert(
+        2,
+        start_agent_probing_from(&fleet, "spoke-3", dir.path(), sources[2]).await?,
     );
 
     // Every backend failing: nothing is removed (a total outage is more likely the probes').

@@ -122,6 +122,38 @@ async fn enforced_says(hub: &Client, text: &'static str) -> Result<String, Error
     .await
 }
 
+/// What the hub saw, for a failure: the heartbeats, the policy's conditions and the pods' logs.
+async fn explain(fleet: &Fleet) {
+    let hub = fleet.hub.client();
+    for (spoke, _, _, _) in SPOKES {
+        let lease =
+            Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(hub.clone(), spoke)
+                .get_opt("meridian-agent-heartbeat")
+                .await;
+        let renewed = lease
+            .ok()
+            .flatten()
+            .and_then(|l| l.spec?.renew_time)
+            .map(|t| t.0.to_string());
+        println!(
+            "{spoke}: heartbeat renewed {renewed:?}; agent processes {:?}",
+            agent_pids(fleet, spoke)
+        );
+    }
+    if let Ok(policy) = Api::<DNSPolicy>::namespaced(hub.clone(), NAMESPACE)
+        .get(GATEWAY)
+        .await
+    {
+        for condition in policy.status.iter().flat_map(|s| s.conditions.iter()) {
+            println!(
+                "policy {}: {} {}",
+                condition.type_, condition.reason, condition.message
+            );
+        }
+    }
+    println!("{}", fleet.hub.node().expect("a node").pod_logs());
+}
+
 /// What a client saw from each place while it asked: every distinct answer per phase, and the
 /// empty ones.
 #[derive(Debug, Default)]
@@ -199,7 +231,11 @@ async fn meridian_as_pods_keeps_answering_when_the_hub_is_cut_off_from_its_clust
     // the fleet is no brake), and France is answered by another cluster.
     enter("1 spoke-3 cut off");
     signal_agent(&fleet, "spoke-3", "STOP");
-    let withdrawn = enforced_says(&hub, "spoke-3: no heartbeat from its agent").await?;
+    let withdrawn = enforced_says(&hub, "spoke-3: no heartbeat from its agent").await;
+    if withdrawn.is_err() {
+        explain(&fleet).await;
+    }
+    let withdrawn = withdrawn?;
     println!("{}: {withdrawn}", elapsed());
     eventually(
         "France is answered by another cluster",

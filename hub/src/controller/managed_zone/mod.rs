@@ -5,14 +5,15 @@
 //!
 //! | | |
 //! |---|---|
-//! | **Watches** (shared caches) | ManagedZones, DNSRecords, Secrets |
-//! | **Triggered by** ([`triggers`]) | the zone; a record of an embedded zone (its count); the zone's provider Secret |
+//! | **Watches** (shared caches) | ManagedZones, DNSRecords, DNSPolicies, Secrets |
+//! | **Triggered by** ([`triggers`]) | the zone; a record of an embedded zone (its count); a record whose plan is held or let go; a policy whose `FailStatic` changes; the zone's provider Secret |
 //! | **Gathers** | the zone's Secret from the cache; for a provider zone, its name servers and record count from the provider |
-//! | **Decides** | `Ready`, the reason and the provider kind |
+//! | **Decides** | `Ready`, the reason and the provider kind; `PlansHeld`; `FailStatic` (the brakes keeping silent clusters in the zone's records) |
 //! | **Writes** | the zone's status |
 
 pub mod triggers;
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,13 +23,13 @@ use kube::api::{Api, Patch};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use meridian_api::conditions::{self, ConditionUpdate, set_condition};
-use meridian_api::kuadrant::{ManagedZone, ManagedZoneStatus};
+use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone, ManagedZoneStatus};
 use meridian_nameserver::DelegationError;
 use meridian_providers::Provider;
 use serde_json::json;
 
 use meridian_controllers::{
-    Context, Error, FIELD_MANAGER, apply_params, now, object_key, plan_guard,
+    Context, Error, FIELD_MANAGER, POLICY_LABEL, apply_params, now, object_key, plan_guard,
 };
 
 const CONTROLLER: &str = "managedzone";
@@ -142,9 +143,16 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
         zone.metadata.generation,
         &now(),
     );
+    let records = ctx.caches.records.state();
     set_condition(
         &mut status.conditions,
-        plans_held_condition(&zone, &ctx.caches.records.state()),
+        plans_held_condition(&zone, &records),
+        zone.metadata.generation,
+        &now(),
+    );
+    set_condition(
+        &mut status.conditions,
+        fail_static_condition(&zone, &records, &ctx.caches.policies.state()),
         zone.metadata.generation,
         &now(),
     );
@@ -192,7 +200,7 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
 /// (`meridian_controllers::plan_guard`), or the threshold that applies.
 fn plans_held_condition(
     zone: &ManagedZone,
-    records: &[Arc<meridian_api::kuadrant::DNSRecord>],
+    records: &[Arc<DNSRecord>],
 ) -> ConditionUpdate<'static> {
     let namespace = zone.namespace();
     let mut held: Vec<String> = records
@@ -232,6 +240,64 @@ fn plans_held_condition(
         status: true,
         reason: plan_guard::HELD_REASON,
         message: held.join("; "),
+    }
+}
+
+/// `FailStatic`: the policies publishing into the zone whose silent clusters a brake keeps in
+/// DNS, the fleet brake first (it says the hub may be the one cut off), or none. It repeats
+/// the policies' own conditions so that whoever watches zones sees it too.
+fn fail_static_condition(
+    zone: &ManagedZone,
+    records: &[Arc<DNSRecord>],
+    policies: &[Arc<DNSPolicy>],
+) -> ConditionUpdate<'static> {
+    let namespace = zone.namespace();
+    let zone_name = zone.name_any();
+    let publishing: BTreeSet<&String> = records
+        .iter()
+        .filter(|r| r.namespace() == namespace && r.spec.managed_zone.name == zone_name)
+        .filter_map(|r| r.labels().get(POLICY_LABEL))
+        .collect();
+    let mut kept: Vec<(bool, String)> = policies
+        .iter()
+        .filter(|p| p.namespace() == namespace && publishing.contains(&p.name_any()))
+        .filter_map(|policy| {
+            let condition = policy
+                .status
+                .as_ref()?
+                .conditions
+                .iter()
+                .find(|c| c.type_ == conditions::FAIL_STATIC && c.status == "True")?;
+            let braked = condition.reason == conditions::fail_static::FLEET_BRAKE;
+            Some((
+                braked,
+                format!("DNSPolicy {}: {}", policy.name_any(), condition.message),
+            ))
+        })
+        .collect();
+    // The braked policies first, each group by name.
+    kept.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let Some(&(braked, _)) = kept.first() else {
+        return ConditionUpdate {
+            type_: conditions::FAIL_STATIC,
+            status: false,
+            reason: conditions::fail_static::NONE_KEPT,
+            message: "no silent cluster is kept in the zone's records".into(),
+        };
+    };
+    ConditionUpdate {
+        type_: conditions::FAIL_STATIC,
+        status: true,
+        reason: if braked {
+            conditions::fail_static::FLEET_BRAKE
+        } else {
+            conditions::fail_static::SILENT_CLUSTERS_KEPT
+        },
+        message: kept
+            .into_iter()
+            .map(|(_, message)| message)
+            .collect::<Vec<_>>()
+            .join("; "),
     }
 }
 
@@ -376,6 +442,104 @@ mod tests {
                 count_refresh_wait(current.as_ref(), &wanted, last, now),
                 wait.map(Duration::from_secs),
                 "{current:?} → {wanted:?}, last write {last:?}"
+            );
+        }
+    }
+
+    fn object<K: serde::de::DeserializeOwned>(value: serde_json::Value) -> Arc<K> {
+        Arc::new(serde_json::from_value(value).expect("a valid object"))
+    }
+
+    fn record(name: &str, zone: &str, policy: &str) -> Arc<DNSRecord> {
+        object(json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
+            "metadata": {
+                "name": name, "namespace": "team",
+                "labels": { POLICY_LABEL: policy },
+            },
+            "spec": { "managedZone": { "name": zone }, "endpoints": [] },
+        }))
+    }
+
+    fn policy(name: &str, fail_static: Option<(&str, &str)>) -> Arc<DNSPolicy> {
+        let conditions: Vec<_> = fail_static
+            .into_iter()
+            .map(|(reason, message)| {
+                json!({
+                    "type": conditions::FAIL_STATIC, "status": "True", "reason": reason,
+                    "message": message, "lastTransitionTime": "2026-11-25T12:00:00Z",
+                })
+            })
+            .collect();
+        object(json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSPolicy",
+            "metadata": { "name": name, "namespace": "team" },
+            "spec": { "targetRef": { "name": name } },
+            "status": { "conditions": conditions },
+        }))
+    }
+
+    #[test]
+    fn the_zone_says_which_of_its_policies_a_brake_holds() {
+        let zone: ManagedZone = serde_json::from_value(json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
+            "metadata": { "name": "example", "namespace": "team" },
+            "spec": { "domainName": "example.com" },
+        }))
+        .unwrap();
+        let records = [
+            record("web-api", "example", "web"),
+            record("shop-api", "example", "shop"),
+            record("other-api", "elsewhere", "other"),
+        ];
+        let brake = conditions::fail_static::FLEET_BRAKE;
+        let kept = conditions::fail_static::SILENT_CLUSTERS_KEPT;
+        let none = conditions::fail_static::NONE_KEPT;
+        let cases = [
+            // (policies, status, reason, message)
+            (
+                vec![policy("web", None), policy("shop", None)],
+                false,
+                none,
+                "no silent cluster is kept in the zone's records",
+            ),
+            // A policy of another zone is not this zone's concern.
+            (
+                vec![
+                    policy("web", None),
+                    policy("other", Some((brake, "c1 held"))),
+                ],
+                false,
+                none,
+                "no silent cluster is kept in the zone's records",
+            ),
+            (
+                vec![policy("web", Some((kept, "c2 vouched")))],
+                true,
+                kept,
+                "DNSPolicy web: c2 vouched",
+            ),
+            // The brake comes first, whatever the names.
+            (
+                vec![
+                    policy("web", Some((kept, "c2 vouched"))),
+                    policy("shop", Some((brake, "c1 held"))),
+                ],
+                true,
+                brake,
+                "DNSPolicy shop: c1 held; DNSPolicy web: c2 vouched",
+            ),
+        ];
+        for (policies, status, reason, message) in cases {
+            let condition = fail_static_condition(&zone, &records, &policies);
+            assert_eq!(
+                (
+                    condition.status,
+                    condition.reason,
+                    condition.message.as_str()
+                ),
+                (status, reason, message),
+                "{policies:?}"
             );
         }
     }

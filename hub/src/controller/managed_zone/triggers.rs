@@ -4,14 +4,15 @@ use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
-use meridian_api::kuadrant::{DNSRecord, ManagedZone};
+use meridian_api::conditions;
+use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
 
 use meridian_controllers::caches::{Caches, Change, everything_once, own_changes, triggers};
-use meridian_controllers::indexes;
 use meridian_controllers::plan_guard::held_message;
+use meridian_controllers::{POLICY_LABEL, indexes};
 
-/// ManagedZone status: a zone, a record of an embedded zone (its count), or a record whose plan
-/// is held or let go wakes it.
+/// ManagedZone status: a zone, a record of an embedded zone (its count), a record whose plan is
+/// held or let go, or a policy publishing into the zone whose `FailStatic` changes wakes it.
 pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedZone>>> {
     let all = caches.zones.store().clone();
     let by_record = {
@@ -51,10 +52,58 @@ pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedZone
             None => Vec::new(),
         }
     };
+    let by_policy = {
+        let records = caches.records.store().clone();
+        move |change: &Change<DNSPolicy>| {
+            let changed = match change {
+                Change::Applied { old, new } => {
+                    fail_static(old.as_deref()) != fail_static(Some(new))
+                }
+                Change::Deleted(old) => fail_static(Some(old)).is_some(),
+                Change::Relisted => false,
+            };
+            match change.object() {
+                Some(policy) if changed => zones_published_by(&records.state(), policy),
+                _ => Vec::new(),
+            }
+        }
+    };
     vec![
         everything_once(&caches.zones),
         own_changes(&caches.zones),
         triggers(caches.records.subscribe(), all.clone(), by_record),
+        triggers(caches.policies.subscribe(), all.clone(), by_policy),
         triggers(caches.secrets.subscribe(), all, by_secret),
     ]
+}
+
+/// The policy's `FailStatic` condition while it is True: its reason and message.
+fn fail_static(policy: Option<&DNSPolicy>) -> Option<(&str, &str)> {
+    policy?
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == conditions::FAIL_STATIC && c.status == "True")
+        .map(|c| (c.reason.as_str(), c.message.as_str()))
+}
+
+/// The zones the policy's records are in.
+fn zones_published_by(
+    records: &[std::sync::Arc<DNSRecord>],
+    policy: &DNSPolicy,
+) -> Vec<ObjectRef<ManagedZone>> {
+    let namespace = policy.namespace().unwrap_or_default();
+    let name = policy.name_any();
+    let mut zones: Vec<ObjectRef<ManagedZone>> = records
+        .iter()
+        .filter(|r| {
+            r.namespace().as_deref() == Some(namespace.as_str())
+                && r.labels().get(POLICY_LABEL) == Some(&name)
+        })
+        .map(|r| ObjectRef::new(&r.spec.managed_zone.name).within(&namespace))
+        .collect();
+    zones.sort_by(|a, b| a.name.cmp(&b.name));
+    zones.dedup();
+    zones
 }
