@@ -23,7 +23,7 @@ export MERIDIAN_MOTO_SERVER := $(shell bash scripts/moto-venv.sh --print-path)
 # test bed's nodes (containerd, runc, the CNI plugins, and ip for their bridges).
 TEST_PACKAGES := dnsutils bind9 knot containerd runc containernetworking-plugins iproute2
 
-.PHONY: help toolchain packages testbed test lint fmt crds demo demo-in-process images bench-testbed bench-engine bench-dns bench-providers bench-convergence bench-probes bench-hub-scale fuzz clean-testbed fresh-check fresh-check-full
+.PHONY: help toolchain packages testbed traefik test lint fmt crds demo demo-in-process images bench-testbed bench-engine bench-dns bench-providers bench-convergence bench-probes bench-hub-scale fuzz clean-testbed fresh-check fresh-check-full
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
@@ -40,6 +40,9 @@ testbed: toolchain ## Build kube-apiserver, etcd, kubectl, OCM agents, node bina
 	@$(TIMED) "node binaries (kubelet, ...)" bash e2e/testbed/nodes.sh >/dev/null
 	@$(TIMED) "Helm" bash e2e/testbed/helm.sh >/dev/null
 	@$(TIMED) "external-dns" bash e2e/testbed/external-dns.sh >/dev/null
+
+traefik: toolchain ## Build Traefik v3.6.12 from its Go module (cached); the spokes' Gateway API implementation, not yet run by the tests
+	@$(TIMED) "Traefik" bash e2e/testbed/traefik.sh >/dev/null
 
 lint: toolchain ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check

@@ -359,6 +359,39 @@ impl Caches {
         }
     }
 
+    /// The watched kinds not listed yet, for a log line that says what a wait is for.
+    pub fn unlisted(&self) -> Vec<&'static str> {
+        let mut kinds = vec![
+            ("DNSRecord", self.records.listed()),
+            ("ManagedZone", self.zones.listed()),
+        ];
+        if self.scope != Scope::Zones {
+            kinds.extend([
+                ("DNSPolicy", self.policies.listed()),
+                ("Gateway", self.gateways.listed()),
+                ("Secret", self.secrets.listed()),
+            ]);
+        }
+        if self.scope == Scope::Hub {
+            kinds.extend([
+                ("DNSHealthCheckProbe", self.probes.listed()),
+                ("PlacementDecision", self.decisions.listed()),
+                ("ManagedCluster", self.clusters.listed()),
+                ("ClusterReport", self.reports.listed()),
+                ("ProbeResults", self.probe_results.listed()),
+                ("Lease", self.heartbeats.listed()),
+                ("ConfigMap", self.config_maps.listed()),
+                ("GatewayClass", self.gateway_classes.listed()),
+                ("ManifestWork", self.works.listed()),
+            ]);
+        }
+        kinds
+            .into_iter()
+            .filter(|(_, listed)| !listed)
+            .map(|(kind, _)| kind)
+            .collect()
+    }
+
     /// Whether every watched kind has been listed, without waiting.
     pub fn listed(&self) -> bool {
         let zones = self.records.listed() && self.zones.listed();

@@ -17,6 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{Api, Client};
 use meridian_api::conditions;
 use meridian_api::kuadrant::DNSPolicy;
+use meridian_api::meridian::ClusterReport;
 use meridian_e2e::example::{
     FRANCE, GATEWAY, IRELAND, NAMESPACE, SPOKES, UNITED_STATES, install, serve_gateway,
     with_example_spokes,
@@ -135,8 +136,15 @@ async fn explain(fleet: &Fleet) {
             .flatten()
             .and_then(|l| l.spec?.renew_time)
             .map(|t| t.0.to_string());
+        let reported = Api::<ClusterReport>::namespaced(hub.clone(), spoke)
+            .get_opt(meridian_api::names::CLUSTER_REPORT)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|r| r.spec.reported_at)
+            .map(|t| t.0.to_string());
         println!(
-            "{spoke}: heartbeat renewed {renewed:?}; agent processes {:?}",
+            "{spoke}: heartbeat renewed {renewed:?}, reported {reported:?}; agent processes {:?}",
             agent_pids(fleet, spoke)
         );
     }
@@ -204,7 +212,9 @@ async fn meridian_as_pods_keeps_answering_when_the_hub_is_cut_off_from_its_clust
         .await?;
     let hub = fleet.hub.client();
     let timeout = format!("hub.clusterHeartbeatTimeoutSeconds={HEARTBEAT_TIMEOUT_SECONDS}");
-    install_release(&fleet, &hub_image, &[timeout.as_str()]).await?;
+    // The heartbeat deadlines in the hub's log, for a failure to explain.
+    let log = r"hub.log=info\,meridian_controllers::dns_policy::triggers=debug\,meridian_controllers::caches=debug";
+    install_release(&fleet, &hub_image, &[timeout.as_str(), log]).await?;
     wait_for_hub_pods(&hub, hub_image.tag()).await?;
     install(&hub).await?;
     for (spoke, _, _, ip) in SPOKES {
@@ -268,6 +278,8 @@ async fn meridian_as_pods_keeps_answering_when_the_hub_is_cut_off_from_its_clust
     signal_agent(&fleet, "spoke-3", "CONT");
     let released = fail_static(&hub, conditions::fail_static::NONE_KEPT).await?;
     println!("{}: {released}", elapsed());
+    // Long enough for the client to ask from every place in this phase.
+    tokio::time::sleep(Duration::from_secs(5)).await;
 
     // All three cut off: the same.
     enter("5 all cut off");

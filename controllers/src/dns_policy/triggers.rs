@@ -183,13 +183,17 @@ fn hub_triggers(
 /// Clusters falling silent. Each cluster has one deadline (when it was last heard from plus the
 /// heartbeat timeout), moved by every renewal; when one passes unrenewed, the policies whose
 /// Gateway is placed on that cluster look again. One timer for the fleet rather than one per
-/// policy, so a steady fleet, heartbeating, wakes no policy.
+/// policy, so a steady fleet, heartbeating, wakes no policy. Every quarter of the timeout the
+/// whole fleet is looked at again from the caches, and a cluster found silent that was not
+/// announced for its last heartbeat is announced then: a missed change (a relist, a lagging
+/// subscriber) delays a silence by at most that long instead of hiding it.
 fn silences(ctx: &Arc<Context>) -> BoxStream<'static, ObjectRef<DNSPolicy>> {
     let watch = Silences {
         ctx: ctx.clone(),
         leases: ctx.caches.heartbeats.subscribe(),
         reports: ctx.caches.reports.subscribe(),
         deadlines: BTreeMap::new(),
+        announced: BTreeMap::new(),
         primed: false,
     };
     futures::stream::unfold(watch, |mut watch| async move {
@@ -200,6 +204,11 @@ fn silences(ctx: &Arc<Context>) -> BoxStream<'static, ObjectRef<DNSPolicy>> {
             &caches.gateways.state(),
             &caches.decisions.state(),
             &silent,
+        );
+        tracing::info!(
+            cluster = %silent,
+            policies = policies.len(),
+            "no heartbeat from the cluster's agent for the timeout; its policies look again"
         );
         Some((policies, watch))
     })
@@ -214,6 +223,8 @@ struct Silences {
     reports: broadcast::Receiver<Change<ClusterReport>>,
     /// When each cluster heard from goes silent unless renewed.
     deadlines: BTreeMap<String, Instant>,
+    /// The clusters announced silent, with the heartbeat they fell silent after.
+    announced: BTreeMap<String, k8s_openapi::jiff::Timestamp>,
     primed: bool,
 }
 
@@ -222,15 +233,37 @@ impl Silences {
     fn watch(&mut self, cluster: &str) {
         let report = self.ctx.report_of(cluster);
         let heard = self.ctx.last_heard(cluster, report.as_deref());
-        match until_silent(heard, (self.ctx.clock)(), self.ctx.config.heartbeat_timeout) {
+        let Some(heard) = heard else {
+            self.deadlines.remove(cluster);
+            return;
+        };
+        let left = until_silent(
+            Some(heard),
+            (self.ctx.clock)(),
+            self.ctx.config.heartbeat_timeout,
+        );
+        tracing::debug!(cluster, %heard, ?left, "heartbeat deadline");
+        match left {
             // Just past the deadline, so the cluster is silent when the policies look.
             Some(left) => {
                 let at = Instant::now() + left + Duration::from_secs(1);
                 self.deadlines.insert(cluster.to_string(), at);
             }
+            // Silent already: announced now unless it was for this heartbeat.
+            None if self.announced.get(cluster) != Some(&heard) => {
+                self.deadlines.insert(cluster.to_string(), Instant::now());
+            }
             None => {
                 self.deadlines.remove(cluster);
             }
+        }
+    }
+
+    /// Records that `cluster` was announced silent after its last heartbeat.
+    fn announce(&mut self, cluster: &str) {
+        let report = self.ctx.report_of(cluster);
+        if let Some(heard) = self.ctx.last_heard(cluster, report.as_deref()) {
+            self.announced.insert(cluster.to_string(), heard);
         }
     }
 
@@ -251,10 +284,44 @@ impl Silences {
     /// The next cluster to go silent, when it does; `None` once the caches are gone.
     async fn next_silent(&mut self) -> Option<String> {
         if !self.primed {
-            self.ctx.caches.wait_until_listed().await;
+            // Only the heartbeats and reports set deadlines: waiting for every kind's first
+            // list would leave the timer off for as long as any one of them failed to list.
+            let caches = self.ctx.caches.clone();
+            let inputs = async {
+                caches.heartbeats.wait_until_listed().await;
+                caches.reports.wait_until_listed().await;
+            };
+            tokio::pin!(inputs);
+            loop {
+                tokio::select! {
+                    () = &mut inputs => break,
+                    () = tokio::time::sleep(Duration::from_secs(30)) => tracing::warn!(
+                        unlisted = ?caches.unlisted(),
+                        "the silence timer waits for the first list of heartbeats and reports"
+                    ),
+                }
+            }
+            // Whatever is silent already was looked at by every policy's first reconcile.
             self.watch_everyone();
+            for cluster in self
+                .deadlines
+                .clone()
+                .into_iter()
+                .filter(|(_, at)| *at <= Instant::now())
+                .map(|(c, _)| c)
+            {
+                self.announce(&cluster);
+                self.deadlines.remove(&cluster);
+            }
             self.primed = true;
+            tracing::info!(
+                clusters = self.deadlines.len(),
+                "watching the fleet's heartbeats for silence"
+            );
         }
+        let rescan = (self.ctx.config.heartbeat_timeout / 4).max(Duration::from_secs(1));
+        let mut rescans = tokio::time::interval_at(Instant::now() + rescan, rescan);
+        rescans.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let soonest = self
                 .deadlines
@@ -267,28 +334,36 @@ impl Silences {
                     None => std::future::pending().await,
                 }
             };
+            // A relist (the first list, or one after a watch error) brings its objects without
+            // a change of their own: a renewal that came with it must move a deadline too.
             tokio::select! {
                 change = self.leases.recv() => match change {
+                    Ok(Change::Relisted) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                        self.watch_everyone()
+                    }
                     Ok(change) => {
                         if let Some(cluster) = change.object().and_then(|lease| lease.namespace()) {
                             self.watch(&cluster);
                         }
                     }
-                    Err(broadcast::error::RecvError::Lagged(_)) => self.watch_everyone(),
                     Err(broadcast::error::RecvError::Closed) => return None,
                 },
                 change = self.reports.recv() => match change {
+                    Ok(Change::Relisted) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                        self.watch_everyone()
+                    }
                     Ok(change) => {
                         if let Some(cluster) = change.object().and_then(|report| report.namespace()) {
                             self.watch(&cluster);
                         }
                     }
-                    Err(broadcast::error::RecvError::Lagged(_)) => self.watch_everyone(),
                     Err(broadcast::error::RecvError::Closed) => return None,
                 },
+                _ = rescans.tick() => self.watch_everyone(),
                 () = expiry => {
                     let (cluster, _) = soonest?;
                     self.deadlines.remove(&cluster);
+                    self.announce(&cluster);
                     return Some(cluster);
                 }
             }
