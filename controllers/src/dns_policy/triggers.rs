@@ -301,18 +301,9 @@ impl Silences {
                     ),
                 }
             }
-            // Whatever is silent already was looked at by every policy's first reconcile.
+            // A cluster silent already is announced at once: the policies' first reconcile
+            // may have looked before it fell silent.
             self.watch_everyone();
-            for cluster in self
-                .deadlines
-                .clone()
-                .into_iter()
-                .filter(|(_, at)| *at <= Instant::now())
-                .map(|(c, _)| c)
-            {
-                self.announce(&cluster);
-                self.deadlines.remove(&cluster);
-            }
             self.primed = true;
             tracing::info!(
                 clusters = self.deadlines.len(),
