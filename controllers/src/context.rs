@@ -101,6 +101,8 @@ pub struct Context {
     pub fence: Arc<crate::fence::Fence>,
     /// Whether the fleet brake was on when last looked at (its changes are logged).
     brake_engaged: std::sync::atomic::AtomicBool,
+    /// What the brake held, so that it lets go only once its wave is heard again.
+    brake_memory: Mutex<Option<crate::silence::BrakeMemory>>,
 }
 
 pub type Clock = Arc<dyn Fn() -> k8s_openapi::jiff::Timestamp + Send + Sync>;
@@ -140,6 +142,7 @@ impl Context {
             drifted: Mutex::new(BTreeSet::new()),
             fence: Arc::new(crate::fence::Fence::open()),
             brake_engaged: std::sync::atomic::AtomicBool::new(false),
+            brake_memory: Mutex::new(None),
         }
     }
 
@@ -161,12 +164,26 @@ impl Context {
                 self.last_heard(&name, self.report_of(&name).as_deref())
             })
             .collect();
-        let brake = crate::silence::fleet_brake(
+        let now = (self.clock)();
+        let computed = crate::silence::fleet_brake(
             &heard,
-            (self.clock)(),
+            now,
             self.config.heartbeat_timeout,
             self.config.fleet_brake_percent,
         );
+        // Lingers half a timeout after the wave would let go: two renewals of the agents (every
+        // quarter of it), enough for the whole wave to be heard again.
+        let brake = {
+            let mut memory = self.brake_memory.lock().expect("brake memory lock");
+            let (brake, remembered) = crate::silence::brake_with_memory(
+                computed,
+                *memory,
+                now,
+                self.config.heartbeat_timeout / 2,
+            );
+            *memory = remembered;
+            brake
+        };
         self.metrics.fleet(&brake);
         let was = self
             .brake_engaged

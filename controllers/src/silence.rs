@@ -99,6 +99,60 @@ pub fn fleet_brake(
     }
 }
 
+/// What the brake held, kept so that it lets go of a wave only once the wave is heard again:
+/// the agents of a partition that ends renew one after another over a renewal interval, and
+/// without this the first ones back would drop the wave below the threshold and silence would
+/// withdraw the ones not yet back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BrakeMemory {
+    /// The brake held the silent clusters last heard at or after this.
+    pub held_heard_since: Timestamp,
+    /// When the brake was first found off after holding them.
+    pub released_at: Option<Timestamp>,
+}
+
+/// The brake as computed from the heartbeats, kept on for `linger` after it would let go (and
+/// holding only the clusters it held), with the memory for the next look. Pure.
+pub fn brake_with_memory(
+    computed: FleetBrake,
+    memory: Option<BrakeMemory>,
+    now: Timestamp,
+    linger: Duration,
+) -> (FleetBrake, Option<BrakeMemory>) {
+    if computed.engaged {
+        let held_heard_since = now - computed.holds_silent_up_to;
+        // A wave that grows while held keeps its earliest boundary.
+        let held_heard_since = match memory {
+            Some(m) if m.released_at.is_none() => m.held_heard_since.min(held_heard_since),
+            _ => held_heard_since,
+        };
+        let memory = BrakeMemory {
+            held_heard_since,
+            released_at: None,
+        };
+        return (computed, Some(memory));
+    }
+    let Some(memory) = memory else {
+        return (computed, None);
+    };
+    let released_at = memory.released_at.unwrap_or(now);
+    let since = Duration::try_from(now.duration_since(released_at)).unwrap_or_default();
+    if since > linger {
+        return (computed, None);
+    }
+    let lingering = FleetBrake {
+        engaged: true,
+        holds_silent_up_to: Duration::try_from(now.duration_since(memory.held_heard_since))
+            .unwrap_or_default(),
+        ..computed
+    };
+    let memory = BrakeMemory {
+        released_at: Some(released_at),
+        ..memory
+    };
+    (lingering, Some(memory))
+}
+
 /// How silence is weighed for one host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SilenceRules {
@@ -477,6 +531,56 @@ mod tests {
         assert_eq!(
             fates(&[heard(), silent(300)], &rules),
             [None, Some(Fate::Withdrawn)]
+        );
+    }
+
+    #[test]
+    fn the_brake_lets_go_of_a_wave_only_after_a_linger() {
+        let linger = secs(60);
+        let now = at(10_000);
+        let engaged = FleetBrake {
+            engaged: true,
+            quiet: 2,
+            heard: 3,
+            holds_silent_up_to: secs(100),
+        };
+        let off = FleetBrake {
+            quiet: 1,
+            ..FleetBrake::default()
+        };
+        // Engaged: remembered, as is.
+        let (brake, memory) = brake_with_memory(engaged, None, now, linger);
+        assert_eq!(brake, engaged);
+        let memory = memory.unwrap();
+        assert_eq!(memory.held_heard_since, at(9_900));
+        // The first clusters back drop the wave below the threshold: still held, and the hold
+        // still reaches the clusters heard last at 9,900 s.
+        let later = at(10_020);
+        let (brake, memory) = brake_with_memory(off, Some(memory), later, linger);
+        assert!(brake.engaged);
+        assert!(brake.holds(secs(120)) && !brake.holds(secs(121)));
+        let memory = memory.unwrap();
+        assert_eq!(memory.released_at, Some(later));
+        // Still within the linger, counted from the release.
+        let (brake, memory) = brake_with_memory(off, Some(memory), at(10_080), linger);
+        assert!(brake.engaged);
+        // Past it: off and forgotten.
+        let (brake, memory) = brake_with_memory(off, memory, at(10_081), linger);
+        assert_eq!((brake, memory), (off, None));
+        // Never engaged: nothing to remember.
+        assert_eq!(brake_with_memory(off, None, now, linger), (off, None));
+        // Engaged again within the linger: a fresh hold.
+        let released = BrakeMemory {
+            held_heard_since: at(9_000),
+            released_at: Some(at(9_990)),
+        };
+        let (_, memory) = brake_with_memory(engaged, Some(released), now, linger);
+        assert_eq!(
+            memory,
+            Some(BrakeMemory {
+                held_heard_since: at(9_900),
+                released_at: None
+            })
         );
     }
 
