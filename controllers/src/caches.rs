@@ -394,23 +394,7 @@ impl Caches {
 
     /// Whether every watched kind has been listed, without waiting.
     pub fn listed(&self) -> bool {
-        let zones = self.records.listed() && self.zones.listed();
-        if self.scope == Scope::Zones {
-            return zones;
-        }
-        let shared =
-            zones && self.policies.listed() && self.gateways.listed() && self.secrets.listed();
-        shared
-            && (self.scope == Scope::Distributed
-                || (self.probes.listed()
-                    && self.decisions.listed()
-                    && self.clusters.listed()
-                    && self.reports.listed()
-                    && self.probe_results.listed()
-                    && self.heartbeats.listed()
-                    && self.config_maps.listed()
-                    && self.gateway_classes.listed()
-                    && self.works.listed()))
+        self.unlisted().is_empty()
     }
 }
 
