@@ -99,9 +99,8 @@ pub struct Context {
     /// The client above checks it before every write request; provider batches check it
     /// through [`Context::check_fence`].
     pub fence: Arc<crate::fence::Fence>,
-    /// Whether the fleet brake was on when last looked at (its changes are logged).
-    brake_engaged: std::sync::atomic::AtomicBool,
-    /// What the brake held, so that it lets go only once its wave is heard again.
+    /// What the brake held when last looked at, so that it lets go only once its wave is
+    /// heard again (and its changes are logged); `None` while it is off.
     brake_memory: Mutex<Option<crate::silence::BrakeMemory>>,
 }
 
@@ -141,7 +140,6 @@ impl Context {
             failing_seen: Mutex::new(HashMap::new()),
             drifted: Mutex::new(BTreeSet::new()),
             fence: Arc::new(crate::fence::Fence::open()),
-            brake_engaged: std::sync::atomic::AtomicBool::new(false),
             brake_memory: Mutex::new(None),
         }
     }
@@ -173,8 +171,10 @@ impl Context {
         );
         // Lingers half a timeout after the wave would let go: two renewals of the agents (every
         // quarter of it), enough for the whole wave to be heard again.
-        let brake = {
+        // The brake is on exactly while there is a memory of what it holds.
+        let (brake, was) = {
             let mut memory = self.brake_memory.lock().expect("brake memory lock");
+            let was = memory.is_some();
             let (brake, remembered) = crate::silence::brake_with_memory(
                 computed,
                 *memory,
@@ -182,12 +182,9 @@ impl Context {
                 self.config.heartbeat_timeout / 2,
             );
             *memory = remembered;
-            brake
+            (brake, was)
         };
         self.metrics.fleet(&brake);
-        let was = self
-            .brake_engaged
-            .swap(brake.engaged, std::sync::atomic::Ordering::Relaxed);
         if brake.engaged && !was {
             tracing::warn!(
                 quiet = brake.quiet,

@@ -112,7 +112,8 @@ pub struct BrakeMemory {
 }
 
 /// The brake as computed from the heartbeats, kept on for `linger` after it would let go (and
-/// holding only the clusters it held), with the memory for the next look. Pure.
+/// holding only the clusters it held), with the memory for the next look. The brake returned
+/// is on exactly when a memory is returned. Pure.
 pub fn brake_with_memory(
     computed: FleetBrake,
     memory: Option<BrakeMemory>,

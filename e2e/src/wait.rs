@@ -4,6 +4,8 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
 use crate::Error;
 
 /// How long [`eventually`] waits by default; generous for a loaded two-core machine.
@@ -31,4 +33,44 @@ where
         tokio::time::sleep(interval).await;
         interval = (interval * 2).min(Duration::from_secs(1));
     }
+}
+
+/// A kind whose status carries conditions.
+pub trait WithConditions {
+    fn conditions(&self) -> &[Condition];
+}
+
+impl WithConditions for meridian_api::kuadrant::DNSPolicy {
+    fn conditions(&self) -> &[Condition] {
+        self.status.as_ref().map_or(&[], |s| &s.conditions)
+    }
+}
+
+impl WithConditions for meridian_api::kuadrant::ManagedZone {
+    fn conditions(&self) -> &[Condition] {
+        self.status.as_ref().map_or(&[], |s| &s.conditions)
+    }
+}
+
+/// Waits until `name`'s condition `type_` satisfies `holds` (at most twice the default
+/// patience: some wait for a heartbeat timeout), and returns it.
+pub async fn condition_becomes<K>(
+    api: &kube::Api<K>,
+    name: &str,
+    type_: &str,
+    what: &str,
+    holds: impl Fn(&Condition) -> bool,
+) -> Result<Condition, Error>
+where
+    K: WithConditions + kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually(what, DEFAULT_PATIENCE * 2, || async {
+        let object = api.get(name).await?;
+        Ok(object
+            .conditions()
+            .iter()
+            .find(|c| c.type_ == type_ && holds(c))
+            .cloned())
+    })
+    .await
 }

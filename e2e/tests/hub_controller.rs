@@ -24,7 +24,7 @@ use meridian_e2e::example::{
     client_from_file, delivered_hub_kubeconfig, dig, install, placement, serve_gateway,
     with_example_spokes, write_geoip,
 };
-use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, ManagedProcess, eventually};
+use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, ManagedProcess, condition_becomes, eventually};
 use meridian_hub::run_command::{RunArgs, RunningHub};
 use meridian_testkit::backends::{Backends, start_backends};
 use serde_json::json;
@@ -782,24 +782,12 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
     // spoke-3's agent dies: once its heartbeat is older than the timeout, the cluster is gone
     // for DNS, and the policy says why.
     drop(agents.remove(2));
-    eventually(
+    condition_becomes(
+        &policies,
+        "prod-web",
+        conditions::ENFORCED,
         "the policy says spoke-3 went silent",
-        DEFAULT_PATIENCE,
-        || {
-            let policies = policies.clone();
-            async move {
-                let policy = policies.get("prod-web").await?;
-                let silent = policy
-                    .status
-                    .iter()
-                    .flat_map(|s| s.conditions.iter())
-                    .any(|c| {
-                        c.type_ == conditions::ENFORCED
-                            && c.message.contains("spoke-3: no heartbeat from its agent")
-                    });
-                Ok(silent.then_some(()))
-            }
-        },
+        |c| c.message.contains("spoke-3: no heartbeat from its agent"),
     )
     .await?;
     answers_within(nameserver, Some(UNITED_STATES), &["10.0.0.1"]).await?;
@@ -809,26 +797,18 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
     // (spoke-3 went silent more than a heartbeat timeout before: it is not this wave.)
     tokio::time::sleep(std::time::Duration::from_secs(4)).await;
     agents.clear();
-    let fail_static = |reason: &'static str| {
-        let policies = policies.clone();
-        move || {
-            let policies = policies.clone();
-            async move {
-                let policy = policies.get("prod-web").await?;
-                let condition = policy
-                    .status
-                    .iter()
-                    .flat_map(|s| s.conditions.iter())
-                    .find(|c| c.type_ == conditions::FAIL_STATIC && c.reason == reason)
-                    .cloned();
-                Ok(condition)
-            }
-        }
+    let fail_static = |what: &'static str, reason: &'static str| {
+        condition_becomes(
+            &policies,
+            "prod-web",
+            conditions::FAIL_STATIC,
+            what,
+            move |c| c.reason == reason,
+        )
     };
-    let braked = eventually(
+    let braked = fail_static(
         "the fleet brake holds the silent clusters",
-        DEFAULT_PATIENCE,
-        fail_static(conditions::fail_static::FLEET_BRAKE),
+        conditions::fail_static::FLEET_BRAKE,
     )
     .await?;
     eprintln!("with every agent stopped: {}", braked.message);
@@ -848,21 +828,13 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
         "an Event says the brake is on"
     );
     // The zone the policy publishes into says so too.
-    let zone_braked = eventually("the zone says the brake is on", DEFAULT_PATIENCE, || {
-        let zones = zones.clone();
-        async move {
-            let zone = zones.get("example").await?;
-            Ok(zone
-                .status
-                .iter()
-                .flat_map(|s| s.conditions.iter())
-                .find(|c| {
-                    c.type_ == conditions::FAIL_STATIC
-                        && c.reason == conditions::fail_static::FLEET_BRAKE
-                })
-                .cloned())
-        }
-    })
+    let zone_braked = condition_becomes(
+        &zones,
+        "example",
+        conditions::FAIL_STATIC,
+        "the zone says the brake is on",
+        |c| c.reason == conditions::fail_static::FLEET_BRAKE,
+    )
     .await?;
     assert!(
         zone_braked.message.contains("DNSPolicy prod-web: ")
@@ -874,29 +846,20 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
     for spoke in ["spoke-1", "spoke-2"] {
         agents.push(start_agent(&fleet, spoke, geoip_dir.path()).await?);
     }
-    let released = eventually(
+    let released = fail_static(
         "the fleet brake lets go",
-        DEFAULT_PATIENCE,
-        fail_static(conditions::fail_static::NONE_KEPT),
+        conditions::fail_static::NONE_KEPT,
     )
     .await?;
     eprintln!("with the agents back: {}", released.message);
     answers_within(nameserver, Some(UNITED_STATES), &["10.0.0.1"]).await?;
-    eventually("the zone says the brake let go", DEFAULT_PATIENCE, || {
-        let zones = zones.clone();
-        async move {
-            let zone = zones.get("example").await?;
-            let released = zone
-                .status
-                .iter()
-                .flat_map(|s| s.conditions.iter())
-                .any(|c| {
-                    c.type_ == conditions::FAIL_STATIC
-                        && c.reason != conditions::fail_static::FLEET_BRAKE
-                });
-            Ok(released.then_some(()))
-        }
-    })
+    condition_becomes(
+        &zones,
+        "example",
+        conditions::FAIL_STATIC,
+        "the zone says the brake let go",
+        |c| c.reason != conditions::fail_static::FLEET_BRAKE,
+    )
     .await?;
 
     let addons: Api<ManagedClusterAddOn> = Api::namespaced(hub.clone(), "spoke-1");
@@ -1340,21 +1303,13 @@ async fn health_checks_from_every_cluster_decide_which_gateways_stay_in_dns() ->
         .clone();
     assert_eq!(healthy.status, "False");
     assert!(healthy.message.contains("127.0.1.2"), "{}", healthy.message);
-    eventually(
+    let policies = Api::<DNSPolicy>::namespaced(hub.clone(), NAMESPACE);
+    condition_becomes(
+        &policies,
+        "prod-web",
+        conditions::ENFORCED,
         "the policy says what health left out",
-        DEFAULT_PATIENCE,
-        || async {
-            let policy = Api::<DNSPolicy>::namespaced(hub.clone(), NAMESPACE)
-                .get("prod-web")
-                .await?;
-            let said = policy.status.as_ref().is_some_and(|s| {
-                s.conditions.iter().any(|c| {
-                    c.type_ == conditions::ENFORCED
-                        && c.message.contains("unhealthy, left out of DNS: 127.0.1.2")
-                })
-            });
-            Ok(said.then_some(()))
-        },
+        |c| c.message.contains("unhealthy, left out of DNS: 127.0.1.2"),
     )
     .await?;
     backends.lock().unwrap().failing_for.clear();
@@ -1378,25 +1333,15 @@ async fn health_checks_from_every_cluster_decide_which_gateways_stay_in_dns() ->
     // not the gateway. With a healthCheck, 127.0.1.3 stays well past the 8 s heartbeat timeout
     // while the other clusters' probes find it healthy, and their verdict alone withdraws it.
     drop(agents.remove(2));
-    let kept = eventually(
+    let kept = condition_becomes(
+        &policies,
+        "prod-web",
+        conditions::ENFORCED,
         "the policy says spoke-3 is silent and kept",
-        DEFAULT_PATIENCE,
-        || async {
-            let policy = Api::<DNSPolicy>::namespaced(hub.clone(), NAMESPACE)
-                .get("prod-web")
-                .await?;
-            Ok(policy
-                .status
-                .iter()
-                .flat_map(|s| s.conditions.iter())
-                .find(|c| {
-                    c.type_ == conditions::ENFORCED
-                        && c.message.contains("spoke-3: no heartbeat from its agent")
-                })
-                .map(|c| c.message.clone()))
-        },
+        |c| c.message.contains("spoke-3: no heartbeat from its agent"),
     )
-    .await?;
+    .await?
+    .message;
     assert!(
         kept.contains("kept in DNS while the other clusters' probes find it healthy"),
         "{kept}"

@@ -25,7 +25,9 @@ use meridian_e2e::example::{
 use meridian_e2e::release::{
     answers_become, dig_service, install_release, wait_for_agent_pod, wait_for_hub_pods,
 };
-use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, built_images, eventually, image_named};
+use meridian_e2e::{
+    DEFAULT_PATIENCE, Error, Fleet, built_images, condition_becomes, eventually, image_named,
+};
 
 /// Shorter than the default 120 s, so that the test waits less, and still three renewals
 /// (agents renew every 30 s): a cluster is quiet for the brake after half of it.
@@ -92,20 +94,8 @@ async fn policy_condition(
     holds: impl Fn(&Condition) -> bool,
 ) -> Result<String, Error> {
     let policies: Api<DNSPolicy> = Api::namespaced(hub.clone(), NAMESPACE);
-    eventually(what, DEFAULT_PATIENCE * 2, || {
-        let policies = policies.clone();
-        let holds = &holds;
-        async move {
-            let policy = policies.get(GATEWAY).await?;
-            Ok(policy
-                .status
-                .iter()
-                .flat_map(|s| s.conditions.iter())
-                .find(|c| c.type_ == type_ && holds(c))
-                .map(|c| c.message.clone()))
-        }
-    })
-    .await
+    let condition = condition_becomes(&policies, GATEWAY, type_, what, holds).await?;
+    Ok(condition.message)
 }
 
 /// The policy's `FailStatic` message once its reason is `reason`.

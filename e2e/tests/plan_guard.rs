@@ -8,7 +8,7 @@ use meridian_api::conditions;
 use meridian_api::kuadrant::{DNSRecord, ManagedZone};
 use meridian_controllers::plan_guard::{APPROVE_ANNOTATION, HELD_REASON};
 use meridian_e2e::example::{apply, dig_host};
-use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually};
+use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, condition_becomes, eventually};
 use meridian_hub::run_command::{RunArgs, RunningHub};
 use serde_json::json;
 
@@ -65,23 +65,12 @@ async fn ready_with(
 /// The zone's `PlansHeld` message once its status is `held`.
 async fn plans_held(zones: &Api<ManagedZone>, held: bool) -> Result<String, Error> {
     let status = if held { "True" } else { "False" };
-    eventually(
-        &format!("the zone's PlansHeld is {status}"),
-        DEFAULT_PATIENCE,
-        || {
-            let zones = zones.clone();
-            async move {
-                let zone = zones.get("zone").await?;
-                Ok(zone
-                    .status
-                    .iter()
-                    .flat_map(|s| s.conditions.iter())
-                    .find(|c| c.type_ == conditions::PLANS_HELD && c.status == status)
-                    .map(|c| c.message.clone()))
-            }
-        },
-    )
-    .await
+    let what = format!("the zone's PlansHeld is {status}");
+    let condition = condition_becomes(zones, "zone", conditions::PLANS_HELD, &what, |c| {
+        c.status == status
+    })
+    .await?;
+    Ok(condition.message)
 }
 
 fn ready_message(record: &DNSRecord) -> String {
