@@ -20,8 +20,9 @@ export MERIDIAN_MOTO_SERVER := $(shell bash scripts/moto-venv.sh --print-path)
 
 # Debian packages the tests use: dig (dnsutils) as a real DNS client, BIND 9 for RFC2136 and,
 # with Knot DNS, as secondaries of the embedded nameserver, and the container runtime of the
-# test bed's nodes (containerd, runc, the CNI plugins, and ip for their bridges).
-TEST_PACKAGES := dnsutils bind9 knot containerd runc containernetworking-plugins iproute2
+# test bed's nodes (containerd, runc, the CNI plugins, and ip for their bridges), and Unbound as
+# the clients' recursive resolver in the real-traffic test and `make bench-failover`.
+TEST_PACKAGES := dnsutils bind9 knot containerd runc containernetworking-plugins iproute2 unbound
 
 .PHONY: help toolchain packages testbed traefik test lint fmt crds demo demo-in-process images bench-testbed bench-engine bench-dns bench-providers bench-convergence bench-probes bench-hub-scale fuzz clean-testbed fresh-check fresh-check-full
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the OCI images of meridian-hub and meridian-agent without a container engine (see
+# Builds the OCI images of meridian-hub and meridian-agent (and the test bed's demo app, which
+# stands behind each spoke's gateway) without a container engine (see
 # docs/images.md). Writes target/images/<name>-<tag>.oci.tar, which `ctr images import` reads,
 # and target/images/digests.txt (reference, manifest digest, compressed size), which manifests
 # pin. The same commit builds the same digests in any clone: the binaries are built with their
@@ -39,11 +40,11 @@ base=$(bash scripts/image-base.sh)
 image_target=target/image-build
 export RUSTFLAGS="--remap-path-prefix=$PWD=/meridian --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=/cargo -C strip=symbols"
 export CARGO_TARGET_DIR=$image_target
-"$cargo" build --quiet --locked --release -p meridian-hub -p meridian-agent
+"$cargo" build --quiet --locked --release -p meridian-hub -p meridian-agent -p meridian-demo-app
 "$cargo" build --quiet --locked --release -p meridian-image
 
 : > "$out/digests.txt.new"
-for name in meridian-hub meridian-agent; do
+for name in meridian-hub meridian-agent meridian-demo-app; do
   "$image_target/release/meridian-image" \
     --binary "$image_target/release/$name" \
     --base "$base" \

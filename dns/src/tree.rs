@@ -402,6 +402,20 @@ fn loadbalanced_endpoints(
     records.into_values().collect()
 }
 
+/// Gives `ttl` to every record of `host`'s tree that health or a choice can change: every one
+/// but the host's CNAME to its load-balancer name, which never changes and keeps [`LB_TTL`] so
+/// resolvers do not ask for it again.
+pub fn set_answer_ttl(endpoints: &mut [Endpoint], host: &str, ttl: u32) {
+    for endpoint in endpoints {
+        let constant = endpoint.dns_name == host
+            && endpoint.record_type == RecordType::Cname
+            && endpoint.record_ttl == LB_TTL;
+        if !constant {
+            endpoint.record_ttl = ttl;
+        }
+    }
+}
+
 /// One cluster's branch of a host's tree in distributed mode: the records `clusters` (this
 /// cluster's targets) contribute to a tree other clusters add their branches to. Unlike a whole
 /// tree, the catch-all always answers with the configured default geo: the group may be
@@ -555,7 +569,7 @@ impl RecordTree {
     }
 
     /// Removes unhealthy leaves, then every record left without children; never the host's
-    /// own record. `health` is keyed by address (IP or hostname); a missing entry is unknown,
+    /// own record. A catch-all left without children points at the first GEO group left. `health` is keyed by address (IP or hostname); a missing entry is unknown,
     /// which counts as healthy.
     pub fn prune(&self, health: &BTreeMap<String, Health>) -> Pruned {
         let unhealthy = |value: &str| health.get(value) == Some(&Health::Unhealthy);
@@ -606,6 +620,28 @@ impl RecordTree {
                 Node::External(_) => None,
             })
             .collect();
+        // A catch-all whose GEO group has no healthy leaf left answers with the first group
+        // still standing instead: without it, clients of the fallen group and clients from
+        // anywhere else would get no address while other groups serve.
+        let fallen_catch_alls: Vec<&Endpoint> = gone
+            .iter()
+            .filter_map(|i| match &graph[*i] {
+                Node::Record(e) if e.property(GEO_CODE) == Some(CATCH_ALL_GEO) => Some(e),
+                _ => None,
+            })
+            .collect();
+        for catch_all in fallen_catch_alls {
+            let standing = endpoints
+                .iter()
+                .filter(|e| e.dns_name == catch_all.dns_name && e.property(GEO_CODE).is_some())
+                .map(|e| e.targets.clone())
+                .min();
+            if let Some(targets) = standing {
+                let mut fallback = catch_all.clone();
+                fallback.targets = targets;
+                endpoints.push(fallback);
+            }
+        }
         sort_endpoints(&mut endpoints);
         Pruned::Endpoints(endpoints)
     }

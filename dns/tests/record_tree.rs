@@ -471,8 +471,10 @@ fn pruning_removes_unhealthy_leaves_and_their_childless_parents() {
         geo("us", C2, 120),
         geo("us", C3, 120),
         lb("US", "US", "us.klb.api.example.com"),
+        lb("default", "*", "us.klb.api.example.com"),
     ]);
-    // IE lost its only cluster: its GEO record, its lb record and the catch-all pointing at it go.
+    // IE lost its only cluster: its GEO record and its lb record go, and the catch-all that
+    // pointed at it answers with US, so clients from IE and from anywhere else still get one.
     assert_eq!(endpoints, expected);
 }
 
@@ -645,4 +647,45 @@ fn renders_text_and_dot() {
     assert!(dot.starts_with("digraph \"api.example.com\" {"), "{dot}");
     // root → 2 lb records, each lb record → the IE GEO record, the GEO record → the A record.
     assert_eq!(dot.matches(" -> ").count(), 5, "{dot}");
+}
+
+#[test]
+fn a_policy_ttl_reaches_every_record_a_failover_changes_but_the_host_cname() {
+    let clusters = [
+        cluster(
+            1,
+            &[("kuadrant.io/lb-attribute-geo-code", "IE")],
+            &["172.31.0.1"],
+        ),
+        cluster(
+            2,
+            &[("kuadrant.io/lb-attribute-geo-code", "US")],
+            &["172.31.0.2"],
+        ),
+    ];
+    let strategy = Strategy::LoadBalanced(LoadBalancing {
+        default_geo: Some("IE".into()),
+        ..weighted(120)
+    });
+    let mut endpoints = build(strategy, &clusters);
+    meridian_dns::tree::set_answer_ttl(&mut endpoints, "api.example.com", 5);
+    for endpoint in &endpoints {
+        let expected = if endpoint == &root() { 300 } else { 5 };
+        assert_eq!(endpoint.record_ttl, expected, "{endpoint:?}");
+    }
+    // The weighted choices, the GEO choices and the catch-all are all among them.
+    assert_eq!(endpoints.iter().filter(|e| e.record_ttl == 5).count(), 7);
+
+    // With `simple`, the host's own record is the leaf: it changes with health too.
+    let mut simple = build(Strategy::Simple, &clusters);
+    meridian_dns::tree::set_answer_ttl(&mut simple, "api.example.com", 5);
+    assert_eq!(
+        simple,
+        vec![rec(
+            "api.example.com",
+            RecordType::A,
+            &["172.31.0.1", "172.31.0.2"],
+            5
+        )]
+    );
 }

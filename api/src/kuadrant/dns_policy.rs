@@ -3,6 +3,7 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use super::HealthCheck;
+use crate::validation::DURATION_PATTERN;
 
 /// DNS load balancing for the listeners of one Gateway: how the hostname's record tree is
 /// shaped (simple, or weighted and GEO load balanced) and how its endpoints are health checked.
@@ -56,6 +57,15 @@ pub struct DNSPolicySpec {
     /// Health checks for every endpoint of the record tree; unhealthy endpoints leave DNS.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_check: Option<HealthCheck>,
+
+    /// TTL of the records health and choices change (leaves, weighted and GEO choices), as a
+    /// duration (`5s`, `1m`); default 60s. A resolver keeps a withdrawn gateway's address for
+    /// up to this long, so failover takes the health check's interval × failureThreshold plus
+    /// this. The host's CNAME to its load-balancer name never changes and keeps 300s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
+    #[x_kube(validation = Rule::new("duration(self) >= duration('1s') && duration(self) <= duration('24h')").message("ttl must be between 1s and 24h"))]
+    pub ttl: Option<String>,
 }
 
 /// The object a policy attaches to. Only Gateway API Gateways are supported.

@@ -25,6 +25,8 @@ pub struct Seen {
     /// The listener the policy targets, when it names one.
     pub section: Option<String>,
     pub strategy: Strategy,
+    /// The policy's `ttl` for the records health and choices change, seconds.
+    pub answer_ttl: Option<u32>,
     /// The namespace's zones, by name.
     pub zones: Vec<ZoneRef>,
     /// On the hub, the clusters the Gateway is placed on; in distributed mode, this cluster.
@@ -98,6 +100,7 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
     }
     let strategy = routing_strategy(policy.spec.routing_strategy, &policy.spec.load_balancing)
         .map_err(|problem| Refusal::Invalid(problem.to_string()))?;
+    let answer_ttl = answer_ttl(policy.spec.ttl.as_deref()).map_err(Refusal::Invalid)?;
 
     let mut zones: Vec<ZoneRef> = ctx
         .caches
@@ -155,9 +158,22 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
         listeners,
         section: target.section_name.clone(),
         strategy,
+        answer_ttl,
         zones,
         clusters,
     })
+}
+
+/// The policy's `ttl` in whole seconds (at least one); the schema refuses what cannot be one,
+/// this says why for a policy written before it did.
+fn answer_ttl(ttl: Option<&str>) -> Result<Option<u32>, String> {
+    let Some(text) = ttl else {
+        return Ok(None);
+    };
+    meridian_api::duration::parse_duration(text)
+        .map(|duration| u32::try_from(duration.as_secs().max(1)).unwrap_or(u32::MAX))
+        .map(Some)
+        .ok_or_else(|| format!("ttl {text:?} is not a duration such as 5s or 1m"))
 }
 
 /// The clusters the Gateway's Placement decided, with their labels, reports and silences,

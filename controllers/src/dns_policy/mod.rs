@@ -104,7 +104,7 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
 /// this cluster's branch in distributed mode.
 fn decide(seen: &gather::Seen, distributed: bool) -> Desired {
     let section = seen.section.as_deref();
-    if distributed {
+    let mut desired = if distributed {
         desired_branch(
             &seen.gateway_ref,
             &seen.listeners,
@@ -123,7 +123,13 @@ fn decide(seen: &gather::Seen, distributed: bool) -> Desired {
             &seen.zones,
             &seen.silence,
         )
+    };
+    if let Some(ttl) = seen.answer_ttl {
+        for record in &mut desired.records {
+            meridian_dns::tree::set_answer_ttl(&mut record.endpoints, &record.root_host, ttl);
+        }
     }
+    desired
 }
 
 /// Deletes the policy's DNSRecords and waits until they are gone (each withdraws its DNS as
