@@ -15,6 +15,9 @@ export MERIDIAN_HELM := $(shell bash e2e/testbed/helm.sh --print-path)
 # external-dns, built from its Go module beside its DNSEndpoint CRD, for the tests of sharing a
 # zone with it (e2e/testbed/external-dns.sh).
 export MERIDIAN_EXTERNAL_DNS_DIR := $(shell bash e2e/testbed/external-dns.sh --print-dir)
+# Traefik, built from its Go module into the same cache: the spokes' Gateway API implementation
+# in the real-traffic test, the demo and bench-failover (e2e/testbed/traefik.sh).
+export MERIDIAN_TRAEFIK_DIR := $(shell bash e2e/testbed/traefik.sh --print-dir)
 # moto's server for the Route53 tests, in a virtualenv in the same cache (scripts/moto-venv.sh).
 export MERIDIAN_MOTO_SERVER := $(shell bash scripts/moto-venv.sh --print-path)
 
@@ -24,7 +27,7 @@ export MERIDIAN_MOTO_SERVER := $(shell bash scripts/moto-venv.sh --print-path)
 # the clients' recursive resolver in the real-traffic test and `make bench-failover`.
 TEST_PACKAGES := dnsutils bind9 knot containerd runc containernetworking-plugins iproute2 unbound
 
-.PHONY: help toolchain packages testbed traefik test lint fmt crds demo demo-in-process images bench-testbed bench-engine bench-dns bench-providers bench-convergence bench-probes bench-hub-scale fuzz clean-testbed fresh-check fresh-check-full
+.PHONY: help toolchain packages testbed test lint fmt crds demo demo-in-process images bench-testbed bench-engine bench-dns bench-providers bench-convergence bench-probes bench-hub-scale fuzz clean-testbed fresh-check fresh-check-full
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
@@ -36,13 +39,11 @@ packages: ## Install the Debian packages and the moto venv the tests use (once; 
 	@$(TIMED) "Debian packages" bash scripts/debian-packages.sh $(TEST_PACKAGES)
 	@$(TIMED) "moto venv (PyPI)" bash scripts/moto-venv.sh >/dev/null
 
-testbed: toolchain ## Build kube-apiserver, etcd, kubectl, OCM agents, node binaries, Helm, external-dns; gather upstream CRDs (cached)
+testbed: toolchain ## Build kube-apiserver, etcd, kubectl, OCM agents, node binaries, Helm, external-dns, Traefik; gather upstream CRDs (cached)
 	@$(TIMED) "Go test bed (kube, etcd, OCM, CRDs)" bash e2e/testbed/build.sh >/dev/null
 	@$(TIMED) "node binaries (kubelet, ...)" bash e2e/testbed/nodes.sh >/dev/null
 	@$(TIMED) "Helm" bash e2e/testbed/helm.sh >/dev/null
 	@$(TIMED) "external-dns" bash e2e/testbed/external-dns.sh >/dev/null
-
-traefik: toolchain ## Build Traefik v3.6.12 from its Go module (cached); the spokes' Gateway API implementation, not yet run by the tests
 	@$(TIMED) "Traefik" bash e2e/testbed/traefik.sh >/dev/null
 
 lint: toolchain ## rustfmt and clippy, warnings are errors
@@ -54,16 +55,17 @@ lint: toolchain ## rustfmt and clippy, warnings are errors
 # cold run nothing.
 TEST_ARGS := --workspace --exclude meridian-bench --all-targets --locked
 
-# The tests that run the images as pods on the test bed's nodes (e2e/tests/install.rs and
-# e2e/tests/partition.rs), by the part of the name they share.
-IMAGE_TESTS := meridian_as_pods
+# The tests that run the images on the test bed's nodes, by a part of their names: Meridian as
+# pods (e2e/tests/install.rs and partition.rs) and the demo app behind Traefik
+# (e2e/tests/real_traffic.rs).
+IMAGE_TESTS := meridian_as_pods real_traffic
 
 # The tests are built first, a step of its own so that its time and the tests' are told apart;
 # then the images build beside the tests that do not need them, and the tests that run the
 # images come last (scripts/test.sh).
 test: packages testbed lint ## Install what is missing, then run every test
 	$(TIMED) "cargo build (tests)" $(CARGO) test $(TEST_ARGS) --no-run
-	@CARGO="$(CARGO)" bash scripts/test.sh $(IMAGE_TESTS) $(TEST_ARGS)
+	@CARGO="$(CARGO)" bash scripts/test.sh "$(IMAGE_TESTS)" $(TEST_ARGS)
 
 fmt: ## Format the Rust code
 	$(CARGO) fmt --all

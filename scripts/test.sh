@@ -6,16 +6,20 @@
 # it slowed each of them more than it gained (a cold run took 2,715 s that way, about 80 s more).
 #
 # Usage: test.sh IMAGE_TESTS CARGO_TEST_ARGS...
-#   IMAGE_TESTS       the name (libtest filter) of the tests that run the images, in
-#                     e2e/tests/install.rs and partition.rs; any other test that asks for the
-#                     images waits for them instead
+#   IMAGE_TESTS       parts of the names (libtest filters, space-separated) of the tests that
+#                     run the images; any other test that asks for the images waits for them
+#                     instead
 #                     (meridian_e2e::built_images waits on scripts/images.sh's lock)
 #   CARGO_TEST_ARGS   what `cargo test` got to build the tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo=${CARGO:-cargo}
-image_tests=$1
+read -ra image_tests <<< "$1"
 shift
+skip_image_tests=()
+for name in "${image_tests[@]}"; do
+  skip_image_tests+=(--skip "$name")
+done
 
 mkdir -p target
 images_log=target/images-build.log
@@ -28,7 +32,7 @@ set +m
 trap 'kill -- -"$images" 2>/dev/null || true' EXIT
 trap 'exit 130' INT TERM
 
-bash scripts/timed.sh "tests" "$cargo" test "$@" -- --skip "$image_tests"
+bash scripts/timed.sh "tests" "$cargo" test "$@" -- "${skip_image_tests[@]}"
 
 echo "waiting for the images (log: $images_log)" >&2
 waited=$SECONDS
@@ -45,4 +49,4 @@ fi
 trap - EXIT
 # The same arguments as above, so that nothing is built again (selecting only the install test
 # resolves other features and rebuilds half the dependencies); every other binary runs no test.
-bash scripts/timed.sh "tests of the images (install)" "$cargo" test "$@" -- "$image_tests"
+bash scripts/timed.sh "tests of the images (install, partition, real traffic)" "$cargo" test "$@" -- "${image_tests[@]}"

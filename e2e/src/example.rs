@@ -294,6 +294,17 @@ impl RunningExample {
         fleet: &crate::Fleet,
         heartbeat: std::time::Duration,
     ) -> Result<Self, Error> {
+        Self::start_with(fleet, heartbeat, None).await
+    }
+
+    /// [`Self::start`], or with `real_gateways` the example with this DNSPolicy on spokes whose
+    /// gateway implementation runs (it writes the Gateways' addresses, the test bed does not),
+    /// each agent probing from its spoke node's address as it would from its own cluster.
+    pub async fn start_with(
+        fleet: &crate::Fleet,
+        heartbeat: std::time::Duration,
+        real_gateways: Option<Value>,
+    ) -> Result<Self, Error> {
         let dir = tempfile::tempdir().map_err(Error::io("creating the example's directory"))?;
         let geoip = dir.path().join("country.mmdb");
         write_geoip(&geoip)?;
@@ -303,10 +314,28 @@ impl RunningExample {
             .await
             .map_err(|e| Error::Component(format!("starting the hub: {e}")))?;
         install(&fleet.hub.client()).await?;
+        if let Some(policy) = &real_gateways {
+            apply(
+                &Api::<meridian_api::kuadrant::DNSPolicy>::namespaced(
+                    fleet.hub.client(),
+                    NAMESPACE,
+                ),
+                policy.clone(),
+            )
+            .await?;
+        }
         let mut agents = Vec::new();
         for (spoke, _, _, ip) in SPOKES {
             let spoke_client = fleet.spoke(spoke).client();
-            serve_gateway(&spoke_client, ip).await?;
+            let mut options = meridian_agent::HubModeOptions::with_heartbeat(heartbeat);
+            if real_gateways.is_some() {
+                options.probe_source = fleet
+                    .spoke(spoke)
+                    .node()
+                    .map(|node| std::net::IpAddr::V4(node.address()));
+            } else {
+                serve_gateway(&spoke_client, ip).await?;
+            }
             let kubeconfig = dir.path().join(format!("{spoke}-agent-hub.kubeconfig"));
             std::fs::write(&kubeconfig, delivered_hub_kubeconfig(&spoke_client).await?)
                 .map_err(Error::io("writing an agent kubeconfig"))?;
@@ -315,7 +344,7 @@ impl RunningExample {
                 spoke_client,
                 agent_hub,
                 spoke.to_string(),
-                meridian_agent::HubModeOptions::with_heartbeat(heartbeat),
+                options,
             )));
         }
         Ok(RunningExample { hub, agents, dir })

@@ -28,6 +28,7 @@ mod pki;
 mod ports;
 mod process;
 pub mod release;
+pub mod traffic;
 mod wait;
 
 pub use assets::{TestBedAssets, helm, helm_command, pinned_kubernetes_version, repository_root};

@@ -1,0 +1,159 @@
+//! Real requests through real gateways, once: Traefik (a Gateway API implementation, built from
+//! its Go module) serves the example Gateway on each spoke's node and writes its address into
+//! the Gateway's status; the demo app runs behind it as a pod; clients resolve the example host
+//! through Unbound in front of the hub's nameserver and send requests every 100 ms. One
+//! cluster's app starts failing: its traffic moves to another cluster once the probes agree and
+//! the resolver's cache drains; it recovers, and its traffic comes back without one failed
+//! request. `make bench-failover` runs every scenario and prints the times; this test prints
+//! them and asserts only the behaviour.
+//!
+//! Needs `make images` (the demo app's image) and Traefik (`make testbed`).
+
+use std::time::Duration;
+
+use meridian_e2e::example::{HOST, UNITED_STATES, dig_host, with_example_spokes};
+use meridian_e2e::traffic::{
+    Clients, Outcome, Recovery, Sample, TrafficExample, health_checked_policy, recovery, request,
+    set_fault,
+};
+use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, built_images, eventually, image_named};
+
+/// Client workers, each sending a request every `PERIOD`.
+const WORKERS: usize = 4;
+const PERIOD: Duration = Duration::from_millis(100);
+/// A request that takes longer failed (a user would have given up).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_traffic_moves_off_a_failing_cluster_and_back_without_a_failed_failback()
+-> Result<(), Error> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("warn,kube_client=off,meridian_e2e=info")
+        .with_test_writer()
+        .try_init();
+    let images = built_images()?;
+    let app_image = image_named(&images, "/meridian-demo-app");
+    let fleet = with_example_spokes(Fleet::builder())
+        .with_nodes([app_image.archive.clone()])
+        .start()
+        .await?;
+    let traffic = TrafficExample::start(
+        &fleet,
+        &app_image.reference,
+        health_checked_policy(30, "5s", 2, "5s"),
+        Duration::from_secs(10),
+    )
+    .await?;
+    let resolver = traffic.resolver.address();
+
+    // Clients from no GEO in particular get the default, IE: spoke-1, through its Traefik.
+    eventually(
+        "a request through Unbound is served by spoke-1",
+        DEFAULT_PATIENCE,
+        || async {
+            let outcome = request(resolver, HOST, REQUEST_TIMEOUT).await;
+            Ok((outcome == Outcome::Served("spoke-1".into())).then_some(()))
+        },
+    )
+    .await?;
+    // A client in the US, its subnet passed on by Unbound (ECS), gets spoke-2's gateway.
+    let spoke_2 = traffic.gateway("spoke-2").address().to_string();
+    eventually(
+        "Unbound answers a US client with spoke-2's gateway",
+        DEFAULT_PATIENCE,
+        || async {
+            let answers =
+                tokio::task::spawn_blocking(move || dig_host(resolver, HOST, Some(UNITED_STATES)))
+                    .await
+                    .expect("dig ran");
+            Ok((answers == [spoke_2.clone()]).then_some(()))
+        },
+    )
+    .await?;
+
+    let clients = Clients::start(WORKERS, resolver, HOST, PERIOD, REQUEST_TIMEOUT);
+    let mut samples: Vec<Sample> = Vec::new();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    samples.extend(clients.take());
+    let steady = recovery(&samples, Duration::ZERO);
+    assert_eq!(steady.failed, 0, "before any fault: {steady:?}");
+    assert_eq!(steady.served_by.keys().collect::<Vec<_>>(), ["spoke-1"]);
+
+    // spoke-1's app answers 503, health path and traffic alike.
+    let fault = clients.now();
+    set_fault(traffic.app_pod("spoke-1"), "unavailable").await?;
+    wait_until_served_only_by_others(&clients, &mut samples, "spoke-1").await?;
+    let failover = recovery(&samples, fault);
+    report("spoke-1 answers 503", &failover);
+    assert!(failover.failed > 0, "the fault was seen: {failover:?}");
+    assert!(
+        failover.until_100.is_some(),
+        "every request succeeds again: {failover:?}"
+    );
+    // IE has no other cluster: the catch-all falls back to the first GEO group left.
+    assert!(failover.served_by.contains_key("spoke-3"), "{failover:?}");
+
+    // It recovers: the traffic comes back, and not one request fails on the way.
+    let recovered = clients.now();
+    set_fault(traffic.app_pod("spoke-1"), "none").await?;
+    eventually(
+        "requests are served by spoke-1 again",
+        DEFAULT_PATIENCE,
+        || {
+            samples.extend(clients.take());
+            let back = samples
+                .iter()
+                .rev()
+                .take(2 * WORKERS)
+                .all(|s| s.outcome == Outcome::Served("spoke-1".into()));
+            async move { Ok(back.then_some(())) }
+        },
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    samples.extend(clients.take());
+    let failback = recovery(&samples, recovered);
+    report("spoke-1 recovers (failback)", &failback);
+    assert_eq!(
+        failback.failed, 0,
+        "failback loses no request: {failback:?}"
+    );
+    assert!(failback.served_by.contains_key("spoke-1"));
+
+    drop(clients);
+    traffic.stop().await;
+    Ok(())
+}
+
+/// Waits until the last requests of every worker were served by clusters other than `failed`.
+async fn wait_until_served_only_by_others(
+    clients: &Clients,
+    samples: &mut Vec<Sample>,
+    failed: &str,
+) -> Result<(), Error> {
+    eventually(
+        &format!("requests are served by clusters other than {failed}"),
+        DEFAULT_PATIENCE,
+        || {
+            samples.extend(clients.take());
+            let moved =
+                samples.len() > 4 * WORKERS
+                    && samples.iter().rev().take(4 * WORKERS).all(
+                        |s| matches!(&s.outcome, Outcome::Served(cluster) if cluster != failed),
+                    );
+            async move { Ok(moved.then_some(())) }
+        },
+    )
+    .await
+}
+
+fn report(what: &str, recovery: &Recovery) {
+    println!(
+        "{what}: {} requests, {} failed; 99 % succeed after {:?} s, 100 % after {:?} s; served by {:?}",
+        recovery.requests,
+        recovery.failed,
+        recovery.until_99,
+        recovery.until_100,
+        recovery.served_by
+    );
+}
