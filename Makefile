@@ -27,7 +27,7 @@ export MERIDIAN_MOTO_SERVER := $(shell bash scripts/moto-venv.sh --print-path)
 # the clients' recursive resolver in the real-traffic test and `make bench-failover`.
 TEST_PACKAGES := dnsutils bind9 knot containerd runc containernetworking-plugins iproute2 unbound
 
-.PHONY: help toolchain packages testbed test lint fmt crds demo demo-in-process images bench-testbed bench-engine bench-dns bench-providers bench-convergence bench-probes bench-hub-scale fuzz clean-testbed fresh-check fresh-check-full
+.PHONY: help toolchain packages testbed test lint fmt crds demo demo-in-process images bench-testbed bench-engine bench-dns bench-providers bench-convergence bench-failover bench-probes bench-hub-scale fuzz clean-testbed fresh-check fresh-check-full
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
@@ -105,6 +105,9 @@ bench-providers: packages ## API calls per phase for 1,000 hosts (and a drift ve
 
 bench-convergence: packages testbed ## Spoke address change → nameserver answer, p50/p99 over 25 changes
 	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-convergence
+
+bench-failover: packages testbed images ## Clients through Unbound and real gateways: seconds from each failure until requests succeed, and back
+	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-failover
 
 bench-probes: ## One agent probing 5,000 leaves every 5 s: CPU and memory
 	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-probes

@@ -284,9 +284,40 @@ pub fn dig_host(server: SocketAddr, host: &str, subnet: Option<&str>) -> Vec<Str
 #[derive(Debug)]
 pub struct RunningExample {
     pub hub: meridian_hub::run_command::RunningHub,
+    /// One per example spoke, in [`SPOKES`] order.
     pub agents: Vec<tokio::task::JoinHandle<anyhow::Result<()>>>,
     /// Holds the GeoIP database and the agents' kubeconfigs.
     pub dir: tempfile::TempDir,
+    /// How each agent was started, to start it again.
+    agent_starts: Vec<AgentStart>,
+}
+
+#[derive(Clone)]
+struct AgentStart {
+    spoke: String,
+    spoke_client: Client,
+    hub_client: Client,
+    options: meridian_agent::HubModeOptions,
+}
+
+impl std::fmt::Debug for AgentStart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentStart")
+            .field("spoke", &self.spoke)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentStart {
+    fn spawn(&self) -> tokio::task::JoinHandle<anyhow::Result<()>> {
+        tokio::spawn(meridian_agent::run_hub_mode(
+            self.spoke_client.clone(),
+            self.hub_client.clone(),
+            self.spoke.clone(),
+            self.options.clone(),
+        ))
+    }
 }
 
 impl RunningExample {
@@ -324,7 +355,7 @@ impl RunningExample {
             )
             .await?;
         }
-        let mut agents = Vec::new();
+        let mut agent_starts = Vec::new();
         for (spoke, _, _, ip) in SPOKES {
             let spoke_client = fleet.spoke(spoke).client();
             let mut options = meridian_agent::HubModeOptions::with_heartbeat(heartbeat);
@@ -339,15 +370,40 @@ impl RunningExample {
             let kubeconfig = dir.path().join(format!("{spoke}-agent-hub.kubeconfig"));
             std::fs::write(&kubeconfig, delivered_hub_kubeconfig(&spoke_client).await?)
                 .map_err(Error::io("writing an agent kubeconfig"))?;
-            let agent_hub = client_from_file(&kubeconfig).await?;
-            agents.push(tokio::spawn(meridian_agent::run_hub_mode(
+            agent_starts.push(AgentStart {
+                spoke: spoke.to_string(),
+                hub_client: client_from_file(&kubeconfig).await?,
                 spoke_client,
-                agent_hub,
-                spoke.to_string(),
                 options,
-            )));
+            });
         }
-        Ok(RunningExample { hub, agents, dir })
+        let agents = agent_starts.iter().map(AgentStart::spawn).collect();
+        Ok(RunningExample {
+            hub,
+            agents,
+            dir,
+            agent_starts,
+        })
+    }
+
+    fn agent_index(&self, spoke: &str) -> usize {
+        self.agent_starts
+            .iter()
+            .position(|start| start.spoke == spoke)
+            .unwrap_or_else(|| panic!("no agent for {spoke}"))
+    }
+
+    /// Stops `spoke`'s agent, as if its cluster went away.
+    pub fn stop_agent(&mut self, spoke: &str) {
+        let index = self.agent_index(spoke);
+        self.agents[index].abort();
+    }
+
+    /// Starts `spoke`'s agent again, as it was first started.
+    pub fn restart_agent(&mut self, spoke: &str) {
+        let index = self.agent_index(spoke);
+        self.agents[index].abort();
+        self.agents[index] = self.agent_starts[index].spawn();
     }
 
     pub async fn stop(self) {

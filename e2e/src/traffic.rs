@@ -376,8 +376,50 @@ impl TrafficExample {
         self.app_pods[spoke]
     }
 
+    /// Stops `spoke`'s Traefik: its address refuses connections.
+    pub fn stop_gateway(&mut self, spoke: &str) {
+        self.gateways.retain(|gateway| gateway.spoke() != spoke);
+    }
+
+    /// Starts `spoke`'s Traefik again.
+    pub fn start_gateway(&mut self, fleet: &Fleet, spoke: &str) -> Result<(), Error> {
+        self.stop_gateway(spoke);
+        self.gateways.push(Traefik::start(fleet.spoke(spoke))?);
+        Ok(())
+    }
+
+    /// Stops the whole of `spoke` at once: its agent, and its control plane, node and Traefik
+    /// frozen (SIGSTOP; connections to its gateway are accepted by the kernel and never
+    /// answered, as from a machine that went away).
+    pub fn freeze_spoke(&mut self, fleet: &Fleet, spoke: &str) {
+        self.example.stop_agent(spoke);
+        signal(&self.spoke_pids(fleet, spoke), "STOP");
+    }
+
+    /// Undoes [`Self::freeze_spoke`]: the processes continue and the agent starts again.
+    pub fn thaw_spoke(&mut self, fleet: &Fleet, spoke: &str) {
+        signal(&self.spoke_pids(fleet, spoke), "CONT");
+        self.example.restart_agent(spoke);
+    }
+
+    fn spoke_pids(&self, fleet: &Fleet, spoke: &str) -> Vec<u32> {
+        let mut pids = fleet.spoke(spoke).pids();
+        pids.push(self.gateway(spoke).pid());
+        pids
+    }
+
     pub async fn stop(self) {
         self.example.stop().await;
+    }
+}
+
+/// Sends `signal` (`STOP`, `CONT`) to the processes `pids`, all of them the test bed's own.
+fn signal(pids: &[u32], signal: &str) {
+    for pid in pids {
+        let _ = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status();
     }
 }
 
@@ -740,6 +782,23 @@ pub fn recovery(samples: &[Sample], event: Duration) -> Recovery {
     }
 }
 
+/// After a recovery at `event`: seconds until the first request `cluster` served, and until
+/// every request from then on was `cluster`'s.
+pub fn back_to(samples: &[Sample], event: Duration, cluster: &str) -> (Option<f64>, Option<f64>) {
+    let after: Vec<&Sample> = samples.iter().filter(|s| s.at >= event).collect();
+    let by_cluster = |s: &Sample| s.outcome == Outcome::Served(cluster.to_string());
+    let first = after
+        .iter()
+        .find(|s| by_cluster(s))
+        .map(|s| (s.at - event).as_secs_f64());
+    let all = match after.iter().rposition(|s| !by_cluster(s)) {
+        None => Some(0.0),
+        Some(last) if last + 1 == after.len() => None,
+        Some(last) => Some((after[last + 1].at - event).as_secs_f64()),
+    };
+    (first, all)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -770,6 +829,34 @@ mod tests {
         // The window 2–3 s after holds 1 failure in 10: under 99 %.
         assert_eq!(after.until_99, Some(3.0));
         assert_eq!(after.served_by["spoke-3"], 98);
+    }
+
+    #[test]
+    fn traffic_is_back_once_every_later_request_is_the_recovered_cluster_s() {
+        let served = |at_ms: u64, cluster: &str| Sample {
+            at: Duration::from_millis(at_ms),
+            outcome: Outcome::Served(cluster.into()),
+        };
+        let samples = vec![
+            served(900, "spoke-3"),
+            served(1_500, "spoke-3"),
+            served(2_000, "spoke-1"),
+            served(2_500, "spoke-3"),
+            served(3_000, "spoke-1"),
+            served(3_500, "spoke-1"),
+        ];
+        assert_eq!(
+            back_to(&samples, Duration::from_secs(1), "spoke-1"),
+            (Some(1.0), Some(2.0))
+        );
+        assert_eq!(
+            back_to(&samples[..4], Duration::from_secs(1), "spoke-1"),
+            (Some(1.0), None)
+        );
+        assert_eq!(
+            back_to(&samples[..2], Duration::from_secs(1), "spoke-1"),
+            (None, None)
+        );
     }
 
     #[test]
