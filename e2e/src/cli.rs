@@ -29,11 +29,13 @@ pub struct Cli {
 pub enum Command {
     /// Run Meridian end to end as users run it: a hub and three spokes with OCM and a node
     /// each, the hub installed by its chart from the images `make images` built, the agents the
-    /// hub delivers running as pods, the example DNSPolicy, answers through the hub's DNS
-    /// Service; stop on Ctrl-C.
+    /// hub delivers running as pods, Traefik and the demo app on every spoke, the example
+    /// DNSPolicy with a health check, answers through the hub's DNS Service and requests
+    /// through Unbound; stop on Ctrl-C.
     Demo {
         /// Run the hub and the agents inside this process instead, on control planes without
-        /// nodes (no images needed; starts in about half the time).
+        /// nodes (no images needed; starts in about half the time; no gateway serves: the demo
+        /// writes the Gateways' addresses itself).
         #[arg(long)]
         in_process: bool,
     },
@@ -163,28 +165,28 @@ Press Ctrl-C to stop; everything is deleted on exit.",
 
 async fn demo_pods() -> anyhow::Result<()> {
     use crate::example::{
-        FRANCE, HOST, IRELAND, NAMESPACE, SPOKES, UNITED_STATES, install, serve_gateway,
+        FRANCE, HOST, IRELAND, NAMESPACE, SPOKES, UNITED_STATES, ZONE_DOMAIN, apply, install,
         with_example_spokes,
     };
     use crate::release::{
         RELEASE_NAMESPACE, answers_become, dig_service, dns_endpoints, install_release,
         wait_for_agent_pod, wait_for_hub_pods,
     };
+    use crate::traffic::{
+        ExampleGateways, Resolver, fault_command, health_checked_policy, request,
+    };
 
     let started = std::time::Instant::now();
     let images = crate::built_images()?;
-    let hub_image = images
-        .iter()
-        .find(|image| image.repository().ends_with("/meridian-hub"))
-        .ok_or_else(|| anyhow::anyhow!("make images built no meridian-hub image"))?
-        .clone();
+    let hub_image = crate::image_named(&images, "/meridian-hub");
+    let app_image = crate::image_named(&images, "/meridian-demo-app");
     println!(
         "Starting a hub and three spokes, each with a node (kubelet, containerd) holding {}...",
         images
             .iter()
             .map(|image| image.reference.as_str())
             .collect::<Vec<_>>()
-            .join(" and ")
+            .join(", ")
     );
     let fleet = with_example_spokes(Fleet::builder())
         .with_nodes(images.iter().map(|image| image.archive.clone()))
@@ -197,16 +199,23 @@ async fn demo_pods() -> anyhow::Result<()> {
     );
     install_release(&fleet, &hub_image, &[]).await?;
     let hub = fleet.hub.client();
+    // Each spoke's Gateway API implementation is Traefik, on the spoke node's address, with the
+    // demo app behind it; the hub's ManifestWorks give the spokes' Gateways Traefik's class.
+    let mut gateways = ExampleGateways::start(&fleet, &app_image.reference).await?;
     install(&hub).await?;
-    // The demo plays the gateway implementation on each spoke (there is no Istio here).
-    for (spoke, _, _, ip) in SPOKES {
-        serve_gateway(&fleet.spoke(spoke).client(), ip).await?;
-    }
+    apply(
+        &kube::Api::<meridian_api::kuadrant::DNSPolicy>::namespaced(hub.clone(), NAMESPACE),
+        health_checked_policy(30, "5s", 2, "5s"),
+    )
+    .await?;
     wait_for_hub_pods(&hub, hub_image.tag()).await?;
     for (spoke, _, _, _) in SPOKES {
         wait_for_agent_pod(&fleet.spoke(spoke).client(), hub_image.tag()).await?;
     }
-    answers_become(&hub, Some(IRELAND), &["10.0.0.1"]).await?;
+    gateways.serving(&fleet).await?;
+    answers_become(&hub, Some(IRELAND), &[gateways.address("spoke-1").as_str()]).await?;
+    let endpoints = dns_endpoints(&hub).await?;
+    let resolver = Resolver::start(ZONE_DOMAIN, &endpoints).await?;
     println!("\nUp in {:.1} s.", started.elapsed().as_secs_f64());
     for cluster in [&fleet.hub, fleet.spoke("spoke-1")] {
         let pods = std::process::Command::new(&fleet.assets.kubectl)
@@ -222,10 +231,14 @@ async fn demo_pods() -> anyhow::Result<()> {
             String::from_utf8_lossy(&pods.stdout)
         );
     }
-    let endpoints = dns_endpoints(&hub).await?;
+    let spokes: Vec<String> = SPOKES
+        .iter()
+        .map(|(spoke, geo, _, _)| format!("{spoke} {geo} {}", gateways.address(spoke)))
+        .collect();
     println!(
-        "Answers for {HOST} through the DNS Service (ready endpoints {endpoints:?}; spoke-1 IE \
-         10.0.0.1, spoke-2 US 10.0.0.2, spoke-3 GEO-EU 10.0.0.3):"
+        "Answers for {HOST} through the DNS Service (ready endpoints {endpoints:?}; each spoke's \
+         Traefik: {}):",
+        spokes.join(", ")
     );
     for (place, subnet) in [
         ("Ireland", IRELAND),
@@ -238,6 +251,12 @@ async fn demo_pods() -> anyhow::Result<()> {
             answers.join(", ")
         );
     }
+    let served = request(resolver.address(), HOST, std::time::Duration::from_secs(2)).await;
+    println!(
+        "\nA request through Unbound ({}) to the gateway it answers: {served:?}",
+        resolver.address()
+    );
+
     println!("\nKUBECONFIG={}", fleet.hub.kubeconfig_path().display());
     for (spoke, _, _, _) in SPOKES {
         println!(
@@ -246,9 +265,26 @@ async fn demo_pods() -> anyhow::Result<()> {
         );
     }
     println!("kubectl: {}", fleet.assets.kubectl.display());
+    let (resolver_ip, resolver_port) = (resolver.address().ip(), resolver.address().port());
+    let curl = format!(
+        "curl -s --resolve {HOST}:80:$(dig @{resolver_ip} -p {resolver_port} +short {HOST} | tail -1) http://{HOST}/"
+    );
+    let spoke_1_app = gateways.app_pod("spoke-1");
+    println!(
+        "\nTry it (in another shell, with the hub's KUBECONFIG above):
+  {curl}    # served by spoke-1 (IE, the default GEO)
+Make spoke-1's app fail: its health checks fail (every 5 s, 2 in a row), Meridian withdraws it,
+and within about 15 s (with the 5 s TTL) the same curl is served by another cluster:
+  {fail}
+  while sleep 1; do {curl}; done
+Make it recover, and the traffic comes back:
+  {recover}",
+        fail = fault_command(spoke_1_app, "unavailable"),
+        recover = fault_command(spoke_1_app, "none"),
+    );
     if let Some(endpoint) = endpoints.first() {
         println!(
-            "\nTry it (in another shell, with the hub's KUBECONFIG above):
+            "More:
   kubectl -n {RELEASE_NAMESPACE} get pods,lease
   dig @{ip} -p {port} {HOST} +subnet={UNITED_STATES} +short
   kubectl label managedcluster spoke-2 kuadrant.io/lb-attribute-geo-code=IE --overwrite
@@ -269,6 +305,8 @@ Cut the hub off from every cluster (freeze the agents), and the answers stay:
         _ = term.recv() => {}
     }
     println!("Stopping.");
+    drop(resolver);
+    drop(gateways);
     drop(fleet);
     Ok(())
 }

@@ -315,27 +315,19 @@ pub fn fault_command(pod: IpAddr, fault: &str) -> String {
     format!("curl -X PUT http://{pod}:{APP_CONTROL_PORT}/fault/{fault}")
 }
 
-/// The example with real traffic: the hub and agents in this process (as
-/// [`RunningExample`]), Traefik and the demo app on every spoke's node, and Unbound in front of
-/// the hub's nameserver.
+/// The example's gateways served for real: the hub's GatewayClass names Traefik's, and every
+/// example spoke runs Traefik on its node's address with the demo app behind it. What a test
+/// or the demo with nodes runs instead of writing Gateway addresses by hand; start it before
+/// the example's objects are installed, then wait for [`Self::serving`].
 #[derive(Debug)]
-pub struct TrafficExample {
-    pub example: RunningExample,
-    pub gateways: Vec<Traefik>,
-    /// Each spoke's demo app pod address (where its faults are set).
-    pub app_pods: BTreeMap<String, IpAddr>,
-    pub resolver: Resolver,
+pub struct ExampleGateways {
+    gateways: Vec<Traefik>,
+    /// Each spoke's demo app pod address (where its faults are set), once serving.
+    app_pods: BTreeMap<String, IpAddr>,
 }
 
-impl TrafficExample {
-    /// Starts it on a fleet whose spokes have nodes holding `app_image`, with `policy` as the
-    /// example's DNSPolicy.
-    pub async fn start(
-        fleet: &Fleet,
-        app_image: &str,
-        policy: serde_json::Value,
-        heartbeat: Duration,
-    ) -> Result<Self, Error> {
+impl ExampleGateways {
+    pub async fn start(fleet: &Fleet, app_image: &str) -> Result<Self, Error> {
         use_traefik_downstream(&fleet.hub.client()).await?;
         let mut gateways = Vec::new();
         for (spoke, _, _, _) in SPOKES {
@@ -343,24 +335,26 @@ impl TrafficExample {
             gateways.push(Traefik::start(cluster)?);
             install_app(&cluster.client(), spoke, app_image).await?;
         }
-        let example = RunningExample::start_with(fleet, heartbeat, Some(policy)).await?;
-        let mut app_pods = BTreeMap::new();
-        for gateway in &gateways {
+        Ok(ExampleGateways {
+            gateways,
+            app_pods: BTreeMap::new(),
+        })
+    }
+
+    /// Waits until every spoke's Traefik wrote its address into the Gateway's status and the
+    /// demo app runs.
+    pub async fn serving(&mut self, fleet: &Fleet) -> Result<(), Error> {
+        for gateway in &self.gateways {
             let spoke = fleet.spoke(gateway.spoke()).client();
             gateway_serves(&spoke, gateway.address())
                 .await
                 .map_err(|e| {
                     Error::Component(format!("{e}; Traefik's log: {}", gateway.log_tail()))
                 })?;
-            app_pods.insert(gateway.spoke().to_string(), app_pod_address(&spoke).await?);
+            self.app_pods
+                .insert(gateway.spoke().to_string(), app_pod_address(&spoke).await?);
         }
-        let resolver = Resolver::start(ZONE_DOMAIN, &[example.hub.nameserver]).await?;
-        Ok(TrafficExample {
-            example,
-            gateways,
-            app_pods,
-            resolver,
-        })
+        Ok(())
     }
 
     /// The Traefik of `spoke`.
@@ -371,7 +365,12 @@ impl TrafficExample {
             .unwrap_or_else(|| panic!("no gateway on {spoke}"))
     }
 
-    /// The demo app's pod address on `spoke`.
+    /// The address `spoke`'s gateway serves on (what DNS answers for it).
+    pub fn address(&self, spoke: &str) -> String {
+        self.gateway(spoke).address().to_string()
+    }
+
+    /// The demo app's pod address on `spoke` (after [`Self::serving`]).
     pub fn app_pod(&self, spoke: &str) -> IpAddr {
         self.app_pods[spoke]
     }
@@ -386,6 +385,36 @@ impl TrafficExample {
         self.stop_gateway(spoke);
         self.gateways.push(Traefik::start(fleet.spoke(spoke))?);
         Ok(())
+    }
+}
+
+/// The example with real traffic: the hub and agents in this process (as
+/// [`RunningExample`]), [`ExampleGateways`], and Unbound in front of the hub's nameserver.
+#[derive(Debug)]
+pub struct TrafficExample {
+    pub example: RunningExample,
+    pub gateways: ExampleGateways,
+    pub resolver: Resolver,
+}
+
+impl TrafficExample {
+    /// Starts it on a fleet whose spokes have nodes holding `app_image`, with `policy` as the
+    /// example's DNSPolicy.
+    pub async fn start(
+        fleet: &Fleet,
+        app_image: &str,
+        policy: serde_json::Value,
+        heartbeat: Duration,
+    ) -> Result<Self, Error> {
+        let mut gateways = ExampleGateways::start(fleet, app_image).await?;
+        let example = RunningExample::start_with(fleet, heartbeat, Some(policy)).await?;
+        gateways.serving(fleet).await?;
+        let resolver = Resolver::start(ZONE_DOMAIN, &[example.hub.nameserver]).await?;
+        Ok(TrafficExample {
+            example,
+            gateways,
+            resolver,
+        })
     }
 
     /// Stops the whole of `spoke` at once: its agent, and its control plane, node and Traefik
@@ -404,7 +433,7 @@ impl TrafficExample {
 
     fn spoke_pids(&self, fleet: &Fleet, spoke: &str) -> Vec<u32> {
         let mut pids = fleet.spoke(spoke).pids();
-        pids.push(self.gateway(spoke).pid());
+        pids.push(self.gateways.gateway(spoke).pid());
         pids
     }
 

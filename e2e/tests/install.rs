@@ -21,13 +21,14 @@ use kube::{Api, Client};
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord};
 use meridian_api::upstream::Gateway;
 use meridian_e2e::example::{
-    FRANCE, GATEWAY, GEO_LABEL, IRELAND, NAMESPACE, SPOKES, UNITED_STATES, install, serve_gateway,
+    FRANCE, GATEWAY, GEO_LABEL, IRELAND, NAMESPACE, SPOKES, UNITED_STATES, install,
     with_example_spokes,
 };
 use meridian_e2e::release::{
     RELEASE, RELEASE_NAMESPACE, answers_become, chart, dig_service, install_release, run_helm,
     wait_for_agent_pod, wait_for_hub_pods,
 };
+use meridian_e2e::traffic::ExampleGateways;
 use meridian_e2e::{
     DEFAULT_PATIENCE, Error, Fleet, OcmDynamicApis, built_images, eventually, image_named,
 };
@@ -76,11 +77,14 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
         "one of the hub's pods holds the Lease: {holder} among {hub_pods:?}"
     );
 
-    // The admin's objects and the gateway implementation's addresses on the spokes.
+    // Each spoke's gateway implementation (Traefik, with the demo app behind it), then the
+    // admin's objects.
+    let mut gateways = ExampleGateways::start(
+        &fleet,
+        &image_named(&images, "/meridian-demo-app").reference,
+    )
+    .await?;
     install(&hub).await?;
-    for (spoke, _, _, ip) in SPOKES {
-        serve_gateway(&fleet.spoke(spoke).client(), ip).await?;
-    }
     for (spoke, _, _, _) in SPOKES {
         let pod = wait_for_agent_pod(&fleet.spoke(spoke).client(), agent_image.tag()).await?;
         println!(
@@ -88,13 +92,19 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
             agent_image.reference
         );
     }
-    answers_become(&hub, Some(IRELAND), &["10.0.0.1"]).await?;
+    gateways.serving(&fleet).await?;
+    let (ie, us, eu) = (
+        gateways.address("spoke-1"),
+        gateways.address("spoke-2"),
+        gateways.address("spoke-3"),
+    );
+    answers_become(&hub, Some(IRELAND), &[ie.as_str()]).await?;
     println!(
         "helm install → first correct answer: {:.1} s",
         installed.elapsed().as_secs_f64()
     );
-    answers_become(&hub, Some(UNITED_STATES), &["10.0.0.2"]).await?;
-    answers_become(&hub, Some(FRANCE), &["10.0.0.3"]).await?;
+    answers_become(&hub, Some(UNITED_STATES), &[us.as_str()]).await?;
+    answers_become(&hub, Some(FRANCE), &[eu.as_str()]).await?;
 
     // Weight: with spoke-3 (Azure, weight 30) in the IE group beside spoke-1 (AWS, 120),
     // Ireland gets both, in proportion.
@@ -112,11 +122,10 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
         }
     })
     .await?;
-    assert_eq!(seen.keys().collect::<Vec<_>>(), ["10.0.0.1", "10.0.0.3"]);
-    assert!(
-        seen["10.0.0.1"] > seen["10.0.0.3"],
-        "120 : 30 shows: {seen:?}"
-    );
+    let mut ie_group = vec![ie.clone(), eu.clone()];
+    ie_group.sort();
+    assert_eq!(seen.keys().cloned().collect::<Vec<_>>(), ie_group);
+    assert!(seen[&ie] > seen[&eu], "120 : 30 shows: {seen:?}");
     println!("Ireland, 60 queries: {seen:?}");
 
     // helm upgrade to a new tag of the same images (as a re-tagged release would be), while a
@@ -132,7 +141,11 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
         }
     }
     let probing = Arc::new(AtomicBool::new(true));
-    let prober = tokio::spawn(probe_answers(hub.clone(), probing.clone()));
+    let prober = tokio::spawn(probe_answers(
+        hub.clone(),
+        ie_group.clone(),
+        probing.clone(),
+    ));
     let upgrade_started = Instant::now();
     run_helm(
         &fleet.hub,
@@ -171,7 +184,7 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
         "no DNS gap during the upgrade: {probe:?}"
     );
     assert!(probe.queries > 10, "the client asked throughout: {probe:?}");
-    answers_become(&hub, Some(UNITED_STATES), &["10.0.0.2"]).await?;
+    answers_become(&hub, Some(UNITED_STATES), &[us.as_str()]).await?;
 
     // Uninstall: the policy goes first, while the hub still runs to withdraw its records (the
     // finalizers are the hub's); then the release, whose pre-delete hook stops the hub and
@@ -302,13 +315,13 @@ struct Probe {
 }
 
 /// Asks from Ireland through the Service until told to stop; a query fails when it gets no
-/// answer or not one of the IE group's addresses.
-async fn probe_answers(hub: Client, probing: Arc<AtomicBool>) -> Probe {
+/// answer or not one of the IE group's addresses (`ie_group`).
+async fn probe_answers(hub: Client, ie_group: Vec<String>, probing: Arc<AtomicBool>) -> Probe {
     let mut probe = Probe::default();
     let mut failing_since: Option<Instant> = None;
     while probing.load(Ordering::SeqCst) {
         let answer = dig_service(&hub, Some(IRELAND)).await.unwrap_or_default();
-        let good = answer.len() == 1 && ["10.0.0.1", "10.0.0.3"].contains(&answer[0].as_str());
+        let good = answer.len() == 1 && ie_group.contains(&answer[0]);
         if !good {
             // What a failing query got, so a gap can be explained (no endpoint, no answer, or
             // a wrong one).

@@ -19,12 +19,12 @@ use meridian_api::conditions;
 use meridian_api::kuadrant::DNSPolicy;
 use meridian_api::meridian::ClusterReport;
 use meridian_e2e::example::{
-    FRANCE, GATEWAY, IRELAND, NAMESPACE, SPOKES, UNITED_STATES, install, serve_gateway,
-    with_example_spokes,
+    FRANCE, GATEWAY, IRELAND, NAMESPACE, SPOKES, UNITED_STATES, install, with_example_spokes,
 };
 use meridian_e2e::release::{
     answers_become, dig_service, install_release, wait_for_agent_pod, wait_for_hub_pods,
 };
+use meridian_e2e::traffic::ExampleGateways;
 use meridian_e2e::{
     DEFAULT_PATIENCE, Error, Fleet, built_images, condition_becomes, eventually, image_named,
 };
@@ -206,16 +206,25 @@ async fn meridian_as_pods_keeps_answering_when_the_hub_is_cut_off_from_its_clust
     let log = r"hub.log=info\,meridian_controllers::dns_policy::triggers=debug\,meridian_controllers::caches=debug";
     install_release(&fleet, &hub_image, &[timeout.as_str(), log]).await?;
     wait_for_hub_pods(&hub, hub_image.tag()).await?;
+    // Each spoke's gateway implementation (Traefik, with the demo app behind it).
+    let mut gateways = ExampleGateways::start(
+        &fleet,
+        &image_named(&images, "/meridian-demo-app").reference,
+    )
+    .await?;
     install(&hub).await?;
-    for (spoke, _, _, ip) in SPOKES {
-        serve_gateway(&fleet.spoke(spoke).client(), ip).await?;
-    }
     for (spoke, _, _, _) in SPOKES {
         wait_for_agent_pod(&fleet.spoke(spoke).client(), agent_image.tag()).await?;
     }
-    answers_become(&hub, Some(IRELAND), &["10.0.0.1"]).await?;
-    answers_become(&hub, Some(UNITED_STATES), &["10.0.0.2"]).await?;
-    answers_become(&hub, Some(FRANCE), &["10.0.0.3"]).await?;
+    gateways.serving(&fleet).await?;
+    let (ie, us, eu) = (
+        gateways.address("spoke-1"),
+        gateways.address("spoke-2"),
+        gateways.address("spoke-3"),
+    );
+    answers_become(&hub, Some(IRELAND), &[ie.as_str()]).await?;
+    answers_become(&hub, Some(UNITED_STATES), &[us.as_str()]).await?;
+    answers_become(&hub, Some(FRANCE), &[eu.as_str()]).await?;
 
     let phase = Arc::new(std::sync::Mutex::new("0 everyone heard".to_string()));
     let asking = Arc::new(AtomicBool::new(true));
@@ -241,10 +250,10 @@ async fn meridian_as_pods_keeps_answering_when_the_hub_is_cut_off_from_its_clust
         "France is answered by another cluster",
         DEFAULT_PATIENCE,
         || {
-            let hub = hub.clone();
+            let (hub, eu) = (hub.clone(), eu.clone());
             async move {
                 let answer = dig_service(&hub, Some(FRANCE)).await?;
-                Ok((!answer.is_empty() && answer != ["10.0.0.3"]).then_some(()))
+                Ok((!answer.is_empty() && answer != [eu]).then_some(()))
             }
         },
     )
@@ -252,7 +261,7 @@ async fn meridian_as_pods_keeps_answering_when_the_hub_is_cut_off_from_its_clust
     enter("2 spoke-3 withdrawn");
     tokio::time::sleep(Duration::from_secs(5)).await;
     signal_agent(&fleet, "spoke-3", "CONT");
-    answers_become(&hub, Some(FRANCE), &["10.0.0.3"]).await?;
+    answers_become(&hub, Some(FRANCE), &[eu.as_str()]).await?;
     fail_static(&hub, conditions::fail_static::NONE_KEPT).await?;
 
     // Two of three cut off at once: they are quiet before either is silent, so the fleet
@@ -310,14 +319,13 @@ async fn meridian_as_pods_keeps_answering_when_the_hub_is_cut_off_from_its_clust
         "5 all cut off",
         "6 all reconnected",
     ] {
-        only(phase, "Ireland", "10.0.0.1");
-        only(phase, "the United States", "10.0.0.2");
-        only(phase, "France", "10.0.0.3");
+        only(phase, "Ireland", &ie);
+        only(phase, "the United States", &us);
+        only(phase, "France", &eu);
     }
     // With spoke-3 withdrawn, France got another cluster's answer, never its own.
     assert!(
-        !seen.answers[&("2 spoke-3 withdrawn".to_string(), "France")]
-            .contains(&vec!["10.0.0.3".to_string()]),
+        !seen.answers[&("2 spoke-3 withdrawn".to_string(), "France")].contains(&vec![eu.clone()]),
         "{seen:?}"
     );
     Ok(())

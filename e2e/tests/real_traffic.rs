@@ -57,7 +57,7 @@ async fn real_traffic_moves_off_a_failing_cluster_and_back_without_a_failed_fail
     )
     .await?;
     // A client in the US, its subnet passed on by Unbound (ECS), gets spoke-2's gateway.
-    let spoke_2 = traffic.gateway("spoke-2").address().to_string();
+    let spoke_2 = traffic.gateways.gateway("spoke-2").address().to_string();
     eventually(
         "Unbound answers a US client with spoke-2's gateway",
         DEFAULT_PATIENCE,
@@ -81,7 +81,7 @@ async fn real_traffic_moves_off_a_failing_cluster_and_back_without_a_failed_fail
 
     // spoke-1's app answers 503, health path and traffic alike.
     let fault = clients.now();
-    set_fault(traffic.app_pod("spoke-1"), "unavailable").await?;
+    set_fault(traffic.gateways.app_pod("spoke-1"), "unavailable").await?;
     wait_until_served_only_by_others(&clients, &mut samples, "spoke-1").await?;
     let failover = recovery(&samples, fault);
     report("spoke-1 answers 503", &failover);
@@ -95,7 +95,7 @@ async fn real_traffic_moves_off_a_failing_cluster_and_back_without_a_failed_fail
 
     // It recovers: the traffic comes back, and not one request fails on the way.
     let recovered = clients.now();
-    set_fault(traffic.app_pod("spoke-1"), "none").await?;
+    set_fault(traffic.gateways.app_pod("spoke-1"), "none").await?;
     eventually(
         "requests are served by spoke-1 again",
         DEFAULT_PATIENCE,

@@ -74,9 +74,11 @@ impl Scenario {
 
     async fn inject(self, traffic: &mut TrafficExample, fleet: &Fleet) -> anyhow::Result<()> {
         match self {
-            Scenario::AppUnavailable => set_fault(traffic.app_pod(FAILED), "unavailable").await?,
-            Scenario::AppHangs => set_fault(traffic.app_pod(FAILED), "hang").await?,
-            Scenario::GatewayStops => traffic.stop_gateway(FAILED),
+            Scenario::AppUnavailable => {
+                set_fault(traffic.gateways.app_pod(FAILED), "unavailable").await?
+            }
+            Scenario::AppHangs => set_fault(traffic.gateways.app_pod(FAILED), "hang").await?,
+            Scenario::GatewayStops => traffic.gateways.stop_gateway(FAILED),
             Scenario::SpokeStops => traffic.freeze_spoke(fleet, FAILED),
         }
         Ok(())
@@ -85,9 +87,9 @@ impl Scenario {
     async fn recover(self, traffic: &mut TrafficExample, fleet: &Fleet) -> anyhow::Result<()> {
         match self {
             Scenario::AppUnavailable | Scenario::AppHangs => {
-                set_fault(traffic.app_pod(FAILED), "none").await?
+                set_fault(traffic.gateways.app_pod(FAILED), "none").await?
             }
-            Scenario::GatewayStops => traffic.start_gateway(fleet, FAILED)?,
+            Scenario::GatewayStops => traffic.gateways.start_gateway(fleet, FAILED)?,
             Scenario::SpokeStops => traffic.thaw_spoke(fleet, FAILED),
         }
         Ok(())
@@ -134,7 +136,7 @@ async fn failover(args: Args) -> anyhow::Result<()> {
     .await?;
     let resolver = traffic.resolver.address();
     let nameserver = traffic.example.hub.nameserver;
-    let failed_address = traffic.gateway(FAILED).address();
+    let failed_address = traffic.gateways.gateway(FAILED).address();
     eventually("the first request is served", PATIENCE, || async {
         Ok(request(resolver, HOST, REQUEST_TIMEOUT)
             .await
@@ -191,7 +193,7 @@ async fn failover(args: Args) -> anyhow::Result<()> {
 
     eprintln!("flapping for {} s...", args.flap_seconds);
     let flap_start = clients.now();
-    set_fault(traffic.app_pod(FAILED), "flap").await?;
+    set_fault(traffic.gateways.app_pod(FAILED), "flap").await?;
     let mut answers = 0usize;
     let mut withdrawn = 0usize;
     while clients.now() - flap_start < Duration::from_secs(args.flap_seconds) {
@@ -203,7 +205,7 @@ async fn failover(args: Args) -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    set_fault(traffic.app_pod(FAILED), "none").await?;
+    set_fault(traffic.gateways.app_pod(FAILED), "none").await?;
     samples.extend(clients.take());
     let flap = recovery(&samples, flap_start);
 
