@@ -675,7 +675,7 @@ pub async fn request(resolver: SocketAddr, host: &str, timeout: Duration) -> Out
     }
 }
 
-/// One client request's time (since the clients started) and what it got.
+/// When one client request was sent (since the clients started) and what it got.
 #[derive(Debug, Clone)]
 pub struct Sample {
     pub at: Duration,
@@ -712,8 +712,10 @@ impl Clients {
                     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                     loop {
                         ticks.tick().await;
-                        let outcome = request(resolver, &host, timeout).await;
+                        // A request counts at the time it was sent: "requests succeed again
+                        // from then on", without a timed-out request's wait added to it.
                         let at = started.elapsed();
+                        let outcome = request(resolver, &host, timeout).await;
                         samples
                             .lock()
                             .unwrap_or_else(PoisonError::into_inner)

@@ -26,8 +26,11 @@ use crate::probe::{Leaf, LeafUpdate, ProbeRunner, ProbeSpec, ProbeState, Prober,
 pub use meridian_api::names::PROBE_HEADERS_SECRET as HEADERS_SECRET;
 /// How often the header copy is read again when no probe changes.
 const HEADERS_REFRESH: Duration = Duration::from_secs(30);
-/// Longest wait for one probe's answer; shorter for short intervals.
+/// Longest wait for one probe's answer. A probe waits a fifth of its interval, between these
+/// two: a gateway that hangs is found out after `interval × failureThreshold + timeout` at
+/// worst, so at the shortest interval (5 s) the timeout is 1 s, Kubernetes' own probe default.
 const MAX_TIMEOUT: Duration = Duration::from_secs(10);
+const MIN_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A probe on the hub: namespace and name.
 pub type ProbeKey = (String, String);
@@ -117,7 +120,7 @@ pub fn leaf_for(probe: &DNSHealthCheckProbe, headers: &HeaderCopies) -> Result<L
                 .collect(),
             headers: extra_headers,
             allow_insecure_certificate: spec.allow_insecure_certificate,
-            timeout: (interval / 2).min(MAX_TIMEOUT),
+            timeout: (interval / 5).clamp(MIN_TIMEOUT, MAX_TIMEOUT),
         },
         interval,
         failure_threshold: u32::try_from(spec.failure_threshold.max(1)).unwrap_or(1),
@@ -313,7 +316,7 @@ mod tests {
             (leaf.interval, leaf.failure_threshold),
             (Duration::from_secs(5), 2)
         );
-        assert_eq!(leaf.spec.timeout, Duration::from_millis(2500));
+        assert_eq!(leaf.spec.timeout, Duration::from_secs(1));
 
         assert_eq!(
             leaf_for(&probe("api.example.com", Some("elsewhere")), &headers),

@@ -414,6 +414,9 @@ async fn probe_leaf<K: Clone>(
     tokio::time::sleep(first).await;
     let mut state = ProbeState::default();
     loop {
+        // Probes start an interval apart, however long one takes: a gateway that hangs must
+        // not stretch the time until its second failure by a timeout per probe.
+        let started = tokio::time::Instant::now();
         let outcome = {
             let _permit = in_flight
                 .acquire()
@@ -430,6 +433,6 @@ async fn probe_leaf<K: Clone>(
             return;
         }
         let jitter = rand::rng().random_range(0.9..=1.1);
-        tokio::time::sleep(leaf.interval.mul_f64(jitter)).await;
+        tokio::time::sleep_until(started + leaf.interval.mul_f64(jitter)).await;
     }
 }
