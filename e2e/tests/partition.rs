@@ -260,6 +260,9 @@ async fn meridian_as_pods_keeps_answering_when_the_hub_is_cut_off_from_its_clust
     .await?;
     enter("2 spoke-3 withdrawn");
     tokio::time::sleep(Duration::from_secs(5)).await;
+    // A phase of its own while France's answer comes back, so that phase 2 holds only answers
+    // given while spoke-3 was withdrawn.
+    enter("2b spoke-3 reconnected");
     signal_agent(&fleet, "spoke-3", "CONT");
     answers_become(&hub, Some(FRANCE), &[eu.as_str()]).await?;
     fail_static(&hub, conditions::fail_static::NONE_KEPT).await?;
