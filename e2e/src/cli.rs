@@ -213,7 +213,15 @@ async fn demo_pods() -> anyhow::Result<()> {
         wait_for_agent_pod(&fleet.spoke(spoke).client(), hub_image.tag()).await?;
     }
     gateways.serving(&fleet).await?;
+    // Each cluster is published once a probe of its gateway passed.
     answers_become(&hub, Some(IRELAND), &[gateways.address("spoke-1").as_str()]).await?;
+    answers_become(
+        &hub,
+        Some(UNITED_STATES),
+        &[gateways.address("spoke-2").as_str()],
+    )
+    .await?;
+    answers_become(&hub, Some(FRANCE), &[gateways.address("spoke-3").as_str()]).await?;
     let endpoints = dns_endpoints(&hub).await?;
     let resolver = Resolver::start(ZONE_DOMAIN, &endpoints).await?;
     println!("\nUp in {:.1} s.", started.elapsed().as_secs_f64());
