@@ -148,11 +148,6 @@ impl Traefik {
     pub fn log_tail(&self) -> String {
         self.process.log_tail()
     }
-
-    /// Fails when Traefik has exited.
-    pub fn ensure_running(&mut self) -> Result<(), Error> {
-        self.process.ensure_running()
-    }
 }
 
 /// On the hub: the multi-cluster GatewayClass names `traefik` as the downstream class, so the
@@ -766,8 +761,8 @@ pub struct Recovery {
     pub served_by: BTreeMap<String, usize>,
 }
 
-/// The recovery after an event at `event` (on the samples' clock), from the samples after it.
-/// A failure whose request ended after the event counts even if it was sent before it.
+/// The recovery after an event at `event` (on the samples' clock), from the requests sent at or
+/// after it.
 pub fn recovery(samples: &[Sample], event: Duration) -> Recovery {
     let after: Vec<&Sample> = samples.iter().filter(|s| s.at >= event).collect();
     let failed_at: Vec<f64> = after
