@@ -17,6 +17,15 @@ pub const PLACEMENT_LABEL: &str = "cluster.open-cluster-management.io/placement"
 /// Label that makes a ManagedCluster a member of a ManagedClusterSet.
 pub const CLUSTER_SET_LABEL: &str = "cluster.open-cluster-management.io/clusterset";
 
+/// The attribute a failover priority entry means when it names none:
+/// `kuadrant.io/lb-attribute-tier`.
+pub const DEFAULT_TIER_ATTRIBUTE: &str = "tier";
+
+/// ManagedCluster label marking a cluster for drain (`kubectl label managedcluster NAME
+/// meridian.dev/drain=true`): its traffic moves away in TTL-sized steps, and back the same
+/// way when the label goes. Any value but `false` drains.
+pub const DRAIN_LABEL: &str = "meridian.dev/drain";
+
 /// Label on the agents' heartbeat Leases, so the hub watches those and no others.
 pub const HEARTBEAT_LABEL: &str = "meridian.dev/heartbeat";
 

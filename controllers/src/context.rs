@@ -1,7 +1,7 @@
 //! What every reconcile shares: the client, the providers, the settings, the metrics, the
 //! watch caches, and the helpers for finalizers, backoff and Events.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -102,6 +102,11 @@ pub struct Context {
     /// What the brake held when last looked at, so that it lets go only once its wave is
     /// heard again (and its changes are logged); `None` while it is off.
     brake_memory: Mutex<Option<crate::silence::BrakeMemory>>,
+    /// Per policy, where each drained cluster's steps stand; a policy missing here has not
+    /// been looked at since this process started.
+    drains: Mutex<HashMap<String, BTreeMap<String, meridian_dns::drain::DrainState>>>,
+    /// Per DNSRecord, what its priority tiers remember between passes.
+    tiers: Mutex<HashMap<String, meridian_dns::tiers::TierMemory>>,
 }
 
 pub type Clock = Arc<dyn Fn() -> k8s_openapi::jiff::Timestamp + Send + Sync>;
@@ -141,7 +146,68 @@ impl Context {
             drifted: Mutex::new(BTreeSet::new()),
             fence: Arc::new(crate::fence::Fence::open()),
             brake_memory: Mutex::new(None),
+            drains: Mutex::new(HashMap::new()),
+            tiers: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Takes each of a policy's clusters one drain step further where one is due (`marked`:
+    /// whether its ManagedCluster carries the drain label); returns the clusters that drain or
+    /// return, with where they stand.
+    pub fn drain_steps(
+        &self,
+        policy: &str,
+        marked: &[(String, bool)],
+        step_seconds: u64,
+    ) -> BTreeMap<String, meridian_dns::drain::DrainState> {
+        let now = (self.clock)().as_second().max(0) as u64;
+        let mut drains = self.drains.lock().expect("drain memory lock");
+        let restarted = !drains.contains_key(policy);
+        let states = drains.entry(policy.to_string()).or_default();
+        for (cluster, marked) in marked {
+            let before = states.get(cluster).copied();
+            match meridian_dns::drain::drain_step(before, *marked, now, step_seconds, restarted) {
+                Some(state) => {
+                    if before.map(|b| b.percent) != Some(state.percent) {
+                        tracing::info!(
+                            policy,
+                            cluster,
+                            percent = state.percent,
+                            draining = state.draining,
+                            "drain step"
+                        );
+                    }
+                    states.insert(cluster.clone(), state);
+                }
+                None => {
+                    states.remove(cluster);
+                }
+            }
+        }
+        states.retain(|cluster, _| marked.iter().any(|(name, _)| name == cluster));
+        states.clone()
+    }
+
+    /// Chooses the active priority tier of each weighted set of a record (see
+    /// [`meridian_dns::tiers`]), remembering what the choice needs between passes.
+    pub fn choose_tiers(
+        &self,
+        record: &str,
+        healthy: &[meridian_dns::model::Endpoint],
+        requested: &[meridian_dns::model::Endpoint],
+        published: Option<&[meridian_dns::model::Endpoint]>,
+        hold_down: u64,
+    ) -> meridian_dns::tiers::TierChoice {
+        let now = (self.clock)().as_second().max(0) as u64;
+        let mut tiers = self.tiers.lock().expect("tier memory lock");
+        let memory = tiers.entry(record.to_string()).or_default();
+        meridian_dns::tiers::choose_tiers(
+            healthy,
+            requested,
+            published,
+            memory,
+            meridian_dns::tiers::TierClock { now, hold_down },
+        )
     }
 
     /// Refuses a provider batch unless this replica still holds the Lease.

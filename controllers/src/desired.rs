@@ -26,6 +26,9 @@ pub struct PlacedCluster {
     /// How long the agent has been silent, when that is past the heartbeat timeout: the
     /// cluster is then gone for DNS, unless a brake of [`crate::silence`] keeps it.
     pub silent_for: Option<std::time::Duration>,
+    /// The share of its weight it has now, in percent: 100, or less while it drains
+    /// ([`meridian_dns::drain`]).
+    pub weight_percent: u32,
 }
 
 /// How long a report has gone without a heartbeat, if that exceeds `timeout`.
@@ -338,6 +341,7 @@ fn cluster_target(
         labels: cluster.labels.clone(),
         addresses,
         attached_routes,
+        weight_percent: cluster.weight_percent,
     }))
 }
 
@@ -431,6 +435,7 @@ mod tests {
                 }],
             }),
             silent_for: None,
+            weight_percent: 100,
         }
     }
 
@@ -463,6 +468,7 @@ mod tests {
             default_weight: 120,
             custom: vec![],
             default_geo: Some("IE".into()),
+            tiers: None,
         })
     }
 

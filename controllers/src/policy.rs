@@ -23,6 +23,67 @@ pub enum PolicyError {
         "loadBalancing.geo.defaultGeo {0:?} is not an ISO-3166 alpha-2 country code or a continent GEO-AF|AN|AS|EU|NA|OC|SA"
     )]
     DefaultGeo(String),
+    #[error("loadBalancing.failover.priorities[{0}] needs exactly one of value and selector")]
+    TierForm(usize),
+    #[error("loadBalancing.failover.priorities[{index}].selector: {problem}")]
+    TierSelector { index: usize, problem: String },
+    #[error("loadBalancing.failover: priority {0} is not between 1 and 1000")]
+    Priority(i64),
+    #[error("loadBalancing.failover.holdDown {0:?} is not a duration of at most 1h")]
+    HoldDown(String),
+    #[error(
+        "loadBalancing.failover needs routingStrategy loadbalanced: a simple record has no tiers to choose between"
+    )]
+    TiersWithSimple,
+}
+
+/// Failback hold-down of a policy's failover, in seconds: its `holdDown`, or the default.
+pub fn hold_down_seconds(load_balancing: &LoadBalancing) -> Result<Option<u32>, PolicyError> {
+    let Some(failover) = &load_balancing.failover else {
+        return Ok(None);
+    };
+    let Some(text) = &failover.hold_down else {
+        return Ok(Some(meridian_dns::tiers::DEFAULT_HOLD_DOWN as u32));
+    };
+    meridian_api::duration::parse_duration(text)
+        .filter(|d| d.as_secs() <= 3600)
+        .map(|d| Some(d.as_secs() as u32))
+        .ok_or_else(|| PolicyError::HoldDown(text.clone()))
+}
+
+fn tiers(load_balancing: &LoadBalancing) -> Result<Option<tree::Tiers>, PolicyError> {
+    let Some(failover) = &load_balancing.failover else {
+        return Ok(None);
+    };
+    let priority = |p: i64| {
+        u32::try_from(p)
+            .ok()
+            .filter(|p| (1..=1000).contains(p))
+            .ok_or(PolicyError::Priority(p))
+    };
+    let rules = failover
+        .priorities
+        .iter()
+        .enumerate()
+        .map(|(index, entry)| {
+            if entry.selector.is_some() == entry.value.is_some() {
+                return Err(PolicyError::TierForm(index));
+            }
+            let selector = entry
+                .effective_selector()
+                .ok_or(PolicyError::TierForm(index))?;
+            Ok(tree::TierRule {
+                selector: crate::convert::label_selector(&selector)
+                    .map_err(|problem| PolicyError::TierSelector { index, problem })?,
+                priority: priority(entry.priority)?,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    hold_down_seconds(load_balancing)?;
+    Ok(Some(tree::Tiers {
+        rules,
+        default_priority: priority(failover.default_priority)?,
+    }))
 }
 
 /// The engine's strategy for a policy's `routingStrategy` and `loadBalancing`.
@@ -65,12 +126,15 @@ pub fn routing_strategy(
         Some(geo) => Some(geo.default_geo.clone()),
         None => None,
     };
+    let tiers = tiers(load_balancing)?;
     Ok(match strategy {
+        RoutingStrategy::Simple if tiers.is_some() => return Err(PolicyError::TiersWithSimple),
         RoutingStrategy::Simple => Strategy::Simple,
         RoutingStrategy::Loadbalanced => Strategy::LoadBalanced(tree::LoadBalancing {
             default_weight,
             custom,
             default_geo,
+            tiers,
         }),
     })
 }
@@ -79,7 +143,8 @@ pub fn routing_strategy(
 mod tests {
     use super::*;
     use meridian_api::kuadrant::{
-        CustomWeight as ApiCustomWeight, GeoLoadBalancing, WeightedLoadBalancing,
+        CustomWeight as ApiCustomWeight, Failover, GeoLoadBalancing, TierPriority,
+        WeightedLoadBalancing,
     };
 
     fn load_balancing(custom: Vec<ApiCustomWeight>, geo: Option<&str>) -> LoadBalancing {
@@ -91,6 +156,7 @@ mod tests {
             geo: geo.map(|g| GeoLoadBalancing {
                 default_geo: g.to_string(),
             }),
+            failover: None,
         }
     }
 
@@ -147,6 +213,64 @@ mod tests {
         );
     }
 
+    fn tier(attribute: Option<&str>, value: &str, priority: i64) -> TierPriority {
+        TierPriority {
+            selector: None,
+            attribute: attribute.map(String::from),
+            value: Some(value.to_string()),
+            priority,
+        }
+    }
+
+    fn with_tiers(priorities: Vec<TierPriority>, hold_down: Option<&str>) -> LoadBalancing {
+        LoadBalancing {
+            failover: Some(Failover {
+                priorities,
+                default_priority: 1000,
+                hold_down: hold_down.map(String::from),
+            }),
+            ..load_balancing(Vec::new(), None)
+        }
+    }
+
+    #[test]
+    fn tiers_map_labels_to_priorities_and_the_rest_to_the_default() {
+        let lb = with_tiers(
+            vec![tier(Some("region"), "eu-west", 1), tier(None, "backup", 2)],
+            Some("90s"),
+        );
+        let Strategy::LoadBalanced(engine) =
+            routing_strategy(RoutingStrategy::Loadbalanced, &lb).unwrap()
+        else {
+            panic!()
+        };
+        let tiers = engine.tiers.unwrap();
+        let labels = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            tiers.priority_of(&labels(&[("kuadrant.io/lb-attribute-region", "eu-west")])),
+            1
+        );
+        assert_eq!(
+            tiers.priority_of(&labels(&[("kuadrant.io/lb-attribute-tier", "backup")])),
+            2
+        );
+        assert_eq!(tiers.priority_of(&labels(&[])), 1000);
+        assert_eq!(hold_down_seconds(&lb), Ok(Some(90)));
+        assert_eq!(
+            hold_down_seconds(&with_tiers(Vec::new(), None)),
+            Ok(Some(60))
+        );
+        assert_eq!(
+            routing_strategy(RoutingStrategy::Simple, &lb),
+            Err(PolicyError::TiersWithSimple)
+        );
+    }
+
     #[test]
     fn invalid_policies_name_the_field() {
         let both = ApiCustomWeight {
@@ -179,8 +303,27 @@ mod tests {
                         custom: Vec::new(),
                     },
                     geo: None,
+                    failover: None,
                 },
                 "defaultWeight",
+            ),
+            (
+                with_tiers(vec![tier(None, "eu-west", 0)], None),
+                "priority 0 is not between 1 and 1000",
+            ),
+            (
+                with_tiers(
+                    vec![TierPriority {
+                        selector: Some(Default::default()),
+                        ..tier(None, "x", 1)
+                    }],
+                    None,
+                ),
+                "priorities[0] needs exactly one",
+            ),
+            (
+                with_tiers(vec![tier(None, "eu-west", 1)], Some("2h")),
+                "holdDown \"2h\"",
             ),
         ];
         for (lb, expected) in cases {

@@ -4,6 +4,9 @@
 //!
 //! - [`tree`] builds the record tree of one host from a policy and the clusters serving it;
 //!   [`tree::RecordTree::prune`] removes unhealthy leaves from it;
+//! - [`drain`] steps a drained cluster's weight down and back up;
+//! - [`tiers`] keeps only the active priority tier of each weighted set, with failback
+//!   hold-down;
 //! - [`plan`] turns one owner's desired records, the zone and what the owner published before
 //!   into a change set, with external-dns-compatible ownership records;
 //! - [`changes`] is that change set, and what applying it strictly means;
@@ -11,10 +14,12 @@
 //! - `wire` (feature `wire`) turns records into DNS wire records for the crates that speak DNS.
 
 pub mod changes;
+pub mod drain;
 pub mod drift;
 pub mod model;
 pub mod plan;
 pub mod shortcode;
+pub mod tiers;
 pub mod tree;
 #[cfg(feature = "wire")]
 pub mod wire;

@@ -73,6 +73,9 @@ impl fmt::Display for RecordType {
 /// Provider-specific property names the engine writes.
 pub const WEIGHT: &str = "weight";
 pub const GEO_CODE: &str = "geo-code";
+/// A weighted record's failover tier (1 is the best); consumed before publishing
+/// ([`crate::tiers`]), never sent to a provider.
+pub const PRIORITY: &str = "priority";
 
 /// A provider-specific routing property (`weight`, `geo-code`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

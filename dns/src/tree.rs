@@ -13,7 +13,9 @@ use petgraph::Direction;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 
-use crate::model::{Endpoint, GEO_CODE, RecordType, WEIGHT, is_at_or_below, sort_endpoints};
+use crate::model::{
+    Endpoint, GEO_CODE, PRIORITY, RecordType, WEIGHT, is_at_or_below, sort_endpoints,
+};
 use crate::shortcode::shortcode;
 
 /// TTL of the root and load-balancer CNAMEs.
@@ -83,6 +85,8 @@ pub struct ClusterTarget {
     /// Routes attached to the listener on this cluster; `Some(0)` means the cluster serves
     /// nothing for the host and gets no records. `None` means not reported: it is served.
     pub attached_routes: Option<u32>,
+    /// The share of its weight the cluster has now, in percent: 100, or less while it drains.
+    pub weight_percent: u32,
 }
 
 /// A label selector over ManagedCluster labels (Kubernetes semantics).
@@ -133,6 +137,30 @@ pub struct CustomWeight {
     pub weight: u32,
 }
 
+/// A failover priority for the clusters a selector matches (1 is the best tier).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TierRule {
+    pub selector: LabelSelector,
+    pub priority: u32,
+}
+
+/// Priority tiers: the first rule matching a cluster's labels gives its tier.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tiers {
+    pub rules: Vec<TierRule>,
+    /// The tier of a cluster no rule matches.
+    pub default_priority: u32,
+}
+
+impl Tiers {
+    pub fn priority_of(&self, labels: &BTreeMap<String, String>) -> u32 {
+        self.rules
+            .iter()
+            .find(|rule| rule.selector.matches(labels))
+            .map_or(self.default_priority, |rule| rule.priority)
+    }
+}
+
 /// How the host's records are shaped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Strategy {
@@ -148,14 +176,21 @@ pub struct LoadBalancing {
     pub custom: Vec<CustomWeight>,
     /// With GEO routing: the geo that also answers unknown locations.
     pub default_geo: Option<String>,
+    /// Priority tiers, within each geo; `None`: one tier.
+    pub tiers: Option<Tiers>,
 }
 
 impl LoadBalancing {
+    /// The cluster's weight: the first matching custom weight, or the default, scaled by its
+    /// drain step (rounded up, so only a fully drained cluster weighs 0).
     fn weight_of(&self, cluster: &ClusterTarget) -> u32 {
-        self.custom
+        let configured = self
+            .custom
             .iter()
             .find(|custom| custom.selector.matches(&cluster.labels))
-            .map_or(self.default_weight, |custom| custom.weight)
+            .map_or(self.default_weight, |custom| custom.weight);
+        let percent = u64::from(cluster.weight_percent.min(100));
+        (u64::from(configured) * percent).div_ceil(100) as u32
     }
 
     fn geo_of(&self, cluster: &ClusterTarget) -> String {
@@ -346,16 +381,24 @@ fn loadbalanced_endpoints(
             Address::Hostname(h) => Some(h.clone()),
             Address::Ip(_) => None,
         }));
+        let priority = lb
+            .tiers
+            .as_ref()
+            .map(|tiers| tiers.priority_of(&cluster.labels).to_string());
         for target in targets {
             geos.insert(geo.clone());
-            add(Endpoint::new(
+            let mut record = Endpoint::new(
                 geo_name(&geo),
                 RecordType::Cname,
                 [target.clone()],
                 LEAF_TTL,
             )
             .with_set_identifier(target)
-            .with_property(WEIGHT, weight.clone()));
+            .with_property(WEIGHT, weight.clone());
+            if let Some(priority) = &priority {
+                record = record.with_property(PRIORITY, priority.clone());
+            }
+            add(record);
         }
     }
     for (name, (v4, v6)) in cluster_ips {

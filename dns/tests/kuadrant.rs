@@ -40,11 +40,13 @@ fn meridian_tree(host: &str, geo: &str, default_geo: &str) -> Vec<Endpoint> {
         .into(),
         addresses: vec![Address::parse(None, "10.0.0.1").unwrap()],
         attached_routes: None,
+        weight_percent: 100,
     };
     let strategy = Strategy::LoadBalanced(LoadBalancing {
         default_weight: 120,
         custom: Vec::new(),
         default_geo: Some(default_geo.into()),
+        tiers: None,
     });
     let gateway = GatewayRef {
         name: "prod-web".into(),

@@ -321,6 +321,7 @@ prop_compose! {
             labels: GEOS[geo].map(|g| ("kuadrant.io/lb-attribute-geo-code".to_string(), g.to_string())).into_iter().collect(),
             addresses,
             attached_routes: routes,
+            weight_percent: 100,
         }
     }
 }
@@ -335,6 +336,7 @@ fn arb_policy() -> impl Strategy<Value = TreeStrategy> {
             default_weight,
             custom: Vec::new(),
             default_geo: geo.and_then(|g| GEOS[g].map(String::from)),
+            tiers: None,
         })
     })
 }
@@ -401,7 +403,7 @@ proptest! {
         theirs in arb_clusters(),
     ) {
         let mut zone = ZoneRecords::new();
-        let other_host = build_record_tree("other.example.com", &gateway(), &TreeStrategy::LoadBalanced(LoadBalancing { default_weight: 1, custom: Vec::new(), default_geo: None }), &theirs).unwrap().endpoints();
+        let other_host = build_record_tree("other.example.com", &gateway(), &TreeStrategy::LoadBalanced(LoadBalancing { default_weight: 1, custom: Vec::new(), default_geo: None, tiers: None }), &theirs).unwrap().endpoints();
         let input = PlanInput { owner: "owner-b", root_host: "other.example.com", desired: &other_host, previous: None };
         apply_strictly(&mut zone, &plan(&input, &[]).changes).unwrap();
         let unowned = a("legacy.api.example.com", &["198.51.100.7"]);
@@ -425,7 +427,7 @@ proptest! {
         // Beside the host: a host whose name ends like it, a wildcard, and records nobody owns
         // inside and outside it.
         for other in ["xapi.example.com", "*.apps.example.com"] {
-            let records = build_record_tree(other, &gateway(), &TreeStrategy::LoadBalanced(LoadBalancing { default_weight: 1, custom: Vec::new(), default_geo: None }), &theirs).unwrap().endpoints();
+            let records = build_record_tree(other, &gateway(), &TreeStrategy::LoadBalanced(LoadBalancing { default_weight: 1, custom: Vec::new(), default_geo: None, tiers: None }), &theirs).unwrap().endpoints();
             apply_strictly(&mut zone, &plan(&PlanInput { owner: "owner-b", root_host: other, desired: &records, previous: None }, &[]).changes).unwrap();
         }
         for unowned in [a("legacy.api.example.com", &["198.51.100.7"]), a("example.com", &["198.51.100.8"])] {
@@ -458,7 +460,7 @@ proptest! {
             c.addresses = c.addresses.into_iter().map(|a| Address::parse(None, &a.value().replace("10.0.", &format!("10.{i}."))).unwrap()).collect();
             c
         }).collect();
-        let strategy = if simple { TreeStrategy::Simple } else { TreeStrategy::LoadBalanced(LoadBalancing { default_weight: 120, custom: Vec::new(), default_geo: None }) };
+        let strategy = if simple { TreeStrategy::Simple } else { TreeStrategy::LoadBalanced(LoadBalancing { default_weight: 120, custom: Vec::new(), default_geo: None, tiers: None }) };
         let branch = |i: usize| tree(&strategy, &clusters[i..=i]);
         let mut zone = ZoneRecords::new();
         let mut published: BTreeMap<usize, Vec<Endpoint>> = BTreeMap::new();

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use meridian_dns::model::{Endpoint, RecordType};
 use meridian_dns::tree::{
     Address, ClusterTarget, CustomWeight, GatewayRef, Health, LabelSelector, LoadBalancing, Pruned,
-    RecordTree, Strategy, TreeError, build_branch, build_record_tree,
+    RecordTree, Strategy, TierRule, Tiers, TreeError, build_branch, build_record_tree,
 };
 
 const C1: &str = "20qri0-a8xcra.klb.api.example.com";
@@ -40,6 +40,7 @@ fn cluster(n: u32, labels: &[(&str, &str)], addresses: &[&str]) -> ClusterTarget
             })
             .collect(),
         attached_routes: None,
+        weight_percent: 100,
     }
 }
 
@@ -48,6 +49,7 @@ fn weighted(default_weight: u32) -> LoadBalancing {
         default_weight,
         custom: Vec::new(),
         default_geo: None,
+        tiers: None,
     }
 }
 
@@ -205,6 +207,7 @@ fn geo_with_custom_weights_first_matching_entry_wins() {
             },
         ],
         default_geo: Some("GEO-EU".into()),
+        tiers: None,
     };
     let expected = sorted(vec![
         root(),
@@ -219,6 +222,61 @@ fn geo_with_custom_weights_first_matching_entry_wins() {
         lb("default", "*", "geo-eu.klb.api.example.com"),
     ]);
     assert_eq!(build(Strategy::LoadBalanced(policy), &clusters), expected);
+}
+
+#[test]
+fn tiers_put_each_clusters_priority_on_its_weighted_record_within_its_geo() {
+    let tiers = Tiers {
+        rules: vec![TierRule {
+            selector: LabelSelector {
+                match_labels: [("kuadrant.io/lb-attribute-tier".into(), "primary".into())].into(),
+                ..Default::default()
+            },
+            priority: 1,
+        }],
+        default_priority: 1000,
+    };
+    let policy = LoadBalancing {
+        default_geo: Some("IE".into()),
+        tiers: Some(tiers),
+        ..weighted(120)
+    };
+    let ie = "kuadrant.io/lb-attribute-geo-code";
+    let clusters = [
+        cluster(
+            1,
+            &[(ie, "IE"), ("kuadrant.io/lb-attribute-tier", "primary")],
+            &["172.31.0.1"],
+        ),
+        cluster(2, &[(ie, "IE")], &["172.31.0.2"]),
+        cluster(3, &[(ie, "US")], &["172.31.0.3"]),
+    ];
+    let expected = sorted(vec![
+        root(),
+        rec(C1, RecordType::A, &["172.31.0.1"], 60),
+        rec(C2, RecordType::A, &["172.31.0.2"], 60),
+        rec(C3, RecordType::A, &["172.31.0.3"], 60),
+        geo("ie", C1, 120).with_property("priority", "1"),
+        geo("ie", C2, 120).with_property("priority", "1000"),
+        geo("us", C3, 120).with_property("priority", "1000"),
+        lb("IE", "IE", "ie.klb.api.example.com"),
+        lb("US", "US", "us.klb.api.example.com"),
+        lb("default", "*", "ie.klb.api.example.com"),
+    ]);
+    assert_eq!(
+        build(Strategy::LoadBalanced(policy.clone()), &clusters),
+        expected
+    );
+    // Without tiers, the same clusters get the same records without a priority.
+    let untiered = build(
+        Strategy::LoadBalanced(LoadBalancing {
+            tiers: None,
+            ..policy
+        }),
+        &clusters,
+    );
+    assert!(untiered.iter().all(|e| e.property("priority").is_none()));
+    assert_eq!(untiered.len(), expected.len());
 }
 
 #[test]

@@ -434,12 +434,14 @@ pub fn geo_tree(
             labels: [(GEO_LABEL.to_string(), geo.to_string())].into(),
             addresses: vec![Address::Ip(address.parse().expect("an IP address"))],
             attached_routes: Some(1),
+            weight_percent: 100,
         })
         .collect();
     let strategy = Strategy::LoadBalanced(LoadBalancing {
         default_weight: 120,
         custom: Vec::new(),
         default_geo: Some("IE".into()),
+        tiers: None,
     });
     let gateway = GatewayRef {
         name: GATEWAY.into(),

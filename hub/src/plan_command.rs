@@ -181,6 +181,7 @@ fn cluster_target(cluster: &ScenarioCluster, listener: &str) -> anyhow::Result<C
         labels: cluster.labels.clone(),
         addresses,
         attached_routes: cluster.attached_routes.get(listener).copied(),
+        weight_percent: 100,
     })
 }
 

@@ -93,12 +93,14 @@ pub fn shard_dns(sightings: &[ShardSighting], zones: &[FleetZone]) -> Vec<ShardD
                         })
                         .collect(),
                     attached_routes: None,
+                    weight_percent: 100,
                 })
                 .collect();
             let strategy = Strategy::LoadBalanced(LoadBalancing {
                 default_weight: 120,
                 custom: Vec::new(),
                 default_geo: None,
+                tiers: None,
             });
             let gateway = GatewayRef {
                 name: "router".into(),

@@ -31,6 +31,7 @@ fn cluster(n: u32, geo: &str, ip: &str) -> ClusterTarget {
         labels: BTreeMap::from([(GEO_LABEL.to_string(), geo.to_string())]),
         addresses: vec![Address::parse(None, ip).unwrap()],
         attached_routes: None,
+        weight_percent: 100,
     }
 }
 
@@ -45,6 +46,7 @@ fn example_zone() -> Vec<Endpoint> {
         default_weight: 120,
         custom: Vec::new(),
         default_geo: Some("IE".into()),
+        tiers: None,
     });
     let clusters = [
         cluster(1, "IE", IE_IP),

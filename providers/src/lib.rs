@@ -44,6 +44,10 @@ pub enum ProviderError {
     PartlyApplied(Vec<String>),
     #[error("still throttled after retries: {0}")]
     Throttled(String),
+    /// The records changed since they were read (another writer got there first): nothing was
+    /// applied; read again and plan again.
+    #[error("the records changed since they were read: {0}")]
+    Stale(String),
 }
 
 /// What Meridian needs of a DNS provider.

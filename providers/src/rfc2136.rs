@@ -130,6 +130,13 @@ impl Rfc2136Provider {
             let response =
                 Message::from_vec(&buffer).map_err(|e| ProviderError::Other(e.to_string()))?;
             let code = response.metadata.response_code;
+            if matches!(code, ResponseCode::YXRRSet | ResponseCode::NXRRSet) {
+                // A prerequisite failed: another writer changed the values this plan saw.
+                return Err(ProviderError::Stale(format!(
+                    "{} answered {code}",
+                    self.config.server
+                )));
+            }
             if code != ResponseCode::NoError {
                 return Err(ProviderError::Rejected(format!(
                     "{} answered {code}",

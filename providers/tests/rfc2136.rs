@@ -37,6 +37,7 @@ fn clusters() -> Vec<ClusterTarget> {
         .into(),
         addresses: vec![Address::parse(None, ip).unwrap()],
         attached_routes: None,
+        weight_percent: 100,
     })
     .collect()
 }
@@ -50,6 +51,7 @@ fn geo_tree(host: &str, clusters: &[ClusterTarget]) -> Vec<Endpoint> {
         default_weight: 120,
         custom: Vec::new(),
         default_geo: Some("IE".into()),
+        tiers: None,
     });
     build_record_tree(host, &gateway, &strategy, clusters)
         .unwrap()

@@ -41,6 +41,7 @@ use crate::validation::DURATION_PATTERN;
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.loadBalancing) || !has(self.loadBalancing.failover) || !has(self.routingStrategy) || self.routingStrategy == 'loadbalanced'").message("loadBalancing.failover needs routingStrategy loadbalanced: a simple record has no tiers to choose between"))]
 pub struct DNSPolicySpec {
     /// The Gateway this policy applies to, in the policy's namespace.
     pub target_ref: PolicyTargetReference,
@@ -122,6 +123,112 @@ pub struct LoadBalancing {
     /// GEO routing (the seeds' `GEO`); absent means every cluster is in the `default` geo.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub geo: Option<GeoLoadBalancing>,
+
+    /// Priority tiers: answers come from the best tier (lowest priority number) that has a
+    /// healthy gateway, weights apply within it, and with GEO routing tiers apply within each
+    /// geo. Absent means every cluster is in one tier, as without failover.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover: Option<Failover>,
+}
+
+/// Priority tiers of clusters and when traffic goes back to a recovered better tier.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Failover {
+    /// Priorities by ManagedCluster labels; the first entry matching a cluster's labels gives
+    /// its priority. 1 is the best.
+    #[schemars(length(min = 1, max = 64))]
+    pub priorities: Vec<TierPriority>,
+
+    /// Priority of a cluster no entry matches (default 1000, the last tier).
+    #[serde(default = "default_priority")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub default_priority: i64,
+
+    /// How long a recovered better tier must stay healthy before it takes traffic back, as a
+    /// duration; default 60s (twelve passing probes at the 5s interval). `0s` fails back as
+    /// soon as the tier is healthy. Traffic never moves back sooner than one TTL after it last
+    /// moved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
+    #[x_kube(validation = Rule::new("duration(self) <= duration('1h')").message("failover.holdDown must be at most 1h"))]
+    pub hold_down: Option<String>,
+}
+
+/// The priority of the clusters matching a label selector or the shorthand `{attribute?,
+/// value}`, which means the label `kuadrant.io/lb-attribute-<attribute>: <value>` (`attribute`
+/// defaults to `tier`).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("has(self.selector) != has(self.value)").message("each failover priority needs exactly one of value and selector"),
+    validation = Rule::new("!has(self.attribute) || has(self.value)").message("failover priority attribute is only allowed together with value")
+)]
+pub struct TierPriority {
+    /// Matches ManagedCluster labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+
+    /// Shorthand: the attribute name, i.e. the label `kuadrant.io/lb-attribute-<attribute>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+    )]
+    pub attribute: Option<String>,
+
+    /// Shorthand: the label value to match (`eu-west`, `primary`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 63))]
+    pub value: Option<String>,
+
+    /// The tier of matching clusters: 1 (best) to 1000.
+    #[schemars(range(min = 1, max = 1000))]
+    pub priority: i64,
+}
+
+impl TierPriority {
+    /// The label selector this entry stands for, expanding the shorthand; `None` for an entry
+    /// with neither form, which the schema rejects.
+    pub fn effective_selector(&self) -> Option<LabelSelector> {
+        shorthand_selector(
+            self.selector.as_ref(),
+            self.attribute
+                .as_deref()
+                .or(Some(crate::labels::DEFAULT_TIER_ATTRIBUTE)),
+            self.value.as_deref(),
+        )
+    }
+}
+
+/// The priority of clusters no failover entry matches: the last tier.
+pub const DEFAULT_PRIORITY: i64 = 1000;
+
+fn default_priority() -> i64 {
+    DEFAULT_PRIORITY
+}
+
+/// The selector of an entry: its own, or the label `kuadrant.io/lb-attribute-<attribute>:
+/// <value>`.
+fn shorthand_selector(
+    selector: Option<&LabelSelector>,
+    attribute: Option<&str>,
+    value: Option<&str>,
+) -> Option<LabelSelector> {
+    match (selector, value) {
+        (Some(selector), _) => Some(selector.clone()),
+        (None, Some(value)) => Some(LabelSelector {
+            match_labels: Some(
+                [(
+                    crate::labels::lb_attribute_label(attribute),
+                    value.to_string(),
+                )]
+                .into(),
+            ),
+            match_expressions: None,
+        }),
+        (None, None) => None,
+    }
 }
 
 /// Weights of cluster records.
@@ -191,20 +298,11 @@ impl CustomWeight {
     /// The label selector this entry stands for, expanding the `{attribute, value}` shorthand;
     /// `None` for an entry with neither form, which the schema rejects.
     pub fn effective_selector(&self) -> Option<LabelSelector> {
-        match (&self.selector, &self.value) {
-            (Some(selector), _) => Some(selector.clone()),
-            (None, Some(value)) => Some(LabelSelector {
-                match_labels: Some(
-                    [(
-                        crate::labels::lb_attribute_label(self.attribute.as_deref()),
-                        value.clone(),
-                    )]
-                    .into(),
-                ),
-                match_expressions: None,
-            }),
-            (None, None) => None,
-        }
+        shorthand_selector(
+            self.selector.as_ref(),
+            self.attribute.as_deref(),
+            self.value.as_deref(),
+        )
     }
 }
 
@@ -228,4 +326,21 @@ pub struct DNSPolicyStatus {
     /// The generation the conditions describe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// Clusters marked for drain (or coming back from one), with the share of their weight
+    /// they have now.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub draining: Vec<DrainingCluster>,
+}
+
+/// A cluster whose traffic is moving away (or back) in steps.
+#[derive(Serialize, Deserialize, schemars::JsonSchema, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DrainingCluster {
+    /// The ManagedCluster's name.
+    pub cluster: String,
+    /// The percentage of its configured weight it has now: 50, 10, 0 while draining; 10, 50
+    /// on the way back.
+    pub weight_percent: u32,
+    /// `Draining` while the mark is set, `Returning` after it is removed.
+    pub phase: String,
 }

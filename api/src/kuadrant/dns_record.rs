@@ -67,6 +67,12 @@ pub struct DNSRecordSpec {
     /// Health checks of the leaf endpoints.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_check: Option<HealthCheck>,
+
+    /// With priority tiers (endpoints carrying the `priority` property): how long a recovered
+    /// better tier must stay healthy before it takes traffic back. Default 60.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 3600))]
+    pub failback_hold_down_seconds: Option<u32>,
 }
 
 impl DNSRecordSpec {

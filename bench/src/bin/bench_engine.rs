@@ -45,6 +45,7 @@ fn main() {
             .into(),
             addresses: vec![Address::parse(None, &format!("10.0.{i}.1")).unwrap()],
             attached_routes: Some(1),
+            weight_percent: 100,
         })
         .collect();
     let aws = LabelSelector {
@@ -62,6 +63,7 @@ fn main() {
             weight: 200,
         }],
         default_geo: Some("IE".into()),
+        tiers: None,
     });
     let host_names: Vec<String> = (0..hosts)
         .map(|i| format!("app-{i}.apps.example.com"))

@@ -66,6 +66,7 @@ fn tree(host: &str, azure_weight: u32) -> Vec<Endpoint> {
             ]),
             addresses: vec![Address::parse(None, &format!("192.0.2.{}", i + 1)).unwrap()],
             attached_routes: None,
+            weight_percent: 100,
         })
         .collect();
     let azure = LabelSelector {
@@ -79,6 +80,7 @@ fn tree(host: &str, azure_weight: u32) -> Vec<Endpoint> {
             weight: azure_weight,
         }],
         default_geo: Some("IE".into()),
+        tiers: None,
     });
     build_record_tree(host, &gateway, &strategy, &clusters)
         .unwrap()

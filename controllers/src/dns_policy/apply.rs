@@ -55,6 +55,9 @@ pub async fn write_records(
                 "managedZone": { "name": wanted.zone },
                 "endpoints": all_to_api(&wanted.endpoints),
                 "healthCheck": policy.spec.health_check,
+                "failbackHoldDownSeconds": crate::policy::hold_down_seconds(&policy.spec.load_balancing)
+                    .ok()
+                    .flatten(),
             },
         });
         if let Some(local) = &ctx.config.distributed {
@@ -107,6 +110,7 @@ fn record_matches(stored: &DNSRecord, wanted: &serde_json::Value) -> bool {
         && have.managed_zone.name == want.managed_zone.name
         && have.owner_id == want.owner_id
         && have.health_check == want.health_check
+        && have.failback_hold_down_seconds == want.failback_hold_down_seconds
         && all_to_engine(&have.endpoints) == all_to_engine(&want.endpoints)
 }
 

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use kube::ResourceExt;
-use meridian_api::kuadrant::{DNSPolicy, DNSRecord};
-use meridian_api::labels::PLACEMENT_LABEL;
+use meridian_api::kuadrant::{DNSPolicy, DNSRecord, DrainingCluster};
+use meridian_api::labels::{DRAIN_LABEL, PLACEMENT_LABEL};
 use meridian_api::meridian::GatewayReport;
 use meridian_api::upstream::Gateway;
 use meridian_dns::tree::GatewayRef;
@@ -33,6 +33,10 @@ pub struct Seen {
     pub clusters: Vec<PlacedCluster>,
     /// How the silent ones among them are weighed.
     pub silence: SilenceRules,
+    /// The clusters draining or returning, for status.
+    pub draining: Vec<DrainingCluster>,
+    /// When the next drain step is due.
+    pub drain_recheck: Option<std::time::Duration>,
 }
 
 /// Why a policy cannot be enforced; what was published stays published.
@@ -124,7 +128,7 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
             hostname: l.hostname.clone(),
         })
         .collect();
-    let clusters = match &ctx.config.distributed {
+    let mut clusters = match &ctx.config.distributed {
         None => placed_clusters(&gateway, ctx),
         // This cluster's branch alone, from the Gateway the policy targets here.
         Some(local) => vec![PlacedCluster {
@@ -133,8 +137,39 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
             cluster_id: Some(local.cluster_id.clone()),
             gateway: Some(GatewayReport::from_gateway(&gateway)),
             silent_for: None,
+            weight_percent: 100,
         }],
     };
+    // Drains step a TTL apart, so resolvers' caches of one step expire before the next.
+    let step_seconds = u64::from(answer_ttl.unwrap_or(meridian_dns::tree::LEAF_TTL));
+    let marked: Vec<(String, bool)> = clusters
+        .iter()
+        .map(|c| (c.name.clone(), is_marked_for_drain(&c.labels)))
+        .collect();
+    let policy_key = crate::object_key("DNSPolicy", Some(&namespace), &policy.name_any());
+    let drains = ctx.drain_steps(&policy_key, &marked, step_seconds);
+    let now = (ctx.clock)().as_second().max(0) as u64;
+    let mut draining = Vec::new();
+    let mut drain_recheck: Option<std::time::Duration> = None;
+    for cluster in &mut clusters {
+        if let Some(state) = drains.get(&cluster.name) {
+            cluster.weight_percent = state.percent;
+            draining.push(DrainingCluster {
+                cluster: cluster.name.clone(),
+                weight_percent: state.percent,
+                phase: if state.draining {
+                    "Draining"
+                } else {
+                    "Returning"
+                }
+                .to_string(),
+            });
+            if let Some(next) = meridian_dns::drain::next_step_in(state, now, step_seconds) {
+                let next = std::time::Duration::from_secs(next);
+                drain_recheck = Some(drain_recheck.map_or(next, |r| r.min(next)));
+            }
+        }
+    }
     // The fleet is only looked at when one of these clusters is silent: a steady fleet costs
     // no walk over every cluster.
     let brake = if clusters.iter().any(|c| c.silent_for.is_some()) {
@@ -161,7 +196,17 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
         answer_ttl,
         zones,
         clusters,
+        draining,
+        drain_recheck,
     })
+}
+
+/// Whether a ManagedCluster's labels mark it for drain: the drain label with any value but
+/// `false`.
+fn is_marked_for_drain(labels: &std::collections::BTreeMap<String, String>) -> bool {
+    labels
+        .get(DRAIN_LABEL)
+        .is_some_and(|value| !value.eq_ignore_ascii_case("false"))
 }
 
 /// The policy's `ttl` in whole seconds (at least one); the schema refuses what cannot be one,
@@ -208,6 +253,7 @@ fn placed_clusters(gateway: &Gateway, ctx: &Context) -> Vec<PlacedCluster> {
                     .find(|g| g.name == gateway.name_any() && g.namespace == downstream)
                     .cloned()
             }),
+            weight_percent: 100,
         });
     }
     clusters

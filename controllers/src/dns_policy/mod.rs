@@ -78,7 +78,7 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
         Ok(seen) => seen,
         Err(refusal) => {
             let (accepted, enforced) = status::refused(&refusal);
-            status::write_status(policy, ctx, accepted, enforced, None).await?;
+            status::write_status(policy, ctx, accepted, enforced, None, None).await?;
             return Ok(Action::requeue(match refusal {
                 // The Gateway watch brings the policy back when the Gateway appears; the
                 // retry is a safety net.
@@ -92,11 +92,21 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
     apply::mark_gateway(&seen.gateway, policy, ctx, true).await?;
     let enforced = status::enforced_state(&desired, &records);
     let fail_static = status::fail_static(&desired);
-    status::write_status(policy, ctx, status::accepted(), enforced, Some(fail_static)).await?;
-    // A silent cluster kept by a brake is looked at again when the brake may let it go.
-    let recheck = desired
-        .recheck_after
-        .map_or(ctx.config.resync, |after| after.min(ctx.config.resync));
+    status::write_status(
+        policy,
+        ctx,
+        status::accepted(),
+        enforced,
+        Some(fail_static),
+        Some(&seen.draining),
+    )
+    .await?;
+    // A silent cluster kept by a brake is looked at again when the brake may let it go, a
+    // draining one when its next step is due.
+    let recheck = [desired.recheck_after, seen.drain_recheck]
+        .into_iter()
+        .flatten()
+        .fold(ctx.config.resync, std::time::Duration::min);
     Ok(Action::requeue(recheck))
 }
 

@@ -152,8 +152,12 @@ pub async fn write_status(
     accepted: Condition,
     enforced_state: Condition,
     fail_static: Option<Condition>,
+    draining: Option<&[meridian_api::kuadrant::DrainingCluster]>,
 ) -> Result<(), Error> {
     let mut status: DNSPolicyStatus = policy.status.clone().unwrap_or_default();
+    if let Some(draining) = draining {
+        status.draining = draining.to_vec();
+    }
     let generation = policy.metadata.generation;
     status.observed_generation = generation;
     let time = now();

@@ -164,7 +164,29 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         return Ok(Action::await_change());
     };
     let healthy_endpoints = health.map_or(&requested, |h| &h.endpoints);
-    let (mut desired, mut notes) = provider.publishable(&root_host, healthy_endpoints);
+    let record_key = crate::object_key(
+        "DNSRecord",
+        record.namespace().as_deref(),
+        &record.name_any(),
+    );
+    let distributed = ctx.config.distributed.is_some();
+    // Of each weighted set with priorities, only the active tier is published (for every
+    // provider: it is what they all can serve, and one failover costs one set's change).
+    let tiers = ctx.choose_tiers(
+        &record_key,
+        healthy_endpoints,
+        &requested,
+        previous.as_deref(),
+        record
+            .spec
+            .failback_hold_down_seconds
+            .map_or(meridian_dns::tiers::DEFAULT_HOLD_DOWN, u64::from),
+    );
+    let (mut desired, mut notes) = provider.publishable(&root_host, &tiers.endpoints);
+    notes.extend(tier_notes(&tiers, distributed));
+    let resync = tiers.recheck_after.map_or(resync, |after| {
+        resync.min(std::time::Duration::from_secs(after))
+    });
 
     // Steady state at a provider: what this generation asks for is what status says is
     // published, so there is nothing to ask the provider (not even a zone list). Embedded zones
@@ -173,12 +195,6 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         status.observed_generation == record.metadata.generation
             && conditions::condition_status(&status.conditions, conditions::READY) == Some(true)
     }) && previous.as_deref() == Some(desired.as_slice());
-    let distributed = ctx.config.distributed.is_some();
-    let record_key = crate::object_key(
-        "DNSRecord",
-        record.namespace().as_deref(),
-        &record.name_any(),
-    );
     let mark_name = last_modified_name(&root_host);
     let shared = shared_check.zip(ctx.shared_probes.as_ref());
     let failing = shared.map(|(_, probes)| probes.failing(&record_key));
@@ -233,7 +249,8 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         .cloned();
     let mut health_changes = meridian_dns::changes::Changes::default();
     // Probe verdicts withdraw leaves in this pass (evidence, which the plan guard never holds).
-    let mut health_withdraws = health.is_some_and(|h| h.endpoints.len() < requested.len());
+    let mut health_withdraws =
+        health.is_some_and(|h| h.endpoints.len() < requested.len()) || tiers.switched;
     if let (Some((check, probes)), Some(failing)) = (shared, failing) {
         let proposed_count = desired.len();
         let agreed = agree_on_health(
@@ -341,6 +358,26 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     }
     ctx.succeeded(&conflict_key);
     Ok(Action::requeue(refresh_after(resync, distributed)))
+}
+
+/// What status says about tiers: the sets not served by their best tier, and why.
+fn tier_notes(tiers: &meridian_dns::tiers::TierChoice, distributed: bool) -> Vec<String> {
+    if distributed && !tiers.active.is_empty() {
+        return vec![
+            "priority tiers are not applied in distributed mode: every cluster's branch is published".into(),
+        ];
+    }
+    tiers
+        .active
+        .iter()
+        .filter(|active| active.reason != meridian_dns::tiers::BEST_TIER)
+        .map(|active| {
+            format!(
+                "{} served by tier {}: {}",
+                active.set, active.priority, active.reason
+            )
+        })
+        .collect()
 }
 
 /// A plan over the zone's threshold: nothing of it is applied, what was published stays, and

@@ -50,6 +50,11 @@ pub(super) async fn provider_failed(
     provider: &ZoneProvider,
     error: ProviderError,
 ) -> Result<Action, Error> {
+    if let ProviderError::Stale(message) = error {
+        // Another writer of the same names got there first (distributed mode): not a failure
+        // to report or back off from; read and plan again shortly.
+        return Err(Error::Stale(format!("{}: {message}", provider.kind())));
+    }
     let message = format!("{}: {error}", provider.kind());
     let failing_before = record.status.as_ref().is_some_and(|s| {
         s.conditions

@@ -1006,6 +1006,7 @@ mod tests {
                     Address::parse(None, &format!("192.0.2.{}", i + 1)).unwrap()
                 }],
                 attached_routes: None,
+                weight_percent: 100,
             })
             .collect()
     }
@@ -1023,6 +1024,7 @@ mod tests {
                     weight,
                 }],
                 default_geo: default_geo.map(str::to_string),
+                tiers: None,
             })
         };
         match kind {

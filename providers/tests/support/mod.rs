@@ -81,6 +81,7 @@ pub fn cluster(n: u32, geo: &str, address: &str, cloud: &str) -> ClusterTarget {
             .unwrap(),
         ],
         attached_routes: None,
+        weight_percent: 100,
     }
 }
 
@@ -107,6 +108,7 @@ pub fn geo_policy(azure_weight: u32) -> Strategy {
             weight: azure_weight,
         }],
         default_geo: Some("IE".into()),
+        tiers: None,
     })
 }
 
