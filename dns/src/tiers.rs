@@ -220,12 +220,20 @@ pub fn choose_tiers(
                             choice.recheck_after =
                                 Some(choice.recheck_after.map_or(wait, |r| r.min(wait)).max(1));
                         }
-                        let reason = match better.first() {
-                            Some(tier) => format!(
+                        let configured_best = requested_priority
+                            .iter()
+                            .filter(|((name, _), _)| name == set)
+                            .map(|(_, p)| *p)
+                            .min();
+                        let reason = match (better.first(), configured_best) {
+                            (Some(tier), _) => format!(
                                 "tier {} is healthy again and takes traffic back after {} s of hold-down",
                                 tier.priority, clock.hold_down
                             ),
-                            None => BEST_TIER.to_string(),
+                            (None, Some(best)) if best < current.priority => {
+                                format!("tier {best} has no healthy gateway")
+                            }
+                            (None, _) => BEST_TIER.to_string(),
                         };
                         (*current, reason)
                     }

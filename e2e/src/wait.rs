@@ -46,6 +46,12 @@ impl WithConditions for meridian_api::kuadrant::DNSPolicy {
     }
 }
 
+impl WithConditions for meridian_api::kuadrant::DNSRecord {
+    fn conditions(&self) -> &[Condition] {
+        self.status.as_ref().map_or(&[], |s| &s.conditions)
+    }
+}
+
 impl WithConditions for meridian_api::kuadrant::ManagedZone {
     fn conditions(&self) -> &[Condition] {
         self.status.as_ref().map_or(&[], |s| &s.conditions)

@@ -1408,3 +1408,184 @@ async fn health_checks_from_every_cluster_decide_which_gateways_stay_in_dns() ->
     drop(agents);
     Ok(())
 }
+
+/// Priority tiers with real probes and `dig`: the primary (IE) serves; when its backend dies
+/// the second tier (US) serves at once; when it recovers, traffic stays on US for the whole
+/// hold-down and then goes back; draining the primary (a label on its ManagedCluster) steps
+/// its weight down a TTL apart and hands the traffic to US, and back when the label goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn priority_tiers_fail_over_at_once_fail_back_after_the_hold_down_and_drain()
+-> Result<(), Error> {
+    const HOLD_DOWN: u64 = 20;
+    let gateway_ips: [std::net::IpAddr; 3] = [
+        "127.0.6.1".parse().unwrap(),
+        "127.0.6.2".parse().unwrap(),
+        "127.0.6.3".parse().unwrap(),
+    ];
+    let sources = ["127.0.7.1", "127.0.7.2", "127.0.7.3"];
+    let backends = Backends::default();
+    let port = start_backends(&gateway_ips, backends.clone()).await;
+    let fleet = with_example_spokes(Fleet::builder()).start().await?;
+    let hub = fleet.hub.client();
+    let dir = tempfile::tempdir().unwrap();
+    let geoip = dir.path().join("country.mmdb");
+    write_geoip(&geoip)?;
+    install(&hub).await?;
+    // IE first, then US, then everything else (spoke-3, GEO-EU).
+    meridian_e2e::example::apply(
+        &Api::<DNSPolicy>::namespaced(hub.clone(), NAMESPACE),
+        json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSPolicy",
+            "metadata": { "name": "prod-web", "namespace": NAMESPACE },
+            "spec": {
+                "targetRef": { "name": "prod-web" },
+                "ttl": "5s",
+                "loadBalancing": { "failover": {
+                    "priorities": [
+                        { "attribute": "geo-code", "value": "IE", "priority": 1 },
+                        { "attribute": "geo-code", "value": "US", "priority": 2 },
+                    ],
+                    "holdDown": format!("{HOLD_DOWN}s"),
+                } },
+                "healthCheck": {
+                    "endpoint": "/healthz", "port": port, "protocol": "HTTP",
+                    "interval": "5s", "failureThreshold": 1,
+                },
+            },
+        }),
+    )
+    .await?;
+    let running = start_hub(fleet.hub.kubeconfig_path(), &geoip).await;
+    let nameserver = running.nameserver;
+    let mut agents = Vec::new();
+    for (index, spoke) in ["spoke-1", "spoke-2", "spoke-3"].into_iter().enumerate() {
+        serve_gateway(
+            &fleet.spoke(spoke).client(),
+            &gateway_ips[index].to_string(),
+        )
+        .await?;
+        agents.push(start_agent_probing_from(&fleet, spoke, dir.path(), sources[index]).await?);
+    }
+    let (ie, us, eu) = ("127.0.6.1", "127.0.6.2", "127.0.6.3");
+    answers_become(nameserver, None, &[ie]).await?;
+    // The standby tiers' clusters are probed (their leaves are in the record) but not answered.
+    for _ in 0..5 {
+        assert_eq!(
+            answers_now(nameserver).await,
+            [ie],
+            "only the first tier answers"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+
+    // The primary's backend dies: the second tier, not the third.
+    backends.lock().unwrap().dead.insert(gateway_ips[0]);
+    answers_become(nameserver, None, &[us]).await?;
+    let records = Api::<DNSRecord>::namespaced(hub.clone(), NAMESPACE);
+    condition_becomes(
+        &records,
+        "prod-web-api",
+        conditions::READY,
+        "the record says which tier serves and why",
+        |c| {
+            c.message
+                .contains("served by tier 2: tier 1 has no healthy gateway")
+        },
+    )
+    .await?;
+
+    // It recovers: US keeps the traffic while IE proves itself for the hold-down, then IE.
+    let recovered = std::time::Instant::now();
+    backends.lock().unwrap().dead.clear();
+    // Until the hub has seen IE healthy again, and for the hold-down after that, US answers:
+    // sampled for half the hold-down, which starts no sooner than the backend recovered.
+    while recovered.elapsed() < std::time::Duration::from_secs(HOLD_DOWN / 2) {
+        assert_eq!(
+            answers_now(nameserver).await,
+            [us],
+            "no failback within the hold-down ({:.1} s after recovery)",
+            recovered.elapsed().as_secs_f64()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    answers_become(nameserver, None, &[ie]).await?;
+    let failback = recovered.elapsed();
+    assert!(
+        failback >= std::time::Duration::from_secs(HOLD_DOWN),
+        "failback after {failback:?}, before the {HOLD_DOWN} s hold-down"
+    );
+    eprintln!(
+        "tiers: failback {:.1} s after the primary recovered (hold-down {HOLD_DOWN} s)",
+        failback.as_secs_f64()
+    );
+
+    // Drain the primary: its weight steps down a TTL apart (status shows the step), and at 0
+    // the whole tier is drained, so US serves; IE's records stay, so the host never empties.
+    let clusters = Api::<ManagedCluster>::all(hub.clone());
+    let label = |value: Option<&str>| json!({ "metadata": { "labels": { meridian_api::labels::DRAIN_LABEL: value } } });
+    clusters
+        .patch(
+            "spoke-1",
+            &PatchParams::default(),
+            &Patch::Merge(label(Some("true"))),
+        )
+        .await?;
+    let policies = Api::<DNSPolicy>::namespaced(hub.clone(), NAMESPACE);
+    let step_of = |policy: &DNSPolicy| {
+        policy
+            .status
+            .as_ref()
+            .and_then(|s| s.draining.iter().find(|d| d.cluster == "spoke-1"))
+            .map(|d| (d.weight_percent, d.phase.clone()))
+    };
+    let steps = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    eventually("spoke-1 drains to 0", DEFAULT_PATIENCE, || {
+        let (policies, steps) = (policies.clone(), steps.clone());
+        async move {
+            let step = step_of(&policies.get("prod-web").await?);
+            let mut steps = steps.lock().unwrap();
+            if let Some(step) = &step
+                && steps.last() != Some(step)
+            {
+                steps.push(step.clone());
+            }
+            Ok((step.map(|s| s.0) == Some(0)).then_some(()))
+        }
+    })
+    .await?;
+    let steps = steps.lock().unwrap().clone();
+    assert_eq!(
+        steps.iter().map(|s| s.0).collect::<Vec<_>>(),
+        [50, 10, 0],
+        "drain steps: {steps:?}"
+    );
+    answers_become(nameserver, None, &[us]).await?;
+    let record = records.get("prod-web-api").await?;
+    let published = record.status.unwrap().endpoints;
+    assert!(
+        published.iter().any(|e| e.targets.iter().any(|t| t == ie)),
+        "the drained cluster's address stays published: {published:?}"
+    );
+
+    // The label goes: back up in steps, and IE serves again.
+    clusters
+        .patch(
+            "spoke-1",
+            &PatchParams::default(),
+            &Patch::Merge(label(None)),
+        )
+        .await?;
+    answers_become(nameserver, None, &[ie]).await?;
+    eventually("spoke-1 is back at full weight", DEFAULT_PATIENCE, || {
+        let policies = policies.clone();
+        async move {
+            Ok(step_of(&policies.get("prod-web").await?)
+                .is_none()
+                .then_some(()))
+        }
+    })
+    .await?;
+    let _ = eu;
+    drop(agents);
+    Ok(())
+}
