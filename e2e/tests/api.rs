@@ -87,7 +87,11 @@ async fn examples_apply_as_written_and_list_under_the_meridian_category() -> Res
     let policies = Api::<DNSPolicy>::namespaced(client.clone(), NAMESPACE)
         .list(&Default::default())
         .await?;
-    assert_eq!(policies.items.len(), 5, "the five seed policies");
+    assert_eq!(
+        policies.items.len(),
+        6,
+        "the five seed policies and the failover one"
+    );
     let azure = policies
         .items
         .iter()
@@ -148,6 +152,24 @@ async fn examples_apply_as_written_and_list_under_the_meridian_category() -> Res
 
 /// Each case: what is wrong, the manifest, and what the rejection must say (field and reason).
 const INVALID: &[(&str, &str, &[&str])] = &[
+    (
+        "failover tiers on a simple policy",
+        "kind: DNSPolicy\nspec: {targetRef: {name: gw}, routingStrategy: simple, loadBalancing: {failover: {priorities: [{value: primary, priority: 1}]}}}",
+        &["loadBalancing.failover needs routingStrategy loadbalanced"],
+    ),
+    (
+        "failover priority out of range, no priorities, hold-down too long",
+        "kind: DNSPolicy\nspec: {targetRef: {name: gw}, loadBalancing: {failover: {priorities: [{value: primary, priority: 0}], holdDown: 2h}}}",
+        &[
+            "spec.loadBalancing.failover.priorities[0].priority",
+            "failover.holdDown must be at most 1h",
+        ],
+    ),
+    (
+        "failover priority with both value and selector",
+        "kind: DNSPolicy\nspec: {targetRef: {name: gw}, loadBalancing: {failover: {priorities: [{value: a, selector: {matchLabels: {a: b}}, priority: 1}]}}}",
+        &["exactly one of value and selector"],
+    ),
     (
         "negative default weight",
         "kind: DNSPolicy\nspec: {targetRef: {name: gw}, loadBalancing: {weighted: {defaultWeight: -1}}}",
