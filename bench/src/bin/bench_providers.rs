@@ -21,8 +21,8 @@ use meridian_dns::changes::{Changes, Update};
 use meridian_dns::model::{Endpoint, RecordType, is_at_or_below};
 use meridian_dns::plan::{PlanInput, Registry, host_records, plan, published_zone};
 use meridian_dns::tree::{
-    Address, ClusterTarget, CustomWeight, GatewayRef, LabelSelector, LoadBalancing, Strategy,
-    build_record_tree,
+    Address, ClusterTarget, CustomWeight, GatewayRef, Health, LabelSelector, LoadBalancing, Pruned,
+    Strategy, TierRule, Tiers, build_record_tree,
 };
 use meridian_providers::Provider;
 use meridian_providers::azure::{AZURE_REQUESTS_PER_SECOND, AzureProvider};
@@ -85,6 +85,66 @@ fn tree(host: &str, azure_weight: u32) -> Vec<Endpoint> {
     build_record_tree(host, &gateway, &strategy, &clusters)
         .unwrap()
         .endpoints()
+}
+
+/// A host with priority tiers: c0 (tier 1) and c1 (tier 2), in one geo; what the hub publishes
+/// with `c0_healthy` (the active tier only, as [`meridian_dns::tiers`] chooses it).
+fn tiered(host: &str, c0_healthy: bool, published: Option<&[Endpoint]>) -> Vec<Endpoint> {
+    let gateway = GatewayRef {
+        name: "prod-web".into(),
+        namespace: "gateways".into(),
+    };
+    let clusters: Vec<ClusterTarget> = (0..2)
+        .map(|i| ClusterTarget {
+            name: format!("c{i}"),
+            cluster_id: format!("cluster-{i}"),
+            labels: BTreeMap::from([(
+                "kuadrant.io/lb-attribute-tier".to_string(),
+                format!("t{i}"),
+            )]),
+            addresses: vec![Address::parse(None, &format!("192.0.2.{}", i + 1)).unwrap()],
+            attached_routes: None,
+            weight_percent: 100,
+        })
+        .collect();
+    let strategy = Strategy::LoadBalanced(LoadBalancing {
+        default_weight: 120,
+        custom: Vec::new(),
+        default_geo: None,
+        tiers: Some(Tiers {
+            rules: vec![TierRule {
+                selector: LabelSelector {
+                    match_labels: [("kuadrant.io/lb-attribute-tier".into(), "t0".into())].into(),
+                    ..Default::default()
+                },
+                priority: 1,
+            }],
+            default_priority: 2,
+        }),
+    });
+    let requested = build_record_tree(host, &gateway, &strategy, &clusters).unwrap();
+    let health = BTreeMap::from([(
+        "192.0.2.1".to_string(),
+        if c0_healthy {
+            Health::Healthy
+        } else {
+            Health::Unhealthy
+        },
+    )]);
+    let Pruned::Endpoints(healthy) = requested.prune(&health) else {
+        unreachable!("c1 stays healthy")
+    };
+    meridian_dns::tiers::choose_tiers(
+        &healthy,
+        &requested.endpoints(),
+        published,
+        &mut Default::default(),
+        meridian_dns::tiers::TierClock {
+            now: 0,
+            hold_down: 60,
+        },
+    )
+    .endpoints
 }
 
 /// Calls answered since the last look, by type, from a cumulative count.
@@ -374,6 +434,58 @@ async fn run_phases<P: Provider>(
         "the Azure cluster's record carries the new weight"
     );
     published.insert(host, desired);
+
+    // 3b. A host with priority tiers fails over: its primary's leaf is withdrawn and the
+    // weighted set moves to the second tier, planned against what it published.
+    let tiered_host = format!("tiered.{zone_domain}");
+    let primary = tiered(&tiered_host, true, None);
+    let planned = plan(
+        &PlanInput {
+            owner: OWNER,
+            root_host: &tiered_host,
+            desired: &primary,
+            previous: None,
+        },
+        &[],
+    );
+    provider.apply(&zone.id, &planned.changes).await?;
+    counter.take();
+    let started = Instant::now();
+    let secondary = tiered(&tiered_host, false, Some(&primary));
+    let planned = plan(
+        &PlanInput {
+            owner: OWNER,
+            root_host: &tiered_host,
+            desired: &secondary,
+            previous: Some(&primary),
+        },
+        &published_zone(OWNER, &primary),
+    );
+    provider.apply(&zone.id, &planned.changes).await?;
+    print_phase(
+        "3b. one tiered host fails over",
+        counter,
+        api,
+        &format!(
+            "{} changes in {}",
+            planned.changes.len(),
+            api.writes(&planned.changes)
+        ),
+        started,
+    );
+    let served: Vec<String> = provider
+        .records(&zone.id)
+        .await?
+        .into_iter()
+        .filter(|r| r.dns_name == format!("default.klb.{tiered_host}"))
+        .flat_map(|r| r.targets)
+        .collect();
+    counter.take();
+    assert_eq!(served.len(), 1, "one tier's record serves: {served:?}");
+    assert!(
+        served[0].starts_with(&meridian_dns::shortcode::shortcode("cluster-1", 6)),
+        "the second tier serves: {served:?}"
+    );
 
     // 4. Drift: someone deletes one host's record and edits another's out of band. The
     // verification pass (once per zone per interval) reads the zone whole and re-plans only
