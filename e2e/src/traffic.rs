@@ -62,6 +62,44 @@ pub fn health_checked_policy(
     policy
 }
 
+/// The example policy with health checks and priority tiers instead of GEO: every client is
+/// answered by IE (spoke-1) while it is healthy, then by US (spoke-2), then by the rest.
+pub fn tiered_policy(
+    interval: &str,
+    failure_threshold: u32,
+    ttl: &str,
+    hold_down: &str,
+) -> serde_json::Value {
+    let mut policy = health_checked_policy(30, interval, failure_threshold, ttl);
+    let load_balancing = &mut policy["spec"]["loadBalancing"];
+    if let Some(fields) = load_balancing.as_object_mut() {
+        fields.remove("geo");
+    }
+    load_balancing["failover"] = json!({
+        "priorities": [
+            { "attribute": "geo-code", "value": "IE", "priority": 1 },
+            { "attribute": "geo-code", "value": "US", "priority": 2 },
+        ],
+        "holdDown": hold_down,
+    });
+    policy
+}
+
+/// Marks (or unmarks) a ManagedCluster for drain, as `kubectl label` would.
+pub async fn mark_for_drain(hub: &kube::Client, cluster: &str, drain: bool) -> Result<(), Error> {
+    let value = drain.then_some("true");
+    kube::Api::<meridian_api::upstream::ManagedCluster>::all(hub.clone())
+        .patch(
+            cluster,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({
+                "metadata": { "labels": { meridian_api::labels::DRAIN_LABEL: value } }
+            })),
+        )
+        .await?;
+    Ok(())
+}
+
 fn traefik_binary() -> Result<PathBuf, Error> {
     let dir = match std::env::var_os(TRAEFIK_DIR_ENV) {
         Some(dir) => PathBuf::from(dir),

@@ -4,17 +4,21 @@
 //! through Unbound in front of the hub's nameserver and send requests every 100 ms. One
 //! cluster's app starts failing: its traffic moves to another cluster once the probes agree and
 //! the resolver's cache drains; it recovers, and its traffic comes back without one failed
-//! request. `make bench-failover` runs every scenario and prints the times; this test prints
+//! request. Then the same with priority tiers: the failing primary's traffic goes to the second
+//! tier, returns only after the hold-down, and a drain moves it without a failed request.
+//! `make bench-failover` runs every scenario and prints the times; this test prints
 //! them and asserts only the behaviour.
 //!
 //! Needs `make images` (the demo app's image) and Traefik (`make testbed`).
 
 use std::time::Duration;
 
-use meridian_e2e::example::{HOST, UNITED_STATES, dig_host, with_example_spokes};
+use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
+use meridian_controllers::plan_guard::{APPROVE_ANNOTATION, HELD_REASON};
+use meridian_e2e::example::{HOST, NAMESPACE, UNITED_STATES, dig_host, with_example_spokes};
 use meridian_e2e::traffic::{
-    Clients, Outcome, Recovery, Sample, TrafficExample, health_checked_policy, recovery, request,
-    set_fault,
+    Clients, Outcome, Recovery, Sample, TrafficExample, back_to, health_checked_policy,
+    mark_for_drain, recovery, request, set_fault, tiered_policy,
 };
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, built_images, eventually, image_named};
 
@@ -120,9 +124,135 @@ async fn real_traffic_moves_off_a_failing_cluster_and_back_without_a_failed_fail
     );
     assert!(failback.served_by.contains_key("spoke-1"));
 
+    // Priority tiers instead of GEO: IE, then US, then the rest.
+    let hub = fleet.hub.client();
+    meridian_e2e::example::apply(
+        &kube::Api::<DNSPolicy>::namespaced(hub.clone(), NAMESPACE),
+        tiered_policy("5s", 2, "5s", &format!("{}s", HOLD_DOWN.as_secs())),
+    )
+    .await?;
+    tiers_published(&hub).await?;
+    wait_until_served_only_by(&clients, &mut samples, "spoke-1").await?;
+
+    // spoke-1's app fails: the second tier serves, never the third.
+    let fault = clients.now();
+    set_fault(traffic.gateways.app_pod("spoke-1"), "unavailable").await?;
+    wait_until_served_only_by(&clients, &mut samples, "spoke-2").await?;
+    let tier_failover = recovery(&samples, fault);
+    report("tiers: spoke-1 (tier 1) answers 503", &tier_failover);
+    assert!(tier_failover.until_100.is_some(), "{tier_failover:?}");
+    assert!(
+        !tier_failover.served_by.contains_key("spoke-3"),
+        "the second tier takes the traffic, not the third: {tier_failover:?}"
+    );
+
+    // It recovers: the traffic stays on spoke-2 for the hold-down, then returns, and no
+    // request fails either way.
+    let recovered = clients.now();
+    set_fault(traffic.gateways.app_pod("spoke-1"), "none").await?;
+    wait_until_served_only_by(&clients, &mut samples, "spoke-1").await?;
+    let tier_failback = recovery(&samples, recovered);
+    let (first_back, _) = back_to(&samples, recovered, "spoke-1");
+    report("tiers: spoke-1 recovers (failback)", &tier_failback);
+    println!(
+        "tiers: first request served by spoke-1 again {first_back:?} s after it recovered (hold-down {HOLD_DOWN:?})"
+    );
+    assert_eq!(tier_failback.failed, 0, "{tier_failback:?}");
+    assert!(
+        first_back.is_some_and(|s| s >= HOLD_DOWN.as_secs_f64()),
+        "no failback within the hold-down: {first_back:?}"
+    );
+
+    // spoke-1 is drained: its traffic moves to spoke-2 in steps, without a failed request;
+    // the mark goes and the traffic comes back the same way.
+    let drained = clients.now();
+    mark_for_drain(&hub, "spoke-1", true).await?;
+    wait_until_served_only_by(&clients, &mut samples, "spoke-2").await?;
+    let drain = recovery(&samples, drained);
+    report("tiers: spoke-1 drained", &drain);
+    assert_eq!(drain.failed, 0, "a drain loses no request: {drain:?}");
+    let returned = clients.now();
+    mark_for_drain(&hub, "spoke-1", false).await?;
+    wait_until_served_only_by(&clients, &mut samples, "spoke-1").await?;
+    let undrain = recovery(&samples, returned);
+    report("tiers: spoke-1 back from the drain", &undrain);
+    assert_eq!(undrain.failed, 0, "{undrain:?}");
+
     drop(clients);
     traffic.stop().await;
     Ok(())
+}
+
+/// How long a recovered better tier must stay healthy before it takes traffic back.
+const HOLD_DOWN: Duration = Duration::from_secs(20);
+
+/// Waits until the hub publishes the tiered policy's record (its endpoints carry tiers) and
+/// says it is published. Moving the example from GEO to tiers rewrites most of the zone, which
+/// the plan guard holds until approved, as an operator would approve it.
+async fn tiers_published(hub: &kube::Client) -> Result<(), Error> {
+    let records = kube::Api::<DNSRecord>::namespaced(hub.clone(), NAMESPACE);
+    let zones = kube::Api::<ManagedZone>::namespaced(hub.clone(), NAMESPACE);
+    eventually(
+        "the record carries tiers and is published",
+        DEFAULT_PATIENCE,
+        || {
+            let (records, zones) = (records.clone(), zones.clone());
+            async move {
+                let record = records.get("prod-web-api").await?;
+                let tiered = record
+                    .spec
+                    .endpoints
+                    .iter()
+                    .any(|e| e.provider_specific.iter().any(|p| p.name == "priority"));
+                let status = record.status.unwrap_or_default();
+                let ready = status.conditions.iter().find(|c| c.type_ == "Ready");
+                if let Some(held) = ready.filter(|c| c.reason == HELD_REASON) {
+                    let plan = held
+                        .message
+                        .split_whitespace()
+                        .find(|word| word.starts_with("plan-"))
+                        .expect("a held plan is named");
+                    println!("approving the switch to tiers: {}", held.message);
+                    zones
+                        .patch(
+                            "example",
+                            &kube::api::PatchParams::default(),
+                            &kube::api::Patch::Merge(serde_json::json!({
+                                "metadata": { "annotations": { APPROVE_ANNOTATION: plan } }
+                            })),
+                        )
+                        .await?;
+                }
+                let published = status.observed_generation == record.metadata.generation
+                    && ready.is_some_and(|c| c.status == "True");
+                Ok((tiered && published).then_some(()))
+            }
+        },
+    )
+    .await
+}
+
+/// Waits until the last requests of every worker were served by `cluster`.
+async fn wait_until_served_only_by(
+    clients: &Clients,
+    samples: &mut Vec<Sample>,
+    cluster: &str,
+) -> Result<(), Error> {
+    eventually(
+        &format!("requests are served by {cluster} only"),
+        DEFAULT_PATIENCE,
+        || {
+            samples.extend(clients.take());
+            let only = samples.len() > 4 * WORKERS
+                && samples
+                    .iter()
+                    .rev()
+                    .take(4 * WORKERS)
+                    .all(|s| s.outcome == Outcome::Served(cluster.to_string()));
+            async move { Ok(only.then_some(())) }
+        },
+    )
+    .await
 }
 
 /// Waits until the last requests of every worker were served by clusters other than `failed`.
