@@ -173,7 +173,7 @@ async fn demo_pods() -> anyhow::Result<()> {
         wait_for_agent_pod, wait_for_hub_pods,
     };
     use crate::traffic::{
-        ExampleGateways, Resolver, fault_command, health_checked_policy, request,
+        ExampleGateways, Resolver, fault_command, health_checked_policy, request, tiered_policy,
     };
 
     let started = std::time::Instant::now();
@@ -306,6 +306,33 @@ Cut the hub off from every cluster (freeze the agents), and the answers stay:
             port = endpoint.port()
         );
     }
+    // Priority tiers, as a file the user applies: IE first, then US, then the rest.
+    let tiered_file = fleet
+        .hub
+        .kubeconfig_path()
+        .with_file_name("dnspolicy-failover.json");
+    std::fs::write(
+        &tiered_file,
+        serde_json::to_string_pretty(&tiered_policy("5s", 2, "5s", "60s"))?,
+    )?;
+    println!(
+        "Priority tiers instead of GEO: spoke-1 (IE) first, then spoke-2 (US), then the rest:
+  kubectl apply -f {file}
+The switch rewrites most of the zone, so Meridian holds it until approved:
+  kubectl -n {NAMESPACE} get dnsrecord prod-web-api -o jsonpath='{{.status.conditions[?(@.type==\"Ready\")].message}}'
+  kubectl -n {NAMESPACE} annotate managedzone example meridian.dev/approve-plan=<the plan it names>
+Then spoke-1's failure sends the traffic to spoke-2 (never spoke-3), and after the recovery it
+comes back only once spoke-1 has been healthy for the 60 s hold-down:
+  {fail}
+  {recover}
+Drain spoke-1 in TTL-sized steps (its weight 50 %, 10 %, 0), and bring it back the same way:
+  kubectl label managedcluster spoke-1 meridian.dev/drain=true
+  kubectl -n {NAMESPACE} get dnspolicy prod-web -o jsonpath='{{.status.draining}}'
+  kubectl label managedcluster spoke-1 meridian.dev/drain-",
+        file = tiered_file.display(),
+        fail = fault_command(spoke_1_app, "unavailable"),
+        recover = fault_command(spoke_1_app, "none"),
+    );
     println!("Press Ctrl-C to stop; everything is deleted on exit.");
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {

@@ -15,7 +15,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use kube::Client;
 use kube::api::{Api, ListParams};
+use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
 use meridian_api::upstream::{Gateway, GatewayClass, HTTPRoute, MULTI_CLUSTER_GATEWAY_CLASS};
+use meridian_controllers::plan_guard::{APPROVE_ANNOTATION, HELD_REASON};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -83,6 +85,57 @@ pub fn tiered_policy(
         "holdDown": hold_down,
     });
     policy
+}
+
+/// Applies a tiered example policy and waits until the hub publishes it (the record's
+/// endpoints carry tiers and it is `Ready`). Moving the example from GEO to tiers rewrites most
+/// of the zone, which the plan guard holds until approved: approved here as an operator would.
+pub async fn publish_tiered_policy(hub: &kube::Client, policy: serde_json::Value) -> Result<(), Error> {
+    crate::example::apply(
+        &kube::Api::<DNSPolicy>::namespaced(hub.clone(), NAMESPACE),
+        policy,
+    )
+    .await?;
+    let records = kube::Api::<DNSRecord>::namespaced(hub.clone(), NAMESPACE);
+    let zones = kube::Api::<ManagedZone>::namespaced(hub.clone(), NAMESPACE);
+    eventually(
+        "the record carries tiers and is published",
+        DEFAULT_PATIENCE,
+        || {
+            let (records, zones) = (records.clone(), zones.clone());
+            async move {
+                let record = records.get("prod-web-api").await?;
+                let tiered = record
+                    .spec
+                    .endpoints
+                    .iter()
+                    .any(|e| e.provider_specific.iter().any(|p| p.name == "priority"));
+                let status = record.status.unwrap_or_default();
+                let ready = status.conditions.iter().find(|c| c.type_ == "Ready");
+                if let Some(held) = ready.filter(|c| c.reason == HELD_REASON) {
+                    let plan = held
+                        .message
+                        .split_whitespace()
+                        .find(|word| word.starts_with("plan-"))
+                        .expect("a held plan is named");
+                    tracing::info!(plan, "approving the switch to tiers, which the plan guard held");
+                    zones
+                        .patch(
+                            "example",
+                            &kube::api::PatchParams::default(),
+                            &kube::api::Patch::Merge(serde_json::json!({
+                                "metadata": { "annotations": { APPROVE_ANNOTATION: plan } }
+                            })),
+                        )
+                        .await?;
+                }
+                let published = status.observed_generation == record.metadata.generation
+                    && ready.is_some_and(|c| c.status == "True");
+                Ok((tiered && published).then_some(()))
+            }
+        },
+    )
+    .await
 }
 
 /// Marks (or unmarks) a ManagedCluster for drain, as `kubectl label` would.

@@ -13,12 +13,10 @@
 
 use std::time::Duration;
 
-use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
-use meridian_controllers::plan_guard::{APPROVE_ANNOTATION, HELD_REASON};
-use meridian_e2e::example::{HOST, NAMESPACE, UNITED_STATES, dig_host, with_example_spokes};
+use meridian_e2e::example::{HOST, UNITED_STATES, dig_host, with_example_spokes};
 use meridian_e2e::traffic::{
     Clients, Outcome, Recovery, Sample, TrafficExample, back_to, health_checked_policy,
-    mark_for_drain, recovery, request, set_fault, tiered_policy,
+    mark_for_drain, publish_tiered_policy, recovery, request, set_fault, tiered_policy,
 };
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, built_images, eventually, image_named};
 
@@ -126,12 +124,11 @@ async fn real_traffic_moves_off_a_failing_cluster_and_back_without_a_failed_fail
 
     // Priority tiers instead of GEO: IE, then US, then the rest.
     let hub = fleet.hub.client();
-    meridian_e2e::example::apply(
-        &kube::Api::<DNSPolicy>::namespaced(hub.clone(), NAMESPACE),
+    publish_tiered_policy(
+        &hub,
         tiered_policy("5s", 2, "5s", &format!("{}s", HOLD_DOWN.as_secs())),
     )
     .await?;
-    tiers_published(&hub).await?;
     wait_until_served_only_by(&clients, &mut samples, "spoke-1").await?;
 
     // spoke-1's app fails: the second tier serves, never the third.
@@ -185,52 +182,6 @@ async fn real_traffic_moves_off_a_failing_cluster_and_back_without_a_failed_fail
 
 /// How long a recovered better tier must stay healthy before it takes traffic back.
 const HOLD_DOWN: Duration = Duration::from_secs(20);
-
-/// Waits until the hub publishes the tiered policy's record (its endpoints carry tiers) and
-/// says it is published. Moving the example from GEO to tiers rewrites most of the zone, which
-/// the plan guard holds until approved, as an operator would approve it.
-async fn tiers_published(hub: &kube::Client) -> Result<(), Error> {
-    let records = kube::Api::<DNSRecord>::namespaced(hub.clone(), NAMESPACE);
-    let zones = kube::Api::<ManagedZone>::namespaced(hub.clone(), NAMESPACE);
-    eventually(
-        "the record carries tiers and is published",
-        DEFAULT_PATIENCE,
-        || {
-            let (records, zones) = (records.clone(), zones.clone());
-            async move {
-                let record = records.get("prod-web-api").await?;
-                let tiered = record
-                    .spec
-                    .endpoints
-                    .iter()
-                    .any(|e| e.provider_specific.iter().any(|p| p.name == "priority"));
-                let status = record.status.unwrap_or_default();
-                let ready = status.conditions.iter().find(|c| c.type_ == "Ready");
-                if let Some(held) = ready.filter(|c| c.reason == HELD_REASON) {
-                    let plan = held
-                        .message
-                        .split_whitespace()
-                        .find(|word| word.starts_with("plan-"))
-                        .expect("a held plan is named");
-                    println!("approving the switch to tiers: {}", held.message);
-                    zones
-                        .patch(
-                            "example",
-                            &kube::api::PatchParams::default(),
-                            &kube::api::Patch::Merge(serde_json::json!({
-                                "metadata": { "annotations": { APPROVE_ANNOTATION: plan } }
-                            })),
-                        )
-                        .await?;
-                }
-                let published = status.observed_generation == record.metadata.generation
-                    && ready.is_some_and(|c| c.status == "True");
-                Ok((tiered && published).then_some(()))
-            }
-        },
-    )
-    .await
-}
 
 /// Waits until the last requests of every worker were served by `cluster`.
 async fn wait_until_served_only_by(

@@ -4,7 +4,9 @@
 //! requesting it every 100 ms. For each scenario: seconds from the fault until 99 % and 100 %
 //! of requests succeed, failed requests, and where the time went (the probes' verdict, the
 //! nameserver's answer, the resolver's cache); then the recovery and the traffic's return.
-//! Last, a gateway failing one probe in three must never be withdrawn.
+//! Then a gateway failing one probe in three must never be withdrawn. Last, the example switches
+//! to priority tiers: the primary fails over to the second tier, fails back only after the
+//! hold-down, and is drained and undrained, each without a failed request.
 //!
 //! The hub and the agents run in this process (as in `make demo-in-process`); the spokes'
 //! gateways, apps and nodes, and the resolver, are real.
@@ -17,8 +19,8 @@ use kube::api::ListParams;
 use meridian_api::meridian::ProbeResults;
 use meridian_e2e::example::{HOST, with_example_spokes};
 use meridian_e2e::traffic::{
-    Clients, Outcome, Recovery, Sample, TrafficExample, back_to, health_checked_policy, recovery,
-    request, resolve, set_fault,
+    Clients, Outcome, Recovery, Sample, TrafficExample, back_to, health_checked_policy,
+    mark_for_drain, publish_tiered_policy, recovery, request, resolve, set_fault, tiered_policy,
 };
 use meridian_e2e::{Fleet, built_images, eventually, image_named};
 
@@ -209,10 +211,162 @@ async fn failover(args: Args) -> anyhow::Result<()> {
     samples.extend(clients.take());
     let flap = recovery(&samples, flap_start);
 
+    let tiers = tiers(&traffic, &fleet, &clients, &mut samples, args.workers).await?;
+
     print_table(&args, &rows, &flap, answers, withdrawn);
+    print_tiers(&tiers);
     drop(clients);
     traffic.stop().await;
     Ok(())
+}
+
+/// The tier that takes the failed primary's traffic.
+const SECOND_TIER: &str = "spoke-2";
+
+/// What priority tiers do for users: failover to the second tier, failback after the
+/// hold-down, a drain and its return.
+struct TierRows {
+    failover: Recovery,
+    failback: Recovery,
+    /// Seconds after the primary recovered until its first and last worker were served by it.
+    back: (Option<f64>, Option<f64>),
+    drain: Recovery,
+    /// Seconds from the drain mark until every worker was served by the second tier.
+    drained_after: f64,
+    undrain: Recovery,
+    undrained_after: f64,
+}
+
+/// The example policy switched to tiers (IE, then US, then the rest; the default hold-down),
+/// then the primary fails and recovers, then it is drained and undrained.
+async fn tiers(
+    traffic: &TrafficExample,
+    fleet: &Fleet,
+    clients: &Clients,
+    samples: &mut Vec<Sample>,
+    workers: usize,
+) -> anyhow::Result<TierRows> {
+    eprintln!("priority tiers: {FAILED} first, then {SECOND_TIER}, then the rest...");
+    let hub = fleet.hub.client();
+    publish_tiered_policy(
+        &hub,
+        tiered_policy(
+            &format!("{INTERVAL_SECONDS}s"),
+            FAILURE_THRESHOLD as u32,
+            &format!("{TTL_SECONDS}s"),
+            &format!("{}s", meridian_dns::tiers::DEFAULT_HOLD_DOWN),
+        ),
+    )
+    .await?;
+    wait_for_traffic(clients, samples, workers, |c| c == FAILED).await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let fault = clients.now();
+    set_fault(traffic.gateways.app_pod(FAILED), "unavailable").await?;
+    wait_for_traffic(clients, samples, workers, |c| c == SECOND_TIER).await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    samples.extend(clients.take());
+    let recovered = clients.now();
+    let failover = recovery_between(samples, fault, recovered);
+    eprintln!("  failed over; recovering (the hold-down is {} s)...", meridian_dns::tiers::DEFAULT_HOLD_DOWN);
+    set_fault(traffic.gateways.app_pod(FAILED), "none").await?;
+    wait_for_traffic(clients, samples, workers, |c| c == FAILED).await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    samples.extend(clients.take());
+    let failback = recovery(samples, recovered);
+    let back = back_to(samples, recovered, FAILED);
+
+    eprintln!("  draining {FAILED}...");
+    let drained = clients.now();
+    mark_for_drain(&hub, FAILED, true).await?;
+    wait_for_traffic(clients, samples, workers, |c| c == SECOND_TIER).await?;
+    let drained_after = (clients.now() - drained).as_secs_f64();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    samples.extend(clients.take());
+    let returned = clients.now();
+    let drain = recovery_between(samples, drained, returned);
+    mark_for_drain(&hub, FAILED, false).await?;
+    wait_for_traffic(clients, samples, workers, |c| c == FAILED).await?;
+    let undrained_after = (clients.now() - returned).as_secs_f64();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    samples.extend(clients.take());
+    let undrain = recovery(samples, returned);
+    Ok(TierRows {
+        failover,
+        failback,
+        back,
+        drain,
+        drained_after,
+        undrain,
+        undrained_after,
+    })
+}
+
+fn print_tiers(tiers: &TierRows) {
+    let hold_down = meridian_dns::tiers::DEFAULT_HOLD_DOWN;
+    println!(
+        "
+Priority tiers ({FAILED} first, then {SECOND_TIER}, then the rest; hold-down {hold_down} s; TTL {TTL_SECONDS} s)"
+    );
+    println!(
+        "{:<34} {:>8} {:>7} {:>9} {:>28} {:>6}",
+        "event", "requests", "failed", "100 % ok", "traffic", "goal"
+    );
+    let served = |r: &Recovery| {
+        r.served_by
+            .iter()
+            .map(|(cluster, n)| format!("{cluster} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let third_tier = tiers
+        .failover
+        .served_by
+        .keys()
+        .any(|c| c != FAILED && c != SECOND_TIER);
+    println!(
+        "{:<34} {:>8} {:>7} {:>8}s {:>28} {:>6}",
+        format!("{FAILED} answers 503"),
+        tiers.failover.requests,
+        tiers.failover.failed,
+        seconds(tiers.failover.until_100),
+        served(&tiers.failover),
+        if tiers.failover.until_100.is_some_and(|s| s <= GOAL_SECONDS) && !third_tier {
+            "met"
+        } else {
+            "NOT met"
+        }
+    );
+    println!(
+        "{:<34} {:>8} {:>7} {:>9} {:>28} {:>6}",
+        format!("{FAILED} recovers: first back {}s", seconds(tiers.back.0)),
+        tiers.failback.requests,
+        tiers.failback.failed,
+        "-",
+        served(&tiers.failback),
+        if tiers.failback.failed == 0 && tiers.back.0.is_some_and(|s| s >= hold_down as f64) {
+            "met"
+        } else {
+            "NOT met"
+        }
+    );
+    for (what, recovery, moved) in [
+        (format!("{FAILED} drained"), &tiers.drain, tiers.drained_after),
+        (format!("{FAILED} undrained"), &tiers.undrain, tiers.undrained_after),
+    ] {
+        println!(
+            "{:<34} {:>8} {:>7} {:>8}s {:>28} {:>6}",
+            format!("{what}: moved in {moved:.1}s"),
+            recovery.requests,
+            recovery.failed,
+            seconds(recovery.until_100),
+            served(recovery),
+            if recovery.failed == 0 { "met" } else { "NOT met" }
+        );
+    }
+    println!(
+        "goals: failover within {GOAL_SECONDS:.0} s and to the second tier only; failback no sooner than the hold-down and without a failed request; a drain and its return without a failed request."
+    );
 }
 
 /// The failover's figures from the samples between the fault and the recovery only.
