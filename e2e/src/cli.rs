@@ -306,7 +306,9 @@ Cut the hub off from every cluster (freeze the agents), and the answers stay:
             port = endpoint.port()
         );
     }
-    // Priority tiers, as a file the user applies: IE first, then US, then the rest.
+    // Priority tiers, as a file the user applies: IE first, then US, then the rest. `replace`,
+    // not `apply`: the demo wrote the policy by server-side apply, and a client-side apply
+    // would keep its `geo` section.
     let tiered_file = fleet
         .hub
         .kubeconfig_path()
@@ -317,8 +319,9 @@ Cut the hub off from every cluster (freeze the agents), and the answers stay:
     )?;
     println!(
         "Priority tiers instead of GEO: spoke-1 (IE) first, then spoke-2 (US), then the rest:
-  kubectl apply -f {file}
-The switch rewrites most of the zone, so Meridian holds it until approved:
+  kubectl replace -f {file}
+The switch may rewrite most of the zone; then Meridian holds it until approved (the record's
+Ready message names the plan):
   kubectl -n {NAMESPACE} get dnsrecord prod-web-api -o jsonpath='{{.status.conditions[?(@.type==\"Ready\")].message}}'
   kubectl -n {NAMESPACE} annotate managedzone example meridian.dev/approve-plan=<the plan it names>
 Then spoke-1's failure sends the traffic to spoke-2 (never spoke-3), and after the recovery it
