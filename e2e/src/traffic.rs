@@ -90,7 +90,10 @@ pub fn tiered_policy(
 /// Applies a tiered example policy and waits until the hub publishes it (the record's
 /// endpoints carry tiers and it is `Ready`). Moving the example from GEO to tiers rewrites most
 /// of the zone, which the plan guard holds until approved: approved here as an operator would.
-pub async fn publish_tiered_policy(hub: &kube::Client, policy: serde_json::Value) -> Result<(), Error> {
+pub async fn publish_tiered_policy(
+    hub: &kube::Client,
+    policy: serde_json::Value,
+) -> Result<(), Error> {
     crate::example::apply(
         &kube::Api::<DNSPolicy>::namespaced(hub.clone(), NAMESPACE),
         policy,
@@ -118,7 +121,10 @@ pub async fn publish_tiered_policy(hub: &kube::Client, policy: serde_json::Value
                         .split_whitespace()
                         .find(|word| word.starts_with("plan-"))
                         .expect("a held plan is named");
-                    tracing::info!(plan, "approving the switch to tiers, which the plan guard held");
+                    tracing::info!(
+                        plan,
+                        "approving the switch to tiers, which the plan guard held"
+                    );
                     zones
                         .patch(
                             "example",

@@ -268,7 +268,10 @@ async fn tiers(
     samples.extend(clients.take());
     let recovered = clients.now();
     let failover = recovery_between(samples, fault, recovered);
-    eprintln!("  failed over; recovering (the hold-down is {} s)...", meridian_dns::tiers::DEFAULT_HOLD_DOWN);
+    eprintln!(
+        "  failed over; recovering (the hold-down is {} s)...",
+        meridian_dns::tiers::DEFAULT_HOLD_DOWN
+    );
     set_fault(traffic.gateways.app_pod(FAILED), "none").await?;
     wait_for_traffic(clients, samples, workers, |c| c == FAILED).await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -351,8 +354,16 @@ Priority tiers ({FAILED} first, then {SECOND_TIER}, then the rest; hold-down {ho
         }
     );
     for (what, recovery, moved) in [
-        (format!("{FAILED} drained"), &tiers.drain, tiers.drained_after),
-        (format!("{FAILED} undrained"), &tiers.undrain, tiers.undrained_after),
+        (
+            format!("{FAILED} drained"),
+            &tiers.drain,
+            tiers.drained_after,
+        ),
+        (
+            format!("{FAILED} undrained"),
+            &tiers.undrain,
+            tiers.undrained_after,
+        ),
     ] {
         println!(
             "{:<34} {:>8} {:>7} {:>8}s {:>28} {:>6}",
@@ -361,7 +372,11 @@ Priority tiers ({FAILED} first, then {SECOND_TIER}, then the rest; hold-down {ho
             recovery.failed,
             seconds(recovery.until_100),
             served(recovery),
-            if recovery.failed == 0 { "met" } else { "NOT met" }
+            if recovery.failed == 0 {
+                "met"
+            } else {
+                "NOT met"
+            }
         );
     }
     println!(
