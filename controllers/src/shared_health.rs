@@ -235,7 +235,10 @@ pub fn decide(
         let mut ids = existing.map(|(_, ids)| ids.clone()).unwrap_or_default();
         // Reports of clusters that no longer publish the host do not count.
         ids.retain(|id| owners.contains(id));
-        if failing.contains(address) && addresses.contains(address) {
+        // A withdrawn address keeps the reports of the clusters that still see it failing:
+        // were they dropped once it left the zone, it would come back while still failing,
+        // and leave again (a flap a probe interval long).
+        if failing.contains(address) && (addresses.contains(address) || existing.is_some()) {
             ids.insert(me.to_string());
         } else {
             ids.remove(me);
@@ -376,6 +379,38 @@ mod tests {
         let verdict = decide("c2", HOST, &set(&["10.0.0.2"]), &set(&[]), &two, 66);
         assert_eq!(verdict.withdrawn, set(&["10.0.0.2"]));
         assert!(verdict.notes[0].contains("2 of 3"), "{:?}", verdict.notes);
+    }
+
+    #[test]
+    fn a_withdrawn_address_keeps_its_reports_while_it_still_fails() {
+        // c2 withdrew 10.0.0.2 (no A record for it any more); c1 and c3 still see it failing.
+        let mut withdrawn = zone(&[report("10.0.0.2", &["c1", "c3"])]);
+        withdrawn[0] = a(&["10.0.0.1", "10.0.0.3"]);
+        let verdict = decide(
+            "c1",
+            HOST,
+            &set(&["10.0.0.1"]),
+            &set(&["10.0.0.2"]),
+            &withdrawn,
+            66,
+        );
+        assert!(
+            changes_to_health(&verdict).is_empty(),
+            "c1 keeps its report, so c2 stays withdrawn: {:?}",
+            verdict.changes
+        );
+        let verdict = decide("c2", HOST, &set(&["10.0.0.2"]), &set(&[]), &withdrawn, 66);
+        assert_eq!(verdict.withdrawn, set(&["10.0.0.2"]));
+
+        // It recovers for c1: c1's report goes, and with 1 of 3 left c2 publishes it again.
+        let verdict = decide("c1", HOST, &set(&["10.0.0.1"]), &set(&[]), &withdrawn, 66);
+        assert_eq!(
+            changes_to_health(&verdict)[0].targets,
+            ["ip=10.0.0.2;failing=c3"]
+        );
+        let recovering = zone(&[report("10.0.0.2", &["c3"])]);
+        let verdict = decide("c2", HOST, &set(&["10.0.0.2"]), &set(&[]), &recovering, 66);
+        assert!(verdict.withdrawn.is_empty());
     }
 
     #[test]

@@ -640,11 +640,19 @@ async fn three_clusters_agree_on_health_through_the_zone() -> Result<(), Error> 
             backends.failing_for.insert(*gateway, sources.clone());
         }
     }
+    let everything_failing = std::time::Instant::now();
     eventually(
         "every address is reported by every cluster",
         DEFAULT_PATIENCE,
         || async {
             let seen = reports().await;
+            eprintln!(
+                "{:.1} s: reports {:?}",
+                everything_failing.elapsed().as_secs_f64(),
+                seen.iter()
+                    .map(|(a, ids)| (a, ids.len()))
+                    .collect::<Vec<_>>()
+            );
             Ok((seen.len() == 3 && seen.values().all(|ids| ids.len() == 3)).then_some(()))
         },
     )

@@ -53,6 +53,8 @@ pub(super) async fn agree_on_health(
     let own = shared_health::host_addresses(&desired, root_host);
     let mut watched = shared_health::host_addresses(current, root_host);
     watched.extend(own.iter().cloned());
+    // Addresses withdrawn for failing stay probed, so their reports hold until they recover.
+    watched.extend(shared_health::read_reports(current, root_host).into_keys());
     let mut notes = Vec::new();
     let headers = match &check.additional_headers_ref {
         None => Some(Vec::new()),
