@@ -107,6 +107,18 @@ pub struct Context {
     drains: Mutex<HashMap<String, BTreeMap<String, meridian_dns::drain::DrainState>>>,
     /// Per DNSRecord, what its priority tiers remember between passes.
     tiers: Mutex<HashMap<String, meridian_dns::tiers::TierMemory>>,
+    /// Per DNSRecord, the leaves judged unhealthy that are still in the zone: when their
+    /// failures began and when the verdict came (the failover metrics).
+    failovers: Mutex<HashMap<String, BTreeMap<String, FailoverClock>>>,
+    /// What the hub changed in DNS recently, newest last (the live view).
+    pub journal: crate::journal::Journal,
+}
+
+/// When a leaf's failover began and was decided.
+#[derive(Debug, Clone, Copy)]
+struct FailoverClock {
+    first_failure: k8s_openapi::jiff::Timestamp,
+    verdict: k8s_openapi::jiff::Timestamp,
 }
 
 pub type Clock = Arc<dyn Fn() -> k8s_openapi::jiff::Timestamp + Send + Sync>;
@@ -148,6 +160,8 @@ impl Context {
             brake_memory: Mutex::new(None),
             drains: Mutex::new(HashMap::new()),
             tiers: Mutex::new(HashMap::new()),
+            failovers: Mutex::new(HashMap::new()),
+            journal: crate::journal::Journal::default(),
         }
     }
 
@@ -285,6 +299,70 @@ impl Context {
     /// pass.
     pub fn failing_unchanged(&self, record: &str, failing: &BTreeSet<String>) -> bool {
         self.failing_seen.lock().expect("failing lock").get(record) == Some(failing)
+    }
+
+    /// A leaf of `record` judged unhealthy now, its failures begun at `first_failure`: counts
+    /// its detection time, once per run of failures.
+    pub fn failover_detected(
+        &self,
+        record: &str,
+        address: &str,
+        first_failure: k8s_openapi::jiff::Timestamp,
+        zone: &str,
+    ) {
+        let now = (self.clock)();
+        let mut failovers = self.failovers.lock().expect("failovers lock");
+        let leaves = failovers.entry(record.to_string()).or_default();
+        if leaves.contains_key(address) {
+            return;
+        }
+        leaves.insert(
+            address.to_string(),
+            FailoverClock {
+                first_failure: first_failure.min(now),
+                verdict: now,
+            },
+        );
+        self.metrics.failover(
+            crate::metrics::FailoverPhase::Detection,
+            zone,
+            seconds_between(first_failure.min(now), now),
+        );
+    }
+
+    /// A leaf of `record` judged healthy (or no longer judged): a failover of it that had not
+    /// reached the zone is over.
+    pub fn failover_called_off(&self, record: &str, address: &str) {
+        if let Some(leaves) = self.failovers.lock().expect("failovers lock").get_mut(record) {
+            leaves.remove(address);
+        }
+    }
+
+    /// `record` now publishes only the leaves `published` in `zone`: every failover of a leaf
+    /// not among them has reached the zone, and its publication and whole times count.
+    pub fn failovers_published(&self, record: &str, published: &[String], zone: &str) {
+        let now = (self.clock)();
+        let mut failovers = self.failovers.lock().expect("failovers lock");
+        let Some(leaves) = failovers.get_mut(record) else {
+            return;
+        };
+        leaves.retain(|address, clock| {
+            if published.contains(address) {
+                return true;
+            }
+            use crate::metrics::FailoverPhase;
+            self.metrics.failover(
+                FailoverPhase::Publication,
+                zone,
+                seconds_between(clock.verdict, now),
+            );
+            self.metrics.failover(
+                FailoverPhase::Whole,
+                zone,
+                seconds_between(clock.first_failure, now),
+            );
+            false
+        });
     }
 
     pub fn remember_failing(&self, record: &str, failing: BTreeSet<String>) {
@@ -524,4 +602,12 @@ pub fn object_key(kind: &str, namespace: Option<&str>, name: &str) -> String {
         Some(namespace) => format!("{kind}/{namespace}/{name}"),
         None => format!("{kind}/{name}"),
     }
+}
+
+/// The time from `from` to `to`; nothing when `to` is not later.
+fn seconds_between(
+    from: k8s_openapi::jiff::Timestamp,
+    to: k8s_openapi::jiff::Timestamp,
+) -> std::time::Duration {
+    std::time::Duration::try_from(to.duration_since(from)).unwrap_or_default()
 }

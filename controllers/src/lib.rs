@@ -22,6 +22,8 @@ pub mod dns_record;
 pub mod fence;
 pub mod health;
 pub mod indexes;
+pub mod insight;
+pub mod journal;
 pub mod metrics;
 pub mod owners;
 pub mod plan_guard;

@@ -1,5 +1,6 @@
 //! Prometheus metrics of the hub, in the text exposition format: reconciles and errors by
-//! controller and reason, provider calls by provider and outcome, and publish latency.
+//! controller and reason, provider calls by provider and outcome, publish latency, drift
+//! repaired, leadership, and how long failovers take per zone.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -8,6 +9,80 @@ use std::time::Duration;
 
 /// Upper bounds (seconds) of the publish-latency histogram.
 const LATENCY_BUCKETS: [f64; 9] = [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0];
+
+/// Upper bounds (seconds) of the failover histograms: a probe interval of 5 s to a few minutes.
+const FAILOVER_BUCKETS: [f64; 12] = [
+    0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 120.0, 300.0,
+];
+
+/// The parts of a failover that are timed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FailoverPhase {
+    /// From a leaf's first failed probe to the hub's verdict that it is unhealthy.
+    Detection,
+    /// From the verdict to the zone without the leaf: served by the embedded nameserver, or
+    /// accepted by the provider.
+    Publication,
+    /// From the first failed probe to the zone without the leaf.
+    Whole,
+}
+
+impl FailoverPhase {
+    const ALL: [FailoverPhase; 3] = [
+        FailoverPhase::Detection,
+        FailoverPhase::Publication,
+        FailoverPhase::Whole,
+    ];
+
+    fn metric(self) -> (&'static str, &'static str) {
+        match self {
+            FailoverPhase::Detection => (
+                "meridian_failover_detection_seconds",
+                "From a leaf's first failed probe to the hub's verdict that it is unhealthy, per zone.",
+            ),
+            FailoverPhase::Publication => (
+                "meridian_failover_publication_seconds",
+                "From an unhealthy verdict to the zone without the leaf (served, or accepted by the provider), per zone.",
+            ),
+            FailoverPhase::Whole => (
+                "meridian_failover_seconds",
+                "From a leaf's first failed probe to the zone without it, per zone.",
+            ),
+        }
+    }
+}
+
+/// One histogram's counts.
+#[derive(Debug, Default, Clone)]
+struct Series {
+    buckets: Vec<u64>,
+    count: u64,
+    sum: f64,
+}
+
+impl Series {
+    fn observe(&mut self, bounds: &[f64], value: f64) {
+        self.buckets.resize(bounds.len(), 0);
+        for (bucket, bound) in self.buckets.iter_mut().zip(bounds) {
+            if value <= *bound {
+                *bucket += 1;
+            }
+        }
+        self.count += 1;
+        self.sum += value;
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str, bounds: &[f64]) {
+        let sep = if labels.is_empty() { "" } else { "," };
+        for (bound, n) in bounds.iter().zip(&self.buckets) {
+            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{bound}\"}} {n}");
+        }
+        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}", self.count);
+        let braces = |l: &str| if l.is_empty() { String::new() } else { format!("{{{l}}}") };
+        let _ = writeln!(out, "{name}_sum{} {}", braces(labels), self.sum);
+        let _ = writeln!(out, "{name}_count{} {}", braces(labels), self.count);
+    }
+}
 
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -23,6 +98,10 @@ struct Inner {
     latency_count: u64,
     latency_sum: f64,
     fleet: crate::silence::FleetBrake,
+    failovers: BTreeMap<(FailoverPhase, String), Series>,
+    drift_repairs: u64,
+    leading: bool,
+    leader_changes: u64,
 }
 
 impl Metrics {
@@ -67,6 +146,31 @@ impl Metrics {
         }
         inner.latency_count += 1;
         inner.latency_sum += seconds;
+    }
+
+    /// How long one part of a failover took in `zone`.
+    pub fn failover(&self, phase: FailoverPhase, zone: &str, took: Duration) {
+        self.inner
+            .lock()
+            .expect("metrics lock")
+            .failovers
+            .entry((phase, zone.to_string()))
+            .or_default()
+            .observe(&FAILOVER_BUCKETS, took.as_secs_f64());
+    }
+
+    /// A record found changed out of band, woken to put its records back.
+    pub fn drift_repaired(&self) {
+        self.inner.lock().expect("metrics lock").drift_repairs += 1;
+    }
+
+    /// Whether this replica leads now; a change counts as a leader change.
+    pub fn leading(&self, leading: bool) {
+        let mut inner = self.inner.lock().expect("metrics lock");
+        if inner.leading != leading {
+            inner.leader_changes += 1;
+        }
+        inner.leading = leading;
     }
 
     /// The fleet brake as last looked at.
@@ -143,6 +247,23 @@ impl Metrics {
         out.push_str("# HELP meridian_fleet_heard_clusters Clusters heard when the latest wave of silence began.\n");
         out.push_str("# TYPE meridian_fleet_heard_clusters gauge\n");
         let _ = writeln!(out, "meridian_fleet_heard_clusters {}", fleet.heard);
+        for phase in FailoverPhase::ALL {
+            let (name, help) = phase.metric();
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} histogram");
+            for ((_, zone), series) in inner.failovers.iter().filter(|((p, _), _)| *p == phase) {
+                series.render(&mut out, name, &format!("zone=\"{zone}\""), &FAILOVER_BUCKETS);
+            }
+        }
+        out.push_str("# HELP meridian_drift_repairs_total Records found changed out of band in their zone and put back.\n");
+        out.push_str("# TYPE meridian_drift_repairs_total counter\n");
+        let _ = writeln!(out, "meridian_drift_repairs_total {}", inner.drift_repairs);
+        out.push_str("# HELP meridian_leader 1 while this replica holds the hub Lease and runs the controllers.\n");
+        out.push_str("# TYPE meridian_leader gauge\n");
+        let _ = writeln!(out, "meridian_leader {}", u8::from(inner.leading));
+        out.push_str("# HELP meridian_leader_changes_total Times this replica took or lost the hub Lease.\n");
+        out.push_str("# TYPE meridian_leader_changes_total counter\n");
+        let _ = writeln!(out, "meridian_leader_changes_total {}", inner.leader_changes);
         out
     }
 }
@@ -182,5 +303,36 @@ mod tests {
         assert!(text.contains("meridian_fleet_brake_engaged 1"));
         assert!(text.contains("meridian_fleet_quiet_clusters 3"));
         assert!(text.contains("meridian_fleet_heard_clusters 4"));
+    }
+
+    #[test]
+    fn failover_phases_are_histograms_per_zone_and_leadership_counts_its_changes() {
+        let metrics = Metrics::default();
+        let text = metrics.render();
+        // Named before anything is observed, so dashboards and rules find them.
+        assert!(text.contains("# TYPE meridian_failover_seconds histogram"));
+        assert!(text.contains("meridian_leader 0"));
+        metrics.failover(FailoverPhase::Detection, "example.com", Duration::from_secs(7));
+        metrics.failover(FailoverPhase::Detection, "example.com", Duration::from_secs(12));
+        metrics.failover(FailoverPhase::Whole, "other.org", Duration::from_millis(400));
+        metrics.leading(true);
+        metrics.leading(true);
+        metrics.leading(false);
+        metrics.drift_repaired();
+        let text = metrics.render();
+        for line in [
+            "meridian_failover_detection_seconds_bucket{zone=\"example.com\",le=\"5\"} 0",
+            "meridian_failover_detection_seconds_bucket{zone=\"example.com\",le=\"10\"} 1",
+            "meridian_failover_detection_seconds_bucket{zone=\"example.com\",le=\"+Inf\"} 2",
+            "meridian_failover_detection_seconds_sum{zone=\"example.com\"} 19",
+            "meridian_failover_seconds_bucket{zone=\"other.org\",le=\"0.5\"} 1",
+            "meridian_failover_seconds_count{zone=\"other.org\"} 1",
+            "meridian_leader 0",
+            "meridian_leader_changes_total 2",
+            "meridian_drift_repairs_total 1",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+        assert!(!text.contains("meridian_failover_publication_seconds_count"));
     }
 }

@@ -6,6 +6,8 @@
 
 pub mod check_manifests_command;
 pub mod controller;
+pub mod explain_command;
+pub mod http;
 pub mod leader;
 pub mod nameserver_command;
 pub mod placement;
@@ -14,6 +16,7 @@ pub mod routers;
 pub mod run_command;
 pub mod secondaries_args;
 pub mod uninstall_command;
+pub mod view;
 
 use std::path::PathBuf;
 
@@ -37,6 +40,10 @@ pub enum Command {
     Run(run_command::RunArgs),
     /// Print the records a policy would publish for a gateway on given clusters (offline).
     Plan(PlanArgs),
+    /// Why a client gets its answer: the GEO branch, tier and weights, each leaf's health
+    /// verdict with the clusters' votes, silent and draining clusters, held plans, conflicts
+    /// (live, or offline from a `plan` scenario).
+    Explain(explain_command::ExplainArgs),
     /// Serve the records of a plan with the embedded nameserver (for dig and benchmarks).
     Nameserver(nameserver_command::NameserverArgs),
     /// Print the router shards the agents report, their routes and their DNS.
@@ -88,6 +95,7 @@ impl Cli {
             Command::Plan(args) => plan_command::run(&args.file, args.output),
             Command::Nameserver(args) => nameserver_command::run(args),
             Command::Run(args) => run_command::run(args),
+            Command::Explain(args) => explain_command::run(&args),
             Command::Routers(args) => routers_command(&args),
             Command::Uninstall(args) => uninstall_command::run(args),
             Command::CheckManifests(args) => check_manifests_command::run(&args),

@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use kube::{Client, Config};
 use meridian_nameserver::rate_limit::DEFAULT_RESPONSES_PER_SECOND;
 use meridian_nameserver::{GeoDb, NameServer, RateLimit, ServerConfig, ZoneNameServer};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use meridian_controllers::health::DEFAULT_THRESHOLD_PERCENT;
@@ -34,6 +33,11 @@ pub struct RunArgs {
     /// Address of the `/livez`, `/readyz` and `/metrics` endpoints.
     #[arg(long, env = "MERIDIAN_HEALTH_ADDR", default_value = "127.0.0.1:8080")]
     pub health_addr: SocketAddr,
+
+    /// Address of the live, read-only view of zones, hosts, trees and recent changes (HTML);
+    /// never the DNS address.
+    #[arg(long, env = "MERIDIAN_VIEW_ADDR", default_value = "127.0.0.1:8088")]
+    pub view_addr: SocketAddr,
 
     /// UDP and TCP address of the embedded nameserver (zones without a provider secret).
     #[arg(long, env = "MERIDIAN_DNS_ADDR", default_value = "127.0.0.1:5353")]
@@ -154,6 +158,7 @@ impl RunArgs {
         RunArgs {
             kubeconfig: Some(kubeconfig.to_path_buf()),
             health_addr: "127.0.0.1:0".parse().expect("valid address"),
+            view_addr: "127.0.0.1:0".parse().expect("valid address"),
             dns_addr: "127.0.0.1:0".parse().expect("valid address"),
             geoip: None,
             name_servers: Vec::new(),
@@ -185,6 +190,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         // Scripts and the demo read these lines.
         println!("nameserver: {}", hub.nameserver);
         println!("health: {}", hub.health);
+        println!("view: http://{}/", hub.view);
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
@@ -243,6 +249,8 @@ fn ca_pem(config: &Config) -> String {
 pub struct RunningHub {
     pub nameserver: SocketAddr,
     pub health: SocketAddr,
+    /// The live view's address.
+    pub view: SocketAddr,
     pub context: Arc<Context>,
     leading: Arc<AtomicBool>,
     /// Whether this replica answers DNS with the current zones (`/readyz`).
@@ -251,6 +259,7 @@ pub struct RunningHub {
     /// Taken once it has ended (a JoinHandle must not be awaited twice).
     controllers: Option<tokio::task::JoinHandle<()>>,
     health_server: tokio::task::JoinHandle<()>,
+    view_server: tokio::task::JoinHandle<()>,
 }
 
 impl RunningHub {
@@ -326,6 +335,10 @@ impl RunningHub {
             leading.clone(),
         ));
 
+        let view_listener = TcpListener::bind(args.view_addr).await?;
+        let view = view_listener.local_addr()?;
+        let view_server = tokio::spawn(crate::view::serve(view_listener, ctx.clone()));
+
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let election = Election {
             namespace: args.lease_namespace.clone(),
@@ -344,16 +357,18 @@ impl RunningHub {
             ready.clone(),
             leading.clone(),
         ));
-        tracing::info!(%nameserver, %health, "hub controllers running");
+        tracing::info!(%nameserver, %health, %view, "hub controllers running");
         Ok(RunningHub {
             nameserver,
             health,
+            view,
             context: ctx,
             leading,
             ready,
             stop,
             controllers: Some(controllers),
             health_server,
+            view_server,
         })
     }
 
@@ -388,7 +403,9 @@ impl RunningHub {
     pub async fn stop(mut self) {
         self.stop_controllers().await;
         self.health_server.abort();
+        self.view_server.abort();
         let _ = self.health_server.await;
+        let _ = self.view_server.await;
     }
 
     /// Stops at once, as a crash would (for tests of restarts mid-publish).
@@ -397,6 +414,7 @@ impl RunningHub {
             controllers.abort();
         }
         self.health_server.abort();
+        self.view_server.abort();
     }
 }
 
@@ -461,10 +479,12 @@ async fn lead_and_run(
         mirror.abort();
         let _ = mirror.await;
         leading.store(true, Ordering::SeqCst);
+        ctx.metrics.leading(true);
         tracing::info!(identity = %election.identity, "holding the hub Lease; starting the controllers");
         let lost = lead(&client, &placement, &election, stop_rx.clone()).await;
         ctx.fence.revoke();
         leading.store(false, Ordering::SeqCst);
+        ctx.metrics.leading(false);
         if !lost {
             break;
         }
@@ -532,46 +552,35 @@ async fn serve_health(
     ready: Arc<AtomicBool>,
     leading: Arc<AtomicBool>,
 ) {
-    loop {
-        let Ok((mut stream, _)) = listener.accept().await else {
-            continue;
+    crate::http::serve(listener, move |path| {
+        let (status, body) = match path {
+            "/livez" => ("200 OK", "ok\n".to_string()),
+            "/readyz" if ready.load(Ordering::SeqCst) => ("200 OK", "ok\n".to_string()),
+            "/readyz" => ("503 Service Unavailable", "not ready\n".to_string()),
+            "/leaderz" if leading.load(Ordering::SeqCst) => ("200 OK", "leading\n".to_string()),
+            "/leaderz" => ("503 Service Unavailable", "standby\n".to_string()),
+            "/metrics" => ("200 OK", metrics(&ctx)),
+            _ => ("404 Not Found", "not found\n".to_string()),
         };
-        let ctx = ctx.clone();
-        let ready = ready.clone();
-        let leading = leading.clone();
-        tokio::spawn(async move {
-            // Read the request head (up to 8 KiB), then answer and close.
-            let mut buffer = Vec::with_capacity(1024);
-            let mut chunk = [0u8; 1024];
-            while !buffer.windows(4).any(|w| w == b"\r\n\r\n") && buffer.len() < 8192 {
-                match stream.read(&mut chunk).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => buffer.extend_from_slice(&chunk[..n]),
-                }
-            }
-            let n = buffer.len();
-            let request = String::from_utf8_lossy(&buffer[..n]);
-            let path = request.split_whitespace().nth(1).unwrap_or("/");
-            let (status, body) = match path {
-                "/livez" => ("200 OK", "ok\n".to_string()),
-                "/readyz" if ready.load(Ordering::SeqCst) => ("200 OK", "ok\n".to_string()),
-                "/readyz" => ("503 Service Unavailable", "not ready\n".to_string()),
-                "/leaderz" if leading.load(Ordering::SeqCst) => ("200 OK", "leading\n".to_string()),
-                "/leaderz" => ("503 Service Unavailable", "standby\n".to_string()),
-                "/metrics" => {
-                    let mut metrics = ctx.metrics.render();
-                    if let Some(embedded) = ctx.providers.embedded_zones() {
-                        metrics.push_str(&embedded.server().stats().render());
-                    }
-                    ("200 OK", metrics)
-                }
-                _ => ("404 Not Found", "not found\n".to_string()),
-            };
-            let response = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(response.as_bytes()).await;
-        });
+        crate::http::Response::text(status, body)
+    })
+    .await;
+}
+
+/// Everything `/metrics` says: the controllers' counters, the fleet's gauges as the live view
+/// sees it, and the nameserver's answers.
+fn metrics(ctx: &Context) -> String {
+    let mut metrics = ctx.metrics.render();
+    let snapshot = meridian_controllers::insight::FleetSnapshot::from_caches(
+        &ctx.caches,
+        (ctx.clock)(),
+        ctx.config.heartbeat_timeout,
+    );
+    metrics.push_str(&meridian_controllers::insight::render_gauges(
+        &meridian_controllers::insight::host_views(&snapshot, None),
+    ));
+    if let Some(embedded) = ctx.providers.embedded_zones() {
+        metrics.push_str(&embedded.server().stats().render());
     }
+    metrics
 }

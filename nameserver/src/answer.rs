@@ -23,7 +23,7 @@ use meridian_dns::model::{Endpoint, GEO_CODE, RecordType, WEIGHT, is_at_or_below
 use meridian_dns::tree::CATCH_ALL_GEO;
 
 /// The longest CNAME chain followed inside a zone.
-const MAX_CHAIN: usize = 16;
+pub(crate) const MAX_CHAIN: usize = 16;
 /// The UDP payload size the server advertises (the DNS flag day 2020 value).
 const SERVER_UDP_PAYLOAD: u16 = 1232;
 /// Records per AXFR message.

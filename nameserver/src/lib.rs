@@ -12,6 +12,7 @@
 //! cannot choose by GEO or weight (see `transfer`).
 
 pub(crate) mod answer;
+pub mod explain;
 mod cookie;
 mod fast;
 pub mod geo;
@@ -24,6 +25,7 @@ mod tsig;
 mod zone;
 
 pub use answer::{QueryContext, Transport, respond};
+pub use explain::{Explanation, explain};
 pub use geo::{GeoDb, Location};
 pub use meridian_dns::wire::{TsigKey, TsigKeyError};
 pub use rate_limit::RateLimit;

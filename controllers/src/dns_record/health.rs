@@ -197,9 +197,59 @@ pub(super) async fn check_health(
             api.patch_status(&probe.name, &apply_params(), &Patch::Apply(patch))
                 .await?;
         }
+        note_failover(ctx, record, probe, &results, current.as_ref(), &status);
         verdicts.insert(probe.spec.address.clone(), status.healthy);
     }
     Ok(apply_health(root_host, requested, &verdicts, published))
+}
+
+/// Times a failover's detection when a leaf's verdict turns unhealthy: from the earliest
+/// first failure among the clusters that see it failing. A verdict that turns healthy again
+/// calls off a failover that had not reached the zone.
+fn note_failover(
+    ctx: &Context,
+    record: &DNSRecord,
+    probe: &crate::health::WantedProbe,
+    results: &[(String, &ProbeReport)],
+    before: Option<&DNSHealthCheckProbeStatus>,
+    now: &DNSHealthCheckProbeStatus,
+) {
+    let record_key = crate::object_key(
+        "DNSRecord",
+        record.namespace().as_deref(),
+        &record.name_any(),
+    );
+    let address = &probe.spec.address;
+    if now.healthy != Some(false) {
+        ctx.failover_called_off(&record_key, address);
+        return;
+    }
+    if before.and_then(|b| b.healthy) == Some(false) {
+        return; // judged unhealthy before this process looked: its start is unknown
+    }
+    let interval = meridian_api::duration::parse_duration(&probe.spec.interval)
+        .unwrap_or(std::time::Duration::from_secs(30));
+    let Some(first_failure) = results
+        .iter()
+        .filter(|(_, result)| !result.healthy)
+        .filter_map(|(_, result)| {
+            crate::insight::failing_since(
+                result.last_checked_at.as_ref().map(|t| t.0),
+                result.consecutive_failures,
+                interval,
+            )
+        })
+        .min()
+    else {
+        return;
+    };
+    let zone = ctx
+        .caches
+        .zones
+        .get(record.namespace().as_deref(), &record.spec.managed_zone.name)
+        .map(|z| z.spec.domain_name.clone())
+        .unwrap_or_default();
+    ctx.failover_detected(&record_key, address, first_failure, &zone);
 }
 
 /// A probe's status is rewritten when its findings change, and otherwise only to refresh

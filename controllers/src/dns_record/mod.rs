@@ -29,10 +29,12 @@ use meridian_api::kuadrant::{DNSHealthCheckProbe, DNSRecord};
 use meridian_dns::model::Endpoint;
 use meridian_dns::model::{RecordType, is_at_or_below};
 use meridian_dns::plan::{PlanInput, Registry, plan};
+use meridian_dns::tree::RecordTree;
 use meridian_providers::Provider;
 
 use crate::caches::run_controller;
 use crate::convert::all_to_engine;
+use crate::journal;
 use crate::health::PROBE_RECORD_LABEL;
 use crate::shared_health;
 use crate::zone_provider::ZoneProvider;
@@ -316,12 +318,37 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     if !changes.is_empty() {
         ctx.check_fence()?;
         if let Err(error) = provider.apply(&zone_id, &changes).await {
-            ctx.metrics.provider_call(provider.kind(), "error");
+            let outcome = match error {
+                meridian_providers::ProviderError::Throttled(_) => "throttled",
+                _ => "error",
+            };
+            ctx.metrics.provider_call(provider.kind(), outcome);
             return provider_failed(record, ctx, &provider, error).await;
         }
         ctx.metrics.provider_call(provider.kind(), "ok");
         ctx.metrics.published(started.elapsed());
+        ctx.journal.record(journal::Entry {
+            at: (ctx.clock)(),
+            record: format!(
+                "{}/{}",
+                record.namespace().unwrap_or_default(),
+                record.name_any()
+            ),
+            host: root_host.clone(),
+            changes: format!(
+                "+{} ~{} -{}",
+                changes.creates.len(),
+                changes.updates.len(),
+                changes.deletes.len()
+            ),
+            reason: why_changed(record, health, health_withdraws, &notes),
+        });
     }
+    ctx.failovers_published(
+        &record_key,
+        &RecordTree::from_records(root_host.as_str(), desired.clone()).leaf_addresses(),
+        &zone.spec.domain_name,
+    );
     if distributed {
         ctx.remember_mark(&record_key, mark_after);
     }
@@ -358,6 +385,29 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     }
     ctx.succeeded(&conflict_key);
     Ok(Action::requeue(refresh_after(resync, distributed)))
+}
+
+/// Why a publication changed the zone, for the journal: the health verdicts when they withdrew
+/// or restored leaves, the notes (tiers, drains), or a new generation of the record.
+fn why_changed(
+    record: &DNSRecord,
+    health: Option<&crate::health::HealthOutcome>,
+    health_withdraws: bool,
+    notes: &[String],
+) -> String {
+    let mut why: Vec<String> = health
+        .filter(|h| health_withdraws || !h.healthy)
+        .map(|h| h.message.clone())
+        .into_iter()
+        .collect();
+    why.extend(notes.iter().cloned());
+    if why.is_empty() {
+        why.push(format!(
+            "generation {} of the record",
+            record.metadata.generation.unwrap_or_default()
+        ));
+    }
+    why.join("; ")
 }
 
 /// What status says about tiers: the sets not served by their best tier, and why.

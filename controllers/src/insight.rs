@@ -1,0 +1,564 @@
+//! What an operator needs to read a host's DNS without rebuilding it by hand: the tree the hub
+//! wants, what is published of it, each leaf's health verdict with the clusters' votes behind
+//! it, the clusters that serve it (silent or draining), a held plan and other owners.
+//!
+//! [`host_views`] is pure: it reads a [`FleetSnapshot`], which the hub's live view fills from
+//! its watch caches and `meridian-hub explain` from one list of each kind. The answer a client
+//! gets is explained by the nameserver's own walk (`meridian_nameserver::explain`) over
+//! [`FleetSnapshot::published_zone`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use meridian_api::conditions::{READY, condition_status};
+use meridian_api::kuadrant::{DNSHealthCheckProbe, DNSPolicy, DNSRecord, ManagedZone};
+use meridian_api::meridian::ClusterReport;
+use meridian_dns::model::{Endpoint, is_at_or_below};
+use meridian_dns::tree::RecordTree;
+use serde::Serialize;
+
+use crate::convert::all_to_engine;
+use crate::health::PROBE_RECORD_LABEL;
+use crate::zone_mirror::published_endpoints;
+
+/// The objects a view is made of, as one moment's lists.
+#[derive(Debug, Clone, Default)]
+pub struct FleetSnapshot {
+    pub records: Vec<Arc<DNSRecord>>,
+    pub probes: Vec<Arc<DNSHealthCheckProbe>>,
+    pub policies: Vec<Arc<DNSPolicy>>,
+    pub reports: Vec<Arc<ClusterReport>>,
+    pub zones: Vec<Arc<ManagedZone>>,
+    pub now: Option<Timestamp>,
+    /// Unheard for longer than this, a cluster is silent.
+    pub heartbeat_timeout: Duration,
+}
+
+/// One DNSRecord (one host), explained.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostView {
+    /// `namespace/name` of the DNSRecord.
+    pub record: String,
+    pub host: String,
+    /// The domain of the record's ManagedZone (empty when the zone is missing).
+    pub zone: String,
+    pub ready: Option<bool>,
+    /// The `Ready` condition's reason and message.
+    pub ready_reason: String,
+    pub ready_message: String,
+    /// The `Healthy` condition's message, when the record is health-checked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health_message: Option<String>,
+    /// A plan over the zone's threshold waiting for approval: its message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_plan: Option<String>,
+    /// Owners other than this record publishing into its names: a conflict.
+    pub other_owners: Vec<String>,
+    pub leaves: Vec<LeafView>,
+    pub clusters: Vec<ClusterState>,
+    /// The records the hub wants (the whole tree, every leaf).
+    #[serde(skip)]
+    pub wanted: Vec<Endpoint>,
+    /// The records published now (the tree after health, tiers and drains).
+    #[serde(skip)]
+    pub published: Vec<Endpoint>,
+}
+
+/// A leaf address of the tree and what the fleet thinks of it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeafView {
+    pub address: String,
+    /// The cluster whose Gateway has the address, from the clusters' reports.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    pub published: bool,
+    /// `healthy`, `unhealthy`, `awaiting` (probed, not judged yet) or `unchecked`.
+    pub verdict: &'static str,
+    pub votes: Vec<Vote>,
+}
+
+/// One cluster's probe of a leaf.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Vote {
+    pub cluster: String,
+    pub healthy: bool,
+    pub consecutive_failures: i32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_checked_at: Option<Timestamp>,
+    /// When this cluster's run of failures began: its last check less one interval per
+    /// failure after the first (so to within one probe interval).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failing_since: Option<Timestamp>,
+}
+
+/// A cluster that has a leaf of the host.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterState {
+    pub name: String,
+    /// Seconds since its agent last reported.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_heard_seconds: Option<i64>,
+    /// Unheard for longer than the heartbeat timeout.
+    pub silent: bool,
+    /// Being drained: the share of its weight it keeps, and the drain's phase.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub draining: Option<(u32, String)>,
+}
+
+impl FleetSnapshot {
+    /// The snapshot of a hub's watch caches.
+    pub fn from_caches(
+        caches: &crate::caches::Caches,
+        now: Timestamp,
+        heartbeat_timeout: Duration,
+    ) -> Self {
+        FleetSnapshot {
+            records: caches.records.state(),
+            probes: caches.probes.state(),
+            policies: caches.policies.state(),
+            reports: caches.reports.state(),
+            zones: caches.zones.state(),
+            now: Some(now),
+            heartbeat_timeout,
+        }
+    }
+
+    /// The snapshot listed from the hub's API server.
+    pub async fn list(
+        client: &kube::Client,
+        heartbeat_timeout: Duration,
+    ) -> Result<Self, kube::Error> {
+        async fn all<K>(client: &kube::Client) -> Result<Vec<Arc<K>>, kube::Error>
+        where
+            K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+                + Clone
+                + serde::de::DeserializeOwned
+                + std::fmt::Debug,
+        {
+            Ok(kube::Api::<K>::all(client.clone())
+                .list(&Default::default())
+                .await?
+                .items
+                .into_iter()
+                .map(Arc::new)
+                .collect())
+        }
+        Ok(FleetSnapshot {
+            records: all(client).await?,
+            probes: all(client).await?,
+            policies: all(client).await?,
+            reports: all(client).await?,
+            zones: all(client).await?,
+            now: Some(Timestamp::now()),
+            heartbeat_timeout,
+        })
+    }
+
+    /// The ManagedZone a record publishes into.
+    fn zone_of(&self, record: &DNSRecord) -> Option<&ManagedZone> {
+        self.zones
+            .iter()
+            .find(|z| {
+                z.namespace() == record.namespace()
+                    && z.name_any() == record.spec.managed_zone.name
+            })
+            .map(Arc::as_ref)
+    }
+
+    /// The zone holding `host`, with what every record of it publishes now, as the embedded
+    /// nameserver serves it (for a provider's zone: what Meridian published there). `None`
+    /// when no record publishes at or above `host`.
+    pub fn published_zone(&self, host: &str) -> Option<meridian_nameserver::Zone> {
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        let (domain, records): (String, Vec<&Arc<DNSRecord>>) = self
+            .zones
+            .iter()
+            .filter(|zone| is_at_or_below(&host, &zone.spec.domain_name))
+            .max_by_key(|zone| zone.spec.domain_name.len())
+            .map(|zone| {
+                let records = self
+                    .records
+                    .iter()
+                    .filter(|r| {
+                        r.namespace() == zone.namespace()
+                            && r.spec.managed_zone.name == zone.name_any()
+                    })
+                    .collect();
+                (zone.spec.domain_name.clone(), records)
+            })?;
+        let endpoints: Vec<Endpoint> = records
+            .iter()
+            .flat_map(|record| published_endpoints(record))
+            .collect();
+        Some(meridian_nameserver::Zone::new(
+            meridian_nameserver::ZoneConfig::new(&domain),
+            0,
+            endpoints,
+        ))
+    }
+}
+
+/// The views of every record, sorted by host; with `host`, only the records at or above it.
+pub fn host_views(snapshot: &FleetSnapshot, host: Option<&str>) -> Vec<HostView> {
+    let host = host.map(|h| h.trim_end_matches('.').to_ascii_lowercase());
+    let mut views: Vec<HostView> = snapshot
+        .records
+        .iter()
+        .filter(|record| record.metadata.deletion_timestamp.is_none())
+        .filter_map(|record| {
+            let root = record.spec.effective_root_host()?;
+            let covers = host.as_deref().is_none_or(|host| {
+                let base = root.trim_start_matches("*.");
+                host == root || is_at_or_below(host, base)
+            });
+            covers.then(|| host_view(snapshot, record, root))
+        })
+        .collect();
+    views.sort_by(|a, b| (&a.host, &a.record).cmp(&(&b.host, &b.record)));
+    views
+}
+
+fn host_view(snapshot: &FleetSnapshot, record: &DNSRecord, host: String) -> HostView {
+    let namespace = record.namespace().unwrap_or_default();
+    let wanted = all_to_engine(&record.spec.endpoints);
+    let published = published_endpoints(record);
+    let published_leaves: BTreeSet<String> =
+        RecordTree::from_records(host.as_str(), published.clone())
+            .leaf_addresses()
+            .into_iter()
+            .collect();
+    let owners_of: BTreeMap<&str, &str> = snapshot
+        .reports
+        .iter()
+        .flat_map(|report| {
+            let cluster = report.namespace_str();
+            report.spec.gateways.iter().flat_map(move |gateway| {
+                gateway
+                    .addresses
+                    .iter()
+                    .map(move |a| (a.value.as_str(), cluster))
+            })
+        })
+        .collect();
+    let probes: Vec<&DNSHealthCheckProbe> = snapshot
+        .probes
+        .iter()
+        .filter(|p| p.namespace().as_deref() == Some(namespace.as_str()))
+        .filter(|p| p.labels().get(PROBE_RECORD_LABEL) == Some(&record.name_any()))
+        .map(Arc::as_ref)
+        .collect();
+    let leaves: Vec<LeafView> = RecordTree::from_records(host.as_str(), wanted.clone())
+        .leaf_addresses()
+        .into_iter()
+        .map(|address| {
+            let probe = probes.iter().find(|p| p.spec.address == address);
+            let interval = probe
+                .and_then(|p| meridian_api::duration::parse_duration(&p.spec.interval))
+                .unwrap_or(Duration::from_secs(30));
+            let status = probe.and_then(|p| p.status.as_ref());
+            let votes = status
+                .map(|s| {
+                    s.clusters
+                        .iter()
+                        .map(|c| Vote {
+                            cluster: c.cluster.clone(),
+                            healthy: c.healthy,
+                            consecutive_failures: c.consecutive_failures,
+                            reason: c.reason.clone(),
+                            last_checked_at: c.last_checked_at.as_ref().map(|t| t.0),
+                            failing_since: failing_since(
+                                c.last_checked_at.as_ref().map(|t| t.0),
+                                c.consecutive_failures,
+                                interval,
+                            ),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let verdict = match (probe, status.and_then(|s| s.healthy)) {
+                (None, _) => "unchecked",
+                (Some(_), None) => "awaiting",
+                (Some(_), Some(true)) => "healthy",
+                (Some(_), Some(false)) => "unhealthy",
+            };
+            LeafView {
+                cluster: owners_of.get(address.as_str()).map(|c| c.to_string()),
+                published: published_leaves.contains(&address),
+                verdict,
+                votes,
+                address,
+            }
+        })
+        .collect();
+    let draining: BTreeMap<&str, (u32, String)> = snapshot
+        .policies
+        .iter()
+        .filter(|p| p.namespace().as_deref() == Some(namespace.as_str()))
+        .flat_map(|p| p.status.iter().flat_map(|s| s.draining.iter()))
+        .map(|d| (d.cluster.as_str(), (d.weight_percent, d.phase.clone())))
+        .collect();
+    let cluster_names: BTreeSet<&str> = leaves.iter().filter_map(|l| l.cluster.as_deref()).collect();
+    let clusters = cluster_names
+        .into_iter()
+        .map(|name| {
+            let heard = snapshot
+                .reports
+                .iter()
+                .find(|r| r.namespace_str() == name)
+                .and_then(|r| r.spec.reported_at.as_ref())
+                .map(|t| t.0);
+            let last_heard_seconds = heard
+                .zip(snapshot.now)
+                .map(|(heard, now)| now.duration_since(heard).as_secs());
+            ClusterState {
+                name: name.to_string(),
+                last_heard_seconds,
+                silent: last_heard_seconds.is_none_or(|s| {
+                    s.unsigned_abs() > snapshot.heartbeat_timeout.as_secs()
+                }),
+                draining: draining.get(name).cloned(),
+            }
+        })
+        .collect();
+    let conditions = record
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    let ready = conditions.iter().find(|c| c.type_ == READY);
+    let owner = crate::dns_record::owner_of(record);
+    HostView {
+        record: format!("{namespace}/{}", record.name_any()),
+        zone: snapshot
+            .zone_of(record)
+            .map(|z| z.spec.domain_name.clone())
+            .unwrap_or_default(),
+        ready: condition_status(conditions, READY),
+        ready_reason: ready.map(|c| c.reason.clone()).unwrap_or_default(),
+        ready_message: ready.map(|c| c.message.clone()).unwrap_or_default(),
+        health_message: conditions
+            .iter()
+            .find(|c| c.type_ == meridian_api::conditions::HEALTHY)
+            .map(|c| c.message.clone()),
+        held_plan: crate::plan_guard::held_message(record).map(str::to_string),
+        other_owners: record
+            .status
+            .iter()
+            .flat_map(|s| s.domain_owners.iter())
+            .filter(|o| **o != owner)
+            .cloned()
+            .collect(),
+        leaves,
+        clusters,
+        wanted,
+        published,
+        host,
+    }
+}
+
+pub fn failing_since(
+    last_checked: Option<Timestamp>,
+    consecutive_failures: i32,
+    interval: Duration,
+) -> Option<Timestamp> {
+    let last = last_checked?;
+    if consecutive_failures < 1 {
+        return None;
+    }
+    let earlier = interval * (consecutive_failures as u32 - 1);
+    last.checked_sub(k8s_openapi::jiff::SignedDuration::try_from(earlier).ok()?)
+        .ok()
+}
+
+/// Gauges of the fleet's DNS as the views see it, in Prometheus' text format: leaves by
+/// verdict and publication, records by readiness, held plans, other owners, silent and
+/// draining clusters. Computed when scraped, from the same views the live page draws.
+pub fn render_gauges(views: &[HostView]) -> String {
+    use std::fmt::Write as _;
+    let mut leaves: BTreeMap<(&str, bool), u64> = BTreeMap::new();
+    for verdict in ["healthy", "unhealthy", "awaiting", "unchecked"] {
+        for published in [true, false] {
+            leaves.insert((verdict, published), 0);
+        }
+    }
+    let mut clusters: BTreeMap<&str, (bool, bool)> = BTreeMap::new();
+    for view in views {
+        for leaf in &view.leaves {
+            *leaves.entry((leaf.verdict, leaf.published)).or_default() += 1;
+        }
+        for cluster in &view.clusters {
+            let seen = clusters.entry(cluster.name.as_str()).or_default();
+            seen.0 |= cluster.silent;
+            seen.1 |= cluster.draining.is_some();
+        }
+    }
+    let count = |test: &dyn Fn(&HostView) -> bool| views.iter().filter(|v| test(v)).count();
+    let mut out = String::new();
+    out.push_str("# HELP meridian_leaves Leaf addresses of the hosts' trees, by health verdict and whether they are published.
+");
+    out.push_str("# TYPE meridian_leaves gauge
+");
+    for ((verdict, published), n) in &leaves {
+        let _ = writeln!(
+            out,
+            "meridian_leaves{{verdict=\"{verdict}\",published=\"{published}\"}} {n}"
+        );
+    }
+    out.push_str("# HELP meridian_records DNSRecords by whether they are Ready.
+");
+    out.push_str("# TYPE meridian_records gauge
+");
+    let ready = count(&|v| v.ready == Some(true));
+    let _ = writeln!(out, "meridian_records{{ready=\"true\"}} {ready}");
+    let _ = writeln!(out, "meridian_records{{ready=\"false\"}} {}", views.len() - ready);
+    out.push_str("# HELP meridian_plans_held DNSRecords whose plan is held over their zone's threshold, awaiting approval.
+");
+    out.push_str("# TYPE meridian_plans_held gauge
+");
+    let _ = writeln!(out, "meridian_plans_held {}", count(&|v| v.held_plan.is_some()));
+    out.push_str("# HELP meridian_records_conflicted DNSRecords whose names other owners publish into.
+");
+    out.push_str("# TYPE meridian_records_conflicted gauge
+");
+    let _ = writeln!(
+        out,
+        "meridian_records_conflicted {}",
+        count(&|v| !v.other_owners.is_empty())
+    );
+    out.push_str("# HELP meridian_clusters_silent Clusters serving a host whose agent is unheard for longer than the heartbeat timeout.
+");
+    out.push_str("# TYPE meridian_clusters_silent gauge
+");
+    let _ = writeln!(
+        out,
+        "meridian_clusters_silent {}",
+        clusters.values().filter(|(silent, _)| *silent).count()
+    );
+    out.push_str("# HELP meridian_clusters_draining Clusters being drained.
+");
+    out.push_str("# TYPE meridian_clusters_draining gauge
+");
+    let _ = writeln!(
+        out,
+        "meridian_clusters_draining {}",
+        clusters.values().filter(|(_, draining)| *draining).count()
+    );
+    out
+}
+
+trait NamespaceStr {
+    fn namespace_str(&self) -> &str;
+}
+
+impl NamespaceStr for ClusterReport {
+    fn namespace_str(&self) -> &str {
+        self.metadata.namespace.as_deref().unwrap_or_default()
+    }
+}
+
+impl HostView {
+    /// The view for a person: the record's state, the leaves with their votes, the clusters.
+    pub fn render_text(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let _ = writeln!(out, "record {} (zone {})", self.record, self.zone);
+        let ready = match self.ready {
+            Some(true) => "ready",
+            Some(false) => "not ready",
+            None => "not reconciled yet",
+        };
+        let _ = writeln!(out, "  {ready}: {} {}", self.ready_reason, self.ready_message);
+        if let Some(health) = &self.health_message {
+            let _ = writeln!(out, "  health: {health}");
+        }
+        if let Some(held) = &self.held_plan {
+            let _ = writeln!(out, "  PLAN HELD: {held}");
+        }
+        if !self.other_owners.is_empty() {
+            let _ = writeln!(
+                out,
+                "  CONFLICT: other owners publish into these names: {}",
+                self.other_owners.join(", ")
+            );
+        }
+        out.push_str("  leaves:\n");
+        for leaf in &self.leaves {
+            let _ = writeln!(
+                out,
+                "    {} ({}): {}, {}",
+                leaf.address,
+                leaf.cluster.as_deref().unwrap_or("cluster unknown"),
+                leaf.verdict,
+                if leaf.published { "published" } else { "NOT published" }
+            );
+            for vote in &leaf.votes {
+                let mut line = format!(
+                    "      probed from {}: {}",
+                    vote.cluster,
+                    if vote.healthy { "passing" } else { "FAILING" }
+                );
+                if !vote.healthy {
+                    let _ = write!(line, ", {} failures in a row", vote.consecutive_failures);
+                    if let Some(since) = vote.failing_since {
+                        let _ = write!(line, " since {since}");
+                    }
+                }
+                if let Some(reason) = vote.reason.as_deref().filter(|r| !r.is_empty()) {
+                    let _ = write!(line, " ({reason})");
+                }
+                let _ = writeln!(out, "{line}");
+            }
+        }
+        if !self.clusters.is_empty() {
+            out.push_str("  clusters:\n");
+        }
+        for cluster in &self.clusters {
+            let mut line = format!("    {}", cluster.name);
+            if let Some(seconds) = cluster.last_heard_seconds {
+                let _ = write!(line, ": heard {seconds}s ago");
+            }
+            if cluster.silent {
+                line.push_str(", SILENT");
+            }
+            if let Some((percent, phase)) = &cluster.draining {
+                let _ = write!(line, ", draining ({phase}, keeps {percent}% of its weight)");
+            }
+            let _ = writeln!(out, "{line}");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_of_failures_began_one_interval_before_each_failure_after_the_first() {
+        let last: Timestamp = "2026-11-26T10:00:30Z".parse().unwrap();
+        let interval = Duration::from_secs(5);
+        // (consecutive failures, failing since)
+        let table: [(i32, Option<&str>); 3] = [
+            (0, None),
+            (1, Some("2026-11-26T10:00:30Z")),
+            (3, Some("2026-11-26T10:00:20Z")),
+        ];
+        for (failures, expected) in table {
+            assert_eq!(
+                failing_since(Some(last), failures, interval),
+                expected.map(|t| t.parse().unwrap()),
+                "{failures}"
+            );
+        }
+        assert_eq!(failing_since(None, 3, interval), None);
+    }
+}
