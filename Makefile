@@ -24,8 +24,9 @@ export MERIDIAN_MOTO_SERVER := $(shell bash scripts/moto-venv.sh --print-path)
 # Debian packages the tests use: dig (dnsutils) as a real DNS client, BIND 9 for RFC2136 and,
 # with Knot DNS, as secondaries of the embedded nameserver, and the container runtime of the
 # test bed's nodes (containerd, runc, the CNI plugins, and ip for their bridges), and Unbound as
-# the clients' recursive resolver in the real-traffic test and `make bench-failover`.
-TEST_PACKAGES := dnsutils bind9 knot containerd runc containernetworking-plugins iproute2 unbound
+# the clients' recursive resolver in the real-traffic test and `make bench-failover`, and
+# headless Chromium, the real browser the hub's live view is tested in.
+TEST_PACKAGES := dnsutils bind9 knot containerd runc containernetworking-plugins iproute2 unbound chromium-headless-shell
 
 .PHONY: help toolchain packages testbed test lint fmt crds demo demo-in-process images bench-testbed bench-engine bench-dns bench-providers bench-convergence bench-failover bench-probes bench-hub-scale fuzz clean-testbed fresh-check fresh-check-full
 
@@ -35,9 +36,10 @@ help: ## List the targets
 toolchain: ## Check the toolchains the build needs (Go, Rust with rustfmt and clippy, setpriv)
 	@bash scripts/check-toolchain.sh
 
-packages: ## Install the Debian packages and the moto venv the tests use (once; a warm run asks no mirror)
+packages: ## Install the Debian packages, the moto venv and promtool the tests use (once; a warm run asks no mirror)
 	@$(TIMED) "Debian packages" bash scripts/debian-packages.sh $(TEST_PACKAGES)
 	@$(TIMED) "moto venv (PyPI)" bash scripts/moto-venv.sh >/dev/null
+	@$(TIMED) "promtool (Debian's prometheus, unpacked)" bash scripts/promtool.sh >/dev/null
 
 testbed: toolchain ## Build kube-apiserver, etcd, kubectl, OCM agents, node binaries, Helm, external-dns, Traefik; gather upstream CRDs (cached)
 	@$(TIMED) "Go test bed (kube, etcd, OCM, CRDs)" bash e2e/testbed/build.sh >/dev/null

@@ -333,7 +333,12 @@ impl Context {
     /// A leaf of `record` judged healthy (or no longer judged): a failover of it that had not
     /// reached the zone is over.
     pub fn failover_called_off(&self, record: &str, address: &str) {
-        if let Some(leaves) = self.failovers.lock().expect("failovers lock").get_mut(record) {
+        if let Some(leaves) = self
+            .failovers
+            .lock()
+            .expect("failovers lock")
+            .get_mut(record)
+        {
             leaves.remove(address);
         }
     }

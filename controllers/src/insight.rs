@@ -168,8 +168,7 @@ impl FleetSnapshot {
         self.zones
             .iter()
             .find(|z| {
-                z.namespace() == record.namespace()
-                    && z.name_any() == record.spec.managed_zone.name
+                z.namespace() == record.namespace() && z.name_any() == record.spec.managed_zone.name
             })
             .map(Arc::as_ref)
     }
@@ -306,7 +305,8 @@ fn host_view(snapshot: &FleetSnapshot, record: &DNSRecord, host: String) -> Host
         .flat_map(|p| p.status.iter().flat_map(|s| s.draining.iter()))
         .map(|d| (d.cluster.as_str(), (d.weight_percent, d.phase.clone())))
         .collect();
-    let cluster_names: BTreeSet<&str> = leaves.iter().filter_map(|l| l.cluster.as_deref()).collect();
+    let cluster_names: BTreeSet<&str> =
+        leaves.iter().filter_map(|l| l.cluster.as_deref()).collect();
     let clusters = cluster_names
         .into_iter()
         .map(|name| {
@@ -322,9 +322,10 @@ fn host_view(snapshot: &FleetSnapshot, record: &DNSRecord, host: String) -> Host
             ClusterState {
                 name: name.to_string(),
                 last_heard_seconds,
-                silent: last_heard_seconds.is_none_or(|s| {
-                    s.unsigned_abs() > snapshot.heartbeat_timeout.as_secs()
-                }),
+                // Offline (no time) nothing is silent.
+                silent: snapshot.now.is_some()
+                    && last_heard_seconds
+                        .is_none_or(|s| s.unsigned_abs() > snapshot.heartbeat_timeout.as_secs()),
                 draining: draining.get(name).cloned(),
             }
         })
@@ -405,30 +406,50 @@ pub fn render_gauges(views: &[HostView]) -> String {
     let mut out = String::new();
     out.push_str("# HELP meridian_leaves Leaf addresses of the hosts' trees, by health verdict and whether they are published.
 ");
-    out.push_str("# TYPE meridian_leaves gauge
-");
+    out.push_str(
+        "# TYPE meridian_leaves gauge
+",
+    );
     for ((verdict, published), n) in &leaves {
         let _ = writeln!(
             out,
             "meridian_leaves{{verdict=\"{verdict}\",published=\"{published}\"}} {n}"
         );
     }
-    out.push_str("# HELP meridian_records DNSRecords by whether they are Ready.
-");
-    out.push_str("# TYPE meridian_records gauge
-");
+    out.push_str(
+        "# HELP meridian_records DNSRecords by whether they are Ready.
+",
+    );
+    out.push_str(
+        "# TYPE meridian_records gauge
+",
+    );
     let ready = count(&|v| v.ready == Some(true));
     let _ = writeln!(out, "meridian_records{{ready=\"true\"}} {ready}");
-    let _ = writeln!(out, "meridian_records{{ready=\"false\"}} {}", views.len() - ready);
+    let _ = writeln!(
+        out,
+        "meridian_records{{ready=\"false\"}} {}",
+        views.len() - ready
+    );
     out.push_str("# HELP meridian_plans_held DNSRecords whose plan is held over their zone's threshold, awaiting approval.
 ");
-    out.push_str("# TYPE meridian_plans_held gauge
-");
-    let _ = writeln!(out, "meridian_plans_held {}", count(&|v| v.held_plan.is_some()));
-    out.push_str("# HELP meridian_records_conflicted DNSRecords whose names other owners publish into.
-");
-    out.push_str("# TYPE meridian_records_conflicted gauge
-");
+    out.push_str(
+        "# TYPE meridian_plans_held gauge
+",
+    );
+    let _ = writeln!(
+        out,
+        "meridian_plans_held {}",
+        count(&|v| v.held_plan.is_some())
+    );
+    out.push_str(
+        "# HELP meridian_records_conflicted DNSRecords whose names other owners publish into.
+",
+    );
+    out.push_str(
+        "# TYPE meridian_records_conflicted gauge
+",
+    );
     let _ = writeln!(
         out,
         "meridian_records_conflicted {}",
@@ -436,17 +457,23 @@ pub fn render_gauges(views: &[HostView]) -> String {
     );
     out.push_str("# HELP meridian_clusters_silent Clusters serving a host whose agent is unheard for longer than the heartbeat timeout.
 ");
-    out.push_str("# TYPE meridian_clusters_silent gauge
-");
+    out.push_str(
+        "# TYPE meridian_clusters_silent gauge
+",
+    );
     let _ = writeln!(
         out,
         "meridian_clusters_silent {}",
         clusters.values().filter(|(silent, _)| *silent).count()
     );
-    out.push_str("# HELP meridian_clusters_draining Clusters being drained.
-");
-    out.push_str("# TYPE meridian_clusters_draining gauge
-");
+    out.push_str(
+        "# HELP meridian_clusters_draining Clusters being drained.
+",
+    );
+    out.push_str(
+        "# TYPE meridian_clusters_draining gauge
+",
+    );
     let _ = writeln!(
         out,
         "meridian_clusters_draining {}",
@@ -476,7 +503,11 @@ impl HostView {
             Some(false) => "not ready",
             None => "not reconciled yet",
         };
-        let _ = writeln!(out, "  {ready}: {} {}", self.ready_reason, self.ready_message);
+        let _ = writeln!(
+            out,
+            "  {ready}: {} {}",
+            self.ready_reason, self.ready_message
+        );
         if let Some(health) = &self.health_message {
             let _ = writeln!(out, "  health: {health}");
         }
@@ -498,7 +529,11 @@ impl HostView {
                 leaf.address,
                 leaf.cluster.as_deref().unwrap_or("cluster unknown"),
                 leaf.verdict,
-                if leaf.published { "published" } else { "NOT published" }
+                if leaf.published {
+                    "published"
+                } else {
+                    "NOT published"
+                }
             );
             for vote in &leaf.votes {
                 let mut line = format!(

@@ -77,8 +77,18 @@ impl Series {
         for (bound, n) in bounds.iter().zip(&self.buckets) {
             let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{bound}\"}} {n}");
         }
-        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}", self.count);
-        let braces = |l: &str| if l.is_empty() { String::new() } else { format!("{{{l}}}") };
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}",
+            self.count
+        );
+        let braces = |l: &str| {
+            if l.is_empty() {
+                String::new()
+            } else {
+                format!("{{{l}}}")
+            }
+        };
         let _ = writeln!(out, "{name}_sum{} {}", braces(labels), self.sum);
         let _ = writeln!(out, "{name}_count{} {}", braces(labels), self.count);
     }
@@ -252,7 +262,12 @@ impl Metrics {
             let _ = writeln!(out, "# HELP {name} {help}");
             let _ = writeln!(out, "# TYPE {name} histogram");
             for ((_, zone), series) in inner.failovers.iter().filter(|((p, _), _)| *p == phase) {
-                series.render(&mut out, name, &format!("zone=\"{zone}\""), &FAILOVER_BUCKETS);
+                series.render(
+                    &mut out,
+                    name,
+                    &format!("zone=\"{zone}\""),
+                    &FAILOVER_BUCKETS,
+                );
             }
         }
         out.push_str("# HELP meridian_drift_repairs_total Records found changed out of band in their zone and put back.\n");
@@ -261,9 +276,15 @@ impl Metrics {
         out.push_str("# HELP meridian_leader 1 while this replica holds the hub Lease and runs the controllers.\n");
         out.push_str("# TYPE meridian_leader gauge\n");
         let _ = writeln!(out, "meridian_leader {}", u8::from(inner.leading));
-        out.push_str("# HELP meridian_leader_changes_total Times this replica took or lost the hub Lease.\n");
+        out.push_str(
+            "# HELP meridian_leader_changes_total Times this replica took or lost the hub Lease.\n",
+        );
         out.push_str("# TYPE meridian_leader_changes_total counter\n");
-        let _ = writeln!(out, "meridian_leader_changes_total {}", inner.leader_changes);
+        let _ = writeln!(
+            out,
+            "meridian_leader_changes_total {}",
+            inner.leader_changes
+        );
         out
     }
 }
@@ -312,9 +333,21 @@ mod tests {
         // Named before anything is observed, so dashboards and rules find them.
         assert!(text.contains("# TYPE meridian_failover_seconds histogram"));
         assert!(text.contains("meridian_leader 0"));
-        metrics.failover(FailoverPhase::Detection, "example.com", Duration::from_secs(7));
-        metrics.failover(FailoverPhase::Detection, "example.com", Duration::from_secs(12));
-        metrics.failover(FailoverPhase::Whole, "other.org", Duration::from_millis(400));
+        metrics.failover(
+            FailoverPhase::Detection,
+            "example.com",
+            Duration::from_secs(7),
+        );
+        metrics.failover(
+            FailoverPhase::Detection,
+            "example.com",
+            Duration::from_secs(12),
+        );
+        metrics.failover(
+            FailoverPhase::Whole,
+            "other.org",
+            Duration::from_millis(400),
+        );
         metrics.leading(true);
         metrics.leading(true);
         metrics.leading(false);

@@ -138,7 +138,16 @@ async fn demo() -> anyhow::Result<()> {
             answers.join(", ")
         );
     }
+    let geoip = example.dir.path().join("country.mmdb");
+    print_explanation(
+        &hub_client,
+        UNITED_STATES,
+        &geoip,
+        fleet.hub.kubeconfig_path(),
+    )
+    .await?;
     println!("\nnameserver: {nameserver}");
+    println!("live view: http://{}/", example.hub.view);
     println!("KUBECONFIG={}", fleet.hub.kubeconfig_path().display());
     println!("kubectl: {}", fleet.assets.kubectl.display());
     println!(
@@ -265,6 +274,16 @@ async fn demo_pods() -> anyhow::Result<()> {
         resolver.address()
     );
 
+    let geoip = fleet.hub.kubeconfig_path().with_file_name("country.mmdb");
+    crate::example::write_geoip(&geoip)?;
+    print_explanation(&hub, UNITED_STATES, &geoip, fleet.hub.kubeconfig_path()).await?;
+    if let Some(endpoint) = endpoints.first() {
+        println!(
+            "\nThe live view (zones, hosts, trees with health, recent changes), on a hub pod:\n  http://{}:8088/",
+            endpoint.ip()
+        );
+    }
+
     println!("\nKUBECONFIG={}", fleet.hub.kubeconfig_path().display());
     for (spoke, _, _, _) in SPOKES {
         println!(
@@ -346,5 +365,26 @@ Drain spoke-1 in TTL-sized steps (its weight 50 %, 10 %, 0), and bring it back t
     drop(resolver);
     drop(gateways);
     drop(fleet);
+    Ok(())
+}
+
+/// Prints `meridian-hub explain` for a client in `subnet`, and the command that repeats it.
+async fn print_explanation(
+    hub: &kube::Client,
+    subnet: &str,
+    geoip: &std::path::Path,
+    kubeconfig: &std::path::Path,
+) -> anyhow::Result<()> {
+    use crate::example::HOST;
+    let report = crate::observe::explain_live(hub, HOST, Some(subnet), geoip).await?;
+    let text = meridian_hub::explain_command::render(
+        &report,
+        meridian_hub::explain_command::ExplainFormat::Text,
+    )?;
+    println!(
+        "\nWhy a client in {subnet} gets its answer:\n$ cargo run -q -p meridian-hub -- explain {HOST} --client {subnet} --geoip {} --kubeconfig {}\n{text}",
+        geoip.display(),
+        kubeconfig.display()
+    );
     Ok(())
 }

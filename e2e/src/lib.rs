@@ -23,6 +23,7 @@ pub mod external_dns;
 mod fleet;
 mod images;
 pub mod node;
+pub mod observe;
 mod ocm;
 mod pki;
 mod ports;

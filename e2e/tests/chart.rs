@@ -255,6 +255,108 @@ fn secondaries_get_notify_targets_and_a_key_file_from_a_secret() {
 }
 
 #[test]
+fn the_view_has_its_own_port_and_the_dashboard_and_alerts_ship_with_the_chart() {
+    let documents = render(&[]);
+    let container =
+        &of_kind(&documents, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        env_value(container, "MERIDIAN_VIEW_ADDR"),
+        Some("0.0.0.0:8088".into())
+    );
+    let view = of_kind(&documents, "Service")
+        .into_iter()
+        .find(|s| s["metadata"]["name"] == "meridian-view")
+        .expect("a Service for kubectl port-forward");
+    assert_eq!(view["spec"]["type"], "ClusterIP");
+    assert_eq!(view["spec"]["ports"][0]["port"], 8088);
+    assert!(
+        view["spec"]["ports"][0]["port"] != 5353,
+        "never the DNS port"
+    );
+    // The dashboard is the committed JSON, labelled for Grafana's sidecar.
+    let dashboard = of_kind(&documents, "ConfigMap")
+        .into_iter()
+        .find(|c| c["metadata"]["name"] == "meridian-dashboard")
+        .expect("the dashboard's ConfigMap");
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+    let json: serde_json::Value =
+        serde_json::from_str(dashboard["data"]["meridian.json"].as_str().unwrap()).unwrap();
+    let committed: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(chart().join("files/monitoring/dashboard.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(json, committed);
+    // The PrometheusRule renders when asked (or when the API server serves its kind), with the
+    // rule file's groups unchanged.
+    assert!(of_kind(&documents, "PrometheusRule").is_empty());
+    let with_rules = render(&["monitoring.prometheusRule.enabled=true"]);
+    let rule = of_kind(&with_rules, "PrometheusRule")[0];
+    let file: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(chart().join("files/monitoring/alerts.yaml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(rule["spec"]["groups"], file["groups"]);
+    let summary = &rule["spec"]["groups"][0]["rules"][1]["annotations"]["summary"];
+    assert!(
+        summary.as_str().unwrap().contains("{{ $value"),
+        "Prometheus' templates pass through Helm untouched: {summary:?}"
+    );
+}
+
+/// promtool, unpacked by `make packages` (scripts/promtool.sh).
+fn promtool(args: &[&str], dir: &std::path::Path) -> Output {
+    let path = Command::new("bash")
+        .arg(repository_root().join("scripts/promtool.sh"))
+        .arg("--print-path")
+        .output()
+        .expect("bash runs");
+    let path = String::from_utf8_lossy(&path.stdout).trim().to_string();
+    Command::new(&path)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("{path} runs (make packages installs it): {e}"))
+}
+
+#[test]
+fn the_alerts_pass_promtool_and_their_unit_tests() {
+    let root = repository_root();
+    succeeded(
+        &promtool(
+            &["check", "rules", "files/monitoring/alerts.yaml"],
+            &chart(),
+        ),
+        "promtool check rules",
+    );
+    let tested = succeeded(
+        &promtool(
+            &["test", "rules", "alerts.test.yaml"],
+            &root.join("deploy/monitoring"),
+        ),
+        "promtool test rules",
+    );
+    assert!(tested.contains("SUCCESS"), "{tested}");
+    // Every alert links its runbook section, and docs/monitoring.md has each one.
+    let rules: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(chart().join("files/monitoring/alerts.yaml")).unwrap(),
+    )
+    .unwrap();
+    let runbooks = std::fs::read_to_string(root.join("docs/monitoring.md")).unwrap();
+    for rule in rules["groups"][0]["rules"].as_sequence().unwrap() {
+        let alert = rule["alert"].as_str().unwrap();
+        let url = rule["annotations"]["runbook_url"].as_str().unwrap();
+        assert!(
+            url.ends_with(&format!("docs/monitoring.md#{}", alert.to_lowercase())),
+            "{alert}: {url}"
+        );
+        assert!(
+            runbooks.contains(&format!("### {alert}\n")),
+            "docs/monitoring.md has no runbook section for {alert}"
+        );
+    }
+}
+
+#[test]
 fn helm_uninstall_first_removes_the_agents_with_a_nonroot_hook() {
     let documents = render(&[]);
     let jobs = of_kind(&documents, "Job");

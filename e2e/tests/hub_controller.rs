@@ -24,7 +24,9 @@ use meridian_e2e::example::{
     client_from_file, delivered_hub_kubeconfig, dig, install, placement, serve_gateway,
     with_example_spokes, write_geoip,
 };
-use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, ManagedProcess, condition_becomes, eventually};
+use meridian_e2e::{
+    DEFAULT_PATIENCE, Error, Fleet, ManagedProcess, condition_becomes, eventually, observe,
+};
 use meridian_hub::run_command::{RunArgs, RunningHub};
 use meridian_testkit::backends::{Backends, start_backends};
 use serde_json::json;
@@ -366,6 +368,24 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
     answers_become(nameserver, Some(UNITED_STATES), &["10.0.0.2"]).await?;
     answers_become(nameserver, Some(FRANCE), &["10.0.0.3"]).await?;
     answers_become(nameserver, None, &["10.0.0.1"]).await?;
+    // `meridian-hub explain` tells each client the answer dig gets, and which branch gave it.
+    for (subnet, branch) in [
+        (IRELAND, "geo-country"),
+        (UNITED_STATES, "geo-country"),
+        (FRANCE, "geo-continent"),
+    ] {
+        let report = observe::explain_live(&hub, HOST, Some(subnet), &geoip).await?;
+        let dug = tokio::task::spawn_blocking(move || dig(nameserver, Some(subnet)))
+            .await
+            .unwrap();
+        assert_eq!(observe::explained_addresses(&report), dug, "{subnet}");
+        let text = meridian_hub::explain_command::render(
+            &report,
+            meridian_hub::explain_command::ExplainFormat::Text,
+        )
+        .unwrap();
+        assert!(text.contains(&format!("klb.{HOST}: {branch}")), "{text}");
+    }
 
     let gateway = gateways.get("prod-web").await?;
     let affected = gateway
@@ -1312,6 +1332,8 @@ async fn health_checks_from_every_cluster_decide_which_gateways_stay_in_dns() ->
         |c| c.message.contains("unhealthy, left out of DNS: 127.0.1.2"),
     )
     .await?;
+    // What explain, the live view and the metrics say of it.
+    see_a_withdrawn_leaf(&hub, &running, nameserver, &geoip).await?;
     backends.lock().unwrap().failing_for.clear();
     answers_become(nameserver, None, &all).await?;
 
@@ -1406,6 +1428,125 @@ async fn health_checks_from_every_cluster_decide_which_gateways_stay_in_dns() ->
     answers_become(nameserver, None, &[]).await?;
     running.stop().await;
     drop(agents);
+    Ok(())
+}
+
+/// While two of three clusters see 127.0.1.2 failing: `explain` gives dig's answer and the
+/// votes behind the verdict; the live view, loaded in headless Chromium, draws the leaf as
+/// unhealthy and left out (its screenshot is kept in target/test-artifacts); `/metrics` has
+/// the failover's timing and every metric the chart's dashboard and alerts name.
+async fn see_a_withdrawn_leaf(
+    hub: &Client,
+    running: &RunningHub,
+    nameserver: SocketAddr,
+    geoip: &Path,
+) -> Result<(), Error> {
+    let report = observe::explain_live(hub, HOST, None, geoip).await?;
+    let dug = tokio::task::spawn_blocking(move || dig(nameserver, None))
+        .await
+        .unwrap();
+    assert_eq!(observe::explained_addresses(&report), dug);
+    let record = &report.records[0];
+    let leaf = record
+        .leaves
+        .iter()
+        .find(|l| l.address == "127.0.1.2")
+        .unwrap();
+    assert_eq!(
+        (leaf.verdict, leaf.published, leaf.cluster.as_deref()),
+        ("unhealthy", false, Some("spoke-2")),
+        "{leaf:?}"
+    );
+    let failing: Vec<&str> = leaf
+        .votes
+        .iter()
+        .filter(|v| !v.healthy)
+        .map(|v| v.cluster.as_str())
+        .collect();
+    assert_eq!(failing, ["spoke-1", "spoke-2"], "{leaf:?}");
+    assert!(
+        leaf.votes
+            .iter()
+            .all(|v| v.healthy || v.failing_since.is_some())
+    );
+    let text = meridian_hub::explain_command::render(
+        &report,
+        meridian_hub::explain_command::ExplainFormat::Text,
+    )
+    .unwrap();
+    eprintln!("explain {HOST}:\n{text}");
+    assert!(
+        text.contains("127.0.1.2 (spoke-2): unhealthy, NOT published"),
+        "{text}"
+    );
+
+    let view = running.view;
+    let screenshot = observe::artifacts_dir().join("live-view-host.png");
+    let dom = tokio::task::spawn_blocking({
+        let screenshot = screenshot.clone();
+        move || {
+            observe::browse(
+                &format!("http://{view}/hosts/{NAMESPACE}/prod-web-api"),
+                &screenshot,
+            )
+        }
+    })
+    .await
+    .unwrap()?;
+    for expected in [
+        "<h1>api.example.com</h1>",
+        "data-address=\"127.0.1.2\" data-verdict=\"unhealthy\"",
+        "data-address=\"127.0.1.1\" data-verdict=\"healthy\"",
+        "class=\"node unhealthy\" data-published=\"false\"",
+        "spoke-1: failing",
+    ] {
+        assert!(
+            dom.contains(expected),
+            "{expected} missing from the page:\n{dom}"
+        );
+    }
+    assert!(std::fs::metadata(&screenshot).is_ok_and(|m| m.len() > 1000));
+    eprintln!("live view screenshot: {}", screenshot.display());
+    let index = tokio::task::spawn_blocking(move || {
+        observe::browse(
+            &format!("http://{view}/"),
+            &observe::artifacts_dir().join("live-view-index.png"),
+        )
+    })
+    .await
+    .unwrap()?;
+    assert!(
+        index.contains("<h2 class=\"zone\">example.com</h2>"),
+        "{index}"
+    );
+    assert!(
+        index.contains(&format!("href=\"/hosts/{NAMESPACE}/prod-web-api\"")),
+        "{index}"
+    );
+    assert!(
+        index.contains("unhealthy, left out of DNS: 127.0.1.2"),
+        "the change and why: {index}"
+    );
+
+    let metrics = observe::scrape(running.health).await?;
+    let declared = observe::declared_metrics(&metrics);
+    let missing: Vec<String> = observe::metrics_named_by_monitoring()
+        .into_iter()
+        .filter(|name| !declared.contains(name))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the dashboard or the alerts name metrics the hub does not have: {missing:?}"
+    );
+    for timed in [
+        "meridian_failover_detection_seconds_count{zone=\"example.com\"} ",
+        "meridian_failover_publication_seconds_count{zone=\"example.com\"} ",
+        "meridian_failover_seconds_count{zone=\"example.com\"} ",
+    ] {
+        assert!(metrics.contains(timed), "{timed} missing:\n{metrics}");
+    }
+    assert!(metrics.contains("meridian_leaves{verdict=\"unhealthy\",published=\"false\"} 1"));
+    assert!(metrics.contains("meridian_leader 1"));
     Ok(())
 }
 

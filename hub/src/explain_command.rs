@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 use meridian_api::kuadrant::{DNSRecord, ManagedZone};
+use meridian_api::meridian::ClusterReport;
 use meridian_controllers::convert::all_to_api;
 use meridian_controllers::insight::{FleetSnapshot, HostView, host_views};
 use meridian_dns::model::RecordType;
@@ -113,7 +114,11 @@ pub fn client(
         country: country.map(str::to_ascii_uppercase),
         continent: continent.map(|c| {
             let c = c.to_ascii_uppercase();
-            if c.starts_with("GEO-") { c } else { format!("GEO-{c}") }
+            if c.starts_with("GEO-") {
+                c
+            } else {
+                format!("GEO-{c}")
+            }
         }),
         ..Client::default()
     };
@@ -199,7 +204,14 @@ fn scenario_snapshot(path: &std::path::Path) -> anyhow::Result<FleetSnapshot> {
             "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
             "metadata": { "name": record.name, "namespace": namespace },
             "spec": { "rootHost": record.root_host, "managedZone": { "name": zone_name }, "endpoints": endpoints },
-            "status": { "endpoints": endpoints },
+            "status": {
+                "endpoints": endpoints,
+                "conditions": [{
+                    "type": "Ready", "status": "True", "reason": "Scenario",
+                    "message": "planned offline: every leaf counts as healthy",
+                    "lastTransitionTime": "1970-01-01T00:00:00Z",
+                }],
+            },
         }))?;
         let zone: ManagedZone = serde_json::from_value(serde_json::json!({
             "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
@@ -208,6 +220,24 @@ fn scenario_snapshot(path: &std::path::Path) -> anyhow::Result<FleetSnapshot> {
         }))?;
         snapshot.records.push(Arc::new(object));
         snapshot.zones.push(Arc::new(zone));
+    }
+    // Each cluster as its agent would report it, so leaves are named by their cluster.
+    for cluster in &scenario.clusters {
+        let report: ClusterReport = serde_json::from_value(serde_json::json!({
+            "apiVersion": "meridian.dev/v1alpha1", "kind": "ClusterReport",
+            "metadata": { "name": "report", "namespace": cluster.name },
+            "spec": {
+                "clusterID": cluster.cluster_id,
+                "gateways": [{
+                    "name": scenario.gateway.name, "namespace": namespace,
+                    "addresses": cluster.addresses.iter().map(|a| serde_json::json!({
+                        "type": a.type_.clone().unwrap_or_else(|| "IPAddress".into()),
+                        "value": a.value,
+                    })).collect::<Vec<_>>(),
+                }],
+            },
+        }))?;
+        snapshot.reports.push(Arc::new(report));
     }
     Ok(snapshot)
 }
@@ -231,6 +261,24 @@ pub fn render(report: &Report, format: ExplainFormat) -> anyhow::Result<String> 
     out.push_str(&parts.join(", "));
     out.push('\n');
     out.push_str(&report.answer.render_text());
+    let mut served: std::collections::BTreeMap<&str, f64> = std::collections::BTreeMap::new();
+    for (address, share) in &report.answer.answers {
+        let cluster = report
+            .records
+            .iter()
+            .flat_map(|r| &r.leaves)
+            .find(|l| &l.address == address)
+            .and_then(|l| l.cluster.as_deref())
+            .unwrap_or("an unknown cluster");
+        *served.entry(cluster).or_default() += share;
+    }
+    if !served.is_empty() {
+        let shares: Vec<String> = served
+            .iter()
+            .map(|(cluster, share)| format!("{cluster} {:.0}%", share * 100.0))
+            .collect();
+        out.push_str(&format!("served by: {}\n", shares.join(", ")));
+    }
     for record in &report.records {
         out.push_str(&record.render_text());
     }

@@ -22,7 +22,8 @@ pub async fn serve(listener: TcpListener, ctx: Arc<Context>) {
 }
 
 fn page(ctx: &Context, path: &str) -> http::Response {
-    let snapshot = FleetSnapshot::from_caches(&ctx.caches, (ctx.clock)(), ctx.config.heartbeat_timeout);
+    let snapshot =
+        FleetSnapshot::from_caches(&ctx.caches, (ctx.clock)(), ctx.config.heartbeat_timeout);
     let views = host_views(&snapshot, None);
     let path = path.split('?').next().unwrap_or("/");
     if path == "/" {
@@ -71,23 +72,36 @@ fn index(views: &[HostView], changes: &[Entry]) -> String {
     for view in views {
         by_zone.entry(view.zone.as_str()).or_default().push(view);
     }
-    let mut body = String::from("<h1>Meridian: live DNS</h1><p>Read-only. Every page is drawn from the hub's watch caches when asked.</p>");
+    let mut body = String::from(
+        "<h1>Meridian: live DNS</h1><p>Read-only. Every page is drawn from the hub's watch caches when asked.</p>",
+    );
     if by_zone.is_empty() {
         body.push_str("<p>No DNSRecord yet.</p>");
     }
     for (zone, hosts) in &by_zone {
-        let zone = if zone.is_empty() { "(zone missing)" } else { zone };
+        let zone = if zone.is_empty() {
+            "(zone missing)"
+        } else {
+            zone
+        };
         let _ = write!(
             body,
             "<h2 class=\"zone\">{}</h2><table><tr><th>host</th><th>record</th><th>state</th><th>leaves healthy / published / all</th><th>clusters</th></tr>",
             escape(zone)
         );
         for view in hosts {
-            let healthy = view.leaves.iter().filter(|l| l.verdict == "healthy").count();
+            let healthy = view
+                .leaves
+                .iter()
+                .filter(|l| l.verdict == "healthy")
+                .count();
             let published = view.leaves.iter().filter(|l| l.published).count();
             let mut state = match view.ready {
                 Some(true) => "<span class=\"healthy\">Ready</span>".to_string(),
-                Some(false) => format!("<span class=\"unhealthy\">{}</span>", escape(&view.ready_reason)),
+                Some(false) => format!(
+                    "<span class=\"unhealthy\">{}</span>",
+                    escape(&view.ready_reason)
+                ),
                 None => "<span class=\"awaiting\">pending</span>".to_string(),
             };
             if view.held_plan.is_some() {
@@ -132,7 +146,9 @@ fn changes_table(changes: &[Entry]) -> String {
     if changes.is_empty() {
         return "<p>No change published by this replica yet (a standby's list starts when it leads).</p>".into();
     }
-    let mut out = String::from("<table class=\"changes\"><tr><th>time (UTC)</th><th>host</th><th>records</th><th>why</th></tr>");
+    let mut out = String::from(
+        "<table class=\"changes\"><tr><th>time (UTC)</th><th>host</th><th>records</th><th>why</th></tr>",
+    );
     for change in changes {
         let _ = write!(
             out,
@@ -207,7 +223,11 @@ fn host_page(view: &HostView, changes: &[Entry]) -> String {
             body,
             "<tr class=\"leaf\" data-address=\"{address}\" data-verdict=\"{verdict}\"><td>{address}</td><td>{}</td><td class=\"{verdict}\">{verdict}</td><td>{}</td><td>{}</td></tr>",
             escape(leaf.cluster.as_deref().unwrap_or("?")),
-            if leaf.published { "yes" } else { "<span class=\"unhealthy\">no</span>" },
+            if leaf.published {
+                "yes"
+            } else {
+                "<span class=\"unhealthy\">no</span>"
+            },
             votes.join("<br>"),
             address = escape(&leaf.address),
             verdict = leaf.verdict,
@@ -247,10 +267,23 @@ const BOX_HEIGHT: f64 = 34.0;
 /// and leaves not published now are drawn dashed and pale.
 pub fn draw_tree(view: &HostView) -> String {
     let mut nodes: Vec<Drawn> = Vec::new();
-    let roots: Vec<&Endpoint> = view.wanted.iter().filter(|e| e.dns_name == view.host).collect();
+    let roots: Vec<&Endpoint> = view
+        .wanted
+        .iter()
+        .filter(|e| e.dns_name == view.host)
+        .collect();
     let mut next_row = 0.0;
     for root in roots {
-        place(view, root, String::new(), None, 0, &mut nodes, &mut next_row, 0);
+        place(
+            view,
+            root,
+            String::new(),
+            None,
+            0,
+            &mut nodes,
+            &mut next_row,
+            0,
+        );
     }
     let depth = nodes.iter().map(|n| n.depth).max().unwrap_or(0) as f64 + 1.0;
     let width = depth * COLUMN + 20.0;
@@ -289,7 +322,11 @@ pub fn draw_tree(view: &HostView) -> String {
             "awaiting" | "unchecked" => ("#f6f8fa", "#8c959f"),
             _ => ("#ddf4ff", "#0969da"),
         };
-        let dash = if node.published { "" } else { " stroke-dasharray=\"4 3\" opacity=\"0.6\"" };
+        let dash = if node.published {
+            ""
+        } else {
+            " stroke-dasharray=\"4 3\" opacity=\"0.6\""
+        };
         let _ = write!(
             svg,
             "<g class=\"node {}\" data-published=\"{}\"><rect x=\"{x}\" y=\"{y}\" width=\"{BOX_WIDTH}\" height=\"{BOX_HEIGHT}\" rx=\"4\" fill=\"{fill}\" stroke=\"{stroke}\"{dash}/>",
@@ -331,10 +368,7 @@ fn place(
                 short(&record.dns_name, &view.host),
                 short(target, &view.host)
             ),
-            (record_type, _) => format!(
-                "{}\n{record_type}",
-                short(&record.dns_name, &view.host)
-            ),
+            (record_type, _) => format!("{}\n{record_type}", short(&record.dns_name, &view.host)),
         },
         edge,
         class: "record".into(),
@@ -346,7 +380,11 @@ fn place(
     let mut rows = Vec::new();
     if record.record_type == RecordType::Cname && guard < 16 {
         let target = record.targets.first().cloned().unwrap_or_default();
-        let children: Vec<&Endpoint> = view.wanted.iter().filter(|e| e.dns_name == target).collect();
+        let children: Vec<&Endpoint> = view
+            .wanted
+            .iter()
+            .filter(|e| e.dns_name == target)
+            .collect();
         let total: u64 = children
             .iter()
             .filter_map(|c| c.property(WEIGHT)?.parse::<u64>().ok())
@@ -360,7 +398,16 @@ fn place(
                 }
                 _ => String::new(),
             };
-            rows.push(place(view, child, edge, Some(index), depth + 1, nodes, next_row, guard + 1));
+            rows.push(place(
+                view,
+                child,
+                edge,
+                Some(index),
+                depth + 1,
+                nodes,
+                next_row,
+                guard + 1,
+            ));
         }
         if children.is_empty() {
             rows.push(leaf(view, &target, Some(index), depth + 1, nodes, next_row));
@@ -435,7 +482,9 @@ mod tests {
     fn cname(name: &str, target: &str, property: Option<(&str, &str)>) -> Endpoint {
         let mut endpoint = Endpoint::new(name, RecordType::Cname, [target.to_string()], 60);
         if let Some((key, value)) = property {
-            endpoint = endpoint.with_set_identifier(value).with_property(key, value);
+            endpoint = endpoint
+                .with_set_identifier(value)
+                .with_property(key, value);
         }
         endpoint
     }
@@ -445,20 +494,43 @@ mod tests {
         let host = "api.example.com";
         let wanted = vec![
             cname(host, "klb.api.example.com", None),
-            cname("klb.api.example.com", "ie.klb.api.example.com", Some((GEO_CODE, "IE"))),
-            cname("ie.klb.api.example.com", "a.klb.api.example.com", Some((WEIGHT, "30"))),
-            cname("ie.klb.api.example.com", "b.klb.api.example.com", Some((WEIGHT, "10"))),
-            Endpoint::new("a.klb.api.example.com", RecordType::A, ["192.0.2.1".to_string()], 60),
-            Endpoint::new("b.klb.api.example.com", RecordType::A, ["192.0.2.2".to_string()], 60),
+            cname(
+                "klb.api.example.com",
+                "ie.klb.api.example.com",
+                Some((GEO_CODE, "IE")),
+            ),
+            cname(
+                "ie.klb.api.example.com",
+                "a.klb.api.example.com",
+                Some((WEIGHT, "30")),
+            ),
+            cname(
+                "ie.klb.api.example.com",
+                "b.klb.api.example.com",
+                Some((WEIGHT, "10")),
+            ),
+            Endpoint::new(
+                "a.klb.api.example.com",
+                RecordType::A,
+                ["192.0.2.1".to_string()],
+                60,
+            ),
+            Endpoint::new(
+                "b.klb.api.example.com",
+                RecordType::A,
+                ["192.0.2.2".to_string()],
+                60,
+            ),
         ];
         let published = wanted[..3].iter().chain([&wanted[4]]).cloned().collect();
-        let leaf = |address: &str, cluster: &str, verdict: &'static str, published: bool| LeafView {
-            address: address.into(),
-            cluster: Some(cluster.into()),
-            published,
-            verdict,
-            votes: Vec::new(),
-        };
+        let leaf =
+            |address: &str, cluster: &str, verdict: &'static str, published: bool| LeafView {
+                address: address.into(),
+                cluster: Some(cluster.into()),
+                published,
+                verdict,
+                votes: Vec::new(),
+            };
         let view = HostView {
             record: "gateways/prod-web-api".into(),
             host: host.into(),

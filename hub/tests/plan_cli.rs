@@ -192,3 +192,80 @@ fn the_nameserver_command_serves_a_plan_to_dig() {
     assert_eq!(answer.lines().last(), Some("172.31.0.1"), "{answer}");
     assert_eq!(answer.lines().count(), 4, "the whole chain: {answer}");
 }
+
+/// `meridian-hub explain -f` on a documented scenario: each client's GEO branch and weighted
+/// shares, by cluster, in text and JSON; bad input is a message and a non-zero exit.
+#[test]
+fn explain_tells_each_client_its_branch_and_shares_offline() {
+    let scenario = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../docs/plan-examples/geo-custom-weights.yaml");
+    let scenario = scenario.to_str().unwrap();
+    // (client flags, the branch at klb, served by)
+    let table: [(&[&str], &str, &str); 3] = [
+        (
+            &["--country", "US"],
+            "geo-country",
+            "served by: us-gcp 100%",
+        ),
+        (
+            &["--country", "IE"],
+            "geo-country",
+            "served by: eu-aws 25%, eu-azure 75%",
+        ),
+        (
+            &["--country", "FR", "--continent", "EU"],
+            "geo-catch-all",
+            "served by: eu-aws 25%, eu-azure 75%",
+        ),
+    ];
+    for (client, branch, served) in table {
+        let mut args = vec!["explain", "api.example.com", "-f", scenario];
+        args.extend(client);
+        let output = hub(&args, None);
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{client:?}: {output:?}");
+        assert!(
+            text.contains(&format!("klb.api.example.com: {branch}")),
+            "{client:?}: {text}"
+        );
+        assert!(text.contains(served), "{client:?}: {text}");
+    }
+    let output = hub(
+        &[
+            "explain",
+            "api.example.com",
+            "--country",
+            "US",
+            "-f",
+            scenario,
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        json["answer"]["answers"],
+        serde_json::json!({ "172.31.1.1": 1.0 })
+    );
+    assert_eq!(json["records"][0]["leaves"][1]["cluster"], "us-gcp");
+
+    let missing = hub(
+        &[
+            "explain",
+            "api.example.org",
+            "--country",
+            "US",
+            "-f",
+            scenario,
+        ],
+        None,
+    );
+    assert!(!missing.status.success());
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("no ManagedZone holds api.example.org"),
+        "{missing:?}"
+    );
+    let no_client = hub(&["explain", "api.example.com", "-f", scenario], None);
+    assert!(!no_client.status.success(), "a client is required");
+}

@@ -204,10 +204,7 @@ impl rand::RngCore for NoDraw {
 impl Explanation {
     /// The explanation for a person: the chain with each choice, then the answers.
     pub fn render_text(&self) -> String {
-        let mut out = format!(
-            "{} {} in zone {}\n",
-            self.query, self.query_type, self.zone
-        );
+        let mut out = format!("{} {} in zone {}\n", self.query, self.query_type, self.zone);
         render_step(&self.path, "  ", &mut out);
         out.push_str("answers:\n");
         for (address, share) in &self.answers {
@@ -251,7 +248,12 @@ mod tests {
     use super::*;
     use crate::zone::ZoneConfig;
 
-    fn cname(name: &str, target: &str, set: Option<&str>, property: Option<(&str, &str)>) -> Endpoint {
+    fn cname(
+        name: &str,
+        target: &str,
+        set: Option<&str>,
+        property: Option<(&str, &str)>,
+    ) -> Endpoint {
         let mut endpoint = Endpoint::new(name, RecordType::Cname, [target.to_string()], 60);
         if let Some(set) = set {
             endpoint = endpoint.with_set_identifier(set);
@@ -273,12 +275,42 @@ mod tests {
             1,
             [
                 cname("api.example.com", "klb.api.example.com", None, None),
-                cname("klb.api.example.com", "ie.klb.api.example.com", Some("IE"), Some((GEO_CODE, "IE"))),
-                cname("klb.api.example.com", "us.klb.api.example.com", Some("US"), Some((GEO_CODE, "US"))),
-                cname("klb.api.example.com", "ie.klb.api.example.com", Some("default"), Some((GEO_CODE, "*"))),
-                cname("ie.klb.api.example.com", "c1.klb.api.example.com", Some("c1"), Some((WEIGHT, "150"))),
-                cname("ie.klb.api.example.com", "c2.klb.api.example.com", Some("c2"), Some((WEIGHT, "50"))),
-                cname("us.klb.api.example.com", "c3.klb.api.example.com", Some("c3"), Some((WEIGHT, "120"))),
+                cname(
+                    "klb.api.example.com",
+                    "ie.klb.api.example.com",
+                    Some("IE"),
+                    Some((GEO_CODE, "IE")),
+                ),
+                cname(
+                    "klb.api.example.com",
+                    "us.klb.api.example.com",
+                    Some("US"),
+                    Some((GEO_CODE, "US")),
+                ),
+                cname(
+                    "klb.api.example.com",
+                    "ie.klb.api.example.com",
+                    Some("default"),
+                    Some((GEO_CODE, "*")),
+                ),
+                cname(
+                    "ie.klb.api.example.com",
+                    "c1.klb.api.example.com",
+                    Some("c1"),
+                    Some((WEIGHT, "150")),
+                ),
+                cname(
+                    "ie.klb.api.example.com",
+                    "c2.klb.api.example.com",
+                    Some("c2"),
+                    Some((WEIGHT, "50")),
+                ),
+                cname(
+                    "us.klb.api.example.com",
+                    "c3.klb.api.example.com",
+                    Some("c3"),
+                    Some((WEIGHT, "120")),
+                ),
                 a("c1.klb.api.example.com", "192.0.2.1"),
                 a("c2.klb.api.example.com", "192.0.2.2"),
                 a("c3.klb.api.example.com", "192.0.2.3"),
@@ -294,12 +326,19 @@ mod tests {
         }
     }
 
+    /// Addresses with the share of answers that hold them.
+    type Shares = &'static [(&'static str, f64)];
+
     #[test]
     fn each_client_gets_the_geo_branch_and_the_weighted_shares_the_server_would_give() {
         let zone = zone();
         // (client, the choice at klb, the answers with their shares)
-        let table: [(Option<Location>, &str, &[(&str, f64)]); 4] = [
-            (Some(located("US", "GEO-NA")), "geo-country", &[("192.0.2.3", 1.0)]),
+        let table: [(Option<Location>, &str, Shares); 4] = [
+            (
+                Some(located("US", "GEO-NA")),
+                "geo-country",
+                &[("192.0.2.3", 1.0)],
+            ),
             (
                 Some(located("IE", "GEO-EU")),
                 "geo-country",
@@ -310,12 +349,19 @@ mod tests {
                 "geo-catch-all",
                 &[("192.0.2.1", 0.75), ("192.0.2.2", 0.25)],
             ),
-            (None, "geo-catch-all", &[("192.0.2.1", 0.75), ("192.0.2.2", 0.25)]),
+            (
+                None,
+                "geo-catch-all",
+                &[("192.0.2.1", 0.75), ("192.0.2.2", 0.25)],
+            ),
         ];
         for (client, choice, expected) in table {
             let explained = explain(&zone, "API.example.com.", RecordType::A, client.as_ref());
             assert_eq!(explained.query, "api.example.com");
-            let klb = explained.path.records[0].then.as_deref().expect("api leads to klb");
+            let klb = explained.path.records[0]
+                .then
+                .as_deref()
+                .expect("api leads to klb");
             assert_eq!(klb.choice, choice, "{client:?}");
             let expected: BTreeMap<String, f64> =
                 expected.iter().map(|(a, s)| (a.to_string(), *s)).collect();

@@ -12,8 +12,8 @@
 //! cannot choose by GEO or weight (see `transfer`).
 
 pub(crate) mod answer;
-pub mod explain;
 mod cookie;
+pub mod explain;
 mod fast;
 pub mod geo;
 mod notify;

@@ -246,7 +246,10 @@ fn note_failover(
     let zone = ctx
         .caches
         .zones
-        .get(record.namespace().as_deref(), &record.spec.managed_zone.name)
+        .get(
+            record.namespace().as_deref(),
+            &record.spec.managed_zone.name,
+        )
         .map(|z| z.spec.domain_name.clone())
         .unwrap_or_default();
     ctx.failover_detected(&record_key, address, first_failure, &zone);

@@ -34,8 +34,8 @@ use meridian_providers::Provider;
 
 use crate::caches::run_controller;
 use crate::convert::all_to_engine;
-use crate::journal;
 use crate::health::PROBE_RECORD_LABEL;
+use crate::journal;
 use crate::shared_health;
 use crate::zone_provider::ZoneProvider;
 use crate::{Context, Error, plan_guard, retry_after, with_finalizer};
