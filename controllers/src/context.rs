@@ -448,15 +448,11 @@ impl Context {
         cluster: &str,
         report: Option<&ClusterReport>,
     ) -> Option<k8s_openapi::jiff::Timestamp> {
-        let renewed = self
+        let lease = self
             .caches
             .heartbeats
-            .get(Some(cluster), meridian_api::names::HEARTBEAT_LEASE)
-            .and_then(|lease| lease.spec.as_ref()?.renew_time.as_ref().map(|t| t.0));
-        let reported = report
-            .and_then(|r| r.spec.reported_at.as_ref())
-            .map(|t| t.0);
-        renewed.max(reported)
+            .get(Some(cluster), meridian_api::names::HEARTBEAT_LEASE);
+        last_heard(lease.as_deref(), report)
     }
 
     /// Forgets `object`'s failures after a successful reconcile.
@@ -615,4 +611,17 @@ fn seconds_between(
     to: k8s_openapi::jiff::Timestamp,
 ) -> std::time::Duration {
     std::time::Duration::try_from(to.duration_since(from)).unwrap_or_default()
+}
+
+/// When an agent was last heard from: its heartbeat Lease's renewal, or its report's time
+/// (agents that keep no Lease), whichever is later.
+pub fn last_heard(
+    lease: Option<&k8s_openapi::api::coordination::v1::Lease>,
+    report: Option<&ClusterReport>,
+) -> Option<k8s_openapi::jiff::Timestamp> {
+    let renewed = lease.and_then(|lease| lease.spec.as_ref()?.renew_time.as_ref().map(|t| t.0));
+    let reported = report
+        .and_then(|r| r.spec.reported_at.as_ref())
+        .map(|t| t.0);
+    renewed.max(reported)
 }

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use meridian_api::conditions::{READY, condition_status};
@@ -31,6 +32,8 @@ pub struct FleetSnapshot {
     pub probes: Vec<Arc<DNSHealthCheckProbe>>,
     pub policies: Vec<Arc<DNSPolicy>>,
     pub reports: Vec<Arc<ClusterReport>>,
+    /// The agents' heartbeat Leases, one per cluster namespace.
+    pub heartbeats: Vec<Arc<Lease>>,
     pub zones: Vec<Arc<ManagedZone>>,
     pub now: Option<Timestamp>,
     /// Unheard for longer than this, a cluster is silent.
@@ -77,6 +80,10 @@ pub struct LeafView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster: Option<String>,
     pub published: bool,
+    /// The priority tier of the weighted record leading to the leaf (1 is served first), when
+    /// the policy has tiers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tier: Option<u32>,
     /// `healthy`, `unhealthy`, `awaiting` (probed, not judged yet) or `unchecked`.
     pub verdict: &'static str,
     pub votes: Vec<Vote>,
@@ -126,6 +133,7 @@ impl FleetSnapshot {
             probes: caches.probes.state(),
             policies: caches.policies.state(),
             reports: caches.reports.state(),
+            heartbeats: caches.heartbeats.state(),
             zones: caches.zones.state(),
             now: Some(now),
             heartbeat_timeout,
@@ -157,6 +165,16 @@ impl FleetSnapshot {
             probes: all(client).await?,
             policies: all(client).await?,
             reports: all(client).await?,
+            heartbeats: kube::Api::<Lease>::all(client.clone())
+                .list(&kube::api::ListParams::default().fields(&format!(
+                    "metadata.name={}",
+                    meridian_api::names::HEARTBEAT_LEASE
+                )))
+                .await?
+                .items
+                .into_iter()
+                .map(Arc::new)
+                .collect(),
             zones: all(client).await?,
             now: Some(Timestamp::now()),
             heartbeat_timeout,
@@ -178,22 +196,30 @@ impl FleetSnapshot {
     /// when no record publishes at or above `host`.
     pub fn published_zone(&self, host: &str) -> Option<meridian_nameserver::Zone> {
         let host = host.trim_end_matches('.').to_ascii_lowercase();
-        let (domain, records): (String, Vec<&Arc<DNSRecord>>) = self
+        // The closest enclosing domain; every ManagedZone of it (in any namespace) feeds the
+        // one zone the nameserver serves for it.
+        let domain = self
             .zones
             .iter()
-            .filter(|zone| is_at_or_below(&host, &zone.spec.domain_name))
-            .max_by_key(|zone| zone.spec.domain_name.len())
-            .map(|zone| {
-                let records = self
-                    .records
-                    .iter()
-                    .filter(|r| {
-                        r.namespace() == zone.namespace()
-                            && r.spec.managed_zone.name == zone.name_any()
-                    })
-                    .collect();
-                (zone.spec.domain_name.clone(), records)
-            })?;
+            .map(|zone| zone.spec.domain_name.as_str())
+            .filter(|domain| is_at_or_below(&host, domain))
+            .max_by_key(|domain| domain.len())?
+            .to_string();
+        let zones: Vec<&Arc<ManagedZone>> = self
+            .zones
+            .iter()
+            .filter(|zone| zone.spec.domain_name == domain)
+            .collect();
+        let records: Vec<&Arc<DNSRecord>> = self
+            .records
+            .iter()
+            .filter(|r| {
+                zones.iter().any(|zone| {
+                    r.namespace() == zone.namespace()
+                        && r.spec.managed_zone.name == zone.name_any()
+                })
+            })
+            .collect();
         let endpoints: Vec<Endpoint> = records
             .iter()
             .flat_map(|record| published_endpoints(record))
@@ -255,6 +281,7 @@ fn host_view(snapshot: &FleetSnapshot, record: &DNSRecord, host: String) -> Host
         .filter(|p| p.labels().get(PROBE_RECORD_LABEL) == Some(&record.name_any()))
         .map(Arc::as_ref)
         .collect();
+    let tiers = leaf_tiers(&wanted);
     let leaves: Vec<LeafView> = RecordTree::from_records(host.as_str(), wanted.clone())
         .leaf_addresses()
         .into_iter()
@@ -292,6 +319,7 @@ fn host_view(snapshot: &FleetSnapshot, record: &DNSRecord, host: String) -> Host
             LeafView {
                 cluster: owners_of.get(address.as_str()).map(|c| c.to_string()),
                 published: published_leaves.contains(&address),
+                tier: tiers.get(&address).copied(),
                 verdict,
                 votes,
                 address,
@@ -310,12 +338,12 @@ fn host_view(snapshot: &FleetSnapshot, record: &DNSRecord, host: String) -> Host
     let clusters = cluster_names
         .into_iter()
         .map(|name| {
-            let heard = snapshot
-                .reports
-                .iter()
-                .find(|r| r.namespace_str() == name)
-                .and_then(|r| r.spec.reported_at.as_ref())
-                .map(|t| t.0);
+            let report = snapshot.reports.iter().find(|r| r.namespace_str() == name);
+            let lease = snapshot.heartbeats.iter().find(|l| {
+                l.metadata.namespace.as_deref() == Some(name)
+                    && l.metadata.name.as_deref() == Some(meridian_api::names::HEARTBEAT_LEASE)
+            });
+            let heard = crate::context::last_heard(lease.map(Arc::as_ref), report.map(Arc::as_ref));
             let last_heard_seconds = heard
                 .zip(snapshot.now)
                 .map(|(heard, now)| now.duration_since(heard).as_secs());
@@ -364,6 +392,34 @@ fn host_view(snapshot: &FleetSnapshot, record: &DNSRecord, host: String) -> Host
         published,
         host,
     }
+}
+
+/// The tier of each leaf: the `priority` of the weighted CNAME that leads to it (to its A or
+/// AAAA record, or to a gateway hostname outside the tree).
+fn leaf_tiers(wanted: &[Endpoint]) -> BTreeMap<String, u32> {
+    use meridian_dns::model::{PRIORITY, RecordType};
+    let mut tiers = BTreeMap::new();
+    for cname in wanted.iter().filter(|e| e.record_type == RecordType::Cname) {
+        let (Some(priority), Some(target)) = (
+            cname.property(PRIORITY).and_then(|p| p.parse::<u32>().ok()),
+            cname.targets.first(),
+        ) else {
+            continue;
+        };
+        let addresses: Vec<&String> = wanted
+            .iter()
+            .filter(|e| &e.dns_name == target)
+            .filter(|e| matches!(e.record_type, RecordType::A | RecordType::Aaaa))
+            .flat_map(|e| &e.targets)
+            .collect();
+        if addresses.is_empty() && !wanted.iter().any(|e| &e.dns_name == target) {
+            tiers.insert(target.clone(), priority);
+        }
+        for address in addresses {
+            tiers.insert(address.clone(), priority);
+        }
+    }
+    tiers
 }
 
 pub fn failing_since(
@@ -576,6 +632,31 @@ impl HostView {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_leaf_has_the_tier_of_the_weighted_record_leading_to_it() {
+        use meridian_dns::model::{PRIORITY, RecordType, WEIGHT};
+        let weighted = |target: &str, priority: &str| {
+            Endpoint::new("ie.klb.h", RecordType::Cname, [target.to_string()], 60)
+                .with_set_identifier(target)
+                .with_property(WEIGHT, "10")
+                .with_property(PRIORITY, priority)
+        };
+        let wanted = vec![
+            weighted("a.klb.h", "1"),
+            weighted("lb.elb.example.net", "2"),
+            Endpoint::new("ie.klb.h", RecordType::Cname, ["c.klb.h".to_string()], 60),
+            Endpoint::new("a.klb.h", RecordType::A, ["192.0.2.1".to_string()], 60),
+            Endpoint::new("c.klb.h", RecordType::A, ["192.0.2.3".to_string()], 60),
+        ];
+        assert_eq!(
+            leaf_tiers(&wanted),
+            BTreeMap::from([
+                ("192.0.2.1".to_string(), 1),
+                ("lb.elb.example.net".to_string(), 2),
+            ])
+        );
+    }
 
     #[test]
     fn a_run_of_failures_began_one_interval_before_each_failure_after_the_first() {

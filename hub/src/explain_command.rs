@@ -165,7 +165,24 @@ pub fn explain_snapshot(
     if records.is_empty() {
         notes.push(format!("no DNSRecord publishes {host}"));
     }
+    let location = client.location();
     for record in &records {
+        // A GEO branch that matches the client but is not published: why the client is sent
+        // elsewhere.
+        for branch in record.wanted.iter().filter(|e| {
+            let code = e.property(meridian_dns::model::GEO_CODE);
+            code.is_some_and(|code| {
+                location.as_ref().is_some_and(|l| {
+                    l.country.as_deref() == Some(code) || l.continent.as_deref() == Some(code)
+                })
+            }) && !record.published.iter().any(|p| p.key() == e.key())
+        }) {
+            notes.push(format!(
+                "{}: the GEO branch {} matches this client but is out of DNS now (no leaf under it is published), so the client gets the next match",
+                record.record,
+                branch.property(meridian_dns::model::GEO_CODE).unwrap_or_default()
+            ));
+        }
         let unhealthy: Vec<&str> = record
             .leaves
             .iter()
@@ -321,4 +338,86 @@ pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
     let report = explain_snapshot(&snapshot, &args.host, record_type, client, notes)?;
     print!("{}", render(&report, args.output)?);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_controllers::convert::all_to_engine;
+    use meridian_dns::tree::{Health, Pruned, RecordTree};
+
+    fn geo_example() -> FleetSnapshot {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../docs/plan-examples/geo.yaml");
+        scenario_snapshot(&path).expect("the documented scenario")
+    }
+
+    fn located(country: &str, continent: &str) -> Client {
+        Client {
+            address: None,
+            country: Some(country.into()),
+            continent: Some(continent.into()),
+        }
+    }
+
+    #[test]
+    fn a_client_whose_geo_branch_is_out_of_dns_is_told_why_it_goes_elsewhere() {
+        let mut snapshot = geo_example();
+        let healthy = explain_snapshot(
+            &snapshot,
+            "api.example.com",
+            RecordType::A,
+            located("IE", "GEO-EU"),
+            Vec::new(),
+        )
+        .unwrap();
+        assert_eq!(
+            healthy.answer.answers.keys().collect::<Vec<_>>(),
+            ["172.31.0.1"]
+        );
+        assert!(healthy.notes.is_empty(), "{:?}", healthy.notes);
+        // Dublin's gateway fails: what the record publishes is the tree without it.
+        let index = snapshot
+            .records
+            .iter()
+            .position(|r| r.spec.root_host == "api.example.com")
+            .unwrap();
+        let mut record = (*snapshot.records[index]).clone();
+        let tree = RecordTree::from_records(
+            "api.example.com",
+            all_to_engine(&record.spec.endpoints),
+        );
+        let Pruned::Endpoints(published) = tree.prune(&std::collections::BTreeMap::from([(
+            "172.31.0.1".to_string(),
+            Health::Unhealthy,
+        )])) else {
+            panic!("virginia stays")
+        };
+        record.status.as_mut().unwrap().endpoints = all_to_api(&published);
+        snapshot.records[index] = Arc::new(record);
+        let report = explain_snapshot(
+            &snapshot,
+            "api.example.com",
+            RecordType::A,
+            located("IE", "GEO-EU"),
+            Vec::new(),
+        )
+        .unwrap();
+        assert_eq!(
+            report.answer.answers.keys().collect::<Vec<_>>(),
+            ["172.31.1.1"],
+            "the catch-all falls back to the US group"
+        );
+        let notes = report.notes.join("\n");
+        assert!(
+            notes.contains("the GEO branch IE matches this client but is out of DNS now"),
+            "{notes}"
+        );
+        assert!(notes.contains("left out of DNS now: 172.31.0.1"), "{notes}");
+        let leaf = &report.records[0].leaves[0];
+        assert_eq!(
+            (leaf.address.as_str(), leaf.cluster.as_deref(), leaf.published),
+            ("172.31.0.1", Some("dublin"), false)
+        );
+    }
 }

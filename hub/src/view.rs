@@ -11,7 +11,7 @@ use std::sync::Arc;
 use meridian_controllers::Context;
 use meridian_controllers::insight::{FleetSnapshot, HostView, host_views};
 use meridian_controllers::journal::Entry;
-use meridian_dns::model::{Endpoint, GEO_CODE, RecordType, WEIGHT};
+use meridian_dns::model::{Endpoint, GEO_CODE, PRIORITY, RecordType, WEIGHT};
 use tokio::net::TcpListener;
 
 use crate::http;
@@ -196,7 +196,7 @@ fn host_page(view: &HostView, changes: &[Entry]) -> String {
     }
     body.push_str("<h2>Tree</h2>");
     body.push_str(&draw_tree(view));
-    body.push_str("<h2>Leaves</h2><table class=\"leaves\"><tr><th>address</th><th>cluster</th><th>verdict</th><th>published</th><th>votes</th></tr>");
+    body.push_str("<h2>Leaves</h2><table class=\"leaves\"><tr><th>address</th><th>cluster</th><th>tier</th><th>verdict</th><th>published</th><th>votes</th></tr>");
     for leaf in &view.leaves {
         let votes: Vec<String> = leaf
             .votes
@@ -221,8 +221,9 @@ fn host_page(view: &HostView, changes: &[Entry]) -> String {
             .collect();
         let _ = write!(
             body,
-            "<tr class=\"leaf\" data-address=\"{address}\" data-verdict=\"{verdict}\"><td>{address}</td><td>{}</td><td class=\"{verdict}\">{verdict}</td><td>{}</td><td>{}</td></tr>",
+            "<tr class=\"leaf\" data-address=\"{address}\" data-verdict=\"{verdict}\"><td>{address}</td><td>{}</td><td>{}</td><td class=\"{verdict}\">{verdict}</td><td>{}</td><td>{}</td></tr>",
             escape(leaf.cluster.as_deref().unwrap_or("?")),
+            leaf.tier.map_or(String::new(), |t| t.to_string()),
             if leaf.published {
                 "yes"
             } else {
@@ -258,7 +259,7 @@ struct Drawn {
     parent: Option<usize>,
 }
 
-const COLUMN: f64 = 300.0;
+const COLUMN: f64 = 340.0;
 const ROW: f64 = 46.0;
 const BOX_WIDTH: f64 = 250.0;
 const BOX_HEIGHT: f64 = 34.0;
@@ -307,7 +308,7 @@ pub fn draw_tree(view: &HostView) -> String {
                 let _ = write!(
                     svg,
                     "<text x=\"{}\" y=\"{}\" fill=\"#555\" font-size=\"10\">{}</text>",
-                    x2 - 46.0,
+                    x2 - (COLUMN - BOX_WIDTH) + 6.0,
                     y2 + BOX_HEIGHT / 2.0 - 3.0,
                     escape(&node.edge)
                 );
@@ -359,12 +360,19 @@ fn place(
     next_row: &mut f64,
     guard: usize,
 ) -> f64 {
-    let published = view.published.iter().any(|p| p.key() == record.key());
+    let now = view.published.iter().find(|p| p.key() == record.key());
+    let published = now.is_some();
+    // A catch-all whose group fell is published pointing elsewhere: say where it points now.
+    let now_points = now
+        .and_then(|p| p.targets.first())
+        .filter(|target| Some(*target) != record.targets.first())
+        .map(|target| format!(" (now → {})", short(target, &view.host)))
+        .unwrap_or_default();
     let index = nodes.len();
     nodes.push(Drawn {
         label: match (record.record_type, record.targets.first()) {
             (RecordType::Cname, Some(target)) => format!(
-                "{}\nCNAME → {}",
+                "{}\nCNAME → {}{now_points}",
                 short(&record.dns_name, &view.host),
                 short(target, &view.host)
             ),
@@ -390,7 +398,7 @@ fn place(
             .filter_map(|c| c.property(WEIGHT)?.parse::<u64>().ok())
             .sum();
         for child in &children {
-            let edge = match (child.property(GEO_CODE), child.property(WEIGHT)) {
+            let mut edge = match (child.property(GEO_CODE), child.property(WEIGHT)) {
                 (Some(code), _) => format!("geo {code}"),
                 (None, Some(weight)) if total > 0 => {
                     let share = weight.parse::<u64>().unwrap_or(0) as f64 * 100.0 / total as f64;
@@ -398,6 +406,9 @@ fn place(
                 }
                 _ => String::new(),
             };
+            if let Some(tier) = child.property(PRIORITY) {
+                edge = format!("tier {tier} {edge}");
+            }
             rows.push(place(
                 view,
                 child,
@@ -528,6 +539,7 @@ mod tests {
                 address: address.into(),
                 cluster: Some(cluster.into()),
                 published,
+                tier: None,
                 verdict,
                 votes: Vec::new(),
             };

@@ -341,7 +341,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
                 changes.updates.len(),
                 changes.deletes.len()
             ),
-            reason: why_changed(record, health, health_withdraws, &notes),
+            reason: why_changed(record, health, &notes),
         });
     }
     ctx.failovers_published(
@@ -387,25 +387,28 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     Ok(Action::requeue(refresh_after(resync, distributed)))
 }
 
-/// Why a publication changed the zone, for the journal: the health verdicts when they withdrew
-/// or restored leaves, the notes (tiers, drains), or a new generation of the record.
+/// Why a publication changed the zone, for the journal: a new spec, what health says (a leaf
+/// withdrawn, restored or awaiting its first probe), the notes (tiers, drains); otherwise the
+/// zone differed from the plan (changed out of band, or a restart's empty embedded zone).
 fn why_changed(
     record: &DNSRecord,
     health: Option<&crate::health::HealthOutcome>,
-    health_withdraws: bool,
     notes: &[String],
 ) -> String {
-    let mut why: Vec<String> = health
-        .filter(|h| health_withdraws || !h.healthy)
-        .map(|h| h.message.clone())
-        .into_iter()
-        .collect();
-    why.extend(notes.iter().cloned());
-    if why.is_empty() {
+    let mut why = Vec::new();
+    let observed = record.status.as_ref().and_then(|s| s.observed_generation);
+    if observed != record.metadata.generation {
         why.push(format!(
-            "generation {} of the record",
+            "new spec (generation {})",
             record.metadata.generation.unwrap_or_default()
         ));
+    }
+    why.extend(health.map(|h| h.message.clone()));
+    why.extend(notes.iter().cloned());
+    if why.is_empty() {
+        why.push(
+            "the zone differed from the plan (changed out of band, or after a restart)".into(),
+        );
     }
     why.join("; ")
 }
