@@ -215,8 +215,7 @@ impl FleetSnapshot {
             .iter()
             .filter(|r| {
                 zones.iter().any(|zone| {
-                    r.namespace() == zone.namespace()
-                        && r.spec.managed_zone.name == zone.name_any()
+                    r.namespace() == zone.namespace() && r.spec.managed_zone.name == zone.name_any()
                 })
             })
             .collect();

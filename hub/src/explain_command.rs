@@ -347,8 +347,8 @@ mod tests {
     use meridian_dns::tree::{Health, Pruned, RecordTree};
 
     fn geo_example() -> FleetSnapshot {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../docs/plan-examples/geo.yaml");
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/plan-examples/geo.yaml");
         scenario_snapshot(&path).expect("the documented scenario")
     }
 
@@ -383,10 +383,8 @@ mod tests {
             .position(|r| r.spec.root_host == "api.example.com")
             .unwrap();
         let mut record = (*snapshot.records[index]).clone();
-        let tree = RecordTree::from_records(
-            "api.example.com",
-            all_to_engine(&record.spec.endpoints),
-        );
+        let tree =
+            RecordTree::from_records("api.example.com", all_to_engine(&record.spec.endpoints));
         let Pruned::Endpoints(published) = tree.prune(&std::collections::BTreeMap::from([(
             "172.31.0.1".to_string(),
             Health::Unhealthy,
@@ -416,7 +414,11 @@ mod tests {
         assert!(notes.contains("left out of DNS now: 172.31.0.1"), "{notes}");
         let leaf = &report.records[0].leaves[0];
         assert_eq!(
-            (leaf.address.as_str(), leaf.cluster.as_deref(), leaf.published),
+            (
+                leaf.address.as_str(),
+                leaf.cluster.as_deref(),
+                leaf.published
+            ),
             ("172.31.0.1", Some("dublin"), false)
         );
     }

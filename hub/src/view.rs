@@ -62,7 +62,8 @@ const STYLE: &str = "body{font-family:sans-serif;margin:2em;color:#222}table{bor
 
 fn document(title: &str, body: &str) -> String {
     format!(
-        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{}</title><style>{STYLE}</style></head><body>{body}</body></html>",
+        // Live without a script: the browser asks again every 10 s.
+        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"10\"><title>{}</title><style>{STYLE}</style></head><body>{body}</body></html>",
         escape(title)
     )
 }
