@@ -333,13 +333,12 @@ impl Context {
     /// A leaf of `record` judged healthy (or no longer judged): a failover of it that had not
     /// reached the zone is over.
     pub fn failover_called_off(&self, record: &str, address: &str) {
-        if let Some(leaves) = self
-            .failovers
-            .lock()
-            .expect("failovers lock")
-            .get_mut(record)
-        {
+        let mut failovers = self.failovers.lock().expect("failovers lock");
+        if let Some(leaves) = failovers.get_mut(record) {
             leaves.remove(address);
+            if leaves.is_empty() {
+                failovers.remove(record);
+            }
         }
     }
 
@@ -368,6 +367,9 @@ impl Context {
             );
             false
         });
+        if leaves.is_empty() {
+            failovers.remove(record);
+        }
     }
 
     pub fn remember_failing(&self, record: &str, failing: BTreeSet<String>) {
