@@ -234,6 +234,7 @@ impl FleetSnapshot {
 /// The views of every record, sorted by host; with `host`, only the records at or above it.
 pub fn host_views(snapshot: &FleetSnapshot, host: Option<&str>) -> Vec<HostView> {
     let host = host.map(|h| h.trim_end_matches('.').to_ascii_lowercase());
+    let index = Index::new(snapshot);
     let mut views: Vec<HostView> = snapshot
         .records
         .iter()
@@ -244,14 +245,97 @@ pub fn host_views(snapshot: &FleetSnapshot, host: Option<&str>) -> Vec<HostView>
                 let base = root.trim_start_matches("*.");
                 host == root || is_at_or_below(host, base)
             });
-            covers.then(|| host_view(snapshot, record, root))
+            covers.then(|| host_view(snapshot, &index, record, root))
         })
         .collect();
     views.sort_by(|a, b| (&a.host, &a.record).cmp(&(&b.host, &b.record)));
     views
 }
 
-fn host_view(snapshot: &FleetSnapshot, record: &DNSRecord, host: String) -> HostView {
+/// The snapshot's lists keyed the way each view looks them up, built once for all views (a
+/// scrape of `/metrics` draws every host, so scanning every list per host would grow with the
+/// square of the fleet).
+struct Index<'a> {
+    /// Cluster of each gateway address its agent reports.
+    owners: BTreeMap<&'a str, &'a str>,
+    /// Probes by (namespace, DNSRecord).
+    probes: BTreeMap<(&'a str, &'a str), Vec<&'a DNSHealthCheckProbe>>,
+    reports: BTreeMap<&'a str, &'a ClusterReport>,
+    heartbeats: BTreeMap<&'a str, &'a Lease>,
+    /// Drained clusters by policy namespace.
+    draining: BTreeMap<&'a str, BTreeMap<&'a str, (u32, String)>>,
+}
+
+impl<'a> Index<'a> {
+    fn new(snapshot: &'a FleetSnapshot) -> Self {
+        let namespace = |meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            meta.namespace.as_deref().unwrap_or_default()
+        };
+        let mut probes: BTreeMap<(&str, &str), Vec<&DNSHealthCheckProbe>> = BTreeMap::new();
+        for probe in &snapshot.probes {
+            if let Some(record) = probe
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(PROBE_RECORD_LABEL))
+            {
+                probes
+                    .entry((namespace(&probe.metadata), record.as_str()))
+                    .or_default()
+                    .push(probe);
+            }
+        }
+        let mut draining: BTreeMap<&str, BTreeMap<&str, (u32, String)>> = BTreeMap::new();
+        for policy in &snapshot.policies {
+            for drain in policy.status.iter().flat_map(|s| s.draining.iter()) {
+                draining
+                    .entry(namespace(&policy.metadata))
+                    .or_default()
+                    .insert(
+                        drain.cluster.as_str(),
+                        (drain.weight_percent, drain.phase.clone()),
+                    );
+            }
+        }
+        Index {
+            owners: snapshot
+                .reports
+                .iter()
+                .flat_map(|report| {
+                    let cluster = namespace(&report.metadata);
+                    report.spec.gateways.iter().flat_map(move |gateway| {
+                        gateway
+                            .addresses
+                            .iter()
+                            .map(move |a| (a.value.as_str(), cluster))
+                    })
+                })
+                .collect(),
+            probes,
+            reports: snapshot
+                .reports
+                .iter()
+                .map(|r| (namespace(&r.metadata), r.as_ref()))
+                .collect(),
+            heartbeats: snapshot
+                .heartbeats
+                .iter()
+                .filter(|l| {
+                    l.metadata.name.as_deref() == Some(meridian_api::names::HEARTBEAT_LEASE)
+                })
+                .map(|l| (namespace(&l.metadata), l.as_ref()))
+                .collect(),
+            draining,
+        }
+    }
+}
+
+fn host_view(
+    snapshot: &FleetSnapshot,
+    index: &Index<'_>,
+    record: &DNSRecord,
+    host: String,
+) -> HostView {
     let namespace = record.namespace().unwrap_or_default();
     let wanted = all_to_engine(&record.spec.endpoints);
     let published = published_endpoints(record);
@@ -260,26 +344,13 @@ fn host_view(snapshot: &FleetSnapshot, record: &DNSRecord, host: String) -> Host
             .leaf_addresses()
             .into_iter()
             .collect();
-    let owners_of: BTreeMap<&str, &str> = snapshot
-        .reports
-        .iter()
-        .flat_map(|report| {
-            let cluster = report.namespace_str();
-            report.spec.gateways.iter().flat_map(move |gateway| {
-                gateway
-                    .addresses
-                    .iter()
-                    .map(move |a| (a.value.as_str(), cluster))
-            })
-        })
-        .collect();
-    let probes: Vec<&DNSHealthCheckProbe> = snapshot
+    let owners_of = &index.owners;
+    let no_probes = Vec::new();
+    let name = record.name_any();
+    let probes = index
         .probes
-        .iter()
-        .filter(|p| p.namespace().as_deref() == Some(namespace.as_str()))
-        .filter(|p| p.labels().get(PROBE_RECORD_LABEL) == Some(&record.name_any()))
-        .map(Arc::as_ref)
-        .collect();
+        .get(&(namespace.as_str(), name.as_str()))
+        .unwrap_or(&no_probes);
     let tiers = leaf_tiers(&wanted);
     let leaves: Vec<LeafView> = RecordTree::from_records(host.as_str(), wanted.clone())
         .leaf_addresses()
@@ -325,24 +396,16 @@ fn host_view(snapshot: &FleetSnapshot, record: &DNSRecord, host: String) -> Host
             }
         })
         .collect();
-    let draining: BTreeMap<&str, (u32, String)> = snapshot
-        .policies
-        .iter()
-        .filter(|p| p.namespace().as_deref() == Some(namespace.as_str()))
-        .flat_map(|p| p.status.iter().flat_map(|s| s.draining.iter()))
-        .map(|d| (d.cluster.as_str(), (d.weight_percent, d.phase.clone())))
-        .collect();
+    let no_drains = BTreeMap::new();
+    let draining = index.draining.get(namespace.as_str()).unwrap_or(&no_drains);
     let cluster_names: BTreeSet<&str> =
         leaves.iter().filter_map(|l| l.cluster.as_deref()).collect();
     let clusters = cluster_names
         .into_iter()
         .map(|name| {
-            let report = snapshot.reports.iter().find(|r| r.namespace_str() == name);
-            let lease = snapshot.heartbeats.iter().find(|l| {
-                l.metadata.namespace.as_deref() == Some(name)
-                    && l.metadata.name.as_deref() == Some(meridian_api::names::HEARTBEAT_LEASE)
-            });
-            let heard = crate::context::last_heard(lease.map(Arc::as_ref), report.map(Arc::as_ref));
+            let report = index.reports.get(name).copied();
+            let lease = index.heartbeats.get(name).copied();
+            let heard = crate::context::last_heard(lease, report);
             let last_heard_seconds = heard
                 .zip(snapshot.now)
                 .map(|(heard, now)| now.duration_since(heard).as_secs());
@@ -537,16 +600,6 @@ pub fn render_gauges(views: &[HostView]) -> String {
     out
 }
 
-trait NamespaceStr {
-    fn namespace_str(&self) -> &str;
-}
-
-impl NamespaceStr for ClusterReport {
-    fn namespace_str(&self) -> &str {
-        self.metadata.namespace.as_deref().unwrap_or_default()
-    }
-}
-
 impl HostView {
     /// The view for a person: the record's state, the leaves with their votes, the clusters.
     pub fn render_text(&self) -> String {
@@ -631,6 +684,170 @@ impl HostView {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn object<K: serde::de::DeserializeOwned>(value: serde_json::Value) -> Arc<K> {
+        Arc::new(serde_json::from_value(value).expect("a valid object"))
+    }
+
+    /// A simple record over two gateways, the second failing from two of three clusters and
+    /// left out; spoke-2 silent (its Lease and report old) and being drained.
+    fn fleet(now: &str) -> FleetSnapshot {
+        let a = |address: &str| serde_json::json!({ "dnsName": "api.example.com", "recordType": "A", "targets": [address], "recordTTL": 60 });
+        let probe = |address: &str, healthy: bool, votes: serde_json::Value| {
+            object(serde_json::json!({
+                "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSHealthCheckProbe",
+                "metadata": { "name": format!("api-{address}"), "namespace": "gateways", "labels": { PROBE_RECORD_LABEL: "api" } },
+                "spec": { "port": 80, "host": "api.example.com", "address": address, "path": "/healthz", "protocol": "HTTP", "interval": "5s" },
+                "status": { "healthy": healthy, "consecutiveFailures": 0, "clusters": votes },
+            }))
+        };
+        let vote = |cluster: &str, healthy: bool, failures: i32| {
+            serde_json::json!({
+                "cluster": cluster, "healthy": healthy, "consecutiveFailures": failures,
+                "lastCheckedAt": "2026-11-26T10:00:30Z",
+            })
+        };
+        let report = |cluster: &str, address: &str, at: &str| {
+            object(serde_json::json!({
+                "apiVersion": "meridian.dev/v1alpha1", "kind": "ClusterReport",
+                "metadata": { "name": meridian_api::names::CLUSTER_REPORT, "namespace": cluster },
+                "spec": { "clusterID": cluster, "reportedAt": at, "gateways": [{ "name": "prod-web", "namespace": "gateways", "addresses": [{ "value": address }] }] },
+            }))
+        };
+        FleetSnapshot {
+            records: vec![object(serde_json::json!({
+                "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
+                "metadata": { "name": "api", "namespace": "gateways" },
+                "spec": { "rootHost": "api.example.com", "managedZone": { "name": "example" }, "endpoints": [a("192.0.2.1"), a("192.0.2.2")] },
+                "status": { "endpoints": [a("192.0.2.1")], "domainOwners": ["someone-else"] },
+            }))],
+            probes: vec![
+                probe(
+                    "192.0.2.1",
+                    true,
+                    serde_json::json!([vote("spoke-1", true, 0), vote("spoke-2", true, 0)]),
+                ),
+                probe(
+                    "192.0.2.2",
+                    false,
+                    serde_json::json!([
+                        vote("spoke-1", false, 3),
+                        vote("spoke-2", false, 1),
+                        vote("spoke-3", true, 0)
+                    ]),
+                ),
+            ],
+            policies: vec![object(serde_json::json!({
+                "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSPolicy",
+                "metadata": { "name": "prod-web", "namespace": "gateways" },
+                "spec": { "targetRef": { "name": "prod-web" } },
+                "status": { "draining": [{ "cluster": "spoke-2", "weightPercent": 50, "phase": "Draining" }] },
+            }))],
+            reports: vec![
+                report("spoke-1", "192.0.2.1", "2026-11-26T09:00:00Z"),
+                report("spoke-2", "192.0.2.2", "2026-11-26T09:00:00Z"),
+            ],
+            heartbeats: vec![object(serde_json::json!({
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": { "name": meridian_api::names::HEARTBEAT_LEASE, "namespace": "spoke-1" },
+                "spec": { "renewTime": "2026-11-26T10:00:28.000000Z" },
+            }))],
+            zones: vec![object(serde_json::json!({
+                "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
+                "metadata": { "name": "example", "namespace": "gateways" },
+                "spec": { "domainName": "example.com", "description": "example" },
+            }))],
+            now: Some(now.parse().unwrap()),
+            heartbeat_timeout: Duration::from_secs(120),
+        }
+    }
+
+    #[test]
+    fn a_view_names_each_leafs_cluster_verdict_and_votes_and_the_clusters_state() {
+        let snapshot = fleet("2026-11-26T10:00:30Z");
+        let views = host_views(&snapshot, Some("api.example.com."));
+        let [view] = views.as_slice() else {
+            panic!("one record: {views:?}")
+        };
+        assert_eq!(
+            (view.record.as_str(), view.zone.as_str()),
+            ("gateways/api", "example.com")
+        );
+        assert_eq!(view.other_owners, ["someone-else"]);
+        let summary: Vec<(&str, Option<&str>, &str, bool)> = view
+            .leaves
+            .iter()
+            .map(|l| {
+                (
+                    l.address.as_str(),
+                    l.cluster.as_deref(),
+                    l.verdict,
+                    l.published,
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("192.0.2.1", Some("spoke-1"), "healthy", true),
+                ("192.0.2.2", Some("spoke-2"), "unhealthy", false),
+            ]
+        );
+        let failing: Vec<(&str, Option<String>)> = view.leaves[1]
+            .votes
+            .iter()
+            .filter(|v| !v.healthy)
+            .map(|v| (v.cluster.as_str(), v.failing_since.map(|t| t.to_string())))
+            .collect();
+        assert_eq!(
+            failing,
+            [
+                ("spoke-1", Some("2026-11-26T10:00:20Z".to_string())),
+                ("spoke-2", Some("2026-11-26T10:00:30Z".to_string())),
+            ]
+        );
+        // spoke-1 renews its Lease; spoke-2 was last heard an hour ago and is draining.
+        let clusters: Vec<(&str, Option<i64>, bool, Option<u32>)> = view
+            .clusters
+            .iter()
+            .map(|c| {
+                (
+                    c.name.as_str(),
+                    c.last_heard_seconds,
+                    c.silent,
+                    c.draining.as_ref().map(|d| d.0),
+                )
+            })
+            .collect();
+        assert_eq!(
+            clusters,
+            [
+                ("spoke-1", Some(2), false, None),
+                ("spoke-2", Some(3630), true, Some(50))
+            ]
+        );
+        assert!(host_views(&snapshot, Some("www.example.com")).is_empty());
+        let zone = snapshot
+            .published_zone("api.example.com")
+            .expect("example.com holds it");
+        assert_eq!(zone.apex(), "example.com");
+        assert_eq!(
+            zone.record_count(),
+            1,
+            "what is published, not what is wanted"
+        );
+        let gauges = render_gauges(&views);
+        for line in [
+            "meridian_leaves{verdict=\"unhealthy\",published=\"false\"} 1",
+            "meridian_leaves{verdict=\"healthy\",published=\"true\"} 1",
+            "meridian_records{ready=\"false\"} 1",
+            "meridian_records_conflicted 1",
+            "meridian_clusters_silent 1",
+            "meridian_clusters_draining 1",
+        ] {
+            assert!(gauges.contains(line), "{line} missing from\n{gauges}");
+        }
+    }
 
     #[test]
     fn each_leaf_has_the_tier_of_the_weighted_record_leading_to_it() {
