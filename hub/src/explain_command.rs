@@ -160,12 +160,12 @@ pub fn explain_snapshot(
     let zone = snapshot
         .published_zone(host)
         .ok_or_else(|| anyhow::anyhow!("no ManagedZone holds {host}"))?;
-    let answer = meridian_nameserver::explain(&zone, host, record_type, client.location().as_ref());
+    let location = client.location();
+    let answer = meridian_nameserver::explain(&zone, host, record_type, location.as_ref());
     let records = host_views(snapshot, Some(host));
     if records.is_empty() {
         notes.push(format!("no DNSRecord publishes {host}"));
     }
-    let location = client.location();
     for record in &records {
         // A GEO branch that matches the client but is not published: why the client is sent
         // elsewhere.
@@ -183,17 +183,18 @@ pub fn explain_snapshot(
                 branch.property(meridian_dns::model::GEO_CODE).unwrap_or_default()
             ));
         }
-        let unhealthy: Vec<&str> = record
+        // Unhealthy, awaiting a first probe, or a standby tier's: the leaves list says which.
+        let left_out: Vec<&str> = record
             .leaves
             .iter()
             .filter(|l| !l.published)
             .map(|l| l.address.as_str())
             .collect();
-        if !unhealthy.is_empty() {
+        if !left_out.is_empty() {
             notes.push(format!(
                 "{}: left out of DNS now: {}",
                 record.record,
-                unhealthy.join(", ")
+                left_out.join(", ")
             ));
         }
     }
