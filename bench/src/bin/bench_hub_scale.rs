@@ -898,6 +898,9 @@ impl HubProcess {
             .arg(kubeconfig)
             .args(["--dns-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0"])
             .env("MERIDIAN_LOG", "warn")
+            // A port of its own for the live view (an environment variable, which a baseline
+            // hub from before the view ignores, where a flag would stop it).
+            .env("MERIDIAN_VIEW_ADDR", "127.0.0.1:0")
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()
