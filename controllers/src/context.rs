@@ -44,6 +44,38 @@ pub struct ControllerConfig {
     /// Distributed mode: the controllers run on a spoke, for that cluster alone, and publish
     /// its branch into shared zones under its own owner ID. `None` on the hub.
     pub distributed: Option<LocalCluster>,
+    /// How many objects each controller reconciles at once.
+    pub concurrency: Concurrency,
+}
+
+/// Reconciles each controller runs at once. A cold start finds every object due together;
+/// unbounded, 2,000 policies sent their writes at once and the API server answered most of
+/// them 429, while each controller's share of its seats is what decides who waits. DNS gets
+/// the larger share because answers are what users wait for. The defaults are those measured
+/// best with `make bench-hub-scale` (see `docs/hub.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Concurrency {
+    /// DNSPolicies: each sends its writes one after another.
+    pub policies: u16,
+    /// DNSRecords: each publishes, then writes its status.
+    pub records: u16,
+    /// Gateway placement (works and agent installs): most of a new fleet's writes, which
+    /// should not hold DNS back.
+    pub placement: u16,
+    /// The hub's light controllers (zone status, probe header copies, router shards): their
+    /// objects are few or their writes rare.
+    pub light: u16,
+}
+
+impl Default for Concurrency {
+    fn default() -> Self {
+        Concurrency {
+            policies: 16,
+            records: 16,
+            placement: 6,
+            light: 4,
+        }
+    }
 }
 
 /// The cluster a distributed-mode agent runs on.
@@ -71,6 +103,7 @@ impl Default for ControllerConfig {
             fleet_brake_percent: crate::silence::DEFAULT_FLEET_BRAKE_PERCENT,
             silence_withdrawal_percent: crate::silence::DEFAULT_WITHDRAWAL_PERCENT,
             distributed: None,
+            concurrency: Concurrency::default(),
         }
     }
 }

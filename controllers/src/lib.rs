@@ -34,6 +34,7 @@ pub mod zone_mirror;
 pub mod zone_provider;
 
 pub use context::{
-    Clock, Context, ControllerConfig, DISTRIBUTED_LABEL, Error, FIELD_MANAGER, LocalCluster,
-    POLICY_LABEL, apply_params, delete_if_present, now, object_key, retry_after, with_finalizer,
+    Clock, Concurrency, Context, ControllerConfig, DISTRIBUTED_LABEL, Error, FIELD_MANAGER,
+    LocalCluster, POLICY_LABEL, apply_params, delete_if_present, now, object_key, retry_after,
+    with_finalizer,
 };

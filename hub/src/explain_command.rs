@@ -15,7 +15,7 @@ use meridian_api::meridian::ClusterReport;
 use meridian_controllers::convert::all_to_api;
 use meridian_controllers::insight::{FleetSnapshot, HostView, host_views};
 use meridian_dns::model::RecordType;
-use meridian_nameserver::{Explanation, GeoDb, Location};
+use meridian_nameserver::{Explanation, GeoCode, GeoDb, Location};
 use serde::Serialize;
 
 #[derive(Debug, clap::Args)]
@@ -83,8 +83,8 @@ pub struct Client {
 impl Client {
     fn location(&self) -> Option<Location> {
         let location = Location {
-            country: self.country.clone(),
-            continent: self.continent.clone(),
+            country: self.country.as_deref().and_then(GeoCode::new),
+            continent: self.continent.as_deref().and_then(GeoCode::new),
         };
         (location != Location::default()).then_some(location)
     }
@@ -122,6 +122,16 @@ pub fn client(
         }),
         ..Client::default()
     };
+    for (flag, code) in [
+        ("--country", &client.country),
+        ("--continent", &client.continent),
+    ] {
+        if let Some(code) = code
+            && GeoCode::new(code).is_none()
+        {
+            anyhow::bail!("{flag} {code}: not a country (IE) or continent (EU) code");
+        }
+    }
     if let Some(address) = address {
         let ip: IpAddr = match address.parse::<IpNet>() {
             Ok(net) => net.addr(),
@@ -133,8 +143,8 @@ pub fn client(
         match geo {
             Some(geo) => match geo.locate(ip) {
                 Some(location) => {
-                    client.country = location.country;
-                    client.continent = location.continent;
+                    client.country = location.country.map(|code| code.to_string());
+                    client.continent = location.continent.map(|code| code.to_string());
                 }
                 None => notes.push(format!(
                     "the GeoIP database does not know {ip}: the client gets the catch-all"

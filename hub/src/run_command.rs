@@ -15,7 +15,9 @@ use tokio::net::TcpListener;
 use meridian_controllers::health::DEFAULT_THRESHOLD_PERCENT;
 use meridian_controllers::silence::{DEFAULT_FLEET_BRAKE_PERCENT, DEFAULT_WITHDRAWAL_PERCENT};
 use meridian_controllers::zone_provider::{EmbeddedZones, ProviderCache};
-use meridian_controllers::{Context, ControllerConfig, dns_policy, dns_record, zone_mirror};
+use meridian_controllers::{
+    Concurrency, Context, ControllerConfig, dns_policy, dns_record, zone_mirror,
+};
 
 use crate::controller::gateway_placement::{AgentInstall, PlacementContext};
 use crate::controller::{gateway_placement, managed_zone, probe_headers, router_dns};
@@ -137,6 +139,29 @@ pub struct RunArgs {
     )]
     pub silence_withdrawal_percent: u32,
 
+    /// DNSPolicies reconciled at once. With `--record-concurrency` this is most of the API
+    /// server's seats at a cold start, where every policy is due together.
+    #[arg(long, env = "MERIDIAN_POLICY_CONCURRENCY", default_value_t = Concurrency::default().policies,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub policy_concurrency: u16,
+
+    /// DNSRecords reconciled (published) at once.
+    #[arg(long, env = "MERIDIAN_RECORD_CONCURRENCY", default_value_t = Concurrency::default().records,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub record_concurrency: u16,
+
+    /// Gateways placed at once (their works and agent installs, most of a new fleet's writes:
+    /// fewer than DNS takes, so answers do not wait behind them).
+    #[arg(long, env = "MERIDIAN_PLACEMENT_CONCURRENCY", default_value_t = Concurrency::default().placement,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub placement_concurrency: u16,
+
+    /// Reconciles at once for each of the light controllers (zone status, probe header copies,
+    /// router shards).
+    #[arg(long, env = "MERIDIAN_LIGHT_CONCURRENCY", default_value_t = Concurrency::default().light,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub light_concurrency: u16,
+
     /// Namespace of the Lease that makes one hub replica the only writer.
     #[arg(long, env = "MERIDIAN_LEASE_NAMESPACE", default_value = "kube-system")]
     pub lease_namespace: String,
@@ -177,6 +202,19 @@ impl RunArgs {
             failure_threshold_percent: DEFAULT_THRESHOLD_PERCENT,
             fleet_brake_percent: DEFAULT_FLEET_BRAKE_PERCENT,
             silence_withdrawal_percent: DEFAULT_WITHDRAWAL_PERCENT,
+            policy_concurrency: Concurrency::default().policies,
+            record_concurrency: Concurrency::default().records,
+            placement_concurrency: Concurrency::default().placement,
+            light_concurrency: Concurrency::default().light,
+        }
+    }
+
+    fn concurrency(&self) -> Concurrency {
+        Concurrency {
+            policies: self.policy_concurrency,
+            records: self.record_concurrency,
+            placement: self.placement_concurrency,
+            light: self.light_concurrency,
         }
     }
 }
@@ -307,6 +345,7 @@ impl RunningHub {
             failure_threshold_percent: args.failure_threshold_percent,
             fleet_brake_percent: args.fleet_brake_percent,
             silence_withdrawal_percent: args.silence_withdrawal_percent,
+            concurrency: args.concurrency(),
             ..ControllerConfig::default()
         };
         // The controllers write through a client that checks the fence before every write;

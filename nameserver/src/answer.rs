@@ -667,8 +667,8 @@ mod tests {
         let refs: Vec<&Endpoint> = records.iter().collect();
         let mut rng = SmallRng::seed_from_u64(1);
         let at = |country: Option<&str>, continent: Option<&str>| Location {
-            country: country.map(String::from),
-            continent: continent.map(String::from),
+            country: country.and_then(crate::GeoCode::new),
+            continent: continent.and_then(crate::GeoCode::new),
         };
         let pick = |location: Option<Location>, rng: &mut SmallRng| {
             choose(&refs, location.as_ref(), rng).0[0]

@@ -321,8 +321,8 @@ mod tests {
 
     fn located(country: &str, continent: &str) -> Location {
         Location {
-            country: Some(country.into()),
-            continent: Some(continent.into()),
+            country: crate::GeoCode::new(country),
+            continent: crate::GeoCode::new(continent),
         }
     }
 

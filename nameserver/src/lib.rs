@@ -26,7 +26,7 @@ mod zone;
 
 pub use answer::{QueryContext, Transport, respond};
 pub use explain::{Explanation, explain};
-pub use geo::{GeoDb, Location};
+pub use geo::{GeoCode, GeoDb, Location};
 pub use meridian_dns::wire::{TsigKey, TsigKeyError};
 pub use rate_limit::RateLimit;
 pub use server::{DEFAULT_TCP_CONNECTIONS, NameServer, ServerConfig};

@@ -264,40 +264,117 @@ async fn bind_sockets(
     Err(last_error.unwrap_or_else(|| std::io::Error::other("no free port")))
 }
 
+/// Datagrams taken from the socket, and answers sent, in one system call each.
+const UDP_BATCH: usize = 32;
+
+/// The largest request read over UDP; a longer one is cut and fails to parse.
+const UDP_REQUEST_MAX: usize = 4096;
+
+/// Answers UDP in batches: one `recvmmsg` takes every waiting datagram (up to [`UDP_BATCH`]),
+/// returning as soon as one has come, and one `sendmmsg` sends all their answers. Under load
+/// that is two system calls per batch instead of two per query, the cost gdnsd saves the same
+/// way; at a trickle it is one datagram per batch, with no added wait.
 fn serve_udp(socket: &std::net::UdpSocket, shared: &Shared, stopping: &AtomicBool) {
+    use nix::sys::socket::{MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg, sendmmsg};
+    use std::io::{IoSlice, IoSliceMut};
+    use std::os::fd::AsRawFd;
+
+    let fd = socket.as_raw_fd();
     let mut rng = SmallRng::from_rng(&mut rand::rng());
-    let mut buffer = vec![0u8; 4096];
+    let mut buffers = Box::new([[0u8; UDP_REQUEST_MAX]; UDP_BATCH]);
+    let mut received_headers = MultiHeaders::<SockaddrStorage>::preallocate(UDP_BATCH, None);
+    let mut sent_headers = MultiHeaders::<SockaddrStorage>::preallocate(UDP_BATCH, None);
+    // Per datagram: its buffer, its length and its sender.
+    let mut received: Vec<(usize, usize, SocketAddr)> = Vec::with_capacity(UDP_BATCH);
+    let mut answers: Vec<(Vec<u8>, SockaddrStorage)> = Vec::with_capacity(UDP_BATCH);
     while !stopping.load(Ordering::Relaxed) {
-        let Ok((length, source)) = socket.recv_from(&mut buffer) else {
-            continue; // the wake-up timeout, or an error that concerns one datagram
-        };
-        let mut verdict = shared.limiter.as_ref().map_or(Verdict::Send, |limiter| {
-            limiter.check(source.ip(), Instant::now())
-        });
-        // A client with a valid server cookie has proven its address: it is not limited.
-        if let (Verdict::Slip | Verdict::Drop, Some(secret)) = (verdict, &shared.cookie_secret)
-            && crate::answer::has_valid_cookie(&buffer[..length], secret, source.ip(), unix_now())
+        received.clear();
         {
-            verdict = Verdict::Send;
-        }
-        shared.stats.rate_limited(verdict);
-        let responses = match verdict {
-            Verdict::Send => {
-                let context = shared.context(source.ip(), Transport::Udp);
-                respond(
-                    &shared.catalog.load(),
-                    &buffer[..length],
-                    &context,
-                    &mut rng,
-                )
+            let mut slices = buffers.each_mut().map(|buffer| [IoSliceMut::new(buffer)]);
+            // Blocks until one datagram is there (or the socket's read timeout, so a stopping
+            // server is noticed), then takes whatever else is waiting without blocking.
+            let Ok(batch) = recvmmsg(
+                fd,
+                &mut received_headers,
+                slices.iter_mut(),
+                MsgFlags::MSG_WAITFORONE,
+                None,
+            ) else {
+                continue; // the wake-up timeout, or an error that concerns one datagram
+            };
+            for (index, datagram) in batch.enumerate() {
+                if let Some(source) = datagram.address.as_ref().and_then(socket_address) {
+                    received.push((index, datagram.bytes, source));
+                }
             }
-            Verdict::Slip => truncated(&buffer[..length]).into_iter().collect(),
-            Verdict::Drop => Vec::new(),
-        };
-        for response in responses {
-            let _ = socket.send_to(&response, source);
+        }
+        answers.clear();
+        for &(index, length, source) in &received {
+            let request = &buffers[index][..length.min(UDP_REQUEST_MAX)];
+            for response in answer_datagram(shared, request, source, &mut rng) {
+                answers.push((response, SockaddrStorage::from(source)));
+            }
+        }
+        // A datagram the kernel refuses is dropped, as a lost one would be; the rest still go.
+        let mut next = 0;
+        while next < answers.len() {
+            let pending = &answers[next..answers.len().min(next + UDP_BATCH)];
+            let slices: Vec<[IoSlice<'_>; 1]> = pending
+                .iter()
+                .map(|(response, _)| [IoSlice::new(response)])
+                .collect();
+            let addresses: Vec<Option<SockaddrStorage>> =
+                pending.iter().map(|(_, address)| Some(*address)).collect();
+            let sent = sendmmsg(
+                fd,
+                &mut sent_headers,
+                &slices,
+                &addresses,
+                [],
+                MsgFlags::empty(),
+            )
+            .map_or(0, |results| results.count());
+            next += sent.max(1);
         }
     }
+}
+
+/// What one datagram gets: the answers, a truncated reply (a rate-limited client is sent to
+/// TCP now and then), or nothing.
+fn answer_datagram(
+    shared: &Shared,
+    request: &[u8],
+    source: SocketAddr,
+    rng: &mut SmallRng,
+) -> Vec<Vec<u8>> {
+    let mut verdict = shared.limiter.as_ref().map_or(Verdict::Send, |limiter| {
+        limiter.check(source.ip(), Instant::now())
+    });
+    // A client with a valid server cookie has proven its address: it is not limited.
+    if let (Verdict::Slip | Verdict::Drop, Some(secret)) = (verdict, &shared.cookie_secret)
+        && crate::answer::has_valid_cookie(request, secret, source.ip(), unix_now())
+    {
+        verdict = Verdict::Send;
+    }
+    shared.stats.rate_limited(verdict);
+    match verdict {
+        Verdict::Send => {
+            let context = shared.context(source.ip(), Transport::Udp);
+            respond(&shared.catalog.load(), request, &context, rng)
+        }
+        Verdict::Slip => truncated(request).into_iter().collect(),
+        Verdict::Drop => Vec::new(),
+    }
+}
+
+/// The client's address as the standard library writes it (UDP sockets only see IP ones).
+fn socket_address(address: &nix::sys::socket::SockaddrStorage) -> Option<SocketAddr> {
+    if let Some(v4) = address.as_sockaddr_in() {
+        return Some(std::net::SocketAddrV4::from(*v4).into());
+    }
+    address
+        .as_sockaddr_in6()
+        .map(|v6| std::net::SocketAddrV6::from(*v6).into())
 }
 
 /// An empty truncated response to `request`, which sends the client to TCP.

@@ -863,3 +863,67 @@ async fn hickory_resolver_follows_the_chain() {
     }
     server.shutdown().await;
 }
+
+/// UDP is read and written in batches (`recvmmsg`/`sendmmsg`): queries from several clients
+/// sent faster than they are answered must each get one answer, sent to the client that asked,
+/// with its own ID and question, whatever batch they shared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_udp_answers_every_client_its_own_queries() {
+    let server = start(&[]).await;
+    let names = [
+        ("deep.sub.example.com.", Some("198.18.1.1")),
+        ("a.example.com.", Some("198.18.0.1")),
+        ("b.example.com.", Some("198.18.0.3")),
+        ("nothing.example.com.", None),
+    ];
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(UdpSocket::bind("127.0.0.1:0").await.unwrap());
+    }
+    // Waves of 32 queries per client, all sent before any answer is read, so the server's
+    // socket queue holds many at once; small enough that no kernel buffer overflows.
+    for wave in 0..8u16 {
+        for client in &clients {
+            for n in 0..32u16 {
+                let id = wave * 32 + n;
+                let (name, _) = names[usize::from(id) % names.len()];
+                let mut request = Message::new(id, MessageType::Query, OpCode::Query);
+                request.add_query(Query::query(Name::from_ascii(name).unwrap(), WireType::A));
+                client
+                    .send_to(&request.to_vec().unwrap(), server.local_addr())
+                    .await
+                    .unwrap();
+            }
+        }
+        for client in &clients {
+            let mut seen = std::collections::BTreeSet::new();
+            let mut buffer = [0u8; 4096];
+            while seen.len() < 32 {
+                let (length, from) = tokio::time::timeout(
+                    std::time::Duration::from_secs(10),
+                    client.recv_from(&mut buffer),
+                )
+                .await
+                .expect("every query is answered")
+                .unwrap();
+                assert_eq!(from, server.local_addr());
+                let response = Message::from_vec(&buffer[..length]).unwrap();
+                let id = response.metadata.id;
+                assert!(id / 32 == wave, "answer {id} came to another wave {wave}");
+                assert!(seen.insert(id), "query {id} answered twice");
+                let (name, address) = names[usize::from(id) % names.len()];
+                assert_eq!(response.queries[0].name().to_ascii(), name);
+                assert_eq!(
+                    a_records(&response),
+                    address.map(String::from).into_iter().collect::<Vec<_>>()
+                );
+                let rcode = if address.is_some() {
+                    ResponseCode::NoError
+                } else {
+                    ResponseCode::NXDomain
+                };
+                assert_eq!(response.metadata.response_code, rcode);
+            }
+        }
+    }
+}

@@ -194,6 +194,8 @@ struct Figures {
     converged_seconds: f64,
     /// Until every Gateway's works and every placed cluster's agent work are written.
     placed_seconds: f64,
+    /// The hub's writes on the DNS path until converged, per policy, by resource.
+    dns_writes_per_policy: BTreeMap<String, f64>,
     requests_per_second: BTreeMap<String, f64>,
     own_lease_per_second: f64,
     reconciles_per_second: BTreeMap<String, f64>,
@@ -228,12 +230,15 @@ impl Figures {
         format!(
             "  converged (all Enforced, every host answers): {:.1} s\n  \
              placed (every Gateway work and agent work written): {:.1} s\n  \
+             DNS writes per policy until converged: {:.2} ({})\n  \
              steady API requests/s: {:.2} ({}); own Lease {:.2}/s\n  \
              steady reconciles/s: {}\n  \
              hub CPU {:.3} cores, peak RSS {:.0} MiB\n  \
              address change → answer: p50 {:.3} s, p99 {:.3} s over {} changes ({} not answered within {} s)\n",
             self.converged_seconds,
             self.placed_seconds,
+            self.dns_writes_per_policy.values().sum::<f64>(),
+            by_verb(&self.dns_writes_per_policy),
             self.total_requests(),
             by_verb(&self.requests_per_second),
             self.own_lease_per_second,
@@ -257,9 +262,13 @@ impl Figures {
             }
         };
         format!(
-            "converge {}, placed {}, requests/s {}, CPU {}, RSS {}, change p99 {}",
+            "converge {}, placed {}, DNS writes {}, requests/s {}, CPU {}, RSS {}, change p99 {}",
             ratio(self.converged_seconds, baseline.converged_seconds),
             ratio(self.placed_seconds, baseline.placed_seconds),
+            ratio(
+                self.dns_writes_per_policy.values().sum(),
+                baseline.dns_writes_per_policy.values().sum()
+            ),
             ratio(self.total_requests(), baseline.total_requests()),
             ratio(self.cores, baseline.cores),
             ratio(self.peak_rss_mib, baseline.peak_rss_mib),
@@ -357,6 +366,8 @@ async fn measure(
     );
     let kubeconfig = hub_kubeconfig(&client, &plane).await?;
 
+    let audit = plane.dir().join("audit.log");
+    let audit_at_start = std::fs::metadata(&audit).map(|m| m.len()).unwrap_or(0);
     let started = Instant::now();
     let hub = HubProcess::start(
         binary,
@@ -377,6 +388,10 @@ async fn measure(
         ..Figures::default()
     };
     eprintln!("   converged in {:.1} s", figures.converged_seconds);
+    figures.dns_writes_per_policy = audited_dns_writes(&audit, audit_at_start)?
+        .into_iter()
+        .map(|(resource, n)| (resource, n as f64 / size.gateways as f64))
+        .collect();
     // The steady window starts once the Gateways are placed: until then the hub is still
     // writing works and installing agents, which is start-up work, not steady cost.
     wait_placed(&client, &fleet, started, timeout).await?;
@@ -385,7 +400,6 @@ async fn measure(
 
     // Steady state: let the hub settle for one heartbeat, then count.
     tokio::time::sleep(Duration::from_secs(args.heartbeat_seconds.min(30))).await;
-    let audit = plane.dir().join("audit.log");
     let audit_from = std::fs::metadata(&audit).map(|m| m.len()).unwrap_or(0);
     let cpu_from = hub.cpu_seconds()?;
     let reconciles_from = hub.reconciles().await?;
@@ -836,22 +850,25 @@ fn query_a(nameserver: SocketAddr, host: &str) -> Vec<Ipv4Addr> {
         .unwrap_or_default()
 }
 
-/// The hub's requests in the audit log after `offset`, by verb; and its own leader Lease's.
-fn audited_requests(path: &Path, offset: u64) -> anyhow::Result<(BTreeMap<String, u64>, u64)> {
+/// The hub's completed requests in the audit log after `offset`.
+fn audited_events(path: &Path, offset: u64) -> anyhow::Result<Vec<Value>> {
     use std::io::{Read, Seek, SeekFrom};
     let mut file = std::fs::File::open(path)?;
     file.seek(SeekFrom::Start(offset))?;
     let mut text = String::new();
     file.read_to_string(&mut text)?;
+    Ok(text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|event| event["stage"] == "ResponseComplete")
+        .collect())
+}
+
+/// The hub's requests in the audit log after `offset`, by verb; and its own leader Lease's.
+fn audited_requests(path: &Path, offset: u64) -> anyhow::Result<(BTreeMap<String, u64>, u64)> {
     let mut by_verb = BTreeMap::new();
     let mut own_lease = 0;
-    for line in text.lines() {
-        let Ok(event) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
-        if event["stage"] != "ResponseComplete" {
-            continue;
-        }
+    for event in audited_events(path, offset)? {
         let reference = &event["objectRef"];
         if reference["resource"] == "leases" && reference["namespace"] == "kube-system" {
             own_lease += 1;
@@ -861,6 +878,37 @@ fn audited_requests(path: &Path, offset: u64) -> anyhow::Result<(BTreeMap<String
         *by_verb.entry(verb).or_insert(0) += 1;
     }
     Ok((by_verb, own_lease))
+}
+
+/// The hub's writes on the DNS path after `offset` (policies, records, their status, the
+/// Gateways' status), by resource and subresource; refused ones (a 409 or 422) count too, as
+/// they cost the API server as much.
+fn audited_dns_writes(path: &Path, offset: u64) -> anyhow::Result<BTreeMap<String, u64>> {
+    let mut writes = BTreeMap::new();
+    for event in audited_events(path, offset)? {
+        if !matches!(
+            event["verb"].as_str(),
+            Some("create" | "update" | "patch" | "delete")
+        ) {
+            continue;
+        }
+        let reference = &event["objectRef"];
+        let resource = reference["resource"].as_str().unwrap_or_default();
+        let dns_path = match resource {
+            "dnspolicies" | "dnsrecords" => true,
+            "gateways" => reference["subresource"] == "status",
+            _ => false,
+        };
+        if !dns_path {
+            continue;
+        }
+        let key = match reference["subresource"].as_str() {
+            Some(sub) if !sub.is_empty() => format!("{resource}/{sub}"),
+            _ => resource.to_string(),
+        };
+        *writes.entry(key).or_insert(0) += 1;
+    }
+    Ok(writes)
 }
 
 /// `meridian-hub run` in its own process.

@@ -28,10 +28,6 @@ use crate::{Context, Error, retry_after, with_finalizer};
 pub use gather::targets;
 
 pub const FINALIZER: &str = "meridian.dev/dns-policy";
-/// Policies reconciled at once: each sends its writes one after another, so this is about how
-/// many of the API server's seats the policies take at a cold start; with the records' share it
-/// is most of them, as DNS is what users wait for.
-const CONCURRENCY: u16 = 16;
 const CONTROLLER: &str = "dnspolicy";
 
 /// Runs the DNSPolicy controller until `stop`.
@@ -40,7 +36,7 @@ pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> 
     let requests = triggers::requests(&ctx);
     run_controller(
         all,
-        CONCURRENCY,
+        ctx.config.concurrency.policies,
         requests,
         reconcile,
         error_policy,
@@ -91,6 +87,15 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
     let records = apply::write_records(policy, &desired, ctx).await?;
     apply::mark_gateway(&seen.gateway, policy, ctx, true).await?;
     let enforced = status::enforced_state(&desired, &records);
+    if let Some(wait) = status::first_status_wait(
+        policy,
+        &enforced,
+        &desired,
+        &records,
+        k8s_openapi::jiff::Timestamp::now(),
+    ) {
+        return Ok(Action::requeue(wait));
+    }
     let fail_static = status::fail_static(&desired);
     status::write_status(
         policy,

@@ -45,8 +45,6 @@ use health::{agree_on_health, check_health, delete_probes, move_mark};
 use status::{domain_owners, provider_failed, ready_as_before, write_status};
 
 pub const FINALIZER: &str = "meridian.dev/dns-record";
-/// Records reconciled at once (their publication waits on providers, which pace themselves).
-const CONCURRENCY: u16 = 16;
 const CONTROLLER: &str = "dnsrecord";
 
 /// Reasons of the record's `Ready` condition.
@@ -67,7 +65,7 @@ pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> 
     requests.push(drifted);
     run_controller(
         all,
-        CONCURRENCY,
+        ctx.config.concurrency.records,
         requests,
         reconcile,
         error_policy,

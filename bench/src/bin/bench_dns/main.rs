@@ -199,20 +199,36 @@ fn run(dir: &Path) -> Result<(), BoxError> {
         }
         println!();
         println!(
-            "{:<14} {:<14} {:>10} {:>21} {:>11} {:>16}",
-            case.name, "server", "qps", "(min–max)", "latency ms", "Meridian/server"
+            "{:<14} {:<14} {:>10} {:>21} {:>11} {:>16} {:>17}",
+            case.name,
+            "server",
+            "qps",
+            "(min–max)",
+            "latency ms",
+            "Meridian/server",
+            "per round"
         );
         for ((contender, measured), all) in serving.iter().zip(&medians).zip(&runs) {
             let low = all.iter().map(|m| m.qps).fold(f64::INFINITY, f64::min);
             let high = all.iter().map(|m| m.qps).fold(0.0, f64::max);
+            // Each round runs every server back to back, so a round's ratio is taken under
+            // the same machine drift: its range says whether a margin is real.
+            let per_round: Vec<f64> = runs[0]
+                .iter()
+                .zip(all)
+                .map(|(mine, theirs)| mine.qps / theirs.qps)
+                .collect();
+            let round_low = per_round.iter().copied().fold(f64::INFINITY, f64::min);
+            let round_high = per_round.iter().copied().fold(0.0, f64::max);
             println!(
-                "{:<14} {:<14} {:>10.0} {:>21} {:>11.3} {:>15.2}x",
+                "{:<14} {:<14} {:>10.0} {:>21} {:>11.3} {:>15.2}x {:>17}",
                 "",
                 contender.name,
                 measured.qps,
                 format!("({low:.0}–{high:.0})"),
                 measured.latency_ms,
-                ours.qps / measured.qps
+                ours.qps / measured.qps,
+                format!("({round_low:.2}–{round_high:.2}x)")
             );
         }
         if case.kind != CaseKind::Static

@@ -32,11 +32,6 @@ use meridian_controllers::{Context, Error, retry_after, with_finalizer};
 
 pub const FINALIZER: &str = "meridian.dev/gateway-placement";
 const CONTROLLER: &str = "gatewayplacement";
-/// Gateways placed at once. Fewer than the DNS controllers take: at a cold start the works and
-/// agent installs of a fleet are most of the writes, and DNS answers should not wait behind
-/// them (the Gateways already run on clusters that had them; a new Gateway's work is queued,
-/// not lost).
-const CONCURRENCY: u16 = 6;
 
 /// What placement needs besides what every reconcile shares.
 #[derive(Debug)]
@@ -84,7 +79,7 @@ pub async fn run(
     let requests = triggers::requests(&placement.shared.caches);
     meridian_controllers::caches::run_controller(
         all,
-        CONCURRENCY,
+        placement.shared.config.concurrency.placement,
         requests,
         reconcile,
         error_policy,

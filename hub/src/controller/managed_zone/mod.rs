@@ -40,7 +40,7 @@ pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> 
     let requests = triggers::requests(&ctx.caches);
     meridian_controllers::caches::run_controller(
         all,
-        super::CONCURRENCY_SMALL,
+        ctx.config.concurrency.light,
         requests,
         reconcile,
         error_policy,
