@@ -118,7 +118,7 @@ bench-probes: ## One agent probing 5,000 leaves every 5 s: CPU and memory
 # the same run (built once into the test-bed cache), e.g. BASELINE=c4cbd00; BASELINE_SIZES: the
 # sizes it is measured at (all of SIZES when empty; the hub before the caches cannot converge at
 # 1000x2000 in useful time).
-SIZES ?= 10x10,100x300,1000x2000
+SIZES ?= 10x10,100x300,1000x2000,3000x6000
 BASELINE ?=
 BASELINE_SIZES ?=
 bench-hub-scale: testbed ## The hub with synthetic fleets (SIZES): convergence, steady requests/s, CPU, RSS, change latency
