@@ -28,7 +28,7 @@ export MERIDIAN_MOTO_SERVER := $(shell bash scripts/moto-venv.sh --print-path)
 # headless Chromium, the real browser the hub's live view is tested in.
 TEST_PACKAGES := dnsutils bind9 knot containerd runc containernetworking-plugins iproute2 unbound chromium-headless-shell
 
-.PHONY: help toolchain packages testbed test lint fmt crds demo demo-in-process images bench-testbed bench-engine bench-dns bench-providers bench-convergence bench-failover bench-probes bench-hub-scale fuzz clean-testbed fresh-check fresh-check-full
+.PHONY: help toolchain packages testbed test lint fmt crds demo demo-in-process images bench-testbed bench-engine bench-dns bench-providers bench-convergence bench-failover bench-probes bench-hub-scale bench-distributed fuzz clean-testbed fresh-check fresh-check-full
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
@@ -110,6 +110,12 @@ bench-convergence: packages testbed ## Spoke address change → nameserver answe
 
 bench-failover: packages testbed images ## Clients through Unbound and real gateways: seconds from each failure until requests succeed, and back
 	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-failover
+
+# DISTRIBUTED_SIZES: clusters, comma-separated; REFRESH: each agent's refresh seconds.
+DISTRIBUTED_SIZES ?= 10,50,100
+REFRESH ?= 60
+bench-distributed: packages testbed ## Hub-less mode at DISTRIBUTED_SIZES clusters on one Route53 (moto, paced at 5 calls/s) and one BIND zone: calls, budget, change convergence
+	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-distributed -- --sizes $(DISTRIBUTED_SIZES) --refresh-seconds $(REFRESH)
 
 bench-probes: ## One agent probing 5,000 leaves every 5 s: CPU and memory
 	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-probes

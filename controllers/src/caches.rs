@@ -223,6 +223,8 @@ where
 #[derive(Debug)]
 pub struct Caches {
     scope: Scope,
+    /// The one namespace watched in distributed mode, if the agent is confined to one.
+    namespace: Option<String>,
     pub policies: Cache<DNSPolicy>,
     pub records: Cache<DNSRecord>,
     pub gateways: Cache<Gateway>,
@@ -244,6 +246,17 @@ pub struct Caches {
     pub gateway_classes: Cache<GatewayClass>,
     /// The ManifestWorks the hub writes (and every other, which it leaves alone).
     pub works: Cache<ManifestWork>,
+}
+
+/// The API of a namespaced kind in `namespace`, or in every namespace.
+fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
+    }
 }
 
 /// The Secrets a process caches: every type but the two that are numerous, large and never
@@ -270,6 +283,7 @@ impl Caches {
     pub fn new(scope: Scope) -> Self {
         Caches {
             scope,
+            namespace: None,
             policies: Cache::default(),
             records: Cache::default(),
             gateways: Cache::default(),
@@ -287,19 +301,26 @@ impl Caches {
         }
     }
 
+    /// Confines a distributed-mode agent's watches to `namespace` (all namespaces when `None`).
+    pub fn within(mut self, namespace: Option<String>) -> Self {
+        self.namespace = namespace;
+        self
+    }
+
     /// Watches the kinds the scope needs until the process ends.
     pub async fn reflect(&self, client: Client) {
         let all = watcher::Config::default;
         match self.scope {
             Scope::Distributed => {
                 let own = all().labels(&format!("{DISTRIBUTED_LABEL}=true"));
+                let namespace = self.namespace.as_deref();
                 tokio::join!(
-                    self.policies.reflect(Api::all(client.clone()), all()),
-                    self.records.reflect(Api::all(client.clone()), own),
-                    self.gateways.reflect(Api::all(client.clone()), all()),
-                    self.zones.reflect(Api::all(client.clone()), all()),
+                    self.policies.reflect(scoped(&client, namespace), all()),
+                    self.records.reflect(scoped(&client, namespace), own),
+                    self.gateways.reflect(scoped(&client, namespace), all()),
+                    self.zones.reflect(scoped(&client, namespace), all()),
                     self.secrets
-                        .reflect(Api::all(client), all().fields(SECRETS_READ)),
+                        .reflect(scoped(&client, namespace), all().fields(SECRETS_READ)),
                 );
             }
             Scope::Zones => {

@@ -87,6 +87,9 @@ pub struct LocalCluster {
     pub cluster_id: String,
     /// Its attributes (`kuadrant.io/lb-attribute-*`), as a ManagedCluster's labels would be.
     pub labels: std::collections::BTreeMap<String, String>,
+    /// Watch and write in this namespace alone (an agent bound by a Role, not a ClusterRole);
+    /// every namespace when `None`.
+    pub namespace: Option<String>,
 }
 
 /// Label on the DNSRecords a distributed-mode agent writes.
@@ -122,6 +125,9 @@ pub struct Context {
     failures: Mutex<HashMap<String, u32>>,
     /// Distributed mode: each record's host mark as this process last saw it.
     marks: Mutex<HashMap<String, Option<String>>>,
+    /// Distributed mode: per record, the refreshes since its host's mark was last read (a
+    /// host only this cluster publishes is read every few refreshes, not every one).
+    refreshes_unread: Mutex<HashMap<String, u32>>,
     /// Distributed mode: the agent's probes of the hosts' addresses, and what they said at
     /// each record's last full pass.
     pub shared_probes: Option<Arc<dyn crate::shared_health::SharedProbes>>,
@@ -170,13 +176,17 @@ impl Context {
             None => Scope::Hub,
             Some(_) => Scope::Distributed,
         };
+        let namespace = config
+            .distributed
+            .as_ref()
+            .and_then(|local| local.namespace.clone());
         Context {
             client: client.clone(),
             providers,
             config,
             metrics: Metrics::default(),
             clock: Arc::new(k8s_openapi::jiff::Timestamp::now),
-            caches: Arc::new(Caches::new(scope)),
+            caches: Arc::new(Caches::new(scope).within(namespace)),
             recorder: kube::runtime::events::Recorder::new(
                 client.clone(),
                 kube::runtime::events::Reporter {
@@ -186,6 +196,7 @@ impl Context {
             ),
             failures: Mutex::new(HashMap::new()),
             marks: Mutex::new(HashMap::new()),
+            refreshes_unread: Mutex::new(HashMap::new()),
             shared_probes: None,
             failing_seen: Mutex::new(HashMap::new()),
             drifted: Mutex::new(BTreeSet::new()),
@@ -410,6 +421,16 @@ impl Context {
             .lock()
             .expect("failing lock")
             .insert(record.to_string(), failing);
+    }
+
+    /// Whether this refresh of `record` reads its host's last-modified mark
+    /// ([`crate::dns_record::mark_read_due`]); counts the refreshes that do not.
+    pub fn mark_read_due(&self, record: &str, sole_owner: bool) -> bool {
+        let mut unread = self.refreshes_unread.lock().expect("refreshes lock");
+        let count = unread.entry(record.to_string()).or_insert(0);
+        let due = crate::dns_record::mark_read_due(sole_owner, *count);
+        *count = if due { 0 } else { *count + 1 };
+        due
     }
 
     /// The last-modified mark of `record`'s host as last seen (`Some(None)`: seen absent).

@@ -61,14 +61,19 @@ pub fn run_program(
     log: &str,
     program: impl std::future::Future<Output = anyhow::Result<()>>,
 ) -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(log)
-        .with_writer(std::io::stderr)
-        .init();
+    init_logging(log);
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?
         .block_on(program)
+}
+
+/// Logs to standard error, filtered by `log` (`RUST_LOG` syntax).
+pub fn init_logging(log: &str) {
+    tracing_subscriber::fmt()
+        .with_env_filter(log)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 async fn demo() -> anyhow::Result<()> {

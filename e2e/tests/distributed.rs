@@ -126,6 +126,7 @@ async fn agent_probing_from(
             geo.to_string(),
         )]
         .into(),
+        namespace: None,
     };
     let probes = meridian_agent::health::ZoneProbes::start(std::sync::Arc::new(
         meridian_agent::probe::Prober::new(&[], source),

@@ -78,6 +78,11 @@ pub struct RunArgs {
     #[arg(long = "cluster-label", value_parser = parse_label)]
     pub cluster_labels: Vec<(String, String)>,
 
+    /// Distributed mode: watch DNSPolicies, Gateways, ManagedZones and Secrets in this namespace
+    /// only (an agent granted a Role there rather than a ClusterRole); all when unset.
+    #[arg(long, env = "MERIDIAN_WATCH_NAMESPACE")]
+    pub watch_namespace: Option<String>,
+
     /// Distributed mode: seconds between looks at the shared zone (the shortest record TTL).
     #[arg(long, env = "MERIDIAN_REFRESH_SECONDS", default_value_t = 60)]
     pub refresh_seconds: u64,
@@ -181,6 +186,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
             name: args.cluster_name.clone(),
             cluster_id,
             labels: args.cluster_labels.iter().cloned().collect(),
+            namespace: args.watch_namespace.clone(),
         };
         tracing::info!(cluster = %local.name, owner = %local.cluster_id, "distributed mode");
         let refresh = Duration::from_secs(args.refresh_seconds.max(1));

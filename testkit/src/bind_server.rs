@@ -43,6 +43,8 @@ pub struct BindServer {
     daemon: Daemon,
     /// How to reach the zone: server, zone, TSIG key.
     pub config: Rfc2136Config,
+    /// BIND's statistics channel (HTTP), where [`BindServer::requests`] reads its counters.
+    statistics: std::net::SocketAddr,
 }
 
 impl BindServer {
@@ -52,6 +54,7 @@ impl BindServer {
             std::env::temp_dir().join(format!("meridian-bind-{:016x}", rand::random::<u64>()));
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let port = free_dns_port()?;
+        let statistics_port = free_dns_port()?;
         let secret = base64::engine::general_purpose::STANDARD.encode(rand::random::<[u8; 32]>());
         let d = dir.display();
         let write = |name: &str, text: String| {
@@ -70,6 +73,7 @@ impl BindServer {
   allow-query {{ any; }};
   dnssec-validation no;
 }};
+statistics-channels {{ inet 127.0.0.1 port {statistics_port} allow {{ 127.0.0.1; }}; }};
 key "meridian" {{ algorithm hmac-sha256; secret "{secret}"; }};
 zone "{zone}" {{
   type primary;
@@ -106,6 +110,7 @@ zone "{zone}" {{
         let server = BindServer {
             daemon: Daemon { child, dir },
             config,
+            statistics: std::net::SocketAddr::from(([127, 0, 0, 1], statistics_port)),
         };
         let provider = Rfc2136Provider::new(server.config.clone()).map_err(|e| e.to_string())?;
         for _ in 0..100 {
@@ -120,6 +125,43 @@ zone "{zone}" {{
     /// The process ID of named (to pause it, as an unreachable server).
     pub fn pid(&self) -> u32 {
         self.daemon.child.id()
+    }
+
+    /// The requests BIND has answered so far, as its statistics channel counts them: by opcode
+    /// (`QUERY`, `UPDATE`, …) and, for queries, `AXFR`/`IXFR` transfers apart (`QUERY` then
+    /// counts the rest).
+    pub fn requests(&self) -> Result<std::collections::BTreeMap<String, u64>, String> {
+        use std::io::{Read, Write};
+        let mut stream =
+            std::net::TcpStream::connect(self.statistics).map_err(|e| e.to_string())?;
+        stream
+            .write_all(b"GET /json/v1/server HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .map_err(|e| e.to_string())?;
+        let mut response = String::new();
+        stream
+            .read_to_string(&mut response)
+            .map_err(|e| e.to_string())?;
+        let body = response.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+        let stats: serde_json::Value = serde_json::from_str(body)
+            .map_err(|e| format!("BIND statistics are not JSON ({e}): {response}"))?;
+        let count = |section: &str, key: &str| stats[section][key].as_u64().unwrap_or(0);
+        let transfers = count("qtypes", "AXFR") + count("qtypes", "IXFR");
+        let mut requests = std::collections::BTreeMap::new();
+        if let Some(opcodes) = stats["opcodes"].as_object() {
+            for (opcode, n) in opcodes {
+                let n = n.as_u64().unwrap_or(0);
+                if n > 0 {
+                    requests.insert(opcode.clone(), n);
+                }
+            }
+        }
+        if let Some(queries) = requests.get_mut("QUERY") {
+            *queries = queries.saturating_sub(transfers);
+        }
+        if transfers > 0 {
+            requests.insert("AXFR/IXFR".into(), transfers);
+        }
+        Ok(requests)
     }
 
     /// What named logged so far.

@@ -1,5 +1,6 @@
 //! An HTTP proxy for Route53-compatible endpoints that counts API calls by action, can answer a
-//! share of them with Route53's throttling error, and can play an outage (every connection
+//! share of them with Route53's throttling error or pace them as Route53 does (calls beyond
+//! a rate per second get that error), and can play an outage (every connection
 //! closed unanswered) while the server behind it keeps its state. Test and benchmark tooling: it sits
 //! between the provider and moto so tests can see every call and inject throttling.
 
@@ -25,6 +26,48 @@ pub struct CountingProxy {
     task: JoinHandle<()>,
 }
 
+/// Route53's pacing: a token bucket of `per_second` calls a second, as deep as one second's
+/// worth; a call finding it empty is throttled.
+#[derive(Debug)]
+struct Pace {
+    per_second: f64,
+    bucket: Mutex<(std::time::Instant, f64)>,
+}
+
+impl Pace {
+    fn new(per_second: u32) -> Self {
+        Pace {
+            per_second: f64::from(per_second),
+            bucket: Mutex::new((std::time::Instant::now(), f64::from(per_second))),
+        }
+    }
+
+    /// Whether a call may go now (and takes its token).
+    fn admit(&self) -> bool {
+        let mut bucket = self.bucket.lock().expect("pace lock");
+        let now = std::time::Instant::now();
+        let refilled = bucket.1 + now.duration_since(bucket.0).as_secs_f64() * self.per_second;
+        *bucket = (now, refilled.min(self.per_second));
+        if bucket.1 >= 1.0 {
+            bucket.1 -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// When the proxy throttles a call.
+#[derive(Debug, Clone, Copy)]
+pub enum Throttle {
+    /// Never.
+    Never,
+    /// Every n-th call.
+    Every(u64),
+    /// Beyond n calls a second, as Route53 paces an account (5 a second).
+    PerSecond(u32),
+}
+
 impl Drop for CountingProxy {
     fn drop(&mut self) {
         self.task.abort();
@@ -35,6 +78,20 @@ impl CountingProxy {
     /// Forwards to `upstream`; every `throttle_every`-th call (0: none) gets a throttling error
     /// instead.
     pub async fn start(upstream: SocketAddr, throttle_every: u64) -> std::io::Result<Self> {
+        let throttle = match throttle_every {
+            0 => Throttle::Never,
+            n => Throttle::Every(n),
+        };
+        Self::start_with(upstream, throttle).await
+    }
+
+    /// Forwards to `upstream`, throttling calls as `throttle` says.
+    pub async fn start_with(upstream: SocketAddr, throttle: Throttle) -> std::io::Result<Self> {
+        let (throttle_every, pace) = match throttle {
+            Throttle::Never => (0, None),
+            Throttle::Every(n) => (n, None),
+            Throttle::PerSecond(n) => (0, Some(Arc::new(Pace::new(n)))),
+        };
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let address = listener.local_addr()?;
         let calls = Arc::new(Mutex::new(BTreeMap::new()));
@@ -53,9 +110,13 @@ impl CountingProxy {
                 }
                 let (calls, throttled, seen) =
                     (task_calls.clone(), task_throttled.clone(), seen.clone());
+                let pace = pace.clone();
                 tokio::spawn(async move {
-                    let _ =
-                        relay(client, upstream, throttle_every, &calls, &throttled, &seen).await;
+                    let throttle = Throttling {
+                        every: throttle_every,
+                        pace: pace.as_deref(),
+                    };
+                    let _ = relay(client, upstream, throttle, &calls, &throttled, &seen).await;
                 });
             }
         });
@@ -146,10 +207,16 @@ async fn read_message(stream: &mut TcpStream) -> std::io::Result<Option<Vec<u8>>
     Ok(Some(message))
 }
 
+/// What decides that one call is throttled.
+struct Throttling<'a> {
+    every: u64,
+    pace: Option<&'a Pace>,
+}
+
 async fn relay(
     mut client: TcpStream,
     upstream: SocketAddr,
-    throttle_every: u64,
+    throttle: Throttling<'_>,
     calls: &Mutex<BTreeMap<String, u64>>,
     throttled: &AtomicU64,
     seen: &AtomicU64,
@@ -164,7 +231,8 @@ async fn relay(
     let mut parts = line.split_whitespace();
     let action = action(parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let number = seen.fetch_add(1, Ordering::Relaxed) + 1;
-    if throttle_every > 0 && number.is_multiple_of(throttle_every) {
+    let paced_out = throttle.pace.is_some_and(|pace| !pace.admit());
+    if paced_out || (throttle.every > 0 && number.is_multiple_of(throttle.every)) {
         throttled.fetch_add(1, Ordering::Relaxed);
         let response = format!(
             "HTTP/1.1 400 Bad Request\r\nContent-Type: text/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{THROTTLING_BODY}",

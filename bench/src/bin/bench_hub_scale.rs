@@ -60,7 +60,11 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(15);
 #[command(name = "bench-hub-scale", about)]
 struct Args {
     /// Fleet sizes, clusters x gateways.
-    #[arg(long, value_delimiter = ',', default_value = "10x10,100x300,1000x2000,3000x6000")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "10x10,100x300,1000x2000,3000x6000"
+    )]
     sizes: Vec<Size>,
     /// The hub to measure; `meridian-hub` next to this program when unset.
     #[arg(long)]

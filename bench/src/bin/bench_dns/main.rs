@@ -200,13 +200,7 @@ fn run(dir: &Path) -> Result<(), BoxError> {
         println!();
         println!(
             "{:<14} {:<14} {:>10} {:>21} {:>11} {:>16} {:>17}",
-            case.name,
-            "server",
-            "qps",
-            "(min–max)",
-            "latency ms",
-            "Meridian/server",
-            "per round"
+            case.name, "server", "qps", "(min–max)", "latency ms", "Meridian/server", "per round"
         );
         for ((contender, measured), all) in serving.iter().zip(&medians).zip(&runs) {
             let low = all.iter().map(|m| m.qps).fold(f64::INFINITY, f64::min);
