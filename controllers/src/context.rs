@@ -427,10 +427,23 @@ impl Context {
     /// ([`crate::dns_record::mark_read_due`]); counts the refreshes that do not.
     pub fn mark_read_due(&self, record: &str, sole_owner: bool) -> bool {
         let mut unread = self.refreshes_unread.lock().expect("refreshes lock");
-        let count = unread.entry(record.to_string()).or_insert(0);
+        // A record not seen before reads at once.
+        let count = unread
+            .entry(record.to_string())
+            .or_insert(crate::dns_record::SOLE_OWNER_REFRESHES_UNREAD);
         let due = crate::dns_record::mark_read_due(sole_owner, *count);
         *count = if due { 0 } else { *count + 1 };
         due
+    }
+
+    /// Makes the next refresh of `record` read its host's mark: after this cluster wrote, others
+    /// may start publishing the host (a fleet's cold start), and the first writer would
+    /// otherwise take itself for the sole owner for ten refreshes.
+    pub fn read_mark_next_refresh(&self, record: &str) {
+        self.refreshes_unread.lock().expect("refreshes lock").insert(
+            record.to_string(),
+            crate::dns_record::SOLE_OWNER_REFRESHES_UNREAD,
+        );
     }
 
     /// The last-modified mark of `record`'s host as last seen (`Some(None)`: seen absent).

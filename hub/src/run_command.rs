@@ -226,9 +226,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     runtime.block_on(async {
         let mut hub = RunningHub::start(&args).await?;
         // Scripts and the demo read these lines.
-        println!("nameserver: {}", hub.nameserver);
-        println!("health: {}", hub.health);
-        println!("view: http://{}/", hub.view);
+        // Whoever started the hub may stop reading once it has the addresses: a closed
+        // standard output is no reason to stop serving.
+        {
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "nameserver: {}", hub.nameserver);
+            let _ = writeln!(out, "health: {}", hub.health);
+            let _ = writeln!(out, "view: http://{}/", hub.view);
+            let _ = out.flush();
+        }
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}

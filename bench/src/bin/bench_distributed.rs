@@ -309,8 +309,17 @@ fn changed_address() -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 21, 0, 1))
 }
 
-fn namespace(size: usize, i: usize) -> String {
-    format!("n{size}-c{i:03}")
+/// Cluster `i`'s namespace in the fleet of `size` on `provider` (namespaces of a finished run
+/// are still being deleted when the next starts).
+fn namespace(provider: ProviderKind, size: usize, i: usize) -> String {
+    format!("{}-n{size}-c{i:03}", fleet_prefix(provider))
+}
+
+fn fleet_prefix(provider: ProviderKind) -> &'static str {
+    match provider {
+        ProviderKind::Route53 => "r53",
+        ProviderKind::Rfc2136 => "bind",
+    }
 }
 
 async fn measure(
@@ -325,7 +334,7 @@ async fn measure(
     addresses.push(changed_address());
     let port = start_backends(&addresses, Backends::default()).await;
     for i in 0..size {
-        install(client, &namespace(size, i), &zone, address(i), port, i).await?;
+        install(client, &namespace(provider, size, i), &zone, address(i), port, i).await?;
     }
     let started = Instant::now();
     let mut agents = Vec::new();
@@ -335,7 +344,7 @@ async fn measure(
             // As long as a real one (the UID of the cluster's kube-system namespace).
             cluster_id: format!("{:08x}-0000-4000-8000-{i:012x}", size),
             labels: BTreeMap::new(),
-            namespace: Some(namespace(size, i)),
+            namespace: Some(namespace(provider, size, i)),
         };
         let probes = meridian_agent::health::ZoneProbes::start(Arc::new(
             meridian_agent::probe::Prober::new(&[], None),
@@ -348,7 +357,7 @@ async fn measure(
         )));
     }
     let patience = Duration::from_secs(args.patience_seconds);
-    wait_ready(client, size, None, started, patience).await?;
+    wait_ready(client, provider, size, None, started, patience).await?;
     let mut figures = Figures {
         cold_calls: zone.calls()?.values().sum(),
         ..Figures::default()
@@ -366,6 +375,7 @@ async fn measure(
     let window = refresh * 2;
     tokio::time::sleep(window).await;
     let steady = delta(&zone.calls()?, &before);
+    tracing::debug!(?before, ?steady, "steady window");
     let minutes = window.as_secs_f64() / 60.0;
     figures.steady_per_minute = steady.values().sum::<u64>() as f64 / minutes;
     figures.steady_by_kind = steady
@@ -377,11 +387,12 @@ async fn measure(
     // One cluster's address changes: its own host and the shared one.
     let before = zone.calls()?;
     let changed_at = Instant::now();
-    let first = namespace(size, 0);
-    set_address(client, &first, changed_address()).await?;
+    let first = namespace(provider, size, 0);
     let generation_before = records_generation(client, &first).await?;
+    set_address(client, &first, changed_address()).await?;
     wait_ready(
         client,
+        provider,
         size,
         Some((&first, generation_before)),
         changed_at,
@@ -425,7 +436,7 @@ async fn measure(
     for i in 0..size {
         let namespaces: Api<Namespace> = Api::all(client.clone());
         let _ = namespaces
-            .delete(&namespace(size, i), &Default::default())
+            .delete(&namespace(provider, size, i), &Default::default())
             .await;
     }
     Ok(figures)
@@ -543,6 +554,7 @@ async fn records_generation(
 /// generations given.
 async fn wait_ready(
     client: &Client,
+    provider: ProviderKind,
     size: usize,
     changed: Option<(&str, BTreeMap<String, i64>)>,
     since: Instant,
@@ -552,7 +564,7 @@ async fn wait_ready(
     let mut said = Instant::now();
     loop {
         let all = records.list(&ListParams::default()).await?;
-        let prefix = format!("n{size}-");
+        let prefix = format!("{}-n{size}-", fleet_prefix(provider));
         let mine: Vec<&DNSRecord> = all
             .iter()
             .filter(|r| r.namespace().is_some_and(|ns| ns.starts_with(&prefix)))

@@ -968,6 +968,8 @@ impl HubProcess {
         };
         let nameserver = address("nameserver:")?;
         let health = address("health:")?;
+        // Keep reading what else it prints, so it never writes into a closed pipe.
+        std::thread::spawn(move || lines.for_each(drop));
         Ok(HubProcess {
             child,
             nameserver,

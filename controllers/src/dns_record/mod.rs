@@ -355,6 +355,9 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     );
     if distributed {
         ctx.remember_mark(&record_key, mark_after);
+        if !changes.is_empty() {
+            ctx.read_mark_next_refresh(&record_key);
+        }
     }
     let owners = domain_owners(&current, &root_host, &owner);
     let mut messages: Vec<String> = planned.problems.iter().map(ToString::to_string).collect();
