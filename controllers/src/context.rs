@@ -440,10 +440,13 @@ impl Context {
     /// may start publishing the host (a fleet's cold start), and the first writer would
     /// otherwise take itself for the sole owner for ten refreshes.
     pub fn read_mark_next_refresh(&self, record: &str) {
-        self.refreshes_unread.lock().expect("refreshes lock").insert(
-            record.to_string(),
-            crate::dns_record::SOLE_OWNER_REFRESHES_UNREAD,
-        );
+        self.refreshes_unread
+            .lock()
+            .expect("refreshes lock")
+            .insert(
+                record.to_string(),
+                crate::dns_record::SOLE_OWNER_REFRESHES_UNREAD,
+            );
     }
 
     /// The last-modified mark of `record`'s host as last seen (`Some(None)`: seen absent).

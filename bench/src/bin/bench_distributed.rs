@@ -334,7 +334,15 @@ async fn measure(
     addresses.push(changed_address());
     let port = start_backends(&addresses, Backends::default()).await;
     for i in 0..size {
-        install(client, &namespace(provider, size, i), &zone, address(i), port, i).await?;
+        install(
+            client,
+            &namespace(provider, size, i),
+            &zone,
+            address(i),
+            port,
+            i,
+        )
+        .await?;
     }
     let started = Instant::now();
     let mut agents = Vec::new();
