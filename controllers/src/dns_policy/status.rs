@@ -452,7 +452,15 @@ mod tests {
         };
         let one = || desired(vec![wanted("gw-api", true)], &[]);
         let two = || desired(vec![wanted("gw-api", true), wanted("gw-web", true)], &[]);
-        let cases: [(&str, DNSPolicy, Desired, Vec<DNSRecord>, Option<Duration>); 9] = [
+        // (case, policy, desired, records, expected wait)
+        type Case = (
+            &'static str,
+            DNSPolicy,
+            Desired,
+            Vec<DNSRecord>,
+            Option<Duration>,
+        );
+        let cases: [Case; 9] = [
             (
                 "a record created now: wait the grace",
                 policy(false),
