@@ -113,6 +113,7 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         for &size in &args.sizes {
             eprintln!("== {provider:?}, {size} clusters");
             let figures = measure(&client, *provider, size, refresh, &args).await?;
+            eprintln!("   {figures:?}");
             rows.push((*provider, size, figures));
         }
     }
