@@ -622,6 +622,31 @@ where
     result
 }
 
+/// Runs a namespaced object's reconcile with no finalizer of ours: counts the reconcile and
+/// resets the object's backoff on success.
+pub async fn counted<K>(
+    object: &K,
+    ctx: &Context,
+    controller: &str,
+    reconcile: impl std::future::Future<Output = Result<Action, Error>>,
+) -> Result<Action, Error>
+where
+    K: kube::Resource<DynamicType = ()>,
+{
+    use kube::ResourceExt;
+    let key = object_key(
+        &K::kind(&()),
+        object.namespace().as_deref(),
+        &object.name_any(),
+    );
+    ctx.metrics.reconciled(controller);
+    let result = reconcile.await;
+    if result.is_ok() {
+        ctx.succeeded(&key);
+    }
+    result
+}
+
 /// The error policy every controller shares: count, log, and retry with jittered backoff.
 pub fn retry_after<K: kube::Resource<DynamicType = ()>>(
     object: &K,

@@ -116,6 +116,62 @@ pub fn policies_targeting(
         .collect()
 }
 
+/// The DNSPolicy a record was written for: its controlling owner reference of that kind
+/// (a record an admin wrote has none).
+pub fn owning_policy(
+    record: &DNSRecord,
+) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
+    use kube::Resource;
+    record.owner_references().iter().find(|owner| {
+        owner.controller == Some(true)
+            && owner.kind == DNSPolicy::kind(&())
+            && owner.api_version.split('/').next() == Some(&*DNSPolicy::group(&()))
+    })
+}
+
+/// The policy-owned records whose policy the cache no longer holds (not by name: a policy
+/// deleted and created again under the same name is another owner). Policies hold no
+/// finalizer, so this is how their deletion reaches their records.
+pub fn records_of_deleted_policies(
+    records: &[Arc<DNSRecord>],
+    policies: &[Arc<DNSPolicy>],
+) -> Vec<ObjectRef<DNSRecord>> {
+    let cached: BTreeSet<&str> = policies
+        .iter()
+        .filter_map(|p| p.metadata.uid.as_deref())
+        .collect();
+    records
+        .iter()
+        .filter(|r| owning_policy(r).is_some_and(|owner| !cached.contains(owner.uid.as_str())))
+        .map(|r| ObjectRef::from_obj(&**r))
+        .collect()
+}
+
+/// The Gateways that still say `DNSPolicyAffected` although no policy targets them: their
+/// policy was deleted, and the condition goes with it.
+pub fn gateways_left_affected(
+    gateways: &[Arc<Gateway>],
+    policies: &[Arc<DNSPolicy>],
+) -> Vec<Arc<Gateway>> {
+    let targeted: BTreeSet<(&str, &str)> = policies.iter().map(|p| policy_target(p)).collect();
+    gateways
+        .iter()
+        .filter(|g| {
+            g.status.as_ref().is_some_and(|status| {
+                status
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == meridian_api::conditions::DNS_POLICY_AFFECTED)
+            })
+        })
+        .filter(|g| {
+            let namespace = g.metadata.namespace.as_deref().unwrap_or_default();
+            !targeted.contains(&(namespace, g.metadata.name.as_deref().unwrap_or_default()))
+        })
+        .cloned()
+        .collect()
+}
+
 /// The policies whose Gateway is placed on `cluster`.
 pub fn policies_on_cluster(
     policies: &[Arc<DNSPolicy>],
@@ -638,6 +694,98 @@ mod tests {
         assert!(
             zone_changed_for_dns(Some(&zone), &deleting),
             "being deleted"
+        );
+    }
+
+    fn bare_record(namespace: &str, name: &str) -> DNSRecord {
+        let spec = serde_json::from_value(serde_json::json!({
+            "rootHost": "api.example.com",
+            "managedZone": { "name": "example" },
+        }))
+        .expect("a minimal record");
+        let mut record = DNSRecord::new(name, spec);
+        record.metadata.namespace = Some(namespace.into());
+        record
+    }
+
+    fn owned_record(namespace: &str, name: &str, owner: &DNSPolicy) -> Arc<DNSRecord> {
+        use kube::Resource;
+        let mut record = bare_record(namespace, name);
+        record.metadata.owner_references = Some(vec![
+            owner
+                .controller_owner_ref(&())
+                .expect("the policy has a UID"),
+        ]);
+        Arc::new(record)
+    }
+
+    fn with_uid(policy: Arc<DNSPolicy>, uid: &str) -> Arc<DNSPolicy> {
+        let mut policy = (*policy).clone();
+        policy.metadata.uid = Some(uid.into());
+        Arc::new(policy)
+    }
+
+    #[test]
+    fn records_of_deleted_policies_are_found_by_owner_uid() {
+        let kept = with_uid(policy("gw", "web", "web"), "uid-web");
+        let deleted = with_uid(policy("gw", "api", "api"), "uid-api");
+        let recreated = with_uid(policy("gw", "api", "api"), "uid-api-2");
+        let unowned = bare_record("gw", "by-hand");
+        let mut owned_by_other_kind = (*owned_record("gw", "other", &kept)).clone();
+        owned_by_other_kind
+            .metadata
+            .owner_references
+            .as_mut()
+            .unwrap()[0]
+            .kind = "Gateway".into();
+        let records = [
+            owned_record("gw", "web-http", &kept),
+            owned_record("gw", "api-http", &deleted),
+            Arc::new(unowned),
+            Arc::new(owned_by_other_kind),
+        ];
+        assert_eq!(
+            names(records_of_deleted_policies(&records, &[kept.clone()])),
+            ["gw/api-http"],
+            "only the record whose policy is gone; records nobody's policy wrote are left alone"
+        );
+        assert_eq!(
+            names(records_of_deleted_policies(
+                &records,
+                &[kept.clone(), recreated]
+            )),
+            ["gw/api-http"],
+            "a policy of the same name is another owner"
+        );
+        assert!(records_of_deleted_policies(&records, &[kept, deleted]).is_empty());
+    }
+
+    #[test]
+    fn a_gateway_keeps_its_condition_while_a_policy_targets_it() {
+        let affected = |namespace: &str, name: &str| {
+            let mut g = (*gateway(namespace, name, None)).clone();
+            g.status = Some(Default::default());
+            g.status.as_mut().unwrap().conditions =
+                vec![condition("kuadrant.io/DNSPolicyAffected")];
+            Arc::new(g)
+        };
+        let mut elsewhere = (*policy("policies", "shop", "shop")).clone();
+        elsewhere.spec.target_ref.namespace = Some("gw".into());
+        let gateways = [
+            affected("gw", "web"),
+            affected("gw", "api"),
+            affected("gw", "shop"),
+            gateway("gw", "plain", None),
+        ];
+        let policies = [policy("gw", "web", "web"), Arc::new(elsewhere)];
+        let left: Vec<String> = gateways_left_affected(&gateways, &policies)
+            .iter()
+            .map(|g| g.name_any())
+            .collect();
+        assert_eq!(
+            left,
+            ["api"],
+            "web and shop are targeted, plain was never affected"
         );
     }
 

@@ -35,6 +35,6 @@ pub mod zone_provider;
 
 pub use context::{
     Clock, Concurrency, Context, ControllerConfig, DISTRIBUTED_LABEL, Error, FIELD_MANAGER,
-    LocalCluster, POLICY_LABEL, apply_params, delete_if_present, now, object_key, retry_after,
-    with_finalizer,
+    LocalCluster, POLICY_LABEL, apply_params, counted, delete_if_present, now, object_key,
+    retry_after, with_finalizer,
 };

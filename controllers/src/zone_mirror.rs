@@ -96,7 +96,7 @@ async fn pass(
 ) {
     for zone in caches.zones.state() {
         if zone.spec.dns_provider_secret_ref.is_none() {
-            embedded.ensure_served(&zone);
+            embedded.ensure_served(&zone).await;
         }
     }
     let mut seen = BTreeSet::new();

@@ -403,7 +403,7 @@ impl Launched {
 }
 
 /// A client built from a kubeconfig file, exactly as a user of that file would get one.
-pub(crate) async fn client_from_kubeconfig(path: &Path) -> Result<Client, Error> {
+pub async fn client_from_kubeconfig(path: &Path) -> Result<Client, Error> {
     // The workspace builds rustls with two crypto backends (ring for kube, aws-lc-rs for the AWS
     // SDK), so there is no implicit default: choose ring, once per process.
     let _ = rustls::crypto::ring::default_provider().install_default();

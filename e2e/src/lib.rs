@@ -33,7 +33,7 @@ pub mod traffic;
 mod wait;
 
 pub use assets::{TestBedAssets, helm, helm_command, pinned_kubernetes_version, repository_root};
-pub use control_plane::ControlPlane;
+pub use control_plane::{ControlPlane, client_from_kubeconfig};
 pub use crds::{install_crds, load_crds};
 pub use error::Error;
 pub use fleet::{Fleet, FleetBuilder};

@@ -888,7 +888,18 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
         "Meridian is registered as an OCM addon"
     );
 
-    // Deleting the policy removes every record it created, and nothing else.
+    // Deleting the policy removes every record it created, and nothing else. The policy holds
+    // no finalizer (a write saved per policy): its records follow its deletion themselves.
+    assert!(
+        policies
+            .get("prod-web")
+            .await?
+            .metadata
+            .finalizers
+            .unwrap_or_default()
+            .is_empty(),
+        "the policy carries no finalizer"
+    );
     policies
         .delete("prod-web", &DeleteParams::default())
         .await?;
@@ -1412,18 +1423,34 @@ async fn health_checks_from_every_cluster_decide_which_gateways_stay_in_dns() ->
         .unwrap();
     assert_eq!(healthy.reason, "NoHealthyEndpoints", "{healthy:?}");
 
-    // Deleting the policy withdraws the records and their probes.
-    Api::<DNSPolicy>::namespaced(hub.clone(), NAMESPACE)
+    // Deleting the policy withdraws the records and their probes. It carries the finalizer
+    // hubs gave policies before (as one enforced by such a hub would): that still works, and
+    // the hub lets the policy go once its records are gone.
+    let policies = Api::<DNSPolicy>::namespaced(hub.clone(), NAMESPACE);
+    policies
+        .patch(
+            "prod-web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": {
+                "finalizers": [meridian_controllers::dns_policy::LEGACY_FINALIZER] } })),
+        )
+        .await?;
+    policies
         .delete("prod-web", &DeleteParams::default())
         .await?;
-    eventually("the probes are gone", DEFAULT_PATIENCE, || async {
-        let left = Api::<DNSHealthCheckProbe>::namespaced(hub.clone(), NAMESPACE)
-            .list(&Default::default())
-            .await?
-            .items
-            .len();
-        Ok((left == 0).then_some(()))
-    })
+    eventually(
+        "the probes and the policy are gone",
+        DEFAULT_PATIENCE,
+        || async {
+            let left = Api::<DNSHealthCheckProbe>::namespaced(hub.clone(), NAMESPACE)
+                .list(&Default::default())
+                .await?
+                .items
+                .len();
+            let policy_gone = policies.get_opt("prod-web").await?.is_none();
+            Ok((left == 0 && policy_gone).then_some(()))
+        },
+    )
     .await?;
     answers_become(nameserver, None, &[]).await?;
     running.stop().await;

@@ -379,12 +379,12 @@ async fn measure(
         args.hub_resync_seconds,
         args.hub_log.as_deref(),
     )?;
-    let heartbeats = tokio::spawn(heartbeat_forever(
-        client.clone(),
+    let heartbeats = Heartbeats::start(
+        plane.kubeconfig_path(),
         fleet.clone(),
         heartbeat,
         Duration::from_secs(args.heartbeat_seconds),
-    ));
+    );
     let timeout = Duration::from_secs(args.converge_timeout_seconds);
     wait_converged(&client, &fleet, hub.nameserver, started, timeout).await?;
     let mut figures = Figures {
@@ -475,7 +475,7 @@ async fn measure(
     figures.change_p50 = percentile(0.5);
     figures.change_p99 = percentile(0.99);
     figures.peak_rss_mib = hub.peak_rss_mib()?;
-    heartbeats.abort();
+    heartbeats.stop();
     hub.stop();
     drop(plane);
     Ok(figures)
@@ -629,6 +629,57 @@ fn lease(cluster: &str) -> Value {
             "renewTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(Timestamp::now()),
         },
     })
+}
+
+/// The synthetic agents' heartbeats on a thread, runtime and client of their own: the bench's
+/// own waits (DNS queries, lists) must never delay them, or the hub would rightly see a fleet
+/// gone quiet and hold its brake.
+struct Heartbeats {
+    stop: tokio::sync::oneshot::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Heartbeats {
+    fn start(
+        kubeconfig: &Path,
+        fleet: Arc<SyntheticFleet>,
+        heartbeat: Heartbeat,
+        interval: Duration,
+    ) -> Self {
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let kubeconfig = kubeconfig.to_path_buf();
+        let thread = std::thread::spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(error) => {
+                    tracing::error!(%error, "no runtime for the heartbeats");
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let client = match meridian_e2e::client_from_kubeconfig(&kubeconfig).await {
+                    Ok(client) => client,
+                    Err(error) => {
+                        tracing::error!(%error, "no client for the heartbeats");
+                        return;
+                    }
+                };
+                tokio::select! {
+                    () = heartbeat_forever(client, fleet, heartbeat, interval) => {}
+                    _ = stopped => {}
+                }
+            });
+        });
+        Heartbeats { stop, thread }
+    }
+
+    fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
 }
 
 /// The synthetic agents' heartbeats, spread evenly over the interval. Each renewal is its own
@@ -950,6 +1001,9 @@ impl HubProcess {
             .arg(kubeconfig)
             .args(["--dns-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0"])
             .env("MERIDIAN_LOG", "warn")
+            // The bench asks for every host at once from one address: response rate limiting
+            // would drop most answers, and each drop costs the bench a timeout.
+            .env("MERIDIAN_DNS_RATE_LIMIT", "0")
             // A port of its own for the live view (an environment variable, which a baseline
             // hub from before the view ignores, where a flag would stop it).
             .env("MERIDIAN_VIEW_ADDR", "127.0.0.1:0")

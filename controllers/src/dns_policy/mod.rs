@@ -23,11 +23,13 @@ use meridian_api::kuadrant::DNSPolicy;
 
 use crate::caches::run_controller;
 use crate::desired::{Desired, desired_branch, desired_records};
-use crate::{Context, Error, retry_after, with_finalizer};
+use crate::{Context, Error, counted, retry_after, with_finalizer};
 
+pub use apply::unmark_gateway;
 pub use gather::targets;
 
-pub const FINALIZER: &str = "meridian.dev/dns-policy";
+/// The finalizer policies were given before their records learnt to follow their deletion.
+pub const LEGACY_FINALIZER: &str = "meridian.dev/dns-policy";
 const CONTROLLER: &str = "dnspolicy";
 
 /// Runs the DNSPolicy controller until `stop`.
@@ -47,11 +49,24 @@ pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> 
 }
 
 pub async fn reconcile(policy: Arc<DNSPolicy>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if !policy.finalizers().iter().any(|f| f == LEGACY_FINALIZER) {
+        // No finalizer: it would cost every policy a write at creation. A deleted policy's
+        // records delete themselves ([`crate::dns_record`]).
+        return counted(&*policy, &ctx, CONTROLLER, async {
+            if policy.metadata.deletion_timestamp.is_some() {
+                remove(&policy, &ctx).await
+            } else {
+                enforce(&policy, &ctx).await
+            }
+        })
+        .await;
+    }
+    // A policy enforced before keeps its finalizer until it is deleted.
     with_finalizer(
         policy,
         &ctx,
         CONTROLLER,
-        FINALIZER,
+        LEGACY_FINALIZER,
         |policy| {
             let ctx = &ctx;
             async move { enforce(&policy, ctx).await }
@@ -85,7 +100,7 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
     };
     let desired = decide(&seen, ctx.config.distributed.is_some());
     let records = apply::write_records(policy, &desired, ctx).await?;
-    apply::mark_gateway(&seen.gateway, policy, ctx, true).await?;
+    apply::mark_gateway(&seen.gateway, policy, ctx).await?;
     let enforced = status::enforced_state(&desired, &records);
     if let Some(wait) = status::first_status_wait(
         policy,
@@ -148,7 +163,7 @@ fn decide(seen: &gather::Seen, distributed: bool) -> Desired {
 }
 
 /// Deletes the policy's DNSRecords and waits until they are gone (each withdraws its DNS as
-/// it goes), then lets the finalizer go.
+/// it goes), then takes the policy's condition off its Gateway.
 async fn remove(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
     let remaining = apply::delete_records(policy, ctx).await?;
     if remaining > 0 {
@@ -167,7 +182,7 @@ async fn remove(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
         .gateways
         .get(Some(&gateway_namespace), &target.name)
     {
-        apply::mark_gateway(&gateway, policy, ctx, false).await?;
+        apply::unmark_gateway(&gateway, ctx).await?;
     }
     Ok(Action::await_change())
 }

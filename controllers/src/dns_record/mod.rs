@@ -25,7 +25,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams};
 use kube::runtime::controller::Action;
 use meridian_api::conditions::{self};
-use meridian_api::kuadrant::{DNSHealthCheckProbe, DNSRecord};
+use meridian_api::kuadrant::{DNSHealthCheckProbe, DNSPolicy, DNSRecord};
 use meridian_dns::model::Endpoint;
 use meridian_dns::model::{RecordType, is_at_or_below};
 use meridian_dns::plan::{PlanInput, Registry, plan};
@@ -38,7 +38,7 @@ use crate::health::PROBE_RECORD_LABEL;
 use crate::journal;
 use crate::shared_health;
 use crate::zone_provider::ZoneProvider;
-use crate::{Context, Error, plan_guard, retry_after, with_finalizer};
+use crate::{Context, Error, delete_if_present, indexes, plan_guard, retry_after, with_finalizer};
 
 use gather::{zone_provider, zone_published_count};
 use health::{agree_on_health, check_health, delete_probes, move_mark};
@@ -77,6 +77,16 @@ pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> 
 }
 
 pub async fn reconcile(record: Arc<DNSRecord>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if record.metadata.deletion_timestamp.is_none() && policy_deleted(&record, &ctx).await? {
+        // Its policy holds no finalizer: the record goes itself, and withdraws as it goes.
+        // Where kube-controller-manager runs, its garbage collector would delete the record
+        // too (the owner reference); this does not wait for it.
+        tracing::info!(record = %record.name_any(), "deleting the DNSRecord of a deleted DNSPolicy");
+        let api: Api<DNSRecord> =
+            Api::namespaced(ctx.client.clone(), &record.namespace().unwrap_or_default());
+        delete_if_present(&api, &record.name_any()).await?;
+        return Ok(Action::await_change());
+    }
     with_finalizer(
         record,
         &ctx,
@@ -88,10 +98,52 @@ pub async fn reconcile(record: Arc<DNSRecord>, ctx: Arc<Context>) -> Result<Acti
         },
         |record| {
             let ctx = &ctx;
-            async move { withdraw(&record, ctx).await }
+            async move {
+                let action = withdraw(&record, ctx).await?;
+                release_gateways(&record, ctx).await?;
+                Ok(action)
+            }
         },
     )
     .await
+}
+
+/// Whether the record's DNSPolicy is deleted: gone from the cache and, asked directly, from
+/// the API server (or replaced by a namesake). Only that evidence deletes a record: a cache
+/// that has not seen the policy yet does not.
+async fn policy_deleted(record: &DNSRecord, ctx: &Context) -> Result<bool, Error> {
+    let Some(owner) = indexes::owning_policy(record) else {
+        return Ok(false);
+    };
+    let namespace = record.namespace().unwrap_or_default();
+    let same_policy = |policy: &DNSPolicy| policy.uid().as_deref() == Some(owner.uid.as_str());
+    if ctx
+        .caches
+        .policies
+        .get(Some(&namespace), &owner.name)
+        .is_some_and(|policy| same_policy(&policy))
+    {
+        return Ok(false);
+    }
+    let api: Api<DNSPolicy> = Api::namespaced(ctx.client.clone(), &namespace);
+    Ok(!api
+        .get_opt(&owner.name)
+        .await?
+        .is_some_and(|p| same_policy(&p)))
+}
+
+/// Once a deleted policy's record has withdrawn, the Gateways no policy targets any more lose
+/// their `DNSPolicyAffected` condition.
+async fn release_gateways(record: &DNSRecord, ctx: &Context) -> Result<(), Error> {
+    if indexes::owning_policy(record).is_none() {
+        return Ok(());
+    }
+    let left =
+        indexes::gateways_left_affected(&ctx.caches.gateways.state(), &ctx.caches.policies.state());
+    for gateway in left {
+        crate::dns_policy::unmark_gateway(&gateway, ctx).await?;
+    }
+    Ok(())
 }
 
 pub fn error_policy(record: Arc<DNSRecord>, error: &Error, ctx: Arc<Context>) -> Action {
@@ -280,7 +332,13 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         generation: record.metadata.generation,
         previous: previous.as_deref(),
         desired: &desired,
-        zone_records: zone_published_count(record, ctx),
+        // Counted over every record of the zone, so only where the guard reads it: a record
+        // that published nothing yet is never held.
+        zone_records: if previous.is_some() {
+            zone_published_count(record, ctx)
+        } else {
+            0
+        },
         health_withdraws,
     };
     match plan_guard::judge(

@@ -7,17 +7,17 @@ use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
-use meridian_api::kuadrant::{DNSRecord, ManagedZone};
+use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
 use meridian_api::meridian::ProbeResults;
 
 use crate::caches::{Change, everything_once, own_changes, triggers};
 use crate::health::PROBE_RECORD_LABEL;
 use crate::{Context, indexes};
 
-/// What wakes a record: besides its own records it follows, from the
-/// shared caches, the ManagedZones they publish into and, on the hub, the reports whose probe
-/// verdicts changed ([`crate::indexes::records_with_changed_verdicts`]). In distributed mode
-/// the caches hold only the records this cluster's agent wrote.
+/// What wakes a record: besides its own records it follows, from the shared caches, the
+/// deletion of its DNSPolicy, the ManagedZones they publish into and, on the hub, the reports
+/// whose probe verdicts changed ([`crate::indexes::records_with_changed_verdicts`]). In
+/// distributed mode the caches hold only the records this cluster's agent wrote.
 pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSRecord>>> {
     let caches = ctx.caches.clone();
     let all = caches.records.store().clone();
@@ -57,8 +57,20 @@ pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSRecor
             )
         }
     };
+    // A deleted policy's records delete themselves (policies hold no finalizer); a relist
+    // may have missed a deletion.
+    let by_deleted_policy = {
+        let (records, policies) = (all.clone(), caches.policies.store().clone());
+        move |change: &Change<DNSPolicy>| match change {
+            Change::Applied { .. } => Vec::new(),
+            Change::Deleted(_) | Change::Relisted => {
+                indexes::records_of_deleted_policies(&records.state(), &policies.state())
+            }
+        }
+    };
     let mut requests = vec![
         everything_once(&caches.records),
+        triggers(caches.policies.subscribe(), all.clone(), by_deleted_policy),
         own_changes(&caches.records),
         triggers(caches.zones.subscribe(), all.clone(), by_zone),
         triggers(caches.secrets.subscribe(), all.clone(), by_secret),

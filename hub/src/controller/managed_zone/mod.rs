@@ -68,7 +68,7 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
             let Some(embedded) = ctx.providers.embedded_zones() else {
                 return Ok(Action::await_change());
             };
-            let served = embedded.ensure_served(&zone);
+            let served = embedded.ensure_served(&zone).await;
             status.provider = Some("embedded".into());
             status.name_servers = served
                 .name_servers
