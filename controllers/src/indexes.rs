@@ -745,7 +745,10 @@ mod tests {
             Arc::new(owned_by_other_kind),
         ];
         assert_eq!(
-            names(records_of_deleted_policies(&records, &[kept.clone()])),
+            names(records_of_deleted_policies(
+                &records,
+                std::slice::from_ref(&kept)
+            )),
             ["gw/api-http"],
             "only the record whose policy is gone; records nobody's policy wrote are left alone"
         );

@@ -170,18 +170,28 @@ mod tests {
             old: old.clone(),
             new: new.clone(),
         };
-        let batch = |deletes: Vec<Endpoint>, updates: Vec<Update>, creates: Vec<Endpoint>| {
-            Changes {
+        let batch =
+            |deletes: Vec<Endpoint>, updates: Vec<Update>, creates: Vec<Endpoint>| Changes {
                 deletes,
                 updates,
                 creates,
-            }
-        };
-        let cases: Vec<(&str, Vec<Endpoint>, Changes, Result<Vec<Endpoint>, Refusal>)> = vec![
+            };
+        // What the zone holds, the batch, and what it holds after (or why it refused).
+        type Case = (
+            &'static str,
+            Vec<Endpoint>,
+            Changes,
+            Result<Vec<Endpoint>, Refusal>,
+        );
+        let cases: Vec<Case> = vec![
             (
                 "a create, an update and a delete",
                 vec![a.clone(), other_cname.clone()],
-                batch(vec![other_cname.clone()], vec![update(&a, &a2)], vec![txt.clone()]),
+                batch(
+                    vec![other_cname.clone()],
+                    vec![update(&a, &a2)],
+                    vec![txt.clone()],
+                ),
                 Ok(vec![a2.clone(), txt.clone()]),
             ),
             (
