@@ -115,7 +115,7 @@ impl EmbeddedZones {
                 .or_insert_with(|| ServedZone {
                     config: config.clone(),
                     records: ZoneRecords::default(),
-                    // Never served yet: version 0 must be built too.
+                    // Ahead of the served version (none yet), so this call builds it.
                     version: 1,
                 });
             if served.config != config {
@@ -252,8 +252,6 @@ impl ZoneProvider {
 }
 
 impl ZoneProvider {
-    /// One record set by name and type: a single small read where the provider has one
-    /// (Route53, RFC2136), else read from the whole zone.
     /// The zone's records a plan for `root_host` reads (`meridian_dns::plan::host_records`):
     /// an embedded zone copies only those out of memory; a provider's zone is listed whole.
     pub async fn host_records(
@@ -275,6 +273,8 @@ impl ZoneProvider {
         }
     }
 
+    /// One record set by name and type: a single small read where the provider has one
+    /// (Route53, RFC2136), else read from the whole zone.
     pub async fn read_record(
         &self,
         zone_id: &str,
