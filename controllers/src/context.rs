@@ -594,32 +594,30 @@ where
 {
     use kube::ResourceExt;
     use kube::runtime::finalizer::{Error as FinalizerError, Event, finalizer};
-    let namespace = object.namespace().unwrap_or_default();
-    let key = object_key(&K::kind(&()), Some(&namespace), &object.name_any());
-    ctx.metrics.reconciled(controller);
-    let api: kube::Api<K> = kube::Api::namespaced(ctx.client.clone(), &namespace);
-    let result = finalizer(&api, finalizer_name, object, |event| async {
-        match event {
-            Event::Apply(object) => apply(object).await,
-            Event::Cleanup(object) => cleanup(object).await,
-        }
-    })
-    .await
-    .map_err(|error| match error {
-        FinalizerError::ApplyFailed(e) | FinalizerError::CleanupFailed(e) => e,
-        // The finalizer list the patch tested is not the stored one any more.
-        FinalizerError::AddFinalizer(kube::Error::Api(status))
-        | FinalizerError::RemoveFinalizer(kube::Error::Api(status))
-            if status.code == 409 || status.code == 422 =>
-        {
-            Error::Stale(status.message)
-        }
-        other => Error::Finalizer(other.to_string()),
-    });
-    if result.is_ok() {
-        ctx.succeeded(&key);
-    }
-    result
+    let api: kube::Api<K> =
+        kube::Api::namespaced(ctx.client.clone(), &object.namespace().unwrap_or_default());
+    let reconciled = object.clone();
+    let reconcile = async move {
+        finalizer(&api, finalizer_name, object, |event| async {
+            match event {
+                Event::Apply(object) => apply(object).await,
+                Event::Cleanup(object) => cleanup(object).await,
+            }
+        })
+        .await
+        .map_err(|error| match error {
+            FinalizerError::ApplyFailed(e) | FinalizerError::CleanupFailed(e) => e,
+            // The finalizer list the patch tested is not the stored one any more.
+            FinalizerError::AddFinalizer(kube::Error::Api(status))
+            | FinalizerError::RemoveFinalizer(kube::Error::Api(status))
+                if status.code == 409 || status.code == 422 =>
+            {
+                Error::Stale(status.message)
+            }
+            other => Error::Finalizer(other.to_string()),
+        })
+    };
+    counted(&*reconciled, ctx, controller, reconcile).await
 }
 
 /// Runs a namespaced object's reconcile with no finalizer of ours: counts the reconcile and
