@@ -7,6 +7,7 @@
 //! broadcasts ([`run_controller`]), not on `Controller::new`, which would open a watch of its
 //! own for every kind it follows.
 
+use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
 use std::future::Future;
 use std::pin::Pin;
@@ -78,6 +79,87 @@ pub struct Cache<K: Resource<DynamicType = ()> + Clone + 'static> {
     writer: std::sync::Mutex<Option<Writer<K>>>,
     changes: broadcast::Sender<Change<K>>,
     listed: AtomicBool,
+    groups: Groups<K>,
+}
+
+/// The key an object is grouped under (`None`: in no group).
+pub type GroupKey<K> = fn(&K) -> Option<String>;
+
+/// A secondary index of a cache: its objects grouped by a key read from each (a policy by the
+/// Gateway it targets, a record by its policy). Kept as the store changes, so a reconcile asks
+/// for its group instead of walking every object of the kind: at 6,000 policies those walks were
+/// a fifth of a cold start's CPU.
+struct Groups<K: Resource<DynamicType = ()>> {
+    key_of: Option<GroupKey<K>>,
+    members: std::sync::RwLock<HashMap<String, HashSet<ObjectRef<K>>>>,
+}
+
+impl<K: Resource<DynamicType = ()> + Clone> Groups<K> {
+    fn new(key_of: Option<GroupKey<K>>) -> Self {
+        Groups {
+            key_of,
+            members: Default::default(),
+        }
+    }
+
+    /// Moves an object from the group it was in to the one it is in now.
+    fn regroup(&self, old: Option<&K>, new: Option<&K>) {
+        let Some(key_of) = self.key_of else {
+            return;
+        };
+        let (old_key, new_key) = (old.and_then(key_of), new.and_then(key_of));
+        if old_key == new_key && new.is_some() {
+            return;
+        }
+        let mut members = self
+            .members
+            .write()
+            .expect("no panics while groups are held");
+        if let (Some(key), Some(object)) = (old_key, old)
+            && let Some(group) = members.get_mut(&key)
+        {
+            group.remove(&ObjectRef::from_obj(object));
+            if group.is_empty() {
+                members.remove(&key);
+            }
+        }
+        if let (Some(key), Some(object)) = (new_key, new) {
+            members
+                .entry(key)
+                .or_default()
+                .insert(ObjectRef::from_obj(object));
+        }
+    }
+
+    /// Groups every object again (after a relist replaced the store's contents).
+    fn rebuild(&self, objects: &[Arc<K>]) {
+        let Some(key_of) = self.key_of else {
+            return;
+        };
+        let mut members: HashMap<String, HashSet<ObjectRef<K>>> = HashMap::new();
+        for object in objects {
+            if let Some(key) = key_of(object) {
+                members
+                    .entry(key)
+                    .or_default()
+                    .insert(ObjectRef::from_obj(&**object));
+            }
+        }
+        *self
+            .members
+            .write()
+            .expect("no panics while groups are held") = members;
+    }
+
+    fn of(&self, key: &str) -> Vec<ObjectRef<K>> {
+        debug_assert!(self.key_of.is_some(), "{} is not grouped", K::kind(&()));
+        self.members
+            .read()
+            .expect("no panics while groups are held")
+            .get(key)
+            .map(|group| group.iter().cloned().collect())
+            .unwrap_or_default()
+    }
 }
 
 impl<K: Resource<DynamicType = ()> + Clone> Debug for Cache<K> {
@@ -94,12 +176,27 @@ where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
     fn default() -> Self {
+        Cache::with_groups(None)
+    }
+}
+
+impl<K> Cache<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    /// A cache that also groups its objects by `key_of`, for [`Cache::group`].
+    pub fn grouped_by(key_of: GroupKey<K>) -> Self {
+        Cache::with_groups(Some(key_of))
+    }
+
+    fn with_groups(key_of: Option<GroupKey<K>>) -> Self {
         let (store, writer) = reflector::store();
         Cache {
             store,
             writer: std::sync::Mutex::new(Some(writer)),
             changes: broadcast::channel(CHANGE_BUFFER).0,
             listed: AtomicBool::new(false),
+            groups: Groups::new(key_of),
         }
     }
 }
@@ -115,6 +212,16 @@ where
     /// Every object, in no particular order.
     pub fn state(&self) -> Vec<Arc<K>> {
         self.store.state()
+    }
+
+    /// The objects grouped under `key` (for a cache made with [`Cache::grouped_by`]), in no
+    /// particular order.
+    pub fn group(&self, key: &str) -> Vec<Arc<K>> {
+        self.groups
+            .of(key)
+            .iter()
+            .filter_map(|reference| self.store.get(reference))
+            .collect()
     }
 
     pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
@@ -178,38 +285,48 @@ where
         let mut events = watcher(api, config).default_backoff().boxed();
         let mut relisting = false;
         while let Some(event) = events.next().await {
-            let event = match event {
-                Ok(event) => event,
+            match event {
+                Ok(event) => self.apply(&mut writer, &event, &mut relisting),
                 Err(error) => {
                     tracing::debug!(kind = %K::kind(&()), %error, "watch error; retrying");
-                    continue;
                 }
-            };
-            let change = match &event {
-                watcher::Event::Apply(object) => {
-                    let old = self.store.get(&ObjectRef::from_obj(object));
-                    Some(Change::Applied {
-                        old,
-                        new: Arc::new(object.clone()),
-                    })
-                }
-                watcher::Event::Delete(object) => Some(Change::Deleted(Arc::new(object.clone()))),
-                watcher::Event::Init => {
-                    relisting = true;
-                    None
-                }
-                watcher::Event::InitApply(_) => None,
-                watcher::Event::InitDone => relisting.then_some(Change::Relisted),
-            };
-            writer.apply_watcher_event(&event);
-            if matches!(event, watcher::Event::InitDone) {
-                relisting = false;
-                self.listed.store(true, Ordering::SeqCst);
             }
-            if let Some(change) = change {
-                // No subscriber yet is fine: controllers list the store when they start.
-                let _ = self.changes.send(change);
+        }
+    }
+
+    /// Applies one watch event to the store and the groups, and tells the subscribers.
+    fn apply(&self, writer: &mut Writer<K>, event: &watcher::Event<K>, relisting: &mut bool) {
+        let change = match event {
+            watcher::Event::Apply(object) => {
+                let old = self.store.get(&ObjectRef::from_obj(object));
+                Some(Change::Applied {
+                    old,
+                    new: Arc::new(object.clone()),
+                })
             }
+            watcher::Event::Delete(object) => Some(Change::Deleted(Arc::new(object.clone()))),
+            watcher::Event::Init => {
+                *relisting = true;
+                None
+            }
+            watcher::Event::InitApply(_) => None,
+            watcher::Event::InitDone => relisting.then_some(Change::Relisted),
+        };
+        writer.apply_watcher_event(event);
+        match &change {
+            Some(Change::Applied { old, new }) => self.groups.regroup(old.as_deref(), Some(new)),
+            Some(Change::Deleted(old)) => self.groups.regroup(Some(old), None),
+            _ => {}
+        }
+        if matches!(event, watcher::Event::InitDone) {
+            // The store now holds the new list whole.
+            self.groups.rebuild(&self.store.state());
+            *relisting = false;
+            self.listed.store(true, Ordering::SeqCst);
+        }
+        if let Some(change) = change {
+            // No subscriber yet is fine: controllers list the store when they start.
+            let _ = self.changes.send(change);
         }
     }
 
@@ -284,12 +401,12 @@ impl Caches {
         Caches {
             scope,
             namespace: None,
-            policies: Cache::default(),
-            records: Cache::default(),
+            policies: Cache::grouped_by(crate::indexes::policy_group),
+            records: Cache::grouped_by(crate::indexes::record_group),
             gateways: Cache::default(),
             zones: Cache::default(),
             probes: Cache::default(),
-            decisions: Cache::default(),
+            decisions: Cache::grouped_by(crate::indexes::decision_group),
             clusters: Cache::default(),
             reports: Cache::default(),
             probe_results: Cache::default(),
@@ -530,4 +647,64 @@ pub async fn run_controller<K, Ctx, Reconcile, Fut>(
     .into_stream()
     .for_each(|_| async {})
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::ResourceExt;
+    use meridian_api::kuadrant::DNSPolicySpec;
+
+    fn policy(namespace: &str, name: &str, gateway: &str) -> DNSPolicy {
+        let spec: DNSPolicySpec = serde_json::from_value(serde_json::json!({
+            "targetRef": { "group": "gateway.networking.k8s.io", "kind": "Gateway", "name": gateway },
+        }))
+        .expect("a minimal policy");
+        let mut p = DNSPolicy::new(name, spec);
+        p.metadata.namespace = Some(namespace.into());
+        p
+    }
+
+    fn group(cache: &Cache<DNSPolicy>, key: &str) -> Vec<String> {
+        let mut names: Vec<String> = cache.group(key).iter().map(|p| p.name_any()).collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn groups_follow_the_store_through_changes_deletions_and_relists() {
+        let cache = Cache::grouped_by(crate::indexes::policy_group);
+        let mut writer = cache.writer.lock().unwrap().take().unwrap();
+        let mut relisting = false;
+        let mut apply = |event| cache.apply(&mut writer, &event, &mut relisting);
+
+        // A first list.
+        apply(watcher::Event::Init);
+        apply(watcher::Event::InitApply(policy("a", "one", "web")));
+        apply(watcher::Event::InitApply(policy("a", "two", "web")));
+        apply(watcher::Event::InitApply(policy("b", "three", "web")));
+        apply(watcher::Event::InitDone);
+        assert_eq!(group(&cache, "a/web"), ["one", "two"]);
+        assert_eq!(group(&cache, "b/web"), ["three"]);
+
+        // A policy retargeted leaves its old group; one deleted leaves every group.
+        apply(watcher::Event::Apply(policy("a", "two", "api")));
+        assert_eq!(group(&cache, "a/web"), ["one"]);
+        assert_eq!(group(&cache, "a/api"), ["two"]);
+        apply(watcher::Event::Delete(policy("a", "one", "web")));
+        assert!(group(&cache, "a/web").is_empty());
+        // An unchanged target keeps its group.
+        apply(watcher::Event::Apply(policy("a", "two", "api")));
+        assert_eq!(group(&cache, "a/api"), ["two"]);
+
+        // A relist replaces everything, including what its watch missed.
+        apply(watcher::Event::Init);
+        apply(watcher::Event::InitApply(policy("a", "four", "web")));
+        // Until the relist is done, the groups are those of the store as it still is.
+        assert_eq!(group(&cache, "a/api"), ["two"]);
+        apply(watcher::Event::InitDone);
+        assert_eq!(group(&cache, "a/web"), ["four"]);
+        assert!(group(&cache, "a/api").is_empty());
+        assert!(group(&cache, "b/web").is_empty());
+    }
 }

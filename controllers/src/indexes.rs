@@ -36,6 +36,34 @@ pub fn decided_clusters(
         .collect()
 }
 
+/// The key of objects in `namespace` grouped under `name` (a Gateway, a policy, a Placement):
+/// names hold no `/`, so the pair is unambiguous.
+pub fn group_key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+/// A policy's group in the policy cache: the Gateway it targets.
+pub fn policy_group(policy: &DNSPolicy) -> Option<String> {
+    let (namespace, name) = policy_target(policy);
+    Some(group_key(namespace, name))
+}
+
+/// A record's group in the record cache: the policy that wrote it (by its label; a record an
+/// admin wrote is in none).
+pub fn record_group(record: &DNSRecord) -> Option<String> {
+    let policy = record.labels().get(crate::POLICY_LABEL)?;
+    Some(group_key(record.metadata.namespace.as_deref()?, policy))
+}
+
+/// A PlacementDecision's group in the decision cache: its Placement.
+pub fn decision_group(decision: &PlacementDecision) -> Option<String> {
+    let placement = decision.labels().get(PLACEMENT_LABEL)?;
+    Some(group_key(
+        decision.metadata.namespace.as_deref()?,
+        placement,
+    ))
+}
+
 /// The Placement a PlacementDecision belongs to.
 pub fn placement_of(decision: &PlacementDecision) -> Option<PlacementKey> {
     Some((

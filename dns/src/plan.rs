@@ -79,18 +79,25 @@ fn ownership_record_with_code(owner_code: &str, owner: &str, record: &Endpoint) 
 /// The key of the record an ownership TXT record vouches for, read from its name alone (the
 /// owner is not checked).
 pub fn record_vouched_for(txt: &Endpoint) -> Option<RecordKey> {
+    let (record_type, dns_name) = vouched_name(txt)?;
+    Some(RecordKey {
+        dns_name: dns_name.to_string(),
+        record_type,
+        set_identifier: txt.set_identifier.clone(),
+    })
+}
+
+/// The type and name of the record an ownership TXT record vouches for, borrowed from its name
+/// (as [`record_vouched_for`], without copying: [`host_records`] asks it of every TXT record
+/// of the zone).
+fn vouched_name(txt: &Endpoint) -> Option<(RecordType, &str)> {
     if txt.record_type != RecordType::Txt {
         return None;
     }
     let rest = txt.dns_name.strip_prefix(REGISTRY_PREFIX)?;
     let (_, rest) = rest.split_at_checked(8)?;
     let (type_name, dns_name) = rest.strip_prefix('-')?.split_once('-')?;
-    let record_type = RecordType::parse(type_name)?;
-    Some(RecordKey {
-        dns_name: dns_name.to_string(),
-        record_type,
-        set_identifier: txt.set_identifier.clone(),
-    })
+    Some((RecordType::parse(type_name)?, dns_name))
 }
 
 /// The `external-dns/<key>=<value>` labels of a registry TXT record (one with
@@ -377,8 +384,8 @@ pub fn host_records<'a>(
             }
             // A TXT record elsewhere: an ownership record of a record under the base, or
             // another tool's registry record that may claim the base itself.
-            match record_vouched_for(record) {
-                Some(key) => is_at_or_below(&key.dns_name, &base),
+            match vouched_name(record) {
+                Some((_, dns_name)) => is_at_or_below(dns_name, &base),
                 None => may_claim(&record.dns_name, &base) && registry_labels(record).is_some(),
             }
         })

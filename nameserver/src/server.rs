@@ -68,6 +68,8 @@ impl Default for ServerConfig {
 #[derive(Debug)]
 pub struct NameServer {
     catalog: Arc<ArcSwap<Catalog>>,
+    /// Held while a zone is published: the catalog has one writer at a time.
+    publishing: std::sync::Mutex<()>,
     stats: Arc<Stats>,
     /// Zones keep a transfer history (a journal for IXFR) only where transfers are allowed.
     keeps_history: bool,
@@ -156,6 +158,7 @@ impl NameServer {
         tasks.spawn(serve_tcp(tcp, shared));
         Ok(NameServer {
             catalog,
+            publishing: Default::default(),
             stats,
             keeps_history,
             changed,
@@ -179,24 +182,25 @@ impl NameServer {
     /// on every change and is at least the Unix time, so that it also grows across restarts
     /// and stays close between replicas (what BIND's `serial-update-method unixtime` does).
     pub fn publish(&self, config: ZoneConfig, endpoints: impl IntoIterator<Item = Endpoint>) {
-        let endpoints: Vec<Endpoint> = endpoints.into_iter().collect();
         let now = u32::try_from(unix_now()).unwrap_or(u32::MAX);
-        self.catalog.rcu(|current| {
-            let previous = current.zone(&config.apex);
-            let serial = previous.map_or(now, |zone| {
-                let next = zone.serial.wrapping_add(1).max(1);
-                if crate::transfer::serial_newer(now, next) {
-                    now
-                } else {
-                    next
-                }
-            });
-            let mut zone = Zone::new(config.clone(), serial, endpoints.clone());
-            if self.keeps_history {
-                zone = zone.with_history(previous.map(Arc::as_ref));
+        // One publisher at a time, so the zone is built once from the version it replaces
+        // (a compare-and-swap loop would build, and copy the records, again on every retry).
+        let _one_publisher = self.publishing.lock().expect("no panics while publishing");
+        let current = self.catalog.load_full();
+        let previous = current.zone(&config.apex).map(Arc::as_ref);
+        let serial = previous.map_or(now, |zone| {
+            let next = zone.serial.wrapping_add(1).max(1);
+            if crate::transfer::serial_newer(now, next) {
+                now
+            } else {
+                next
             }
-            Arc::new(current.with_zone(zone))
         });
+        let mut zone = Zone::replacing(previous, config, serial, endpoints);
+        if self.keeps_history {
+            zone = zone.with_history(previous);
+        }
+        self.catalog.store(Arc::new(current.with_zone(zone)));
         self.changed.notify_one();
     }
 

@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use crate::fast::Prepared;
+use crate::fast::{Prepared, RecordsByName};
 use crate::transfer::History;
 use meridian_dns::model::{Endpoint, RecordType, is_at_or_below};
 
@@ -197,7 +197,7 @@ impl ZoneConfig {
 pub struct Zone {
     pub config: ZoneConfig,
     pub serial: u32,
-    records: HashMap<String, Vec<Endpoint>>,
+    records: RecordsByName,
     /// Every name that exists: record names and their ancestors up to the apex (empty
     /// non-terminals answer NODATA, not NXDOMAIN).
     names: HashSet<String>,
@@ -215,6 +215,17 @@ pub(crate) fn normalize(name: &str) -> String {
 impl Zone {
     /// A zone holding the `endpoints` at or below the apex (others are ignored).
     pub fn new(
+        config: ZoneConfig,
+        serial: u32,
+        endpoints: impl IntoIterator<Item = Endpoint>,
+    ) -> Self {
+        Zone::replacing(None, config, serial, endpoints)
+    }
+
+    /// The zone that replaces `previous`, holding the `endpoints` at or below the apex: as
+    /// [`Zone::new`], encoding again only the names whose records changed.
+    pub fn replacing(
+        previous: Option<&Zone>,
         config: ZoneConfig,
         serial: u32,
         endpoints: impl IntoIterator<Item = Endpoint>,
@@ -241,7 +252,11 @@ impl Zone {
         for group in records.values_mut() {
             meridian_dns::model::sort_endpoints(group);
         }
-        let prepared = Prepared::new(&config.apex, &records);
+        let prepared = Prepared::new(
+            &config.apex,
+            &records,
+            previous.map(|zone| (&zone.records, &zone.prepared)),
+        );
         Zone {
             config,
             serial,

@@ -10,11 +10,11 @@ use meridian_api::meridian::GatewayReport;
 use meridian_api::upstream::Gateway;
 use meridian_dns::tree::GatewayRef;
 
+use crate::Context;
 use crate::desired::{ListenerRef, PlacedCluster, ZoneRef, downstream_namespace, silence};
 use crate::indexes;
 use crate::policy::routing_strategy;
 use crate::silence::{FleetBrake, SilenceRules};
-use crate::{Context, POLICY_LABEL};
 use meridian_dns::tree::Strategy;
 
 /// Everything a policy's records are decided from.
@@ -88,9 +88,9 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
     let rivals: Vec<DNSPolicy> = ctx
         .caches
         .policies
-        .state()
+        .group(&indexes::group_key(&gateway_namespace, &target.name))
         .iter()
-        .filter(|p| p.namespace().as_deref() == Some(namespace.as_str()))
+        .filter(|p| p.metadata.namespace.as_deref() == Some(namespace.as_str()))
         .filter(|p| targets(p, &gateway_namespace, &target.name))
         .map(|p| (**p).clone())
         .collect();
@@ -229,7 +229,11 @@ fn placed_clusters(gateway: &Gateway, ctx: &Context) -> Vec<PlacedCluster> {
     let Some(placement) = gateway.labels().get(PLACEMENT_LABEL) else {
         return Vec::new();
     };
-    let names = indexes::decided_clusters(&ctx.caches.decisions.state(), &namespace, placement);
+    let decisions = ctx
+        .caches
+        .decisions
+        .group(&indexes::group_key(&namespace, placement));
+    let names = indexes::decided_clusters(&decisions, &namespace, placement);
     let downstream = downstream_namespace(&namespace);
     let now = (ctx.clock)();
     let mut clusters = Vec::new();
@@ -261,13 +265,11 @@ fn placed_clusters(gateway: &Gateway, ctx: &Context) -> Vec<PlacedCluster> {
 
 /// The policy's DNSRecords.
 pub fn records_of(policy: &DNSPolicy, ctx: &Context) -> Vec<DNSRecord> {
-    let namespace = policy.namespace();
-    let name = policy.name_any();
+    let namespace = policy.namespace().unwrap_or_default();
     ctx.caches
         .records
-        .state()
+        .group(&indexes::group_key(&namespace, &policy.name_any()))
         .iter()
-        .filter(|r| r.namespace() == namespace && r.labels().get(POLICY_LABEL) == Some(&name))
         .map(|r| (**r).clone())
         .collect()
 }

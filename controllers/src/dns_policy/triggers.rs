@@ -28,7 +28,7 @@ pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSPolic
     let caches = &ctx.caches;
     let all = caches.policies.store().clone();
     let by_gateway = {
-        let policies = all.clone();
+        let caches = caches.clone();
         move |change: &Change<Gateway>| {
             let gateway = match change {
                 Change::Applied { old, new } => {
@@ -41,7 +41,10 @@ pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSPolic
                 Change::Relisted => return Vec::new(),
             };
             let target = (gateway.namespace().unwrap_or_default(), gateway.name_any());
-            indexes::policies_targeting(&policies.state(), &[target].into())
+            let rivals = caches
+                .policies
+                .group(&indexes::group_key(&target.0, &target.1));
+            indexes::policies_targeting(&rivals, &[target].into())
         }
     };
     let by_record = |change: &Change<DNSRecord>| {

@@ -147,13 +147,14 @@ pub(super) fn probes_of(record: &DNSRecord, ctx: &Context) -> Vec<Arc<DNSHealthC
 /// Meridian's records published in `record`'s zone now: every DNSRecord of the zone's
 /// `status.endpoints`, from the cache (what the plan guard measures a plan against).
 pub(super) fn zone_published_count(record: &DNSRecord, ctx: &Context) -> usize {
-    let namespace = record.namespace();
+    // Borrowed comparisons: this walks every record of the hub for each record published.
     ctx.caches
         .records
         .state()
         .iter()
         .filter(|r| {
-            r.namespace() == namespace && r.spec.managed_zone.name == record.spec.managed_zone.name
+            r.metadata.namespace == record.metadata.namespace
+                && r.spec.managed_zone.name == record.spec.managed_zone.name
         })
         .filter_map(|r| r.status.as_ref())
         .map(|status| status.endpoints.len())

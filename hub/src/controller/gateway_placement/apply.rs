@@ -144,7 +144,21 @@ pub async fn install_agent(cluster: &str, ctx: &PlacementContext) -> Result<(), 
             return Ok(());
         }
     }
-    for object in rbac {
+    // The ClusterRoles every agent shares: applied once per process, not once per cluster (a
+    // fleet of 3,000 clusters wrote them 3,000 times at a cold start).
+    let (shared, own): (Vec<Value>, Vec<Value>) = rbac
+        .into_iter()
+        .partition(|object| object["kind"] == "ClusterRole");
+    ctx.agent_installs
+        .shared_roles_applied
+        .get_or_try_init(|| async {
+            for object in shared {
+                apply_dynamic(ctx, object).await?;
+            }
+            Ok::<_, Error>(())
+        })
+        .await?;
+    for object in own {
         apply_dynamic(ctx, object).await?;
     }
     register_addon(cluster, ctx).await?;
@@ -190,13 +204,15 @@ pub async fn install_agent(cluster: &str, ctx: &PlacementContext) -> Result<(), 
 /// How long an install waits for its work to reach the cache.
 const AGENT_WORK_CACHED: Duration = Duration::from_secs(10);
 
-/// One lock per cluster, held while its agent is installed; and whether the fleet-wide addon
-/// has been registered by this process.
+/// One lock per cluster, held while its agent is installed; and whether the fleet-wide objects
+/// (the addon, the agents' shared ClusterRoles) have been applied by this process: each hub
+/// process applies them once, at its first install, so an upgraded hub brings its own.
 #[derive(Debug, Default)]
 pub struct AgentInstalls {
     per_cluster:
         std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>,
     addon_registered: tokio::sync::OnceCell<()>,
+    shared_roles_applied: tokio::sync::OnceCell<()>,
 }
 
 impl AgentInstalls {

@@ -32,9 +32,13 @@ pub fn gather(gateway: &Gateway, ctx: &PlacementContext) -> Seen {
     let caches = &ctx.caches;
     let namespace = gateway.namespace().unwrap_or_default();
     let decided = match gateway.labels().get(PLACEMENT_LABEL) {
-        Some(placement) => {
-            indexes::decided_clusters(&caches.decisions.state(), &namespace, placement)
-        }
+        Some(placement) => indexes::decided_clusters(
+            &caches
+                .decisions
+                .group(&indexes::group_key(&namespace, placement)),
+            &namespace,
+            placement,
+        ),
         None => BTreeSet::new(),
     };
     // A cluster gone from OCM gets no work.

@@ -17,6 +17,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 
 use kube::api::{Api, Patch};
@@ -202,17 +203,13 @@ fn plans_held_condition(
     zone: &ManagedZone,
     records: &[Arc<DNSRecord>],
 ) -> ConditionUpdate<'static> {
-    let namespace = zone.namespace();
+    // Called for every record change of a cold start, over every record: nothing is copied
+    // until a record is found held.
     let mut held: Vec<String> = records
         .iter()
-        .filter(|r| r.namespace() == namespace && r.spec.managed_zone.name == zone.name_any())
-        .filter_map(|r| {
-            Some(format!(
-                "{}: {}",
-                r.name_any(),
-                plan_guard::held_message(r)?
-            ))
-        })
+        .filter_map(|r| Some((r, plan_guard::held_message(r)?)))
+        .filter(|(r, _)| in_zone(r, zone))
+        .map(|(r, message)| format!("{}: {message}", r.name_any()))
         .collect();
     held.sort();
     let guard = plan_guard::ZoneGuard::from_annotations(zone.annotations());
@@ -243,6 +240,12 @@ fn plans_held_condition(
     }
 }
 
+/// Whether `record` publishes into `zone`.
+fn in_zone(record: &DNSRecord, zone: &ManagedZone) -> bool {
+    record.spec.managed_zone.name == zone.metadata.name.as_deref().unwrap_or_default()
+        && record.metadata.namespace == zone.metadata.namespace
+}
+
 /// `FailStatic`: the policies publishing into the zone whose silent clusters a brake keeps in
 /// DNS, the fleet brake first (it says the hub may be the one cut off), or none. It repeats
 /// the policies' own conditions so that whoever watches zones sees it too.
@@ -251,16 +254,11 @@ fn fail_static_condition(
     records: &[Arc<DNSRecord>],
     policies: &[Arc<DNSPolicy>],
 ) -> ConditionUpdate<'static> {
-    let namespace = zone.namespace();
-    let zone_name = zone.name_any();
-    let publishing: BTreeSet<&String> = records
+    // The policies kept static first: there are none in a steady fleet, and this runs for
+    // every record change of a cold start.
+    let kept_static: Vec<(&DNSPolicy, &Condition)> = policies
         .iter()
-        .filter(|r| r.namespace() == namespace && r.spec.managed_zone.name == zone_name)
-        .filter_map(|r| r.labels().get(POLICY_LABEL))
-        .collect();
-    let mut kept: Vec<(bool, String)> = policies
-        .iter()
-        .filter(|p| p.namespace() == namespace && publishing.contains(&p.name_any()))
+        .filter(|p| p.metadata.namespace == zone.metadata.namespace)
         .filter_map(|policy| {
             let condition = policy
                 .status
@@ -268,11 +266,27 @@ fn fail_static_condition(
                 .conditions
                 .iter()
                 .find(|c| c.type_ == conditions::FAIL_STATIC && c.status == "True")?;
+            Some((policy.as_ref(), condition))
+        })
+        .collect();
+    let publishing: BTreeSet<&String> = if kept_static.is_empty() {
+        BTreeSet::new()
+    } else {
+        records
+            .iter()
+            .filter(|r| in_zone(r, zone))
+            .filter_map(|r| r.labels().get(POLICY_LABEL))
+            .collect()
+    };
+    let mut kept: Vec<(bool, String)> = kept_static
+        .into_iter()
+        .filter(|(policy, _)| publishing.contains(&policy.name_any()))
+        .map(|(policy, condition)| {
             let braked = condition.reason == conditions::fail_static::FLEET_BRAKE;
-            Some((
+            (
                 braked,
                 format!("DNSPolicy {}: {}", policy.name_any(), condition.message),
-            ))
+            )
         })
         .collect();
     // The braked policies first, each group by name.
