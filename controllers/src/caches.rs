@@ -217,10 +217,18 @@ where
     /// The objects grouped under `key` (for a cache made with [`Cache::grouped_by`]), in no
     /// particular order.
     pub fn group(&self, key: &str) -> Vec<Arc<K>> {
+        let belongs = |object: &Arc<K>| {
+            self.groups
+                .key_of
+                .is_some_and(|key_of| key_of(object).as_deref() == Some(key))
+        };
         self.groups
             .of(key)
             .iter()
             .filter_map(|reference| self.store.get(reference))
+            // Checked again: a group may hold the name of an object that was deleted, and
+            // created again elsewhere, while a watch was down.
+            .filter(belongs)
             .collect()
     }
 
@@ -696,6 +704,14 @@ mod tests {
         // An unchanged target keeps its group.
         apply(watcher::Event::Apply(policy("a", "two", "api")));
         assert_eq!(group(&cache, "a/api"), ["two"]);
+
+        // A deletion that says another target than the one grouped (a change the watch
+        // missed), then the name created again: the group does not hand out the newcomer.
+        apply(watcher::Event::Delete(policy("a", "two", "web")));
+        apply(watcher::Event::Apply(policy("a", "two", "other")));
+        assert!(group(&cache, "a/api").is_empty());
+        assert_eq!(group(&cache, "a/other"), ["two"]);
+        apply(watcher::Event::Apply(policy("a", "two", "api")));
 
         // A relist replaces everything, including what its watch missed.
         apply(watcher::Event::Init);
