@@ -159,8 +159,12 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     println!();
     for (provider, size, figures) in &rows {
         println!(
-            "{:?} at {size}: steady calls by kind {:?}; change calls by kind {:?}{}",
+            "{:?} at {size}: cold start {:.1} s, calls by kind {:?} ({} throttled); steady calls \
+             by kind {:?}; change calls by kind {:?}{}",
             provider,
+            figures.cold_seconds,
+            figures.cold_by_kind,
+            figures.cold_throttled,
             figures.steady_by_kind,
             figures.change_by_kind,
             if figures.throttled > 0 {
@@ -177,6 +181,9 @@ async fn bench(args: Args) -> anyhow::Result<()> {
 #[derive(Debug, Default)]
 struct Figures {
     cold_calls: u64,
+    cold_seconds: f64,
+    cold_by_kind: BTreeMap<String, u64>,
+    cold_throttled: u64,
     steady_per_minute: f64,
     steady_by_kind: BTreeMap<String, f64>,
     implied_per_minute: f64,
@@ -367,14 +374,17 @@ async fn measure(
     }
     let patience = Duration::from_secs(args.patience_seconds);
     wait_ready(client, provider, size, None, started, patience).await?;
+    let cold_by_kind = zone.calls()?;
     let mut figures = Figures {
-        cold_calls: zone.calls()?.values().sum(),
+        cold_calls: cold_by_kind.values().sum(),
+        cold_seconds: started.elapsed().as_secs_f64(),
+        cold_throttled: zone.throttled(),
+        cold_by_kind,
         ..Figures::default()
     };
     eprintln!(
-        "   published in {:.1} s, {} calls",
-        started.elapsed().as_secs_f64(),
-        figures.cold_calls
+        "   published in {:.1} s, {} calls {:?}, {} throttled",
+        figures.cold_seconds, figures.cold_calls, figures.cold_by_kind, figures.cold_throttled
     );
 
     // Steady state: one refresh for the health agreement and the first refreshes to settle,
