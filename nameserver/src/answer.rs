@@ -4,6 +4,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use hickory_proto::dnssec::rdata::DNSSECRData;
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsCode, EdnsOption};
 use hickory_proto::rr::rdata::{HINFO, NS, SOA};
@@ -14,6 +15,7 @@ use rand::Rng;
 use meridian_dns::wire::{DEFAULT_TTL, TsigKey, fqdn, to_wire};
 
 use crate::cookie;
+use crate::dnssec::{ZoneKeys, compact_denial};
 use crate::geo::{GeoDb, Location};
 use crate::stats::{Choice, Stats};
 use crate::transfer::{History, transfer_records};
@@ -28,6 +30,11 @@ pub(crate) const MAX_CHAIN: usize = 16;
 const SERVER_UDP_PAYLOAD: u16 = 1232;
 /// Records per AXFR message.
 const AXFR_CHUNK: usize = 200;
+/// EDNS option code of an extended DNS error (RFC 8914).
+const EXTENDED_ERROR: u16 = 15;
+/// Why a signed zone is not transferred, as its extended error says.
+pub(crate) const SIGNED_ZONE_TRANSFER: &str =
+    "zone is signed online per query; secondaries cannot serve it";
 /// TTL of the record an ANY query gets (RFC 8482 suggests a day's worth of caching).
 const RFC8482_TTL: u32 = 3600;
 
@@ -114,7 +121,7 @@ pub(crate) fn respond_general(
     if let Some(edns) = &request.edns {
         let mut reply = Edns::new();
         reply.set_max_payload(SERVER_UDP_PAYLOAD);
-        // RFC 3225: the DO bit is echoed. The zones are unsigned, so no signatures follow.
+        // RFC 3225: the DO bit is echoed; signatures follow only when it is set.
         reply.set_dnssec_ok(edns.flags().dnssec_ok);
         if let Some(subnet) = &client_subnet {
             // The answer was chosen for the whole source prefix the client sent.
@@ -191,7 +198,23 @@ pub(crate) fn respond_general(
             .get_or_init(|| client_location(context, client_subnet.as_ref()))
             .as_ref()
     };
-    answer_query(zone, query, &locate, context.stats, rng, &mut response);
+    let dnssec_ok = request
+        .edns
+        .as_ref()
+        .is_some_and(|edns| edns.flags().dnssec_ok);
+    let keys = zone.config.dnssec.as_deref().filter(|_| dnssec_ok);
+    answer_query(
+        zone,
+        query,
+        &locate,
+        context.stats,
+        keys,
+        rng,
+        &mut response,
+    );
+    if let Some(keys) = keys {
+        sign_sections(zone, keys, &mut response, context.now);
+    }
     encode(response, &request, context, &mut signer)
         .into_iter()
         .collect()
@@ -245,17 +268,29 @@ fn client_location(context: &QueryContext<'_>, subnet: Option<&ClientSubnet>) ->
     geo.locate(address)
 }
 
+/// Answers `query` from `zone` into `response`. With `keys` (a signed zone, a client that set
+/// DO), denials are compact (RFC 9824): NOERROR with an NSEC at the name that says which types
+/// it has, NXNAME when it has none at all, so nothing but the name asked is revealed.
 fn answer_query<'l>(
     zone: &Zone,
     query: &Query,
     location: &dyn Fn() -> Option<&'l Location>,
     stats: Option<&Stats>,
+    keys: Option<&ZoneKeys>,
     rng: &mut impl Rng,
     response: &mut Message,
 ) {
     let qtype = query.query_type();
     let mut owner = query.name().clone();
     let mut name = normalize(&owner.to_ascii());
+    let deny = |response: &mut Message, owner: &Name, types: Option<Vec<WireType>>| {
+        response.add_authority(soa(zone));
+        if keys.is_some() {
+            response.add_authority(compact_denial(owner, types.as_deref(), DEFAULT_TTL));
+        } else if types.is_none() {
+            response.metadata.response_code = ResponseCode::NXDomain;
+        }
+    };
     if qtype == WireType::ANY {
         // RFC 8482: ANY gets one small synthesized record, not every record of the name, so
         // the server is no amplifier. A name that does not exist is still NXDOMAIN.
@@ -263,24 +298,32 @@ fn answer_query<'l>(
             let hinfo = HINFO::new("RFC8482".into(), String::new());
             response.add_answer(Record::from_rdata(owner, RFC8482_TTL, RData::HINFO(hinfo)));
         } else {
-            response.metadata.response_code = ResponseCode::NXDomain;
-            response.add_authority(soa(zone));
+            deny(response, &owner, None);
         }
         return;
     }
     for _ in 0..MAX_CHAIN {
-        if name == zone.apex() && matches!(qtype, WireType::SOA | WireType::NS) {
-            if qtype == WireType::SOA {
-                response.add_answer(soa(zone));
-            } else {
-                response.add_answers(ns_records(zone));
-                response.add_additionals(name_server_glue(zone));
+        if name == zone.apex() {
+            let apex_records = match qtype {
+                WireType::SOA => vec![soa(zone)],
+                WireType::NS => ns_records(zone),
+                _ => zone
+                    .config
+                    .dnssec
+                    .as_ref()
+                    .map(|keys| keys.apex_records(qtype))
+                    .unwrap_or_default(),
+            };
+            if !apex_records.is_empty() {
+                response.add_answers(apex_records);
+                if qtype == WireType::NS {
+                    response.add_additionals(name_server_glue(zone));
+                }
+                return;
             }
-            return;
         }
         let Some(records) = zone.lookup(&name) else {
-            response.metadata.response_code = ResponseCode::NXDomain;
-            response.add_authority(soa(zone));
+            deny(response, &owner, None);
             return;
         };
         let cnames: Vec<&Endpoint> = records
@@ -309,7 +352,7 @@ fn answer_query<'l>(
             .collect();
         if matching.is_empty() {
             // The name exists without this type: NODATA.
-            response.add_authority(soa(zone));
+            deny(response, &owner, Some(types_at(zone, &name, records)));
             return;
         }
         response.add_answers(to_wire(
@@ -319,6 +362,75 @@ fn answer_query<'l>(
         return;
     }
     response.metadata.response_code = ResponseCode::ServFail;
+}
+
+/// The types `name` (whose records are `records`) has, as a denial's NSEC lists them.
+fn types_at(zone: &Zone, name: &str, records: &[Endpoint]) -> Vec<WireType> {
+    let mut types: Vec<WireType> = records
+        .iter()
+        .filter_map(|record| wire_type(record.record_type))
+        .collect();
+    if name == zone.apex() {
+        types.extend([WireType::SOA, WireType::NS]);
+        if zone.config.dnssec.is_some() {
+            types.extend([WireType::DNSKEY, WireType::CDS, WireType::CDNSKEY]);
+        }
+    }
+    types.sort_unstable();
+    types.dedup();
+    types
+}
+
+/// The apex's own sets, each as one RRset: SOA, NS and, in a signed zone, DNSKEY, CDS and
+/// CDNSKEY (their signatures are made when the zone is built).
+pub(crate) fn apex_rrsets(zone: &Zone) -> Vec<Vec<Record>> {
+    let mut rrsets = vec![vec![soa(zone)], ns_records(zone)];
+    if let Some(keys) = &zone.config.dnssec {
+        for record_type in [WireType::DNSKEY, WireType::CDS, WireType::CDNSKEY] {
+            rrsets.push(keys.apex_records(record_type));
+        }
+    }
+    rrsets
+}
+
+/// Puts after every RRset of the answer and authority sections its RRSIG: the apex's own
+/// sets' made with the zone, others' made now (denials, wildcard answers, ANY, and whatever
+/// the fast path did not answer).
+fn sign_sections(zone: &Zone, keys: &ZoneKeys, response: &mut Message, now: u64) {
+    let sign = |records: Vec<Record>| -> Vec<Record> {
+        let mut signed = Vec::with_capacity(records.len() * 2);
+        let mut start = 0;
+        while start < records.len() {
+            let first = &records[start];
+            let end = start
+                + records[start..]
+                    .iter()
+                    .take_while(|r| r.record_type() == first.record_type() && r.name == first.name)
+                    .count();
+            let rrset = &records[start..end];
+            signed.extend_from_slice(rrset);
+            let premade = zone.apex_signatures.iter().find(|signature| {
+                signature.name == first.name
+                    && matches!(&signature.data, RData::DNSSEC(DNSSECRData::RRSIG(rrsig))
+                        if rrsig.input().type_covered == first.record_type())
+                    && first
+                        .name
+                        .to_ascii()
+                        .trim_end_matches('.')
+                        .eq_ignore_ascii_case(zone.apex())
+            });
+            match premade {
+                Some(signature) => signed.push(signature.clone()),
+                None => signed.extend(keys.sign(rrset, now)),
+            }
+            start = end;
+        }
+        signed
+    };
+    let answers = std::mem::take(&mut response.answers);
+    response.answers = sign(answers);
+    let authorities = std::mem::take(&mut response.authorities);
+    response.authorities = sign(authorities);
 }
 
 /// The records to answer with among `records`, counting how a dynamic answer was chosen.
@@ -526,6 +638,21 @@ fn transfer(
     let over_udp = context.transport == Transport::Udp;
     if !authorized || (over_udp && query.query_type() == WireType::AXFR) {
         response.metadata.response_code = ResponseCode::Refused;
+        return encode(response, request, context, &mut signer)
+            .into_iter()
+            .collect();
+    }
+    if zone.config.dnssec.is_some() {
+        // A signed zone's answers are chosen and signed per query: a secondary given its
+        // records would serve them unsigned under the parent's DS, which validators reject.
+        // Refused, with an extended error (RFC 8914, 21 "Not Supported") that says why.
+        response.metadata.response_code = ResponseCode::Refused;
+        if let Some(edns) = response.edns.as_mut() {
+            let mut text = 21u16.to_be_bytes().to_vec();
+            text.extend_from_slice(SIGNED_ZONE_TRANSFER.as_bytes());
+            edns.options_mut()
+                .insert(EdnsOption::Unknown(EXTENDED_ERROR, text));
+        }
         return encode(response, request, context, &mut signer)
             .into_iter()
             .collect();

@@ -15,12 +15,13 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use hickory_proto::op::ResponseCode;
-use hickory_proto::rr::{Name, RecordType as WireType};
+use hickory_proto::rr::{Name, Record, RecordType as WireType};
 use hickory_proto::serialize::binary::{BinEncodable, BinEncoder, NameEncoding};
 use rand::Rng;
 
 use crate::answer::{Candidate, Chosen, QueryContext, Transport, choose_among};
 use crate::cookie;
+use crate::dnssec::ZoneKeys;
 use crate::zone::Catalog;
 use meridian_dns::model::{Endpoint, GEO_CODE, RecordType, WEIGHT, is_at_or_below};
 use meridian_dns::wire::to_wire;
@@ -40,13 +41,60 @@ pub(crate) struct Prepared {
     /// Lowercase wire names that hold records → their records by type (shared with the
     /// zone's next version where a name's records stay the same).
     names: HashMap<Box<[u8]>, Arc<Node>>,
+    /// When the first of its signatures is due to be made again (Unix time; never when the
+    /// zone is unsigned).
+    signatures_due: u64,
 }
 
 #[derive(Debug, Default, PartialEq)]
 struct Node {
-    cnames: Vec<PreparedRecord>,
     /// Every served type at the name, CNAME included, by its type code.
     by_type: Vec<(u16, Vec<PreparedRecord>)>,
+    /// The name's signatures, when the zone is signed.
+    signed: Option<NodeSignatures>,
+}
+
+/// What a signed zone keeps of a name's signatures besides those of single records
+/// ([`PreparedRecord::signature`]).
+#[derive(Debug, PartialEq)]
+struct NodeSignatures {
+    /// The ZSK that made them.
+    key_tag: u16,
+    /// Unix time they are due to be made again (the general path signs until then).
+    refresh_at: u64,
+    /// Per type whose records answer together (none has a set identifier): the RRSIG over
+    /// all of them, after its owner name.
+    whole: Vec<(u16, Box<[u8]>)>,
+}
+
+impl Node {
+    fn records(&self, code: u16) -> Option<&[PreparedRecord]> {
+        self.by_type
+            .iter()
+            .find(|(t, _)| *t == code)
+            .map(|(_, records)| records.as_slice())
+    }
+
+    /// The RRSIG (after its owner) of what `chosen` picks among the records of type `code`,
+    /// if the node has fresh signatures.
+    fn signature<'a>(
+        &'a self,
+        code: u16,
+        records: &'a [PreparedRecord],
+        chosen: Chosen,
+        now: u64,
+    ) -> Option<&'a [u8]> {
+        let signed = self.signed.as_ref().filter(|s| now < s.refresh_at)?;
+        match chosen {
+            Chosen::All => signed
+                .whole
+                .iter()
+                .find(|(t, _)| *t == code)
+                .map(|(_, tail)| &**tail),
+            Chosen::One(index) => records.get(index)?.signature.as_deref(),
+            Chosen::None => None,
+        }
+    }
 }
 
 /// One endpoint as answers carry it.
@@ -59,6 +107,9 @@ struct PreparedRecord {
     tails: Vec<Box<[u8]>>,
     /// A CNAME's first target.
     target: Option<Target>,
+    /// In a signed zone, the RRSIG (after its owner) of this record's targets answered alone
+    /// (GEO and weighted choices).
+    signature: Option<Box<[u8]>>,
 }
 
 /// Where a CNAME leads.
@@ -111,17 +162,33 @@ fn wire_name(name: &str, lowercase: bool) -> Option<Box<[u8]>> {
 fn record_tails(endpoint: &Endpoint) -> Vec<Box<[u8]>> {
     to_wire(&Name::root(), vec![endpoint])
         .iter()
-        .filter_map(|record| {
-            let mut bytes = Vec::with_capacity(64);
-            {
-                let mut encoder = BinEncoder::new(&mut bytes);
-                let mut encoder = encoder.with_name_encoding(NameEncoding::Uncompressed);
-                record.emit(&mut encoder).ok()?;
-            }
-            // The owner is the root: one zero byte.
-            Some(bytes[1..].into())
-        })
+        .filter_map(record_tail)
         .collect()
+}
+
+/// `record` after its owner name: type, class, TTL, length, data (names uncompressed).
+fn record_tail(record: &Record) -> Option<Box<[u8]>> {
+    let mut record = record.clone();
+    record.name = Name::root();
+    let mut bytes = Vec::with_capacity(128);
+    {
+        let mut encoder = BinEncoder::new(&mut bytes);
+        let mut encoder = encoder.with_name_encoding(NameEncoding::Uncompressed);
+        record.emit(&mut encoder).ok()?;
+    }
+    // The owner is the root: one zero byte.
+    Some(bytes[1..].into())
+}
+
+/// The RRSIG over `endpoints` (one owner and type) answered at `owner`, after its owner name.
+fn signature_tail(
+    keys: &ZoneKeys,
+    owner: &Name,
+    endpoints: Vec<&Endpoint>,
+    now: u64,
+) -> Option<Box<[u8]>> {
+    let rrset = to_wire(owner, endpoints);
+    record_tail(&keys.sign(&rrset, now)?)
 }
 
 /// A zone's records by normalized name, as [`Prepared::new`] reads them.
@@ -132,10 +199,15 @@ impl Prepared {
     /// `previous` (the version this one replaces: its records and what was prepared of them)
     /// keeps what was prepared for it: a change to one host of a large zone encodes that host,
     /// not the zone, which made a cold start of 6,000 hosts quadratic.
+    ///
+    /// With `keys` (a signed zone), every answer a name can give is signed too, at Unix time
+    /// `now`; a kept name keeps its signatures while they are fresh and made by the signing key.
     pub(crate) fn new(
         apex: &str,
         records: &RecordsByName,
         previous: Option<(&RecordsByName, &Prepared)>,
+        keys: Option<&ZoneKeys>,
+        now: u64,
     ) -> Self {
         let apex_key = wire_name(apex, true).unwrap_or_else(|| Box::new([0]));
         // Where a CNAME leads depends on the apex: nothing is kept from another zone.
@@ -145,10 +217,18 @@ impl Prepared {
             let Some(key) = wire_name(name, true) else {
                 continue;
             };
+            let signatures_hold = |node: &Node| match (keys, &node.signed) {
+                (None, None) => true,
+                (Some(keys), Some(signed)) => {
+                    signed.key_tag == keys.signing_tag() && now < signed.refresh_at
+                }
+                _ => false,
+            };
             let kept = previous.and_then(|(old_records, old_prepared)| {
                 (old_records.get(name) == Some(endpoints))
                     .then(|| old_prepared.names.get(&key).cloned())
                     .flatten()
+                    .filter(|node| signatures_hold(node))
             });
             if let Some(node) = kept {
                 names.insert(key, node);
@@ -170,6 +250,7 @@ impl Prepared {
                         .and_then(|w| w.parse().ok())
                         .unwrap_or(1),
                     tails: record_tails(endpoint),
+                    signature: None,
                     target: (endpoint.record_type == RecordType::Cname)
                         .then(|| endpoint.targets.first())
                         .flatten()
@@ -182,21 +263,63 @@ impl Prepared {
                         }),
                 };
                 let code = u16::from(meridian_dns::wire::wire_type(endpoint.record_type));
-                if endpoint.record_type == RecordType::Cname {
-                    node.cnames.push(prepare());
-                }
                 match node.by_type.iter_mut().find(|(t, _)| *t == code) {
                     Some((_, list)) => list.push(prepare()),
                     None => node.by_type.push((code, vec![prepare()])),
                 }
             }
+            if let Some(keys) = keys {
+                sign_node(&mut node, keys, name, endpoints, now);
+            }
             names.insert(key, Arc::new(node));
         }
+        let signatures_due = names
+            .values()
+            .filter_map(|node| node.signed.as_ref().map(|s| s.refresh_at))
+            .min()
+            .unwrap_or(u64::MAX);
         Prepared {
             apex: apex_key,
             names,
+            signatures_due,
         }
     }
+
+    pub(crate) fn signatures_due(&self) -> u64 {
+        self.signatures_due
+    }
+}
+
+/// Signs every answer `node` (the records `endpoints` at `name`) can give: each record alone
+/// where a choice picks one, else all of a type together.
+fn sign_node(node: &mut Node, keys: &ZoneKeys, name: &str, endpoints: &[Endpoint], now: u64) {
+    let Ok(owner) = Name::from_ascii(format!("{name}.")) else {
+        return;
+    };
+    let mut whole = Vec::new();
+    for (code, records) in &mut node.by_type {
+        let of_type: Vec<&Endpoint> = endpoints
+            .iter()
+            .filter(|e| {
+                !matches!(
+                    e.record_type,
+                    RecordType::Srv | RecordType::Mx | RecordType::Caa
+                ) && u16::from(meridian_dns::wire::wire_type(e.record_type)) == *code
+            })
+            .collect();
+        if records.iter().all(|r| r.set_identifier.is_none()) {
+            whole.extend(signature_tail(keys, &owner, of_type, now).map(|tail| (*code, tail)));
+        } else {
+            for (record, endpoint) in records.iter_mut().zip(of_type) {
+                record.signature = signature_tail(keys, &owner, vec![endpoint], now);
+            }
+        }
+    }
+    node.signed = Some(NodeSignatures {
+        key_tag: keys.signing_tag(),
+        refresh_at: now + u64::from(crate::dnssec::SIGNATURE_REFRESH),
+        whole,
+    });
 }
 
 /// What the fast path reads of a request.
@@ -386,6 +509,8 @@ pub(crate) fn respond(
         .zones()
         .find(|zone| request.is_at_or_below(&zone.prepared.apex))?;
     let prepared = &zone.prepared;
+    // RFC 4035: signatures go to clients that set the DO bit.
+    let signed = zone.config.dnssec.is_some() && request.edns.as_ref().is_some_and(|e| e.dnssec_ok);
     let location = std::cell::OnceCell::new();
     let locate = || {
         location
@@ -420,24 +545,29 @@ pub(crate) fn respond(
             return None; // the apex SOA and NS come from the zone's configuration
         }
         let node = prepared.names.get(key)?;
-        let write = |records: &[PreparedRecord], response: &mut Vec<u8>, answers: &mut u16| {
-            for record in records {
+        let mut write = |code: u16, records: &[PreparedRecord], chosen: Chosen| {
+            for record in chosen_records(records, chosen) {
                 for tail in &record.tails {
                     response.extend_from_slice(owner);
                     response.extend_from_slice(tail);
-                    *answers += 1;
+                    answers += 1;
                 }
             }
-        };
-        if !node.cnames.is_empty() && qtype != u16::from(WireType::CNAME) {
-            let (chosen, choice) = choose_among(&node.cnames, locate, rng);
-            choices.extend(choice);
-            let chosen = chosen_records(&node.cnames, chosen);
-            if chosen.is_empty() {
-                return None;
+            if signed {
+                // Unsigned or stale: the general path signs it.
+                let signature = node.signature(code, records, chosen, context.now)?;
+                response.extend_from_slice(owner);
+                response.extend_from_slice(signature);
+                answers += 1;
             }
-            let target = chosen.first()?.target.as_ref()?;
-            write(chosen, &mut response, &mut answers);
+            Some(())
+        };
+        let cname = u16::from(WireType::CNAME);
+        if let Some(cnames) = node.records(cname).filter(|_| qtype != cname) {
+            let (chosen, choice) = choose_among(cnames, locate, rng);
+            choices.extend(choice);
+            let target = chosen_records(cnames, chosen).first()?.target.as_ref()?;
+            write(cname, cnames, chosen)?;
             if !target.inside {
                 done = true; // the resolver follows it
                 break;
@@ -446,14 +576,10 @@ pub(crate) fn respond(
             key = &target.key;
             continue;
         }
-        let (_, matching) = node.by_type.iter().find(|(t, _)| *t == qtype)?;
+        let matching = node.records(qtype)?;
         let (chosen, choice) = choose_among(matching, locate, rng);
         choices.extend(choice);
-        write(
-            chosen_records(matching, chosen),
-            &mut response,
-            &mut answers,
-        );
+        write(qtype, matching, chosen)?;
         done = true;
         break;
     }

@@ -13,6 +13,7 @@
 
 pub(crate) mod answer;
 mod cookie;
+pub mod dnssec;
 pub mod explain;
 mod fast;
 pub mod geo;

@@ -156,6 +156,7 @@ impl NameServer {
             );
         }
         tasks.spawn(serve_tcp(tcp, shared));
+        tasks.spawn(refresh_signatures(catalog.clone()));
         Ok(NameServer {
             catalog,
             publishing: Default::default(),
@@ -221,6 +222,31 @@ impl NameServer {
             }
         })
         .await;
+    }
+}
+
+/// How often signed zones are looked at for signatures due to be made again.
+const SIGNATURE_LOOK: Duration = Duration::from_secs(600);
+
+/// Keeps the signatures of signed zones fresh: a zone with signatures due is built again from
+/// its own records (same serial, same history; [`Zone::replacing`] signs again what is due).
+/// Until then the general path signs per query, so an answer is never left with an expired
+/// signature; this only restores the prepared ones.
+async fn refresh_signatures(catalog: Arc<ArcSwap<Catalog>>) {
+    let mut interval = tokio::time::interval(SIGNATURE_LOOK);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        let now = unix_now();
+        catalog.rcu(|current| {
+            let mut next = Catalog::clone(current);
+            for zone in current.zones() {
+                if zone.signatures_due().is_some_and(|due| due <= now) {
+                    next = next.with_zone(zone.signed_again());
+                }
+            }
+            next
+        });
     }
 }
 

@@ -4,8 +4,10 @@ use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use crate::dnssec::ZoneKeys;
 use crate::fast::{Prepared, RecordsByName};
 use crate::transfer::History;
+use hickory_proto::rr::Record;
 use meridian_dns::model::{Endpoint, RecordType, is_at_or_below};
 
 /// What a zone is, apart from its records.
@@ -16,6 +18,8 @@ pub struct ZoneConfig {
     /// The zone's name servers: its NS records, and the SOA's primary (the first). Those inside
     /// the zone also get their addresses served in it, so a delegation to them resolves.
     pub name_servers: Vec<ZoneNameServer>,
+    /// The keys it is signed with; none serves it unsigned.
+    pub dnssec: Option<Arc<ZoneKeys>>,
 }
 
 /// One name server of a zone: its name, and the addresses a name inside the zone needs
@@ -97,7 +101,14 @@ impl ZoneConfig {
                 addresses: Vec::new(),
             }],
             apex,
+            dnssec: None,
         }
+    }
+
+    /// The zone signed with `keys`.
+    pub fn signed_with(mut self, keys: Option<Arc<ZoneKeys>>) -> Self {
+        self.dnssec = keys;
+        self
     }
 
     /// A zone served by `name_servers` (the same name given twice is one server with both
@@ -206,6 +217,9 @@ pub struct Zone {
     pub(crate) history: Option<Arc<History>>,
     /// The records as the fast path answers from them.
     pub(crate) prepared: Prepared,
+    /// In a signed zone, the signatures of the apex's own sets (SOA, NS, DNSKEY, CDS,
+    /// CDNSKEY), made when the zone is built.
+    pub(crate) apex_signatures: Vec<Record>,
 }
 
 pub(crate) fn normalize(name: &str) -> String {
@@ -252,19 +266,51 @@ impl Zone {
         for group in records.values_mut() {
             meridian_dns::model::sort_endpoints(group);
         }
+        let now = crate::server::unix_now();
         let prepared = Prepared::new(
             &config.apex,
             &records,
             previous.map(|zone| (&zone.records, &zone.prepared)),
+            config.dnssec.as_deref(),
+            now,
         );
-        Zone {
+        let mut zone = Zone {
             config,
             serial,
             records,
             names,
             history: None,
             prepared,
+            apex_signatures: Vec::new(),
+        };
+        if let Some(keys) = zone.config.dnssec.clone() {
+            zone.apex_signatures = crate::answer::apex_rrsets(&zone)
+                .iter()
+                .filter_map(|rrset| keys.sign(rrset, now))
+                .collect();
         }
+        zone
+    }
+
+    /// The same zone (records, serial, history) with the signatures that are due made again.
+    pub(crate) fn signed_again(&self) -> Zone {
+        // The addresses of in-zone name servers come from the configuration, not the records.
+        let from_config = self.config.name_server_addresses();
+        let records: Vec<Endpoint> = self
+            .all_records()
+            .filter(|record| !from_config.contains(record))
+            .cloned()
+            .collect();
+        let mut zone = Zone::replacing(Some(self), self.config.clone(), self.serial, records);
+        zone.history = self.history.clone();
+        zone
+    }
+
+    /// When the signatures made with this zone are due to be made again (Unix time): `None`
+    /// for an unsigned zone.
+    pub fn signatures_due(&self) -> Option<u64> {
+        self.config.dnssec.as_ref()?;
+        Some(self.prepared.signatures_due())
     }
 
     /// The zone with its transfer history: the journal of `previous` (the zone it replaces)

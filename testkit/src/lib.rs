@@ -10,7 +10,8 @@
 //! - [`cloud_dns_fake`]: launches the request-checking FAKE of Cloud DNS (Google has no emulator);
 //! - [`in_memory`]: a FAKE provider that keeps zones in memory under the engine's strict rules;
 //! - [`backends`]: HTTP backends for health probes, failing on demand;
-//! - [`geo_db`]: small MaxMind-format databases for GEO answers.
+//! - [`geo_db`]: small MaxMind-format databases for GEO answers;
+//! - [`unbound`]: Unbound as a validating resolver of one signed zone (DNSSEC).
 
 pub mod azure_fake;
 pub mod backends;
@@ -21,6 +22,7 @@ pub mod geo_db;
 pub mod in_memory;
 pub mod moto;
 pub mod secondaries;
+pub mod unbound;
 
 /// Runs a fake's Python script under `command` and returns it with the ports it prints on its
 /// first line (`listening on <port> [<port> ...]`).
