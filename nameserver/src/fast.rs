@@ -914,6 +914,182 @@ mod tests {
         assert!(fast_answers > 1000, "{fast_answers}");
     }
 
+    /// Every RRSIG in `message` verifies with one of `keys`' DNSKEYs over the RRset before it.
+    fn assert_signatures_verify(message: &Message, keys: &ZoneKeys, what: &str) -> usize {
+        use hickory_proto::dnssec::Verifier;
+        use hickory_proto::dnssec::rdata::DNSSECRData;
+        use hickory_proto::rr::RData;
+        let dnskeys: Vec<_> = keys
+            .apex_records(WireType::DNSKEY)
+            .into_iter()
+            .filter_map(|record| match record.data {
+                RData::DNSSEC(DNSSECRData::DNSKEY(key)) => Some(key),
+                _ => None,
+            })
+            .collect();
+        let mut verified = 0;
+        for section in [&message.answers, &message.authorities] {
+            for record in section.iter() {
+                let RData::DNSSEC(DNSSECRData::RRSIG(rrsig)) = &record.data else {
+                    continue;
+                };
+                let rrset: Vec<_> = section
+                    .iter()
+                    .filter(|r| {
+                        r.name == record.name && r.record_type() == rrsig.input().type_covered
+                    })
+                    .cloned()
+                    .collect();
+                assert!(!rrset.is_empty(), "{what}: an RRSIG without its RRset");
+                let key = dnskeys
+                    .iter()
+                    .find(|key| key.calculate_key_tag().unwrap() == rrsig.input().key_tag)
+                    .unwrap_or_else(|| panic!("{what}: signed by an unpublished key"));
+                key.verify_rrsig(
+                    &record.name,
+                    hickory_proto::rr::DNSClass::IN,
+                    rrsig,
+                    rrset.iter(),
+                )
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "{what}: {} {}: {e}",
+                        record.name,
+                        rrsig.input().type_covered
+                    )
+                });
+                verified += 1;
+            }
+        }
+        verified
+    }
+
+    #[test]
+    fn signed_answers_of_the_fast_path_are_those_of_the_general_path_and_verify() {
+        use crate::dnssec::{KeyAlgorithm, generate_key};
+        let algorithm = KeyAlgorithm::EcdsaP256Sha256;
+        let (ksk, zsk) = (
+            generate_key(algorithm).unwrap(),
+            generate_key(algorithm).unwrap(),
+        );
+        let keys =
+            Arc::new(ZoneKeys::new("example.com", algorithm, &ksk, &zsk, &[], 3600).unwrap());
+        let catalog = Catalog::default().with_zone(Zone::new(
+            config().signed_with(Some(keys.clone())),
+            42,
+            records(),
+        ));
+        let geo = GeoDb::from_bytes(test_database()).unwrap();
+        let context = QueryContext {
+            source: "192.0.2.7".parse().unwrap(),
+            transport: Transport::Tcp,
+            geo: Some(&geo),
+            transfer_allowed: &[],
+            stats: None,
+            tsig_keys: &[],
+            cookie_secret: None,
+            now: crate::server::unix_now(),
+        };
+        let strip = |records: &[hickory_proto::rr::Record]| -> Vec<hickory_proto::rr::Record> {
+            records
+                .iter()
+                .filter(|r| r.record_type() != WireType::RRSIG)
+                .cloned()
+                .collect()
+        };
+        let (mut fast_answers, mut signatures) = (0, 0);
+        for name in [
+            "api.example.com.",
+            "klb.api.example.com.",
+            "ie.klb.api.example.com.",
+            "eu.klb.api.example.com.",
+            "nocatch.example.com.",
+            "v6.example.com.",
+            "x.apps.example.com.",
+            "sub.example.com.",
+            "missing.example.com.",
+            "example.com.",
+            "big.example.com.",
+        ] {
+            for qtype in [
+                WireType::A,
+                WireType::AAAA,
+                WireType::TXT,
+                WireType::SOA,
+                WireType::DNSKEY,
+            ] {
+                for subnet in ["192.0.2.0/24", "198.51.100.0/24", "100.64.0.0/24"] {
+                    let mut request = Message::from_vec(&request_with_cookie(
+                        name,
+                        qtype,
+                        Some(Some(subnet)),
+                        None,
+                    ))
+                    .unwrap();
+                    request.edns.as_mut().unwrap().set_dnssec_ok(true);
+                    let bytes = request.to_vec().unwrap();
+                    let what = format!("{name} {qtype} {subnet}");
+                    let general = respond_general(
+                        &catalog,
+                        &bytes,
+                        &context,
+                        &mut SmallRng::seed_from_u64(1),
+                    );
+                    let general = Message::from_vec(&general[0]).unwrap();
+                    signatures += assert_signatures_verify(&general, &keys, &what);
+                    assert!(
+                        general.answers.is_empty()
+                            || general
+                                .answers
+                                .iter()
+                                .any(|r| r.record_type() == WireType::RRSIG),
+                        "{what}: answers unsigned"
+                    );
+                    if general.answers.is_empty() {
+                        assert!(
+                            general
+                                .authorities
+                                .iter()
+                                .any(|r| r.record_type() == WireType::NSEC),
+                            "{what}: a denial without NSEC"
+                        );
+                    }
+                    let Some(fast) =
+                        respond(&catalog, &bytes, &context, &mut SmallRng::seed_from_u64(1))
+                    else {
+                        continue;
+                    };
+                    fast_answers += 1;
+                    let fast = Message::from_vec(&fast).unwrap();
+                    signatures += assert_signatures_verify(&fast, &keys, &what);
+                    assert_eq!(fast.metadata, general.metadata, "{what}");
+                    assert_eq!(strip(&fast.answers), strip(&general.answers), "{what}");
+                    assert_eq!(
+                        fast.answers.len(),
+                        general.answers.len(),
+                        "{what}: as many signatures"
+                    );
+                }
+            }
+        }
+        assert!(fast_answers > 20, "{fast_answers}");
+        assert!(signatures > 100, "{signatures}");
+
+        // Without DO, no signatures and a plain NXDOMAIN.
+        let plain = request_with_cookie("missing.example.com.", WireType::A, Some(None), None);
+        let plain = Message::from_vec(
+            &crate::answer::respond(&catalog, &plain, &context, &mut SmallRng::seed_from_u64(1))[0],
+        )
+        .unwrap();
+        assert_eq!(plain.metadata.response_code, ResponseCode::NXDomain);
+        assert!(
+            plain
+                .authorities
+                .iter()
+                .all(|r| r.record_type() == WireType::SOA)
+        );
+    }
+
     fn test_database() -> Vec<u8> {
         meridian_testkit::geo_db::write_database(&[
             ("192.0.2.0/24".parse().unwrap(), "IE", "EU"),
