@@ -19,6 +19,7 @@ pub mod convert;
 pub mod desired;
 pub mod dns_policy;
 pub mod dns_record;
+pub mod dnssec_keys;
 pub mod fence;
 pub mod health;
 pub mod indexes;

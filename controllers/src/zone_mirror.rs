@@ -21,6 +21,7 @@ use meridian_providers::Provider;
 use crate::caches::Caches;
 use crate::convert::all_to_engine;
 use crate::dns_record::owner_of;
+use crate::dnssec_keys::{ZoneSigning, signing_from_cache};
 use crate::zone_provider::{EmbeddedZones, ZoneProvider};
 
 /// A look at every record at least this often, besides every change.
@@ -95,8 +96,26 @@ async fn pass(
     mirrored: &mut BTreeMap<String, Mirrored>,
 ) {
     for zone in caches.zones.state() {
-        if zone.spec.dns_provider_secret_ref.is_none() {
-            embedded.ensure_served(&zone).await;
+        if zone.spec.dns_provider_secret_ref.is_some() {
+            continue;
+        }
+        match signing_from_cache(&zone, &caches.secrets) {
+            ZoneSigning::Unsigned => {
+                embedded.ensure_served(&zone, None).await;
+            }
+            ZoneSigning::Signed(keys) => {
+                embedded.ensure_served(&zone, Some(keys)).await;
+            }
+            ZoneSigning::Unavailable(reason) => {
+                let apex = zone
+                    .spec
+                    .domain_name
+                    .trim_end_matches('.')
+                    .to_ascii_lowercase();
+                if embedded.withhold(&apex) {
+                    tracing::warn!(zone = %apex, %reason, "not serving a signed zone whose keys are not here");
+                }
+            }
         }
     }
     let mut seen = BTreeSet::new();

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::Secret;
 use meridian_api::kuadrant::ManagedZone;
 use meridian_dns::changes::{Changes, ZoneRecords, apply_strictly};
 use meridian_dns::model::Endpoint;
+use meridian_nameserver::dnssec::ZoneKeys;
 use meridian_nameserver::{NameServer, ZoneConfig, ZoneNameServer};
 use meridian_providers::azure::{AZURE_REQUESTS_PER_SECOND, AzureCredentials, AzureProvider};
 use meridian_providers::budget::{ROUTE53_REQUESTS_PER_SECOND, RequestBudget};
@@ -49,12 +50,19 @@ struct ServedZone {
     records: ZoneRecords,
     /// Counts the changes to `records`.
     version: u64,
+    /// Not served: the zone is to be signed and its keys cannot be had here (see
+    /// [`EmbeddedZones::withhold`]). Its records are kept, not published.
+    withheld: bool,
 }
 
 /// The name servers of an embedded zone: the ManagedZone's own, else the hub's defaults, else
 /// the placeholder `ns1.<zone>` (see [`ZoneConfig::new`]). Addresses the schema let through
 /// but that do not parse are left out (the zone's status then says the delegation is lame).
-pub fn embedded_zone_config(zone: &ManagedZone, defaults: &[ZoneNameServer]) -> ZoneConfig {
+pub fn embedded_zone_config(
+    zone: &ManagedZone,
+    defaults: &[ZoneNameServer],
+    keys: Option<Arc<ZoneKeys>>,
+) -> ZoneConfig {
     let own: Vec<ZoneNameServer> = zone
         .spec
         .name_servers
@@ -69,7 +77,7 @@ pub fn embedded_zone_config(zone: &ManagedZone, defaults: &[ZoneNameServer]) -> 
     } else {
         own
     };
-    ZoneConfig::with_name_servers(&zone.spec.domain_name, chosen)
+    ZoneConfig::with_name_servers(&zone.spec.domain_name, chosen).signed_with(keys)
 }
 
 impl EmbeddedZones {
@@ -104,10 +112,14 @@ impl EmbeddedZones {
     }
 
     /// Serves `zone` (empty until records arrive), so the nameserver answers for it with
-    /// NXDOMAIN or NODATA instead of refusing, under the name servers it names; republishes it
-    /// when they changed. Returns the zone's configuration.
-    pub async fn ensure_served(&self, zone: &ManagedZone) -> ZoneConfig {
-        let config = embedded_zone_config(zone, &self.default_name_servers);
+    /// NXDOMAIN or NODATA instead of refusing, under the name servers it names and signed with
+    /// `keys` if any; republishes it when they changed. Returns the zone's configuration.
+    pub async fn ensure_served(
+        &self,
+        zone: &ManagedZone,
+        keys: Option<Arc<ZoneKeys>>,
+    ) -> ZoneConfig {
+        let config = embedded_zone_config(zone, &self.default_name_servers, keys);
         let version = {
             let mut zones = self.zones.lock().expect("zones lock");
             let served = zones
@@ -117,15 +129,35 @@ impl EmbeddedZones {
                     records: ZoneRecords::default(),
                     // Ahead of the served version (none yet), so this call builds it.
                     version: 1,
+                    withheld: false,
                 });
-            if served.config != config {
+            if served.config != config || served.withheld {
                 served.config = config.clone();
+                served.withheld = false;
                 served.version += 1;
             }
             served.version
         };
         self.serve_at_least(&config.apex, version).await;
         config
+    }
+
+    /// Stops serving the zone at `apex`, keeping its records, until [`Self::ensure_served`]:
+    /// for a zone to be signed whose keys cannot be had here. Serving it unsigned would give
+    /// validators answers they reject once the parent has the DS; refused, they ask the zone's
+    /// other name servers.
+    /// Returns whether it was served until now.
+    pub fn withhold(&self, apex: &str) -> bool {
+        let mut zones = self.zones.lock().expect("zones lock");
+        let zone = zones.entry(apex.to_string()).or_insert_with(|| ServedZone {
+            config: ZoneConfig::new(apex),
+            records: ZoneRecords::default(),
+            version: 1,
+            withheld: false,
+        });
+        let was_served = !std::mem::replace(&mut zone.withheld, true);
+        self.server.withdraw(apex);
+        was_served
     }
 
     /// Returns once the nameserver serves version `version` of the zone at `apex` or a later
@@ -140,7 +172,7 @@ impl EmbeddedZones {
         }
         let (config, records, latest) = {
             let zones = self.zones.lock().expect("zones lock");
-            let Some(zone) = zones.get(apex) else {
+            let Some(zone) = zones.get(apex).filter(|zone| !zone.withheld) else {
                 return;
             };
             let records: Vec<Endpoint> = zone.records.values().cloned().collect();
@@ -189,6 +221,7 @@ impl Provider for EmbeddedZone {
                     ),
                     records: ZoneRecords::default(),
                     version: 1,
+                    withheld: false,
                 });
             apply_strictly(&mut zone.records, changes)?;
             zone.version += 1;

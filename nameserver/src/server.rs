@@ -205,6 +205,16 @@ impl NameServer {
         self.changed.notify_one();
     }
 
+    /// Stops answering for the zone at `apex` (queries for it are then refused, and resolvers
+    /// ask its other name servers).
+    pub fn withdraw(&self, apex: &str) {
+        let _one_publisher = self.publishing.lock().expect("no panics while publishing");
+        let current = self.catalog.load_full();
+        if current.zone(apex).is_some() {
+            self.catalog.store(Arc::new(current.without(apex)));
+        }
+    }
+
     /// The current serial of the zone at `apex`.
     pub fn serial(&self, apex: &str) -> Option<u32> {
         self.catalog.load().zone(apex).map(|zone| zone.serial)

@@ -380,6 +380,18 @@ impl Catalog {
         Catalog { zones }
     }
 
+    /// The catalog without the zone at `apex`.
+    pub fn without(&self, apex: &str) -> Catalog {
+        Catalog {
+            zones: self
+                .zones
+                .iter()
+                .filter(|z| z.apex() != apex)
+                .cloned()
+                .collect(),
+        }
+    }
+
     /// Every zone, the longest apex first.
     pub fn zones(&self) -> impl Iterator<Item = &Zone> {
         self.zones.iter().map(Arc::as_ref)

@@ -77,7 +77,54 @@ pub struct ManagedZoneSpec {
     #[schemars(regex(pattern = DURATION_PATTERN))]
     #[x_kube(validation = Rule::new("duration(self) >= duration('10s')").message("spec.verificationInterval must be at least 10s"))]
     pub verification_interval: Option<String>,
+
+    /// DNSSEC for an embedded zone: the nameservers sign every answer online with keys the
+    /// leading hub keeps in the Secret `<name>-dnssec` (same namespace). Turn it on, wait for
+    /// `status.dnssec.ds`, then add that DS record to the parent zone; to turn it off, remove
+    /// the DS first and wait its TTL (docs/nameserver.md). Refused in status for a zone at a
+    /// provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dnssec: Option<ZoneDnssec>,
 }
+
+/// How an embedded zone is signed.
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ZoneDnssec {
+    /// Sign the zone.
+    #[serde(default)]
+    pub enabled: bool,
+    /// The signing algorithm: `ECDSAP256SHA256` (13, the default) or `ED25519` (15). Keys are
+    /// made with it once; a different value later is reported in status and the keys in use
+    /// stay (an algorithm rollover is not offered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<DnssecAlgorithm>,
+    /// Any new value starts one rollover of the zone-signing key: the new key is published,
+    /// signs one step later, and the old one is withdrawn a step after that. The DS in the
+    /// parent does not change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub zsk_rollover: Option<String>,
+    /// The time between a rollover's steps, as a duration; it must cover the largest TTL the
+    /// zone serves (its NS and DNSKEY records: 1 h), or a resolver can hold a signature whose
+    /// key is gone. Default 2h.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
+    #[x_kube(validation = Rule::new("duration(self) >= duration('1s')").message("spec.dnssec.rolloverStep must be at least 1s"))]
+    pub rollover_step: Option<String>,
+}
+
+/// A DNSSEC signing algorithm.
+#[derive(Serialize, Deserialize, schemars::JsonSchema, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DnssecAlgorithm {
+    #[serde(rename = "ECDSAP256SHA256")]
+    EcdsaP256Sha256,
+    #[serde(rename = "ED25519")]
+    Ed25519,
+}
+
+/// The default of `spec.dnssec.rolloverStep`: twice the NS and DNSKEY TTL.
+pub const DEFAULT_ROLLOVER_STEP: std::time::Duration = std::time::Duration::from_secs(7200);
 
 /// The Secret holding a zone's provider credentials.
 #[derive(Serialize, Deserialize, schemars::JsonSchema, Clone, Debug, PartialEq, Eq)]
@@ -156,6 +203,37 @@ pub struct ManagedZoneStatus {
     /// Records in the zone, as last read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record_count: Option<i64>,
+    /// The zone's signing, when `spec.dnssec` is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dnssec: Option<ZoneDnssecStatus>,
+}
+
+/// How a signed zone is signed, and what its parent needs.
+#[derive(Serialize, Deserialize, schemars::JsonSchema, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ZoneDnssecStatus {
+    /// The DS record to put in the parent zone, as a zone-file line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ds: Option<String>,
+    /// The algorithm of the keys in use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<String>,
+    /// The key tag of the key-signing key (the DS's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ksk_tag: Option<u16>,
+    /// The key tag of the zone-signing key that signs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zsk_tag: Option<u16>,
+    /// Every published key's tag (the DNSKEY set).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub published_tags: Vec<u16>,
+    /// Where a ZSK rollover is: `Stable`, `Prepublished` (the new key is published, the old
+    /// one signs) or `Switched` (the new key signs, the old one is still published).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollover: Option<String>,
+    /// When the rollover's next step is due (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_step: Option<String>,
 }
 
 #[cfg(test)]

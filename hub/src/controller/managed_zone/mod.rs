@@ -24,8 +24,12 @@ use kube::api::{Api, Patch};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use meridian_api::conditions::{self, ConditionUpdate, set_condition};
-use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone, ManagedZoneStatus};
+use meridian_api::kuadrant::{
+    DNSPolicy, DNSRecord, ManagedZone, ManagedZoneStatus, ZoneDnssecStatus,
+};
+use meridian_controllers::dnssec_keys;
 use meridian_nameserver::DelegationError;
+use meridian_nameserver::dnssec::ZoneKeys;
 use meridian_providers::Provider;
 use serde_json::json;
 
@@ -69,7 +73,18 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
             let Some(embedded) = ctx.providers.embedded_zones() else {
                 return Ok(Action::await_change());
             };
-            let served = embedded.ensure_served(&zone).await;
+            let (keys, dnssec) = signing(&zone, &domain, &ctx).await?;
+            status.dnssec = dnssec;
+            let signed_requeue = status
+                .dnssec
+                .as_ref()
+                .and_then(|d| d.next_step.as_deref())
+                .and_then(|next| next.parse::<Timestamp>().ok())
+                .map(|next| {
+                    let wait = next.as_second() - (ctx.clock)().as_second();
+                    Duration::from_secs(wait.max(1) as u64)
+                });
+            let served = embedded.ensure_served(&zone, keys).await;
             status.provider = Some("embedded".into());
             status.name_servers = served
                 .name_servers
@@ -86,8 +101,9 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
                     "served by the hub's embedded nameserver at {}",
                     embedded.server().local_addr()
                 ),
-                // Counting is free; the DNSRecord watch keeps it fresh.
-                ctx.config.resync,
+                // Counting is free; the DNSRecord watch keeps it fresh. A rollover's next
+                // step comes on time.
+                signed_requeue.map_or(ctx.config.resync, |wait| wait.min(ctx.config.resync)),
             )
         }
         Ok(Some(secret_name)) => match ctx.caches.secrets.get(Some(&namespace), secret_name) {
@@ -195,6 +211,41 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
         &zone.name_any(),
     ));
     Ok(Action::requeue(requeue))
+}
+
+/// The keys an embedded zone is signed with and its status, when `spec.dnssec` is on: made on
+/// first use, one rollover step on when due (see `meridian_controllers::dnssec_keys`).
+async fn signing(
+    zone: &ManagedZone,
+    domain: &str,
+    ctx: &Context,
+) -> Result<(Option<Arc<ZoneKeys>>, Option<ZoneDnssecStatus>), Error> {
+    if !dnssec_keys::signing_requested(zone) {
+        return Ok((None, None));
+    }
+    let namespace = zone.namespace().unwrap_or_default();
+    let secret = dnssec_keys::keys_secret_name(&zone.name_any());
+    let cached = ctx.caches.secrets.get(Some(&namespace), &secret);
+    let now = (ctx.clock)().as_second().max(0) as u64;
+    let keys = dnssec_keys::ensure_keys(&ctx.client, zone, cached, now).await?;
+    let zone_keys = keys
+        .zone_keys(domain, &secret)
+        .map_err(|e| Error::Waiting(format!("DNSSEC keys: {e}")))?;
+    let next_step = keys
+        .rollover
+        .next_step_at(dnssec_keys::rollover_step(zone))
+        .and_then(|at| Timestamp::from_second(at as i64).ok())
+        .map(|at| at.to_string());
+    let status = ZoneDnssecStatus {
+        ds: Some(zone_keys.ds_line()),
+        algorithm: Some(keys.algorithm.name().to_string()),
+        ksk_tag: Some(zone_keys.ksk_tag()),
+        zsk_tag: Some(zone_keys.signing_tag()),
+        published_tags: zone_keys.published_tags(),
+        rollover: Some(keys.rollover.phase().to_string()),
+        next_step,
+    };
+    Ok((Some(zone_keys), Some(status)))
 }
 
 /// `PlansHeld`: the zone's records whose plans are over its threshold and wait for approval

@@ -1,0 +1,532 @@
+//! The keys of a signed embedded zone: one Secret per ManagedZone (`<name>-dnssec`, type
+//! `meridian.io/dnssec-keys`), written only by the leading hub and read by every replica, so
+//! every server of the zone signs with the same keys.
+//!
+//! The Secret holds the algorithm, the key-signing key, the zone-signing key that signs and,
+//! during a rollover, a standby ZSK, each as PKCS#8 DER, and where the rollover is. A rollover
+//! ([`advance`]) follows RFC 6781's pre-publish method, each step at least the zone's rollover
+//! step after the last: publish the new ZSK, sign with it, withdraw the old one. Keys are never
+//! logged: [`KeySet`]'s `Debug` shows tags only.
+//!
+//! The Secret has no owner: deleting the ManagedZone keeps its keys, so a zone made again under
+//! the same name keeps the DS its parent has.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use meridian_api::kuadrant::{DnssecAlgorithm, ManagedZone};
+use meridian_nameserver::dnssec::{DEFAULT_DNSKEY_TTL, KeyAlgorithm, KeyError, ZoneKeys};
+
+/// The type of key Secrets.
+pub const KEYS_SECRET_TYPE: &str = "meridian.io/dnssec-keys";
+
+/// The name of the key Secret of the ManagedZone named `zone_name`.
+pub fn keys_secret_name(zone_name: &str) -> String {
+    format!("{zone_name}-dnssec")
+}
+
+/// Where a ZSK rollover is.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Rollover {
+    /// One ZSK, published and signing. `handled`: the last `spec.dnssec.zskRollover` done.
+    Stable { handled: Option<String> },
+    /// The next ZSK is published; the current one still signs.
+    Prepublished {
+        next: Vec<u8>,
+        since: u64,
+        handled: String,
+    },
+    /// The new ZSK signs; the previous one stays published until its signatures are gone
+    /// from caches.
+    Switched {
+        previous: Vec<u8>,
+        since: u64,
+        handled: String,
+    },
+}
+
+/// The phase and times only: the standby key stays out of logs.
+impl std::fmt::Debug for Rollover {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rollover::Stable { handled } => write!(f, "Stable {{ handled: {handled:?} }}"),
+            Rollover::Prepublished { since, handled, .. }
+            | Rollover::Switched { since, handled, .. } => {
+                write!(
+                    f,
+                    "{} {{ since: {since}, handled: {handled:?} }}",
+                    self.phase()
+                )
+            }
+        }
+    }
+}
+
+impl Rollover {
+    pub fn phase(&self) -> &'static str {
+        match self {
+            Rollover::Stable { .. } => "Stable",
+            Rollover::Prepublished { .. } => "Prepublished",
+            Rollover::Switched { .. } => "Switched",
+        }
+    }
+
+    /// When the next step is due (Unix time), if one is under way.
+    pub fn next_step_at(&self, step: u64) -> Option<u64> {
+        match self {
+            Rollover::Stable { .. } => None,
+            Rollover::Prepublished { since, .. } | Rollover::Switched { since, .. } => {
+                Some(since + step)
+            }
+        }
+    }
+}
+
+/// A zone's keys as the Secret holds them.
+#[derive(Clone, PartialEq, Eq)]
+pub struct KeySet {
+    pub algorithm: KeyAlgorithm,
+    pub ksk: Vec<u8>,
+    pub zsk: Vec<u8>,
+    pub rollover: Rollover,
+}
+
+impl std::fmt::Debug for KeySet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeySet")
+            .field("algorithm", &self.algorithm)
+            .field("rollover", &self.rollover.phase())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a zone's keys cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeySetError {
+    #[error("Secret {secret}: {field} is missing or unreadable")]
+    Field { secret: String, field: &'static str },
+    #[error("Secret {secret}: {source}")]
+    Key { secret: String, source: KeyError },
+}
+
+/// The algorithm a ManagedZone asks for (ECDSA P-256 by default).
+pub fn requested_algorithm(zone: &ManagedZone) -> KeyAlgorithm {
+    match zone.spec.dnssec.as_ref().and_then(|d| d.algorithm) {
+        Some(DnssecAlgorithm::Ed25519) => KeyAlgorithm::Ed25519,
+        _ => KeyAlgorithm::EcdsaP256Sha256,
+    }
+}
+
+/// Whether a ManagedZone asks to be signed.
+pub fn signing_requested(zone: &ManagedZone) -> bool {
+    zone.spec.dnssec.as_ref().is_some_and(|d| d.enabled)
+}
+
+impl KeySet {
+    /// A new key set: a KSK and a ZSK from `generate`.
+    pub fn generate(
+        algorithm: KeyAlgorithm,
+        generate: impl Fn(KeyAlgorithm) -> Result<Vec<u8>, KeyError>,
+    ) -> Result<Self, KeyError> {
+        Ok(KeySet {
+            algorithm,
+            ksk: generate(algorithm)?,
+            zsk: generate(algorithm)?,
+            rollover: Rollover::Stable { handled: None },
+        })
+    }
+
+    /// The key set in `secret`.
+    pub fn from_secret(secret: &Secret) -> Result<Self, KeySetError> {
+        let name = secret.name_any();
+        let data = secret.data.clone().unwrap_or_default();
+        let field = |field: &'static str| -> Result<Vec<u8>, KeySetError> {
+            data.get(field)
+                .map(|bytes| bytes.0.clone())
+                .filter(|bytes| !bytes.is_empty())
+                .ok_or(KeySetError::Field {
+                    secret: name.clone(),
+                    field,
+                })
+        };
+        let text = |field: &'static str| -> Result<String, KeySetError> {
+            String::from_utf8(field_or_empty(&data, field)).map_err(|_| KeySetError::Field {
+                secret: name.clone(),
+                field,
+            })
+        };
+        let algorithm = KeyAlgorithm::parse(&text("algorithm")?).ok_or(KeySetError::Field {
+            secret: name.clone(),
+            field: "algorithm",
+        })?;
+        let since = || -> Result<u64, KeySetError> {
+            text("since")?.parse().map_err(|_| KeySetError::Field {
+                secret: name.clone(),
+                field: "since",
+            })
+        };
+        let handled = text("handled")?;
+        let rollover = match text("rollover")?.as_str() {
+            "" | "Stable" => Rollover::Stable {
+                handled: (!handled.is_empty()).then_some(handled),
+            },
+            "Prepublished" => Rollover::Prepublished {
+                next: field("standby")?,
+                since: since()?,
+                handled,
+            },
+            "Switched" => Rollover::Switched {
+                previous: field("standby")?,
+                since: since()?,
+                handled,
+            },
+            _ => {
+                return Err(KeySetError::Field {
+                    secret: name,
+                    field: "rollover",
+                });
+            }
+        };
+        Ok(KeySet {
+            algorithm,
+            ksk: field("ksk")?,
+            zsk: field("zsk")?,
+            rollover,
+        })
+    }
+
+    /// The Secret's data for this key set.
+    pub fn to_data(&self) -> BTreeMap<String, ByteString> {
+        let mut data = BTreeMap::new();
+        let mut put = |field: &str, bytes: Vec<u8>| {
+            data.insert(field.to_string(), ByteString(bytes));
+        };
+        put("algorithm", self.algorithm.name().into());
+        put("ksk", self.ksk.clone());
+        put("zsk", self.zsk.clone());
+        put("rollover", self.rollover.phase().into());
+        match &self.rollover {
+            Rollover::Stable { handled } => {
+                put("handled", handled.clone().unwrap_or_default().into());
+            }
+            Rollover::Prepublished {
+                next: standby,
+                since,
+                handled,
+            }
+            | Rollover::Switched {
+                previous: standby,
+                since,
+                handled,
+            } => {
+                put("standby", standby.clone());
+                put("since", since.to_string().into());
+                put("handled", handled.clone().into());
+            }
+        }
+        data
+    }
+
+    /// The keys the nameserver signs the zone at `apex` with.
+    pub fn zone_keys(&self, apex: &str, secret: &str) -> Result<Arc<ZoneKeys>, KeySetError> {
+        let standby: Vec<&[u8]> = match &self.rollover {
+            Rollover::Stable { .. } => Vec::new(),
+            Rollover::Prepublished { next: standby, .. }
+            | Rollover::Switched {
+                previous: standby, ..
+            } => vec![standby.as_slice()],
+        };
+        ZoneKeys::new(
+            apex,
+            self.algorithm,
+            &self.ksk,
+            &self.zsk,
+            &standby,
+            DEFAULT_DNSKEY_TTL,
+        )
+        .map(Arc::new)
+        .map_err(|source| KeySetError::Key {
+            secret: secret.to_string(),
+            source,
+        })
+    }
+}
+
+/// How a ManagedZone's embedded zone is served, as far as its keys go.
+#[derive(Debug)]
+pub enum ZoneSigning {
+    Unsigned,
+    Signed(Arc<ZoneKeys>),
+    /// To be signed, but its keys cannot be had (yet, or here): not served at all.
+    Unavailable(String),
+}
+
+/// How `zone` is to be served by a process that reads key Secrets from `secrets` (a standby
+/// hub replica; the leader makes them). An agent serving DNS caches no Secrets, so it holds
+/// back signed zones.
+pub fn signing_from_cache(
+    zone: &ManagedZone,
+    secrets: &crate::caches::Cache<Secret>,
+) -> ZoneSigning {
+    if !signing_requested(zone) {
+        return ZoneSigning::Unsigned;
+    }
+    let name = keys_secret_name(&zone.name_any());
+    let Some(secret) = secrets.get(zone.namespace().as_deref(), &name) else {
+        return ZoneSigning::Unavailable(format!("its keys (Secret {name}) are not here"));
+    };
+    match KeySet::from_secret(&secret)
+        .and_then(|keys| keys.zone_keys(&zone.spec.domain_name, &name))
+    {
+        Ok(keys) => ZoneSigning::Signed(keys),
+        Err(error) => ZoneSigning::Unavailable(error.to_string()),
+    }
+}
+
+/// The zone's key set, leader only: made on first use (the Secret created), and one rollover
+/// step on when one is due (the Secret replaced, at the version read, so two writers cannot
+/// both win). `cached` is the Secret as the cache has it; the API server is asked when the
+/// cache has none, which a Secret created moments ago may not be in yet.
+pub async fn ensure_keys(
+    client: &kube::Client,
+    zone: &ManagedZone,
+    cached: Option<Arc<Secret>>,
+    now: u64,
+) -> Result<KeySet, crate::Error> {
+    use kube::api::{Api, PostParams};
+    let namespace = zone.namespace().unwrap_or_default();
+    let name = keys_secret_name(&zone.name_any());
+    let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let existing = match cached {
+        Some(secret) => Some(Secret::clone(&secret)),
+        None => api.get_opt(&name).await?,
+    };
+    let invalid = |error: String| crate::Error::Waiting(format!("DNSSEC keys: {error}"));
+    let Some(secret) = existing else {
+        let keys = KeySet::generate(
+            requested_algorithm(zone),
+            meridian_nameserver::dnssec::generate_key,
+        )
+        .map_err(|e| invalid(e.to_string()))?;
+        let secret = Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(namespace.clone()),
+                labels: Some(BTreeMap::from([(
+                    "app.kubernetes.io/managed-by".to_string(),
+                    "meridian".to_string(),
+                )])),
+                ..Default::default()
+            },
+            type_: Some(KEYS_SECRET_TYPE.to_string()),
+            data: Some(keys.to_data()),
+            ..Default::default()
+        };
+        api.create(&PostParams::default(), &secret).await?;
+        tracing::info!(zone = %zone.spec.domain_name, secret = %name, algorithm = %keys.algorithm, "made the zone's DNSSEC keys");
+        return Ok(keys);
+    };
+    let keys = KeySet::from_secret(&secret).map_err(|e| invalid(e.to_string()))?;
+    let dnssec = zone.spec.dnssec.clone().unwrap_or_default();
+    let step = rollover_step(zone);
+    let advanced = advance(
+        &keys,
+        dnssec.zsk_rollover.as_deref(),
+        step,
+        now,
+        meridian_nameserver::dnssec::generate_key,
+    )
+    .map_err(|e| invalid(e.to_string()))?;
+    let Some(advanced) = advanced else {
+        return Ok(keys);
+    };
+    let mut replacement = secret;
+    replacement.data = Some(advanced.to_data());
+    api.replace(&name, &PostParams::default(), &replacement)
+        .await?;
+    tracing::info!(zone = %zone.spec.domain_name, from = keys.rollover.phase(), to = advanced.rollover.phase(), "ZSK rollover step");
+    Ok(advanced)
+}
+
+/// `spec.dnssec.rolloverStep` in seconds.
+pub fn rollover_step(zone: &ManagedZone) -> u64 {
+    zone.spec
+        .dnssec
+        .as_ref()
+        .and_then(|d| d.rollover_step.as_deref())
+        .and_then(meridian_api::duration::parse_duration)
+        .unwrap_or(meridian_api::kuadrant::DEFAULT_ROLLOVER_STEP)
+        .as_secs()
+        .max(1)
+}
+
+fn field_or_empty(data: &BTreeMap<String, ByteString>, field: &str) -> Vec<u8> {
+    data.get(field).map(|b| b.0.clone()).unwrap_or_default()
+}
+
+/// The key set one rollover step on at Unix time `now`, if a step is due: a new
+/// `requested` value (`spec.dnssec.zskRollover`) starts a rollover from `Stable`; `step`
+/// seconds after each step comes the next. A request made while a rollover runs waits for it
+/// to finish.
+pub fn advance(
+    keys: &KeySet,
+    requested: Option<&str>,
+    step: u64,
+    now: u64,
+    generate: impl FnOnce(KeyAlgorithm) -> Result<Vec<u8>, KeyError>,
+) -> Result<Option<KeySet>, KeyError> {
+    let mut next = keys.clone();
+    next.rollover = match &keys.rollover {
+        Rollover::Stable { handled } => match requested {
+            Some(request) if handled.as_deref() != Some(request) => Rollover::Prepublished {
+                next: generate(keys.algorithm)?,
+                since: now,
+                handled: request.to_string(),
+            },
+            _ => return Ok(None),
+        },
+        Rollover::Prepublished {
+            next: new_zsk,
+            since,
+            handled,
+        } if now >= since + step => {
+            next.zsk = new_zsk.clone();
+            Rollover::Switched {
+                previous: keys.zsk.clone(),
+                since: now,
+                handled: handled.clone(),
+            }
+        }
+        Rollover::Switched { since, handled, .. } if now >= since + step => Rollover::Stable {
+            handled: Some(handled.clone()),
+        },
+        _ => return Ok(None),
+    };
+    Ok(Some(next))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keys named by a counter, so the table can say which is which (`advance` never looks
+    /// inside a key).
+    fn counter() -> impl FnMut(KeyAlgorithm) -> Result<Vec<u8>, KeyError> {
+        let mut made = 0u8;
+        move |_| {
+            made += 1;
+            Ok(vec![made])
+        }
+    }
+
+    #[test]
+    fn a_rollover_publishes_then_switches_then_withdraws_each_a_step_apart() {
+        let mut keys = KeySet {
+            algorithm: KeyAlgorithm::EcdsaP256Sha256,
+            ksk: vec![100],
+            zsk: vec![50],
+            rollover: Rollover::Stable { handled: None },
+        };
+        let step = 7200;
+        let mut generate = counter();
+        // (seconds, spec.dnssec.zskRollover, phase, signing ZSK, standby ZSK)
+        type Moment<'a> = (u64, Option<&'a str>, &'a str, u8, Option<u8>);
+        let timeline: &[Moment] = &[
+            (0, None, "Stable", 50, None),
+            (10, Some("r1"), "Prepublished", 50, Some(1)),
+            (10 + step - 1, Some("r1"), "Prepublished", 50, Some(1)),
+            (10 + step, Some("r1"), "Switched", 1, Some(50)),
+            // A new request during a rollover waits for it to end.
+            (10 + step + 5, Some("r2"), "Switched", 1, Some(50)),
+            (10 + 2 * step - 1, Some("r2"), "Switched", 1, Some(50)),
+            (10 + 2 * step, Some("r2"), "Stable", 1, None),
+            (10 + 2 * step + 1, Some("r2"), "Prepublished", 1, Some(2)),
+        ];
+        for (index, &(now, request, phase, zsk, standby)) in timeline.iter().enumerate() {
+            if let Some(next) = advance(&keys, request, step, now, &mut generate).unwrap() {
+                keys = next;
+            }
+            let standby_key = match &keys.rollover {
+                Rollover::Stable { .. } => None,
+                Rollover::Prepublished { next, .. } => Some(next[0]),
+                Rollover::Switched { previous, .. } => Some(previous[0]),
+            };
+            let what = format!("step {index} at {now}");
+            assert_eq!(keys.rollover.phase(), phase, "{what}");
+            assert_eq!(keys.zsk, [zsk], "{what}");
+            assert_eq!(standby_key, standby, "{what}");
+            assert_eq!(keys.ksk, [100], "{what}: the KSK never changes");
+        }
+        // A request already handled starts nothing.
+        let done = KeySet {
+            rollover: Rollover::Stable {
+                handled: Some("r2".into()),
+            },
+            ..keys
+        };
+        assert_eq!(
+            advance(&done, Some("r2"), step, 1 << 40, counter()),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn a_key_set_survives_its_secret_and_never_prints_a_key() {
+        let algorithm = KeyAlgorithm::Ed25519;
+        let mut keys =
+            KeySet::generate(algorithm, meridian_nameserver::dnssec::generate_key).unwrap();
+        for rollover in [
+            Rollover::Stable { handled: None },
+            Rollover::Prepublished {
+                next: meridian_nameserver::dnssec::generate_key(algorithm).unwrap(),
+                since: 42,
+                handled: "now".into(),
+            },
+            Rollover::Switched {
+                previous: meridian_nameserver::dnssec::generate_key(algorithm).unwrap(),
+                since: 43,
+                handled: "now".into(),
+            },
+        ] {
+            keys.rollover = rollover;
+            let secret = Secret {
+                metadata: kube::api::ObjectMeta {
+                    name: Some("zone-dnssec".into()),
+                    ..Default::default()
+                },
+                data: Some(keys.to_data()),
+                ..Default::default()
+            };
+            assert_eq!(KeySet::from_secret(&secret), Ok(keys.clone()));
+            let zone_keys = keys.zone_keys("example.com", "zone-dnssec").unwrap();
+            let published = if matches!(keys.rollover, Rollover::Stable { .. }) {
+                2
+            } else {
+                3
+            };
+            assert_eq!(zone_keys.published_tags().len(), published);
+            let shown = format!("{keys:?} {zone_keys:?}");
+            assert!(!shown.contains(&format!("{:?}", keys.ksk)), "{shown}");
+        }
+        let mut broken = keys.to_data();
+        broken.insert("zsk".into(), ByteString(b"not a key".to_vec()));
+        let secret = Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some("zone-dnssec".into()),
+                ..Default::default()
+            },
+            data: Some(broken),
+            ..Default::default()
+        };
+        let error = KeySet::from_secret(&secret)
+            .unwrap()
+            .zone_keys("example.com", "zone-dnssec")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("zone-signing key"), "{error}");
+        assert!(!error.contains("not a key"), "{error}");
+    }
+}
