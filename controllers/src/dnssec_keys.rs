@@ -230,8 +230,14 @@ impl KeySet {
         data
     }
 
-    /// The keys the nameserver signs the zone at `apex` with.
-    pub fn zone_keys(&self, apex: &str, secret: &str) -> Result<Arc<ZoneKeys>, KeySetError> {
+    /// The keys the nameserver signs the zone at `apex` with, their DNSKEY set served with
+    /// `dnskey_ttl` (see [`dnskey_ttl`]).
+    pub fn zone_keys(
+        &self,
+        apex: &str,
+        secret: &str,
+        dnskey_ttl: u32,
+    ) -> Result<Arc<ZoneKeys>, KeySetError> {
         let standby: Vec<&[u8]> = match &self.rollover {
             Rollover::Stable { .. } => Vec::new(),
             Rollover::Prepublished { next: standby, .. }
@@ -245,7 +251,7 @@ impl KeySet {
             &self.ksk,
             &self.zsk,
             &standby,
-            DEFAULT_DNSKEY_TTL,
+            dnskey_ttl,
         )
         .map(Arc::new)
         .map_err(|source| KeySetError::Key {
@@ -278,8 +284,9 @@ pub fn signing_from_cache(
     let Some(secret) = secrets.get(zone.namespace().as_deref(), &name) else {
         return ZoneSigning::Unavailable(format!("its keys (Secret {name}) are not here"));
     };
+    let ttl = dnskey_ttl(zone);
     match KeySet::from_secret(&secret)
-        .and_then(|keys| keys.zone_keys(&zone.spec.domain_name, &name))
+        .and_then(|keys| keys.zone_keys(&zone.spec.domain_name, &name, ttl))
     {
         Ok(keys) => ZoneSigning::Signed(keys),
         Err(error) => ZoneSigning::Unavailable(error.to_string()),
@@ -349,6 +356,13 @@ pub async fn ensure_keys(
         .await?;
     tracing::info!(zone = %zone.spec.domain_name, from = keys.rollover.phase(), to = advanced.rollover.phase(), "ZSK rollover step");
     Ok(advanced)
+}
+
+/// The TTL of a zone's DNSKEY set: half its rollover step, at most an hour. A resolver then
+/// holds a DNSKEY set for at most half a step, so after a pre-published key has been out for a
+/// step every resolver knows it before it signs, however short the step is set.
+pub fn dnskey_ttl(zone: &ManagedZone) -> u32 {
+    (rollover_step(zone) / 2).clamp(1, u64::from(DEFAULT_DNSKEY_TTL)) as u32
 }
 
 /// `spec.dnssec.rolloverStep` in seconds.
@@ -501,7 +515,7 @@ mod tests {
                 ..Default::default()
             };
             assert_eq!(KeySet::from_secret(&secret), Ok(keys.clone()));
-            let zone_keys = keys.zone_keys("example.com", "zone-dnssec").unwrap();
+            let zone_keys = keys.zone_keys("example.com", "zone-dnssec", 3600).unwrap();
             let published = if matches!(keys.rollover, Rollover::Stable { .. }) {
                 2
             } else {
@@ -523,7 +537,7 @@ mod tests {
         };
         let error = KeySet::from_secret(&secret)
             .unwrap()
-            .zone_keys("example.com", "zone-dnssec")
+            .zone_keys("example.com", "zone-dnssec", 3600)
             .unwrap_err()
             .to_string();
         assert!(error.contains("zone-signing key"), "{error}");

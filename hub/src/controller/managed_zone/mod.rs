@@ -229,7 +229,7 @@ async fn signing(
     let now = (ctx.clock)().as_second().max(0) as u64;
     let keys = dnssec_keys::ensure_keys(&ctx.client, zone, cached, now).await?;
     let zone_keys = keys
-        .zone_keys(domain, &secret)
+        .zone_keys(domain, &secret, dnssec_keys::dnskey_ttl(zone))
         .map_err(|e| Error::Waiting(format!("DNSSEC keys: {e}")))?;
     let next_step = keys
         .rollover

@@ -1,0 +1,347 @@
+//! A signed embedded zone through the hub, validated by Unbound: the leader makes the zone's
+//! keys (a Secret) and puts the DS in the ManagedZone's status; a standby replica signs with
+//! the same keys; GEO answers validate from Ireland, the US and France at either replica; a
+//! ZSK rollover runs while clients keep asking, and every answer on the way validates; the
+//! standby takes over the lead with the same keys.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, Patch, PatchParams};
+use meridian_api::kuadrant::{DNSRecord, ManagedZone};
+use meridian_e2e::example::apply;
+use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually};
+use meridian_hub::run_command::{RunArgs, RunningHub};
+use meridian_testkit::unbound::ValidatingResolver;
+use serde_json::json;
+
+const NAMESPACE: &str = "dns";
+const DOMAIN: &str = "signed.example";
+const HOST: &str = "api.signed.example";
+/// Client subnets the GEO database places in Ireland, the US and France, and what each gets.
+const PLACES: [(&str, &str, &str); 3] = [
+    ("Ireland", "192.0.2.0/24", "10.0.0.1"),
+    ("the US", "198.51.100.0/24", "10.0.0.2"),
+    ("France", "100.64.0.0/24", "10.0.0.3"),
+];
+
+fn hub_args(kubeconfig: &std::path::Path, geoip: &std::path::Path) -> RunArgs {
+    RunArgs {
+        lease_seconds: 3,
+        geoip: Some(geoip.to_path_buf()),
+        ..RunArgs::local(kubeconfig)
+    }
+}
+
+/// A GEO set at `api`: Ireland, the US, the rest of Europe; a catch-all to Ireland.
+fn geo_endpoints() -> serde_json::Value {
+    let mut endpoints = Vec::new();
+    for (code, leaf, address) in [
+        ("IE", "ie", "10.0.0.1"),
+        ("US", "us", "10.0.0.2"),
+        ("GEO-EU", "eu", "10.0.0.3"),
+        ("*", "ie", "10.0.0.1"),
+    ] {
+        let set = if code == "*" { "default" } else { code };
+        endpoints.push(json!({
+            "dnsName": HOST, "recordType": "CNAME", "recordTTL": 5,
+            "targets": [format!("{leaf}.{HOST}")], "setIdentifier": set,
+            "providerSpecific": [{ "name": "geo-code", "value": code }],
+        }));
+        if code != "*" {
+            endpoints.push(json!({
+                "dnsName": format!("{leaf}.{HOST}"), "recordType": "A", "recordTTL": 5,
+                "targets": [address],
+            }));
+        }
+    }
+    serde_json::Value::Array(endpoints)
+}
+
+/// A recursive query with DO to `resolver`: (validated, addresses).
+fn ask(resolver: SocketAddr, name: &str, qtype: &str, subnet: Option<&str>) -> (bool, Vec<String>) {
+    let mut command = std::process::Command::new("dig");
+    command.arg(format!("@{}", resolver.ip())).args([
+        "-p",
+        &resolver.port().to_string(),
+        "+dnssec",
+        "+time=3",
+        "+tries=2",
+    ]);
+    if let Some(subnet) = subnet {
+        command.arg(format!("+subnet={subnet}"));
+    }
+    let output = command.args([name, qtype]).output().expect("dig runs");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let validated = text.lines().any(|line| {
+        line.starts_with(";; flags:") && line.split(';').nth(2).is_some_and(|f| f.contains(" ad"))
+    });
+    let addresses = text
+        .lines()
+        .filter(|line| !line.starts_with(';'))
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            (fields.len() == 5 && fields[3] == "A").then(|| fields[4].to_string())
+        })
+        .collect();
+    (validated, addresses)
+}
+
+async fn ask_async(
+    resolver: SocketAddr,
+    name: &'static str,
+    qtype: &'static str,
+    subnet: Option<&'static str>,
+) -> (bool, Vec<String>) {
+    tokio::task::spawn_blocking(move || ask(resolver, name, qtype, subnet))
+        .await
+        .unwrap()
+}
+
+async fn zone_dnssec(
+    zones: &Api<ManagedZone>,
+) -> Result<meridian_api::kuadrant::ZoneDnssecStatus, Error> {
+    Ok(zones
+        .get("zone")
+        .await?
+        .status
+        .and_then(|s| s.dnssec)
+        .unwrap_or_default())
+}
+
+/// Every place's answer validates and is the place's address, at `resolver`.
+async fn geo_validates(resolver: &ValidatingResolver, what: &str) {
+    for (place, subnet, expected) in PLACES {
+        let (validated, addresses) =
+            ask_async(resolver.address, "api.signed.example.", "A", Some(subnet)).await;
+        assert!(
+            validated,
+            "{what}: from {place}, not validated; Unbound:\n{}",
+            resolver.log()
+        );
+        assert_eq!(addresses, [expected], "{what}: from {place}");
+    }
+    for (name, qtype) in [
+        ("missing.signed.example.", "A"),
+        ("api.signed.example.", "MX"),
+    ] {
+        let (validated, addresses) = ask_async(resolver.address, name, qtype, None).await;
+        assert!(
+            validated && addresses.is_empty(),
+            "{what}: {name} {qtype} denial not validated"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_zone_validates_at_every_replica_through_a_rollover_and_a_leader_change()
+-> Result<(), Error> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("warn,meridian_controllers=info")
+        .with_test_writer()
+        .try_init();
+    let fleet = Fleet::builder().without_ocm().start().await?;
+    let hub = fleet.hub.client();
+    meridian_e2e::ensure_namespace(&hub, NAMESPACE).await?;
+    let geoip_dir = tempfile::tempdir().unwrap();
+    let geoip = geoip_dir.path().join("country.mmdb");
+    std::fs::write(
+        &geoip,
+        meridian_testkit::geo_db::write_database(&[
+            ("192.0.2.0/24".parse().unwrap(), "IE", "EU"),
+            ("198.51.100.0/24".parse().unwrap(), "US", "NA"),
+            ("100.64.0.0/24".parse().unwrap(), "FR", "EU"),
+        ]),
+    )
+    .unwrap();
+    let zones: Api<ManagedZone> = Api::namespaced(hub.clone(), NAMESPACE);
+    // Steps of 4 s: the DNSKEY TTL follows at 2 s, so a resolver sees each step in time.
+    apply(
+        &zones,
+        json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
+            "metadata": { "name": "zone", "namespace": NAMESPACE },
+            "spec": { "domainName": DOMAIN, "dnssec": { "enabled": true, "rolloverStep": "4s" } },
+        }),
+    )
+    .await?;
+    apply(
+        &Api::<DNSRecord>::namespaced(hub.clone(), NAMESPACE),
+        json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
+            "metadata": { "name": "api", "namespace": NAMESPACE },
+            "spec": { "rootHost": HOST, "managedZone": { "name": "zone" }, "endpoints": geo_endpoints() },
+        }),
+    )
+    .await?;
+
+    let leader = RunningHub::start(&hub_args(fleet.hub.kubeconfig_path(), &geoip))
+        .await
+        .expect("the leader starts");
+    let first = eventually(
+        "the zone's DS is in its status",
+        DEFAULT_PATIENCE,
+        || async {
+            let dnssec = zone_dnssec(&zones).await?;
+            Ok(dnssec.ds.is_some().then_some(dnssec))
+        },
+    )
+    .await?;
+    let ds = first.ds.clone().unwrap();
+    eprintln!("status.dnssec.ds: {ds}");
+    assert_eq!(first.algorithm.as_deref(), Some("ECDSAP256SHA256"));
+    assert_eq!(first.rollover.as_deref(), Some("Stable"));
+    let secret = Api::<Secret>::namespaced(hub.clone(), NAMESPACE)
+        .get("zone-dnssec")
+        .await?;
+    assert_eq!(secret.type_.as_deref(), Some("meridian.io/dnssec-keys"));
+
+    let standby = RunningHub::start(&hub_args(fleet.hub.kubeconfig_path(), &geoip))
+        .await
+        .expect("the standby starts");
+    eventually("the standby is ready", DEFAULT_PATIENCE, || async {
+        Ok(standby.is_ready().then_some(()))
+    })
+    .await?;
+    assert!(leader.is_leading() && !standby.is_leading());
+    // One resolver per replica, so each replica's signatures are what is validated.
+    let at_leader = ValidatingResolver::start(DOMAIN, &[leader.nameserver], &ds)
+        .await
+        .map_err(Error::Component)?;
+    let at_standby = ValidatingResolver::start(DOMAIN, &[standby.nameserver], &ds)
+        .await
+        .map_err(Error::Component)?;
+    eventually(
+        "the leader's answers validate",
+        DEFAULT_PATIENCE,
+        || async {
+            let (validated, addresses) = ask_async(
+                at_leader.address,
+                "api.signed.example.",
+                "A",
+                Some(PLACES[0].1),
+            )
+            .await;
+            Ok((validated && !addresses.is_empty()).then_some(()))
+        },
+    )
+    .await?;
+    geo_validates(&at_leader, "the leader").await;
+    eventually(
+        "the standby's answers validate",
+        DEFAULT_PATIENCE,
+        || async {
+            let (validated, addresses) = ask_async(
+                at_standby.address,
+                "api.signed.example.",
+                "A",
+                Some(PLACES[1].1),
+            )
+            .await;
+            Ok((validated && !addresses.is_empty()).then_some(()))
+        },
+    )
+    .await?;
+    geo_validates(&at_standby, "the standby").await;
+
+    // A ZSK rollover while clients ask both replicas every 100 ms: no answer may fail.
+    let asking = Arc::new(AtomicBool::new(true));
+    let (asked, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let mut clients = Vec::new();
+    for (resolver, (_, subnet, expected)) in [
+        (at_leader.address, PLACES[0]),
+        (at_standby.address, PLACES[2]),
+    ] {
+        let (asking, asked, failed) = (asking.clone(), asked.clone(), failed.clone());
+        clients.push(tokio::spawn(async move {
+            while asking.load(Ordering::Relaxed) {
+                let (validated, addresses) =
+                    ask_async(resolver, "api.signed.example.", "A", Some(subnet)).await;
+                asked.fetch_add(1, Ordering::Relaxed);
+                if !validated || addresses != [expected] {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                    eprintln!("{resolver} from {subnet}: validated {validated}, {addresses:?}");
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }));
+    }
+    zones
+        .patch(
+            "zone",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "dnssec": { "zskRollover": "first" } } })),
+        )
+        .await?;
+    let started = Instant::now();
+    let mut timeline = Vec::new();
+    let mut phase = String::from("Stable");
+    let finished = loop {
+        let dnssec = zone_dnssec(&zones).await?;
+        let now = dnssec.rollover.clone().unwrap_or_default();
+        if now != phase {
+            timeline.push(format!(
+                "{:5.1} s: {now}, ZSK {:?} signs, DNSKEY tags {:?}",
+                started.elapsed().as_secs_f64(),
+                dnssec.zsk_tag,
+                dnssec.published_tags
+            ));
+            phase = now.clone();
+        }
+        if now == "Stable" && dnssec.zsk_tag != first.zsk_tag {
+            break dnssec;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the rollover did not end: {timeline:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    // Clients keep asking a while after the old key is gone.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    asking.store(false, Ordering::Relaxed);
+    for client in clients {
+        client.await.unwrap();
+    }
+    eprintln!("rollover timeline:\n  {}", timeline.join("\n  "));
+    let (asked, failed) = (
+        asked.load(Ordering::Relaxed),
+        failed.load(Ordering::Relaxed),
+    );
+    eprintln!("{asked} validated queries during the rollover, {failed} failed");
+    assert_eq!(failed, 0, "every answer validated through the rollover");
+    assert!(asked > 20, "{asked}");
+    assert_eq!(
+        timeline
+            .iter()
+            .map(|t| t.split(": ").nth(1).unwrap().split(',').next().unwrap())
+            .collect::<Vec<_>>(),
+        ["Prepublished", "Switched", "Stable"]
+    );
+    assert_eq!(
+        finished.ds.as_deref(),
+        Some(ds.as_str()),
+        "a ZSK rollover leaves the DS alone"
+    );
+    assert_eq!(finished.published_tags.len(), 2, "the old ZSK is withdrawn");
+    geo_validates(&at_standby, "the standby after the rollover").await;
+
+    // The leader goes: the standby leads with the same keys.
+    leader.stop().await;
+    eventually("the standby leads", DEFAULT_PATIENCE, || async {
+        Ok(standby.is_leading().then_some(()))
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    geo_validates(&at_standby, "the new leader").await;
+    assert_eq!(
+        zone_dnssec(&zones).await?.ds.as_deref(),
+        Some(ds.as_str()),
+        "the same keys"
+    );
+    standby.stop().await;
+    Ok(())
+}
