@@ -279,6 +279,82 @@ pub fn dig_host(server: SocketAddr, host: &str, subnet: Option<&str>) -> Vec<Str
     answers
 }
 
+/// `dig +dnssec` for `host A` at a validating `resolver`, optionally from `subnet`: whether
+/// the answer was validated (the AD flag) and its IPv4 addresses, sorted.
+pub fn dig_validated(
+    resolver: SocketAddr,
+    host: &str,
+    qtype: &str,
+    subnet: Option<&str>,
+) -> (bool, Vec<String>) {
+    let mut command = Command::new("dig");
+    command.arg(format!("@{}", resolver.ip())).args([
+        "-p",
+        &resolver.port().to_string(),
+        "+dnssec",
+        "+time=3",
+        "+tries=2",
+    ]);
+    if let Some(subnet) = subnet {
+        command.arg(format!("+subnet={subnet}"));
+    }
+    let Ok(output) = command.args([host, qtype]).output() else {
+        return (false, Vec::new());
+    };
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    // ";; flags: qr rd ra ad; QUERY: 1, ..."
+    let validated = text.lines().any(|line| {
+        line.strip_prefix(";; flags:")
+            .and_then(|flags| flags.split(';').next())
+            .is_some_and(|flags| flags.split_whitespace().any(|flag| flag == "ad"))
+    });
+    let mut addresses: Vec<String> = text
+        .lines()
+        .filter(|line| !line.starts_with(';'))
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            (fields.len() == 5 && fields[3] == "A").then(|| fields[4].to_string())
+        })
+        .collect();
+    addresses.sort();
+    (validated, addresses)
+}
+
+/// Turns DNSSEC on for the ManagedZone `zone` in `namespace` (merged into its spec, with
+/// `rollover_step` if given) and waits for the DS record the leading hub puts in its status.
+pub async fn sign_zone(
+    hub: &Client,
+    namespace: &str,
+    zone: &str,
+    rollover_step: Option<&str>,
+) -> Result<String, Error> {
+    let zones: Api<meridian_api::kuadrant::ManagedZone> = Api::namespaced(hub.clone(), namespace);
+    let mut dnssec = json!({ "enabled": true });
+    if let Some(step) = rollover_step {
+        dnssec["rolloverStep"] = json!(step);
+    }
+    zones
+        .patch(
+            zone,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({ "spec": { "dnssec": dnssec } })),
+        )
+        .await?;
+    eventually("the zone's DS is in its status", DEFAULT_PATIENCE, || {
+        let zones = zones.clone();
+        async move {
+            let ds = zones
+                .get(zone)
+                .await?
+                .status
+                .and_then(|s| s.dnssec)
+                .and_then(|d| d.ds);
+            Ok(ds)
+        }
+    })
+    .await
+}
+
 /// The example running: the hub in this process, the example installed, each spoke's Gateway
 /// served and its agent running (in this process, with the credentials the hub delivered).
 #[derive(Debug)]

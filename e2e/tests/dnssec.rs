@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use meridian_api::kuadrant::{DNSRecord, ManagedZone};
-use meridian_e2e::example::apply;
+use meridian_e2e::example::{apply, dig_validated, sign_zone};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually};
 use meridian_hub::run_command::{RunArgs, RunningHub};
 use meridian_testkit::unbound::ValidatingResolver;
@@ -61,42 +61,13 @@ fn geo_endpoints() -> serde_json::Value {
     serde_json::Value::Array(endpoints)
 }
 
-/// A recursive query with DO to `resolver`: (validated, addresses).
-fn ask(resolver: SocketAddr, name: &str, qtype: &str, subnet: Option<&str>) -> (bool, Vec<String>) {
-    let mut command = std::process::Command::new("dig");
-    command.arg(format!("@{}", resolver.ip())).args([
-        "-p",
-        &resolver.port().to_string(),
-        "+dnssec",
-        "+time=3",
-        "+tries=2",
-    ]);
-    if let Some(subnet) = subnet {
-        command.arg(format!("+subnet={subnet}"));
-    }
-    let output = command.args([name, qtype]).output().expect("dig runs");
-    let text = String::from_utf8_lossy(&output.stdout).into_owned();
-    let validated = text.lines().any(|line| {
-        line.starts_with(";; flags:") && line.split(';').nth(2).is_some_and(|f| f.contains(" ad"))
-    });
-    let addresses = text
-        .lines()
-        .filter(|line| !line.starts_with(';'))
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            (fields.len() == 5 && fields[3] == "A").then(|| fields[4].to_string())
-        })
-        .collect();
-    (validated, addresses)
-}
-
 async fn ask_async(
     resolver: SocketAddr,
     name: &'static str,
     qtype: &'static str,
     subnet: Option<&'static str>,
 ) -> (bool, Vec<String>) {
-    tokio::task::spawn_blocking(move || ask(resolver, name, qtype, subnet))
+    tokio::task::spawn_blocking(move || dig_validated(resolver, name, qtype, subnet))
         .await
         .unwrap()
 }
@@ -158,13 +129,12 @@ async fn a_signed_zone_validates_at_every_replica_through_a_rollover_and_a_leade
     )
     .unwrap();
     let zones: Api<ManagedZone> = Api::namespaced(hub.clone(), NAMESPACE);
-    // Steps of 4 s: the DNSKEY TTL follows at 2 s, so a resolver sees each step in time.
     apply(
         &zones,
         json!({
             "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
             "metadata": { "name": "zone", "namespace": NAMESPACE },
-            "spec": { "domainName": DOMAIN, "dnssec": { "enabled": true, "rolloverStep": "4s" } },
+            "spec": { "domainName": DOMAIN },
         }),
     )
     .await?;
@@ -181,16 +151,10 @@ async fn a_signed_zone_validates_at_every_replica_through_a_rollover_and_a_leade
     let leader = RunningHub::start(&hub_args(fleet.hub.kubeconfig_path(), &geoip))
         .await
         .expect("the leader starts");
-    let first = eventually(
-        "the zone's DS is in its status",
-        DEFAULT_PATIENCE,
-        || async {
-            let dnssec = zone_dnssec(&zones).await?;
-            Ok(dnssec.ds.is_some().then_some(dnssec))
-        },
-    )
-    .await?;
-    let ds = first.ds.clone().unwrap();
+    // DNSSEC on once the zone is served; rollover steps of 4 s (the DNSKEY TTL follows at
+    // 2 s, so a resolver sees each step in time).
+    let ds = sign_zone(&hub, NAMESPACE, "zone", Some("4s")).await?;
+    let first = zone_dnssec(&zones).await?;
     eprintln!("status.dnssec.ds: {ds}");
     assert_eq!(first.algorithm.as_deref(), Some("ECDSAP256SHA256"));
     assert_eq!(first.rollover.as_deref(), Some("Stable"));
