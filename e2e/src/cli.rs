@@ -279,6 +279,51 @@ async fn demo_pods() -> anyhow::Result<()> {
         resolver.address()
     );
 
+    // DNSSEC on: the leading hub makes the zone's keys (a Secret) and puts the DS in the
+    // ManagedZone's status; every hub pod signs with them. A validating Unbound trusts the DS.
+    let ds = crate::example::sign_zone(&hub, NAMESPACE, "example", None).await?;
+    let validating =
+        meridian_testkit::unbound::ValidatingResolver::start(ZONE_DOMAIN, &endpoints, &ds)
+            .await
+            .map_err(|e| anyhow::anyhow!(e))?;
+    let validating_address = validating.address;
+    crate::eventually(
+        "answers validate at every hub pod",
+        crate::DEFAULT_PATIENCE,
+        || async move {
+            let (validated, _) = tokio::task::spawn_blocking(move || {
+                crate::example::dig_validated(validating_address, HOST, "A", Some(IRELAND))
+            })
+            .await
+            .expect("dig ran");
+            Ok(validated.then_some(()))
+        },
+    )
+    .await?;
+    println!(
+        "\nDNSSEC on (kubectl -n {NAMESPACE} patch managedzone example --type merge -p '{{\"spec\":{{\"dnssec\":{{\"enabled\":true}}}}}}'). \
+         The DS for the parent zone (status.dnssec.ds):\n  {ds}\nThrough a validating Unbound ({validating_address}) trusting it:"
+    );
+    for (place, subnet) in [
+        ("Ireland", IRELAND),
+        ("the United States", UNITED_STATES),
+        ("France", FRANCE),
+    ] {
+        let (validated, answers) = tokio::task::spawn_blocking(move || {
+            crate::example::dig_validated(validating_address, HOST, "A", Some(subnet))
+        })
+        .await?;
+        println!(
+            "  from {place:<18} (+subnet={subnet}): {} {}",
+            answers.join(", "),
+            if validated {
+                "(AD: validated)"
+            } else {
+                "(NOT validated)"
+            }
+        );
+    }
+
     let geoip = fleet.hub.kubeconfig_path().with_file_name("country.mmdb");
     crate::example::write_geoip(&geoip)?;
     print_explanation(&hub, UNITED_STATES, &geoip, fleet.hub.kubeconfig_path()).await?;
@@ -319,6 +364,9 @@ Make it recover, and the traffic comes back:
             "More:
   kubectl -n {RELEASE_NAMESPACE} get pods,lease
   dig @{ip} -p {port} {HOST} +subnet={UNITED_STATES} +short
+  dig @{validating_ip} -p {validating_port} {HOST} +dnssec +subnet={UNITED_STATES}    # flags: ... ad
+  kubectl -n {NAMESPACE} patch managedzone example --type merge -p '{{\"spec\":{{\"dnssec\":{{\"zskRollover\":\"1\"}}}}}}'    # a ZSK rollover
+  kubectl -n {NAMESPACE} get managedzone example -o jsonpath='{{.status.dnssec}}'
   kubectl label managedcluster spoke-2 kuadrant.io/lb-attribute-geo-code=IE --overwrite
   dig @{ip} -p {port} {HOST} +subnet={UNITED_STATES} +short    # now the IE group answers
 Cut the hub off from every cluster (freeze the agents), and the answers stay:
@@ -327,7 +375,9 @@ Cut the hub off from every cluster (freeze the agents), and the answers stay:
   dig @{ip} -p {port} {HOST} +subnet={UNITED_STATES} +short    # the same answer, minutes on
   pkill -CONT -f 'meridian-agent run --cluster-name spoke-'",
             ip = endpoint.ip(),
-            port = endpoint.port()
+            port = endpoint.port(),
+            validating_ip = validating_address.ip(),
+            validating_port = validating_address.port(),
         );
     }
     // Priority tiers, as a file the user applies: IE first, then US, then the rest. `replace`,
@@ -367,6 +417,7 @@ Drain spoke-1 in TTL-sized steps (its weight 50 %, 10 %, 0), and bring it back t
         _ = term.recv() => {}
     }
     println!("Stopping.");
+    drop(validating);
     drop(resolver);
     drop(gateways);
     drop(fleet);
