@@ -307,6 +307,20 @@ const INVALID: &[(&str, &str, &[&str])] = &[
         &["a name server inside the zone needs addresses"],
     ),
     (
+        "DNSSEC on a zone at a provider",
+        "kind: ManagedZone\nspec: {domainName: example.com, dnsProviderSecretRef: {name: aws}, dnssec: {enabled: true}}",
+        &["spec.dnssec signs embedded zones only"],
+    ),
+    (
+        "DNSSEC with an unknown algorithm and a rollover step under a second",
+        "kind: ManagedZone\nspec: {domainName: example.com, dnssec: {enabled: true, algorithm: RSASHA1, rolloverStep: 100ms}}",
+        &[
+            "spec.dnssec.algorithm",
+            "Unsupported value",
+            "rolloverStep must be at least 1s",
+        ],
+    ),
+    (
         "zone name server address that is not an IP",
         "kind: ManagedZone\nspec: {domainName: example.com, nameServers: [{name: ns1.example.com, addresses: [192.0.2.300]}]}",
         &["nameServers[0].addresses", "must be IP addresses"],

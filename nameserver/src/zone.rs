@@ -220,6 +220,8 @@ pub struct Zone {
     /// In a signed zone, the signatures of the apex's own sets (SOA, NS, DNSKEY, CDS,
     /// CDNSKEY), made when the zone is built.
     pub(crate) apex_signatures: Vec<Record>,
+    /// Unix time the zone was built (and its apex signatures made).
+    built_at: u64,
 }
 
 pub(crate) fn normalize(name: &str) -> String {
@@ -282,6 +284,7 @@ impl Zone {
             history: None,
             prepared,
             apex_signatures: Vec::new(),
+            built_at: now,
         };
         if let Some(keys) = zone.config.dnssec.clone() {
             zone.apex_signatures = crate::answer::apex_rrsets(&zone)
@@ -307,10 +310,12 @@ impl Zone {
     }
 
     /// When the signatures made with this zone are due to be made again (Unix time): `None`
-    /// for an unsigned zone.
+    /// for an unsigned zone. The apex's own were made with the zone, so a zone with no names
+    /// of its own is due too.
     pub fn signatures_due(&self) -> Option<u64> {
         self.config.dnssec.as_ref()?;
-        Some(self.prepared.signatures_due())
+        let apex_due = self.built_at + u64::from(crate::dnssec::SIGNATURE_REFRESH);
+        Some(self.prepared.signatures_due().min(apex_due))
     }
 
     /// The zone with its transfer history: the journal of `previous` (the zone it replaces)

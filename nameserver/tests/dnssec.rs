@@ -389,3 +389,61 @@ async fn a_tampered_answer_fails_validation() {
         resolver.log()
     );
 }
+
+/// What a secondary gets of a signed zone: its transfer is refused, with an extended DNS error
+/// that says why (a secondary serving the records unsigned under the parent's DS would fail
+/// every validator). BIND's and Knot's transfer clients see the same REFUSED as `dig`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_zone_is_not_transferred_and_the_refusal_says_why() {
+    let keys = keys(KeyAlgorithm::EcdsaP256Sha256);
+    let config = ServerConfig {
+        transfer_allowed: vec!["127.0.0.0/8".parse().unwrap()],
+        ..ServerConfig::default()
+    };
+    let server = NameServer::start("127.0.0.1:0".parse().unwrap(), config)
+        .await
+        .unwrap();
+    server.publish(
+        ZoneConfig::new("example.com").signed_with(Some(keys.clone())),
+        zone_records(),
+    );
+    let axfr = |server: SocketAddr| {
+        let output = Command::new("dig")
+            .arg(format!("@{}", server.ip()))
+            .args(["-p", &server.port().to_string(), "+time=3", "+tries=1"])
+            .args(["example.com", "AXFR"])
+            .output()
+            .expect("dig runs");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let refused = axfr(server.local_addr());
+    assert!(refused.contains("Transfer failed"), "{refused}");
+    // A request with EDNS gets the reason as an extended DNS error (RFC 8914, option 15).
+    let mut request = Message::new(7, MessageType::Query, OpCode::Query);
+    request.add_query(Query::query(
+        Name::from_ascii("example.com.").unwrap(),
+        WireType::AXFR,
+    ));
+    request.set_edns(Edns::new());
+    let response = ask_over_tcp(server.local_addr(), &request.to_vec().unwrap()).await;
+    assert_eq!(response.metadata.response_code, ResponseCode::Refused);
+    assert!(response.answers.is_empty());
+    let reason = response
+        .edns
+        .as_ref()
+        .and_then(|edns| edns.option(hickory_proto::rr::rdata::opt::EdnsCode::Unknown(15)))
+        .and_then(|option| match option {
+            EdnsOption::Unknown(15, data) => Some(String::from_utf8_lossy(&data[2..]).into_owned()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    assert!(
+        reason.contains("secondaries cannot serve it"),
+        "{response:?}"
+    );
+    // Unsigned, the same zone transfers.
+    server.publish(ZoneConfig::new("example.com"), zone_records());
+    let transferred = axfr(server.local_addr());
+    assert!(transferred.contains("api.example.com."), "{transferred}");
+    assert!(!transferred.contains("Transfer failed"), "{transferred}");
+}

@@ -34,6 +34,7 @@ use crate::validation::{DNS_NAME_PATTERN, DURATION_PATTERN};
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new(IN_ZONE_NAME_SERVERS_HAVE_ADDRESSES).message("a name server inside the zone needs addresses (its glue), or no resolver can reach it"))]
+#[x_kube(validation = Rule::new("!has(self.dnssec) || !self.dnssec.enabled || !has(self.dnsProviderSecretRef)").message("spec.dnssec signs embedded zones only: a zone at a provider is signed by the provider (remove spec.dnssec or spec.dnsProviderSecretRef)"))]
 pub struct ManagedZoneSpec {
     /// The provider's zone ID; looked up by `domainName` when empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -81,7 +82,7 @@ pub struct ManagedZoneSpec {
     /// DNSSEC for an embedded zone: the nameservers sign every answer online with keys the
     /// leading hub keeps in the Secret `<name>-dnssec` (same namespace). Turn it on, wait for
     /// `status.dnssec.ds`, then add that DS record to the parent zone; to turn it off, remove
-    /// the DS first and wait its TTL (docs/nameserver.md). Refused in status for a zone at a
+    /// the DS first and wait its TTL (docs/nameserver.md). Refused (CEL) for a zone at a
     /// provider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dnssec: Option<ZoneDnssec>,

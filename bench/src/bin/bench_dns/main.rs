@@ -4,7 +4,10 @@
 //! cache), a weighted record (one target drawn by weight: gdnsd's weighted plugin, PowerDNS LUA
 //! `pickwrandom`) and a GEO record answered from EDNS Client Subnet with a MaxMind-format
 //! database (gdnsd's geoip plugin, PowerDNS LUA `country()`/`continent()`; PowerDNS's caches
-//! off for LUA: a cached answer would stop drawing by weight). Each pair runs alternately for
+//! off for LUA: a cached answer would stop drawing by weight). The same three are then asked
+//! with the DO bit of a signed zone (ECDSA P-256): Meridian signed against Meridian unsigned,
+//! Knot DNS signing on the fly (`mod-onlinesign`, static only) and PowerDNS live-signing its
+//! static and LUA records. Each pair runs alternately for
 //! ROUNDS rounds, in a rotated order, so drift of the machine falls on every server alike; the
 //! table shows medians. Absolute numbers are noise on a shared machine; read the ratios.
 
@@ -15,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use meridian_dns::model::{Endpoint, RecordType};
+use meridian_nameserver::dnssec::{KeyAlgorithm, ZoneKeys, generate_key};
 use meridian_nameserver::{GeoDb, NameServer, ServerConfig, ZoneConfig};
 use meridian_testkit::geo_db::write_database;
 
@@ -30,6 +34,10 @@ pub enum CaseKind {
     Static,
     Weighted,
     Geo,
+    /// The same three with the DO bit: answers with their signatures.
+    SignedStatic,
+    SignedWeighted,
+    SignedGeo,
 }
 
 struct Case {
@@ -38,30 +46,63 @@ struct Case {
     qname: &'static str,
     /// ECS for 192.0.2.0/24 (in the test database: IE), as dnsperf's `-E` option.
     ecs: bool,
+    /// The DO bit set (dnsperf's `-D`): a signing server adds its RRSIGs.
+    dnssec: bool,
 }
 
 /// dnsperf's `-E` for ECS 192.0.2.0/24: option 8, family 1, source /24, scope 0, 192.0.2.
 const ECS_OPTION: &str = "8:00011800c00002";
 
-const CASES: [Case; 3] = [
+const CASES: [Case; 6] = [
     Case {
         kind: CaseKind::Static,
         name: "static A",
         qname: "static.example.com",
         ecs: false,
+        dnssec: false,
     },
     Case {
         kind: CaseKind::Weighted,
         name: "weighted A",
         qname: "weighted.example.com",
         ecs: false,
+        dnssec: false,
     },
     Case {
         kind: CaseKind::Geo,
         name: "GEO A (ECS)",
         qname: "geo.example.com",
         ecs: true,
+        dnssec: false,
     },
+    Case {
+        kind: CaseKind::SignedStatic,
+        name: "signed static",
+        qname: "static.example.com",
+        ecs: false,
+        dnssec: true,
+    },
+    Case {
+        kind: CaseKind::SignedWeighted,
+        name: "signed weight",
+        qname: "weighted.example.com",
+        ecs: false,
+        dnssec: true,
+    },
+    Case {
+        kind: CaseKind::SignedGeo,
+        name: "signed GEO",
+        qname: "geo.example.com",
+        ecs: true,
+        dnssec: true,
+    },
+];
+
+/// The cases a signing server answers, and those a server without DNSSEC answers.
+const SIGNED: &[CaseKind] = &[
+    CaseKind::SignedStatic,
+    CaseKind::SignedWeighted,
+    CaseKind::SignedGeo,
 ];
 
 fn bench_zone() -> Vec<Endpoint> {
@@ -138,18 +179,57 @@ fn run(dir: &Path) -> Result<(), BoxError> {
         server.publish(ZoneConfig::new("example.com"), bench_zone());
         Ok::<_, BoxError>(server)
     })?;
+    // The same zone signed (ECDSA P-256, the default), on a server of its own.
+    let meridian_signed = runtime.block_on(async {
+        let algorithm = KeyAlgorithm::EcdsaP256Sha256;
+        let keys = ZoneKeys::new(
+            "example.com",
+            algorithm,
+            &generate_key(algorithm)?,
+            &generate_key(algorithm)?,
+            &[],
+            3600,
+        )?;
+        let config = ServerConfig {
+            geo: Some(GeoDb::open(&database_path)?),
+            ..ServerConfig::default()
+        };
+        let server = NameServer::start("127.0.0.1:0".parse()?, config).await?;
+        let zone = ZoneConfig::new("example.com").signed_with(Some(std::sync::Arc::new(keys)));
+        server.publish(zone, bench_zone());
+        Ok::<_, BoxError>(server)
+    })?;
     let peers: Vec<Peer> = vec![
         peers::knot(dir)?,
         peers::nsd(dir)?,
         peers::gdnsd(dir, &database_path)?,
-        peers::powerdns(dir, &database_path, false)?,
-        peers::powerdns(dir, &database_path, true)?,
+        peers::powerdns(dir, &database_path, false, false)?,
+        peers::powerdns(dir, &database_path, true, false)?,
+        peers::knot_online_signing(dir)?,
+        peers::powerdns(dir, &database_path, false, true)?,
+        peers::powerdns(dir, &database_path, true, true)?,
     ];
-    let mut contenders = vec![Contender {
-        name: "Meridian",
-        address: meridian.local_addr(),
-        serves: &[CaseKind::Static, CaseKind::Weighted, CaseKind::Geo],
-    }];
+    // Meridian signed comes first among the signed cases: the ratios are against it. The
+    // unsigned server asked the same (DO set, nothing to sign) shows what signing costs.
+    let mut contenders = vec![
+        Contender {
+            name: "Meridian signed",
+            address: meridian_signed.local_addr(),
+            serves: SIGNED,
+        },
+        Contender {
+            name: "Meridian",
+            address: meridian.local_addr(),
+            serves: &[
+                CaseKind::Static,
+                CaseKind::Weighted,
+                CaseKind::Geo,
+                CaseKind::SignedStatic,
+                CaseKind::SignedWeighted,
+                CaseKind::SignedGeo,
+            ],
+        },
+    ];
     contenders.extend(peers.iter().map(|peer| Contender {
         name: peer.name,
         address: peer.address,
@@ -160,10 +240,16 @@ fn run(dir: &Path) -> Result<(), BoxError> {
         for case in CASES.iter().filter(|c| contender.serves.contains(&c.kind)) {
             let answer = dig(contender.address, case.qname, case.ecs);
             let expected = match case.kind {
-                CaseKind::Static => vec!["198.18.0.10"],
-                CaseKind::Weighted => vec!["198.18.0.1", "198.18.0.3"],
-                CaseKind::Geo => vec!["203.0.113.1"],
+                CaseKind::Static | CaseKind::SignedStatic => vec!["198.18.0.10"],
+                CaseKind::Weighted | CaseKind::SignedWeighted => vec!["198.18.0.1", "198.18.0.3"],
+                CaseKind::Geo | CaseKind::SignedGeo => vec!["203.0.113.1"],
             };
+            // A signing server's answer carries its signature (dig +short prints it as
+            // "A 13 3 60 ...").
+            let signs = contender.name != "Meridian" && SIGNED.contains(&case.kind);
+            if signs && !dig_signed(contender.address, case.qname, case.ecs).contains("A 13 ") {
+                return Err(format!("{} does not sign {}", contender.name, case.qname).into());
+            }
             if !expected.contains(&answer.as_str()) {
                 return Err(format!(
                     "{} answers {:?} for {}, not one of {expected:?}",
@@ -180,6 +266,7 @@ fn run(dir: &Path) -> Result<(), BoxError> {
         println!("  {} {} on {}", peer.name, peer.version, peer.address);
     }
     let mut meridian_static = None;
+    let mut unsigned_rates = Vec::new();
     for case in &CASES {
         let serving: Vec<&Contender> = contenders
             .iter()
@@ -196,6 +283,9 @@ fn run(dir: &Path) -> Result<(), BoxError> {
         let ours = &medians[0];
         if case.kind == CaseKind::Static {
             meridian_static = Some(ours.qps);
+        }
+        if !case.dnssec {
+            unsigned_rates.push(ours.qps);
         }
         println!();
         println!(
@@ -225,7 +315,20 @@ fn run(dir: &Path) -> Result<(), BoxError> {
                 format!("({round_low:.2}–{round_high:.2}x)")
             );
         }
-        if case.kind != CaseKind::Static
+        if case.dnssec {
+            // The unsigned case of the same name, measured earlier in this run.
+            let index = CASES
+                .iter()
+                .position(|c| c.qname == case.qname && !c.dnssec);
+            if let Some(unsigned) = index.and_then(|i| unsigned_rates.get(i)) {
+                println!(
+                    "{:<14} Meridian signed / Meridian unsigned ({}): {:.2}x",
+                    "",
+                    CASES[index.unwrap_or_default()].name,
+                    ours.qps / unsigned
+                );
+            }
+        } else if case.kind != CaseKind::Static
             && let Some(static_qps) = meridian_static
         {
             println!(
@@ -238,6 +341,7 @@ fn run(dir: &Path) -> Result<(), BoxError> {
     }
     drop(peers);
     runtime.block_on(meridian.shutdown());
+    runtime.block_on(meridian_signed.shutdown());
     profile(&database_path)?;
     Ok(())
 }
@@ -340,7 +444,19 @@ fn median(runs: &[Measurement]) -> Measurement {
 
 /// `dig +short` of `qname` A at `server`, with ECS 192.0.2.1/24 when `ecs`.
 pub fn dig(server: SocketAddr, qname: &str, ecs: bool) -> String {
+    dig_with(server, qname, ecs, false)
+}
+
+/// [`dig`] with the DO bit: the answer and its signatures.
+pub fn dig_signed(server: SocketAddr, qname: &str, ecs: bool) -> String {
+    dig_with(server, qname, ecs, true)
+}
+
+fn dig_with(server: SocketAddr, qname: &str, ecs: bool, dnssec: bool) -> String {
     let mut command = Command::new("dig");
+    if dnssec {
+        command.arg("+dnssec");
+    }
     command.args([
         format!("@{}", server.ip()),
         "-p".into(),
@@ -394,6 +510,9 @@ fn dnsperf(
         ]);
     if case.ecs {
         command.args(["-E", ECS_OPTION]);
+    }
+    if case.dnssec {
+        command.arg("-D");
     }
     let output = command
         .output()

@@ -110,6 +110,37 @@ pub fn knot(dir: &Path) -> Result<Peer, BoxError> {
     spawn("Knot DNS", "knot", &[CaseKind::Static], dir, port, command)
 }
 
+/// Knot DNS signing on the fly (`mod-onlinesign`, ECDSA P-256, keys it makes itself): every
+/// answer signed as it leaves, as Meridian signs its dynamic ones.
+pub fn knot_online_signing(dir: &Path) -> Result<Peer, BoxError> {
+    let dir = &dir.join("knot-signed");
+    std::fs::create_dir_all(dir)?;
+    let port = free_dns_port()?;
+    std::fs::write(dir.join("example.com.zone"), zone_file(""))?;
+    let d = dir.display();
+    std::fs::write(
+        dir.join("knot.conf"),
+        format!(
+            "server:\n  rundir: \"{d}\"\n  listen: 127.0.0.1@{port}\n  udp-workers: 2\n  tcp-workers: 1\n\
+             database:\n  storage: \"{d}\"\n\
+             log:\n  - target: stderr\n    any: warning\n\
+             policy:\n  - id: online\n    algorithm: ecdsap256sha256\n\
+             mod-onlinesign:\n  - id: signer\n    policy: online\n\
+             zone:\n  - domain: example.com\n    storage: \"{d}\"\n    file: example.com.zone\n    journal-content: none\n    module: mod-onlinesign/signer\n"
+        ),
+    )?;
+    let mut command = Command::new("knotd");
+    command.arg("-c").arg(dir.join("knot.conf"));
+    spawn(
+        "Knot signing",
+        "knot",
+        &[CaseKind::SignedStatic],
+        dir,
+        port,
+        command,
+    )
+}
+
 pub fn nsd(dir: &Path) -> Result<Peer, BoxError> {
     let dir = &dir.join("nsd");
     std::fs::create_dir_all(dir)?;
@@ -167,8 +198,14 @@ pub fn gdnsd(dir: &Path, database: &Path) -> Result<Peer, BoxError> {
 
 /// PowerDNS with the bind backend. `lua` serves the dynamic records as LUA records with every
 /// cache off; otherwise the static zone with the packet cache on, as PowerDNS runs by default.
-pub fn powerdns(dir: &Path, database: &Path, lua: bool) -> Result<Peer, BoxError> {
-    let dir = &dir.join(if lua { "pdns-lua" } else { "pdns" });
+/// `signed`: the zone secured with `pdnsutil secure-zone` (ECDSA P-256, PowerDNS's default),
+/// which PowerDNS signs live as it answers (keeping signatures in its signature cache).
+pub fn powerdns(dir: &Path, database: &Path, lua: bool, signed: bool) -> Result<Peer, BoxError> {
+    let dir = &dir.join(format!(
+        "pdns{}{}",
+        if lua { "-lua" } else { "" },
+        if signed { "-signed" } else { "" }
+    ));
     std::fs::create_dir_all(dir)?;
     let port = free_dns_port()?;
     let extra = if lua {
@@ -204,15 +241,46 @@ pub fn powerdns(dir: &Path, database: &Path, lua: bool) -> Result<Peer, BoxError
         config
             .extend(["cache-ttl=0", "query-cache-ttl=0", "negquery-cache-ttl=0"].map(String::from));
     }
+    if signed {
+        config.push(format!(
+            "bind-dnssec-db={}",
+            dir.join("dnssec.sqlite3").display()
+        ));
+    }
     std::fs::write(dir.join("pdns.conf"), config.join("\n") + "\n")?;
+    if signed {
+        let pdnsutil = |args: &[&str]| -> Result<(), BoxError> {
+            let output = Command::new("pdnsutil")
+                .arg(format!("--config-dir={}", dir.display()))
+                .args(args)
+                .output()?;
+            if !output.status.success() {
+                return Err(format!(
+                    "pdnsutil {args:?}: {}",
+                    String::from_utf8_lossy(&output.stderr)
+                )
+                .into());
+            }
+            Ok(())
+        };
+        pdnsutil(&[
+            "create-bind-db",
+            &dir.join("dnssec.sqlite3").display().to_string(),
+        ])?;
+        pdnsutil(&["secure-zone", "example.com"])?;
+    }
     let mut command = Command::new("pdns_server");
     command
         .args(["--guardian=no", "--daemon=no"])
         .arg(format!("--config-dir={}", dir.display()));
-    let (name, serves): (_, &'static [CaseKind]) = if lua {
-        ("PowerDNS LUA", &[CaseKind::Weighted, CaseKind::Geo])
-    } else {
-        ("PowerDNS", &[CaseKind::Static])
+    let (name, serves): (_, &'static [CaseKind]) = match (lua, signed) {
+        (true, false) => ("PowerDNS LUA", &[CaseKind::Weighted, CaseKind::Geo]),
+        (false, false) => ("PowerDNS", &[CaseKind::Static]),
+        (true, true) => (
+            "PowerDNS LUA signed",
+            &[CaseKind::SignedWeighted, CaseKind::SignedGeo],
+        ),
+        (false, true) => ("PowerDNS signed", &[CaseKind::SignedStatic]),
     };
     spawn(name, "pdns-server", serves, dir, port, command)
 }
