@@ -3,7 +3,6 @@
 //! denials of names and of types, a large answer over TCP, and a tampered answer, which must
 //! fail validation.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::process::Command;
 use std::sync::Arc;
@@ -12,96 +11,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsOption};
 use hickory_proto::rr::{Name, RData, RecordType as WireType};
-use meridian_dns::model::{Endpoint, RecordType};
-use meridian_dns::tree::{
-    Address, ClusterTarget, GatewayRef, LoadBalancing, Strategy, build_record_tree,
-};
 use meridian_nameserver::dnssec::{KeyAlgorithm, ZoneKeys, generate_key};
 use meridian_nameserver::{GeoDb, NameServer, ServerConfig, ZoneConfig};
 use meridian_testkit::geo_db::write_database;
 use meridian_testkit::unbound::ValidatingResolver;
 use tokio::net::UdpSocket;
 
-const GEO_LABEL: &str = "kuadrant.io/lb-attribute-geo-code";
-const IE_IP: &str = "203.0.113.1";
-const US_IP: &str = "203.0.113.2";
-const EU_IP: &str = "203.0.113.3";
+mod common;
+
+use common::{EU_IP, IE_IP, US_IP, example_zone};
+
 /// Client subnets the GEO database places in Ireland, the US and France.
 const PLACES: [(&str, &str, &str); 3] = [
     ("Ireland", "192.0.2.0/24", IE_IP),
     ("the US", "198.51.100.0/24", US_IP),
     ("France", "100.64.0.0/24", EU_IP),
 ];
-
-fn cluster(n: u32, geo: &str, ip: &str) -> ClusterTarget {
-    ClusterTarget {
-        name: format!("c{n}"),
-        cluster_id: format!("test-cluster-{n}"),
-        labels: BTreeMap::from([(GEO_LABEL.to_string(), geo.to_string())]),
-        addresses: vec![Address::parse(None, ip).unwrap()],
-        attached_routes: None,
-        weight_percent: 100,
-    }
-}
-
-/// A GEO tree, a wildcard tree, a weighted pair, a TXT too big for UDP and an empty
-/// non-terminal (`sub.example.com`).
-fn zone_records() -> Vec<Endpoint> {
-    let gateway = GatewayRef {
-        name: "prod-web".into(),
-        namespace: "gateways".into(),
-    };
-    let geo = Strategy::LoadBalanced(LoadBalancing {
-        default_weight: 120,
-        custom: Vec::new(),
-        default_geo: Some("IE".into()),
-        tiers: None,
-    });
-    let clusters = [
-        cluster(1, "IE", IE_IP),
-        cluster(2, "US", US_IP),
-        cluster(3, "GEO-EU", EU_IP),
-    ];
-    let mut records = build_record_tree("api.example.com", &gateway, &geo, &clusters)
-        .unwrap()
-        .endpoints();
-    records.extend(
-        build_record_tree("*.apps.example.com", &gateway, &geo, &clusters)
-            .unwrap()
-            .endpoints(),
-    );
-    for (set, weight) in [("a", 1), ("b", 3)] {
-        records.push(
-            Endpoint::new(
-                "w.example.com",
-                RecordType::Cname,
-                [format!("{set}.example.com")],
-                60,
-            )
-            .with_set_identifier(set)
-            .with_property("weight", weight.to_string()),
-        );
-        records.push(Endpoint::new(
-            format!("{set}.example.com"),
-            RecordType::A,
-            [format!("198.18.0.{weight}")],
-            60,
-        ));
-    }
-    records.push(Endpoint::new(
-        "big.example.com",
-        RecordType::Txt,
-        (0..16).map(|i| format!("{i:02}{}", "x".repeat(90))),
-        60,
-    ));
-    records.push(Endpoint::new(
-        "deep.sub.example.com",
-        RecordType::A,
-        ["198.18.1.1".to_string()],
-        60,
-    ));
-    records
-}
 
 fn keys(algorithm: KeyAlgorithm) -> Arc<ZoneKeys> {
     let ksk = generate_key(algorithm).unwrap();
@@ -124,7 +49,7 @@ async fn signed_server(keys: &Arc<ZoneKeys>) -> NameServer {
         .await
         .unwrap();
     let zone = ZoneConfig::new("example.com").signed_with(Some(keys.clone()));
-    server.publish(zone, zone_records());
+    server.publish(zone, example_zone());
     server
 }
 
@@ -250,7 +175,7 @@ async fn assert_validated(resolver: &ValidatingResolver, what: &str) {
             .iter()
             .filter(|r| r.record_type() == WireType::TXT)
             .count(),
-        16
+        12
     );
     for qtype in [WireType::SOA, WireType::NS, WireType::DNSKEY, WireType::CDS] {
         let response = ask(address, "example.com.", qtype, None).await;
@@ -405,7 +330,7 @@ async fn a_signed_zone_is_not_transferred_and_the_refusal_says_why() {
         .unwrap();
     server.publish(
         ZoneConfig::new("example.com").signed_with(Some(keys.clone())),
-        zone_records(),
+        example_zone(),
     );
     let axfr = |server: SocketAddr| {
         let output = Command::new("dig")
@@ -442,7 +367,7 @@ async fn a_signed_zone_is_not_transferred_and_the_refusal_says_why() {
         "{response:?}"
     );
     // Unsigned, the same zone transfers.
-    server.publish(ZoneConfig::new("example.com"), zone_records());
+    server.publish(ZoneConfig::new("example.com"), example_zone());
     let transferred = axfr(server.local_addr());
     assert!(transferred.contains("api.example.com."), "{transferred}");
     assert!(!transferred.contains("Transfer failed"), "{transferred}");
