@@ -386,7 +386,8 @@ fn profile(database: &Path) -> Result<(), BoxError> {
         "{:<14} {:>10} {:>13} {:>8} {:>8} {:>15}",
         "query", "fast path", "general path", "parse", "encode", "lookup+choice"
     );
-    for case in &CASES {
+    // The unsigned zone: the signed cases would repeat these rows without signatures.
+    for case in CASES.iter().filter(|case| !case.dnssec) {
         let request = |unknown_option: bool| -> Result<Vec<u8>, BoxError> {
             let mut message = Message::new(7, MessageType::Query, OpCode::Query);
             message.add_query(Query::query(
