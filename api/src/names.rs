@@ -7,6 +7,11 @@ pub const AGENT_NAMESPACE: &str = "meridian-system";
 /// the cluster's agent needs (keys `<namespace>.<secret>`, values JSON header maps).
 pub const PROBE_HEADERS_SECRET: &str = "meridian-probe-headers";
 
+/// The Secret in each cluster namespace on the hub holding copies of the keys of the signed
+/// embedded zones, when agents serve DNS (keys `<namespace>.<ManagedZone>`, values JSON maps of
+/// the key Secret's fields).
+pub const DNSSEC_KEYS_SECRET: &str = "meridian-dnssec-keys";
+
 /// The Lease in each cluster namespace on the hub that the cluster's agent renews as its
 /// heartbeat (the hub creates it when it installs the agent; the agent may only renew it).
 pub const HEARTBEAT_LEASE: &str = "meridian-agent-heartbeat";

@@ -270,18 +270,36 @@ pub enum ZoneSigning {
     Unavailable(String),
 }
 
-/// How `zone` is to be served by a process that reads key Secrets from `secrets` (a standby
-/// hub replica; the leader makes them). An agent serving DNS caches no Secrets, so it holds
-/// back signed zones.
+/// Where a process serving embedded zones reads their keys from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySource {
+    /// Each zone's key Secret, beside its ManagedZone (a hub replica).
+    ZoneSecrets,
+    /// The copy the hub delivers to a cluster's namespace (an agent serving DNS, which may
+    /// read that Secret only; see [`copy_data`]).
+    ClusterCopy { namespace: String },
+}
+
+/// How `zone` is to be served by a process whose Secret cache is `secrets` and which reads
+/// keys from `source`. Without keys a signed zone is not served at all.
 pub fn signing_from_cache(
     zone: &ManagedZone,
     secrets: &crate::caches::Cache<Secret>,
+    source: &KeySource,
 ) -> ZoneSigning {
     if !signing_requested(zone) {
         return ZoneSigning::Unsigned;
     }
     let name = keys_secret_name(&zone.name_any());
-    let Some(secret) = secrets.get(zone.namespace().as_deref(), &name) else {
+    let secret = match source {
+        KeySource::ZoneSecrets => secrets
+            .get(zone.namespace().as_deref(), &name)
+            .map(|secret| Secret::clone(&secret)),
+        KeySource::ClusterCopy { namespace } => secrets
+            .get(Some(namespace), meridian_api::names::DNSSEC_KEYS_SECRET)
+            .and_then(|copy| copied_keys(&copy, zone)),
+    };
+    let Some(secret) = secret else {
         return ZoneSigning::Unavailable(format!("its keys (Secret {name}) are not here"));
     };
     let ttl = dnskey_ttl(zone);
@@ -291,6 +309,44 @@ pub fn signing_from_cache(
         Ok(keys) => ZoneSigning::Signed(keys),
         Err(error) => ZoneSigning::Unavailable(error.to_string()),
     }
+}
+
+/// The key of a zone's keys in the copies: `<namespace>.<ManagedZone name>` (a namespace has no
+/// dots, so the split is unambiguous).
+pub fn copy_key(namespace: &str, zone_name: &str) -> String {
+    format!("{namespace}.{zone_name}")
+}
+
+/// The data of the key copy in each cluster's namespace (pure): for each signed zone's key
+/// Secret (its namespace, its ManagedZone's name, the Secret), the Secret's data as JSON
+/// (field → base64) under [`copy_key`].
+pub fn copy_data<'a>(
+    keys: impl IntoIterator<Item = (&'a str, &'a str, &'a Secret)>,
+) -> BTreeMap<String, ByteString> {
+    keys.into_iter()
+        .map(|(namespace, zone_name, secret)| {
+            let data = secret.data.clone().unwrap_or_default();
+            let json = serde_json::to_vec(&data).expect("Secret data serializes");
+            (copy_key(namespace, zone_name), ByteString(json))
+        })
+        .collect()
+}
+
+/// The zone's key Secret as the copy holds it, if it does.
+fn copied_keys(copy: &Secret, zone: &ManagedZone) -> Option<Secret> {
+    let key = copy_key(&zone.namespace().unwrap_or_default(), &zone.name_any());
+    let json = copy.data.as_ref()?.get(&key)?;
+    let data: BTreeMap<String, ByteString> = serde_json::from_slice(&json.0).ok()?;
+    Some(Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(keys_secret_name(&zone.name_any())),
+            namespace: zone.namespace(),
+            ..Default::default()
+        },
+        type_: Some(KEYS_SECRET_TYPE.to_string()),
+        data: Some(data),
+        ..Default::default()
+    })
 }
 
 /// The zone's key set, leader only: made on first use (the Secret created), and one rollover
@@ -542,5 +598,39 @@ mod tests {
             .to_string();
         assert!(error.contains("zone-signing key"), "{error}");
         assert!(!error.contains("not a key"), "{error}");
+    }
+
+    #[test]
+    fn the_copy_for_agents_holds_each_signed_zones_keys_under_its_namespace_and_name() {
+        let algorithm = KeyAlgorithm::EcdsaP256Sha256;
+        let keys = KeySet::generate(algorithm, meridian_nameserver::dnssec::generate_key).unwrap();
+        let secret = Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some("shop.example-dnssec".into()),
+                namespace: Some("team".into()),
+                ..Default::default()
+            },
+            type_: Some(KEYS_SECRET_TYPE.into()),
+            data: Some(keys.to_data()),
+            ..Default::default()
+        };
+        let data = copy_data([("team", "shop.example", &secret)]);
+        assert_eq!(data.keys().collect::<Vec<_>>(), ["team.shop.example"]);
+        let copy = Secret {
+            data: Some(data),
+            ..Default::default()
+        };
+        let zone = |namespace: &str, name: &str| -> ManagedZone {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
+                "metadata": { "name": name, "namespace": namespace },
+                "spec": { "domainName": "shop.example.com", "dnssec": { "enabled": true } },
+            }))
+            .unwrap()
+        };
+        let copied = copied_keys(&copy, &zone("team", "shop.example")).expect("copied");
+        assert_eq!(KeySet::from_secret(&copied), Ok(keys));
+        assert!(copied_keys(&copy, &zone("other", "shop.example")).is_none());
+        assert!(copied_keys(&copy, &zone("team", "shop")).is_none());
     }
 }

@@ -33,6 +33,7 @@ pub mod shared_health;
 pub mod silence;
 pub mod zone_mirror;
 pub mod zone_provider;
+pub mod zone_serial;
 
 pub use context::{
     Clock, Concurrency, Context, ControllerConfig, DISTRIBUTED_LABEL, Error, FIELD_MANAGER,

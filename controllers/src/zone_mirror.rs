@@ -21,8 +21,9 @@ use meridian_providers::Provider;
 use crate::caches::Caches;
 use crate::convert::all_to_engine;
 use crate::dns_record::owner_of;
-use crate::dnssec_keys::{ZoneSigning, signing_from_cache};
+use crate::dnssec_keys::{KeySource, ZoneSigning, signing_from_cache};
 use crate::zone_provider::{EmbeddedZones, ZoneProvider};
+use crate::zone_serial::Numbering;
 
 /// A look at every record at least this often, besides every change.
 const FULL_PASS_EVERY: Duration = Duration::from_secs(10);
@@ -52,23 +53,32 @@ pub fn published_endpoints(record: &DNSRecord) -> Vec<Endpoint> {
 }
 
 /// Keeps `embedded` current from the DNSRecords and ManagedZones in `caches` until `stop` (on
-/// a standby hub replica, or an agent serving DNS); `on_synced` runs once, after the first
-/// whole pass (the process then answers what the leader answers).
+/// a standby hub replica, or an agent serving DNS), signing zones with the keys `keys` names;
+/// `on_synced` runs once, after the first whole pass (the process then answers what the leader
+/// answers).
 pub async fn run(
     caches: Arc<Caches>,
     embedded: Arc<EmbeddedZones>,
+    keys: KeySource,
     on_synced: impl FnOnce() + Send,
     stop: impl std::future::Future<Output = ()> + Send,
 ) {
     let mut on_synced = Some(on_synced);
     let mut record_changes = caches.records.subscribe();
     let mut zone_changes = caches.zones.subscribe();
+    // Keys arriving (or a rollover's next step) change what a signed zone serves.
+    let mut key_changes = caches.secrets.subscribe();
     let mirror = async {
         caches.records.wait_until_listed().await;
         caches.zones.wait_until_listed().await;
+        if keys == KeySource::ZoneSecrets {
+            // A replica reads every Secret; an agent may read its copy only, and serves a
+            // signed zone once that arrives.
+            caches.secrets.wait_until_listed().await;
+        }
         let mut mirrored = BTreeMap::new();
         loop {
-            pass(&caches, &embedded, &mut mirrored).await;
+            pass(&caches, &embedded, &keys, &mut mirrored).await;
             if let Some(synced) = on_synced.take() {
                 tracing::info!(
                     records = mirrored.len(),
@@ -79,6 +89,7 @@ pub async fn run(
             tokio::select! {
                 _ = record_changes.recv() => {}
                 _ = zone_changes.recv() => {}
+                _ = key_changes.recv() => {}
                 _ = tokio::time::sleep(FULL_PASS_EVERY) => {}
             }
         }
@@ -93,18 +104,23 @@ pub async fn run(
 async fn pass(
     caches: &Caches,
     embedded: &Arc<EmbeddedZones>,
+    keys: &KeySource,
     mirrored: &mut BTreeMap<String, Mirrored>,
 ) {
     for zone in caches.zones.state() {
         if zone.spec.dns_provider_secret_ref.is_some() {
             continue;
         }
-        match signing_from_cache(&zone, &caches.secrets) {
+        match signing_from_cache(&zone, &caches.secrets, keys) {
             ZoneSigning::Unsigned => {
-                embedded.ensure_served(&zone, None).await;
+                embedded
+                    .ensure_served(&zone, None, Numbering::Follows)
+                    .await;
             }
             ZoneSigning::Signed(keys) => {
-                embedded.ensure_served(&zone, Some(keys)).await;
+                embedded
+                    .ensure_served(&zone, Some(keys), Numbering::Follows)
+                    .await;
             }
             ZoneSigning::Unavailable(reason) => {
                 let apex = zone

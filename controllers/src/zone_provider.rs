@@ -21,6 +21,8 @@ use meridian_providers::rfc2136::{Rfc2136Config, Rfc2136Provider, plain_dns_reco
 use meridian_providers::route53::{Route53Credentials, Route53Provider};
 use meridian_providers::{Provider, ProviderError, ZoneInfo};
 
+use crate::zone_serial::{Numbering, SerialStamp, choose_serial, content_digest};
+
 pub const AWS_SECRET_TYPE: &str = "kuadrant.io/aws";
 pub const GCP_SECRET_TYPE: &str = "kuadrant.io/gcp";
 pub const AZURE_SECRET_TYPE: &str = "kuadrant.io/azure";
@@ -50,9 +52,46 @@ struct ServedZone {
     records: ZoneRecords,
     /// Counts the changes to `records`.
     version: u64,
+    /// Its ManagedZone has been looked at ([`EmbeddedZones::ensure_served`]): until then its
+    /// records are kept, not published, so a zone to be signed is never served unsigned, nor
+    /// any zone with default name servers, for a moment at a start.
+    configured: bool,
     /// Not served: the zone is to be signed and its keys cannot be had here (see
     /// [`EmbeddedZones::withhold`]). Its records are kept, not published.
     withheld: bool,
+    /// Whether this server numbers the zone's changes or takes the leader's serials, and the
+    /// leader's word from status (see [`crate::zone_serial`]).
+    numbering: Numbering,
+    stamp: Option<SerialStamp>,
+    /// The serial served and the digest of its content, once built.
+    served: Option<SerialStamp>,
+}
+
+impl ServedZone {
+    /// A zone whose records arrive before anything else is known of it.
+    fn unconfigured(apex: &str) -> Self {
+        ServedZone {
+            config: ZoneConfig::new(apex),
+            records: ZoneRecords::default(),
+            version: 1,
+            configured: false,
+            withheld: false,
+            numbering: Numbering::Leads,
+            stamp: None,
+            served: None,
+        }
+    }
+
+    /// Whether the leader's word would change the serial served: a follower serving the
+    /// content the leader stamped, under an older serial.
+    fn adopts(&self, stamp: Option<&SerialStamp>) -> bool {
+        let (Some(stamp), Some(served)) = (stamp, &self.served) else {
+            return false;
+        };
+        self.numbering == Numbering::Follows
+            && stamp.digest == served.digest
+            && meridian_nameserver::serial_newer(stamp.serial, served.serial)
+    }
 }
 
 /// The name servers of an embedded zone: the ManagedZone's own, else the hub's defaults, else
@@ -113,33 +152,45 @@ impl EmbeddedZones {
 
     /// Serves `zone` (empty until records arrive), so the nameserver answers for it with
     /// NXDOMAIN or NODATA instead of refusing, under the name servers it names and signed with
-    /// `keys` if any; republishes it when they changed. Returns the zone's configuration.
+    /// `keys` if any; republishes it when they changed, or when it takes the leader's serial
+    /// from the zone's status (`numbering`, see [`crate::zone_serial`]). Returns the zone's
+    /// configuration.
     pub async fn ensure_served(
         &self,
         zone: &ManagedZone,
         keys: Option<Arc<ZoneKeys>>,
+        numbering: Numbering,
     ) -> ZoneConfig {
         let config = embedded_zone_config(zone, &self.default_name_servers, keys);
+        let stamp = SerialStamp::of(zone);
         let version = {
             let mut zones = self.zones.lock().expect("zones lock");
             let served = zones
                 .entry(config.apex.clone())
-                .or_insert_with(|| ServedZone {
-                    config: config.clone(),
-                    records: ZoneRecords::default(),
-                    // Ahead of the served version (none yet), so this call builds it.
-                    version: 1,
-                    withheld: false,
-                });
-            if served.config != config || served.withheld {
+                .or_insert_with(|| ServedZone::unconfigured(&config.apex));
+            served.numbering = numbering;
+            if served.config != config
+                || !served.configured
+                || served.withheld
+                || served.adopts(stamp.as_ref())
+            {
                 served.config = config.clone();
+                served.configured = true;
                 served.withheld = false;
                 served.version += 1;
             }
+            served.stamp = stamp;
             served.version
         };
         self.serve_at_least(&config.apex, version).await;
         config
+    }
+
+    /// The serial the zone at `apex` is served under here, and the digest of its content: what
+    /// the leader writes to the zone's status.
+    pub fn served_stamp(&self, apex: &str) -> Option<SerialStamp> {
+        let zones = self.zones.lock().expect("zones lock");
+        zones.get(apex)?.served.clone()
     }
 
     /// Stops serving the zone at `apex`, keeping its records, until [`Self::ensure_served`]:
@@ -149,13 +200,11 @@ impl EmbeddedZones {
     /// Returns whether it was served until now.
     pub fn withhold(&self, apex: &str) -> bool {
         let mut zones = self.zones.lock().expect("zones lock");
-        let zone = zones.entry(apex.to_string()).or_insert_with(|| ServedZone {
-            config: ZoneConfig::new(apex),
-            records: ZoneRecords::default(),
-            version: 1,
-            withheld: false,
-        });
+        let zone = zones
+            .entry(apex.to_string())
+            .or_insert_with(|| ServedZone::unconfigured(apex));
         let was_served = !std::mem::replace(&mut zone.withheld, true);
+        zone.served = None;
         self.server.withdraw(apex);
         was_served
     }
@@ -170,16 +219,35 @@ impl EmbeddedZones {
         {
             return;
         }
-        let (config, records, latest) = {
+        let (config, records, latest, digest, numbering, stamp, served) = {
             let zones = self.zones.lock().expect("zones lock");
-            let Some(zone) = zones.get(apex).filter(|zone| !zone.withheld) else {
+            let Some(zone) = zones
+                .get(apex)
+                .filter(|zone| zone.configured && !zone.withheld)
+            else {
                 return;
             };
             let records: Vec<Endpoint> = zone.records.values().cloned().collect();
-            (zone.config.clone(), records, zone.version)
+            let digest = content_digest(&zone.config, &zone.records);
+            (
+                zone.config.clone(),
+                records,
+                zone.version,
+                digest,
+                zone.numbering,
+                zone.stamp.clone(),
+                zone.served.clone(),
+            )
         };
+        let now = u32::try_from(crate::now().0.as_second()).unwrap_or(u32::MAX);
         // Built outside the zones lock, so changes go on meanwhile (the next build has them).
-        self.server.publish(config, records);
+        let serial = self.server.publish_numbered(config, records, |previous| {
+            let previous = previous.zip(served.as_ref().map(|s| s.digest.as_str()));
+            choose_serial(previous, &digest, stamp.as_ref(), numbering, now)
+        });
+        if let Some(zone) = self.zones.lock().expect("zones lock").get_mut(apex) {
+            zone.served = Some(SerialStamp { serial, digest });
+        }
         served_versions.insert(apex.to_string(), latest);
     }
 }
@@ -210,19 +278,11 @@ impl Provider for EmbeddedZone {
     async fn apply(&self, _zone_id: &str, changes: &Changes) -> Result<(), ProviderError> {
         let version = {
             let mut zones = self.zones.zones.lock().expect("zones lock");
-            // A zone is served before its records arrive; should one not be yet, it starts
-            // with the defaults and its ManagedZone's next look corrects them.
+            // A zone is served before its records arrive; should one not be yet, its records
+            // wait for its ManagedZone (`ensure_served`) to be served.
             let zone = zones
                 .entry(self.apex.clone())
-                .or_insert_with(|| ServedZone {
-                    config: ZoneConfig::with_name_servers(
-                        &self.apex,
-                        self.zones.default_name_servers.clone(),
-                    ),
-                    records: ZoneRecords::default(),
-                    version: 1,
-                    withheld: false,
-                });
+                .or_insert_with(|| ServedZone::unconfigured(&self.apex));
             apply_strictly(&mut zone.records, changes)?;
             zone.version += 1;
             zone.version
@@ -569,24 +629,17 @@ mod tests {
             .expect("a nameserver");
         let address = server.local_addr();
         let zones = Arc::new(EmbeddedZones::new(Arc::new(server), Vec::new()));
+        zones
+            .ensure_served(&managed_zone(None), None, Numbering::Leads)
+            .await;
         let zone = EmbeddedZones::zone(&zones, "example.com");
         let changes = (1..=48u8).map(|i| {
             let zone = zone.clone();
             tokio::spawn(async move {
                 let host = format!("host-{i}.example.com");
-                let endpoint = Endpoint {
-                    dns_name: host.clone(),
-                    record_type: RecordType::A,
-                    targets: vec![format!("10.0.0.{i}")],
-                    record_ttl: 60,
-                    set_identifier: None,
-                    provider_specific: Vec::new(),
-                };
-                let changes = Changes {
-                    creates: vec![endpoint],
-                    ..Changes::default()
-                };
-                zone.apply("example.com", &changes).await.expect("applied");
+                zone.apply("example.com", &creating(i))
+                    .await
+                    .expect("applied");
                 // Asked the moment its apply returns.
                 let answer =
                     tokio::task::spawn_blocking(move || answered(address, &format!("{host}.")))
@@ -600,5 +653,115 @@ mod tests {
             assert_eq!(answer, [Ipv4Addr::new(10, 0, 0, i)], "host-{i}");
         }
         assert_eq!(zones.record_count("example.com"), 48);
+    }
+
+    fn managed_zone(stamp: Option<SerialStamp>) -> ManagedZone {
+        let mut zone: ManagedZone = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
+            "metadata": { "name": "example", "namespace": "team" },
+            "spec": { "domainName": "example.com" },
+        }))
+        .expect("a zone");
+        zone.status = stamp.map(|stamp| meridian_api::kuadrant::ManagedZoneStatus {
+            serial: Some(stamp.serial),
+            content_digest: Some(stamp.digest),
+            ..Default::default()
+        });
+        zone
+    }
+
+    /// The change creating `host-<i>.example.com` A 10.0.0.<i>.
+    fn creating(i: u8) -> Changes {
+        Changes {
+            creates: vec![Endpoint {
+                dns_name: format!("host-{i}.example.com"),
+                record_type: RecordType::A,
+                targets: vec![format!("10.0.0.{i}")],
+                record_ttl: 60,
+                set_identifier: None,
+                provider_specific: Vec::new(),
+            }],
+            ..Changes::default()
+        }
+    }
+
+    async fn embedded_zones() -> Arc<EmbeddedZones> {
+        let server = NameServer::start("127.0.0.1:0".parse().unwrap(), ServerConfig::default())
+            .await
+            .expect("a nameserver");
+        Arc::new(EmbeddedZones::new(Arc::new(server), Vec::new()))
+    }
+
+    #[tokio::test]
+    async fn records_arriving_before_their_zone_is_looked_at_wait_for_it() {
+        let zones = embedded_zones().await;
+        let address = zones.server().local_addr();
+        EmbeddedZones::zone(&zones, "example.com")
+            .apply("example.com", &creating(1))
+            .await
+            .expect("applied");
+        assert_eq!(zones.server().serial("example.com"), None, "not served yet");
+        let asked = move || answered(address, "host-1.example.com.");
+        assert!(tokio::task::spawn_blocking(asked).await.unwrap().is_empty());
+        zones
+            .ensure_served(&managed_zone(None), None, Numbering::Leads)
+            .await;
+        assert_eq!(
+            tokio::task::spawn_blocking(asked).await.unwrap(),
+            [Ipv4Addr::new(10, 0, 0, 1)]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_follower_serves_the_serial_the_leader_stamped_on_the_same_records() {
+        let (leader, follower) = (embedded_zones().await, embedded_zones().await);
+        let apex = "example.com";
+        leader
+            .ensure_served(&managed_zone(None), None, Numbering::Leads)
+            .await;
+        // A follower that started before the leader said anything numbers its own.
+        follower
+            .ensure_served(&managed_zone(None), None, Numbering::Follows)
+            .await;
+        for i in 1..=3 {
+            for zones in [&leader, &follower] {
+                EmbeddedZones::zone(zones, apex)
+                    .apply(apex, &creating(i))
+                    .await
+                    .expect("applied");
+            }
+            let stamp = leader.served_stamp(apex).expect("served");
+            assert_eq!(leader.server().serial(apex), Some(stamp.serial));
+            follower
+                .ensure_served(&managed_zone(Some(stamp.clone())), None, Numbering::Follows)
+                .await;
+            assert_eq!(
+                follower.served_stamp(apex).map(|s| s.digest),
+                Some(stamp.digest.clone()),
+                "the same records, the same digest"
+            );
+            assert_eq!(
+                follower.server().serial(apex),
+                Some(stamp.serial),
+                "change {i}: the follower serves the leader's serial"
+            );
+        }
+        // A follower ahead of the leader's word numbers its change past what it served, and
+        // takes the leader's serial once the word comes for that content.
+        let before = follower.server().serial(apex).unwrap();
+        EmbeddedZones::zone(&follower, apex)
+            .apply(apex, &creating(4))
+            .await
+            .expect("applied");
+        assert_eq!(follower.server().serial(apex), Some(before + 1));
+        EmbeddedZones::zone(&leader, apex)
+            .apply(apex, &creating(4))
+            .await
+            .expect("applied");
+        let stamp = leader.served_stamp(apex).unwrap();
+        follower
+            .ensure_served(&managed_zone(Some(stamp.clone())), None, Numbering::Follows)
+            .await;
+        assert_eq!(follower.server().serial(apex), Some(stamp.serial));
     }
 }

@@ -18,6 +18,7 @@ use kube::{Client, ResourceExt};
 use meridian_api::conditions::{self, condition_status};
 use meridian_api::kuadrant::{DNSHealthCheckProbe, DNSPolicy, DNSRecord, ManagedZone};
 use meridian_api::meridian::ClusterReport;
+use meridian_api::names::DNSSEC_KEYS_SECRET;
 use meridian_api::upstream::{Gateway, ManagedCluster, ManagedClusterAddOn, ManifestWork};
 use meridian_e2e::example::{
     FRANCE, GEO_LABEL, HOST, IRELAND, NAMESPACE, SPOKES, UNITED_STATES, apply_ocm,
@@ -199,6 +200,39 @@ async fn answers_become(
             Ok((seen == expected).then_some(()))
         }
     })
+    .await
+}
+
+/// The SOA serial `server` serves for example.com.
+fn soa_serial(server: SocketAddr) -> Option<u32> {
+    dig_short(server, "example.com", "SOA")
+        .first()?
+        .split_whitespace()
+        .nth(2)?
+        .parse()
+        .ok()
+}
+
+/// Waits until every server in `servers` serves the serial the leader wrote to the zone's
+/// status (the others take it once their records match its digest); returns it.
+async fn one_serial_everywhere<const N: usize>(
+    zones: &Api<ManagedZone>,
+    servers: [SocketAddr; N],
+) -> Result<u32, Error> {
+    eventually(
+        "every server serves the leader's serial",
+        DEFAULT_PATIENCE,
+        || async move {
+            let status = zones.get("example").await?.status;
+            let Some(serial) = status.and_then(|s| s.serial) else {
+                return Ok(None);
+            };
+            let served = tokio::task::spawn_blocking(move || servers.map(soa_serial))
+                .await
+                .unwrap();
+            Ok(served.iter().all(|s| *s == Some(serial)).then_some(serial))
+        },
+    )
     .await
 }
 
@@ -695,6 +729,61 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
             .unwrap();
         assert!(soa[0].starts_with("ns1.example.com. "), "{soa:?}");
     }
+    let servers = [running.nameserver, standby.nameserver, agent_dns];
+    let serial = one_serial_everywhere(&zones, servers).await?;
+    eprintln!("the leader, the standby and the agent serve serial {serial}");
+
+    // Signed: the agent signs with the zone's own keys, which the hub copies to the agent's
+    // cluster namespace, the one Secret there its credentials may read (and only there).
+    let ds = meridian_e2e::example::sign_zone(&hub, NAMESPACE, "example", None).await?;
+    let own_copy = Api::<Secret>::namespaced(spoke_1_hub.clone(), "spoke-1");
+    eventually(
+        "spoke-1's agent reads its copy of the keys",
+        DEFAULT_PATIENCE,
+        || {
+            let own_copy = own_copy.clone();
+            async move {
+                let copy = own_copy.get_opt(DNSSEC_KEYS_SECRET).await?;
+                let holds_zone = copy
+                    .and_then(|copy| copy.data)
+                    .is_some_and(|data| data.contains_key(&format!("{NAMESPACE}.example")));
+                Ok(holds_zone.then_some(()))
+            }
+        },
+    )
+    .await?;
+    let foreign_copy = Api::<Secret>::namespaced(spoke_1_hub.clone(), "spoke-2")
+        .get(DNSSEC_KEYS_SECRET)
+        .await
+        .expect_err("an agent cannot read another cluster's keys");
+    assert!(
+        matches!(foreign_copy, kube::Error::Api(ref e) if e.code == 403),
+        "{foreign_copy}"
+    );
+    let at_agent =
+        meridian_testkit::unbound::ValidatingResolver::start("example.com", &[agent_dns], &ds)
+            .await
+            .map_err(Error::Component)?;
+    let resolver = at_agent.address;
+    eventually(
+        "the agent's signed GEO answers validate",
+        DEFAULT_PATIENCE,
+        || async move {
+            let (validated, addresses) = tokio::task::spawn_blocking(move || {
+                meridian_e2e::example::dig_validated(resolver, HOST, "A", Some(UNITED_STATES))
+            })
+            .await
+            .unwrap();
+            let expected = !addresses.is_empty()
+                && addresses
+                    .iter()
+                    .all(|a| ["10.0.0.1", "10.0.0.3"].contains(&a.as_str()));
+            Ok((validated && expected).then_some(()))
+        },
+    )
+    .await?;
+    let serial = one_serial_everywhere(&zones, servers).await?;
+    eprintln!("signed, every server serves serial {serial}");
 
     // The leader dies mid-flight (no graceful stop, no Lease release) while clients query in a
     // loop: one knows both replicas (as a resolver knows a zone's NS set), one only the standby. The standby takes over once the Lease expires; until then, and

@@ -184,8 +184,44 @@ pub struct AgentDns {
 
 /// The hub-side RBAC of a cluster's agent: a ServiceAccount and a Role in the cluster's
 /// namespace allowing exactly its report and its copy of the probe headers, a binding to the
-/// shared probe reader, and, when agents serve DNS, one to the shared zone reader.
+/// shared probe reader, and, when agents serve DNS, its copy of the zone keys and a binding to
+/// the shared zone reader.
 pub fn agent_hub_rbac(cluster: &str, serves_dns: bool) -> Vec<Value> {
+    let mut rules = vec![
+        json!({
+            "apiGroups": ["meridian.dev"],
+            "resources": ["clusterreports"],
+            "verbs": ["get", "list", "watch", "create", "update", "patch"],
+        }),
+        json!({
+            // Its probe results, in shards; a smaller split deletes the shards beyond it.
+            "apiGroups": ["meridian.dev"],
+            "resources": ["proberesults"],
+            "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+        }),
+        json!({
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": [meridian_api::names::PROBE_HEADERS_SECRET],
+            "verbs": ["get"],
+        }),
+        json!({
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [meridian_api::names::HEARTBEAT_LEASE],
+            "verbs": ["get", "update", "patch"],
+        }),
+    ];
+    if serves_dns {
+        // The copy of the signed zones' keys (`controller::key_copies`): `get`, and `list` and
+        // `watch` narrowed to it by name (a watch must then select it by `metadata.name`).
+        rules.push(json!({
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": [meridian_api::names::DNSSEC_KEYS_SECRET],
+            "verbs": ["get", "list", "watch"],
+        }));
+    }
     let mut rbac = vec![
         // The agent's heartbeat: created here, so the agent needs no right to create Leases,
         // only to renew this one.
@@ -204,31 +240,7 @@ pub fn agent_hub_rbac(cluster: &str, serves_dns: bool) -> Vec<Value> {
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
             "metadata": { "name": AGENT_WORK, "namespace": cluster },
-            "rules": [
-                {
-                    "apiGroups": ["meridian.dev"],
-                    "resources": ["clusterreports"],
-                    "verbs": ["get", "list", "watch", "create", "update", "patch"],
-                },
-                {
-                    // Its probe results, in shards; a smaller split deletes the shards beyond it.
-                    "apiGroups": ["meridian.dev"],
-                    "resources": ["proberesults"],
-                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
-                },
-                {
-                    "apiGroups": [""],
-                    "resources": ["secrets"],
-                    "resourceNames": [meridian_api::names::PROBE_HEADERS_SECRET],
-                    "verbs": ["get"],
-                },
-                {
-                    "apiGroups": ["coordination.k8s.io"],
-                    "resources": ["leases"],
-                    "resourceNames": [meridian_api::names::HEARTBEAT_LEASE],
-                    "verbs": ["get", "update", "patch"],
-                },
-            ],
+            "rules": rules,
         }),
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
@@ -513,6 +525,29 @@ mod tests {
             reader["rules"],
             json!([{ "apiGroups": ["kuadrant.io"], "resources": ["dnsrecords", "managedzones"], "verbs": ["get", "list", "watch"] }]),
             "reading the records and zones, nothing else"
+        );
+        let secrets_readable = |rbac: &[Value]| -> Vec<String> {
+            let role = rbac.iter().find(|o| o["kind"] == "Role").unwrap();
+            role["rules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|rule| rule["resources"] == json!(["secrets"]))
+                .flat_map(|rule| rule["resourceNames"].as_array().unwrap().clone())
+                .map(|name| name.as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(
+            secrets_readable(&agent_hub_rbac("spoke-1", false)),
+            [meridian_api::names::PROBE_HEADERS_SECRET],
+        );
+        assert_eq!(
+            secrets_readable(&rbac),
+            [
+                meridian_api::names::PROBE_HEADERS_SECRET,
+                meridian_api::names::DNSSEC_KEYS_SECRET
+            ],
+            "an agent serving DNS reads its copy of the zone keys too, by name"
         );
 
         let container = |work: &Value| {

@@ -20,10 +20,11 @@ use meridian_controllers::{
 };
 
 use crate::controller::gateway_placement::{AgentInstall, PlacementContext};
-use crate::controller::{gateway_placement, managed_zone, probe_headers, router_dns};
+use crate::controller::{gateway_placement, key_copies, managed_zone, probe_headers, router_dns};
 use crate::leader::{self, Election};
 use crate::placement::AgentDns;
 use crate::secondaries_args::SecondariesArgs;
+use meridian_controllers::dnssec_keys::KeySource;
 use meridian_controllers::fence::{Fence, FenceLayer};
 
 #[derive(Debug, clap::Args)]
@@ -501,6 +502,7 @@ async fn lead_and_run(
             tokio::spawn(zone_mirror::run(
                 ctx.caches.clone(),
                 embedded.clone(),
+                KeySource::ZoneSecrets,
                 move || {
                     ready.store(true, Ordering::SeqCst);
                     let _ = synced.send(true);
@@ -559,6 +561,10 @@ async fn lead(
     stop_rx: tokio::sync::watch::Receiver<bool>,
 ) -> bool {
     let ctx = placement.shared.clone();
+    let agents_serve_dns = placement
+        .agent
+        .as_ref()
+        .is_some_and(|agent| agent.dns.is_some());
     let (step_down, step_down_rx) = tokio::sync::watch::channel(false);
     let stop_on = || {
         let (stop_rx, step_down_rx) = (stop_rx.clone(), step_down_rx.clone());
@@ -583,6 +589,12 @@ async fn lead(
         dns_record::run(ctx.clone(), stop_on()),
         gateway_placement::run(placement.clone(), stop_on()),
         probe_headers::run(ctx.clone(), stop_on()),
+        async {
+            // Keys go to the agents only when they serve DNS.
+            if agents_serve_dns {
+                key_copies::run(ctx.clone(), stop_on()).await;
+            }
+        },
         router_dns::run(ctx.clone(), stop_on()),
         managed_zone::run(ctx.clone(), stop_on()),
         hold,

@@ -30,6 +30,7 @@ pub use explain::{Explanation, explain};
 pub use geo::{GeoCode, GeoDb, Location};
 pub use meridian_dns::wire::{TsigKey, TsigKeyError};
 pub use rate_limit::RateLimit;
-pub use server::{DEFAULT_TCP_CONNECTIONS, NameServer, ServerConfig};
+pub use server::{DEFAULT_TCP_CONNECTIONS, NameServer, ServerConfig, next_serial};
 pub use stats::Stats;
+pub use transfer::serial_newer;
 pub use zone::{Catalog, DelegationError, NAME_SERVER_TTL, Zone, ZoneConfig, ZoneNameServer};

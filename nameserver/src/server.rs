@@ -184,25 +184,40 @@ impl NameServer {
     /// and stays close between replicas (what BIND's `serial-update-method unixtime` does).
     pub fn publish(&self, config: ZoneConfig, endpoints: impl IntoIterator<Item = Endpoint>) {
         let now = u32::try_from(unix_now()).unwrap_or(u32::MAX);
+        self.publish_numbered(config, endpoints, |previous| {
+            previous.map_or(now, |serial| next_serial(serial, now))
+        });
+    }
+
+    /// As [`Self::publish`], under the serial `number` gives from the serial served until now
+    /// (none for a new zone); returns it. The caller numbers when replicas must agree (see
+    /// `meridian_controllers::zone_provider`). The same serial again says the records did
+    /// not change: secondaries are not told, and the transfer journal stays as it was.
+    pub fn publish_numbered(
+        &self,
+        config: ZoneConfig,
+        endpoints: impl IntoIterator<Item = Endpoint>,
+        number: impl FnOnce(Option<u32>) -> u32,
+    ) -> u32 {
         // One publisher at a time, so the zone is built once from the version it replaces
         // (a compare-and-swap loop would build, and copy the records, again on every retry).
         let _one_publisher = self.publishing.lock().expect("no panics while publishing");
         let current = self.catalog.load_full();
         let previous = current.zone(&config.apex).map(Arc::as_ref);
-        let serial = previous.map_or(now, |zone| {
-            let next = zone.serial.wrapping_add(1).max(1);
-            if crate::transfer::serial_newer(now, next) {
-                now
-            } else {
-                next
-            }
-        });
+        let serial = number(previous.map(|zone| zone.serial));
         let mut zone = Zone::replacing(previous, config, serial, endpoints);
         if self.keeps_history {
-            zone = zone.with_history(previous);
+            zone = match previous {
+                Some(previous) if previous.serial == serial => {
+                    zone.history = previous.history.clone();
+                    zone
+                }
+                _ => zone.with_history(previous),
+            };
         }
         self.catalog.store(Arc::new(current.with_zone(zone)));
         self.changed.notify_one();
+        serial
     }
 
     /// Stops answering for the zone at `apex` (queries for it are then refused, and resolvers
@@ -232,6 +247,17 @@ impl NameServer {
             }
         })
         .await;
+    }
+}
+
+/// The serial after `serial` at Unix time `now`: the newer of the two, so serials grow on
+/// every change and stay close to the time.
+pub fn next_serial(serial: u32, now: u32) -> u32 {
+    let next = serial.wrapping_add(1).max(1);
+    if crate::transfer::serial_newer(now, next) {
+        now
+    } else {
+        next
     }
 }
 

@@ -199,7 +199,7 @@ impl History {
 }
 
 /// Whether serial `a` is newer than `b` (RFC 1982 serial number arithmetic).
-pub(crate) fn serial_newer(a: u32, b: u32) -> bool {
+pub fn serial_newer(a: u32, b: u32) -> bool {
     a != b && (a.wrapping_sub(b) as i32) > 0
 }
 

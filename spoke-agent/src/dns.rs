@@ -1,13 +1,19 @@
 //! `--serve-dns`: the agent answers for the hub's embedded zones too, so a zone's name servers
 //! can span the hub and the spokes and survive the hub's cluster going dark. It mirrors the
 //! zones from the hub's DNSRecords and ManagedZones (the only hub objects it needs to read),
-//! exactly as a standby hub replica does, and writes nothing.
+//! exactly as a standby hub replica does, and writes nothing. It signs signed zones with the
+//! copy of their keys the hub delivers to its cluster's namespace.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::runtime::watcher;
+use meridian_api::names::DNSSEC_KEYS_SECRET;
 use meridian_controllers::caches::{Caches, Scope};
+use meridian_controllers::dnssec_keys::KeySource;
 use meridian_controllers::zone_mirror;
 use meridian_controllers::zone_provider::EmbeddedZones;
 use meridian_nameserver::{GeoDb, NameServer, RateLimit, ServerConfig, ZoneNameServer};
@@ -26,8 +32,10 @@ pub struct ServeDns {
     pub rate_limit: Option<RateLimit>,
 }
 
-/// Answers DNS for the hub's embedded zones until the watches end.
-pub async fn serve(hub: kube::Client, config: ServeDns) -> anyhow::Result<()> {
+/// Answers DNS for the hub's embedded zones until the watches end. Signed zones are signed
+/// with the keys the hub copies to the cluster's namespace (`cluster`), the one Secret the
+/// agent may read there; until they arrive, a signed zone is not served.
+pub async fn serve(hub: kube::Client, cluster: String, config: ServeDns) -> anyhow::Result<()> {
     let geo = config.geoip.as_deref().map(GeoDb::open).transpose()?;
     let server = NameServer::start(
         config.listen,
@@ -41,14 +49,19 @@ pub async fn serve(hub: kube::Client, config: ServeDns) -> anyhow::Result<()> {
     let listen = server.local_addr();
     let embedded = Arc::new(EmbeddedZones::new(Arc::new(server), config.name_servers));
     let caches = Arc::new(Caches::new(Scope::Zones));
+    let key_copy = Api::<Secret>::namespaced(hub.clone(), &cluster);
+    let only_the_copy =
+        watcher::Config::default().fields(&format!("metadata.name={DNSSEC_KEYS_SECRET}"));
     tokio::select! {
         () = caches.reflect(hub) => {}
+        () = caches.secrets.reflect(key_copy, only_the_copy) => {}
         () = zone_mirror::run(
             caches.clone(),
             embedded,
+            KeySource::ClusterCopy { namespace: cluster },
             move || tracing::info!(%listen, "answering DNS for the hub's embedded zones"),
             std::future::pending(),
         ) => {}
     }
-    anyhow::bail!("the watches of the hub's DNSRecords and ManagedZones ended")
+    anyhow::bail!("the watches of the hub's DNSRecords, ManagedZones and key copy ended")
 }

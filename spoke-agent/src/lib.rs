@@ -286,10 +286,10 @@ pub async fn run_hub_mode(
             None => std::future::pending().await,
         }
     };
-    let dns_hub = hub.clone();
+    let (dns_hub, dns_cluster) = (hub.clone(), cluster_name.clone());
     let serving_dns = async move {
         match options.serve_dns {
-            Some(config) => dns::serve(dns_hub, config).await,
+            Some(config) => dns::serve(dns_hub, dns_cluster, config).await,
             None => std::future::pending().await,
         }
     };

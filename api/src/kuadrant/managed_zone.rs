@@ -21,6 +21,7 @@ use crate::validation::{DNS_NAME_PATTERN, DURATION_PATTERN};
     printcolumn(name = "Domain", type_ = "string", json_path = ".spec.domainName"),
     printcolumn(name = "Provider", type_ = "string", json_path = ".status.provider"),
     printcolumn(name = "Records", type_ = "integer", json_path = ".status.recordCount"),
+    printcolumn(name = "Serial", type_ = "integer", json_path = ".status.serial"),
     printcolumn(
         name = "Ready",
         type_ = "string",
@@ -207,6 +208,14 @@ pub struct ManagedZoneStatus {
     /// The zone's signing, when `spec.dnssec` is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dnssec: Option<ZoneDnssecStatus>,
+    /// For an embedded zone, the SOA serial the leading hub replica serves. The other replicas
+    /// and the agents serve the same serial once their records match `contentDigest`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial: Option<u32>,
+    /// A digest (SHA-256) of the records and settings served under `serial`, so a replica
+    /// adopts the serial only for the same content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_digest: Option<String>,
 }
 
 /// How a signed zone is signed, and what its parent needs.

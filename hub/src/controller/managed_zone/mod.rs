@@ -28,6 +28,7 @@ use meridian_api::kuadrant::{
     DNSPolicy, DNSRecord, ManagedZone, ManagedZoneStatus, ZoneDnssecStatus,
 };
 use meridian_controllers::dnssec_keys;
+use meridian_controllers::zone_serial::Numbering;
 use meridian_nameserver::DelegationError;
 use meridian_nameserver::dnssec::ZoneKeys;
 use meridian_providers::Provider;
@@ -84,7 +85,7 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
                     let wait = next.as_second() - (ctx.clock)().as_second();
                     Duration::from_secs(wait.max(1) as u64)
                 });
-            let served = embedded.ensure_served(&zone, keys).await;
+            let served = embedded.ensure_served(&zone, keys, Numbering::Leads).await;
             status.provider = Some("embedded".into());
             status.name_servers = served
                 .name_servers
@@ -94,6 +95,11 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
             status.delegation = served.delegation();
             delegation = Some(served.check_delegation());
             status.record_count = Some(embedded.record_count(&domain) as i64);
+            // What every other server of the zone takes its serial from.
+            if let Some(stamp) = embedded.served_stamp(&domain) {
+                status.serial = Some(stamp.serial);
+                status.content_digest = Some(stamp.digest);
+            }
             (
                 true,
                 "Serving",
@@ -412,8 +418,9 @@ fn delegatable_condition(check: &Result<(), DelegationError>) -> ConditionUpdate
     }
 }
 
-/// A change of the record count alone is written at most this often: a zone filling with 2,000
-/// records would otherwise write its status about once per record.
+/// A change of the record count and serial alone is written at most this often: a zone filling
+/// with 2,000 records would otherwise write its status about once per record. The other servers
+/// of an embedded zone take the leader's serial about this long after a change.
 const COUNT_REFRESH: Duration = Duration::from_secs(10);
 
 /// When this manager last applied the zone's status (from managedFields, so it survives a
@@ -431,8 +438,8 @@ fn last_status_write(zone: &ManagedZone) -> Option<Timestamp> {
         .max()
 }
 
-/// How long to hold a status write back (pure): only when nothing but the record count
-/// differs and the last write is younger than [`COUNT_REFRESH`].
+/// How long to hold a status write back (pure): only when nothing but the record count and
+/// the serial (with its digest) differs and the last write is younger than [`COUNT_REFRESH`].
 fn count_refresh_wait(
     current: Option<&ManagedZoneStatus>,
     wanted: &ManagedZoneStatus,
@@ -440,12 +447,13 @@ fn count_refresh_wait(
     now: Timestamp,
 ) -> Option<Duration> {
     let current = current?;
-    let only_count_differs = current.record_count != wanted.record_count
-        && ManagedZoneStatus {
-            record_count: wanted.record_count,
-            ..current.clone()
-        } == *wanted;
-    if !only_count_differs {
+    let without_counts = |status: &ManagedZoneStatus| ManagedZoneStatus {
+        record_count: None,
+        serial: None,
+        content_digest: None,
+        ..status.clone()
+    };
+    if current == wanted || without_counts(current) != without_counts(wanted) {
         return None;
     }
     let since = Duration::try_from(now.duration_since(last_write?)).unwrap_or_default();
@@ -519,6 +527,17 @@ mod tests {
             ),
             // No status yet: write at once.
             (None, status(6, "embedded"), ago(1), None),
+            // A new serial is held back as a count is.
+            (
+                Some(status(5, "embedded")),
+                ManagedZoneStatus {
+                    serial: Some(1_800_000_001),
+                    content_digest: Some("d".into()),
+                    ..status(5, "embedded")
+                },
+                ago(4),
+                Some(6),
+            ),
             // Nothing differs: nothing to hold back (and nothing is written).
             (
                 Some(status(5, "embedded")),

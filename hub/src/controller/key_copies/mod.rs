@@ -1,0 +1,105 @@
+//! Delivers the keys of signed embedded zones to the agents that serve DNS, so they sign with
+//! the keys every hub replica signs with. An agent may read one Secret in its cluster's
+//! namespace on the hub and no other: the hub copies every signed zone's key Secret into
+//! `meridian-dnssec-keys` there (`meridian_controllers::dnssec_keys::copy_data`). Runs only when
+//! the hub's agents serve DNS (`--agent-dns-listen`); otherwise no key leaves its namespace.
+//!
+//! | | |
+//! |---|---|
+//! | **Watches** (shared caches) | ManagedClusters, ManagedZones, Secrets |
+//! | **Triggered by** ([`triggers`]) | a new cluster; a zone turning signing on or off (every cluster); a key Secret (every cluster); a cluster's copy changed or deleted (that cluster) |
+//! | **Gathers** | the signed embedded zones and their key Secrets, and the cluster's copy, from the cache |
+//! | **Decides** | the copy's data (`copy_data`, pure) |
+//! | **Writes** | the copy, only when its data differs |
+
+pub mod triggers;
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{Api, Patch};
+use kube::runtime::controller::Action;
+use meridian_api::kuadrant::ManagedZone;
+use meridian_api::names::DNSSEC_KEYS_SECRET;
+use meridian_api::upstream::ManagedCluster;
+use meridian_controllers::dnssec_keys::{copy_data, keys_secret_name, signing_requested};
+use meridian_controllers::{Context, Error, FIELD_MANAGER, apply_params, retry_after};
+use serde_json::json;
+
+const CONTROLLER: &str = "dnssec-key-copies";
+
+/// Runs the controller until `stop` resolves.
+pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
+    let all = ctx.caches.clusters.store().clone();
+    let requests = triggers::requests(&ctx.caches);
+    meridian_controllers::caches::run_controller(
+        all,
+        ctx.config.concurrency.light,
+        requests,
+        reconcile,
+        error_policy,
+        ctx,
+        stop,
+    )
+    .await;
+}
+
+/// Whether `zone` is an embedded zone to be signed (its keys go to the agents).
+pub fn signed_embedded(zone: &ManagedZone) -> bool {
+    zone.spec.dns_provider_secret_ref.is_none() && signing_requested(zone)
+}
+
+pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+    ctx.metrics.reconciled(CONTROLLER);
+    if !ctx.caches.listed() {
+        return Err(Error::Waiting("the first list of zones and Secrets".into()));
+    }
+    let namespace = cluster.name_any();
+    let zones = ctx.caches.zones.state();
+    let keys: Vec<(String, String, Arc<Secret>)> = zones
+        .iter()
+        .filter(|zone| signed_embedded(zone))
+        .filter_map(|zone| {
+            let zone_namespace = zone.namespace().unwrap_or_default();
+            let secret = ctx
+                .caches
+                .secrets
+                .get(Some(&zone_namespace), &keys_secret_name(&zone.name_any()))?;
+            Some((zone_namespace, zone.name_any(), secret))
+        })
+        .collect();
+    let data = copy_data(
+        keys.iter()
+            .map(|(namespace, zone, secret)| (namespace.as_str(), zone.as_str(), &**secret)),
+    );
+    let current = ctx.caches.secrets.get(Some(&namespace), DNSSEC_KEYS_SECRET);
+    let unchanged = match &current {
+        Some(copy) => copy.data.clone().unwrap_or_default() == data,
+        None => data.is_empty(),
+    };
+    if !unchanged {
+        let copy = json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": DNSSEC_KEYS_SECRET,
+                "namespace": namespace,
+                "labels": { "app.kubernetes.io/managed-by": FIELD_MANAGER },
+            },
+            "type": "Opaque",
+            "data": data,
+        });
+        // SSA replaces the whole data map this manager owns: a zone no longer signed leaves.
+        Api::<Secret>::namespaced(ctx.client.clone(), &namespace)
+            .patch(DNSSEC_KEYS_SECRET, &apply_params(), &Patch::Apply(copy))
+            .await?;
+        // Names the zones, never a key.
+        tracing::info!(cluster = %namespace, zones = ?data.keys().collect::<Vec<_>>(), "delivered the keys of signed zones");
+    }
+    Ok(Action::requeue(ctx.config.resync))
+}
+
+pub fn error_policy(cluster: Arc<ManagedCluster>, error: &Error, ctx: Arc<Context>) -> Action {
+    retry_after(&*cluster, error, &ctx, CONTROLLER)
+}

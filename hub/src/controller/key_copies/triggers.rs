@@ -1,0 +1,70 @@
+//! What wakes the controller: the trigger streams, built from pure indexes over the caches.
+
+use futures::stream::BoxStream;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+use meridian_api::kuadrant::ManagedZone;
+use meridian_api::names::DNSSEC_KEYS_SECRET;
+use meridian_api::upstream::ManagedCluster;
+
+use meridian_controllers::caches::{Caches, Change, everything_once, triggers};
+use meridian_controllers::dnssec_keys::KEYS_SECRET_TYPE;
+
+use super::signed_embedded;
+
+/// Key copies per cluster: a new cluster, a zone turning signing on or off, or a key Secret
+/// changing (a rollover step) wakes them.
+pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedCluster>>> {
+    let all = caches.clusters.store().clone();
+    let every_cluster = {
+        let clusters = all.clone();
+        move || -> Vec<ObjectRef<ManagedCluster>> {
+            clusters
+                .state()
+                .iter()
+                .map(|c| ObjectRef::from_obj(&**c))
+                .collect()
+        }
+    };
+    let new_clusters = |change: &Change<ManagedCluster>| match change {
+        Change::Applied { old: None, new } => vec![ObjectRef::from_obj(&**new)],
+        _ => Vec::new(),
+    };
+    let by_zone = {
+        let every_cluster = every_cluster.clone();
+        move |change: &Change<ManagedZone>| {
+            let signed = |zone: Option<&ManagedZone>| zone.is_some_and(signed_embedded);
+            let toggled = match change {
+                Change::Applied { old, new } => signed(old.as_deref()) != signed(Some(new)),
+                Change::Deleted(old) => signed(Some(old)),
+                Change::Relisted => false,
+            };
+            if toggled { every_cluster() } else { Vec::new() }
+        }
+    };
+    let by_secret = {
+        let clusters = all.clone();
+        move |change: &Change<Secret>| {
+            let Some(secret) = change.object() else {
+                return Vec::new();
+            };
+            if secret.type_.as_deref() == Some(KEYS_SECRET_TYPE) {
+                // A zone's keys changed: every copy holds them.
+                return every_cluster();
+            }
+            // A copy changed (or went): its cluster puts it back.
+            let copy = ObjectRef::<ManagedCluster>::new(&secret.namespace().unwrap_or_default());
+            (secret.name_any() == DNSSEC_KEYS_SECRET && clusters.get(&copy).is_some())
+                .then_some(copy)
+                .into_iter()
+                .collect()
+        }
+    };
+    vec![
+        everything_once(&caches.clusters),
+        triggers(caches.clusters.subscribe(), all.clone(), new_clusters),
+        triggers(caches.zones.subscribe(), all.clone(), by_zone),
+        triggers(caches.secrets.subscribe(), all, by_secret),
+    ]
+}
