@@ -252,6 +252,58 @@ pub fn dig(server: SocketAddr, subnet: Option<&str>) -> Vec<String> {
     dig_host(server, HOST, subnet)
 }
 
+/// The SOA serial `server` serves for the zone at `apex`.
+pub fn soa_serial(server: SocketAddr, apex: &str) -> Option<u32> {
+    let output = Command::new("dig")
+        .arg(format!("@{}", server.ip()))
+        .args([
+            "-p",
+            &server.port().to_string(),
+            "+time=2",
+            "+tries=2",
+            "+short",
+        ])
+        .args([apex, "SOA"])
+        .output()
+        .ok()?;
+    // "mname rname serial refresh retry expire minimum"
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .next()?
+        .split_whitespace()
+        .nth(2)?
+        .parse()
+        .ok()
+}
+
+/// Waits until every server in `servers` serves the SOA serial the leader wrote to the status
+/// of the ManagedZone `zone` (the others take it once their records match its digest), and
+/// returns it.
+pub async fn one_serial_everywhere<const N: usize>(
+    zones: &Api<meridian_api::kuadrant::ManagedZone>,
+    zone: &str,
+    servers: [SocketAddr; N],
+) -> Result<u32, Error> {
+    eventually(
+        "every server serves the leader's serial",
+        DEFAULT_PATIENCE,
+        || async move {
+            let zone = zones.get(zone).await?;
+            let apex = zone.spec.domain_name.clone();
+            let Some(serial) = zone.status.and_then(|s| s.serial) else {
+                return Ok(None);
+            };
+            let served = tokio::task::spawn_blocking(move || {
+                servers.map(|server| soa_serial(server, &apex))
+            })
+            .await
+            .expect("dig ran");
+            Ok(served.iter().all(|s| *s == Some(serial)).then_some(serial))
+        },
+    )
+    .await
+}
+
 /// `dig +short` for `host A` at `server`, optionally from `subnet` (EDNS Client Subnet); the
 /// IPv4 addresses answered (CNAME chains followed), sorted.
 pub fn dig_host(server: SocketAddr, host: &str, subnet: Option<&str>) -> Vec<String> {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use meridian_api::kuadrant::{DNSRecord, ManagedZone};
-use meridian_e2e::example::{apply, dig_validated, sign_zone};
+use meridian_e2e::example::{apply, dig_validated, one_serial_everywhere, sign_zone};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually};
 use meridian_hub::run_command::{RunArgs, RunningHub};
 use meridian_testkit::unbound::ValidatingResolver;
@@ -292,6 +292,10 @@ async fn a_signed_zone_validates_at_every_replica_through_a_rollover_and_a_leade
     );
     assert_eq!(finished.published_tags.len(), 2, "the old ZSK is withdrawn");
     geo_validates(&at_standby, "the standby after the rollover").await;
+    // Both replicas serve one serial, the leader's, through the keys' changes.
+    let serial =
+        one_serial_everywhere(&zones, "zone", [leader.nameserver, standby.nameserver]).await?;
+    eprintln!("after the rollover both replicas serve serial {serial}");
 
     // The leader goes: the standby leads with the same keys.
     leader.stop().await;

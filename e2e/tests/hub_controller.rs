@@ -22,8 +22,8 @@ use meridian_api::names::DNSSEC_KEYS_SECRET;
 use meridian_api::upstream::{Gateway, ManagedCluster, ManagedClusterAddOn, ManifestWork};
 use meridian_e2e::example::{
     FRANCE, GEO_LABEL, HOST, IRELAND, NAMESPACE, SPOKES, UNITED_STATES, apply_ocm,
-    client_from_file, delivered_hub_kubeconfig, dig, install, placement, serve_gateway,
-    with_example_spokes, write_geoip,
+    client_from_file, delivered_hub_kubeconfig, dig, install, one_serial_everywhere, placement,
+    serve_gateway, with_example_spokes, write_geoip,
 };
 use meridian_e2e::{
     DEFAULT_PATIENCE, Error, Fleet, ManagedProcess, condition_becomes, eventually, observe,
@@ -200,39 +200,6 @@ async fn answers_become(
             Ok((seen == expected).then_some(()))
         }
     })
-    .await
-}
-
-/// The SOA serial `server` serves for example.com.
-fn soa_serial(server: SocketAddr) -> Option<u32> {
-    dig_short(server, "example.com", "SOA")
-        .first()?
-        .split_whitespace()
-        .nth(2)?
-        .parse()
-        .ok()
-}
-
-/// Waits until every server in `servers` serves the serial the leader wrote to the zone's
-/// status (the others take it once their records match its digest); returns it.
-async fn one_serial_everywhere<const N: usize>(
-    zones: &Api<ManagedZone>,
-    servers: [SocketAddr; N],
-) -> Result<u32, Error> {
-    eventually(
-        "every server serves the leader's serial",
-        DEFAULT_PATIENCE,
-        || async move {
-            let status = zones.get("example").await?.status;
-            let Some(serial) = status.and_then(|s| s.serial) else {
-                return Ok(None);
-            };
-            let served = tokio::task::spawn_blocking(move || servers.map(soa_serial))
-                .await
-                .unwrap();
-            Ok(served.iter().all(|s| *s == Some(serial)).then_some(serial))
-        },
-    )
     .await
 }
 
@@ -730,7 +697,7 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
         assert!(soa[0].starts_with("ns1.example.com. "), "{soa:?}");
     }
     let servers = [running.nameserver, standby.nameserver, agent_dns];
-    let serial = one_serial_everywhere(&zones, servers).await?;
+    let serial = one_serial_everywhere(&zones, "example", servers).await?;
     eprintln!("the leader, the standby and the agent serve serial {serial}");
 
     // Signed: the agent signs with the zone's own keys, which the hub copies to the agent's
@@ -782,7 +749,7 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
         },
     )
     .await?;
-    let serial = one_serial_everywhere(&zones, servers).await?;
+    let serial = one_serial_everywhere(&zones, "example", servers).await?;
     eprintln!("signed, every server serves serial {serial}");
 
     // The leader dies mid-flight (no graceful stop, no Lease release) while clients query in a
