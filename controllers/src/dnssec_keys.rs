@@ -369,6 +369,14 @@ pub async fn ensure_keys(
     };
     let invalid = |error: String| crate::Error::Waiting(format!("DNSSEC keys: {error}"));
     let Some(secret) = existing else {
+        if let Some(ds) = published_ds(zone) {
+            // New keys would not match the DS the parent may have: every validator would
+            // reject the zone. Keys put back (from a backup) are taken up as they come.
+            return Err(invalid(format!(
+                "Secret {name} is gone, and status names the DS {ds}; restore the Secret, or turn \
+                 dnssec off and on again for new keys (then replace the DS in the parent)"
+            )));
+        }
         let keys = KeySet::generate(
             requested_algorithm(zone),
             meridian_nameserver::dnssec::generate_key,
@@ -412,6 +420,11 @@ pub async fn ensure_keys(
         .await?;
     tracing::info!(zone = %zone.spec.domain_name, from = keys.rollover.phase(), to = advanced.rollover.phase(), "ZSK rollover step");
     Ok(advanced)
+}
+
+/// The DS the zone's status names: its keys were made, and the parent may have the DS.
+fn published_ds(zone: &ManagedZone) -> Option<&str> {
+    zone.status.as_ref()?.dnssec.as_ref()?.ds.as_deref()
 }
 
 /// The TTL of a zone's DNSKEY set: half its rollover step, at most an hour. A resolver then

@@ -128,7 +128,11 @@ async fn pass(
                     .domain_name
                     .trim_end_matches('.')
                     .to_ascii_lowercase();
-                if embedded.withhold(&apex) {
+                if embedded.signs(&apex) {
+                    // Keys that were here and no longer read (a Secret broken or gone) do not
+                    // stop the zone: it is served signed with them, as it was.
+                    tracing::debug!(zone = %apex, %reason, "signing with the keys the zone had");
+                } else if embedded.withhold(&apex) {
                     tracing::warn!(zone = %apex, %reason, "not serving a signed zone whose keys are not here");
                 }
             }

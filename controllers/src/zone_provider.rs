@@ -193,6 +193,14 @@ impl EmbeddedZones {
         zones.get(apex)?.served.clone()
     }
 
+    /// Whether the zone at `apex` is served signed here.
+    pub fn signs(&self, apex: &str) -> bool {
+        let zones = self.zones.lock().expect("zones lock");
+        zones
+            .get(apex)
+            .is_some_and(|zone| zone.configured && !zone.withheld && zone.config.dnssec.is_some())
+    }
+
     /// Stops serving the zone at `apex`, keeping its records, until [`Self::ensure_served`]:
     /// for a zone to be signed whose keys cannot be had here. Serving it unsigned would give
     /// validators answers they reject once the parent has the DS; refused, they ask the zone's

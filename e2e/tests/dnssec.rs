@@ -1,8 +1,9 @@
 //! A signed embedded zone through the hub, validated by Unbound: the leader makes the zone's
 //! keys (a Secret) and puts the DS in the ManagedZone's status; a standby replica signs with
 //! the same keys; GEO answers validate from Ireland, the US and France at either replica; a
-//! ZSK rollover runs while clients keep asking, and every answer on the way validates; the
-//! standby takes over the lead with the same keys.
+//! ZSK rollover runs while clients keep asking, and every answer on the way validates; both
+//! replicas serve one serial; a key Secret deleted by mistake stops nothing and makes no new
+//! keys; the standby takes over the lead with the same keys.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,7 +11,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use meridian_api::conditions;
 use meridian_api::kuadrant::{DNSRecord, ManagedZone};
 use meridian_e2e::example::{apply, dig_validated, one_serial_everywhere, sign_zone};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually};
@@ -296,6 +298,60 @@ async fn a_signed_zone_validates_at_every_replica_through_a_rollover_and_a_leade
     let serial =
         one_serial_everywhere(&zones, "zone", [leader.nameserver, standby.nameserver]).await?;
     eprintln!("after the rollover both replicas serve serial {serial}");
+
+    // The key Secret deleted by mistake: the leader makes no new keys (they would not match the
+    // DS in the parent) and says so in status, and both replicas go on signing with the keys
+    // they had. Put back, it is taken up again.
+    let secrets = Api::<Secret>::namespaced(hub.clone(), NAMESPACE);
+    let backup = secrets.get("zone-dnssec").await?;
+    secrets.delete("zone-dnssec", &Default::default()).await?;
+    let ready = |reason: &'static str| {
+        let zones = zones.clone();
+        move || {
+            let zones = zones.clone();
+            async move {
+                let zone = zones.get("zone").await?;
+                let ready = zone
+                    .status
+                    .iter()
+                    .flat_map(|s| s.conditions.iter())
+                    .find(|c| c.type_ == conditions::READY)
+                    .is_some_and(|c| c.reason == reason);
+                Ok(ready.then_some(()))
+            }
+        }
+    };
+    eventually(
+        "the zone says its keys are gone",
+        DEFAULT_PATIENCE,
+        ready("DNSSECKeysUnavailable"),
+    )
+    .await?;
+    assert!(
+        secrets.get_opt("zone-dnssec").await?.is_none(),
+        "no new keys were made"
+    );
+    geo_validates(&at_leader, "the leader without the key Secret").await;
+    geo_validates(&at_standby, "the standby without the key Secret").await;
+    let restored = Secret {
+        metadata: ObjectMeta {
+            name: backup.metadata.name.clone(),
+            namespace: backup.metadata.namespace.clone(),
+            labels: backup.metadata.labels.clone(),
+            ..Default::default()
+        },
+        type_: backup.type_.clone(),
+        data: backup.data.clone(),
+        ..Default::default()
+    };
+    secrets.create(&PostParams::default(), &restored).await?;
+    eventually(
+        "the zone is served with its keys again",
+        DEFAULT_PATIENCE,
+        ready("Serving"),
+    )
+    .await?;
+    assert_eq!(zone_dnssec(&zones).await?.ds.as_deref(), Some(ds.as_str()));
 
     // The leader goes: the standby leads with the same keys.
     leader.stop().await;

@@ -6,7 +6,7 @@
 //! | | |
 //! |---|---|
 //! | **Watches** (shared caches) | ManagedZones, DNSRecords, DNSPolicies, Secrets |
-//! | **Triggered by** ([`triggers`]) | the zone; a record of an embedded zone (its count); a record whose plan is held or let go; a policy whose `FailStatic` changes; the zone's provider Secret |
+//! | **Triggered by** ([`triggers`]) | the zone; a record of an embedded zone (its count); a record whose plan is held or let go; a policy whose `FailStatic` changes; the zone's provider or DNSSEC key Secret |
 //! | **Gathers** | the zone's Secret from the cache; for a provider zone, its name servers and record count from the provider |
 //! | **Decides** | `Ready`, the reason and the provider kind; `PlansHeld`; `FailStatic` (the brakes keeping silent clusters in the zone's records) |
 //! | **Writes** | the zone's status |
@@ -74,43 +74,62 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
             let Some(embedded) = ctx.providers.embedded_zones() else {
                 return Ok(Action::await_change());
             };
-            let (keys, dnssec) = signing(&zone, &domain, &ctx).await?;
-            status.dnssec = dnssec;
-            let signed_requeue = status
-                .dnssec
-                .as_ref()
-                .and_then(|d| d.next_step.as_deref())
-                .and_then(|next| next.parse::<Timestamp>().ok())
-                .map(|next| {
-                    let wait = next.as_second() - (ctx.clock)().as_second();
-                    Duration::from_secs(wait.max(1) as u64)
-                });
-            let served = embedded.ensure_served(&zone, keys, Numbering::Leads).await;
-            status.provider = Some("embedded".into());
-            status.name_servers = served
-                .name_servers
-                .iter()
-                .map(|ns| ns.name.clone())
-                .collect();
-            status.delegation = served.delegation();
-            delegation = Some(served.check_delegation());
-            status.record_count = Some(embedded.record_count(&domain) as i64);
-            // What every other server of the zone takes its serial from.
-            if let Some(stamp) = embedded.served_stamp(&domain) {
-                status.serial = Some(stamp.serial);
-                status.content_digest = Some(stamp.digest);
+            match signing(&zone, &domain, &ctx).await {
+                // What is served stays as it was: signed with the keys it had, or, never
+                // served here, not at all (never unsigned).
+                Err(error) => {
+                    status.delegation = zone
+                        .status
+                        .as_ref()
+                        .map(|s| s.delegation.clone())
+                        .unwrap_or_default();
+                    (
+                        false,
+                        "DNSSECKeysUnavailable",
+                        format!("{error}; the zone is served as it was"),
+                        ctx.config.retry_cap,
+                    )
+                }
+                Ok((keys, dnssec)) => {
+                    status.dnssec = dnssec;
+                    let signed_requeue = status
+                        .dnssec
+                        .as_ref()
+                        .and_then(|d| d.next_step.as_deref())
+                        .and_then(|next| next.parse::<Timestamp>().ok())
+                        .map(|next| {
+                            let wait = next.as_second() - (ctx.clock)().as_second();
+                            Duration::from_secs(wait.max(1) as u64)
+                        });
+                    let served = embedded.ensure_served(&zone, keys, Numbering::Leads).await;
+                    status.provider = Some("embedded".into());
+                    status.name_servers = served
+                        .name_servers
+                        .iter()
+                        .map(|ns| ns.name.clone())
+                        .collect();
+                    status.delegation = served.delegation();
+                    delegation = Some(served.check_delegation());
+                    status.record_count = Some(embedded.record_count(&domain) as i64);
+                    // What every other server of the zone takes its serial from.
+                    if let Some(stamp) = embedded.served_stamp(&domain) {
+                        status.serial = Some(stamp.serial);
+                        status.content_digest = Some(stamp.digest);
+                    }
+                    (
+                        true,
+                        "Serving",
+                        format!(
+                            "served by the hub's embedded nameserver at {}",
+                            embedded.server().local_addr()
+                        ),
+                        // Counting is free; the DNSRecord watch keeps it fresh. A rollover's
+                        // next step comes on time.
+                        signed_requeue
+                            .map_or(ctx.config.resync, |wait| wait.min(ctx.config.resync)),
+                    )
+                }
             }
-            (
-                true,
-                "Serving",
-                format!(
-                    "served by the hub's embedded nameserver at {}",
-                    embedded.server().local_addr()
-                ),
-                // Counting is free; the DNSRecord watch keeps it fresh. A rollover's next
-                // step comes on time.
-                signed_requeue.map_or(ctx.config.resync, |wait| wait.min(ctx.config.resync)),
-            )
         }
         Ok(Some(secret_name)) => match ctx.caches.secrets.get(Some(&namespace), secret_name) {
             None => (
@@ -187,9 +206,11 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
             &now(),
         ),
         // A provider names its own name servers.
-        None => status
+        None if zone.spec.dns_provider_secret_ref.is_some() => status
             .conditions
             .retain(|c| c.type_ != conditions::DELEGATABLE),
+        // An embedded zone not looked at this time keeps what its status said.
+        None => {}
     }
     if let Some(wait) = count_refresh_wait(
         zone.status.as_ref(),

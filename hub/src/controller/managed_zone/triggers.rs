@@ -8,11 +8,13 @@ use meridian_api::conditions;
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
 
 use meridian_controllers::caches::{Caches, Change, everything_once, own_changes, triggers};
+use meridian_controllers::dnssec_keys::keys_secret_name;
 use meridian_controllers::plan_guard::held_message;
 use meridian_controllers::{POLICY_LABEL, indexes};
 
 /// ManagedZone status: a zone, a record of an embedded zone (its count), a record whose plan is
-/// held or let go, or a policy publishing into the zone whose `FailStatic` changes wakes it.
+/// held or let go, a policy publishing into the zone whose `FailStatic` changes, or its provider
+/// or key Secret wakes it.
 pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedZone>>> {
     let all = caches.zones.store().clone();
     let by_record = {
@@ -44,11 +46,20 @@ pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedZone
     let by_secret = {
         let zones = all.clone();
         move |change: &Change<Secret>| match change.object() {
-            Some(secret) => indexes::zones_using_secret(
-                &zones.state(),
-                &secret.namespace().unwrap_or_default(),
-                &secret.name_any(),
-            ),
+            Some(secret) => {
+                let (namespace, name) = (secret.namespace().unwrap_or_default(), secret.name_any());
+                let zones = zones.state();
+                let mut wakes = indexes::zones_using_secret(&zones, &namespace, &name);
+                // A zone's DNSSEC keys: changed, broken, gone or put back.
+                wakes.extend(
+                    zones
+                        .iter()
+                        .filter(|z| z.namespace().as_deref() == Some(namespace.as_str()))
+                        .filter(|z| keys_secret_name(&z.name_any()) == name)
+                        .map(|z| ObjectRef::from_obj(&**z)),
+                );
+                wakes
+            }
             None => Vec::new(),
         }
     };
