@@ -274,10 +274,14 @@ async fn refresh_signatures(catalog: Arc<ArcSwap<Catalog>>) {
     loop {
         interval.tick().await;
         let now = unix_now();
+        let due = |zone: &Zone| zone.signatures_due().is_some_and(|due| due <= now);
+        if !catalog.load().zones().any(&due) {
+            continue;
+        }
         catalog.rcu(|current| {
             let mut next = Catalog::clone(current);
             for zone in current.zones() {
-                if zone.signatures_due().is_some_and(|due| due <= now) {
+                if due(zone) {
                     next = next.with_zone(zone.signed_again());
                 }
             }

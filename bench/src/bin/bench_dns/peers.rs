@@ -91,54 +91,49 @@ fn spawn(
 }
 
 pub fn knot(dir: &Path) -> Result<Peer, BoxError> {
-    let dir = &dir.join("knot");
-    std::fs::create_dir_all(dir)?;
-    let port = free_dns_port()?;
-    std::fs::write(dir.join("example.com.zone"), zone_file(""))?;
-    let d = dir.display();
-    std::fs::write(
-        dir.join("knot.conf"),
-        format!(
-            "server:\n  rundir: \"{d}\"\n  listen: 127.0.0.1@{port}\n  udp-workers: 2\n  tcp-workers: 1\n\
-             database:\n  storage: \"{d}\"\n\
-             log:\n  - target: stderr\n    any: warning\n\
-             zone:\n  - domain: example.com\n    storage: \"{d}\"\n    file: example.com.zone\n    journal-content: none\n"
-        ),
-    )?;
-    let mut command = Command::new("knotd");
-    command.arg("-c").arg(dir.join("knot.conf"));
-    spawn("Knot DNS", "knot", &[CaseKind::Static], dir, port, command)
+    knot_serving(dir, false)
 }
 
 /// Knot DNS signing on the fly (`mod-onlinesign`, ECDSA P-256, keys it makes itself): every
 /// answer signed as it leaves, as Meridian signs its dynamic ones.
 pub fn knot_online_signing(dir: &Path) -> Result<Peer, BoxError> {
-    let dir = &dir.join("knot-signed");
+    knot_serving(dir, true)
+}
+
+/// Knot DNS serving the static zone, signing it on the fly when `signed`.
+fn knot_serving(dir: &Path, signed: bool) -> Result<Peer, BoxError> {
+    let dir = &dir.join(if signed { "knot-signed" } else { "knot" });
     std::fs::create_dir_all(dir)?;
     let port = free_dns_port()?;
     std::fs::write(dir.join("example.com.zone"), zone_file(""))?;
     let d = dir.display();
+    let (signing, module) = if signed {
+        (
+            "policy:\n  - id: online\n    algorithm: ecdsap256sha256\n\
+             mod-onlinesign:\n  - id: signer\n    policy: online\n",
+            "    module: mod-onlinesign/signer\n",
+        )
+    } else {
+        ("", "")
+    };
     std::fs::write(
         dir.join("knot.conf"),
         format!(
             "server:\n  rundir: \"{d}\"\n  listen: 127.0.0.1@{port}\n  udp-workers: 2\n  tcp-workers: 1\n\
              database:\n  storage: \"{d}\"\n\
              log:\n  - target: stderr\n    any: warning\n\
-             policy:\n  - id: online\n    algorithm: ecdsap256sha256\n\
-             mod-onlinesign:\n  - id: signer\n    policy: online\n\
-             zone:\n  - domain: example.com\n    storage: \"{d}\"\n    file: example.com.zone\n    journal-content: none\n    module: mod-onlinesign/signer\n"
+             {signing}\
+             zone:\n  - domain: example.com\n    storage: \"{d}\"\n    file: example.com.zone\n    journal-content: none\n{module}"
         ),
     )?;
     let mut command = Command::new("knotd");
     command.arg("-c").arg(dir.join("knot.conf"));
-    spawn(
-        "Knot signing",
-        "knot",
-        &[CaseKind::SignedStatic],
-        dir,
-        port,
-        command,
-    )
+    let (name, cases): (_, &'static [CaseKind]) = if signed {
+        ("Knot signing", &[CaseKind::SignedStatic])
+    } else {
+        ("Knot DNS", &[CaseKind::Static])
+    };
+    spawn(name, "knot", cases, dir, port, command)
 }
 
 pub fn nsd(dir: &Path) -> Result<Peer, BoxError> {
