@@ -562,7 +562,8 @@ impl Resolver {
         let config = dir.path().join("unbound.conf");
         std::fs::write(
             &config,
-            unbound_config(dir.path(), address, zone, nameservers),
+            // Not validating: the zone is unsigned here and has no trust anchor.
+            meridian_testkit::unbound::config_text(dir.path(), address, zone, nameservers, None),
         )
         .map_err(Error::io("writing unbound.conf"))?;
         let process = ManagedProcess::spawn(
@@ -598,57 +599,6 @@ impl Resolver {
     pub fn log_tail(&self) -> String {
         self.process.log_tail()
     }
-}
-
-/// Unbound's configuration: a local resolver that recurses only into the stub zone (it never
-/// asks the root servers: this machine reaches no other DNS server).
-fn unbound_config(
-    dir: &std::path::Path,
-    listen: SocketAddr,
-    zone: &str,
-    nameservers: &[SocketAddr],
-) -> String {
-    let stub_addrs: String = nameservers
-        .iter()
-        .map(|ns| format!("  stub-addr: {}@{}\n", ns.ip(), ns.port()))
-        .collect();
-    let ecs_servers: String = nameservers
-        .iter()
-        .map(|ns| format!("  send-client-subnet: {}\n", ns.ip()))
-        .collect();
-    format!(
-        "server:
-  interface: {ip}
-  port: {port}
-  do-daemonize: no
-  username: \"\"
-  chroot: \"\"
-  directory: \"{dir}\"
-  pidfile: \"{dir}/unbound.pid\"
-  use-syslog: no
-  logfile: \"\"
-  verbosity: 1
-  access-control: 127.0.0.0/8 allow
-  do-not-query-localhost: no
-  # No validator: the zone is unsigned and has no trust anchor here.
-  module-config: \"subnetcache iterator\"
-{ecs_servers}  client-subnet-always-forward: yes
-  max-client-subnet-ipv4: 24
-  # Answers are cached for their TTL, never longer, and never served stale.
-  cache-min-ttl: 0
-  serve-expired: no
-  prefetch: no
-  local-zone: \"{zone}.\" transparent
-  domain-insecure: \"{zone}.\"
-remote-control:
-  control-enable: no
-stub-zone:
-  name: \"{zone}.\"
-{stub_addrs}",
-        ip = listen.ip(),
-        port = listen.port(),
-        dir = dir.display(),
-    )
 }
 
 /// The IPv4 addresses `host` resolves to at `server` over UDP, CNAMEs followed by the server.
@@ -991,21 +941,5 @@ mod tests {
         let clean = vec![sample(1_000, true), sample(1_500, true)];
         assert_eq!(recovery(&clean, Duration::ZERO).until_99, Some(0.0));
         assert_eq!(recovery(&clean, Duration::ZERO).until_100, Some(0.0));
-    }
-
-    #[test]
-    fn unbound_is_a_stub_resolver_for_the_zone_only_with_ecs_to_its_nameservers() {
-        let config = unbound_config(
-            std::path::Path::new("/tmp/x"),
-            "127.0.0.1:5300".parse().unwrap(),
-            "example.com",
-            &["10.251.0.5:53".parse().unwrap()],
-        );
-        assert!(
-            config.contains("stub-zone:\n  name: \"example.com.\"\n  stub-addr: 10.251.0.5@53\n")
-        );
-        assert!(config.contains("send-client-subnet: 10.251.0.5\n"));
-        assert!(config.contains("module-config: \"subnetcache iterator\""));
-        assert!(config.contains("interface: 127.0.0.1\n  port: 5300\n"));
     }
 }

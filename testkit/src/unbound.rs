@@ -32,7 +32,7 @@ impl ValidatingResolver {
         let config = dir.join("unbound.conf");
         std::fs::write(
             &config,
-            config_text(&dir, address, zone, nameservers, trust_anchor),
+            config_text(&dir, address, zone, nameservers, Some(trust_anchor)),
         )
         .map_err(|e| e.to_string())?;
         let log = std::fs::File::create(dir.join("unbound.log")).map_err(|e| e.to_string())?;
@@ -70,15 +70,17 @@ impl ValidatingResolver {
     }
 }
 
-/// Unbound's configuration: it recurses only into the stub zone (this machine reaches no
-/// other DNS server), validates it from the DS, caches nothing longer than its TTL and asks
-/// with the client's subnet.
-fn config_text(
+/// Unbound's configuration for a resolver on loopback at `listen` (its files in `dir`): it
+/// recurses only into the stub zone `zone` at `nameservers` (this machine reaches no other DNS
+/// server), caches nothing longer than its TTL, never serves stale answers, and asks with the
+/// client's subnet (ECS), so GEO answers follow the client. With a `trust_anchor` (a DS record
+/// in zone-file form) it validates the zone from it; without, it treats the zone as unsigned.
+pub fn config_text(
     dir: &std::path::Path,
     listen: SocketAddr,
     zone: &str,
     nameservers: &[SocketAddr],
-    trust_anchor: &str,
+    trust_anchor: Option<&str>,
 ) -> String {
     let stub_addrs: String = nameservers
         .iter()
@@ -88,6 +90,16 @@ fn config_text(
         .iter()
         .map(|ns| format!("  send-client-subnet: {}\n", ns.ip()))
         .collect();
+    let (modules, validation) = match trust_anchor {
+        Some(anchor) => (
+            "subnetcache validator iterator",
+            format!("  val-log-level: 2\n  trust-anchor: \"{anchor}\"\n"),
+        ),
+        None => (
+            "subnetcache iterator",
+            format!("  domain-insecure: \"{zone}.\"\n"),
+        ),
+    };
     format!(
         "server:
   interface: {ip}
@@ -100,18 +112,16 @@ fn config_text(
   use-syslog: no
   logfile: \"\"
   verbosity: 1
-  val-log-level: 2
   access-control: 127.0.0.0/8 allow
   do-not-query-localhost: no
-  module-config: \"subnetcache validator iterator\"
+  module-config: \"{modules}\"
 {ecs_servers}  client-subnet-always-forward: yes
   max-client-subnet-ipv4: 24
   cache-min-ttl: 0
   serve-expired: no
   prefetch: no
   local-zone: \"{zone}.\" transparent
-  trust-anchor: \"{trust_anchor}\"
-remote-control:
+{validation}remote-control:
   control-enable: no
 stub-zone:
   name: \"{zone}.\"
@@ -120,4 +130,40 @@ stub-zone:
         port = listen.port(),
         dir = dir.display(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unbound_is_a_stub_resolver_for_the_zone_only_with_ecs_validating_only_with_an_anchor() {
+        let config = |anchor| {
+            config_text(
+                std::path::Path::new("/tmp/x"),
+                "127.0.0.1:5300".parse().unwrap(),
+                "example.com",
+                &["10.251.0.5:53".parse().unwrap()],
+                anchor,
+            )
+        };
+        for text in [
+            config(None),
+            config(Some("example.com. 3600 IN DS 1 13 2 AB")),
+        ] {
+            assert!(
+                text.contains("stub-zone:\n  name: \"example.com.\"\n  stub-addr: 10.251.0.5@53\n")
+            );
+            assert!(text.contains("send-client-subnet: 10.251.0.5\n"));
+            assert!(text.contains("interface: 127.0.0.1\n  port: 5300\n"));
+        }
+        let plain = config(None);
+        assert!(plain.contains("module-config: \"subnetcache iterator\""));
+        assert!(plain.contains("domain-insecure: \"example.com.\""));
+        assert!(!plain.contains("trust-anchor"));
+        let validating = config(Some("example.com. 3600 IN DS 1 13 2 AB"));
+        assert!(validating.contains("module-config: \"subnetcache validator iterator\""));
+        assert!(validating.contains("trust-anchor: \"example.com. 3600 IN DS 1 13 2 AB\""));
+        assert!(!validating.contains("domain-insecure"));
+    }
 }
