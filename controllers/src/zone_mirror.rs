@@ -12,16 +12,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use meridian_api::kuadrant::DNSRecord;
 use meridian_dns::model::Endpoint;
 use meridian_dns::plan::{PlanInput, plan};
 use meridian_providers::Provider;
+use tokio::sync::broadcast;
 
-use crate::caches::Caches;
+use crate::caches::{Caches, Change};
 use crate::convert::all_to_engine;
 use crate::dns_record::owner_of;
-use crate::dnssec_keys::{KeySource, ZoneSigning, signing_from_cache};
+use crate::dnssec_keys::{KEYS_SECRET_TYPE, KeySource, ZoneSigning, signing_from_cache};
 use crate::zone_provider::{EmbeddedZones, ZoneProvider};
 use crate::zone_serial::Numbering;
 
@@ -89,7 +91,7 @@ pub async fn run(
             tokio::select! {
                 _ = record_changes.recv() => {}
                 _ = zone_changes.recv() => {}
-                _ = key_changes.recv() => {}
+                () = key_change(&mut key_changes) => {}
                 _ = tokio::time::sleep(FULL_PASS_EVERY) => {}
             }
         }
@@ -97,6 +99,24 @@ pub async fn run(
     tokio::select! {
         _ = mirror => {}
         _ = stop => {}
+    }
+}
+
+/// Waits for a change of a Secret holding zone keys (a zone's key Secret, or an agent's copy),
+/// or a relist: a hub's other Secrets change without concern to the zones.
+async fn key_change(changes: &mut broadcast::Receiver<Change<Secret>>) {
+    let holds_keys = |secret: &Secret| {
+        secret.type_.as_deref() == Some(KEYS_SECRET_TYPE)
+            || secret.name_any() == meridian_api::names::DNSSEC_KEYS_SECRET
+    };
+    loop {
+        match changes.recv().await {
+            Ok(change) if change.object().is_none_or(|secret| holds_keys(secret)) => return,
+            Ok(_) => {}
+            Err(broadcast::error::RecvError::Lagged(_)) => return,
+            // No more changes (the cache is gone): the periodic pass carries on alone.
+            Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
+        }
     }
 }
 

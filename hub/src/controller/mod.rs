@@ -4,6 +4,7 @@
 //! status ([`managed_zone`]) and router-shard DNS ([`router_dns`]). The DNSPolicy and DNSRecord
 //! controllers are shared with the agents (`meridian_controllers`).
 
+pub mod cluster_copies;
 pub mod gateway_placement;
 pub mod key_copies;
 pub mod managed_zone;

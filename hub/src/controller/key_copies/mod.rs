@@ -18,14 +18,12 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::{Api, Patch};
 use kube::runtime::controller::Action;
 use meridian_api::kuadrant::ManagedZone;
 use meridian_api::names::DNSSEC_KEYS_SECRET;
 use meridian_api::upstream::ManagedCluster;
 use meridian_controllers::dnssec_keys::{copy_data, keys_secret_name, signing_requested};
-use meridian_controllers::{Context, Error, FIELD_MANAGER, apply_params, retry_after};
-use serde_json::json;
+use meridian_controllers::{Context, Error, retry_after};
 
 const CONTROLLER: &str = "dnssec-key-copies";
 
@@ -73,27 +71,7 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
         keys.iter()
             .map(|(namespace, zone, secret)| (namespace.as_str(), zone.as_str(), &**secret)),
     );
-    let current = ctx.caches.secrets.get(Some(&namespace), DNSSEC_KEYS_SECRET);
-    let unchanged = match &current {
-        Some(copy) => copy.data.clone().unwrap_or_default() == data,
-        None => data.is_empty(),
-    };
-    if !unchanged {
-        let copy = json!({
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {
-                "name": DNSSEC_KEYS_SECRET,
-                "namespace": namespace,
-                "labels": { "app.kubernetes.io/managed-by": FIELD_MANAGER },
-            },
-            "type": "Opaque",
-            "data": data,
-        });
-        // SSA replaces the whole data map this manager owns: a zone no longer signed leaves.
-        Api::<Secret>::namespaced(ctx.client.clone(), &namespace)
-            .patch(DNSSEC_KEYS_SECRET, &apply_params(), &Patch::Apply(copy))
-            .await?;
+    if super::cluster_copies::deliver(&ctx, &namespace, DNSSEC_KEYS_SECRET, &data).await? {
         // Names the zones, never a key.
         tracing::info!(cluster = %namespace, zones = ?data.keys().collect::<Vec<_>>(), "delivered the keys of signed zones");
     }

@@ -2,7 +2,6 @@
 
 use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Secret;
-use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use meridian_api::kuadrant::ManagedZone;
 use meridian_api::names::DNSSEC_KEYS_SECRET;
@@ -53,12 +52,11 @@ pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedClus
                 // A zone's keys changed: every copy holds them.
                 return every_cluster();
             }
-            // A copy changed (or went): its cluster puts it back.
-            let copy = ObjectRef::<ManagedCluster>::new(&secret.namespace().unwrap_or_default());
-            (secret.name_any() == DNSSEC_KEYS_SECRET && clusters.get(&copy).is_some())
-                .then_some(copy)
-                .into_iter()
-                .collect()
+            crate::controller::cluster_copies::cluster_of_copy(
+                &clusters,
+                secret,
+                DNSSEC_KEYS_SECRET,
+            )
         }
     };
     vec![

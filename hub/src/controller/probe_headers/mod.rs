@@ -21,14 +21,12 @@ use std::sync::Arc;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::{Api, Patch};
 use kube::runtime::controller::Action;
 use meridian_api::upstream::ManagedCluster;
-use serde_json::json;
 
 use meridian_api::names::PROBE_HEADERS_SECRET as HEADERS_SECRET;
 use meridian_controllers::health::secret_headers;
-use meridian_controllers::{Context, Error, FIELD_MANAGER, apply_params, retry_after};
+use meridian_controllers::{Context, Error, retry_after};
 
 const CONTROLLER: &str = "probe-headers";
 
@@ -100,28 +98,7 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
         sources.insert((secret_namespace, name), secret.map(|s| (*s).clone()));
     }
     let data = headers_data(&sources);
-    let copies: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-    let current = ctx.caches.secrets.get(Some(&namespace), HEADERS_SECRET);
-    let unchanged = match &current {
-        Some(copy) => copy.data.clone().unwrap_or_default() == data,
-        None => data.is_empty(),
-    };
-    if !unchanged {
-        let copy = json!({
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {
-                "name": HEADERS_SECRET,
-                "namespace": namespace,
-                "labels": { "app.kubernetes.io/managed-by": FIELD_MANAGER },
-            },
-            "type": "Opaque",
-            "data": data,
-        });
-        // SSA replaces the whole data map this manager owns: a dropped reference disappears.
-        copies
-            .patch(HEADERS_SECRET, &apply_params(), &Patch::Apply(copy))
-            .await?;
+    if super::cluster_copies::deliver(&ctx, &namespace, HEADERS_SECRET, &data).await? {
         tracing::info!(cluster = %namespace, secrets = data.len(), "delivered probe headers");
     }
     // A rotated source Secret, or a copy someone changed, wakes this cluster again.

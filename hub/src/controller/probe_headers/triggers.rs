@@ -56,12 +56,11 @@ pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedClus
                     .map(|c| ObjectRef::from_obj(&**c))
                     .collect();
             }
-            // A copy changed (or went): its cluster puts it back.
-            let copy = ObjectRef::<ManagedCluster>::new(&namespace);
-            (name == meridian_api::names::PROBE_HEADERS_SECRET && clusters.get(&copy).is_some())
-                .then_some(copy)
-                .into_iter()
-                .collect()
+            crate::controller::cluster_copies::cluster_of_copy(
+                &clusters,
+                secret,
+                meridian_api::names::PROBE_HEADERS_SECRET,
+            )
         }
     };
     vec![
