@@ -227,9 +227,11 @@ async fn route53_unreachable_mid_change_is_retried_with_backoff_and_loses_nothin
     );
     let total = attempts.last().map_or(0, |(_, refused)| *refused);
     assert!(total > 0, "the hub kept trying");
-    // Retried every second for two minutes would be over a hundred connections; with backoff
-    // doubling from 1 s it is a handful of reconciles (each a few connections).
-    assert!(total < 60, "retries back off: {attempts:?}");
+    // Each call is up to 8 connections (the SDK's own tries). Retried every second for two
+    // minutes would be near a thousand; with backoff doubling from 1 s to the 2 min cap it is
+    // about eight record reconciles, plus the zone's status looks: 36 on a quiet machine, 80
+    // once under a loaded CI run (more reconciles got in before their tries timed out).
+    assert!(total < 120, "retries back off: {attempts:?}");
     running.stop().await;
     Ok(())
 }
