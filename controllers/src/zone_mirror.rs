@@ -196,7 +196,9 @@ async fn pass(
             root_host: record.spec.effective_root_host().unwrap_or_default(),
             published: desired,
         };
-        if publish(&entry, previous.as_deref()).await {
+        let published = publish(&entry, previous.as_deref()).await;
+        embedded.mirror_behind(&key, !published);
+        if published {
             mirrored.insert(key, entry);
         }
     }
@@ -214,7 +216,9 @@ async fn pass(
             published: Vec::new(),
             ..entry
         };
-        if !publish(&withdrawn, Some(&previous)).await {
+        let published = publish(&withdrawn, Some(&previous)).await;
+        embedded.mirror_behind(&key, !published);
+        if !published {
             // Try again at the next pass.
             mirrored.insert(
                 key,

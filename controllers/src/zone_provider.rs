@@ -44,6 +44,9 @@ pub struct EmbeddedZones {
     zones: Mutex<BTreeMap<String, ServedZone>>,
     /// Per zone, the version the nameserver serves; held while a build runs.
     served_versions: tokio::sync::Mutex<BTreeMap<String, u64>>,
+    /// On a server that mirrors the zones (a standby, an agent): the DNSRecords whose
+    /// published endpoints it does not serve yet, and since when (see [`Self::mirror_behind`]).
+    mirror_behind: Mutex<BTreeMap<String, std::time::Instant>>,
 }
 
 #[derive(Debug)]
@@ -65,6 +68,8 @@ struct ServedZone {
     stamp: Option<SerialStamp>,
     /// The serial served and the digest of its content, once built.
     served: Option<SerialStamp>,
+    /// The version of `records` the nameserver serves.
+    built: u64,
 }
 
 impl ServedZone {
@@ -79,6 +84,7 @@ impl ServedZone {
             numbering: Numbering::Leads,
             stamp: None,
             served: None,
+            built: 0,
         }
     }
 
@@ -126,6 +132,7 @@ impl EmbeddedZones {
             default_name_servers,
             zones: Mutex::new(BTreeMap::new()),
             served_versions: tokio::sync::Mutex::new(BTreeMap::new()),
+            mirror_behind: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -217,6 +224,112 @@ impl EmbeddedZones {
         was_served
     }
 
+    /// Says whether this server serves what the DNSRecord `record` (a key) says is published:
+    /// `false` from the first pass that could not serve it until one could. The leader serves
+    /// a record's endpoints before its status says so; a server mirroring the zones follows
+    /// the status, and this is what it has not caught up with.
+    pub fn mirror_behind(&self, record: &str, behind: bool) {
+        let mut records = self.mirror_behind.lock().expect("mirror lock");
+        if behind {
+            records
+                .entry(record.to_string())
+                .or_insert_with(std::time::Instant::now);
+        } else {
+            records.remove(record);
+        }
+    }
+
+    /// What this server serves, as Prometheus gauges: per embedded zone the serial served, the
+    /// serial the leading replica says it serves (the zone's status, as last read here) and
+    /// whether the content is the same, and changes made to the zone not served yet; on a
+    /// server that mirrors the zones, the DNSRecords whose published endpoints it does not
+    /// serve yet and how long the oldest has waited.
+    pub fn render_metrics(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let zones = self.zones.lock().expect("zones lock");
+        let served: Vec<(&String, &ServedZone)> = zones
+            .iter()
+            .filter(|(_, zone)| zone.configured && !zone.withheld)
+            .collect();
+        let gauge = |out: &mut String, name: &str, help: &str| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        };
+        gauge(
+            &mut out,
+            "meridian_zone_served_serial",
+            "The SOA serial this server answers with, per embedded zone.",
+        );
+        for (apex, zone) in &served {
+            if let Some(stamp) = &zone.served {
+                let _ = writeln!(
+                    out,
+                    "meridian_zone_served_serial{{zone=\"{apex}\"}} {}",
+                    stamp.serial
+                );
+            }
+        }
+        gauge(
+            &mut out,
+            "meridian_zone_leader_serial",
+            "The serial the leading hub replica says it serves (the ManagedZone's status.serial), as this server last read it.",
+        );
+        gauge(
+            &mut out,
+            "meridian_zone_serves_leader_content",
+            "1 when this server serves the content the leading replica's status names (the same digest), else 0: behind it, or ahead of a status not yet written.",
+        );
+        for (apex, zone) in &served {
+            if let Some(stamp) = &zone.stamp {
+                let same = zone
+                    .served
+                    .as_ref()
+                    .is_some_and(|s| s.digest == stamp.digest);
+                let _ = writeln!(
+                    out,
+                    "meridian_zone_leader_serial{{zone=\"{apex}\"}} {}",
+                    stamp.serial
+                );
+                let _ = writeln!(
+                    out,
+                    "meridian_zone_serves_leader_content{{zone=\"{apex}\"}} {}",
+                    u8::from(same)
+                );
+            }
+        }
+        gauge(
+            &mut out,
+            "meridian_zone_unserved_changes",
+            "Changes made to an embedded zone's records here that the nameserver does not serve yet (a build is due or running).",
+        );
+        for (apex, zone) in &served {
+            let _ = writeln!(
+                out,
+                "meridian_zone_unserved_changes{{zone=\"{apex}\"}} {}",
+                zone.version.saturating_sub(zone.built)
+            );
+        }
+        drop(zones);
+        let behind = self.mirror_behind.lock().expect("mirror lock");
+        gauge(
+            &mut out,
+            "meridian_mirror_records_behind",
+            "DNSRecords whose published endpoints (status) this server does not serve yet; a standby replica or an agent retries them every pass.",
+        );
+        let _ = writeln!(out, "meridian_mirror_records_behind {}", behind.len());
+        gauge(
+            &mut out,
+            "meridian_mirror_behind_seconds",
+            "How long the oldest DNSRecord this server does not serve yet has waited (0 when none).",
+        );
+        let oldest = behind
+            .values()
+            .map(|since| since.elapsed().as_secs_f64())
+            .fold(0.0, f64::max);
+        let _ = writeln!(out, "meridian_mirror_behind_seconds {oldest:.3}");
+        out
+    }
+
     /// Returns once the nameserver serves version `version` of the zone at `apex` or a later
     /// one, building it unless a build since has.
     async fn serve_at_least(&self, apex: &str, version: u64) {
@@ -253,8 +366,22 @@ impl EmbeddedZones {
             let previous = previous.zip(served.as_ref().map(|s| s.digest.as_str()));
             choose_serial(previous, &digest, stamp.as_ref(), numbering, now)
         });
-        if let Some(zone) = self.zones.lock().expect("zones lock").get_mut(apex) {
-            zone.served = Some(SerialStamp { serial, digest });
+        let withheld_meanwhile = {
+            let mut zones = self.zones.lock().expect("zones lock");
+            match zones.get_mut(apex) {
+                Some(zone) if zone.withheld => true,
+                Some(zone) => {
+                    zone.served = Some(SerialStamp { serial, digest });
+                    zone.built = zone.built.max(latest);
+                    false
+                }
+                None => false,
+            }
+        };
+        if withheld_meanwhile {
+            // `withhold` ran while this build did: what it stopped serving stays stopped, not
+            // put back by a build of the records as they were.
+            self.server.withdraw(apex);
         }
         served_versions.insert(apex.to_string(), latest);
     }
@@ -717,6 +844,68 @@ mod tests {
         assert_eq!(
             tokio::task::spawn_blocking(asked).await.unwrap(),
             [Ipv4Addr::new(10, 0, 0, 1)]
+        );
+    }
+
+    #[tokio::test]
+    async fn metrics_say_whether_a_follower_serves_the_leaders_content_and_what_it_is_behind() {
+        let (leader, follower) = (embedded_zones().await, embedded_zones().await);
+        let apex = "example.com";
+        for zones in [&leader, &follower] {
+            zones
+                .ensure_served(&managed_zone(None), None, Numbering::Leads)
+                .await;
+        }
+        EmbeddedZones::zone(&leader, apex)
+            .apply(apex, &creating(1))
+            .await
+            .expect("applied");
+        let stamp = leader.served_stamp(apex).expect("served");
+        let metric = |zones: &EmbeddedZones, name: &str| {
+            zones
+                .render_metrics()
+                .lines()
+                .find_map(|line| line.strip_prefix(name).map(str::to_string))
+        };
+        // The leader's word names content the follower has not got yet.
+        follower
+            .ensure_served(&managed_zone(Some(stamp.clone())), None, Numbering::Follows)
+            .await;
+        let serves = r#"meridian_zone_serves_leader_content{zone="example.com"} "#;
+        assert_eq!(metric(&follower, serves).as_deref(), Some("0"));
+        follower.mirror_behind("DNSRecord/team/api", true);
+        assert_eq!(
+            metric(&follower, "meridian_mirror_records_behind ").as_deref(),
+            Some("1")
+        );
+        // Caught up: the same records, the leader's serial, nothing behind.
+        EmbeddedZones::zone(&follower, apex)
+            .apply(apex, &creating(1))
+            .await
+            .expect("applied");
+        follower.mirror_behind("DNSRecord/team/api", false);
+        follower
+            .ensure_served(&managed_zone(Some(stamp.clone())), None, Numbering::Follows)
+            .await;
+        assert_eq!(metric(&follower, serves).as_deref(), Some("1"));
+        assert_eq!(
+            metric(
+                &follower,
+                r#"meridian_zone_served_serial{zone="example.com"} "#
+            ),
+            Some(stamp.serial.to_string())
+        );
+        assert_eq!(
+            metric(&follower, "meridian_mirror_records_behind ").as_deref(),
+            Some("0")
+        );
+        assert_eq!(
+            metric(
+                &follower,
+                r#"meridian_zone_unserved_changes{zone="example.com"} "#
+            )
+            .as_deref(),
+            Some("0")
         );
     }
 

@@ -29,6 +29,7 @@ mod pki;
 mod ports;
 mod process;
 pub mod release;
+pub mod synthetic;
 pub mod traffic;
 mod wait;
 

@@ -10,6 +10,7 @@
 //! Needs `make images` (the Makefile's `test` runs it first).
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -25,8 +26,11 @@ use meridian_e2e::example::{
     with_example_spokes,
 };
 use meridian_e2e::release::{
-    RELEASE, RELEASE_NAMESPACE, answers_become, chart, dig_service, install_release, run_helm,
-    wait_for_agent_pod, wait_for_hub_pods,
+    AGENT_NAMESPACE, RELEASE, RELEASE_NAMESPACE, answers_become, chart, dig_service, dns_endpoints,
+    install_release, run_helm, wait_for_agent_pod, wait_for_hub_pods,
+};
+use meridian_e2e::synthetic::{
+    ChangeRun, Strategy, SyntheticFleet, change_address, heartbeat, wait_answering, write_fleet,
 };
 use meridian_e2e::traffic::ExampleGateways;
 use meridian_e2e::{
@@ -68,7 +72,17 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
 
     // helm install: the images `make images` built, already on every node.
     let installed = Instant::now();
-    install_release(&fleet, &hub_image, &["hub.withdrawalGraceSeconds=5"]).await?;
+    // The agents answer DNS too (on their pods' addresses), as a zone spanning the spokes has
+    // them do.
+    install_release(
+        &fleet,
+        &hub_image,
+        &[
+            "hub.withdrawalGraceSeconds=5",
+            "dns.agentListen=0.0.0.0:5353",
+        ],
+    )
+    .await?;
     let hub_pods = wait_for_hub_pods(&hub, hub_image.tag()).await?;
     println!("hub pods running: {hub_pods:?}");
     let holder = lease_holder(&hub).await?;
@@ -127,6 +141,8 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
     assert_eq!(seen.keys().cloned().collect::<Vec<_>>(), ie_group);
     assert!(seen[&ie] > seen[&eu], "120 : 30 shows: {seen:?}");
     println!("Ireland, 60 queries: {seen:?}");
+
+    address_changes_reach_every_server(&fleet).await?;
 
     // helm upgrade to a new tag of the same images (as a re-tagged release would be), while a
     // client keeps asking from Ireland.
@@ -278,6 +294,175 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
         .and_then(|s| s.holder_identity);
     assert_eq!(holder.as_deref(), Some("meridian-uninstall"));
     Ok(())
+}
+
+/// A synthetic fleet beside the example's (clusters, reports, heartbeats, Gateways and
+/// loadbalanced policies, as OCM, agents and admins write them) in the signed example zone;
+/// then one cluster's gateway address changes five times in a row, alone and then while other
+/// clusters' addresses change in the same moments. Each server of the zone, asked directly
+/// (each hub replica, each agent), answers every new address once the record's status says it
+/// is published: what a server answers never lags what status says by more than the time one
+/// publication takes to reach it. The synthetic fleet is gone again afterwards.
+async fn address_changes_reach_every_server(fleet: &Fleet) -> Result<(), Error> {
+    let hub = fleet.hub.client();
+    let synthetic = SyntheticFleet {
+        clusters: 15,
+        gateways: 15,
+        strategy: Strategy::LoadBalanced,
+        first_cluster: 100,
+    };
+    write_fleet(&hub, &synthetic, true).await?;
+    let heartbeats = heartbeat(hub.clone(), synthetic.clone(), Duration::from_secs(10));
+    let mut servers: Vec<(String, SocketAddr)> = dns_endpoints(&hub)
+        .await?
+        .into_iter()
+        .map(|address| (format!("hub replica {}", address.ip()), address))
+        .collect();
+    assert_eq!(servers.len(), 2, "both hub replicas serve: {servers:?}");
+    for (spoke, _, _, _) in SPOKES {
+        let pods: Api<Pod> = Api::namespaced(fleet.spoke(spoke).client(), AGENT_NAMESPACE);
+        let list = pods
+            .list(&ListParams::default().labels("app=meridian-agent"))
+            .await?;
+        let address = list
+            .items
+            .iter()
+            .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+            .find_map(|pod| pod.status.as_ref()?.pod_ip.as_ref()?.parse().ok())
+            .expect("the agent pod has an address");
+        servers.push((format!("{spoke}'s agent"), SocketAddr::new(address, 5353)));
+    }
+    let addresses: Vec<SocketAddr> = servers.iter().map(|(_, address)| *address).collect();
+    for (name, address) in &servers {
+        let asked = Instant::now();
+        wait_answering(&synthetic, *address, DEFAULT_PATIENCE).await?;
+        println!(
+            "{name} answers the synthetic fleet's {} hosts ({:.1} s)",
+            synthetic.gateways,
+            asked.elapsed().as_secs_f64()
+        );
+    }
+    let mut overrides = BTreeMap::new();
+    let j = 3;
+    let i = synthetic.placed(j)[0];
+    for (round, churn) in [(1u8, None), (2u8, Some((2u8, 6usize)))] {
+        let new: Vec<String> = (1..=5).map(|k| format!("10.99.{round}.{k}")).collect();
+        let run = ChangeRun {
+            cluster: i,
+            gateway: j,
+            addresses: new,
+            churn,
+        };
+        let changes = change_address(
+            &hub,
+            &synthetic,
+            &run,
+            &addresses,
+            &mut overrides,
+            DEFAULT_PATIENCE,
+        )
+        .await?;
+        let what = if churn.is_some() {
+            "with six other addresses changing"
+        } else {
+            "alone"
+        };
+        for (index, (name, _)) in servers.iter().enumerate() {
+            let each: Vec<String> = changes
+                .iter()
+                .map(|change| match change.after_status()[index] {
+                    Some(after) => format!("{}ms", after.as_millis()),
+                    None => format!("never (answered {:?})", change.last_answer[index]),
+                })
+                .collect();
+            println!(
+                "{what}: {name} answered each change after status said it: {}",
+                each.join(" ")
+            );
+        }
+        for change in &changes {
+            assert!(
+                change.published.is_some(),
+                "status says {} is published",
+                change.address
+            );
+            for (index, (name, _)) in servers.iter().enumerate() {
+                assert!(
+                    change.answered[index].is_some(),
+                    "{name} answers {} at {} ({what}); it answers {:?}",
+                    change.address,
+                    change.name,
+                    change.last_answer[index]
+                );
+            }
+        }
+    }
+    // What each replica says of itself: nothing behind the records' status, and, once the
+    // leader's status write has followed the last change, the leader's content.
+    for (name, address) in servers.iter().take(2) {
+        let health = SocketAddr::new(address.ip(), 8080);
+        eventually(
+            &format!("{name} says it serves the leader's content"),
+            DEFAULT_PATIENCE,
+            || async move {
+                let metrics = meridian_e2e::observe::scrape(health).await?;
+                let says = |line: &str| metrics.lines().any(|l| l == line);
+                Ok((says("meridian_mirror_records_behind 0")
+                    && says(r#"meridian_zone_serves_leader_content{zone="example.com"} 1"#)
+                    && says(r#"meridian_zone_unserved_changes{zone="example.com"} 0"#))
+                .then_some(()))
+            },
+        )
+        .await?;
+    }
+    heartbeats.abort();
+    remove_fleet(&hub, &synthetic).await
+}
+
+/// Deletes what [`write_fleet`] wrote of `synthetic` but the namespace and zone it shares with
+/// the example, and waits until its records are withdrawn.
+async fn remove_fleet(hub: &Client, synthetic: &SyntheticFleet) -> Result<(), Error> {
+    let clusters = Api::<DynamicObject>::all_with(hub.clone(), &OcmDynamicApis::managed_cluster());
+    let policies: Api<DNSPolicy> = Api::namespaced(hub.clone(), NAMESPACE);
+    let gateways: Api<Gateway> = Api::namespaced(hub.clone(), NAMESPACE);
+    for j in 0..synthetic.gateways {
+        policies
+            .delete(&synthetic.gateway(j), &DeleteParams::default())
+            .await?;
+        gateways
+            .delete(&synthetic.gateway(j), &DeleteParams::default())
+            .await?;
+    }
+    for i in 0..synthetic.clusters {
+        clusters
+            .delete(&synthetic.cluster(i), &DeleteParams::default())
+            .await?;
+    }
+    let records: Api<DNSRecord> = Api::namespaced(hub.clone(), NAMESPACE);
+    eventually(
+        "the synthetic fleet's records are gone",
+        DEFAULT_PATIENCE,
+        || {
+            let records = records.clone();
+            async move {
+                let left = records
+                    .list(&ListParams::default())
+                    .await?
+                    .items
+                    .iter()
+                    .filter(|record| {
+                        record
+                            .metadata
+                            .name
+                            .as_deref()
+                            .is_some_and(|n| n.starts_with("gw-"))
+                    })
+                    .count();
+                Ok((left == 0).then_some(()))
+            }
+        },
+    )
+    .await
 }
 
 async fn lease_holder(hub: &Client) -> Result<String, Error> {

@@ -4,7 +4,7 @@
 //! the nameserver's own walk over what is published (`meridian_nameserver::explain`), and the
 //! why of each leaf is `meridian_controllers::insight`.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,6 +58,17 @@ pub struct ExplainArgs {
     #[arg(long, default_value_t = 120)]
     pub cluster_heartbeat_timeout_seconds: u64,
 
+    /// Also ask each of these DNS servers (ADDRESS:PORT, comma-separated: hub replicas,
+    /// agents serving DNS, secondaries) directly what it answers the client now and which
+    /// serial it serves, beside what the leading replica's status says it serves.
+    #[arg(long, value_delimiter = ',')]
+    pub servers: Vec<SocketAddr>,
+
+    /// Also ask every ready endpoint of this DNS Service (NAMESPACE/NAME, e.g.
+    /// meridian-system/meridian-dns), as `--servers` does: each hub replica behind it.
+    #[arg(long)]
+    pub dns_service: Option<String>,
+
     #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
     pub output: ExplainFormat,
 }
@@ -98,7 +109,218 @@ pub struct Report {
     pub answer: Explanation,
     /// Every record at or above the host: its leaves' verdicts, clusters, held plans.
     pub records: Vec<HostView>,
+    /// What each server asked directly answers (`--servers`, `--dns-service`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub servers: Vec<ServerAnswer>,
     pub notes: Vec<String>,
+}
+
+/// What one server of the zone answers the client now, asked directly.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerAnswer {
+    pub server: SocketAddr,
+    /// The addresses it answered, sorted (none: no answer, or no address).
+    pub answers: Vec<String>,
+    /// The SOA serial it serves for the zone (none: it does not serve the zone, or did not
+    /// answer).
+    pub serial: Option<u32>,
+    /// How that compares with what the leading replica's status says it serves.
+    pub verdict: String,
+}
+
+/// How a server's answer compares with what is published (pure): its serial against the one
+/// the leading replica wrote to the zone's status (`leader`), and its addresses against those
+/// the published records can give the client (`publishable`).
+pub fn judge_server(
+    serial: Option<u32>,
+    leader: Option<u32>,
+    answers: &[String],
+    publishable: &[&str],
+) -> String {
+    let mut verdict = match (serial, leader) {
+        (None, _) => "does not serve the zone (no SOA answer)".to_string(),
+        (Some(serial), None) => format!("serial {serial}; the zone's status names no serial yet"),
+        (Some(serial), Some(leader)) if serial == leader => {
+            format!("serial {serial}, the leader's")
+        }
+        (Some(serial), Some(leader)) if meridian_nameserver::serial_newer(serial, leader) => {
+            format!(
+                "serial {serial}, ahead of the leader's status ({leader}): a change its status has not caught up with yet"
+            )
+        }
+        (Some(serial), Some(leader)) => format!(
+            "serial {serial}, BEHIND the leader's {leader}: it serves an older zone than the leader"
+        ),
+    };
+    let strange: Vec<&str> = answers
+        .iter()
+        .map(String::as_str)
+        .filter(|answer| !publishable.contains(answer))
+        .collect();
+    if !strange.is_empty() {
+        verdict.push_str(&format!(
+            "; answers {} which the published records do not give this client",
+            strange.join(", ")
+        ));
+    }
+    verdict
+}
+
+/// Asks `server` for `host` (as the client: its address as EDNS Client Subnet) and for the
+/// SOA of `apex`; the addresses answered and the serial.
+fn ask_server(
+    server: SocketAddr,
+    host: &str,
+    record_type: RecordType,
+    apex: &str,
+    client: Option<IpAddr>,
+) -> (Vec<String>, Option<u32>) {
+    use hickory_proto::op::{Edns, Message, Query};
+    use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsOption};
+    use hickory_proto::rr::{Name, RData, RecordType as WireType};
+    let ask = |name: &str, qtype: WireType| -> Option<Message> {
+        let mut query = Message::query();
+        query.metadata.id = rand::random();
+        query.add_query(Query::query(
+            Name::from_ascii(format!("{name}.")).ok()?,
+            qtype,
+        ));
+        if let Some(address) = client {
+            let prefix = if address.is_ipv4() { 24 } else { 56 };
+            let mut edns = Edns::new();
+            edns.options_mut()
+                .insert(EdnsOption::Subnet(ClientSubnet::new(address, prefix, 0)));
+            query.set_edns(edns);
+        }
+        let bind = if server.is_ipv4() {
+            "0.0.0.0:0"
+        } else {
+            "[::]:0"
+        };
+        let socket = std::net::UdpSocket::bind(bind).ok()?;
+        socket.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        socket.send_to(&query.to_vec().ok()?, server).ok()?;
+        let mut buffer = [0u8; 4096];
+        let n = socket.recv(&mut buffer).ok()?;
+        Message::from_vec(&buffer[..n]).ok()
+    };
+    let qtype = if record_type == RecordType::Aaaa {
+        WireType::AAAA
+    } else {
+        WireType::A
+    };
+    let mut answers: Vec<String> = ask(host, qtype)
+        .map(|response| {
+            response
+                .answers
+                .iter()
+                .filter_map(|record| match &record.data {
+                    RData::A(a) => Some(a.0.to_string()),
+                    RData::AAAA(a) => Some(a.0.to_string()),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    answers.sort();
+    let serial = ask(apex, WireType::SOA).and_then(|response| {
+        response
+            .answers
+            .iter()
+            .find_map(|record| match &record.data {
+                RData::SOA(soa) => Some(soa.serial),
+                _ => None,
+            })
+    });
+    (answers, serial)
+}
+
+/// Every ready endpoint of the DNS Service `namespace/name` (its UDP port named `dns-udp`, as
+/// the chart names it, else its first UDP port).
+async fn service_endpoints(
+    client: &kube::Client,
+    service: &str,
+) -> anyhow::Result<Vec<SocketAddr>> {
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    let (namespace, name) = service
+        .split_once('/')
+        .ok_or_else(|| anyhow::anyhow!("--dns-service {service}: expected NAMESPACE/NAME"))?;
+    let slices: kube::Api<EndpointSlice> = kube::Api::namespaced(client.clone(), namespace);
+    let list = slices
+        .list(
+            &kube::api::ListParams::default().labels(&format!("kubernetes.io/service-name={name}")),
+        )
+        .await?;
+    let mut endpoints = Vec::new();
+    for slice in list.items {
+        let ports = slice.ports.unwrap_or_default();
+        let port = ports
+            .iter()
+            .find(|p| p.name.as_deref() == Some("dns-udp"))
+            .or_else(|| ports.iter().find(|p| p.protocol.as_deref() == Some("UDP")))
+            .and_then(|p| p.port);
+        let Some(port) = port.and_then(|p| u16::try_from(p).ok()) else {
+            continue;
+        };
+        for endpoint in slice.endpoints.iter().flatten() {
+            if endpoint.conditions.as_ref().and_then(|c| c.ready) != Some(true) {
+                continue;
+            }
+            endpoints.extend(
+                endpoint
+                    .addresses
+                    .iter()
+                    .filter_map(|a| a.parse::<IpAddr>().ok())
+                    .map(|ip| SocketAddr::new(ip, port)),
+            );
+        }
+    }
+    anyhow::ensure!(
+        !endpoints.is_empty(),
+        "--dns-service {service}: no ready endpoint"
+    );
+    Ok(endpoints)
+}
+
+/// Asks each of `servers` what it answers the client for the report's host, and judges it
+/// against the leading replica's serial in the zone's status.
+fn ask_servers(
+    report: &mut Report,
+    snapshot: &FleetSnapshot,
+    host: &str,
+    record_type: RecordType,
+    servers: &[SocketAddr],
+) {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    let zone = snapshot
+        .zones
+        .iter()
+        .filter(|zone| {
+            meridian_dns::model::is_at_or_below(&host, zone.spec.domain_name.trim_end_matches('.'))
+        })
+        .max_by_key(|zone| zone.spec.domain_name.len());
+    let Some(zone) = zone else {
+        return;
+    };
+    let apex = zone
+        .spec
+        .domain_name
+        .trim_end_matches('.')
+        .to_ascii_lowercase();
+    let leader = zone.status.as_ref().and_then(|status| status.serial);
+    let publishable: Vec<&str> = report.answer.answers.keys().map(String::as_str).collect();
+    for server in servers {
+        let (answers, serial) =
+            ask_server(*server, &host, record_type, &apex, report.client.address);
+        let verdict = judge_server(serial, leader, &answers, &publishable);
+        report.servers.push(ServerAnswer {
+            server: *server,
+            answers,
+            serial,
+            verdict,
+        });
+    }
 }
 
 /// The client as the nameserver would see it: located by `geo` from an address or subnet, or
@@ -212,6 +434,7 @@ pub fn explain_snapshot(
         client,
         answer,
         records,
+        servers: Vec::new(),
         notes,
     })
 }
@@ -310,6 +533,20 @@ pub fn render(report: &Report, format: ExplainFormat) -> anyhow::Result<String> 
     for record in &report.records {
         out.push_str(&record.render_text());
     }
+    if !report.servers.is_empty() {
+        out.push_str("what each server answers now, asked directly:\n");
+        for server in &report.servers {
+            let answers = if server.answers.is_empty() {
+                "no address".to_string()
+            } else {
+                server.answers.join(", ")
+            };
+            out.push_str(&format!(
+                "  {}  {answers}  ({})\n",
+                server.server, server.verdict
+            ));
+        }
+    }
     for note in &report.notes {
         out.push_str(&format!("note: {note}\n"));
     }
@@ -326,6 +563,7 @@ pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
         geo.as_ref(),
     )?;
     let record_type = RecordType::parse(&args.record_type).expect("clap allows A and AAAA");
+    let mut servers = args.servers.clone();
     let snapshot = match &args.file {
         Some(path) => scenario_snapshot(path)?,
         None => {
@@ -336,6 +574,9 @@ pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
             runtime.block_on(async {
                 let config = crate::run_command::client_config(args.kubeconfig.as_ref()).await?;
                 let client = kube::Client::try_from(config)?;
+                if let Some(service) = &args.dns_service {
+                    servers.extend(service_endpoints(&client, service).await?);
+                }
                 anyhow::Ok(
                     FleetSnapshot::list(
                         &client,
@@ -346,7 +587,8 @@ pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
             })?
         }
     };
-    let report = explain_snapshot(&snapshot, &args.host, record_type, client, notes)?;
+    let mut report = explain_snapshot(&snapshot, &args.host, record_type, client, notes)?;
+    ask_servers(&mut report, &snapshot, &args.host, record_type, &servers);
     print!("{}", render(&report, args.output)?);
     Ok(())
 }
@@ -361,6 +603,134 @@ mod tests {
         let path =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/plan-examples/geo.yaml");
         scenario_snapshot(&path).expect("the documented scenario")
+    }
+
+    #[test]
+    fn each_server_is_judged_against_the_leaders_serial_and_the_published_answers() {
+        let published = ["10.0.0.1", "10.0.0.2"];
+        let addresses = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // (serial, leader's, answers, verdict)
+        type Case = (Option<u32>, Option<u32>, Vec<String>, &'static str);
+        let cases: [Case; 6] = [
+            (
+                Some(7),
+                Some(7),
+                addresses(&["10.0.0.1"]),
+                "serial 7, the leader's",
+            ),
+            (
+                Some(8),
+                Some(7),
+                addresses(&["10.0.0.2"]),
+                "serial 8, ahead of the leader's status (7): a change its status has not caught up with yet",
+            ),
+            (
+                Some(6),
+                Some(7),
+                addresses(&["10.0.0.9"]),
+                "serial 6, BEHIND the leader's 7: it serves an older zone than the leader; answers 10.0.0.9 which the published records do not give this client",
+            ),
+            // Serials wrap (RFC 1982): 1 is after 4294967295.
+            (
+                Some(1),
+                Some(u32::MAX),
+                addresses(&["10.0.0.1"]),
+                "serial 1, ahead of the leader's status (4294967295): a change its status has not caught up with yet",
+            ),
+            (
+                Some(3),
+                None,
+                addresses(&[]),
+                "serial 3; the zone's status names no serial yet",
+            ),
+            (
+                None,
+                Some(7),
+                addresses(&[]),
+                "does not serve the zone (no SOA answer)",
+            ),
+        ];
+        for (serial, leader, answers, verdict) in cases {
+            assert_eq!(
+                judge_server(serial, leader, &answers, &published),
+                verdict,
+                "{serial:?} / {leader:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_server_is_asked_as_the_client_for_its_answer_and_serial() {
+        use meridian_dns::model::Endpoint;
+        use meridian_nameserver::{NameServer, ServerConfig, ZoneConfig};
+        let dir = tempfile::tempdir().unwrap();
+        let geo = dir.path().join("country.mmdb");
+        std::fs::write(
+            &geo,
+            meridian_testkit::geo_db::write_database(&[
+                ("192.0.2.0/24".parse().unwrap(), "IE", "EU"),
+                ("198.51.100.0/24".parse().unwrap(), "US", "NA"),
+            ]),
+        )
+        .unwrap();
+        let server = NameServer::start(
+            "127.0.0.1:0".parse().unwrap(),
+            ServerConfig {
+                geo: Some(GeoDb::open(&geo).unwrap()),
+                ..ServerConfig::default()
+            },
+        )
+        .await
+        .unwrap();
+        let geo_a = |code: &str, address: &str| {
+            Endpoint::new("api.example.com", RecordType::A, [address.to_string()], 60)
+                .with_set_identifier(code)
+                .with_property(meridian_dns::model::GEO_CODE, code)
+        };
+        server.publish_numbered(
+            ZoneConfig::new("example.com"),
+            [geo_a("IE", "10.0.0.1"), geo_a("*", "10.0.0.2")],
+            |_| 41,
+        );
+        let address = server.local_addr();
+        let asked = tokio::task::spawn_blocking(move || {
+            [
+                ask_server(
+                    address,
+                    "api.example.com",
+                    RecordType::A,
+                    "example.com",
+                    Some("192.0.2.7".parse().unwrap()),
+                ),
+                ask_server(
+                    address,
+                    "api.example.com",
+                    RecordType::A,
+                    "example.com",
+                    Some("198.51.100.7".parse().unwrap()),
+                ),
+                ask_server(
+                    address,
+                    "api.example.org",
+                    RecordType::A,
+                    "example.org",
+                    None,
+                ),
+            ]
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            asked[0],
+            (vec!["10.0.0.1".to_string()], Some(41)),
+            "from Ireland"
+        );
+        assert_eq!(
+            asked[1],
+            (vec!["10.0.0.2".to_string()], Some(41)),
+            "from the US: the catch-all"
+        );
+        assert_eq!(asked[2], (Vec::new(), None), "a zone it does not serve");
     }
 
     fn located(country: &str, continent: &str) -> Client {

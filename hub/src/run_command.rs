@@ -639,6 +639,7 @@ fn metrics(ctx: &Context) -> String {
     ));
     if let Some(embedded) = ctx.providers.embedded_zones() {
         metrics.push_str(&embedded.server().stats().render());
+        metrics.push_str(&embedded.render_metrics());
     }
     metrics
 }

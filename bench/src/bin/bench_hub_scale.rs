@@ -13,14 +13,20 @@
 //! - the hub's API requests per second by verb over the steady window (its own leader Lease
 //!   apart), with the synthetic agents heartbeating;
 //! - reconciles per second by controller, the hub's CPU (cores) and peak RSS;
-//! - p50/p99 of one cluster's gateway address change until the nameserver answers it.
+//! - p50/p99 of one cluster's gateway address change until each server of the zone answers
+//!   it: the leading replica, a standby replica (a second `meridian-hub run`, started once the
+//!   leader has converged) and an agent serving DNS (the agent's DNS path, in this process),
+//!   each asked directly; and how long after the record's `status.endpoints` said so.
+//!
+//! `--dnssec` signs the zone (the standby signs with the same keys; the agent gets no copy of
+//! them here, so it is not asked then).
 //!
 //! `--baseline-hub PATH` runs the same with another build (the code before a change) and
 //! prints the ratios: absolute figures on a shared two-core machine are noise, ratios are not.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -28,27 +34,24 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Parser;
-use futures::{StreamExt, TryStreamExt};
-use hickory_proto::op::{Message, Query};
-use hickory_proto::rr::{Name, RData, RecordType};
+use futures::StreamExt;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
-use meridian_api::kuadrant::{DNSPolicy, ManagedZone};
+use meridian_api::kuadrant::DNSPolicy;
 use meridian_api::meridian::ClusterReport;
-use meridian_api::upstream::{Gateway, ManagedCluster, ManifestWork, PlacementDecision};
+use meridian_api::upstream::ManifestWork;
+use meridian_e2e::synthetic::{
+    CLUSTERS_PER_GATEWAY, ChangeRun, Strategy, SyntheticFleet, change_address, lease, query_a,
+    wait_answering, write_fleet,
+};
 use meridian_e2e::{ControlPlane, TestBedAssets, install_crds, load_crds};
 use serde_json::{Value, json};
 
-const NAMESPACE: &str = "gateways";
-const ZONE: &str = "example.com";
-const CLUSTERS_PER_GATEWAY: usize = 5;
 const HUB_ACCOUNT: &str = "meridian-hub";
-const WRITES_AT_ONCE: usize = 16;
 /// How long one address change may take to be answered before it counts as unanswered.
 const CHANGE_PATIENCE: Duration = Duration::from_secs(120);
 /// After this many unanswered changes a hub is not timed further (each costs the patience).
@@ -90,6 +93,13 @@ struct Args {
     /// Address changes to time.
     #[arg(long, default_value_t = 20)]
     changes: usize,
+    /// Each DNSPolicy's routing strategy: `simple` (one A record per host), or `loadbalanced`
+    /// (GEO by the clusters' geo labels, IE by default, and weights: a leaf per cluster).
+    #[arg(long, default_value = "simple", value_parser = ["simple", "loadbalanced"])]
+    strategy: String,
+    /// Sign the zone (DNSSEC), as `make demo` does.
+    #[arg(long)]
+    dnssec: bool,
     /// Longest wait for convergence, in seconds.
     #[arg(long, default_value_t = 1800)]
     converge_timeout_seconds: u64,
@@ -159,9 +169,13 @@ async fn bench(args: Args) -> anyhow::Result<()> {
             format!("resync every {s} s")
         });
     println!(
-        "hub scale: each Gateway placed on {CLUSTERS_PER_GATEWAY} clusters, one DNSPolicy each (simple), \
-         agents heartbeating every {} s, {} s of steady state, {} address changes, {resync}",
-        args.heartbeat_seconds, args.steady_seconds, args.changes
+        "hub scale: each Gateway placed on {CLUSTERS_PER_GATEWAY} clusters, one DNSPolicy each ({}), \
+         agents heartbeating every {} s, {} s of steady state, {} address changes, {resync}{}",
+        args.strategy,
+        args.heartbeat_seconds,
+        args.steady_seconds,
+        args.changes,
+        if args.dnssec { ", the zone signed" } else { "" }
     );
     for size in &args.sizes {
         let mut measured = Vec::new();
@@ -205,12 +219,25 @@ struct Figures {
     reconciles_per_second: BTreeMap<String, f64>,
     cores: f64,
     peak_rss_mib: f64,
+    /// Per change, the slowest server.
     change_p50: f64,
     change_p99: f64,
-    /// Changes the nameserver had not answered after [`CHANGE_PATIENCE`].
+    /// Per server: p50 and p99 from the change, the most after status said it was published,
+    /// and how many changes it had not answered after [`CHANGE_PATIENCE`].
+    servers: Vec<ServerFigures>,
+    /// Changes some server had not answered after [`CHANGE_PATIENCE`].
     changes_unanswered: usize,
     /// Changes timed (fewer than asked once [`UNANSWERED_LIMIT`] went unanswered).
     changes_timed: usize,
+}
+
+#[derive(Debug, Default)]
+struct ServerFigures {
+    name: &'static str,
+    p50: f64,
+    p99: f64,
+    most_after_status: f64,
+    unanswered: usize,
 }
 
 impl Figures {
@@ -238,7 +265,7 @@ impl Figures {
              steady API requests/s: {:.2} ({}); own Lease {:.2}/s\n  \
              steady reconciles/s: {}\n  \
              hub CPU {:.3} cores, peak RSS {:.0} MiB\n  \
-             address change → answer: p50 {:.3} s, p99 {:.3} s over {} changes ({} not answered within {} s)\n",
+             address change → answer at every server: p50 {:.3} s, p99 {:.3} s over {} changes ({} not answered within {} s)\n{}",
             self.converged_seconds,
             self.placed_seconds,
             self.dns_writes_per_policy.values().sum::<f64>(),
@@ -254,6 +281,13 @@ impl Figures {
             self.changes_timed,
             self.changes_unanswered,
             CHANGE_PATIENCE.as_secs(),
+            self.servers
+                .iter()
+                .map(|server| format!(
+                    "    {}: p50 {:.3} s, p99 {:.3} s; at most {:.3} s after status said published; {} not answered\n",
+                    server.name, server.p50, server.p99, server.most_after_status, server.unanswered
+                ))
+                .collect::<String>(),
         )
     }
 
@@ -281,73 +315,6 @@ impl Figures {
     }
 }
 
-/// Which clusters each Gateway is placed on, and each cluster's address for it.
-struct SyntheticFleet {
-    size: Size,
-}
-
-impl SyntheticFleet {
-    fn cluster(&self, i: usize) -> String {
-        format!("cluster-{i:04}")
-    }
-
-    fn gateway(&self, j: usize) -> String {
-        format!("gw-{j:04}")
-    }
-
-    fn host(&self, j: usize) -> String {
-        format!("{}.{ZONE}", self.gateway(j))
-    }
-
-    /// The clusters Gateway `j` is placed on: 5 consecutive ones, spread over the fleet.
-    fn placed(&self, j: usize) -> Vec<usize> {
-        let start = (j * CLUSTERS_PER_GATEWAY) % self.size.clusters;
-        (0..CLUSTERS_PER_GATEWAY)
-            .map(|k| (start + k) % self.size.clusters)
-            .collect()
-    }
-
-    /// The Gateways placed on cluster `i`.
-    fn gateways_on(&self, i: usize) -> Vec<usize> {
-        (0..self.size.gateways)
-            .filter(|j| self.placed(*j).contains(&i))
-            .collect()
-    }
-
-    fn address(&self, i: usize, j: usize) -> String {
-        format!("10.{}.{}.{}", i / 250, i % 250, j % 250 + 1)
-    }
-
-    fn report(&self, i: usize, overrides: &BTreeMap<usize, String>) -> Value {
-        let gateways: Vec<Value> = self
-            .gateways_on(i)
-            .into_iter()
-            .map(|j| {
-                let address = overrides
-                    .get(&j)
-                    .cloned()
-                    .unwrap_or_else(|| self.address(i, j));
-                json!({
-                    "name": self.gateway(j),
-                    "namespace": format!("kuadrant-{NAMESPACE}"),
-                    "addresses": [{ "type": "IPAddress", "value": address }],
-                    "listeners": [{ "name": "http", "hostname": self.host(j), "attachedRoutes": 1 }],
-                })
-            })
-            .collect();
-        json!({
-            "apiVersion": ClusterReport::api_version(&()),
-            "kind": "ClusterReport",
-            "metadata": { "name": "agent", "namespace": self.cluster(i) },
-            "spec": {
-                "clusterID": format!("id-{i}"),
-                "reportedAt": Timestamp::now().to_string(),
-                "gateways": gateways,
-            },
-        })
-    }
-}
-
 async fn measure(
     assets: &TestBedAssets,
     size: Size,
@@ -361,9 +328,17 @@ async fn measure(
     let mut crds = load_crds(&assets.upstream_crds)?;
     crds.extend(load_crds(&assets.meridian_crds)?);
     install_crds(&client, &crds).await?;
-    let fleet = Arc::new(SyntheticFleet { size });
+    let fleet = Arc::new(SyntheticFleet {
+        clusters: size.clusters,
+        gateways: size.gateways,
+        strategy: match args.strategy.as_str() {
+            "loadbalanced" => Strategy::LoadBalanced,
+            _ => Strategy::Simple,
+        },
+        first_cluster: 0,
+    });
     let started_writing = Instant::now();
-    write_fleet(&client, &fleet).await?;
+    write_fleet(&client, &fleet, args.dnssec).await?;
     eprintln!(
         "   wrote the fleet in {:.1} s",
         started_writing.elapsed().as_secs_f64()
@@ -427,58 +402,143 @@ async fn measure(
         .filter(|(_, rate)| *rate > 0.0)
         .collect();
 
-    // One cluster's gateway address changes; how long until the nameserver answers it.
-    let mut latencies = Vec::new();
-    let mut overrides: BTreeMap<(usize, usize), String> = BTreeMap::new();
-    for change in 0..args.changes {
-        if figures.changes_unanswered >= UNANSWERED_LIMIT {
-            break;
-        }
-        let j = (change * 7919) % size.gateways;
+    // Every server of the zone: the leader, a standby replica, and an agent serving DNS.
+    let standby = HubProcess::start(
+        binary,
+        &kubeconfig,
+        args.hub_resync_seconds,
+        args.hub_log.as_deref(),
+    )?;
+    let agent_dns = std::net::UdpSocket::bind("127.0.0.1:0")?.local_addr()?;
+    let agent = tokio::spawn(meridian_agent::dns::serve(
+        client.clone(),
+        fleet.cluster(0),
+        meridian_agent::dns::ServeDns {
+            listen: agent_dns,
+            geoip: None,
+            name_servers: Vec::new(),
+            rate_limit: None,
+        },
+    ));
+    let mut servers = vec![("leader", hub.nameserver), ("standby", standby.nameserver)];
+    // The agent signs with the copy of the keys the hub delivers to its cluster's namespace,
+    // which needs an agent install this bench does not make.
+    if !args.dnssec {
+        servers.push(("agent", agent_dns));
+    }
+    for (name, server) in &servers {
+        let asked = Instant::now();
+        wait_answering(&fleet, *server, timeout).await?;
+        eprintln!(
+            "   the {name} answers every host ({:.1} s)",
+            asked.elapsed().as_secs_f64()
+        );
+    }
+    let addresses: Vec<SocketAddr> = servers.iter().map(|(_, address)| *address).collect();
+    let mut timed = Vec::new();
+    let mut overrides = BTreeMap::new();
+    // Five changes in a row to one Gateway's address (a load balancer re-provisioned a few
+    // times), then the next Gateway.
+    for run in 0..args.changes.div_ceil(5) {
+        let j = (run * 7919) % size.gateways;
         let i = fleet.placed(j)[0];
-        let address = format!("172.16.{}.{}", change / 250, change % 250 + 1);
-        overrides.insert((i, j), address.clone());
-        let cluster_overrides: BTreeMap<usize, String> = overrides
-            .iter()
-            .filter(|((c, _), _)| *c == i)
-            .map(|((_, g), a)| (*g, a.clone()))
+        let count = (args.changes - run * 5).min(5);
+        let new: Vec<String> = (0..count)
+            .map(|k| format!("172.16.{run}.{}", k + 1))
             .collect();
-        let changed_at = Instant::now();
-        apply(
-            &Api::<ClusterReport>::namespaced(client.clone(), &fleet.cluster(i)),
-            "agent",
-            fleet.report(i, &cluster_overrides),
+        let run = ChangeRun {
+            cluster: i,
+            gateway: j,
+            addresses: new,
+            churn: None,
+        };
+        let changes = change_address(
+            &client,
+            &fleet,
+            &run,
+            &addresses,
+            &mut overrides,
+            CHANGE_PATIENCE,
         )
         .await?;
-        let wanted: Ipv4Addr = address.parse()?;
-        loop {
-            if query_a(hub.nameserver, &fleet.host(j)).contains(&wanted) {
-                break;
+        for change in &changes {
+            let late: Vec<&str> = servers
+                .iter()
+                .zip(&change.answered)
+                .filter(|(_, answered)| answered.is_none())
+                .map(|((name, _), _)| *name)
+                .collect();
+            if !late.is_empty() {
+                eprintln!(
+                    "   {} → {}: not answered by {late:?} within {CHANGE_PATIENCE:?} (status {}); they answered {:?}",
+                    change.name,
+                    change.address,
+                    if change.published.is_some() {
+                        "said published"
+                    } else {
+                        "did not say published"
+                    },
+                    change.last_answer
+                );
             }
-            if changed_at.elapsed() > CHANGE_PATIENCE {
-                // Counted at the limit: the percentiles then say "at least".
-                figures.changes_unanswered += 1;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        latencies.push(changed_at.elapsed().as_secs_f64());
+        timed.extend(changes);
+        if timed
+            .iter()
+            .filter(|c| c.answered.iter().any(Option::is_none))
+            .count()
+            >= UNANSWERED_LIMIT
+        {
+            break;
+        }
     }
-    figures.changes_timed = latencies.len();
-    latencies.sort_by(f64::total_cmp);
-    let percentile = |p: f64| {
-        latencies
-            .get(((latencies.len().max(1) - 1) as f64 * p).round() as usize)
-            .copied()
-            .unwrap_or_default()
-    };
-    figures.change_p50 = percentile(0.5);
-    figures.change_p99 = percentile(0.99);
+    let seconds = |d: Option<Duration>| d.unwrap_or(CHANGE_PATIENCE).as_secs_f64();
+    let mut slowest: Vec<f64> = timed
+        .iter()
+        .map(|c| c.answered.iter().map(|a| seconds(*a)).fold(0.0, f64::max))
+        .collect();
+    slowest.sort_by(f64::total_cmp);
+    figures.changes_timed = timed.len();
+    figures.changes_unanswered = timed
+        .iter()
+        .filter(|c| c.answered.iter().any(Option::is_none))
+        .count();
+    figures.change_p50 = percentile(&slowest, 0.5);
+    figures.change_p99 = percentile(&slowest, 0.99);
+    figures.servers = servers
+        .iter()
+        .enumerate()
+        .map(|(index, (name, _))| {
+            let mut each: Vec<f64> = timed.iter().map(|c| seconds(c.answered[index])).collect();
+            each.sort_by(f64::total_cmp);
+            ServerFigures {
+                name,
+                p50: percentile(&each, 0.5),
+                p99: percentile(&each, 0.99),
+                most_after_status: timed
+                    .iter()
+                    .filter_map(|c| c.after_status()[index])
+                    .map(|d| d.as_secs_f64())
+                    .fold(0.0, f64::max),
+                unanswered: timed.iter().filter(|c| c.answered[index].is_none()).count(),
+            }
+        })
+        .collect();
+    agent.abort();
+    standby.stop();
     figures.peak_rss_mib = hub.peak_rss_mib()?;
     heartbeats.stop();
     hub.stop();
     drop(plane);
     Ok(figures)
+}
+
+/// The `p`-th percentile of `sorted` (0 when empty).
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted
+        .get(((sorted.len().max(1) - 1) as f64 * p).round() as usize)
+        .copied()
+        .unwrap_or_default()
 }
 
 /// Server-side apply under the bench's field manager.
@@ -494,141 +554,6 @@ where
     .await
     .with_context(|| format!("applying {name}"))?;
     Ok(())
-}
-
-/// Runs `writes` 16 at a time.
-async fn all_of(
-    writes: Vec<futures::future::BoxFuture<'static, anyhow::Result<()>>>,
-) -> anyhow::Result<()> {
-    futures::stream::iter(writes)
-        .buffer_unordered(WRITES_AT_ONCE)
-        .try_collect::<Vec<()>>()
-        .await?;
-    Ok(())
-}
-
-/// What OCM, the agents and the admins would have written.
-async fn write_fleet(client: &Client, fleet: &Arc<SyntheticFleet>) -> anyhow::Result<()> {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let namespace = |name: String| json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name } });
-    apply(&namespaces, NAMESPACE, namespace(NAMESPACE.into())).await?;
-    apply(
-        &Api::<ManagedZone>::namespaced(client.clone(), NAMESPACE),
-        "example",
-        json!({
-            "apiVersion": ManagedZone::api_version(&()), "kind": "ManagedZone",
-            "metadata": { "name": "example", "namespace": NAMESPACE },
-            "spec": { "domainName": ZONE, "description": "bench zone" },
-        }),
-    )
-    .await?;
-    let geos = ["IE", "US", "GEO-EU"];
-    let mut writes: Vec<futures::future::BoxFuture<'static, anyhow::Result<()>>> = Vec::new();
-    for i in 0..fleet.size.clusters {
-        let (client, fleet) = (client.clone(), fleet.clone());
-        writes.push(Box::pin(async move {
-            let name = fleet.cluster(i);
-            apply(&Api::<Namespace>::all(client.clone()), &name, namespace(name.clone())).await?;
-            apply(
-                &Api::<ManagedCluster>::all(client.clone()),
-                &name,
-                json!({
-                    "apiVersion": ManagedCluster::api_version(&()), "kind": "ManagedCluster",
-                    "metadata": { "name": name, "labels": {
-                        meridian_api::labels::GEO_CODE_LABEL: geos[i % geos.len()],
-                        "kuadrant.io/lb-attribute-custom-weight": if i % 2 == 0 { "AWS" } else { "GCP" },
-                    } },
-                    "spec": { "hubAcceptsClient": true },
-                }),
-            )
-            .await?;
-            apply(
-                &Api::<ClusterReport>::namespaced(client.clone(), &name),
-                "agent",
-                fleet.report(i, &BTreeMap::new()),
-            )
-            .await?;
-            apply(
-                &Api::<Lease>::namespaced(client.clone(), &name),
-                meridian_api::names::HEARTBEAT_LEASE,
-                lease(&name),
-            )
-            .await
-        }));
-    }
-    all_of(writes).await?;
-    let mut writes: Vec<futures::future::BoxFuture<'static, anyhow::Result<()>>> = Vec::new();
-    for j in 0..fleet.size.gateways {
-        let (client, fleet) = (client.clone(), fleet.clone());
-        writes.push(Box::pin(async move {
-            let gateway = fleet.gateway(j);
-            let decisions: Api<PlacementDecision> = Api::namespaced(client.clone(), NAMESPACE);
-            let decision = format!("{gateway}-decision-1");
-            apply(
-                &decisions,
-                &decision,
-                json!({
-                    "apiVersion": PlacementDecision::api_version(&()), "kind": "PlacementDecision",
-                    "metadata": { "name": decision, "namespace": NAMESPACE,
-                        "labels": { meridian_api::labels::PLACEMENT_LABEL: gateway } },
-                }),
-            )
-            .await?;
-            let clusters: Vec<Value> = fleet
-                .placed(j)
-                .into_iter()
-                .map(|i| json!({ "clusterName": fleet.cluster(i), "reason": "bench" }))
-                .collect();
-            decisions
-                .patch_status(
-                    &decision,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({ "status": { "decisions": clusters } })),
-                )
-                .await?;
-            apply(
-                &Api::<Gateway>::namespaced(client.clone(), NAMESPACE),
-                &gateway,
-                json!({
-                    "apiVersion": Gateway::api_version(&()), "kind": "Gateway",
-                    "metadata": { "name": gateway, "namespace": NAMESPACE,
-                        "labels": { meridian_api::labels::PLACEMENT_LABEL: gateway } },
-                    "spec": {
-                        "gatewayClassName": meridian_api::upstream::MULTI_CLUSTER_GATEWAY_CLASS,
-                        "listeners": [{ "name": "http", "hostname": fleet.host(j), "port": 80, "protocol": "HTTP" }],
-                    },
-                }),
-            )
-            .await?;
-            apply(
-                &Api::<DNSPolicy>::namespaced(client.clone(), NAMESPACE),
-                &gateway,
-                json!({
-                    "apiVersion": DNSPolicy::api_version(&()), "kind": "DNSPolicy",
-                    "metadata": { "name": gateway, "namespace": NAMESPACE },
-                    "spec": {
-                        "targetRef": { "group": "gateway.networking.k8s.io", "kind": "Gateway", "name": gateway },
-                        "routingStrategy": "simple",
-                    },
-                }),
-            )
-            .await
-        }));
-    }
-    all_of(writes).await
-}
-
-fn lease(cluster: &str) -> Value {
-    json!({
-        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": { "name": meridian_api::names::HEARTBEAT_LEASE, "namespace": cluster,
-            "labels": { meridian_api::labels::HEARTBEAT_LABEL: "true" } },
-        "spec": {
-            "holderIdentity": cluster,
-            "leaseDurationSeconds": 30,
-            "renewTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(Timestamp::now()),
-        },
-    })
 }
 
 /// The synthetic agents' heartbeats on a thread, runtime and client of their own: the bench's
@@ -691,7 +616,7 @@ async fn heartbeat_forever(
     heartbeat: Heartbeat,
     interval: Duration,
 ) {
-    let clusters = fleet.size.clusters.max(1);
+    let clusters = fleet.clusters.max(1);
     let mut tick = tokio::time::interval(interval / clusters as u32);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     for i in (0..clusters).cycle() {
@@ -782,14 +707,15 @@ async fn wait_converged(
     timeout: Duration,
 ) -> anyhow::Result<()> {
     use kube::runtime::{WatchStreamExt, reflector, watcher};
-    let policies: Api<DNSPolicy> = Api::namespaced(client.clone(), NAMESPACE);
+    let policies: Api<DNSPolicy> =
+        Api::namespaced(client.clone(), meridian_e2e::example::NAMESPACE);
     let (store, writer) = reflector::store();
     let watch = tokio::spawn(
         reflector(writer, watcher(policies, watcher::Config::default()))
             .default_backoff()
             .for_each(|_| async {}),
     );
-    let mut answered = vec![false; fleet.size.gateways];
+    let mut answered = vec![false; fleet.gateways];
     let mut next_progress = PROGRESS_EVERY;
     let outcome = loop {
         if started.elapsed() >= timeout {
@@ -813,7 +739,7 @@ async fn wait_converged(
             }
         }
         let hosts = answered.iter().filter(|a| **a).count();
-        if enforced == fleet.size.gateways && hosts == fleet.size.gateways {
+        if enforced == fleet.gateways && hosts == fleet.gateways {
             break Ok(());
         }
         if started.elapsed() >= next_progress {
@@ -838,10 +764,9 @@ async fn wait_placed(
     started: Instant,
     timeout: Duration,
 ) -> anyhow::Result<()> {
-    let placed_clusters: std::collections::BTreeSet<usize> = (0..fleet.size.gateways)
-        .flat_map(|j| fleet.placed(j))
-        .collect();
-    let expected = fleet.size.gateways * CLUSTERS_PER_GATEWAY + placed_clusters.len();
+    let placed_clusters: std::collections::BTreeSet<usize> =
+        (0..fleet.gateways).flat_map(|j| fleet.placed(j)).collect();
+    let expected = fleet.gateways * CLUSTERS_PER_GATEWAY + placed_clusters.len();
     let works: Api<ManifestWork> = Api::all(client.clone());
     let mut next_progress = started.elapsed() + PROGRESS_EVERY;
     loop {
@@ -867,42 +792,6 @@ async fn wait_placed(
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
-}
-
-/// The A records the nameserver answers for `host` (none on any failure).
-fn query_a(nameserver: SocketAddr, host: &str) -> Vec<Ipv4Addr> {
-    let Ok(name) = Name::from_ascii(format!("{host}.")) else {
-        return Vec::new();
-    };
-    let mut message = Message::query();
-    message.metadata.id = rand::random();
-    message.add_query(Query::query(name, RecordType::A));
-    let Ok(bytes) = message.to_vec() else {
-        return Vec::new();
-    };
-    let Ok(socket) = UdpSocket::bind("127.0.0.1:0") else {
-        return Vec::new();
-    };
-    let _ = socket.set_read_timeout(Some(Duration::from_secs(1)));
-    if socket.send_to(&bytes, nameserver).is_err() {
-        return Vec::new();
-    }
-    let mut buffer = [0u8; 4096];
-    let Ok(n) = socket.recv(&mut buffer) else {
-        return Vec::new();
-    };
-    Message::from_vec(&buffer[..n])
-        .map(|response| {
-            response
-                .answers
-                .iter()
-                .filter_map(|record| match &record.data {
-                    RData::A(a) => Some(a.0),
-                    _ => None,
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// The hub's completed requests in the audit log after `offset`.
