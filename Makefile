@@ -124,14 +124,18 @@ bench-probes: ## One agent probing 5,000 leaves every 5 s: CPU and memory
 # the same run (built once into the test-bed cache), e.g. BASELINE=c4cbd00; BASELINE_SIZES: the
 # sizes it is measured at (all of SIZES when empty; the hub before the caches cannot converge at
 # 1000x2000 in useful time).
+# STRATEGY: the policies' routing strategy (simple or loadbalanced); DNSSEC=1 signs the zone.
 SIZES ?= 10x10,100x300,1000x2000,3000x6000
 BASELINE ?=
 BASELINE_SIZES ?=
-bench-hub-scale: testbed ## The hub with synthetic fleets (SIZES): convergence, steady requests/s, CPU, RSS, change latency
+STRATEGY ?= simple
+DNSSEC ?=
+bench-hub-scale: testbed ## The hub with synthetic fleets (SIZES): convergence, steady requests/s, CPU, RSS, address change → answer at the leader, a standby and an agent
 	$(CARGO) build --quiet --locked --release -p meridian-hub
 	@baseline=""; if [ -n "$(BASELINE)" ]; then baseline="--baseline-hub $$(bash scripts/baseline-hub.sh $(BASELINE))"; fi; \
 	if [ -n "$(BASELINE_SIZES)" ]; then baseline="$$baseline --baseline-sizes $(BASELINE_SIZES)"; fi; \
-	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-hub-scale -- --sizes $(SIZES) $$baseline
+	if [ -n "$(DNSSEC)" ]; then baseline="$$baseline --dnssec"; fi; \
+	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-hub-scale -- --sizes $(SIZES) --strategy $(STRATEGY) $$baseline
 
 FUZZ_SECONDS ?= 300
 fuzz: ## Fuzz the nameserver (raw packet → response) for FUZZ_SECONDS; needs the nightly toolchain

@@ -17,7 +17,6 @@ use kube::ResourceExt;
 use meridian_api::kuadrant::DNSRecord;
 use meridian_dns::model::Endpoint;
 use meridian_dns::plan::{PlanInput, plan};
-use meridian_providers::Provider;
 use tokio::sync::broadcast;
 
 use crate::caches::{Caches, Change};
@@ -34,6 +33,7 @@ const FULL_PASS_EVERY: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 struct Mirrored {
     provider: ZoneProvider,
+    /// The zone's apex (an embedded zone's ID).
     zone_id: String,
     owner: String,
     root_host: String,
@@ -159,6 +159,8 @@ async fn pass(
         }
     }
     let mut seen = BTreeSet::new();
+    // Every change of the pass is staged, then each zone changed is built once.
+    let mut staged = BTreeSet::new();
     for record in caches.records.state() {
         let key = crate::object_key(
             "DNSRecord",
@@ -196,9 +198,10 @@ async fn pass(
             root_host: record.spec.effective_root_host().unwrap_or_default(),
             published: desired,
         };
-        let published = publish(&entry, previous.as_deref()).await;
+        let published = stage(embedded, &entry, previous.as_deref()).await;
         embedded.mirror_behind(&key, !published);
         if published {
+            staged.insert(entry.zone_id.clone());
             mirrored.insert(key, entry);
         }
     }
@@ -216,9 +219,11 @@ async fn pass(
             published: Vec::new(),
             ..entry
         };
-        let published = publish(&withdrawn, Some(&previous)).await;
+        let published = stage(embedded, &withdrawn, Some(&previous)).await;
         embedded.mirror_behind(&key, !published);
-        if !published {
+        if published {
+            staged.insert(withdrawn.zone_id.clone());
+        } else {
             // Try again at the next pass.
             mirrored.insert(
                 key,
@@ -229,10 +234,14 @@ async fn pass(
             );
         }
     }
+    for apex in staged {
+        embedded.serve_staged(&apex).await;
+    }
 }
 
-/// Plans `entry.published` into its zone as the leader would, and applies it.
-async fn publish(entry: &Mirrored, previous: Option<&[Endpoint]>) -> bool {
+/// Plans `entry.published` into its zone as the leader would, and stages the change (served
+/// at the end of the pass).
+async fn stage(embedded: &EmbeddedZones, entry: &Mirrored, previous: Option<&[Endpoint]>) -> bool {
     let current = match entry
         .provider
         .host_records(&entry.zone_id, &entry.root_host)
@@ -256,8 +265,8 @@ async fn publish(entry: &Mirrored, previous: Option<&[Endpoint]>) -> bool {
     if planned.changes.is_empty() {
         return true;
     }
-    match entry.provider.apply(&entry.zone_id, &planned.changes).await {
-        Ok(()) => true,
+    match embedded.stage(&entry.zone_id, &planned.changes) {
+        Ok(_) => true,
         Err(error) => {
             tracing::warn!(%error, host = %entry.root_host, "mirroring into the embedded zone failed");
             false
