@@ -189,6 +189,8 @@ async fn pass(
         let desired = published_endpoints(&record);
         let previous = mirrored.get(&key).map(|m| m.published.clone());
         if previous.as_ref() == Some(&desired) {
+            // Mirrored; served unless its zone is withheld (its keys not here).
+            embedded.mirror_behind(&key, !embedded.serves(&zone_id));
             continue;
         }
         let entry = Mirrored {
@@ -199,7 +201,7 @@ async fn pass(
             published: desired,
         };
         let published = stage(embedded, &entry, previous.as_deref()).await;
-        embedded.mirror_behind(&key, !published);
+        embedded.mirror_behind(&key, !published || !embedded.serves(&entry.zone_id));
         if published {
             staged.insert(entry.zone_id.clone());
             mirrored.insert(key, entry);
@@ -237,6 +239,10 @@ async fn pass(
     for apex in staged {
         embedded.serve_staged(&apex).await;
     }
+    // A record no longer mirrored (deleted, or its zone gone or moved to a provider) is behind
+    // nothing.
+    let still: BTreeSet<String> = mirrored.keys().cloned().chain(seen).collect();
+    embedded.mirror_retain(&still);
 }
 
 /// Plans `entry.published` into its zone as the leader would, and stages the change (served

@@ -44,8 +44,9 @@ pub struct EmbeddedZones {
     zones: Mutex<BTreeMap<String, ServedZone>>,
     /// Per zone, the version the nameserver serves; held while a build runs.
     served_versions: tokio::sync::Mutex<BTreeMap<String, u64>>,
-    /// On a server that mirrors the zones (a standby, an agent): the DNSRecords whose
-    /// published endpoints it does not serve yet, and since when (see [`Self::mirror_behind`]).
+    /// On a server that mirrors the zones (a standby replica, an agent): the DNSRecords whose
+    /// published endpoints it does not serve yet, and since when (see [`Self::mirror_behind`];
+    /// a replica reports them on `/metrics`).
     mirror_behind: Mutex<BTreeMap<String, std::time::Instant>>,
 }
 
@@ -267,11 +268,43 @@ impl EmbeddedZones {
         }
     }
 
+    /// Whether the zone at `apex` is served here (looked at, and not withheld for its keys).
+    pub fn serves(&self, apex: &str) -> bool {
+        let zones = self.zones.lock().expect("zones lock");
+        zones
+            .get(apex)
+            .is_some_and(|zone| zone.configured && !zone.withheld)
+    }
+
+    /// Forgets the records behind that are no longer mirrored (deleted, or their zone gone or
+    /// moved to a provider).
+    pub fn mirror_retain(&self, mirrored: &std::collections::BTreeSet<String>) {
+        let mut records = self.mirror_behind.lock().expect("mirror lock");
+        records.retain(|record, _| mirrored.contains(record));
+    }
+
+    /// After the mirror stopped (the replica leads now): serves whatever it had staged and not
+    /// built yet (it may have been stopped between the two), and forgets what it was behind,
+    /// since the DNSRecord controller publishes from here on.
+    pub async fn mirror_stopped(&self) {
+        self.mirror_behind.lock().expect("mirror lock").clear();
+        let apexes: Vec<String> = self
+            .zones
+            .lock()
+            .expect("zones lock")
+            .keys()
+            .cloned()
+            .collect();
+        for apex in apexes {
+            self.serve_staged(&apex).await;
+        }
+    }
+
     /// What this server serves, as Prometheus gauges: per embedded zone the serial served, the
     /// serial the leading replica says it serves (the zone's status, as last read here) and
     /// whether the content is the same, and changes made to the zone not served yet; on a
-    /// server that mirrors the zones, the DNSRecords whose published endpoints it does not
-    /// serve yet and how long the oldest has waited.
+    /// standby replica, the DNSRecords whose published endpoints it does not serve yet (their
+    /// zone withheld included) and how long the oldest has waited.
     pub fn render_metrics(&self) -> String {
         use std::fmt::Write as _;
         let mut out = String::new();
@@ -302,6 +335,15 @@ impl EmbeddedZones {
             "meridian_zone_leader_serial",
             "The serial the leading hub replica says it serves (the ManagedZone's status.serial), as this server last read it.",
         );
+        for (apex, zone) in &served {
+            if let Some(stamp) = &zone.stamp {
+                let _ = writeln!(
+                    out,
+                    "meridian_zone_leader_serial{{zone=\"{apex}\"}} {}",
+                    stamp.serial
+                );
+            }
+        }
         gauge(
             &mut out,
             "meridian_zone_serves_leader_content",
@@ -312,12 +354,7 @@ impl EmbeddedZones {
                 let same = zone
                     .served
                     .as_ref()
-                    .is_some_and(|s| s.digest == stamp.digest);
-                let _ = writeln!(
-                    out,
-                    "meridian_zone_leader_serial{{zone=\"{apex}\"}} {}",
-                    stamp.serial
-                );
+                    .is_some_and(|served| served.digest == stamp.digest);
                 let _ = writeln!(
                     out,
                     "meridian_zone_serves_leader_content{{zone=\"{apex}\"}} {}",

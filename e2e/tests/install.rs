@@ -297,12 +297,13 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
 }
 
 /// A synthetic fleet beside the example's (clusters, reports, heartbeats, Gateways and
-/// loadbalanced policies, as OCM, agents and admins write them) in the signed example zone;
-/// then one cluster's gateway address changes five times in a row, alone and then while other
+/// loadbalanced policies, as OCM, agents and admins write them) in the example zone, which it
+/// signs as `make demo` does (and which stays signed for the rest of the test); then one
+/// cluster's gateway address changes five times in a row, alone and then while other
 /// clusters' addresses change in the same moments. Each server of the zone, asked directly
-/// (each hub replica, each agent), answers every new address once the record's status says it
-/// is published: what a server answers never lags what status says by more than the time one
-/// publication takes to reach it. The synthetic fleet is gone again afterwards.
+/// (each hub replica, each agent), answers each new address, and the next change comes only
+/// once every server has: no server lags the record's status by a change. The lag behind the
+/// status is printed (a figure, not asserted). The synthetic fleet is gone again afterwards.
 async fn address_changes_reach_every_server(fleet: &Fleet) -> Result<(), Error> {
     let hub = fleet.hub.client();
     let synthetic = SyntheticFleet {
@@ -433,8 +434,27 @@ async fn remove_fleet(hub: &Client, synthetic: &SyntheticFleet) -> Result<(), Er
             .delete(&synthetic.gateway(j), &DeleteParams::default())
             .await?;
     }
+    let decisions: Api<DynamicObject> = Api::namespaced_with(
+        hub.clone(),
+        NAMESPACE,
+        &OcmDynamicApis::placement_decision(),
+    );
+    for j in 0..synthetic.gateways {
+        decisions
+            .delete(
+                &format!("{}-decision-1", synthetic.gateway(j)),
+                &DeleteParams::default(),
+            )
+            .await?;
+    }
+    // The clusters, and their namespaces with the reports, Leases and what the hub made there
+    // for their agents.
+    let namespaces: Api<Namespace> = Api::all(hub.clone());
     for i in 0..synthetic.clusters {
         clusters
+            .delete(&synthetic.cluster(i), &DeleteParams::default())
+            .await?;
+        namespaces
             .delete(&synthetic.cluster(i), &DeleteParams::default())
             .await?;
     }

@@ -131,12 +131,13 @@ pub struct ServerAnswer {
 
 /// How a server's answer compares with what is published (pure): its serial against the one
 /// the leading replica wrote to the zone's status (`leader`), and its addresses against those
-/// the published records can give the client (`publishable`).
+/// the published records can give the client (`publishable`; none when the client is given
+/// by country, without an address to ask as).
 pub fn judge_server(
     serial: Option<u32>,
     leader: Option<u32>,
     answers: &[String],
-    publishable: &[&str],
+    publishable: Option<&[&str]>,
 ) -> String {
     let mut verdict = match (serial, leader) {
         (None, _) => "does not serve the zone (no SOA answer)".to_string(),
@@ -152,6 +153,11 @@ pub fn judge_server(
         (Some(serial), Some(leader)) => format!(
             "serial {serial}, BEHIND the leader's {leader}: it serves an older zone than the leader"
         ),
+    };
+    // Without the client's address there is no subnet to ask as: the server answers for the
+    // asker, so its addresses are not judged.
+    let Some(publishable) = publishable else {
+        return verdict;
     };
     let strange: Vec<&str> = answers
         .iter()
@@ -293,11 +299,18 @@ fn ask_servers(
     servers: &[SocketAddr],
 ) {
     let host = host.trim_end_matches('.').to_ascii_lowercase();
+    // The embedded zone holding the host (a provider's zone has no serial in status).
     let zone = snapshot
         .zones
         .iter()
+        .filter(|zone| zone.spec.dns_provider_secret_ref.is_none())
         .filter(|zone| {
-            meridian_dns::model::is_at_or_below(&host, zone.spec.domain_name.trim_end_matches('.'))
+            let domain = zone
+                .spec
+                .domain_name
+                .trim_end_matches('.')
+                .to_ascii_lowercase();
+            meridian_dns::model::is_at_or_below(&host, &domain)
         })
         .max_by_key(|zone| zone.spec.domain_name.len());
     let Some(zone) = zone else {
@@ -313,7 +326,13 @@ fn ask_servers(
     for server in servers {
         let (answers, serial) =
             ask_server(*server, &host, record_type, &apex, report.client.address);
-        let verdict = judge_server(serial, leader, &answers, &publishable);
+        let asked_as_client = report.client.address.is_some();
+        let verdict = judge_server(
+            serial,
+            leader,
+            &answers,
+            asked_as_client.then_some(publishable.as_slice()),
+        );
         report.servers.push(ServerAnswer {
             server: *server,
             answers,
@@ -650,9 +669,14 @@ mod tests {
                 "does not serve the zone (no SOA answer)",
             ),
         ];
+        // A client given by country: no address to ask as, so the addresses are not judged.
+        assert_eq!(
+            judge_server(Some(7), Some(7), &addresses(&["192.0.2.99"]), None),
+            "serial 7, the leader's"
+        );
         for (serial, leader, answers, verdict) in cases {
             assert_eq!(
-                judge_server(serial, leader, &answers, &published),
+                judge_server(serial, leader, &answers, Some(&published)),
                 verdict,
                 "{serial:?} / {leader:?}"
             );

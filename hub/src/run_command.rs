@@ -526,6 +526,9 @@ async fn lead_and_run(
         }
         mirror.abort();
         let _ = mirror.await;
+        // Whatever the mirror staged before it stopped is served before the controllers plan
+        // against those records.
+        embedded.mirror_stopped().await;
         leading.store(true, Ordering::SeqCst);
         ctx.metrics.leading(true);
         tracing::info!(identity = %election.identity, "holding the hub Lease; starting the controllers");
