@@ -25,8 +25,9 @@ export MERIDIAN_MOTO_SERVER := $(shell bash scripts/moto-venv.sh --print-path)
 # with Knot DNS, as secondaries of the embedded nameserver, and the container runtime of the
 # test bed's nodes (containerd, runc, the CNI plugins, and ip for their bridges), and Unbound as
 # the clients' recursive resolver in the real-traffic test and `make bench-failover`, and
-# headless Chromium, the real browser the hub's live view is tested in.
-TEST_PACKAGES := dnsutils bind9 knot containerd runc containernetworking-plugins iproute2 unbound chromium-headless-shell
+# headless Chromium, the real browser the hub's live view is tested in; binutils' objcopy strips
+# the test build's binaries for the images the tests run.
+TEST_PACKAGES := binutils dnsutils bind9 knot containerd runc containernetworking-plugins iproute2 unbound chromium-headless-shell
 
 .PHONY: help toolchain packages testbed test lint fmt crds demo demo-in-process images bench-testbed bench-engine bench-dns bench-providers bench-convergence bench-failover bench-probes bench-hub-scale bench-distributed fuzz clean-testbed fresh-check fresh-check-full
 
@@ -57,17 +58,20 @@ lint: toolchain ## rustfmt and clippy, warnings are errors
 # cold run nothing.
 TEST_ARGS := --workspace --exclude meridian-bench --all-targets --locked
 
-# The tests that run the images on the test bed's nodes, by a part of their names: Meridian as
-# pods (e2e/tests/install.rs and partition.rs) and the demo app behind Traefik
-# (e2e/tests/real_traffic.rs).
-IMAGE_TESTS := meridian_as_pods real_traffic
+# The integration tests that start real nodes and run the images as pods, by target name:
+# Meridian as pods (e2e/tests/install.rs, partition.rs), the demo app behind Traefik
+# (real_traffic.rs) and the nodes themselves (nodes.rs). They run one at a time.
+NODE_TESTS := install,partition,real_traffic,nodes
+# The longest test binaries, longest first, so that the short ones fill in beside them at the end
+# (measured: the table `make test` prints).
+FIRST_TESTS := install,real_traffic,partition,outages,fencing,distributed,coexistence,hub_controller,dnssec,ocm,address_changes,routes,nodes
 
-# The tests are built first, a step of its own so that its time and the tests' are told apart;
-# then the images build beside the tests that do not need them, and the tests that run the
-# images come last (scripts/test.sh).
+# The tests are built first (`cargo build --all-targets` builds what `cargo test` would, and
+# every binary the images hold), a step of its own so that its time and the tests' are told
+# apart; then scripts/test.sh packs the images from those binaries and runs the tests.
 test: packages testbed lint ## Install what is missing, then run every test
-	$(TIMED) "cargo build (tests)" $(CARGO) test $(TEST_ARGS) --no-run
-	@CARGO="$(CARGO)" bash scripts/test.sh "$(IMAGE_TESTS)" $(TEST_ARGS)
+	$(TIMED) "cargo build (tests)" $(CARGO) build $(TEST_ARGS)
+	@CARGO="$(CARGO)" bash scripts/test.sh "$(NODE_TESTS)" "$(FIRST_TESTS)" $(TEST_ARGS)
 
 fmt: ## Format the Rust code
 	$(CARGO) fmt --all

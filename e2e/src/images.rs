@@ -1,4 +1,6 @@
-//! The images `make images` built (`target/images/`), for tests that run Meridian as pods.
+//! The images `make images` built (`target/images/`), for tests that run Meridian as pods; or
+//! those [`IMAGES_DIR_ENV`] names (`make test` builds them from its own debug binaries into
+//! `target/test-images/`, see `scripts/images.sh --test-build`).
 
 use std::path::PathBuf;
 
@@ -41,14 +43,19 @@ pub fn image_named(images: &[BuiltImage], name: &str) -> BuiltImage {
         .unwrap_or_else(|| panic!("make images built {name}"))
 }
 
-/// The lock `scripts/images.sh` holds while it builds; `make test` builds the images beside
-/// the tests that do not need them.
+/// The lock `scripts/images.sh` holds while it builds, so a test waits for a build under way.
 const BUILD_LOCK: &str = ".build.lock";
 
-/// The images listed in `target/images/digests.txt`, once a build under way has finished; an
-/// error naming `make images` when there are none.
+/// Environment variable naming the directory of the images to run instead of `target/images`
+/// (relative to the repository's root, or absolute).
+pub const IMAGES_DIR_ENV: &str = "MERIDIAN_IMAGES_DIR";
+
+/// The images listed in `digests.txt` of `target/images` (or [`IMAGES_DIR_ENV`]), once a
+/// build under way has finished; an error naming `make images` when there are none.
 pub fn built_images() -> Result<Vec<BuiltImage>, Error> {
-    let dir = repository_root().join("target/images");
+    let dir = repository_root().join(
+        std::env::var_os(IMAGES_DIR_ENV).map_or_else(|| "target/images".into(), PathBuf::from),
+    );
     wait_for_build(&dir);
     let digests = dir.join("digests.txt");
     let text = std::fs::read_to_string(&digests).map_err(|_| Error::MissingAsset {
