@@ -275,13 +275,23 @@ async fn bind_frozen_mid_change_is_retried_and_loses_nothing() -> Result<(), Err
     println!("during the outage, shop says: {}", failing?);
     tokio::time::sleep(OUTAGE.saturating_sub(outage.elapsed())).await;
     signal(bind.pid(), "CONT");
-    assert_eq!(
-        held_by(&direct, "frozen.example").await,
+    // The kernel kept accepting for the frozen server: an update the hub gave up on may still
+    // be read and applied once BIND wakes, before or after this read. Either way nothing else
+    // changed and nothing was lost.
+    let after = held_by(&direct, "frozen.example").await;
+    assert!(
         [
-            a("keep.frozen.example", "192.0.2.9"),
-            a("shop.frozen.example", "192.0.2.1")
-        ],
-        "nothing changed at BIND during the outage"
+            vec![
+                a("keep.frozen.example", "192.0.2.9"),
+                a("shop.frozen.example", "192.0.2.1")
+            ],
+            vec![
+                a("keep.frozen.example", "192.0.2.9"),
+                a("shop.frozen.example", "192.0.2.2")
+            ],
+        ]
+        .contains(&after),
+        "BIND holds the records as before the outage, or with the change the hub made: {after:?}"
     );
     let back = Instant::now();
     ready(&fleet, "shop", true, "Published", DEFAULT_PATIENCE * 2).await?;
