@@ -53,8 +53,8 @@ lint: toolchain ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
 	$(TIMED) "cargo clippy" $(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
-# What the tests' build builds: every target of every crate, the benchmarks' included (they have
-# no tests, but the build is also the lint, below).
+# What the tests' build builds: every target of every crate, the benchmarks' programs included
+# (they have no tests, but the build is also the lint, below).
 BUILD_ARGS := --workspace --all-targets --locked
 # The test binaries run: all but the benchmarks' empty harnesses.
 TEST_ARGS := --workspace --exclude meridian-bench --all-targets --locked

@@ -4,7 +4,8 @@
 # docs/images.md). Writes target/images/<name>-<tag>.oci.tar, which `ctr images import` reads,
 # and target/images/digests.txt (reference, manifest digest, compressed size), which manifests
 # pin. The same commit builds the same digests in any clone: the binaries are built with their
-# source paths remapped, and every time in the image is the commit's.
+# source paths remapped, and every time in the image is the commit's. (`--test-build` images
+# hold the tests' debug binaries, whose paths are not remapped: the same in one clone only.)
 #
 # IMAGE_REGISTRY (default ghcr.io/meridian-dev) and IMAGE_TAG (default the crate version) name
 # the images.
@@ -45,12 +46,13 @@ base=$(bash scripts/image-base.sh)
 if $test_build; then
   # The test build's own binaries (`cargo build --all-targets` builds every binary beside the
   # tests), without their debug line tables: a third of their size to import into each node.
+  built=${CARGO_TARGET_DIR:-target}/debug
   binaries=$out/binaries
   mkdir -p "$binaries"
   for name in meridian-hub meridian-agent meridian-demo-app; do
-    objcopy --strip-debug "target/debug/$name" "$binaries/$name"
+    objcopy --strip-debug "$built/$name" "$binaries/$name"
   done
-  builder=target/debug/meridian-image
+  builder=$built/meridian-image
 else
   # The binaries, in their own target directory: remapped paths and stripped symbols are flags
   # the other builds do not share. The image builder is built there too (a second invocation,

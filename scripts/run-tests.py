@@ -21,6 +21,8 @@ Writes each binary's output to target/test-logs/, prints a table of each binary'
 exits 1 when any binary failed or printed no result.
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import os
@@ -58,6 +60,17 @@ class Binary:
         return f"{self.package} {self.kind} {self.name}"
 
 
+def package_name(package_id: str) -> str:
+    """The name in a package ID: `path+file:///…/dns#meridian-dns@0.1.0`, `…/dns#0.1.0` (the
+    directory's name is the package's), or the older `meridian-dns 0.1.0 (path+…)`."""
+    if "#" not in package_id:
+        return package_id.split()[0]
+    source, fragment = package_id.rsplit("#", 1)
+    if "@" in fragment:
+        return fragment.split("@")[0]
+    return source.rstrip("/").rsplit("/", 1)[-1]
+
+
 def test_binaries(cargo: str, args: list[str]) -> list[Binary]:
     """The test executables `cargo test ARGS` would run, as cargo reports them (built already)."""
     output = subprocess.run(
@@ -74,9 +87,7 @@ def test_binaries(cargo: str, args: list[str]) -> list[Binary]:
         if not message["profile"]["test"]:
             continue
         manifest = Path(message["manifest_path"])
-        package = message["package_id"]
-        # `path+file:///…/dns#meridian-dns@0.1.0`, or the older `meridian-dns 0.1.0 (path+…)`.
-        package = package.split("#")[-1].split("@")[0] if "#" in package else package.split()[0]
+        package = package_name(message["package_id"])
         binaries.append(
             Binary(
                 package=package,
@@ -96,6 +107,8 @@ def main() -> int:
     parser.add_argument("--first", default="")
     parser.add_argument("cargo_args", nargs=argparse.REMAINDER)
     options = parser.parse_args()
+    if options.jobs < 1:
+        parser.error("--jobs must be 1 or more")
     cargo_args = [a for a in options.cargo_args if a != "--"]
     cargo = os.environ.get("CARGO", "cargo")
     exclusive = {name for name in options.exclusive.split(",") if name}
@@ -114,21 +127,40 @@ def main() -> int:
     running: list[Binary] = []
     done: list[Binary] = []
 
-    def stop_all(*_):
-        for binary in running:
-            if binary.process:
+    def stop_running():
+        """Stops every binary still running and what it started (each is a process group of its
+        own, so a signal to this script's group would not reach them): SIGTERM, then SIGKILL."""
+        for signal_number, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 0.0)):
+            alive = [b for b in running if b.process and b.process.poll() is None]
+            for binary in alive:
                 try:
-                    os.killpg(binary.process.pid, signal.SIGTERM)
+                    os.killpg(binary.process.pid, signal_number)
                 except ProcessLookupError:
                     pass
-        sys.exit(130)
+            deadline = time.monotonic() + grace
+            while alive and time.monotonic() < deadline:
+                alive = [b for b in alive if b.process.poll() is None]
+                time.sleep(0.1)
 
-    signal.signal(signal.SIGINT, stop_all)
-    signal.signal(signal.SIGTERM, stop_all)
+    def on_signal(signal_number, _frame):
+        stop_running()
+        sys.exit(128 + signal_number)
 
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    try:
+        return run(options.jobs, waiting, running, done, is_exclusive, logs)
+    finally:
+        stop_running()
+
+
+def run(jobs, waiting, running, done, is_exclusive, logs) -> int:
+    """Runs the `waiting` binaries, at most `jobs` at a time and one `is_exclusive` at a time;
+    returns the exit status for the whole run."""
     began = time.monotonic()
     while waiting or running:
-        while waiting and len(running) < options.jobs:
+        while waiting and len(running) < jobs:
             busy = any(is_exclusive(b) for b in running)
             pick = next((b for b in waiting if not (busy and is_exclusive(b))), None)
             if pick is None:
@@ -137,14 +169,15 @@ def main() -> int:
             pick.log = logs / f"{pick.package}-{pick.kind}-{pick.name}.log"
             # As `cargo test` runs it: from the package's directory, in a process group of its
             # own so that an interrupted run stops what it started.
-            pick.process = subprocess.Popen(
-                [pick.executable],
-                cwd=pick.directory,
-                stdout=pick.log.open("w"),
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "CARGO_MANIFEST_DIR": pick.directory},
-                start_new_session=True,
-            )
+            with pick.log.open("w") as log:
+                pick.process = subprocess.Popen(
+                    [pick.executable],
+                    cwd=pick.directory,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env={**os.environ, "CARGO_MANIFEST_DIR": pick.directory},
+                    start_new_session=True,
+                )
             pick.started = time.monotonic()
             running.append(pick)
             print(f"started  {pick.label}", flush=True)
@@ -186,7 +219,7 @@ def main() -> int:
     print(
         f"{len(done)} binaries, {passed} tests passed, "
         f"{sum(b.failed for b in done)} failed, {sum(b.ignored for b in done)} ignored "
-        f"in {wall:.0f} s ({sum(b.seconds for b in done):.0f} s of binaries, {options.jobs} at a time)"
+        f"in {wall:.0f} s ({sum(b.seconds for b in done):.0f} s of binaries, {jobs} at a time)"
     )
     if failed:
         print("failed: " + ", ".join(b.label for b in failed))

@@ -60,7 +60,7 @@ pub fn built_images() -> Result<Vec<BuiltImage>, Error> {
     let digests = dir.join("digests.txt");
     let text = std::fs::read_to_string(&digests).map_err(|_| Error::MissingAsset {
         path: digests.clone(),
-        hint: "Meridian's images (`make images` builds them)",
+        hint: "Meridian's images (`make images` builds them; `make test` packs its own)",
     })?;
     let images = parse_digests(&text, &dir);
     if let Some(missing) = images.iter().find(|image| !image.archive.exists()) {

@@ -30,10 +30,12 @@ if [[ ! -x "$dir/external-dns" ]]; then
   # and their cloud SDKs, about 40 % of the Go files the build compiles. The module is copied
   # with that one file replaced, and the build takes it through a copy of go.mod with one more
   # replace line.
+  # The copies go whether the build succeeds or not (the module cache's modes are read-only;
+  # the copy's are not, so a rerun can always remove them).
+  trap 'rm -rf "$dir/source" "$dir/build"' EXIT
   rm -rf "$dir/source" "$dir/build"
   mkdir -p "$dir/build"
-  cp -r "$source_dir" "$dir/source"
-  chmod -R u+w "$dir/source"
+  cp -r --no-preserve=mode "$source_dir" "$dir/source"
   rm "$dir/source/provider/factory/"*.go
   cat > "$dir/source/provider/factory/provider.go" <<'GO'
 // Package factory: the test bed's copy of external-dns with four providers (see external-dns.sh).
@@ -83,7 +85,6 @@ GO
     go build -modfile="$dir/build/go.mod" \
     -ldflags "-s -w -X $module/pkg/apis/externaldns.Version=$version" \
     -o "$dir/.external-dns.partial" "$module"
-  rm -rf "$dir/source" "$dir/build"
   mv "$dir/.external-dns.partial" "$dir/external-dns"
   echo "testbed: built external-dns in $((SECONDS - started)) s" >&2
 fi

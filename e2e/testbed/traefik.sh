@@ -28,10 +28,13 @@ if [[ ! -x "$dir/traefik" ]]; then
   # takes it through a copy of go.mod with one more replace line.
   lego=github.com/go-acme/lego/v4
   lego_source=$(go mod download -json "$lego" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  [[ -d "$lego_source" ]] || { echo "testbed: could not download $lego" >&2; exit 1; }
+  # The copies go whether the build succeeds or not (the module cache's modes are read-only;
+  # the copy's are not, so a rerun can always remove them).
+  trap 'rm -rf "$dir/lego" "$dir/build"' EXIT
   rm -rf "$dir/lego" "$dir/build"
   mkdir -p "$dir/build"
-  cp -r "$lego_source" "$dir/lego"
-  chmod -R u+w "$dir/lego"
+  cp -r --no-preserve=mode "$lego_source" "$dir/lego"
   rm "$dir/lego/providers/dns/"*.go
   cat > "$dir/lego/providers/dns/providers.go" <<'GO'
 // Package dns: the test bed's copy of lego without its DNS-01 providers (see traefik.sh).
@@ -53,7 +56,6 @@ GO
   CGO_ENABLED=0 go build -modfile="$dir/build/go.mod" \
     -ldflags "-s -w -X $module/pkg/version.Version=$version" \
     -o "$dir/.traefik.partial" "$module/cmd/traefik"
-  rm -rf "$dir/lego" "$dir/build"
   mv "$dir/.traefik.partial" "$dir/traefik"
   echo "testbed: built Traefik in $((SECONDS - started)) s" >&2
 fi

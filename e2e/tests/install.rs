@@ -7,7 +7,8 @@
 //! plus `helm uninstall` leave nothing of Meridian behind (the users' Gateway stays).
 //! (The test bed has no service proxy: see `meridian_e2e::release`.)
 //!
-//! Needs `make images` (the Makefile's `test` runs it first).
+//! Needs the images: `make test` packs them from its own build (`scripts/images.sh --test-build`,
+//! `MERIDIAN_IMAGES_DIR`); run alone, it takes those `make images` built.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -70,7 +71,7 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
     );
     let hub = fleet.hub.client();
 
-    // helm install: the images `make images` built, already on every node.
+    // helm install: the images built for the test, already on every node.
     let installed = Instant::now();
     // The agents answer DNS too (on their pods' addresses), as a zone spanning the spokes has
     // them do.

@@ -6,7 +6,8 @@
 //! start and lets go by itself. A client asks from three places the whole time: no answer is
 //! ever empty, and while cut off from most or all of its clusters the hub changes none.
 //!
-//! Needs `make images` (the Makefile's `test` runs it first).
+//! Needs the images: `make test` packs them from its own build (`scripts/images.sh --test-build`,
+//! `MERIDIAN_IMAGES_DIR`); run alone, it takes those `make images` built.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -9,7 +9,8 @@
 //! `make bench-failover` runs every scenario and prints the times; this test prints
 //! them and asserts only the behaviour.
 //!
-//! Needs `make images` (the demo app's image) and Traefik (`make testbed`).
+//! Needs the demo app's image (`make test` packs it; run alone, `make images`) and Traefik
+//! (`make testbed`).
 
 use std::time::Duration;
 
