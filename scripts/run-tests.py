@@ -9,11 +9,14 @@ binary's output once it ends (all of it when it failed). Every test still runs, 
 binaries overlap.
 
 Binaries that start real nodes (a hub and spokes with containerd and kubelets, `--exclusive`)
-run one at a time: each takes most of the machine while its pods start.
+run one at a time: each takes most of the machine while its pods start. Binaries whose tests
+freeze servers and time out against them (`--alone`) run with nothing beside them.
 
-Usage: run-tests.py [--jobs N] [--exclusive NAME,...] [--first NAME,...] -- CARGO_TEST_ARGS...
+Usage: run-tests.py [--jobs N] [--exclusive NAME,...] [--alone NAME,...] [--first NAME,...]
+                    -- CARGO_TEST_ARGS...
   --jobs       binaries at a time (default 2)
   --exclusive  test binaries (integration test targets, by name) that never overlap each other
+  --alone      test binaries that never overlap any other
   --first      the longest binaries, in order, started first (the rest follow by name)
   CARGO_TEST_ARGS  what `cargo build` got to build the tests (nothing is built again)
 
@@ -104,6 +107,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--exclusive", default="")
+    parser.add_argument("--alone", default="")
     parser.add_argument("--first", default="")
     parser.add_argument("cargo_args", nargs=argparse.REMAINDER)
     options = parser.parse_args()
@@ -112,6 +116,7 @@ def main() -> int:
     cargo_args = [a for a in options.cargo_args if a != "--"]
     cargo = os.environ.get("CARGO", "cargo")
     exclusive = {name for name in options.exclusive.split(",") if name}
+    alone = {name for name in options.alone.split(",") if name}
     first = [name for name in options.first.split(",") if name]
 
     binaries = test_binaries(cargo, cargo_args)
@@ -122,6 +127,9 @@ def main() -> int:
 
     def is_exclusive(binary: Binary) -> bool:
         return binary.kind == "test" and binary.name in exclusive
+
+    def is_alone(binary: Binary) -> bool:
+        return binary.kind == "test" and binary.name in alone
 
     waiting = list(binaries)
     running: list[Binary] = []
@@ -150,19 +158,29 @@ def main() -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
     try:
-        return run(options.jobs, waiting, running, done, is_exclusive, logs)
+        return run(options.jobs, waiting, running, done, (is_exclusive, is_alone), logs)
     finally:
         stop_running()
 
 
-def run(jobs, waiting, running, done, is_exclusive, logs) -> int:
-    """Runs the `waiting` binaries, at most `jobs` at a time and one `is_exclusive` at a time;
-    returns the exit status for the whole run."""
+def run(jobs, waiting, running, done, kinds, logs) -> int:
+    """Runs the `waiting` binaries, at most `jobs` at a time, one `is_exclusive` at a time, and
+    each `is_alone` with nothing beside it; returns the exit status for the whole run."""
+    is_exclusive, is_alone = kinds
     began = time.monotonic()
     while waiting or running:
         while waiting and len(running) < jobs:
+            if any(is_alone(b) for b in running):
+                break
             busy = any(is_exclusive(b) for b in running)
-            pick = next((b for b in waiting if not (busy and is_exclusive(b))), None)
+            pick = next(
+                (
+                    b
+                    for b in waiting
+                    if not (busy and is_exclusive(b)) and not (running and is_alone(b))
+                ),
+                None,
+            )
             if pick is None:
                 break
             waiting.remove(pick)

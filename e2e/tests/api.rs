@@ -249,6 +249,23 @@ const INVALID: &[(&str, &str, &[&str])] = &[
         &["spec.healthCheck.endpoint", "starting with '/'"],
     ),
     (
+        // The attack: a path that ends the request line and writes its own headers (and with
+        // them, a second request) into every agent's probe.
+        "health endpoint that writes its own request",
+        "kind: DNSPolicy\nspec: {targetRef: {name: gw}, healthCheck: {endpoint: \"/health HTTP/1.1\\r\\nX-Injected: 1\\r\\n\\r\\nGET /admin\"}}",
+        &["spec.healthCheck.endpoint", "no spaces, CR, LF"],
+    ),
+    (
+        "probe path with a line break",
+        "kind: DNSHealthCheckProbe\nspec: {port: 80, host: app.example.com, address: 192.0.2.1, path: \"/h\\nX-Injected: 1\"}",
+        &["spec.path", "no spaces, CR, LF"],
+    ),
+    (
+        "probe host with a line break",
+        "kind: DNSHealthCheckProbe\nspec: {port: 80, host: \"app.example.com\\r\\nX-Injected: 1\", address: 192.0.2.1}",
+        &["spec.host", "must be a host name"],
+    ),
+    (
         "unknown protocol",
         "kind: DNSPolicy\nspec: {targetRef: {name: gw}, healthCheck: {protocol: TCP}}",
         &["spec.healthCheck.protocol", "Unsupported value"],

@@ -89,6 +89,8 @@ impl Prober {
     }
 
     async fn probe_inner(&self, spec: &ProbeSpec) -> Result<u16, String> {
+        // Written before anything is connected: a refused request opens no connection.
+        let request = request_head(spec)?;
         let target = match spec.address.parse::<IpAddr>() {
             Ok(ip) => SocketAddr::new(ip, spec.port),
             Err(_) => tokio::net::lookup_host((spec.address.as_str(), spec.port))
@@ -113,7 +115,7 @@ impl Prober {
             .await
             .map_err(|e| format!("connecting to {target}: {e}"))?;
         match spec.protocol {
-            Protocol::Http => exchange(stream, spec).await,
+            Protocol::Http => exchange(stream, &request).await,
             Protocol::Https => {
                 let config = if spec.allow_insecure_certificate {
                     self.insecure.clone()
@@ -126,7 +128,7 @@ impl Prober {
                     .connect(name, stream)
                     .await
                     .map_err(|e| format!("TLS with {}: {e}", spec.host))?;
-                exchange(tls, spec).await
+                exchange(tls, &request).await
             }
         }
         .and_then(|status| {
@@ -142,11 +144,25 @@ impl Prober {
     }
 }
 
-/// Sends the GET and reads the status code.
-async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
-    mut stream: S,
-    spec: &ProbeSpec,
-) -> Result<u16, String> {
+/// The request a probe sends: a GET of the path with the host, the agent's own headers and the
+/// probe's extra headers. Refused, naming the field, when the path, host or a header would change
+/// the request's shape: the schema refuses such paths and hosts, but a probe may come from an
+/// older schema or straight from a writer on the hub, and header Secrets have no schema at all.
+pub fn request_head(spec: &ProbeSpec) -> Result<String, String> {
+    // The request-target and Host: visible ASCII only (no space, CR, LF or other control).
+    let visible = |text: &str| text.bytes().all(|b| b.is_ascii_graphic());
+    if !spec.path.starts_with('/') || !visible(&spec.path) {
+        return Err(format!(
+            "refused: the path {:?} is not a path of visible ASCII characters",
+            spec.path
+        ));
+    }
+    if spec.host.is_empty() || !visible(&spec.host) || spec.host.contains(['/', '@']) {
+        return Err(format!(
+            "refused: the host {:?} is not a host name",
+            spec.host
+        ));
+    }
     let default_port = match spec.protocol {
         Protocol::Http => 80,
         Protocol::Https => 443,
@@ -161,9 +177,36 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         spec.path
     );
     for (name, value) in &spec.headers {
+        // A name is an HTTP token; a value any visible character, space or tab. The value is
+        // never echoed: it may be a credential.
+        let token = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !token {
+            return Err(format!(
+                "refused: the header name {name:?} is not an HTTP token"
+            ));
+        }
+        if !value
+            .bytes()
+            .all(|b| b == b'\t' || b == b' ' || b.is_ascii_graphic() || b >= 0x80)
+        {
+            return Err(format!(
+                "refused: the value of header {name} holds a control character (CR, LF or other)"
+            ));
+        }
         request.push_str(&format!("{name}: {value}\r\n"));
     }
     request.push_str("\r\n");
+    Ok(request)
+}
+
+/// Sends `request` and reads the status code.
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    request: &str,
+) -> Result<u16, String> {
     stream
         .write_all(request.as_bytes())
         .await
@@ -284,6 +327,27 @@ mod tests {
         );
         assert!(parse_status_line("SSH-2.0-OpenSSH").is_err());
         assert!(parse_status_line("").is_err());
+    }
+
+    #[test]
+    fn ordinary_requests_are_written_as_they_are() {
+        let spec = ProbeSpec {
+            host: "api.example.com".into(),
+            address: "192.0.2.1".into(),
+            port: 8443,
+            path: "/health?check=all&x=%20y".into(),
+            protocol: Protocol::Https,
+            expected: vec![200],
+            headers: vec![("Authorization".into(), "Bearer a.b c\tdé".into())],
+            allow_insecure_certificate: false,
+            timeout: Duration::from_secs(1),
+        };
+        assert_eq!(
+            request_head(&spec).unwrap(),
+            "GET /health?check=all&x=%20y HTTP/1.1\r\nHost: api.example.com:8443\r\n\
+             User-Agent: meridian-agent\r\nConnection: close\r\n\
+             Authorization: Bearer a.b c\tdé\r\n\r\n"
+        );
     }
 
     #[test]

@@ -258,3 +258,69 @@ async fn the_runner_keeps_every_leaf_current_and_follows_changes() {
         assert_eq!(update.key, "b", "a removed leaf is not probed");
     }
 }
+
+/// The attack: a probe whose path, host or header would write its own request line, headers or
+/// a second request (request smuggling into the gateway, or into whatever the address is). The
+/// agent refuses each before connecting: the server sees no request at all.
+#[tokio::test]
+async fn a_probe_that_would_write_its_own_request_is_never_sent() {
+    let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = requests.clone();
+    let answer: Answer = Arc::new(move |_, _| {
+        seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        200
+    });
+    let address = http_server(answer).await;
+    let prober = Prober::new(&[], None);
+    // First proof that the server counts what reaches it.
+    assert_eq!(prober.probe(&spec(address, Protocol::Http)).await, Ok(200));
+    assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+    // What the attack is, how it bends the probe, and what the refusal names.
+    type Attack = (&'static str, fn(&mut ProbeSpec), &'static str);
+    let attacks: [Attack; 5] = [
+        (
+            "a path ending the request line",
+            |p| p.path = "/healthz HTTP/1.1\r\nX-Injected: 1\r\n\r\nGET /admin".into(),
+            "the path",
+        ),
+        (
+            "a path with a space",
+            |p| p.path = "/a b".into(),
+            "the path",
+        ),
+        (
+            "a host with a line break",
+            |p| p.host = format!("{HOST}\r\nX-Injected: 1"),
+            "the host",
+        ),
+        (
+            "a header value with a line break",
+            |p| p.headers = vec![("X-Key".into(), "v\r\nX-Injected: 1".into())],
+            "header X-Key",
+        ),
+        (
+            "a header name that is not a token",
+            |p| p.headers = vec![("X-Key: v\r\nX-Injected".into(), "1".into())],
+            "header name",
+        ),
+    ];
+    for (what, attack, named) in attacks {
+        let mut probe = spec(address, Protocol::Http);
+        attack(&mut probe);
+        let refused = prober.probe(&probe).await.unwrap_err();
+        assert!(
+            refused.starts_with("refused: ") && refused.contains(named),
+            "{what}: {refused}"
+        );
+        assert!(
+            !refused.contains("v\r\n"),
+            "{what}: a header value is never echoed"
+        );
+    }
+    assert_eq!(
+        requests.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "no refused probe reached the server"
+    );
+}

@@ -84,7 +84,8 @@ pub struct PolicyTargetReference {
     /// Name of the Gateway.
     #[schemars(length(min = 1, max = 253))]
     pub name: String,
-    /// Namespace of the Gateway; when set it must be the policy's own namespace.
+    /// Namespace of the Gateway; when set it must be the policy's own namespace (another is
+    /// refused with reason `Invalid`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     /// Restricts the policy to one listener. Not supported yet: the policy covers every listener.

@@ -10,7 +10,9 @@ use crate::validation::DURATION_PATTERN;
 pub struct HealthCheck {
     /// HTTP path to request.
     #[serde(default = "default_endpoint")]
-    #[x_kube(validation = Rule::new("self.startsWith('/')").message("healthCheck.endpoint must be a path starting with '/'"))]
+    // Visible ASCII only: the path goes into the probe's request line as written, so a space,
+    // CR or LF would let a tenant write the rest of the request (and more requests) itself.
+    #[x_kube(validation = Rule::new("self.matches('^/[!-~]*$')").message("healthCheck.endpoint must be a path starting with '/', of visible ASCII characters only (no spaces, CR, LF or other control characters)"))]
     #[schemars(length(max = 2048))]
     pub endpoint: String,
 

@@ -41,13 +41,15 @@ pub struct DNSHealthCheckProbeSpec {
     pub port: i32,
     /// Value of the Host header (and TLS server name).
     #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = Rule::new("self.matches('^[A-Za-z0-9._-]+$')").message("spec.host must be a host name (letters, digits, '.', '-', '_')"))]
     pub host: String,
     /// Address to connect to: an IP address or the gateway's hostname.
     #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = Rule::new("self.matches('^[A-Za-z0-9._:-]+$')").message("spec.address must be an IP address or a host name"))]
     pub address: String,
-    /// HTTP path to request.
+    /// HTTP path to request (visible ASCII: it goes into the request line as written).
     #[serde(default = "super::health_check::default_endpoint")]
-    #[x_kube(validation = Rule::new("self.startsWith('/')").message("spec.path must start with '/'"))]
+    #[x_kube(validation = Rule::new("self.matches('^/[!-~]*$')").message("spec.path must start with '/' and hold visible ASCII characters only (no spaces, CR, LF or other control characters)"))]
     #[schemars(length(max = 2048))]
     pub path: String,
     /// `HTTP` or `HTTPS`.

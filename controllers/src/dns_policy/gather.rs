@@ -40,6 +40,7 @@ pub struct Seen {
 }
 
 /// Why a policy cannot be enforced; what was published stays published.
+#[derive(Debug, PartialEq)]
 pub enum Refusal {
     TargetNotFound { gateway: String },
     Conflicted { gateway: String, holder: String },
@@ -69,9 +70,25 @@ fn holder(policies: &[DNSPolicy]) -> Option<&DNSPolicy> {
         })
 }
 
+/// The Gateway namespace a policy may target: its own. A `targetRef.namespace` naming another
+/// is refused, as Gateway API refuses a reference across namespaces that the target's namespace
+/// did not grant: a team with rights in one namespace would otherwise publish another team's
+/// Gateway under its own names and write that Gateway's conditions.
+pub fn target_namespace(policy: &DNSPolicy) -> Result<String, Refusal> {
+    let namespace = policy.namespace().unwrap_or_default();
+    match policy.spec.target_ref.namespace.as_deref() {
+        None => Ok(namespace),
+        Some(target) if target == namespace => Ok(namespace),
+        Some(target) => Err(Refusal::Invalid(format!(
+            "targetRef.namespace {target} is not the policy's namespace {namespace}: a DNSPolicy applies to a Gateway of its own namespace"
+        ))),
+    }
+}
+
 pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
     let namespace = policy.namespace().unwrap_or_default();
     let target = &policy.spec.target_ref;
+    target_namespace(policy)?;
     let gateway_namespace = target
         .namespace
         .clone()
@@ -272,4 +289,36 @@ pub fn records_of(policy: &DNSPolicy, ctx: &Context) -> Vec<DNSRecord> {
         .iter()
         .map(|r| (**r).clone())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(namespace: &str, target_namespace: Option<&str>) -> DNSPolicy {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSPolicy",
+            "metadata": { "name": "p", "namespace": namespace },
+            "spec": { "targetRef": {
+                "group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "web",
+                "namespace": target_namespace,
+            } },
+        }))
+        .expect("a policy")
+    }
+
+    #[test]
+    fn a_policy_reaches_only_its_own_namespaces_gateways() {
+        assert_eq!(target_namespace(&policy("shop", None)), Ok("shop".into()));
+        assert_eq!(
+            target_namespace(&policy("shop", Some("shop"))),
+            Ok("shop".into())
+        );
+        let Err(Refusal::Invalid(message)) = target_namespace(&policy("mallory", Some("shop")))
+        else {
+            panic!("another namespace's Gateway is refused");
+        };
+        assert!(message.contains("targetRef.namespace shop"), "{message}");
+        assert!(message.contains("namespace mallory"), "{message}");
+    }
 }

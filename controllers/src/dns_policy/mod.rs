@@ -173,10 +173,10 @@ async fn remove(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
         )));
     }
     let target = &policy.spec.target_ref;
-    let gateway_namespace = target
-        .namespace
-        .clone()
-        .unwrap_or_else(|| policy.namespace().unwrap_or_default());
+    // A policy naming another namespace's Gateway never marked it, and does not unmark it.
+    let Ok(gateway_namespace) = gather::target_namespace(policy) else {
+        return Ok(Action::await_change());
+    };
     if let Some(gateway) = ctx
         .caches
         .gateways
