@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use kube::api::PatchParams;
 use kube::runtime::controller::Action;
+use meridian_api::kuadrant::ManagedZone;
 use meridian_api::meridian::ClusterReport;
 use rand::Rng;
 
@@ -46,6 +47,11 @@ pub struct ControllerConfig {
     pub distributed: Option<LocalCluster>,
     /// How many objects each controller reconciles at once.
     pub concurrency: Concurrency,
+    /// The domain suffixes the platform admin granted to namespaces (see
+    /// [`crate::zone_claims`]).
+    pub domain_grants: crate::zone_claims::DomainGrants,
+    /// The addresses health probes may not reach (see [`crate::probe_policy`]).
+    pub probe_policy: crate::probe_policy::ProbeAddressPolicy,
 }
 
 /// Reconciles each controller runs at once. A cold start finds every object due together;
@@ -107,6 +113,8 @@ impl Default for ControllerConfig {
             silence_withdrawal_percent: crate::silence::DEFAULT_WITHDRAWAL_PERCENT,
             distributed: None,
             concurrency: Concurrency::default(),
+            domain_grants: crate::zone_claims::DomainGrants::default(),
+            probe_policy: crate::probe_policy::ProbeAddressPolicy::default(),
         }
     }
 }
@@ -504,6 +512,11 @@ impl Context {
         if let Err(error) = self.recorder.publish(&event, &object.object_ref(&())).await {
             tracing::debug!(%error, reason, "could not publish an Event");
         }
+    }
+
+    /// `zone`'s claim on its domain among the zones in the cache (see [`crate::zone_claims`]).
+    pub fn zone_claim(&self, zone: &ManagedZone) -> crate::zone_claims::Claim {
+        crate::zone_claims::claim_of(zone, &self.caches.zones.state(), &self.config.domain_grants)
     }
 
     /// The agent's report for `cluster`, from the cache.

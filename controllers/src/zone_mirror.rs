@@ -23,6 +23,7 @@ use crate::caches::{Caches, Change};
 use crate::convert::all_to_engine;
 use crate::dns_record::owner_of;
 use crate::dnssec_keys::{KEYS_SECRET_TYPE, KeySource, ZoneSigning, signing_from_cache};
+use crate::zone_claims::{Claim, DomainGrants, claims, is_at_or_under, normalize};
 use crate::zone_provider::{EmbeddedZones, ZoneProvider};
 use crate::zone_serial::Numbering;
 
@@ -57,11 +58,13 @@ pub fn published_endpoints(record: &DNSRecord) -> Vec<Endpoint> {
 /// Keeps `embedded` current from the DNSRecords and ManagedZones in `caches` until `stop` (on
 /// a standby hub replica, or an agent serving DNS), signing zones with the keys `keys` names;
 /// `on_synced` runs once, after the first whole pass (the process then answers what the leader
-/// answers).
+/// answers). `grants` are the admin's domain grants where this process has them (a hub
+/// replica); an agent has none and follows the leader's refusals (see [`crate::zone_claims`]).
 pub async fn run(
     caches: Arc<Caches>,
     embedded: Arc<EmbeddedZones>,
     keys: KeySource,
+    grants: DomainGrants,
     on_synced: impl FnOnce() + Send,
     stop: impl std::future::Future<Output = ()> + Send,
 ) {
@@ -80,7 +83,7 @@ pub async fn run(
         }
         let mut mirrored = BTreeMap::new();
         loop {
-            pass(&caches, &embedded, &keys, &mut mirrored).await;
+            pass(&caches, &embedded, &keys, &grants, &mut mirrored).await;
             if let Some(synced) = on_synced.take() {
                 tracing::info!(
                     records = mirrored.len(),
@@ -125,10 +128,22 @@ async fn pass(
     caches: &Caches,
     embedded: &Arc<EmbeddedZones>,
     keys: &KeySource,
+    grants: &DomainGrants,
     mirrored: &mut BTreeMap<String, Mirrored>,
 ) {
-    for zone in caches.zones.state() {
-        if zone.spec.dns_provider_secret_ref.is_some() {
+    // Decided as the leader decides (see `crate::zone_claims`): a zone that lost its claim is
+    // never served, and its records never mirrored into the apex that holds.
+    let zones = caches.zones.state();
+    let claims = claims(&zones, grants);
+    let holds = |namespace: Option<&str>, name: &str| {
+        claims
+            .get(&format!("{}/{name}", namespace.unwrap_or_default()))
+            .is_some_and(Claim::holds)
+    };
+    for zone in zones {
+        if zone.spec.dns_provider_secret_ref.is_some()
+            || !holds(zone.namespace().as_deref(), &zone.name_any())
+        {
             continue;
         }
         match signing_from_cache(&zone, &caches.secrets, keys) {
@@ -176,9 +191,15 @@ async fn pass(
                 &record.spec.managed_zone.name,
             )
             .filter(|zone| zone.spec.dns_provider_secret_ref.is_none())
+            .filter(|zone| holds(zone.namespace().as_deref(), &zone.name_any()))
         else {
             continue;
         };
+        let root_host = record.spec.effective_root_host().unwrap_or_default();
+        if !is_at_or_under(&normalize(&root_host), &normalize(&zone.spec.domain_name)) {
+            // The leader refuses it too (see the DNSRecord controller).
+            continue;
+        }
         let provider = EmbeddedZones::zone(embedded, &zone.spec.domain_name);
         let zone_id = zone
             .spec
@@ -197,7 +218,7 @@ async fn pass(
             provider,
             zone_id,
             owner: owner_of(&record),
-            root_host: record.spec.effective_root_host().unwrap_or_default(),
+            root_host,
             published: desired,
         };
         let published = stage(embedded, &entry, previous.as_deref()).await;

@@ -129,7 +129,15 @@ async fn agent_probing_from(
         namespace: None,
     };
     let probes = meridian_agent::health::ZoneProbes::start(std::sync::Arc::new(
-        meridian_agent::probe::Prober::new(&[], source),
+        // The test's gateways listen on loopback addresses.
+        meridian_agent::probe::Prober::new(
+            &[],
+            source,
+            meridian_controllers::probe_policy::ProbeAddressPolicy {
+                allow_loopback: true,
+                ..Default::default()
+            },
+        ),
     ));
     Ok(tokio::spawn(meridian_agent::distributed::run(
         client.clone(),

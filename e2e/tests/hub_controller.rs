@@ -147,6 +147,11 @@ async fn agent_process() {
     let options = meridian_agent::HubModeOptions {
         probe_source,
         serve_dns,
+        // The test's gateways listen on loopback addresses.
+        probe_policy: meridian_controllers::probe_policy::ProbeAddressPolicy {
+            allow_loopback: true,
+            ..Default::default()
+        },
         ..meridian_agent::HubModeOptions::with_heartbeat(std::time::Duration::from_secs(2))
     };
     meridian_agent::run_hub_mode(spoke, hub, env(AGENT_ENV[0]), options)
@@ -157,6 +162,8 @@ async fn agent_process() {
 async fn start_hub(hub_kubeconfig: &Path, geoip: &Path) -> RunningHub {
     let mut args = RunArgs::local(hub_kubeconfig);
     args.geoip = Some(geoip.to_path_buf());
+    // The test's gateways listen on loopback addresses.
+    args.probe_allow_loopback = true;
     // Short, so the test sees a leaving cluster's Gateway go.
     args.withdrawal_grace_seconds = 3;
     // Short, so a standby replica takes over quickly when the leader dies.

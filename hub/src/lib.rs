@@ -37,7 +37,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the hub controllers against the hub cluster.
-    Run(run_command::RunArgs),
+    Run(Box<run_command::RunArgs>),
     /// Print the records a policy would publish for a gateway on given clusters (offline).
     Plan(PlanArgs),
     /// Why a client gets its answer: the GEO branch, tier and weights, each leaf's health
@@ -94,7 +94,7 @@ impl Cli {
         match self.command {
             Command::Plan(args) => plan_command::run(&args.file, args.output),
             Command::Nameserver(args) => nameserver_command::run(args),
-            Command::Run(args) => run_command::run(args),
+            Command::Run(args) => run_command::run(*args),
             Command::Explain(args) => explain_command::run(&args),
             Command::Routers(args) => routers_command(&args),
             Command::Uninstall(args) => uninstall_command::run(args),
@@ -175,6 +175,36 @@ mod tests {
         assert_eq!(args.kubeconfig, Some(PathBuf::from("hub.kubeconfig")));
         assert_eq!(args.health_addr, "127.0.0.1:8080".parse().unwrap());
         assert_eq!(args.dns_addr, "127.0.0.1:5353".parse().unwrap());
+        assert!(args.domain_grants.is_empty() && args.probe_deny.is_empty());
+        assert!(!args.probe_allow_loopback);
+    }
+
+    #[test]
+    fn tenancy_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "meridian-hub",
+            "run",
+            "--domain-grant",
+            "shop=shop.example.com,shop.example.org",
+            "--domain-grant",
+            "web=web.example.com",
+            "--probe-deny",
+            "10.244.0.0/16,10.96.0.0/12",
+        ])
+        .expect("valid flags");
+        let Command::Run(args) = cli.command else {
+            panic!("run parses as run")
+        };
+        let grants =
+            meridian_controllers::zone_claims::DomainGrants::parse(&args.domain_grants).unwrap();
+        assert!(grants.allows("shop", "api.shop.example.org"));
+        assert!(grants.allows("web", "web.example.com"));
+        assert!(!grants.allows("web", "shop.example.com"));
+        let policy =
+            meridian_controllers::probe_policy::ProbeAddressPolicy::parse(&args.probe_deny, false)
+                .unwrap();
+        assert!(policy.refuses("10.96.0.1".parse().unwrap()).is_some());
+        assert!(policy.refuses("10.250.2.1".parse().unwrap()).is_none());
     }
 
     #[test]

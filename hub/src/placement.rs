@@ -294,6 +294,7 @@ pub fn agent_work(
     hub_kubeconfig: &str,
     image: &str,
     dns: Option<&AgentDns>,
+    probe_args: &[String],
 ) -> Value {
     let mut args: Vec<String> = [
         "run",
@@ -304,6 +305,8 @@ pub fn agent_work(
     ]
     .map(String::from)
     .to_vec();
+    // The hub's probe address policy, so the agent refuses what the hub refuses.
+    args.extend(probe_args.iter().cloned());
     let mut ports = Vec::new();
     if let Some(dns) = dns {
         args.extend(["--serve-dns".to_string(), dns.listen.to_string()]);
@@ -558,7 +561,7 @@ mod tests {
                 .unwrap();
             deployment["spec"]["template"]["spec"]["containers"][0].clone()
         };
-        let plain = container(&agent_work("spoke-1", "kubeconfig", "agent:1", None));
+        let plain = container(&agent_work("spoke-1", "kubeconfig", "agent:1", None, &[]));
         assert_eq!(plain["args"].as_array().unwrap().len(), 5, "{plain}");
         assert_eq!(plain["ports"], json!([]));
         let dns = AgentDns {
@@ -567,7 +570,13 @@ mod tests {
                 meridian_nameserver::ZoneNameServer::parse("ns1.example.com=192.0.2.53").unwrap(),
             ],
         };
-        let serving = container(&agent_work("spoke-1", "kubeconfig", "agent:1", Some(&dns)));
+        let serving = container(&agent_work(
+            "spoke-1",
+            "kubeconfig",
+            "agent:1",
+            Some(&dns),
+            &[],
+        ));
         let args: Vec<&str> = serving["args"]
             .as_array()
             .unwrap()

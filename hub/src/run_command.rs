@@ -13,7 +13,9 @@ use meridian_nameserver::{GeoDb, NameServer, RateLimit, ServerConfig, ZoneNameSe
 use tokio::net::TcpListener;
 
 use meridian_controllers::health::DEFAULT_THRESHOLD_PERCENT;
+use meridian_controllers::probe_policy::ProbeAddressPolicy;
 use meridian_controllers::silence::{DEFAULT_FLEET_BRAKE_PERCENT, DEFAULT_WITHDRAWAL_PERCENT};
+use meridian_controllers::zone_claims::DomainGrants;
 use meridian_controllers::zone_provider::{EmbeddedZones, ProviderCache};
 use meridian_controllers::{
     Concurrency, Context, ControllerConfig, dns_policy, dns_record, zone_mirror,
@@ -175,6 +177,32 @@ pub struct RunArgs {
     /// Services stop sending it queries before it stops answering them.
     #[arg(long, env = "MERIDIAN_DRAIN_SECONDS", default_value_t = 5)]
     pub drain_seconds: u64,
+
+    /// Domain suffixes a namespace may claim with ManagedZones, `NAMESPACE=SUFFIX[,SUFFIX...]`,
+    /// repeated per namespace (Helm value `tenancy.domainGrants`). Once any is given, a
+    /// namespace claims only names under its own suffixes; without any, any namespace may claim
+    /// any domain no older zone holds. See docs/security.md.
+    #[arg(
+        long = "domain-grant",
+        env = "MERIDIAN_DOMAIN_GRANTS",
+        value_delimiter = ';'
+    )]
+    pub domain_grants: Vec<String>,
+
+    /// Address ranges health probes never connect to, besides loopback, link-local, unspecified
+    /// and multicast addresses, which are never probed (Helm value `probes.deny`): the pod and
+    /// service networks. Passed on to the agents the hub installs. See docs/security.md.
+    #[arg(
+        long = "probe-deny",
+        env = "MERIDIAN_PROBE_DENY",
+        value_delimiter = ','
+    )]
+    pub probe_deny: Vec<String>,
+
+    /// Lets probes reach loopback addresses: for a test bed whose gateways listen there,
+    /// never in production.
+    #[arg(long, env = "MERIDIAN_PROBE_ALLOW_LOOPBACK")]
+    pub probe_allow_loopback: bool,
 }
 
 impl RunArgs {
@@ -199,6 +227,9 @@ impl RunArgs {
             lease_namespace: "kube-system".into(),
             lease_seconds: 15,
             drain_seconds: 0,
+            domain_grants: Vec::new(),
+            probe_deny: Vec::new(),
+            probe_allow_loopback: false,
             cluster_heartbeat_timeout_seconds: 120,
             failure_threshold_percent: DEFAULT_THRESHOLD_PERCENT,
             fleet_brake_percent: DEFAULT_FLEET_BRAKE_PERCENT,
@@ -313,7 +344,10 @@ impl RunningHub {
         // kube and the AWS SDK bring two rustls crypto backends; pick one before any TLS.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client_config = client_config(args.kubeconfig.as_ref()).await?;
+        let probe_policy = ProbeAddressPolicy::parse(&args.probe_deny, args.probe_allow_loopback)
+            .map_err(|e| anyhow::anyhow!("--probe-deny: {e}"))?;
         let agent = AgentInstall {
+            probe_args: probe_policy.agent_args(),
             server_url: args.hub_server_url.clone().unwrap_or_else(|| {
                 client_config
                     .cluster_url
@@ -354,6 +388,9 @@ impl RunningHub {
             fleet_brake_percent: args.fleet_brake_percent,
             silence_withdrawal_percent: args.silence_withdrawal_percent,
             concurrency: args.concurrency(),
+            domain_grants: DomainGrants::parse(&args.domain_grants)
+                .map_err(|e| anyhow::anyhow!("--domain-grant: {e}"))?,
+            probe_policy: probe_policy.clone(),
             ..ControllerConfig::default()
         };
         // The controllers write through a client that checks the fence before every write;
@@ -503,6 +540,7 @@ async fn lead_and_run(
                 ctx.caches.clone(),
                 embedded.clone(),
                 KeySource::ZoneSecrets,
+                ctx.config.domain_grants.clone(),
                 move || {
                     ready.store(true, Ordering::SeqCst);
                     let _ = synced.send(true);

@@ -14,6 +14,7 @@ use kube::runtime::watcher;
 use meridian_api::names::DNSSEC_KEYS_SECRET;
 use meridian_controllers::caches::{Caches, Scope};
 use meridian_controllers::dnssec_keys::KeySource;
+use meridian_controllers::zone_claims::DomainGrants;
 use meridian_controllers::zone_mirror;
 use meridian_controllers::zone_provider::EmbeddedZones;
 use meridian_nameserver::{GeoDb, NameServer, RateLimit, ServerConfig, ZoneNameServer};
@@ -59,6 +60,8 @@ pub async fn serve(hub: kube::Client, cluster: String, config: ServeDns) -> anyh
             caches.clone(),
             embedded,
             KeySource::ClusterCopy { namespace: cluster },
+            // The hub's grants are the hub's: the agent follows its refusals in status.
+            DomainGrants::default(),
             move || tracing::info!(%listen, "answering DNS for the hub's embedded zones"),
             std::future::pending(),
         ) => {}

@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use meridian_controllers::probe_policy::ProbeAddressPolicy;
 
 /// `meridian-agent`: the per-cluster side of Meridian.
 #[derive(Debug, Parser)]
@@ -128,6 +129,20 @@ pub struct RunArgs {
     /// rate limiting (every second held-back one goes out truncated); 0 turns it off.
     #[arg(long, env = "MERIDIAN_DNS_RATE_LIMIT", default_value_t = meridian_nameserver::rate_limit::DEFAULT_RESPONSES_PER_SECOND)]
     pub dns_rate_limit: u32,
+
+    /// Address ranges probes never connect to, besides loopback, link-local, unspecified and
+    /// multicast addresses, which are never probed (the hub passes its own `--probe-deny`).
+    #[arg(
+        long = "probe-deny",
+        env = "MERIDIAN_PROBE_DENY",
+        value_delimiter = ','
+    )]
+    pub probe_deny: Vec<String>,
+
+    /// Lets probes reach loopback addresses: for a test bed whose gateways listen there,
+    /// never in production.
+    #[arg(long, env = "MERIDIAN_PROBE_ALLOW_LOOPBACK")]
+    pub probe_allow_loopback: bool,
 }
 
 /// The agent's mode.
@@ -153,6 +168,8 @@ pub struct HubModeOptions {
     pub route_scheduling: Option<String>,
     /// Answer DNS for the hub's embedded zones too.
     pub serve_dns: Option<dns::ServeDns>,
+    /// The addresses probes may not reach.
+    pub probe_policy: ProbeAddressPolicy,
 }
 
 impl HubModeOptions {
@@ -163,6 +180,7 @@ impl HubModeOptions {
             probe_source: None,
             route_scheduling: Some("round-robin".into()),
             serve_dns: None,
+            probe_policy: ProbeAddressPolicy::default(),
         }
     }
 }
@@ -180,6 +198,8 @@ async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
 
 async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     let spoke = client(args.kubeconfig.as_ref()).await?;
+    let probe_policy = ProbeAddressPolicy::parse(&args.probe_deny, args.probe_allow_loopback)
+        .map_err(|e| anyhow::anyhow!("--probe-deny: {e}"))?;
     if args.mode == Mode::Distributed {
         let cluster_id = report::cluster_id(&spoke).await?;
         let local = meridian_controllers::LocalCluster {
@@ -193,6 +213,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         let probes = health::ZoneProbes::start(std::sync::Arc::new(probe::Prober::new(
             &[],
             args.probe_source_address,
+            probe_policy,
         )));
         return tokio::select! {
             result = crate::distributed::run(spoke, local, refresh, Some(probes)) => result,
@@ -213,6 +234,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
             name_servers: args.name_servers.clone(),
             rate_limit: meridian_nameserver::RateLimit::per_second(args.dns_rate_limit),
         }),
+        probe_policy,
     };
     tokio::select! {
         result = run_hub_mode(spoke, hub, args.cluster_name.clone(), options) => result,
@@ -278,7 +300,11 @@ pub async fn run_hub_mode(
 ) -> anyhow::Result<()> {
     let (probes, probe_reports) = tokio::sync::watch::channel(Vec::new());
     let (shards, shard_reports) = tokio::sync::watch::channel(Vec::new());
-    let prober = std::sync::Arc::new(probe::Prober::new(&[], options.probe_source));
+    let prober = std::sync::Arc::new(probe::Prober::new(
+        &[],
+        options.probe_source,
+        options.probe_policy.clone(),
+    ));
     let scheduling = async {
         match options.route_scheduling {
             Some(strategy) => scheduler::run(spoke.clone(), strategy, shards).await,

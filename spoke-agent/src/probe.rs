@@ -13,6 +13,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use meridian_controllers::probe_policy::ProbeAddressPolicy;
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpSocket;
@@ -50,11 +51,18 @@ pub struct Prober {
     insecure: Arc<rustls::ClientConfig>,
     /// Local address to connect from (one per agent in tests of partial reachability).
     source: Option<IpAddr>,
+    /// Where probes may not connect, checked on the address connected to (after resolving).
+    policy: ProbeAddressPolicy,
 }
 
 impl Prober {
-    /// A prober trusting the system's CA certificates plus `extra_roots` (DER).
-    pub fn new(extra_roots: &[Vec<u8>], source: Option<IpAddr>) -> Self {
+    /// A prober trusting the system's CA certificates plus `extra_roots` (DER), refusing the
+    /// addresses `policy` refuses.
+    pub fn new(
+        extra_roots: &[Vec<u8>],
+        source: Option<IpAddr>,
+        policy: ProbeAddressPolicy,
+    ) -> Self {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut roots = rustls::RootCertStore::empty();
         for certificate in rustls_native_certs::load_native_certs().certs {
@@ -78,6 +86,7 @@ impl Prober {
             verified: Arc::new(verified),
             insecure: Arc::new(insecure),
             source,
+            policy,
         }
     }
 
@@ -99,6 +108,11 @@ impl Prober {
                 .next()
                 .ok_or_else(|| format!("{} has no address", spec.address))?,
         };
+        // Whatever the hub wrote: a compromised or older hub, a probe written by hand, or a
+        // hostname resolving to the metadata service gets no connection.
+        if let Some(refusal) = self.policy.refuses(target.ip()) {
+            return Err(format!("not probed: {}: {refusal}", target.ip()));
+        }
         let socket = if target.is_ipv4() {
             TcpSocket::new_v4()
         } else {

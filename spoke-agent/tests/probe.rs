@@ -6,10 +6,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use meridian_agent::probe::{ProbeSpec, ProbeState, Prober, Protocol};
+use meridian_controllers::probe_policy::ProbeAddressPolicy;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 const HOST: &str = "api.example.test";
+
+/// The probe policy of a test bed whose servers listen on loopback.
+fn test_bed() -> ProbeAddressPolicy {
+    ProbeAddressPolicy {
+        allow_loopback: true,
+        ..Default::default()
+    }
+}
 
 /// How a test server answers one request: from the request head and the client's address.
 type Answer = Arc<dyn Fn(&str, IpAddr) -> u16 + Send + Sync>;
@@ -103,7 +112,7 @@ async fn expected_codes_host_and_required_headers() {
         }
     });
     let address = http_server(answer).await;
-    let prober = Prober::new(&[], None);
+    let prober = Prober::new(&[], None, test_bed());
     let mut probe = spec(address, Protocol::Http);
     assert_eq!(
         prober.probe(&probe).await.unwrap_err(),
@@ -129,7 +138,7 @@ async fn expected_codes_host_and_required_headers() {
 async fn self_signed_certificates_are_refused_unless_allowed_and_sni_names_the_host() {
     let (address, der) = https_server(Arc::new(|_, _| 200)).await;
     let mut probe = spec(address, Protocol::Https);
-    let strict = Prober::new(&[], None);
+    let strict = Prober::new(&[], None, test_bed());
     let refused = strict.probe(&probe).await.unwrap_err();
     assert!(refused.contains("TLS with api.example.test"), "{refused}");
     probe.allow_insecure_certificate = true;
@@ -137,7 +146,7 @@ async fn self_signed_certificates_are_refused_unless_allowed_and_sni_names_the_h
     // Trusting the certificate, verification passes: the connection went to 127.0.0.1 while
     // SNI and the name checked were the real host's.
     probe.allow_insecure_certificate = false;
-    let trusting = Prober::new(&[der], None);
+    let trusting = Prober::new(&[der], None, test_bed());
     assert_eq!(trusting.probe(&probe).await, Ok(200));
 }
 
@@ -161,7 +170,7 @@ async fn a_failure_seen_from_one_vantage_point_only() {
     let address = SocketAddr::from(([127, 0, 0, 1], port));
     let mut outcomes = Vec::new();
     for source in [[127, 0, 0, 1], [127, 0, 0, 2], [127, 0, 0, 3]] {
-        let prober = Prober::new(&[], Some(IpAddr::from(source)));
+        let prober = Prober::new(&[], Some(IpAddr::from(source)), test_bed());
         outcomes.push(prober.probe(&spec(address, Protocol::Http)).await.is_ok());
     }
     assert_eq!(outcomes, [true, false, true]);
@@ -180,7 +189,7 @@ async fn a_silent_server_times_out_and_the_threshold_decides_health() {
     });
     let mut probe = spec(address, Protocol::Http);
     probe.timeout = Duration::from_millis(200);
-    let prober = Prober::new(&[], None);
+    let prober = Prober::new(&[], None, test_bed());
     let mut state = ProbeState::default();
     for _ in 0..2 {
         let outcome = prober.probe(&probe).await;
@@ -220,7 +229,7 @@ async fn the_runner_keeps_every_leaf_current_and_follows_changes() {
         }
     };
     let (updates, mut received) = tokio::sync::mpsc::channel(64);
-    let prober = Arc::new(Prober::new(&[], None));
+    let prober = Arc::new(Prober::new(&[], None, test_bed()));
     let mut runner = ProbeRunner::new(prober, updates);
     runner.sync(HashMap::from([
         ("a", leaf("up.example.test")),
@@ -271,7 +280,7 @@ async fn a_probe_that_would_write_its_own_request_is_never_sent() {
         200
     });
     let address = http_server(answer).await;
-    let prober = Prober::new(&[], None);
+    let prober = Prober::new(&[], None, test_bed());
     // First proof that the server counts what reaches it.
     assert_eq!(prober.probe(&spec(address, Protocol::Http)).await, Ok(200));
     assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 1);
@@ -322,5 +331,76 @@ async fn a_probe_that_would_write_its_own_request_is_never_sent() {
         requests.load(std::sync::atomic::Ordering::SeqCst),
         1,
         "no refused probe reached the server"
+    );
+}
+
+/// The attack: a leaf (or a hostname) at the agent's own loopback, the cloud's metadata
+/// service or a denied range, to make every spoke scan its own network. The agent opens no
+/// connection to any of them: a listener on loopback counts none.
+#[tokio::test]
+async fn an_agent_never_connects_to_loopback_link_local_or_a_denied_range() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = connections.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, peer)) = listener.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::spawn(serve(stream, peer.ip(), Arc::new(|_, _| 200)));
+        }
+    });
+    // First proof that the listener counts a connection that reaches it.
+    let allowed = Prober::new(&[], None, test_bed());
+    assert_eq!(allowed.probe(&spec(address, Protocol::Http)).await, Ok(200));
+    assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+    let strict = Prober::new(
+        &[],
+        None,
+        ProbeAddressPolicy::parse(&["192.0.2.0/24"], false).unwrap(),
+    );
+    let port = address.port();
+    let cases = [
+        (
+            "127.0.0.1".to_string(),
+            "127.0.0.1: loopback addresses are never probed",
+        ),
+        // A hostname is judged by what it resolves to.
+        (
+            "localhost".to_string(),
+            "loopback addresses are never probed",
+        ),
+        (
+            "::ffff:127.0.0.1".to_string(),
+            "loopback addresses are never probed",
+        ),
+        (
+            "169.254.169.254".to_string(),
+            "169.254.169.254: link-local addresses are never probed",
+        ),
+        (
+            "0.0.0.0".to_string(),
+            "0.0.0.0: unspecified addresses are never probed",
+        ),
+        (
+            "192.0.2.7".to_string(),
+            "192.0.2.7: 192.0.2.0/24 is denied to probes by the admin",
+        ),
+    ];
+    for (leaf, refusal) in cases {
+        let mut probe = spec(address, Protocol::Http);
+        probe.address = leaf.clone();
+        probe.port = port;
+        let outcome = strict.probe(&probe).await;
+        let error = outcome.expect_err(&leaf);
+        assert!(
+            error.starts_with("not probed: ") && error.ends_with(refusal),
+            "{leaf}: {error}"
+        );
+    }
+    assert_eq!(
+        connections.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "no refused probe reached the listener"
     );
 }

@@ -363,7 +363,15 @@ async fn measure(
             namespace: Some(namespace(provider, size, i)),
         };
         let probes = meridian_agent::health::ZoneProbes::start(Arc::new(
-            meridian_agent::probe::Prober::new(&[], None),
+            // The benchmark's gateways listen on loopback addresses.
+            meridian_agent::probe::Prober::new(
+                &[],
+                None,
+                meridian_controllers::probe_policy::ProbeAddressPolicy {
+                    allow_loopback: true,
+                    ..Default::default()
+                },
+            ),
         ));
         agents.push(tokio::spawn(meridian_agent::distributed::run(
             client.clone(),

@@ -82,7 +82,15 @@ fn resident_mib() -> f64 {
 }
 
 async fn measure(address: SocketAddr) -> anyhow::Result<()> {
-    let prober = Arc::new(Prober::new(&[], None));
+    // The benchmark's servers listen on loopback addresses.
+    let prober = Arc::new(Prober::new(
+        &[],
+        None,
+        meridian_controllers::probe_policy::ProbeAddressPolicy {
+            allow_loopback: true,
+            ..Default::default()
+        },
+    ));
     let leaves: std::collections::HashMap<usize, Leaf> = (0..LEAVES)
         .map(|i| {
             let leaf = Leaf {

@@ -44,6 +44,10 @@ pub(super) async fn provider_of(
     let namespace = zone.namespace().unwrap_or_default();
     let zone_name = zone.name_any();
     let domain = zone.spec.domain_name.clone();
+    let claim = ctx.zone_claim(zone);
+    if !claim.holds() {
+        return Err((claim.reason(), format!("ManagedZone {zone_name}: {claim}")));
+    }
     let secret_name = zone
         .provider_secret_name()
         .map_err(|message| (reasons::PROVIDER_UNAVAILABLE, message))?;

@@ -146,6 +146,12 @@ pub(super) async fn check_health(
     let name = record.name_any();
     let root_host = &record.spec.effective_root_host().unwrap_or_default();
     let leaves = RecordTree::from_records(root_host.as_str(), requested.to_vec()).leaf_addresses();
+    // Addresses no probe may reach (loopback, the metadata service, the admin's ranges): no
+    // probe is written for them, and they count as failing, so they are never published
+    // behind a health check.
+    let (leaves, refused): (Vec<String>, Vec<String>) = leaves
+        .into_iter()
+        .partition(|leaf| ctx.config.probe_policy.refuses_leaf(leaf).is_none());
     let wanted = wanted_probes(&name, root_host, &leaves, check);
     let existing = probes_of(record, ctx);
     let api: Api<DNSHealthCheckProbe> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -200,7 +206,24 @@ pub(super) async fn check_health(
         note_failover(ctx, record, probe, &results, current.as_ref(), &status);
         verdicts.insert(probe.spec.address.clone(), status.healthy);
     }
-    Ok(apply_health(root_host, requested, &verdicts, published))
+    for leaf in &refused {
+        verdicts.insert(leaf.clone(), Some(false));
+    }
+    let mut outcome = apply_health(root_host, requested, &verdicts, published);
+    if !refused.is_empty() {
+        let why: Vec<String> = refused
+            .iter()
+            .filter_map(|leaf| {
+                let refusal = ctx.config.probe_policy.refuses_leaf(leaf)?;
+                Some(format!("{leaf} ({refusal})"))
+            })
+            .collect();
+        outcome.message.push_str(&format!(
+            "; not probed, so never published: {}",
+            why.join(", ")
+        ));
+    }
+    Ok(outcome)
 }
 
 /// Times a failover's detection when a leaf's verdict turns unhealthy: from the earliest

@@ -215,6 +215,26 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         .await?;
         return Ok(Action::await_change());
     };
+    let domain = crate::zone_claims::normalize(&zone.spec.domain_name);
+    if !crate::zone_claims::is_at_or_under(&crate::zone_claims::normalize(&root_host), &domain) {
+        // Every endpoint is at or under the root host (the schema, or how the root host is
+        // found), so this keeps the whole record inside the zone it names: a zone is never
+        // a way to publish another domain's names.
+        let message = format!(
+            "the root host {root_host} is not in ManagedZone {}'s domain {domain}: a record publishes only names at or under its zone's domain",
+            zone.name_any()
+        );
+        write_status(
+            record,
+            ctx,
+            None,
+            (false, reasons::INVALID, message),
+            health,
+            Vec::new(),
+        )
+        .await?;
+        return Ok(Action::await_change());
+    }
     let healthy_endpoints = health.map_or(&requested, |h| &h.endpoints);
     let record_key = crate::object_key(
         "DNSRecord",
@@ -588,6 +608,17 @@ async fn withdraw(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         Ok(found) => found,
         // The zone is gone: there is nowhere left to withdraw from.
         Err((_, reasons::ZONE_NOT_FOUND, _)) => return Ok(Action::await_change()),
+        // The zone lost its claim (an admin's grants changed): it is not this record's to
+        // change any more, and a finalizer kept for it would never go.
+        Err((
+            _,
+            crate::zone_claims::reasons::DOMAIN_CLAIMED
+            | crate::zone_claims::reasons::DOMAIN_NOT_GRANTED,
+            message,
+        )) => {
+            tracing::warn!(record = %record.name_any(), %message, "deleted without withdrawing: its zone does not hold its domain");
+            return Ok(Action::await_change());
+        }
         Err((_, _, message)) => return Err(Error::Waiting(message)),
     };
     let owner = owner_of(record);

@@ -38,3 +38,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- printf "%s:%s" $repository (default .root.Chart.AppVersion .root.Values.image.tag) -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+The hub's domain grants as MERIDIAN_DOMAIN_GRANTS reads them: NAMESPACE=SUFFIX,SUFFIX;...
+*/}}
+{{- define "meridian.domainGrants" -}}
+{{- $grants := list -}}
+{{- range . -}}
+{{- $grants = append $grants (printf "%s=%s" .namespace (join "," .domains)) -}}
+{{- end -}}
+{{- join ";" $grants -}}
+{{- end -}}

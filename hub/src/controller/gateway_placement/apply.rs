@@ -123,7 +123,8 @@ pub async fn install_agent(cluster: &str, ctx: &PlacementContext) -> Result<(), 
                 cluster,
                 &without_token,
                 &install.image,
-                install.dns.as_ref()
+                install.dns.as_ref(),
+                &install.probe_args,
             )
         ])
         .to_string(),
@@ -179,7 +180,13 @@ pub async fn install_agent(cluster: &str, ctx: &PlacementContext) -> Result<(), 
         .and_then(|s| s.token)
         .unwrap_or_default();
     let kubeconfig = agent_kubeconfig(&install.server_url, &install.ca_pem, &token, cluster);
-    let mut work = agent_work(cluster, &kubeconfig, &install.image, install.dns.as_ref());
+    let mut work = agent_work(
+        cluster,
+        &kubeconfig,
+        &install.image,
+        install.dns.as_ref(),
+        &install.probe_args,
+    );
     let issued = (ctx.clock)().to_string();
     work["metadata"]["annotations"] = json!({
         TOKEN_ISSUED: issued,

@@ -63,6 +63,8 @@ pub struct AgentInstall {
     pub image: String,
     /// Whether and how the agents also answer DNS for the embedded zones.
     pub dns: Option<crate::placement::AgentDns>,
+    /// The agent's arguments carrying the hub's probe address policy.
+    pub probe_args: Vec<String>,
 }
 
 /// Whether the hub handles this Gateway (its class is the multi-cluster class).

@@ -68,7 +68,18 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
     status.observed_generation = zone.metadata.generation;
     status.delegation = Vec::new();
     let mut delegation = None;
+    let claim = ctx.zone_claim(&zone);
     let (ready, reason, message, requeue) = match zone.provider_secret_name() {
+        // Another team's domain, or one the namespace was not granted: nothing is served,
+        // read or published, and nothing of the holder's is touched.
+        _ if !claim.holds() => {
+            status = ManagedZoneStatus {
+                observed_generation: zone.metadata.generation,
+                conditions: status.conditions,
+                ..Default::default()
+            };
+            (false, claim.reason(), claim.to_string(), ctx.config.resync)
+        }
         Err(message) => (false, "InvalidSecretRef", message, ctx.config.retry_cap),
         Ok(None) => {
             let Some(embedded) = ctx.providers.embedded_zones() else {

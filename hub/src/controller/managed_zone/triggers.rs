@@ -79,13 +79,38 @@ pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedZone
             }
         }
     };
+    // A zone gone lets the zones it refused claim their domains.
+    let by_zone_gone = {
+        let zones = all.clone();
+        move |change: &Change<ManagedZone>| match change {
+            Change::Deleted(_) => refused_by_claims(&zones.state()),
+            _ => Vec::new(),
+        }
+    };
     vec![
         everything_once(&caches.zones),
         own_changes(&caches.zones),
+        triggers(caches.zones.subscribe(), all.clone(), by_zone_gone),
         triggers(caches.records.subscribe(), all.clone(), by_record),
         triggers(caches.policies.subscribe(), all.clone(), by_policy),
         triggers(caches.secrets.subscribe(), all, by_secret),
     ]
+}
+
+/// The zones whose status says an older zone holds their domain.
+fn refused_by_claims(zones: &[std::sync::Arc<ManagedZone>]) -> Vec<ObjectRef<ManagedZone>> {
+    zones
+        .iter()
+        .filter(|zone| {
+            zone.status.as_ref().is_some_and(|status| {
+                status.conditions.iter().any(|c| {
+                    c.type_ == conditions::READY
+                        && c.reason == meridian_controllers::zone_claims::reasons::DOMAIN_CLAIMED
+                })
+            })
+        })
+        .map(|zone| ObjectRef::from_obj(&**zone))
+        .collect()
 }
 
 /// The policy's `FailStatic` condition while it is True: its reason and message.

@@ -1,0 +1,436 @@
+//! Many teams, one hub: the attacks a tenant with rights in its own namespace alone would try,
+//! against a real API server (RBAC on, the tenant impersonated as a user bound to a Role in its
+//! namespace) and a real hub, each checked by what the victim's clients see: the hub's
+//! nameserver's answers.
+//!
+//! The victim is namespace `shop`, holding `example.com` and answering `api.example.com` with
+//! 10.250.2.1; the tenant is `mallory`, with every right on Meridian's kinds and Secrets in its
+//! namespace and none elsewhere (see docs/security.md).
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::Api;
+use kube::{Client, Config};
+use meridian_api::conditions;
+use meridian_api::kuadrant::{DNSRecord, ManagedZone};
+use meridian_controllers::zone_claims::reasons::{DOMAIN_CLAIMED, DOMAIN_NOT_GRANTED};
+use meridian_e2e::example::{apply, dig_host};
+use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, condition_becomes, eventually};
+use meridian_hub::run_command::{RunArgs, RunningHub};
+use serde_json::json;
+
+const VICTIM: &str = "shop";
+const TENANT: &str = "mallory";
+const VICTIM_HOST: &str = "api.example.com";
+const VICTIM_ADDRESS: &str = "10.250.2.1";
+const ATTACKER_ADDRESS: &str = "192.0.2.66";
+
+/// A zone `name` for `domain` in `namespace`.
+fn zone(namespace: &str, name: &str, domain: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
+        "metadata": { "name": name, "namespace": namespace },
+        "spec": { "domainName": domain },
+    })
+}
+
+/// A record `name` in zone `zone` answering `host` with `address`.
+fn record(namespace: &str, name: &str, zone: &str, host: &str, address: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
+        "metadata": { "name": name, "namespace": namespace },
+        "spec": {
+            "rootHost": host, "managedZone": { "name": zone },
+            "endpoints": [{ "dnsName": host, "recordType": "A", "recordTTL": 60, "targets": [address] }],
+        },
+    })
+}
+
+/// The tenant's namespace and its rights there: every verb on Meridian's kinds and Secrets, as
+/// a platform would give a team (no status, nothing cluster-wide).
+async fn tenant_namespace(admin: &Client) -> Result<(), Error> {
+    for namespace in [VICTIM, TENANT] {
+        apply(
+            &Api::<Namespace>::all(admin.clone()),
+            json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": namespace } }),
+        )
+        .await?;
+    }
+    let roles: Api<k8s_openapi::api::rbac::v1::Role> = Api::namespaced(admin.clone(), TENANT);
+    apply(
+        &roles,
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": { "name": "team", "namespace": TENANT },
+            "rules": [
+                { "apiGroups": ["kuadrant.io"], "resources": ["managedzones", "dnsrecords", "dnspolicies", "dnshealthcheckprobes"], "verbs": ["*"] },
+                { "apiGroups": [""], "resources": ["secrets"], "verbs": ["*"] },
+            ],
+        }),
+    )
+    .await?;
+    let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> =
+        Api::namespaced(admin.clone(), TENANT);
+    apply(
+        &bindings,
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": { "name": "team", "namespace": TENANT },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "team" },
+            "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": TENANT }],
+        }),
+    )
+    .await?;
+    Ok(())
+}
+
+/// A client acting as the tenant: the admin's kubeconfig, impersonating user `mallory`.
+async fn as_tenant(fleet: &Fleet) -> Result<Client, Error> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let kubeconfig = kube::config::Kubeconfig::read_from(fleet.hub.kubeconfig_path())?;
+    let mut config = Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+    config.auth_info.impersonate = Some(TENANT.into());
+    Ok(Client::try_from(config)?)
+}
+
+/// The victim's zone and record, published and answered.
+async fn victim(admin: &Client, dns: std::net::SocketAddr) -> Result<(), Error> {
+    apply(
+        &Api::<ManagedZone>::namespaced(admin.clone(), VICTIM),
+        zone(VICTIM, "main", "example.com"),
+    )
+    .await?;
+    apply(
+        &Api::<DNSRecord>::namespaced(admin.clone(), VICTIM),
+        record(VICTIM, "api", "main", VICTIM_HOST, VICTIM_ADDRESS),
+    )
+    .await?;
+    answered(dns, VICTIM_HOST, &[VICTIM_ADDRESS]).await?;
+    // Claims are ordered by creationTimestamp, to the second, then by namespace (`mallory`
+    // before `shop`): the tenant's zones come a second later, as they would in life.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    Ok(())
+}
+
+/// Waits until the nameserver answers `host` with `addresses`.
+async fn answered(
+    dns: std::net::SocketAddr,
+    host: &'static str,
+    addresses: &[&str],
+) -> Result<(), Error> {
+    let wanted: Vec<String> = addresses.iter().map(|a| a.to_string()).collect();
+    eventually(
+        &format!("{host} answers {addresses:?}"),
+        DEFAULT_PATIENCE,
+        || {
+            let wanted = wanted.clone();
+            async move {
+                let got = tokio::task::spawn_blocking(move || dig_host(dns, host, None))
+                    .await
+                    .expect("dig ran");
+                Ok((got == wanted).then_some(()))
+            }
+        },
+    )
+    .await
+}
+
+/// The answers to `host` now.
+async fn answers(dns: std::net::SocketAddr, host: &'static str) -> Vec<String> {
+    tokio::task::spawn_blocking(move || dig_host(dns, host, None))
+        .await
+        .expect("dig ran")
+}
+
+/// The `Ready` condition of `name` once its reason is `reason`.
+async fn refused<K>(api: &Api<K>, name: &str, reason: &str) -> Result<String, Error>
+where
+    K: meridian_e2e::WithConditions
+        + kube::Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let what = format!("{name} is refused with {reason}");
+    let condition = condition_becomes(api, name, conditions::READY, &what, |c| {
+        c.status == "False" && c.reason == reason
+    })
+    .await?;
+    Ok(condition.message)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_cannot_take_another_teams_zone_or_names() -> Result<(), Error> {
+    let fleet = Fleet::builder().without_ocm().start().await?;
+    let admin = fleet.hub.client();
+    tenant_namespace(&admin).await?;
+    let running = RunningHub::start(&RunArgs::local(fleet.hub.kubeconfig_path()))
+        .await
+        .expect("the hub starts");
+    let dns = running.nameserver;
+    victim(&admin, dns).await?;
+
+    let tenant = as_tenant(&fleet).await?;
+    let zones: Api<ManagedZone> = Api::namespaced(tenant.clone(), TENANT);
+    let records: Api<DNSRecord> = Api::namespaced(tenant.clone(), TENANT);
+    // The tenant's rights end at its namespace.
+    let elsewhere: Api<ManagedZone> = Api::namespaced(tenant.clone(), VICTIM);
+    assert!(
+        elsewhere.list(&Default::default()).await.is_err(),
+        "the tenant reads nothing of the victim's namespace"
+    );
+
+    // Its own zone works: the hub serves what the tenant may have.
+    apply(&zones, zone(TENANT, "own", "mallory.test")).await?;
+    apply(
+        &records,
+        record(TENANT, "own", "own", "www.mallory.test", "192.0.2.10"),
+    )
+    .await?;
+    answered(dns, "www.mallory.test", &["192.0.2.10"]).await?;
+
+    // 1. A longer apex under the victim's domain, answering the victim's host.
+    apply(&zones, zone(TENANT, "longer", VICTIM_HOST)).await?;
+    apply(
+        &records,
+        record(TENANT, "longer", "longer", VICTIM_HOST, ATTACKER_ADDRESS),
+    )
+    .await?;
+    let message = refused(&zones, "longer", DOMAIN_CLAIMED).await?;
+    assert!(
+        message.contains("namespace shop"),
+        "the refusal names the holder's namespace: {message}"
+    );
+    refused(&records, "longer", DOMAIN_CLAIMED).await?;
+
+    // 2. The victim's very domain, sharing its record store.
+    apply(&zones, zone(TENANT, "same", "example.com")).await?;
+    apply(
+        &records,
+        record(TENANT, "same", "same", VICTIM_HOST, ATTACKER_ADDRESS),
+    )
+    .await?;
+    refused(&zones, "same", DOMAIN_CLAIMED).await?;
+    refused(&records, "same", DOMAIN_CLAIMED).await?;
+
+    // 3. Its own zone, naming the victim's host: a record outside its zone's domain.
+    apply(
+        &records,
+        record(TENANT, "outside", "own", VICTIM_HOST, ATTACKER_ADDRESS),
+    )
+    .await?;
+    let message = refused(&records, "outside", "Invalid").await?;
+    assert!(
+        message.contains("not in ManagedZone own's domain"),
+        "{message}"
+    );
+
+    // The victim's host answers as before, and the tenant's own name still does.
+    assert_eq!(answers(dns, VICTIM_HOST).await, [VICTIM_ADDRESS]);
+    assert_eq!(answers(dns, "www.mallory.test").await, ["192.0.2.10"]);
+    let victim_zone = Api::<ManagedZone>::namespaced(admin.clone(), VICTIM)
+        .get("main")
+        .await?;
+    let ready = victim_zone
+        .status
+        .iter()
+        .flat_map(|s| s.conditions.iter())
+        .find(|c| c.type_ == conditions::READY)
+        .map(|c| (c.status.clone(), c.reason.clone()));
+    assert_eq!(ready, Some(("True".into(), "Serving".into())));
+
+    // The holder gone, the oldest refused zone for its domain takes it.
+    Api::<DNSRecord>::namespaced(admin.clone(), VICTIM)
+        .delete("api", &Default::default())
+        .await?;
+    Api::<ManagedZone>::namespaced(admin.clone(), VICTIM)
+        .delete("main", &Default::default())
+        .await?;
+    condition_becomes(
+        &zones,
+        "longer",
+        conditions::READY,
+        "the tenant's zone holds once the victim's is gone",
+        |c| c.status == "True",
+    )
+    .await?;
+    running.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_domain_grants_a_tenant_claims_only_its_own_suffixes() -> Result<(), Error> {
+    let fleet = Fleet::builder().without_ocm().start().await?;
+    let admin = fleet.hub.client();
+    tenant_namespace(&admin).await?;
+    let args = RunArgs {
+        domain_grants: vec![
+            format!("{VICTIM}=example.com"),
+            format!("{TENANT}=mallory.test"),
+        ],
+        ..RunArgs::local(fleet.hub.kubeconfig_path())
+    };
+    let running = RunningHub::start(&args).await.expect("the hub starts");
+    let dns = running.nameserver;
+    let tenant = as_tenant(&fleet).await?;
+    let zones: Api<ManagedZone> = Api::namespaced(tenant.clone(), TENANT);
+    let records: Api<DNSRecord> = Api::namespaced(tenant.clone(), TENANT);
+
+    // Created before the victim's zone: without grants the oldest claim would win.
+    apply(&zones, zone(TENANT, "early", "example.com")).await?;
+    apply(
+        &records,
+        record(TENANT, "early", "early", VICTIM_HOST, ATTACKER_ADDRESS),
+    )
+    .await?;
+    let message = refused(&zones, "early", DOMAIN_NOT_GRANTED).await?;
+    assert!(message.contains("granted: mallory.test"), "{message}");
+    // A domain nobody holds, but not granted to the tenant.
+    apply(&zones, zone(TENANT, "unclaimed", "elsewhere.org")).await?;
+    refused(&zones, "unclaimed", DOMAIN_NOT_GRANTED).await?;
+
+    victim(&admin, dns).await?;
+    apply(&zones, zone(TENANT, "own", "mallory.test")).await?;
+    apply(
+        &records,
+        record(TENANT, "own", "own", "www.mallory.test", "192.0.2.10"),
+    )
+    .await?;
+    answered(dns, "www.mallory.test", &["192.0.2.10"]).await?;
+    refused(&records, "early", DOMAIN_NOT_GRANTED).await?;
+    assert_eq!(answers(dns, VICTIM_HOST).await, [VICTIM_ADDRESS]);
+    assert!(answers(dns, "www.elsewhere.org").await.is_empty());
+    running.stop().await;
+    Ok(())
+}
+
+/// The attack on the spokes' networks: a tenant's record whose leaves are the agent's own
+/// loopback and the cloud's metadata service, and probes written by hand at them. The hub
+/// writes no probe for those leaves and says why; an agent (strict, as in production) opens
+/// no connection to a listener on loopback, and says why in its results.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_cannot_aim_probes_at_loopback_or_the_metadata_service() -> Result<(), Error> {
+    use meridian_api::kuadrant::DNSHealthCheckProbe;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let fleet = Fleet::builder().without_ocm().start().await?;
+    let admin = fleet.hub.client();
+    tenant_namespace(&admin).await?;
+    let running = RunningHub::start(&RunArgs::local(fleet.hub.kubeconfig_path()))
+        .await
+        .expect("the hub starts");
+    // What a probe would reach: a listener on loopback that counts connections.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connections = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = connections.clone();
+    tokio::spawn(async move {
+        while let Ok((_stream, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+
+    let tenant = as_tenant(&fleet).await?;
+    let zones: Api<ManagedZone> = Api::namespaced(tenant.clone(), TENANT);
+    let records: Api<DNSRecord> = Api::namespaced(tenant.clone(), TENANT);
+    let probes: Api<DNSHealthCheckProbe> = Api::namespaced(tenant.clone(), TENANT);
+    apply(&zones, zone(TENANT, "own", "mallory.test")).await?;
+    let mut scan = record(TENANT, "scan", "own", "scan.mallory.test", "192.0.2.10");
+    scan["spec"]["endpoints"][0]["targets"] = json!(["192.0.2.10", "127.0.0.1", "169.254.169.254"]);
+    scan["spec"]["healthCheck"] = json!({
+        "endpoint": "/latest/meta-data/", "port": port, "protocol": "HTTP",
+        "failureThreshold": 1, "interval": "5s",
+    });
+    apply(&records, scan).await?;
+    // The hub derives one probe, for the one leaf a probe may reach.
+    let healthy = condition_becomes(
+        &records,
+        "scan",
+        conditions::HEALTHY,
+        "the record says which leaves are not probed",
+        |c| c.message.contains("not probed"),
+    )
+    .await?;
+    assert!(
+        healthy.message.contains(
+            "not probed, so never published: 127.0.0.1 (loopback addresses are never probed), 169.254.169.254 (link-local addresses are never probed)"
+        ),
+        "{}",
+        healthy.message
+    );
+    let derived: Vec<String> = probes
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .map(|p| p.spec.address)
+        .collect();
+    assert_eq!(derived, ["192.0.2.10"]);
+
+    // Probes written by hand at the listener and the metadata service.
+    for (name, address) in [("loopback", "127.0.0.1"), ("metadata", "169.254.169.254")] {
+        apply(
+            &probes,
+            json!({
+                "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSHealthCheckProbe",
+                "metadata": { "name": name, "namespace": TENANT },
+                "spec": {
+                    "port": port, "host": "scan.mallory.test", "address": address,
+                    "path": "/latest/meta-data/", "protocol": "HTTP", "interval": "5s",
+                    "failureThreshold": 1,
+                },
+            }),
+        )
+        .await?;
+    }
+    // An agent as production runs it: every probe on the hub, the strict policy.
+    let (reports, results) = tokio::sync::watch::channel(Vec::new());
+    let prober = std::sync::Arc::new(meridian_agent::probe::Prober::new(
+        &[],
+        None,
+        meridian_controllers::probe_policy::ProbeAddressPolicy::default(),
+    ));
+    let agent = tokio::spawn(meridian_agent::health::run(
+        admin.clone(),
+        "spoke-1".into(),
+        prober,
+        reports,
+    ));
+    // First proof that the agent ran them: its results say why each failed.
+    let reasons = eventually(
+        "the agent judges the hand-written probes",
+        DEFAULT_PATIENCE,
+        || {
+            let reports = results.borrow().clone();
+            async move {
+                let reason = |name: &str| {
+                    reports
+                        .iter()
+                        .find(|r: &&meridian_api::meridian::ProbeReport| {
+                            r.namespace == TENANT && r.name == name
+                        })
+                        .and_then(|r| r.reason.clone())
+                };
+                Ok(match (reason("loopback"), reason("metadata")) {
+                    (Some(a), Some(b)) => Some((a, b)),
+                    _ => None,
+                })
+            }
+        },
+    )
+    .await?;
+    assert_eq!(
+        reasons,
+        (
+            "not probed: 127.0.0.1: loopback addresses are never probed".to_string(),
+            "not probed: 169.254.169.254: link-local addresses are never probed".to_string(),
+        )
+    );
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        0,
+        "no probe reached the listener on loopback"
+    );
+    agent.abort();
+    running.stop().await;
+    Ok(())
+}
