@@ -292,9 +292,30 @@ pub fn apply_health(
     }
 }
 
-/// A header Secret's keys and values, as request headers.
-pub fn secret_headers(secret: &k8s_openapi::api::core::v1::Secret) -> BTreeMap<String, String> {
-    secret
+/// The type a Secret must have for a health check to send its keys and values as headers. Any
+/// Secret of the namespace would do otherwise, and naming the zone's `kuadrant.io/aws` Secret
+/// made every spoke send the account's keys to the tenant's gateway.
+pub const PROBE_HEADERS_SECRET_TYPE: &str = "meridian.dev/probe-headers";
+/// The most headers one Secret may give a probe.
+pub const MAX_PROBE_HEADERS: usize = 16;
+/// The most bytes of names and values one Secret may give a probe: every tenant's headers
+/// travel to every cluster that probes them, and one large Secret must not stop the others.
+pub const MAX_PROBE_HEADER_BYTES: usize = 8 * 1024;
+
+/// A header Secret's keys and values, as request headers; or why the Secret gives none (its
+/// type, too many or too large headers, a name that is not an HTTP token or a value with a
+/// control character). The message names keys, never values.
+pub fn secret_headers(
+    secret: &k8s_openapi::api::core::v1::Secret,
+) -> Result<BTreeMap<String, String>, String> {
+    let name = secret.metadata.name.as_deref().unwrap_or_default();
+    let type_ = secret.type_.as_deref().unwrap_or("Opaque");
+    if type_ != PROBE_HEADERS_SECRET_TYPE {
+        return Err(format!(
+            "Secret {name} has type {type_}: probe headers come only from Secrets of type {PROBE_HEADERS_SECRET_TYPE}"
+        ));
+    }
+    let headers: BTreeMap<String, String> = secret
         .data
         .iter()
         .flatten()
@@ -306,13 +327,104 @@ pub fn secret_headers(secret: &k8s_openapi::api::core::v1::Secret) -> BTreeMap<S
                 .flatten()
                 .map(|(k, v)| (k.clone(), v.clone())),
         )
-        .collect()
+        .collect();
+    if headers.len() > MAX_PROBE_HEADERS {
+        return Err(format!(
+            "Secret {name} has {} keys: at most {MAX_PROBE_HEADERS} headers",
+            headers.len()
+        ));
+    }
+    let bytes: usize = headers.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if bytes > MAX_PROBE_HEADER_BYTES {
+        return Err(format!(
+            "Secret {name} holds {bytes} bytes of headers: at most {MAX_PROBE_HEADER_BYTES}"
+        ));
+    }
+    let is_token = |key: &str| {
+        !key.is_empty()
+            && key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    };
+    if let Some((key, _)) = headers.iter().find(|(key, value)| {
+        !is_token(key) || value.bytes().any(|b| b.is_ascii_control() && b != b'\t')
+    }) {
+        return Err(format!(
+            "Secret {name}: key {key:?} is not an HTTP header name, or its value holds a control character"
+        ));
+    }
+    Ok(headers)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use meridian_dns::model::RecordType;
+
+    #[test]
+    fn only_a_probe_headers_secret_of_sane_size_and_names_gives_headers() {
+        use k8s_openapi::ByteString;
+        use k8s_openapi::api::core::v1::Secret;
+        let secret = |type_: Option<&str>, data: Vec<(String, String)>| Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some("s".into()),
+                ..Default::default()
+            },
+            type_: type_.map(Into::into),
+            data: Some(
+                data.into_iter()
+                    .map(|(k, v)| (k, ByteString(v.into_bytes())))
+                    .collect(),
+            ),
+            ..Default::default()
+        };
+        let one = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
+        let ok = Some(PROBE_HEADERS_SECRET_TYPE);
+        let many: Vec<(String, String)> = (0..17).map(|i| (format!("X-{i}"), "v".into())).collect();
+        let cases = [
+            (secret(ok, one("X-Probe-Token", "s3cret")), Ok(())),
+            (secret(ok, Vec::new()), Ok(())),
+            (
+                secret(Some("kuadrant.io/aws"), one("AWS_SECRET_ACCESS_KEY", "k")),
+                Err(
+                    "Secret s has type kuadrant.io/aws: probe headers come only from Secrets of type meridian.dev/probe-headers",
+                ),
+            ),
+            (
+                secret(None, one("X-A", "v")),
+                Err(
+                    "Secret s has type Opaque: probe headers come only from Secrets of type meridian.dev/probe-headers",
+                ),
+            ),
+            (
+                secret(ok, many),
+                Err("Secret s has 17 keys: at most 16 headers"),
+            ),
+            (
+                secret(ok, one("X-Big", &"v".repeat(9000))),
+                Err("Secret s holds 9005 bytes of headers: at most 8192"),
+            ),
+            (
+                secret(ok, one("X-A", "v\r\nX-Injected: 1")),
+                Err(
+                    "Secret s: key \"X-A\" is not an HTTP header name, or its value holds a control character",
+                ),
+            ),
+            (
+                secret(ok, one("X A", "v")),
+                Err(
+                    "Secret s: key \"X A\" is not an HTTP header name, or its value holds a control character",
+                ),
+            ),
+        ];
+        for (secret, expected) in cases {
+            let got = secret_headers(&secret).map(|_| ());
+            assert_eq!(got, expected.map_err(str::to_string), "{secret:?}");
+        }
+        // Values are never in a message.
+        let refused = secret(Some("Opaque"), one("X-A", "hunter2"));
+        assert!(!secret_headers(&refused).unwrap_err().contains("hunter2"));
+    }
 
     const HOST: &str = "api.example.com";
     const LB: &str = "klb.api.example.com";

@@ -12,7 +12,9 @@ use meridian_dns::changes::{Changes, ZoneRecords, apply_strictly};
 use meridian_dns::model::Endpoint;
 use meridian_nameserver::dnssec::ZoneKeys;
 use meridian_nameserver::{NameServer, ZoneConfig, ZoneNameServer};
-use meridian_providers::azure::{AZURE_REQUESTS_PER_SECOND, AzureCredentials, AzureProvider};
+use meridian_providers::azure::{
+    AZURE_REQUESTS_PER_SECOND, AzureAuth, AzureCredentials, AzureProvider,
+};
 use meridian_providers::budget::{ROUTE53_REQUESTS_PER_SECOND, RequestBudget};
 use meridian_providers::google::{
     CLOUD_DNS_REQUESTS_PER_SECOND, GeoRegions, GoogleAuth, GoogleCredentials, GoogleProvider,
@@ -648,12 +650,26 @@ fn required(secret: &Secret, key: &'static str) -> Result<String, SecretError> {
     })
 }
 
+/// The admin's provider settings (see [`crate::provider_args`]): what no Secret may choose.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProviderSettings {
+    /// Every Route53 zone's endpoint; the real service when `None`.
+    pub aws_endpoint: Option<String>,
+    /// Every Google zone's endpoint; the real service when `None`.
+    pub google_endpoint: Option<String>,
+    /// Every Azure zone's cloud; Azure's public one when `None`.
+    pub azure_cloud: Option<meridian_providers::azure::CustomCloud>,
+    /// The namespaces whose zones may use this process's own identity.
+    pub ambient_identity_namespaces: std::collections::BTreeSet<String>,
+}
+
 /// Providers by Secret, so an account's budget and caches are shared.
 #[derive(Debug)]
 pub struct ProviderCache {
     /// The hub's nameserver; agents in distributed mode publish to provider zones only.
     embedded: Option<Arc<EmbeddedZones>>,
     by_secret: tokio::sync::Mutex<BTreeMap<(String, String), ZoneProvider>>,
+    settings: ProviderSettings,
 }
 
 impl ProviderCache {
@@ -661,6 +677,7 @@ impl ProviderCache {
         ProviderCache {
             embedded: Some(embedded),
             by_secret: tokio::sync::Mutex::new(BTreeMap::new()),
+            settings: ProviderSettings::default(),
         }
     }
 
@@ -669,7 +686,14 @@ impl ProviderCache {
         ProviderCache {
             embedded: None,
             by_secret: tokio::sync::Mutex::new(BTreeMap::new()),
+            settings: ProviderSettings::default(),
         }
+    }
+
+    /// With the admin's endpoints and identities.
+    pub fn with_settings(mut self, settings: ProviderSettings) -> Self {
+        self.settings = settings;
+        self
     }
 
     /// The embedded zone `apex`, when this process serves embedded zones.
@@ -699,10 +723,23 @@ impl ProviderCache {
         if let Some(provider) = cache.get(&key) {
             return Ok(provider.clone());
         }
-        let provider = build_provider(secret, &name, domain).await?;
+        let provider = build_provider(secret, &name, domain, &self.settings).await?;
         cache.retain(|(id, _), _| *id != key.0);
         cache.insert(key, provider.clone());
         Ok(provider)
+    }
+}
+
+/// Refuses a Secret key that names what only the admin may set (see [`ProviderSettings`]).
+fn admins_only(secret: &Secret, key: &'static str, flag: &str) -> Result<(), SecretError> {
+    match value(secret, key) {
+        None => Ok(()),
+        Some(_) => Err(SecretError::Invalid {
+            name: secret.metadata.name.clone().unwrap_or_default(),
+            problem: format!(
+                "{key} is the platform admin's setting (the hub's and agent's {flag}), not a Secret's: remove it"
+            ),
+        }),
     }
 }
 
@@ -710,6 +747,7 @@ async fn build_provider(
     secret: &Secret,
     name: &str,
     domain: &str,
+    settings: &ProviderSettings,
 ) -> Result<ZoneProvider, SecretError> {
     let invalid = |problem: String| SecretError::Invalid {
         name: name.to_string(),
@@ -717,12 +755,12 @@ async fn build_provider(
     };
     match secret.type_.as_deref().unwrap_or_default() {
         AWS_SECRET_TYPE => {
+            admins_only(secret, "AWS_ENDPOINT_URL", "--aws-endpoint")?;
             let credentials = Route53Credentials {
                 access_key_id: required(secret, "AWS_ACCESS_KEY_ID")?,
                 secret_access_key: required(secret, "AWS_SECRET_ACCESS_KEY")?,
                 region: value(secret, "AWS_REGION").unwrap_or_else(|| "us-east-1".into()),
-                // The AWS SDK's own name for an endpoint override (moto in tests).
-                endpoint: value(secret, "AWS_ENDPOINT_URL"),
+                endpoint: settings.aws_endpoint.clone(),
             };
             let budget = Arc::new(RequestBudget::per_second(ROUTE53_REQUESTS_PER_SECOND));
             Ok(ZoneProvider::Route53(Arc::new(Route53Provider::new(
@@ -731,10 +769,11 @@ async fn build_provider(
             ))))
         }
         GCP_SECRET_TYPE => {
+            admins_only(secret, "GOOGLE_ENDPOINT_URL", "--google-endpoint")?;
             let credentials = GoogleCredentials {
                 project: required(secret, "PROJECT_ID")?,
                 auth: GoogleAuth::ServiceAccount(required(secret, "GOOGLE")?),
-                endpoint: value(secret, "GOOGLE_ENDPOINT_URL"),
+                endpoint: settings.google_endpoint.clone(),
             };
             let budget = Arc::new(RequestBudget::per_second(CLOUD_DNS_REQUESTS_PER_SECOND));
             let provider = GoogleProvider::new(&credentials, GeoRegions::default(), budget)
@@ -744,11 +783,25 @@ async fn build_provider(
         }
         AZURE_SECRET_TYPE => {
             // The dns-operator's format: one `azure.json`; `ca.crt` trusts a private cloud's CA.
-            let credentials = AzureCredentials::from_azure_json(
+            let mut credentials = AzureCredentials::from_azure_json(
                 &required(secret, "azure.json")?,
                 value(secret, "ca.crt"),
             )
             .map_err(invalid)?;
+            if credentials.cloud.is_some() {
+                return Err(invalid(
+                    "resourceManagerEndpoint and activeDirectoryAuthorityHost are the platform admin's settings (the hub's and agent's --azure-resource-manager and --azure-authority-host), not a Secret's: remove them from azure.json".into(),
+                ));
+            }
+            credentials.cloud = settings.azure_cloud.clone();
+            let namespace = secret.metadata.namespace.as_deref().unwrap_or_default();
+            if matches!(credentials.auth, AzureAuth::WorkloadIdentity { .. })
+                && !settings.ambient_identity_namespaces.contains(namespace)
+            {
+                return Err(invalid(format!(
+                    "useWorkloadIdentityExtension asks for this process's own identity, which the platform admin has not granted to namespace {namespace} (--ambient-identity-namespace): use aadClientId and aadClientSecret"
+                )));
+            }
             let budget = Arc::new(RequestBudget::per_second(AZURE_REQUESTS_PER_SECOND));
             let provider = AzureProvider::new(&credentials, budget, AzureProvider::default_retry())
                 .map_err(|e| invalid(e.to_string()))?;
@@ -810,6 +863,112 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    fn secret(namespace: &str, type_: &str, data: serde_json::Value) -> Secret {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret", "type": type_,
+            "metadata": { "name": "zone", "namespace": namespace },
+            "stringData": data,
+        }))
+        .expect("a secret")
+    }
+
+    /// The attacks on the hub's identity and endpoints through a tenant's Secret: each is
+    /// refused with what to do, and none builds a provider.
+    #[tokio::test]
+    async fn endpoints_and_the_hubs_identity_are_the_admins_not_a_secrets() {
+        let aws = |extra: serde_json::Value| {
+            let mut data =
+                serde_json::json!({ "AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b" });
+            data.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            secret("mallory", AWS_SECRET_TYPE, data)
+        };
+        let azure = |namespace: &str, json: serde_json::Value| {
+            secret(
+                namespace,
+                AZURE_SECRET_TYPE,
+                serde_json::json!({ "azure.json": json.to_string() }),
+            )
+        };
+        let base =
+            serde_json::json!({ "tenantId": "t", "subscriptionId": "s", "resourceGroup": "rg" });
+        let with = |extra: serde_json::Value| {
+            let mut json = base.clone();
+            json.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            json
+        };
+        let granted = ProviderSettings {
+            ambient_identity_namespaces: ["platform".to_string()].into(),
+            ..Default::default()
+        };
+        let cases = [
+            (
+                aws(serde_json::json!({ "AWS_ENDPOINT_URL": "http://mallory.example" })),
+                Some("AWS_ENDPOINT_URL is the platform admin's setting"),
+            ),
+            (aws(serde_json::json!({})), None),
+            (
+                secret(
+                    "mallory",
+                    GCP_SECRET_TYPE,
+                    serde_json::json!({ "PROJECT_ID": "p", "GOOGLE": "{}", "GOOGLE_ENDPOINT_URL": "http://mallory.example" }),
+                ),
+                Some("GOOGLE_ENDPOINT_URL is the platform admin's setting"),
+            ),
+            (
+                azure(
+                    "mallory",
+                    with(serde_json::json!({
+                        "aadClientId": "id", "aadClientSecret": "s",
+                        "resourceManagerEndpoint": "https://arm.mallory.example/",
+                        "activeDirectoryAuthorityHost": "https://login.mallory.example/",
+                    })),
+                ),
+                Some(
+                    "resourceManagerEndpoint and activeDirectoryAuthorityHost are the platform admin's settings",
+                ),
+            ),
+            (
+                azure(
+                    "mallory",
+                    with(
+                        serde_json::json!({ "useWorkloadIdentityExtension": true, "aadClientId": "id" }),
+                    ),
+                ),
+                Some("has not granted to namespace mallory (--ambient-identity-namespace)"),
+            ),
+            (
+                azure(
+                    "mallory",
+                    with(serde_json::json!({ "aadClientId": "id", "aadClientSecret": "s" })),
+                ),
+                None,
+            ),
+        ];
+        for (secret, refusal) in cases {
+            let built = build_provider(&secret, "zone", "example.com", &granted).await;
+            match (built, refusal) {
+                (Err(error), Some(refusal)) => {
+                    assert!(error.to_string().contains(refusal), "{error}")
+                }
+                (Ok(_), None) => {}
+                (built, refusal) => panic!("{secret:?}: {:?}, expected {refusal:?}", built.err()),
+            }
+        }
+        // The namespace the admin named may use the hub's identity: whatever stops it now is
+        // not the grant.
+        let own = azure(
+            "platform",
+            with(serde_json::json!({ "useWorkloadIdentityExtension": true, "aadClientId": "id" })),
+        );
+        if let Err(error) = build_provider(&own, "zone", "example.com", &granted).await {
+            assert!(!error.to_string().contains("not granted"), "{error}");
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

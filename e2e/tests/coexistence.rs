@@ -126,9 +126,9 @@ impl SharedZone {
                 "tsigAlgorithm": bind.config.algorithm,
                 "tsigSecret": bind.config.secret,
             }),
-            SharedZone::Moto { moto, .. } => json!({
+            SharedZone::Moto { .. } => json!({
                 "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": moto.endpoint(),
+                "AWS_REGION": "us-east-1",
             }),
         };
         let type_ = match self {
@@ -253,7 +253,12 @@ async fn start_hub(
         }),
     )
     .await?;
-    let hub = RunningHub::start(&RunArgs::local(fleet.hub.kubeconfig_path()))
+    let mut args = RunArgs::local(fleet.hub.kubeconfig_path());
+    if let SharedZone::Moto { moto, .. } = zone {
+        // Where Route53 is, the admin's setting (never the Secret's).
+        args.providers.aws_endpoint = Some(moto.endpoint());
+    }
+    let hub = RunningHub::start(&args)
         .await
         .map_err(|e| Error::Component(e.to_string()))?;
     Ok((fleet, hub))

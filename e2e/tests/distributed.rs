@@ -11,6 +11,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use meridian_api::kuadrant::DNSRecord;
 use meridian_api::upstream::Gateway;
 use meridian_controllers::LocalCluster;
+use meridian_controllers::zone_provider::ProviderSettings;
 use meridian_dns::model::{Endpoint, RecordType};
 use meridian_dns::plan::Registry;
 use meridian_e2e::example::{apply, dig_host, ready_message};
@@ -107,7 +108,22 @@ async fn agent(
     name: &str,
     geo: &str,
 ) -> Result<JoinHandle<anyhow::Result<()>>, Error> {
-    agent_probing_from(client, name, geo, None).await
+    agent_probing_from(client, name, geo, None, ProviderSettings::default()).await
+}
+
+/// A distributed-mode agent for a cluster whose Route53 is at `endpoint` (moto): the agent's
+/// admin says where, as `--aws-endpoint` does, never the zone's Secret.
+async fn agent_with_route53_at(
+    client: &Client,
+    name: &str,
+    geo: &str,
+    endpoint: String,
+) -> Result<JoinHandle<anyhow::Result<()>>, Error> {
+    let providers = ProviderSettings {
+        aws_endpoint: Some(endpoint),
+        ..Default::default()
+    };
+    agent_probing_from(client, name, geo, None, providers).await
 }
 
 /// A distributed-mode agent whose health probes leave from `source`.
@@ -116,6 +132,7 @@ async fn agent_probing_from(
     name: &str,
     geo: &str,
     source: Option<std::net::IpAddr>,
+    providers: ProviderSettings,
 ) -> Result<JoinHandle<anyhow::Result<()>>, Error> {
     let cluster_id = meridian_agent::report::cluster_id(client).await?;
     let local = LocalCluster {
@@ -144,6 +161,7 @@ async fn agent_probing_from(
         local,
         Duration::from_secs(2),
         Some(probes),
+        providers,
     )))
 }
 
@@ -365,7 +383,7 @@ async fn three_clusters_share_a_route53_zone_agree_and_stay_thrifty() -> Result<
         "metadata": { "name": "zone", "namespace": NAMESPACE },
         "stringData": {
             "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": proxy.endpoint(),
+            "AWS_REGION": "us-east-1",
         },
     });
     let mut agents = Vec::new();
@@ -378,7 +396,7 @@ async fn three_clusters_share_a_route53_zone_agree_and_stay_thrifty() -> Result<
             address,
             geo,
         ));
-        agents.push(agent(&client, name, geo).await?);
+        agents.push(agent_with_route53_at(&client, name, geo, proxy.endpoint()).await?);
     }
     let route53 = Route53Provider::new(
         &moto.credentials(&moto.endpoint()),
@@ -568,12 +586,22 @@ async fn three_clusters_agree_on_health_through_the_zone() -> Result<(), Error> 
             json!({
                 "apiVersion": "v1", "kind": "Secret",
                 "metadata": { "name": "probe-auth", "namespace": NAMESPACE },
+                "type": "meridian.dev/probe-headers",
                 "stringData": { "X-Probe-Token": "s3cret" },
             }),
         )
         .await?;
         ids.push(meridian_agent::report::cluster_id(&client).await?);
-        agents.push(agent_probing_from(&client, name, geo, Some(sources[index])).await?);
+        agents.push(
+            agent_probing_from(
+                &client,
+                name,
+                geo,
+                Some(sources[index]),
+                ProviderSettings::default(),
+            )
+            .await?,
+        );
     }
     let all = ["127.0.4.1", "127.0.4.2", "127.0.4.3"];
     dig_answers(bind.config.server, &all).await?;
@@ -957,12 +985,12 @@ async fn a_distributed_cluster_joins_a_host_the_dns_operator_publishes() -> Resu
         "metadata": { "name": "zone", "namespace": NAMESPACE },
         "stringData": {
             "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": moto.endpoint(),
+            "AWS_REGION": "us-east-1",
         },
     });
     install(&spoke, secret, "10.0.0.1", loadbalanced("US")).await?;
     let owner = meridian_agent::report::cluster_id(&spoke).await?;
-    let distributed = agent(&spoke, "spoke-1", "US").await?;
+    let distributed = agent_with_route53_at(&spoke, "spoke-1", "US", moto.endpoint()).await?;
 
     let records = Api::<DNSRecord>::namespaced(spoke.clone(), NAMESPACE);
     let conflict = eventually(

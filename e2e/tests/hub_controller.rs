@@ -1016,7 +1016,10 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
 /// namespace `dns`), which `provider` then holds in `zone_id`; the zone's status names the
 /// provider `kind`; deleting the record withdraws it and its ownership records.
 async fn a_record_is_published_and_withdrawn_through<P: meridian_providers::Provider>(
-    secret: serde_json::Value,
+    (secret, providers): (
+        serde_json::Value,
+        meridian_controllers::provider_args::ProviderArgs,
+    ),
     domain: &str,
     kind: &str,
     root_host: &str,
@@ -1047,9 +1050,11 @@ async fn a_record_is_published_and_withdrawn_through<P: meridian_providers::Prov
         "spec": { "rootHost": root_host, "managedZone": { "name": "zone" }, "endpoints": endpoints },
     }))
     .await?;
-    let running = RunningHub::start(&RunArgs::local(fleet.hub.kubeconfig_path()))
-        .await
-        .expect("the hub starts");
+    let args = RunArgs {
+        providers,
+        ..RunArgs::local(fleet.hub.kubeconfig_path())
+    };
+    let running = RunningHub::start(&args).await.expect("the hub starts");
     eventually("the record is Ready", DEFAULT_PATIENCE, || {
         let records = records.clone();
         async move {
@@ -1138,11 +1143,16 @@ async fn a_record_in_a_route53_zone_is_published_and_withdrawn_through_its_secre
         "metadata": { "name": "provider", "namespace": "dns" },
         "stringData": {
             "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": moto.endpoint(),
+            "AWS_REGION": "us-east-1",
         },
     });
+    // Where Route53 is: the admin's setting, never the Secret's.
+    let providers = meridian_controllers::provider_args::ProviderArgs {
+        aws_endpoint: Some(moto.endpoint()),
+        ..Default::default()
+    };
     a_record_is_published_and_withdrawn_through(
-        secret,
+        (secret, providers),
         "example.net",
         "route53",
         "shop.example.net",
@@ -1187,8 +1197,14 @@ async fn a_loadbalanced_record_in_an_azure_zone_is_published_and_withdrawn_throu
         "metadata": { "name": "provider", "namespace": "dns" },
         "stringData": { "azure.json": fake.azure_json(), "ca.crt": fake.ca_pem() },
     });
+    // The fake's cloud: the admin's setting, never the Secret's.
+    let providers = meridian_controllers::provider_args::ProviderArgs {
+        azure_resource_manager: Some(fake.url()),
+        azure_authority_host: Some(fake.url()),
+        ..Default::default()
+    };
     a_record_is_published_and_withdrawn_through(
-        secret,
+        (secret, providers),
         "example.net",
         "azure",
         "shop.example.net",
@@ -1277,6 +1293,7 @@ async fn health_checks_from_every_cluster_decide_which_gateways_stay_in_dns() ->
             &Patch::Apply(json!({
                 "apiVersion": "v1", "kind": "Secret",
                 "metadata": { "name": "probe-auth", "namespace": NAMESPACE },
+                "type": "meridian.dev/probe-headers",
                 "stringData": { PROBE_TOKEN.0: PROBE_TOKEN.1 },
             })),
         )

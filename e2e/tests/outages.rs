@@ -155,9 +155,16 @@ impl Route53Zone {
             "metadata": { "name": name, "namespace": NAMESPACE },
             "stringData": {
                 "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": self.proxy.endpoint(),
+                "AWS_REGION": "us-east-1",
             },
         })
+    }
+
+    /// A hub whose Route53 is the proxy (the admin's `--aws-endpoint`).
+    fn hub_args(&self, kubeconfig: &std::path::Path) -> RunArgs {
+        let mut args = RunArgs::local(kubeconfig);
+        args.providers.aws_endpoint = Some(self.proxy.endpoint());
+        args
     }
 
     async fn held(&self) -> Vec<(String, Vec<String>)> {
@@ -180,7 +187,7 @@ async fn route53_unreachable_mid_change_is_retried_with_backoff_and_loses_nothin
     .await?;
     record(&fleet, "shop", "zone", "shop.outage.example", "192.0.2.1").await?;
     record(&fleet, "keep", "zone", "keep.outage.example", "192.0.2.9").await?;
-    let running = RunningHub::start(&RunArgs::local(fleet.hub.kubeconfig_path()))
+    let running = RunningHub::start(&route53.hub_args(fleet.hub.kubeconfig_path()))
         .await
         .expect("the hub starts");
     ready(&fleet, "shop", true, "Published", DEFAULT_PATIENCE).await?;
@@ -328,7 +335,7 @@ async fn every_replica_answers_the_last_state_while_the_api_server_is_away() -> 
     record(&fleet, "shop", "remote", "shop.remote.example", "192.0.2.2").await?;
     let args = RunArgs {
         lease_seconds: 3,
-        ..RunArgs::local(fleet.hub.kubeconfig_path())
+        ..route53.hub_args(fleet.hub.kubeconfig_path())
     };
     let leader = RunningHub::start(&args).await.expect("the hub starts");
     ready(&fleet, "web", true, "Published", DEFAULT_PATIENCE).await?;

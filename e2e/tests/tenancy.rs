@@ -224,6 +224,52 @@ async fn a_tenant_cannot_take_another_teams_zone_or_names() -> Result<(), Error>
         "{message}"
     );
 
+    // 4. The hub's own identity, and a token sent to a server the tenant runs.
+    apply(
+        &Api::<k8s_openapi::api::core::v1::Secret>::namespaced(tenant.clone(), TENANT),
+        json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/azure",
+            "metadata": { "name": "borrowed", "namespace": TENANT },
+            "stringData": { "azure.json": json!({
+                "tenantId": "t", "subscriptionId": "victims-subscription", "resourceGroup": "rg",
+                "useWorkloadIdentityExtension": true,
+            }).to_string() },
+        }),
+    )
+    .await?;
+    apply(
+        &Api::<k8s_openapi::api::core::v1::Secret>::namespaced(tenant.clone(), TENANT),
+        json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/azure",
+            "metadata": { "name": "elsewhere", "namespace": TENANT },
+            "stringData": { "azure.json": json!({
+                "tenantId": "t", "subscriptionId": "s", "resourceGroup": "rg",
+                "aadClientId": "id", "aadClientSecret": "s",
+                "resourceManagerEndpoint": "https://127.0.0.1:1/",
+                "activeDirectoryAuthorityHost": "https://127.0.0.1:1/",
+            }).to_string() },
+        }),
+    )
+    .await?;
+    for (name, secret, refusal) in [
+        (
+            "identity",
+            "borrowed",
+            "has not granted to namespace mallory",
+        ),
+        (
+            "endpoints",
+            "elsewhere",
+            "are the platform admin's settings",
+        ),
+    ] {
+        let mut spec = zone(TENANT, name, &format!("{name}.mallory.test"));
+        spec["spec"]["dnsProviderSecretRef"] = json!({ "name": secret });
+        apply(&zones, spec).await?;
+        let message = refused(&zones, name, "InvalidSecret").await?;
+        assert!(message.contains(refusal), "{name}: {message}");
+    }
+
     // The victim's host answers as before, and the tenant's own name still does.
     assert_eq!(answers(dns, VICTIM_HOST).await, [VICTIM_ADDRESS]);
     assert_eq!(answers(dns, "www.mallory.test").await, ["192.0.2.10"]);
@@ -358,13 +404,45 @@ async fn a_tenant_cannot_aim_probes_at_loopback_or_the_metadata_service() -> Res
         healthy.message
     );
     let derived: Vec<String> = probes
-        .list(&Default::default())
+        .list(&kube::api::ListParams::default().labels("meridian.dev/dns-record=scan"))
         .await?
         .items
         .into_iter()
         .map(|p| p.spec.address)
         .collect();
     assert_eq!(derived, ["192.0.2.10"]);
+
+    // The zone's provider credentials named as probe headers: refused, and said so.
+    apply(
+        &Api::<k8s_openapi::api::core::v1::Secret>::namespaced(tenant.clone(), TENANT),
+        json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/aws",
+            "metadata": { "name": "aws", "namespace": TENANT },
+            "stringData": { "AWS_ACCESS_KEY_ID": "AKIA0000", "AWS_SECRET_ACCESS_KEY": "hunter2" },
+        }),
+    )
+    .await?;
+    let mut exfiltrate = record(TENANT, "exfil", "own", "exfil.mallory.test", "192.0.2.11");
+    exfiltrate["spec"]["healthCheck"] = json!({
+        "endpoint": "/", "port": 80, "protocol": "HTTP",
+        "additionalHeadersRef": { "name": "aws" },
+    });
+    apply(&records, exfiltrate).await?;
+    let healthy = condition_becomes(
+        &records,
+        "exfil",
+        conditions::HEALTHY,
+        "the record says its header Secret is refused",
+        |c| c.message.contains("probes wait for their headers"),
+    )
+    .await?;
+    assert!(
+        healthy.message.contains(
+            "probes wait for their headers: Secret aws has type kuadrant.io/aws: probe headers come only from Secrets of type meridian.dev/probe-headers"
+        ) && !healthy.message.contains("hunter2"),
+        "{}",
+        healthy.message
+    );
 
     // Probes written by hand at the listener and the metadata service.
     for (name, address) in [("loopback", "127.0.0.1"), ("metadata", "169.254.169.254")] {

@@ -14,6 +14,7 @@ use tokio::net::TcpListener;
 
 use meridian_controllers::health::DEFAULT_THRESHOLD_PERCENT;
 use meridian_controllers::probe_policy::ProbeAddressPolicy;
+use meridian_controllers::provider_args::ProviderArgs;
 use meridian_controllers::silence::{DEFAULT_FLEET_BRAKE_PERCENT, DEFAULT_WITHDRAWAL_PERCENT};
 use meridian_controllers::zone_claims::DomainGrants;
 use meridian_controllers::zone_provider::{EmbeddedZones, ProviderCache};
@@ -80,6 +81,9 @@ pub struct RunArgs {
     /// Transfers of the embedded zones to standard secondaries, and NOTIFY.
     #[command(flatten)]
     pub secondaries: SecondariesArgs,
+
+    #[command(flatten)]
+    pub providers: ProviderArgs,
 
     /// Seconds between looks at converged objects.
     #[arg(long, env = "MERIDIAN_RESYNC_SECONDS", default_value_t = 300)]
@@ -220,6 +224,7 @@ impl RunArgs {
             // Tests and the demo query from loopback as fast as they like.
             dns_rate_limit: 0,
             secondaries: SecondariesArgs::default(),
+            providers: ProviderArgs::default(),
             resync_seconds: 300,
             withdrawal_grace_seconds: 600,
             agent_image: "ghcr.io/meridian-dev/meridian-agent:latest".into(),
@@ -399,7 +404,11 @@ impl RunningHub {
         let fenced_client = kube::client::ClientBuilder::try_from(fenced_config)?
             .with_layer(&FenceLayer(fence.clone()))
             .build();
-        let mut ctx = Context::new(fenced_client, ProviderCache::new(embedded), config);
+        let mut ctx = Context::new(
+            fenced_client,
+            ProviderCache::new(embedded).with_settings(args.providers.settings()),
+            config,
+        );
         ctx.fence = fence;
         let ctx = Arc::new(ctx);
         let placement = Arc::new(PlacementContext {

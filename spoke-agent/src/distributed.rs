@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use kube::Client;
 use meridian_controllers::shared_health::SharedProbes;
-use meridian_controllers::zone_provider::ProviderCache;
+use meridian_controllers::zone_provider::{ProviderCache, ProviderSettings};
 use meridian_controllers::{Context, ControllerConfig, LocalCluster, dns_policy, dns_record};
 
 /// Runs the controllers for `local` until the process ends, looking at each shared zone again
@@ -19,13 +19,18 @@ pub async fn run(
     local: LocalCluster,
     refresh: std::time::Duration,
     probes: Option<Arc<dyn SharedProbes>>,
+    providers: ProviderSettings,
 ) -> anyhow::Result<()> {
     let config = ControllerConfig {
         resync: refresh,
         distributed: Some(local),
         ..ControllerConfig::default()
     };
-    let mut ctx = Context::new(client.clone(), ProviderCache::without_embedded(), config);
+    let mut ctx = Context::new(
+        client.clone(),
+        ProviderCache::without_embedded().with_settings(providers),
+        config,
+    );
     ctx.shared_probes = probes;
     let ctx = Arc::new(ctx);
     // One watch per kind for both controllers; they run until the process ends.

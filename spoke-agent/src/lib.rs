@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use meridian_controllers::probe_policy::ProbeAddressPolicy;
+use meridian_controllers::provider_args::ProviderArgs;
 
 /// `meridian-agent`: the per-cluster side of Meridian.
 #[derive(Debug, Parser)]
@@ -53,6 +54,9 @@ pub struct ZoneOwnersArgs {
     /// Remove this owner's records (a cluster ID) the way it would have withdrawn them.
     #[arg(long)]
     pub purge: Option<String>,
+
+    #[command(flatten)]
+    pub providers: ProviderArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -143,6 +147,10 @@ pub struct RunArgs {
     /// never in production.
     #[arg(long, env = "MERIDIAN_PROBE_ALLOW_LOOPBACK")]
     pub probe_allow_loopback: bool,
+
+    /// Distributed mode: the endpoints and identities the zones' Secrets may not choose.
+    #[command(flatten)]
+    pub providers: ProviderArgs,
 }
 
 /// The agent's mode.
@@ -216,7 +224,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
             probe_policy,
         )));
         return tokio::select! {
-            result = crate::distributed::run(spoke, local, refresh, Some(probes)) => result,
+            result = crate::distributed::run(spoke, local, refresh, Some(probes), args.providers.settings()) => result,
             _ = tokio::signal::ctrl_c() => Ok(()),
         };
     }
@@ -268,6 +276,7 @@ async fn zone_owners(args: ZoneOwnersArgs) -> anyhow::Result<()> {
         .trim_end_matches('.')
         .to_ascii_lowercase();
     let provider = meridian_controllers::zone_provider::ProviderCache::without_embedded()
+        .with_settings(args.providers.settings())
         .for_secret(&secret, &domain)
         .await?;
     let zone_id = provider.zone_id(&domain, zone.spec.id.as_deref()).await?;

@@ -124,7 +124,9 @@ impl FakeAzure {
         }
     }
 
-    /// The `azure.json` of a `kuadrant.io/azure` Secret for the fake.
+    /// The `azure.json` of a `kuadrant.io/azure` Secret for the fake. Where the fake is, the
+    /// hub's admin says (`--azure-resource-manager` and `--azure-authority-host`: [`Self::url`]),
+    /// never a Secret.
     pub fn azure_json(&self) -> String {
         serde_json::json!({
             "tenantId": TENANT,
@@ -132,8 +134,6 @@ impl FakeAzure {
             "resourceGroup": RESOURCE_GROUP,
             "aadClientId": CLIENT_ID,
             "aadClientSecret": CLIENT_SECRET,
-            "resourceManagerEndpoint": self.url(),
-            "activeDirectoryAuthorityHost": self.url(),
         })
         .to_string()
     }

@@ -223,15 +223,28 @@ impl ZoneServer {
         })
     }
 
+    /// The agents' provider settings: where Route53 is (the proxy), as `--aws-endpoint` says.
+    fn providers(&self) -> meridian_controllers::zone_provider::ProviderSettings {
+        match self {
+            ZoneServer::Route53 { proxy, .. } => {
+                meridian_controllers::zone_provider::ProviderSettings {
+                    aws_endpoint: Some(proxy.endpoint()),
+                    ..Default::default()
+                }
+            }
+            ZoneServer::Rfc2136(_) => Default::default(),
+        }
+    }
+
     /// The provider Secret a cluster's ManagedZone names.
     fn secret(&self, namespace: &str) -> Value {
         match self {
-            ZoneServer::Route53 { proxy, .. } => json!({
+            ZoneServer::Route53 { .. } => json!({
                 "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/aws",
                 "metadata": { "name": "zone", "namespace": namespace },
                 "stringData": {
                     "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                    "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": proxy.endpoint(),
+                    "AWS_REGION": "us-east-1",
                 },
             }),
             ZoneServer::Rfc2136(bind) => json!({
@@ -378,6 +391,7 @@ async fn measure(
             local,
             refresh,
             Some(probes),
+            zone.providers(),
         )));
     }
     let patience = Duration::from_secs(args.patience_seconds);

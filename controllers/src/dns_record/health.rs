@@ -56,23 +56,13 @@ pub(super) async fn agree_on_health(
     // Addresses withdrawn for failing stay probed, so their reports hold until they recover.
     watched.extend(shared_health::read_reports(current, root_host).into_keys());
     let mut notes = Vec::new();
-    let headers = match &check.additional_headers_ref {
-        None => Some(Vec::new()),
-        Some(reference) => ctx
-            .caches
-            .secrets
-            .get(record.namespace().as_deref(), &reference.name)
-            .map(|secret| crate::health::secret_headers(&secret).into_iter().collect()),
+    let headers = match header_problem(record, check, ctx) {
+        Ok(headers) => Some(headers.into_iter().collect::<Vec<_>>()),
+        Err(problem) => {
+            notes.push(format!("health checks wait: {problem}"));
+            None
+        }
     };
-    if headers.is_none() {
-        notes.push(format!(
-            "health checks wait for their header Secret {}",
-            check
-                .additional_headers_ref
-                .as_ref()
-                .map_or("", |r| r.name.as_str())
-        ));
-    }
     probes.watch(&record_key, root_host, &watched, check, headers.as_deref());
     let verdict = shared_health::decide(
         owner,
@@ -102,6 +92,24 @@ pub(super) async fn agree_on_health(
         changes: verdict.changes,
         notes,
     })
+}
+
+/// The headers of the check's header Secret, or why there are none to send (missing, or
+/// refused by [`crate::health::secret_headers`]).
+pub(super) fn header_problem(
+    record: &DNSRecord,
+    check: &HealthCheck,
+    ctx: &Context,
+) -> Result<BTreeMap<String, String>, String> {
+    let Some(reference) = &check.additional_headers_ref else {
+        return Ok(BTreeMap::new());
+    };
+    let secret = ctx
+        .caches
+        .secrets
+        .get(record.namespace().as_deref(), &reference.name)
+        .ok_or_else(|| format!("header Secret {} not found", reference.name))?;
+    crate::health::secret_headers(&secret)
 }
 
 /// TTL of the last-modified mark.
@@ -210,6 +218,12 @@ pub(super) async fn check_health(
         verdicts.insert(leaf.clone(), Some(false));
     }
     let mut outcome = apply_health(root_host, requested, &verdicts, published);
+    if let Err(problem) = header_problem(record, check, ctx) {
+        // The agents wait for headers the hub will not copy: say why.
+        outcome
+            .message
+            .push_str(&format!("; probes wait for their headers: {problem}"));
+    }
     if !refused.is_empty() {
         let why: Vec<String> = refused
             .iter()

@@ -42,7 +42,8 @@ pub fn headers_data(
     sources
         .iter()
         .filter_map(|((namespace, name), secret)| {
-            let headers = secret_headers(secret.as_ref()?);
+            // A refused Secret (its type, its size) is not copied; the record's status says why.
+            let headers = secret_headers(secret.as_ref()?).ok()?;
             let json = serde_json::to_vec(&headers).expect("a map of strings serializes");
             Some((headers_key(namespace, name), ByteString(json)))
         })
@@ -114,20 +115,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_named_secret_becomes_one_key_of_json_headers_and_missing_ones_are_left_out() {
-        let secret = Secret {
+    fn each_named_secret_becomes_one_key_of_json_headers_and_missing_or_refused_ones_are_left_out()
+    {
+        let secret = |type_: &str, key: &str| Secret {
+            type_: Some(type_.into()),
             data: Some(BTreeMap::from([(
-                "X-Probe-Token".to_string(),
+                key.to_string(),
                 ByteString(b"s3cret".to_vec()),
             )])),
             ..Default::default()
         };
+        let headers_type = meridian_controllers::health::PROBE_HEADERS_SECRET_TYPE;
         let sources = BTreeMap::from([
             (
                 ("gateways".to_string(), "probe-auth".to_string()),
-                Some(secret),
+                Some(secret(headers_type, "X-Probe-Token")),
             ),
             (("gateways".to_string(), "missing".to_string()), None),
+            // The attack: the zone's provider credentials named as headers.
+            (
+                ("gateways".to_string(), "aws".to_string()),
+                Some(secret("kuadrant.io/aws", "AWS_SECRET_ACCESS_KEY")),
+            ),
         ]);
         let data = headers_data(&sources);
         assert_eq!(data.keys().collect::<Vec<_>>(), ["gateways.probe-auth"]);
