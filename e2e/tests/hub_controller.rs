@@ -469,7 +469,7 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
     apply_ocm(&hub, placement(&["US"])).await?;
     answers_become(nameserver, Some(UNITED_STATES), &["10.0.0.1"]).await?;
     let spoke_2_works: Api<ManifestWork> = Api::namespaced(hub.clone(), "spoke-2");
-    let work_name = format!("gateway-{NAMESPACE}-prod-web");
+    let work_name = meridian_hub::placement::gateway_work_name(NAMESPACE, "prod-web");
     // The work is kept, marked as leaving (the placement controller and the DNSPolicy
     // controller follow the same decision independently, so the mark may come just after DNS
     // moved; the work goes only a grace period after the mark).
@@ -1835,5 +1835,84 @@ async fn priority_tiers_fail_over_at_once_fail_back_after_the_hold_down_and_drai
     .await?;
     let _ = eu;
     drop(agents);
+    Ok(())
+}
+
+/// An upgrade from a hub that named a Gateway's work `gateway-<namespace>-<name>` (which two
+/// namespaces could make one work): the new hub applies the work under its hashed name, and
+/// once the spoke's work agent has applied it, orphans and deletes the old one. The spoke's
+/// Gateway is never deleted on the way (the same UID before and after).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_earlier_hubs_work_is_handed_over_without_the_spokes_gateway_leaving()
+-> Result<(), Error> {
+    use meridian_e2e::example::{CLUSTER_SET, CLUSTER_SET_LABEL, GATEWAY};
+    use meridian_hub::placement::{gateway_work, gateway_work_name, legacy_gateway_work_name};
+
+    let fleet = Fleet::builder()
+        .spoke(
+            "spoke-1",
+            [(CLUSTER_SET_LABEL, CLUSTER_SET), (GEO_LABEL, "IE")],
+        )
+        .start()
+        .await?;
+    let hub = fleet.hub.client();
+    install(&hub).await?;
+    let gateway = Api::<Gateway>::namespaced(hub.clone(), NAMESPACE)
+        .get(GATEWAY)
+        .await?;
+    // What the earlier hub wrote: the same work, under the old name.
+    let legacy_name = legacy_gateway_work_name(NAMESPACE, GATEWAY);
+    let mut legacy = gateway_work(&gateway, "istio", &[], "spoke-1");
+    legacy["metadata"]["name"] = json!(legacy_name);
+    let works: Api<ManifestWork> = Api::namespaced(hub.clone(), "spoke-1");
+    works
+        .patch(
+            &legacy_name,
+            &meridian_controllers::apply_params(),
+            &Patch::Apply(legacy),
+        )
+        .await?;
+    let downstream: Api<Gateway> = Api::namespaced(
+        fleet.spoke("spoke-1").client(),
+        &format!("kuadrant-{NAMESPACE}"),
+    );
+    let before = eventually(
+        "the earlier work's Gateway is on the spoke",
+        DEFAULT_PATIENCE,
+        || async {
+            Ok(downstream
+                .get_opt(GATEWAY)
+                .await?
+                .and_then(|g| g.metadata.uid))
+        },
+    )
+    .await?;
+
+    let geoip_dir = tempfile::tempdir().unwrap();
+    let geoip = geoip_dir.path().join("country.mmdb");
+    write_geoip(&geoip)?;
+    let running = start_hub(fleet.hub.kubeconfig_path(), &geoip).await;
+    let new_name = gateway_work_name(NAMESPACE, GATEWAY);
+    assert_ne!(new_name, legacy_name);
+    eventually(
+        "the earlier work is handed over and gone",
+        DEFAULT_PATIENCE * 2,
+        || async {
+            let legacy = works.get_opt(&legacy_name).await?;
+            let new = works.get_opt(&new_name).await?;
+            Ok((legacy.is_none() && new.is_some()).then_some(()))
+        },
+    )
+    .await?;
+    let after = downstream
+        .get_opt(GATEWAY)
+        .await?
+        .and_then(|g| g.metadata.uid);
+    assert_eq!(
+        after,
+        Some(before),
+        "the spoke's Gateway stayed through the hand-over"
+    );
+    running.stop().await;
     Ok(())
 }

@@ -12,6 +12,7 @@ use meridian_api::upstream::Gateway;
 use serde_json::{Value, json};
 
 use meridian_controllers::desired::downstream_namespace;
+use meridian_dns::shortcode::shortcode;
 
 /// Label on ManifestWorks naming the hub Gateway they place (`<namespace>.<name>`).
 pub const GATEWAY_WORK_LABEL: &str = "meridian.dev/gateway";
@@ -26,13 +27,37 @@ pub const AGENT_HUB_KUBECONFIG_SECRET: &str = "meridian-hub-kubeconfig";
 /// The downstream GatewayClass when the hub GatewayClass names none.
 pub const DEFAULT_DOWNSTREAM_CLASS: &str = "istio";
 
-/// The value of [`GATEWAY_WORK_LABEL`] for a hub Gateway.
+/// The value of [`GATEWAY_WORK_LABEL`] for a hub Gateway: `<namespace>.<name>` (unambiguous:
+/// a namespace has no dots), or past a label value's 63 characters its start and a hash.
 pub fn gateway_label(namespace: &str, name: &str) -> String {
-    format!("{namespace}.{name}")
+    let plain = format!("{namespace}.{name}");
+    if plain.len() <= 63 {
+        return plain;
+    }
+    let start: String = plain.chars().take(52).collect();
+    format!(
+        "{}-{}",
+        start.trim_end_matches(['-', '.', '_']),
+        shortcode(&plain, 10)
+    )
 }
 
-/// Name of the ManifestWork placing a hub Gateway.
+/// Name of the ManifestWork placing a hub Gateway: readable, and a hash of namespace and name
+/// so that no two Gateways share one (`gateway-<namespace>-<name>` alone made `web` in
+/// `shop-prod` and `prod-web` in `shop` one work, each deleting the other's Gateway and TLS
+/// Secrets on every spoke), within an object name's 253 characters.
 pub fn gateway_work_name(namespace: &str, name: &str) -> String {
+    let hash = shortcode(&format!("{namespace}/{name}"), 10);
+    let readable: String = format!("gateway-{namespace}-{name}")
+        .chars()
+        .take(253 - hash.len() - 1)
+        .collect();
+    format!("{}-{hash}", readable.trim_end_matches(['-', '.']))
+}
+
+/// The name earlier hubs gave the work (see [`gateway_work_name`]); such works move over to
+/// the new name without their Gateways leaving the spokes.
+pub fn legacy_gateway_work_name(namespace: &str, name: &str) -> String {
     format!("gateway-{namespace}-{name}")
 }
 
@@ -396,6 +421,47 @@ pub fn agent_work(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_two_gateways_share_a_work_or_a_label_and_names_stay_within_limits() {
+        // The collision the old names made: `web` in `shop-prod` and `prod-web` in `shop`.
+        assert_eq!(
+            legacy_gateway_work_name("shop-prod", "web"),
+            legacy_gateway_work_name("shop", "prod-web")
+        );
+        assert_ne!(
+            gateway_work_name("shop-prod", "web"),
+            gateway_work_name("shop", "prod-web")
+        );
+        assert_ne!(
+            gateway_label("shop-prod", "web"),
+            gateway_label("shop", "prod-web")
+        );
+        let name = gateway_work_name("gateways", "prod-web");
+        assert!(name.starts_with("gateway-gateways-prod-web-"), "{name}");
+        assert_eq!(name, gateway_work_name("gateways", "prod-web"), "stable");
+        // The longest a namespace (63) and a Gateway name (253) can be.
+        let (namespace, gateway) = ("n".repeat(63), format!("{}.x", "g".repeat(251)));
+        let long = gateway_work_name(&namespace, &gateway);
+        assert!(long.len() <= 253, "{}", long.len());
+        assert_ne!(
+            long,
+            gateway_work_name(&namespace, &format!("{}.y", "g".repeat(251)))
+        );
+        let label = gateway_label(&namespace, &gateway);
+        assert!(label.len() <= 63, "{label}");
+        assert_eq!(gateway_label("gateways", "prod-web"), "gateways.prod-web");
+        for value in [long, label] {
+            assert!(
+                value.bytes().all(|b| b.is_ascii_lowercase()
+                    || b.is_ascii_digit()
+                    || b == b'-'
+                    || b == b'.')
+                    && !value.ends_with(['-', '.']),
+                "{value}"
+            );
+        }
+    }
     use meridian_api::upstream::{GatewaySpec, Listener};
 
     fn at(seconds: i64) -> Timestamp {

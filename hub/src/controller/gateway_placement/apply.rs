@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 
 use super::PlacementContext;
 use crate::placement::{
-    AGENT_WORK, LEAVING_SINCE, WorkFate, agent_hub_rbac, agent_kubeconfig, agent_work,
+    AGENT_WORK, GATEWAY_WORK_LABEL, LEAVING_SINCE, WorkFate, agent_hub_rbac, agent_kubeconfig,
+    agent_work,
 };
 use meridian_controllers::applied::already_applied;
 use meridian_controllers::{Error, apply_params, delete_if_present};
@@ -30,7 +31,8 @@ fn works_api(ctx: &PlacementContext, cluster: &str) -> Api<ManifestWork> {
     Api::namespaced(ctx.client.clone(), cluster)
 }
 
-/// Applies a Gateway's work on `cluster` unless the cache shows it already there.
+/// Applies a Gateway's work on `cluster` unless the cache shows it already there. A work of
+/// that name the hub did not label as this Gateway's is someone else's: it is left alone.
 pub async fn work(
     cluster: &str,
     name: &str,
@@ -38,12 +40,69 @@ pub async fn work(
     ctx: &PlacementContext,
 ) -> Result<(), Error> {
     let current = ctx.caches.works.get(Some(cluster), name);
+    let ours = work["metadata"]["labels"][GATEWAY_WORK_LABEL].as_str();
+    if let Some(current) = &current
+        && current.labels().get(GATEWAY_WORK_LABEL).map(String::as_str) != ours
+    {
+        return Err(Error::Waiting(format!(
+            "ManifestWork {cluster}/{name} exists and is not this Gateway's (label {GATEWAY_WORK_LABEL} is not {}): left alone",
+            ours.unwrap_or_default()
+        )));
+    }
     if !already_applied(current.as_deref(), &work) {
         works_api(ctx, cluster)
             .patch(name, &apply_params(), &Patch::Apply(work))
             .await?;
     }
     Ok(())
+}
+
+/// How soon to look again while a work is handed over.
+const HAND_OVER_RECHECK: Duration = Duration::from_secs(5);
+
+/// Hands `legacy` (this Gateway's work under an earlier hub's name) over to the work `name` in
+/// the same cluster namespace: once the work agent reports that one applied, `legacy` is set
+/// to orphan what it applied and deleted, so the spoke's Gateway and Secrets stay, owned by the
+/// new work. Until then, returns when to look again.
+pub async fn hand_over(
+    legacy: &ManifestWork,
+    name: &str,
+    ctx: &PlacementContext,
+) -> Result<Option<Duration>, Error> {
+    let cluster = legacy.namespace().unwrap_or_default();
+    let applied = ctx
+        .caches
+        .works
+        .get(Some(&cluster), name)
+        .is_some_and(|work| is_applied(&work));
+    if !applied {
+        return Ok(Some(HAND_OVER_RECHECK));
+    }
+    tracing::info!(%cluster, legacy = %legacy.name_any(), work = %name, "handing an earlier hub's ManifestWork over: orphaning what it applied, then deleting it");
+    let api = works_api(ctx, &cluster);
+    let orphan = json!({ "spec": { "deleteOption": {
+        "propagationPolicy": "Orphan", "selectivelyOrphans": null,
+    } } });
+    api.patch(
+        &legacy.name_any(),
+        &Default::default(),
+        &Patch::Merge(orphan),
+    )
+    .await?;
+    delete_if_present(&api, &legacy.name_any()).await?;
+    Ok(None)
+}
+
+/// Whether the work agent reports every manifest of `work`'s current generation applied.
+fn is_applied(work: &ManifestWork) -> bool {
+    work.status.as_ref().is_some_and(|status| {
+        status.conditions.iter().any(|c| {
+            c.type_ == "Applied"
+                && c.status == "True"
+                && (c.observed_generation.is_none()
+                    || c.observed_generation == work.metadata.generation)
+        })
+    })
 }
 
 pub async fn delete_work(work: &ManifestWork, ctx: &PlacementContext) -> Result<(), Error> {

@@ -152,6 +152,15 @@ async fn place(gateway: &Gateway, ctx: &PlacementContext) -> Result<Action, Erro
         apply::work(cluster, &work_name, work, ctx).await?;
         apply::install_agent(cluster, ctx).await?;
     }
+    // Works of this Gateway under another name (an earlier hub's) on clusters still placed:
+    // handed over to the work above once it is applied, without removing what they applied.
+    for legacy in seen.works.iter().filter(|work| {
+        work.name_any() != work_name && seen.placed.contains(&work.namespace().unwrap_or_default())
+    }) {
+        if let Some(look) = apply::hand_over(legacy, &work_name, ctx).await? {
+            next_look = next_look.min(look);
+        }
+    }
     Ok(Action::requeue(next_look))
 }
 
