@@ -7,6 +7,11 @@ pub const AGENT_NAMESPACE: &str = "meridian-system";
 /// the cluster's agent needs (keys `<namespace>.<secret>`, values JSON header maps).
 pub const PROBE_HEADERS_SECRET: &str = "meridian-probe-headers";
 
+/// The Secret holding the key the hub seals the probes it derives with: in the hub's own
+/// namespace (made on first use), and a copy in each cluster namespace, the one key the agent
+/// checks a probe's seal with before it runs it (key `key`).
+pub const PROBE_SEAL_SECRET: &str = "meridian-probe-seal";
+
 /// The Secret in each cluster namespace on the hub holding copies of the keys of the signed
 /// embedded zones, when agents serve DNS (keys `<namespace>.<ManagedZone>`, values JSON maps of
 /// the key Secret's fields).

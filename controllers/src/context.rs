@@ -52,6 +52,9 @@ pub struct ControllerConfig {
     pub domain_grants: crate::zone_claims::DomainGrants,
     /// The addresses health probes may not reach (see [`crate::probe_policy`]).
     pub probe_policy: crate::probe_policy::ProbeAddressPolicy,
+    /// The hub's own namespace, where it keeps the key it seals probes with (see
+    /// [`crate::probe_seal`]); `None` in distributed mode.
+    pub hub_namespace: Option<String>,
 }
 
 /// Reconciles each controller runs at once. A cold start finds every object due together;
@@ -115,6 +118,7 @@ impl Default for ControllerConfig {
             concurrency: Concurrency::default(),
             domain_grants: crate::zone_claims::DomainGrants::default(),
             probe_policy: crate::probe_policy::ProbeAddressPolicy::default(),
+            hub_namespace: None,
         }
     }
 }
@@ -512,6 +516,44 @@ impl Context {
         if let Err(error) = self.recorder.publish(&event, &object.object_ref(&())).await {
             tracing::debug!(%error, reason, "could not publish an Event");
         }
+    }
+
+    /// The key the hub seals the probes it writes with, from the cache; made on first use (the
+    /// caller waits for the cache to show it).
+    pub async fn probe_seal_key(&self) -> Result<Vec<u8>, crate::Error> {
+        use meridian_api::names::PROBE_SEAL_SECRET;
+        let namespace = self.config.hub_namespace.as_deref().ok_or_else(|| {
+            crate::Error::Waiting("the hub's namespace for the probe seal".into())
+        })?;
+        if let Some(key) = self
+            .caches
+            .secrets
+            .get(Some(namespace), PROBE_SEAL_SECRET)
+            .and_then(|secret| crate::probe_seal::key_of(&secret))
+        {
+            return Ok(key);
+        }
+        let secret: k8s_openapi::api::core::v1::Secret =
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {
+                    "name": PROBE_SEAL_SECRET, "namespace": namespace,
+                    "labels": { "app.kubernetes.io/managed-by": FIELD_MANAGER },
+                },
+                "data": { crate::probe_seal::KEY_FIELD: k8s_openapi::ByteString(crate::probe_seal::new_key()) },
+            }))
+            .expect("a Secret");
+        let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
+            kube::Api::namespaced(self.client.clone(), namespace);
+        match api.create(&Default::default(), &secret).await {
+            Ok(_) => tracing::info!(%namespace, "made the key probes are sealed with"),
+            // Another replica, or an earlier run whose Secret the cache has not shown yet.
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(error) => return Err(error.into()),
+        }
+        Err(crate::Error::Waiting(
+            "the probe seal key in the cache".into(),
+        ))
     }
 
     /// `zone`'s claim on its domain among the zones in the cache (see [`crate::zone_claims`]).

@@ -30,6 +30,7 @@ pub mod owners;
 pub mod plan_guard;
 pub mod policy;
 pub mod probe_policy;
+pub mod probe_seal;
 pub mod provider_args;
 pub mod shared_health;
 pub mod silence;

@@ -166,9 +166,11 @@ fn the_chart_renders_a_least_privilege_nonroot_hub_and_switchable_crds() {
     for rule in secret_deletes {
         assert_eq!(
             rule["resourceNames"],
-            serde_yaml::from_str::<Value>("[meridian-probe-headers, meridian-dnssec-keys]")
-                .unwrap(),
-            "the hub deletes no other Secret than the agents' copies: {rule:?}"
+            serde_yaml::from_str::<Value>(
+                "[meridian-probe-headers, meridian-probe-seal, meridian-dnssec-keys]"
+            )
+            .unwrap(),
+            "the hub deletes no other Secret than the agents' copies and its seal key: {rule:?}"
         );
     }
     assert!(!grants("nodes", "get"), "nor reads nodes");

@@ -9,7 +9,7 @@
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
-use kube::{Client, Config};
+use kube::{Client, Config, ResourceExt};
 use meridian_api::conditions;
 use meridian_api::kuadrant::{DNSRecord, ManagedZone};
 use meridian_controllers::zone_claims::reasons::{DOMAIN_CLAIMED, DOMAIN_NOT_GRANTED};
@@ -351,8 +351,9 @@ async fn with_domain_grants_a_tenant_claims_only_its_own_suffixes() -> Result<()
 
 /// The attack on the spokes' networks: a tenant's record whose leaves are the agent's own
 /// loopback and the cloud's metadata service, and probes written by hand at them. The hub
-/// writes no probe for those leaves and says why; an agent (strict, as in production) opens
-/// no connection to a listener on loopback, and says why in its results.
+/// writes no probe for those leaves and says why; an agent runs only the probes the hub
+/// sealed, so a listener on loopback sees no connection even where the address policy would
+/// let one through. The zone's provider credentials named as headers are refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_cannot_aim_probes_at_loopback_or_the_metadata_service() -> Result<(), Error> {
     use meridian_api::kuadrant::DNSHealthCheckProbe;
@@ -460,12 +461,43 @@ async fn a_tenant_cannot_aim_probes_at_loopback_or_the_metadata_service() -> Res
         )
         .await?;
     }
-    // An agent as production runs it: every probe on the hub, the strict policy.
+    // An agent with the hub's copy of the seal key (the hub delivers it to each cluster
+    // namespace; this fleet has no ManagedCluster, so the test copies it) and, to show that the
+    // seal alone stops them, a test bed's address policy that would let probes reach loopback.
+    let hub_key = eventually(
+        "the hub made its probe seal key",
+        DEFAULT_PATIENCE,
+        || async {
+            Ok(
+                Api::<k8s_openapi::api::core::v1::Secret>::namespaced(admin.clone(), "kube-system")
+                    .get_opt(meridian_api::names::PROBE_SEAL_SECRET)
+                    .await?,
+            )
+        },
+    )
+    .await?;
+    apply(
+        &Api::<Namespace>::all(admin.clone()),
+        json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": "spoke-1" } }),
+    )
+    .await?;
+    apply(
+        &Api::<k8s_openapi::api::core::v1::Secret>::namespaced(admin.clone(), "spoke-1"),
+        json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": { "name": meridian_api::names::PROBE_SEAL_SECRET, "namespace": "spoke-1" },
+            "data": hub_key.data,
+        }),
+    )
+    .await?;
     let (reports, results) = tokio::sync::watch::channel(Vec::new());
     let prober = std::sync::Arc::new(meridian_agent::probe::Prober::new(
         &[],
         None,
-        meridian_controllers::probe_policy::ProbeAddressPolicy::default(),
+        meridian_controllers::probe_policy::ProbeAddressPolicy {
+            allow_loopback: true,
+            ..Default::default()
+        },
     ));
     let agent = tokio::spawn(meridian_agent::health::run(
         admin.clone(),
@@ -473,35 +505,35 @@ async fn a_tenant_cannot_aim_probes_at_loopback_or_the_metadata_service() -> Res
         prober,
         reports,
     ));
-    // First proof that the agent ran them: its results say why each failed.
-    let reasons = eventually(
-        "the agent judges the hand-written probes",
+    // First proof that the agent runs probes: it judges the one the hub derived and sealed.
+    let derived = probes
+        .list(&kube::api::ListParams::default().labels("meridian.dev/dns-record=scan"))
+        .await?
+        .items[0]
+        .name_any();
+    let reported = eventually(
+        "the agent judges the probe the hub sealed",
         DEFAULT_PATIENCE,
         || {
             let reports = results.borrow().clone();
+            let derived = derived.clone();
             async move {
-                let reason = |name: &str| {
-                    reports
-                        .iter()
-                        .find(|r: &&meridian_api::meridian::ProbeReport| {
-                            r.namespace == TENANT && r.name == name
-                        })
-                        .and_then(|r| r.reason.clone())
-                };
-                Ok(match (reason("loopback"), reason("metadata")) {
-                    (Some(a), Some(b)) => Some((a, b)),
-                    _ => None,
-                })
+                let judged = reports
+                    .iter()
+                    .any(|r| r.namespace == TENANT && r.name == derived);
+                Ok(judged.then_some(reports))
             }
         },
     )
     .await?;
-    assert_eq!(
-        reasons,
-        (
-            "not probed: 127.0.0.1: loopback addresses are never probed".to_string(),
-            "not probed: 169.254.169.254: link-local addresses are never probed".to_string(),
-        )
+    let hand_written: Vec<&str> = reported
+        .iter()
+        .filter(|r| r.namespace == TENANT && r.name != derived)
+        .map(|r| r.name.as_str())
+        .collect();
+    assert!(
+        hand_written.is_empty(),
+        "the probes written by hand are never run: {hand_written:?}"
     );
     assert_eq!(
         connections.load(Ordering::SeqCst),

@@ -227,7 +227,11 @@ pub fn agent_hub_rbac(cluster: &str, serves_dns: bool) -> Vec<Value> {
         json!({
             "apiGroups": [""],
             "resources": ["secrets"],
-            "resourceNames": [meridian_api::names::PROBE_HEADERS_SECRET],
+            // The probe headers it sends, and the key it checks the hub's seal on a probe with.
+            "resourceNames": [
+                meridian_api::names::PROBE_HEADERS_SECRET,
+                meridian_api::names::PROBE_SEAL_SECRET,
+            ],
             "verbs": ["get"],
         }),
         json!({
@@ -608,12 +612,16 @@ mod tests {
         };
         assert_eq!(
             secrets_readable(&agent_hub_rbac("spoke-1", false)),
-            [meridian_api::names::PROBE_HEADERS_SECRET],
+            [
+                meridian_api::names::PROBE_HEADERS_SECRET,
+                meridian_api::names::PROBE_SEAL_SECRET
+            ],
         );
         assert_eq!(
             secrets_readable(&rbac),
             [
                 meridian_api::names::PROBE_HEADERS_SECRET,
+                meridian_api::names::PROBE_SEAL_SECRET,
                 meridian_api::names::DNSSEC_KEYS_SECRET
             ],
             "an agent serving DNS reads its copy of the zone keys too, by name"

@@ -396,6 +396,7 @@ impl RunningHub {
             domain_grants: DomainGrants::parse(&args.domain_grants)
                 .map_err(|e| anyhow::anyhow!("--domain-grant: {e}"))?,
             probe_policy: probe_policy.clone(),
+            hub_namespace: Some(args.lease_namespace.clone()),
             ..ControllerConfig::default()
         };
         // The controllers write through a client that checks the fence before every write;

@@ -16,7 +16,9 @@ use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
-use meridian_api::names::{DNSSEC_KEYS_SECRET, HEARTBEAT_LEASE, PROBE_HEADERS_SECRET};
+use meridian_api::names::{
+    DNSSEC_KEYS_SECRET, HEARTBEAT_LEASE, PROBE_HEADERS_SECRET, PROBE_SEAL_SECRET,
+};
 use meridian_api::upstream::{ClusterManagementAddOn, ManagedClusterAddOn, ManifestWork};
 use meridian_controllers::delete_if_present;
 
@@ -109,7 +111,7 @@ async fn remove_agent(client: &Client, cluster: &str) -> anyhow::Result<()> {
         AGENT_WORK,
     )
     .await?;
-    for copy in [PROBE_HEADERS_SECRET, DNSSEC_KEYS_SECRET] {
+    for copy in [PROBE_HEADERS_SECRET, PROBE_SEAL_SECRET, DNSSEC_KEYS_SECRET] {
         delete_if_present(&Api::<Secret>::namespaced(client.clone(), cluster), copy).await?;
     }
     delete_if_present(

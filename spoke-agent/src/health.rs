@@ -1,10 +1,12 @@
 //! The agent's health loop: every `DNSHealthCheckProbe` on the hub becomes a leaf this cluster
 //! probes, and the results become the `probes` of the cluster's report.
 //!
-//! The agent may read probes hub-wide, but no hub Secret except the copy of the probes' header
-//! Secrets the hub keeps in this cluster's namespace (`meridian-probe-headers`). A probe whose
-//! headers have not arrived yet is not probed: probing it without them would report a failure
-//! that is not the backend's.
+//! The agent may read probes hub-wide, but no hub Secret except the copies the hub keeps in this
+//! cluster's namespace: the probes' header Secrets (`meridian-probe-headers`) and the key of the
+//! hub's seal (`meridian-probe-seal`). A probe whose headers have not arrived yet is not probed:
+//! probing it without them would report a failure that is not the backend's. A probe without
+//! the hub's seal (written by hand in a tenant's namespace, or changed since the hub wrote it)
+//! is never probed (see `meridian_controllers::probe_seal`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -24,6 +26,8 @@ use crate::probe::{Leaf, LeafUpdate, ProbeRunner, ProbeSpec, ProbeState, Prober,
 
 /// The hub's copy of the probes' header Secrets, in the cluster namespace.
 pub use meridian_api::names::PROBE_HEADERS_SECRET as HEADERS_SECRET;
+use meridian_api::names::PROBE_SEAL_SECRET;
+use meridian_controllers::probe_seal;
 /// How often the header copy is read again when no probe changes.
 const HEADERS_REFRESH: Duration = Duration::from_secs(30);
 /// Longest wait for one probe's answer. A probe waits a fifth of its interval, between these
@@ -176,6 +180,7 @@ pub async fn run(
     .touched_objects();
     let mut probes = std::pin::pin!(probes);
     let copies: Api<Secret> = Api::namespaced(hub, &cluster_name);
+    let mut seal_key: Option<Vec<u8>> = None;
     let (updates, mut results_rx) = mpsc::channel::<LeafUpdate<ProbeKey>>(1024);
     let mut runner = ProbeRunner::new(prober, updates);
     let mut results: BTreeMap<ProbeKey, (ProbeState, Time)> = BTreeMap::new();
@@ -190,6 +195,13 @@ pub async fn run(
                 None => anyhow::bail!("the probe watch ended"),
             },
             _ = refresh.tick() => {
+                seal_key = match copies.get_opt(PROBE_SEAL_SECRET).await {
+                    Ok(copy) => copy.as_ref().and_then(probe_seal::key_of),
+                    Err(error) => {
+                        tracing::warn!(%error, "reading the probe seal key failed; keeping the last copy");
+                        seal_key
+                    }
+                };
                 headers = match copies.get_opt(HEADERS_SECRET).await {
                     Ok(copy) => copy.as_ref().map(header_copies).unwrap_or_default(),
                     Err(error) => {
@@ -215,8 +227,16 @@ pub async fn run(
         // Deletions are not "touched": compare the whole set with the cache each time.
         let mut leaves = HashMap::new();
         let mut awaiting_headers = false;
+        let mut unsealed = 0usize;
         for probe in store.state() {
             let key = (probe.namespace().unwrap_or_default(), probe.name_any());
+            if !seal_key
+                .as_deref()
+                .is_some_and(|seal_key| probe_seal::is_sealed(seal_key, &probe))
+            {
+                unsealed += 1;
+                continue;
+            }
             match leaf_for(&probe, &headers) {
                 Ok(leaf) => {
                     leaves.insert(key, leaf);
@@ -226,6 +246,13 @@ pub async fn run(
                     awaiting_headers |= matches!(skipped, Skipped::HeadersMissing(_));
                     tracing::debug!(probe = ?key, ?skipped, "not probing");
                 }
+            }
+        }
+        if unsealed > 0 {
+            tracing::debug!(unsealed, "not probing probes the hub did not seal");
+            if seal_key.is_none() {
+                // The hub delivers its key within moments of the agent's install.
+                refresh.reset_after(Duration::from_secs(2));
             }
         }
         if awaiting_headers {

@@ -161,14 +161,20 @@ pub(super) async fn check_health(
         .into_iter()
         .partition(|leaf| ctx.config.probe_policy.refuses_leaf(leaf).is_none());
     let wanted = wanted_probes(&name, root_host, &leaves, check);
+    let seal_key = ctx.probe_seal_key().await?;
     let existing = probes_of(record, ctx);
     let api: Api<DNSHealthCheckProbe> = Api::namespaced(ctx.client.clone(), &namespace);
     let owner = record
         .controller_owner_ref(&())
         .expect("a stored record has a UID");
     for probe in &wanted {
+        // Agents run only probes the hub sealed (see `crate::probe_seal`).
+        let seal = crate::probe_seal::seal(&seal_key, &namespace, &probe.name, &probe.spec);
         let current = existing.iter().find(|p| p.name_any() == probe.name);
-        if current.is_some_and(|p| p.spec == probe.spec) {
+        if current.is_some_and(|p| {
+            p.spec == probe.spec
+                && p.annotations().get(crate::probe_seal::SEAL_ANNOTATION) == Some(&seal)
+        }) {
             continue;
         }
         let object = json!({
@@ -178,6 +184,7 @@ pub(super) async fn check_health(
                 "name": probe.name,
                 "namespace": namespace,
                 "labels": { PROBE_RECORD_LABEL: name },
+                "annotations": { crate::probe_seal::SEAL_ANNOTATION: seal },
                 "ownerReferences": [owner],
             },
             "spec": probe.spec,

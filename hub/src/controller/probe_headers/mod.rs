@@ -25,6 +25,7 @@ use kube::runtime::controller::Action;
 use meridian_api::upstream::ManagedCluster;
 
 use meridian_api::names::PROBE_HEADERS_SECRET as HEADERS_SECRET;
+use meridian_api::names::PROBE_SEAL_SECRET;
 use meridian_controllers::health::secret_headers;
 use meridian_controllers::{Context, Error, retry_after};
 
@@ -72,6 +73,15 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
         return Err(Error::Waiting("the first list of probes".into()));
     }
     let namespace = cluster.name_any();
+    // The key the agent checks the hub's seal on a probe with, before it runs it.
+    let key = ctx.probe_seal_key().await?;
+    let seal = BTreeMap::from([(
+        meridian_controllers::probe_seal::KEY_FIELD.to_string(),
+        ByteString(key),
+    )]);
+    if super::cluster_copies::deliver(&ctx, &namespace, PROBE_SEAL_SECRET, &seal).await? {
+        tracing::info!(cluster = %namespace, "delivered the probe seal key");
+    }
     let referenced: BTreeSet<(String, String)> = ctx
         .caches
         .probes
