@@ -98,6 +98,24 @@ pub fn wanted_probes(
         .collect()
 }
 
+/// The addresses the clusters report for the downstream Gateways of hub namespace `namespace`:
+/// on the hub, the only leaves of that namespace's records a probe is derived for. A record a
+/// tenant writes by hand can name any address; only a gateway of its own namespace, on a
+/// cluster with an agent, is probed by the fleet.
+pub fn reported_gateway_addresses(
+    reports: &[std::sync::Arc<meridian_api::meridian::ClusterReport>],
+    namespace: &str,
+) -> std::collections::BTreeSet<String> {
+    let downstream = crate::desired::downstream_namespace(namespace);
+    reports
+        .iter()
+        .flat_map(|report| report.spec.gateways.iter())
+        .filter(|gateway| gateway.namespace == downstream)
+        .flat_map(|gateway| gateway.addresses.iter())
+        .map(|address| address.value.to_ascii_lowercase())
+        .collect()
+}
+
 /// A probe's status from the live clusters' results (`(cluster, result)`; a cluster that has
 /// not judged the probe yet is absent). Sorted by cluster, so an unchanged fleet writes an
 /// unchanged status.
@@ -360,6 +378,54 @@ pub fn secret_headers(
 mod tests {
     use super::*;
     use meridian_dns::model::RecordType;
+
+    #[test]
+    fn only_the_gateways_clusters_report_for_the_namespace_are_probed() {
+        let report = |cluster: &str, gateways: serde_json::Value| {
+            std::sync::Arc::new(
+                serde_json::from_value::<meridian_api::meridian::ClusterReport>(
+                    serde_json::json!({
+                        "apiVersion": "meridian.dev/v1alpha1", "kind": "ClusterReport",
+                        "metadata": { "name": "agent", "namespace": cluster },
+                        "spec": { "clusterID": cluster, "gateways": gateways },
+                    }),
+                )
+                .expect("a report"),
+            )
+        };
+        let gateway = |namespace: &str, addresses: &[&str]| {
+            serde_json::json!({
+                "name": "web", "namespace": namespace,
+                "addresses": addresses.iter().map(|a| serde_json::json!({ "value": a })).collect::<Vec<_>>(),
+            })
+        };
+        let reports = [
+            report(
+                "spoke-1",
+                serde_json::json!([
+                    gateway("kuadrant-shop", &["10.0.0.1", "LB.Example.NET"]),
+                    gateway("kuadrant-mallory", &["10.0.0.66"]),
+                ]),
+            ),
+            report(
+                "spoke-2",
+                serde_json::json!([gateway("kuadrant-shop", &["10.0.0.2"])]),
+            ),
+        ];
+        let shop: Vec<String> = reported_gateway_addresses(&reports, "shop")
+            .into_iter()
+            .collect();
+        assert_eq!(shop, ["10.0.0.1", "10.0.0.2", "lb.example.net"]);
+        let mallory: Vec<String> = reported_gateway_addresses(&reports, "mallory")
+            .into_iter()
+            .collect();
+        assert_eq!(
+            mallory,
+            ["10.0.0.66"],
+            "another team's gateways are not its own"
+        );
+        assert!(reported_gateway_addresses(&reports, "nobody").is_empty());
+    }
 
     #[test]
     fn only_a_probe_headers_secret_of_sane_size_and_names_gives_headers() {

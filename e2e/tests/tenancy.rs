@@ -382,11 +382,34 @@ async fn a_tenant_cannot_aim_probes_at_loopback_or_the_metadata_service() -> Res
     let probes: Api<DNSHealthCheckProbe> = Api::namespaced(tenant.clone(), TENANT);
     apply(&zones, zone(TENANT, "own", "mallory.test")).await?;
     let mut scan = record(TENANT, "scan", "own", "scan.mallory.test", "192.0.2.10");
-    scan["spec"]["endpoints"][0]["targets"] = json!(["192.0.2.10", "127.0.0.1", "169.254.169.254"]);
+    scan["spec"]["endpoints"][0]["targets"] =
+        json!(["192.0.2.10", "127.0.0.1", "169.254.169.254", "198.51.100.7"]);
     scan["spec"]["healthCheck"] = json!({
         "endpoint": "/latest/meta-data/", "port": port, "protocol": "HTTP",
         "failureThreshold": 1, "interval": "5s",
     });
+    // A cluster's agent reports the tenant's Gateway at 192.0.2.10 (as the agent would, in its
+    // cluster namespace on the hub).
+    apply(
+        &Api::<Namespace>::all(admin.clone()),
+        json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": "spoke-1" } }),
+    )
+    .await?;
+    apply(
+        &Api::<meridian_api::meridian::ClusterReport>::namespaced(admin.clone(), "spoke-1"),
+        json!({
+            "apiVersion": "meridian.dev/v1alpha1", "kind": "ClusterReport",
+            "metadata": { "name": meridian_api::names::CLUSTER_REPORT, "namespace": "spoke-1" },
+            "spec": {
+                "clusterID": "00000000-0000-4000-8000-000000000001",
+                "gateways": [{
+                    "name": "web", "namespace": format!("kuadrant-{TENANT}"),
+                    "addresses": [{ "type": "IPAddress", "value": "192.0.2.10" }],
+                }],
+            },
+        }),
+    )
+    .await?;
     apply(&records, scan).await?;
     // The hub derives one probe, for the one leaf a probe may reach.
     let healthy = condition_becomes(
@@ -399,7 +422,7 @@ async fn a_tenant_cannot_aim_probes_at_loopback_or_the_metadata_service() -> Res
     .await?;
     assert!(
         healthy.message.contains(
-            "not probed, so never published: 127.0.0.1 (loopback addresses are never probed), 169.254.169.254 (link-local addresses are never probed)"
+            "not probed, so never published: 127.0.0.1 (loopback addresses are never probed), 169.254.169.254 (link-local addresses are never probed), 198.51.100.7 (no cluster reports it as a Gateway address of namespace mallory)"
         ),
         "{}",
         healthy.message
@@ -474,11 +497,6 @@ async fn a_tenant_cannot_aim_probes_at_loopback_or_the_metadata_service() -> Res
                     .await?,
             )
         },
-    )
-    .await?;
-    apply(
-        &Api::<Namespace>::all(admin.clone()),
-        json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": "spoke-1" } }),
     )
     .await?;
     apply(

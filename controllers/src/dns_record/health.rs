@@ -157,9 +157,17 @@ pub(super) async fn check_health(
     // Addresses no probe may reach (loopback, the metadata service, the admin's ranges): no
     // probe is written for them, and they count as failing, so they are never published
     // behind a health check.
-    let (leaves, refused): (Vec<String>, Vec<String>) = leaves
-        .into_iter()
-        .partition(|leaf| ctx.config.probe_policy.refuses_leaf(leaf).is_none());
+    let gateways =
+        crate::health::reported_gateway_addresses(&ctx.caches.reports.state(), &namespace);
+    let refusal = |leaf: &str| -> Option<String> {
+        if let Some(refusal) = ctx.config.probe_policy.refuses_leaf(leaf) {
+            return Some(refusal.to_string());
+        }
+        (!gateways.contains(&leaf.to_ascii_lowercase()))
+            .then(|| format!("no cluster reports it as a Gateway address of namespace {namespace}"))
+    };
+    let (leaves, refused): (Vec<String>, Vec<String>) =
+        leaves.into_iter().partition(|leaf| refusal(leaf).is_none());
     let wanted = wanted_probes(&name, root_host, &leaves, check);
     let seal_key = ctx.probe_seal_key().await?;
     let existing = probes_of(record, ctx);
@@ -234,10 +242,7 @@ pub(super) async fn check_health(
     if !refused.is_empty() {
         let why: Vec<String> = refused
             .iter()
-            .filter_map(|leaf| {
-                let refusal = ctx.config.probe_policy.refuses_leaf(leaf)?;
-                Some(format!("{leaf} ({refusal})"))
-            })
+            .filter_map(|leaf| Some(format!("{leaf} ({})", refusal(leaf)?)))
             .collect();
         outcome.message.push_str(&format!(
             "; not probed, so never published: {}",
