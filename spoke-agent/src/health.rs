@@ -30,6 +30,8 @@ use meridian_api::names::PROBE_SEAL_SECRET;
 use meridian_controllers::probe_seal;
 /// How often the header copy is read again when no probe changes.
 const HEADERS_REFRESH: Duration = Duration::from_secs(30);
+/// The seal key is read again every this many header refreshes once it is here (10 minutes).
+const SEAL_REFRESHES: u32 = 20;
 /// Longest wait for one probe's answer. A probe waits a fifth of its interval, between these
 /// two: a gateway that hangs is found out after `interval × failureThreshold + timeout` at
 /// worst, so at the shortest interval (5 s) the timeout is 1 s, Kubernetes' own probe default.
@@ -181,6 +183,9 @@ pub async fn run(
     let mut probes = std::pin::pin!(probes);
     let copies: Api<Secret> = Api::namespaced(hub, &cluster_name);
     let mut seal_key: Option<Vec<u8>> = None;
+    // The key does not change once made: read it until it is here, then seldom (thousands of
+    // agents each reading it every refresh would be a steady load on the hub).
+    let mut refreshes = 0u32;
     let (updates, mut results_rx) = mpsc::channel::<LeafUpdate<ProbeKey>>(1024);
     let mut runner = ProbeRunner::new(prober, updates);
     let mut results: BTreeMap<ProbeKey, (ProbeState, Time)> = BTreeMap::new();
@@ -195,13 +200,16 @@ pub async fn run(
                 None => anyhow::bail!("the probe watch ended"),
             },
             _ = refresh.tick() => {
-                seal_key = match copies.get_opt(PROBE_SEAL_SECRET).await {
-                    Ok(copy) => copy.as_ref().and_then(probe_seal::key_of),
-                    Err(error) => {
-                        tracing::warn!(%error, "reading the probe seal key failed; keeping the last copy");
-                        seal_key
-                    }
-                };
+                refreshes = refreshes.wrapping_add(1);
+                if seal_key.is_none() || refreshes.is_multiple_of(SEAL_REFRESHES) {
+                    seal_key = match copies.get_opt(PROBE_SEAL_SECRET).await {
+                        Ok(copy) => copy.as_ref().and_then(probe_seal::key_of),
+                        Err(error) => {
+                            tracing::warn!(%error, "reading the probe seal key failed; keeping the last copy");
+                            seal_key
+                        }
+                    };
+                }
                 headers = match copies.get_opt(HEADERS_SECRET).await {
                     Ok(copy) => copy.as_ref().map(header_copies).unwrap_or_default(),
                     Err(error) => {
