@@ -186,6 +186,9 @@ pub async fn run(
     // The key does not change once made: read it until it is here, then seldom (thousands of
     // agents each reading it every refresh would be a steady load on the hub).
     let mut refreshes = 0u32;
+    // Probes whose seal did not check out at the last look: a new key (the hub's Secret made
+    // again) would show at the next refresh instead of within ten minutes.
+    let mut some_unsealed = false;
     let (updates, mut results_rx) = mpsc::channel::<LeafUpdate<ProbeKey>>(1024);
     let mut runner = ProbeRunner::new(prober, updates);
     let mut results: BTreeMap<ProbeKey, (ProbeState, Time)> = BTreeMap::new();
@@ -201,7 +204,7 @@ pub async fn run(
             },
             _ = refresh.tick() => {
                 refreshes = refreshes.wrapping_add(1);
-                if seal_key.is_none() || refreshes.is_multiple_of(SEAL_REFRESHES) {
+                if seal_key.is_none() || some_unsealed || refreshes.is_multiple_of(SEAL_REFRESHES) {
                     seal_key = match copies.get_opt(PROBE_SEAL_SECRET).await {
                         Ok(copy) => copy.as_ref().and_then(probe_seal::key_of),
                         Err(error) => {
@@ -256,6 +259,7 @@ pub async fn run(
                 }
             }
         }
+        some_unsealed = unsealed > 0;
         if unsealed > 0 {
             tracing::debug!(unsealed, "not probing probes the hub did not seal");
             if seal_key.is_none() {
