@@ -561,6 +561,11 @@ impl Context {
         crate::zone_claims::claim_of(zone, &self.caches.zones.state(), &self.config.domain_grants)
     }
 
+    /// Whether a ManagedZone in the cache for the domain `apex` holds its claim.
+    pub fn apex_held(&self, apex: &str) -> bool {
+        crate::zone_claims::apex_held(&self.caches.zones.state(), &self.config.domain_grants, apex)
+    }
+
     /// The agent's report for `cluster`, from the cache.
     pub fn report_of(&self, cluster: &str) -> Option<Arc<ClusterReport>> {
         self.caches

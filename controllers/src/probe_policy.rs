@@ -45,6 +45,35 @@ pub struct ProbeAddressPolicy {
     pub allow_loopback: bool,
 }
 
+/// Metadata services outside the link-local ranges: AWS's IPv6 one and Alibaba Cloud's.
+const METADATA_SERVICES: [IpAddr; 2] = [
+    IpAddr::V6(std::net::Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)),
+    IpAddr::V4(std::net::Ipv4Addr::new(100, 100, 100, 200)),
+];
+
+/// The IPv4 address an IPv6 address carries, where it reaches one.
+fn embedded_ipv4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
+    let s = v6.segments();
+    let from = |hi: u16, lo: u16| {
+        let [a, b] = hi.to_be_bytes();
+        let [c, d] = lo.to_be_bytes();
+        std::net::Ipv4Addr::new(a, b, c, d)
+    };
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return Some(v4);
+    }
+    match s {
+        // IPv4-compatible (deprecated, still routed by some stacks); not `::` nor `::1`.
+        [0, 0, 0, 0, 0, 0, hi, lo] if hi != 0 => Some(from(hi, lo)),
+        // NAT64's well-known prefix, and the local-use one.
+        [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => Some(from(hi, lo)),
+        [0x64, 0xff9b, 1, ..] => Some(from(s[6], s[7])),
+        // 6to4: the IPv4 address follows the prefix.
+        [0x2002, hi, lo, ..] => Some(from(hi, lo)),
+        _ => None,
+    }
+}
+
 impl ProbeAddressPolicy {
     /// From `--probe-deny` values (CIDRs or single addresses).
     pub fn parse<S: AsRef<str>>(deny: &[S], allow_loopback: bool) -> Result<Self, String> {
@@ -67,11 +96,16 @@ impl ProbeAddressPolicy {
 
     /// Why `ip` may not be probed, if it may not.
     pub fn refuses(&self, ip: IpAddr) -> Option<Refusal> {
-        // An IPv4 address written as IPv6 (`::ffff:127.0.0.1`) is judged as what it reaches.
+        // An IPv4 address written as IPv6 is judged as the IPv4 address it reaches: mapped
+        // (`::ffff:127.0.0.1`), compatible (`::127.0.0.1`), NAT64 (`64:ff9b::/96`, where a
+        // cluster translates) and 6to4 (`2002::/16`).
         let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            IpAddr::V6(v6) => embedded_ipv4(v6).map_or(ip, IpAddr::V4),
             v4 => v4,
         };
+        if METADATA_SERVICES.contains(&ip) {
+            return Some(Refusal::Special("cloud metadata service"));
+        }
         let special = match ip {
             IpAddr::V4(v4) if v4.is_loopback() => (!self.allow_loopback).then_some("loopback"),
             IpAddr::V6(v6) if v6.is_loopback() => (!self.allow_loopback).then_some("loopback"),
@@ -210,6 +244,36 @@ mod tests {
                 "fd00::1",
                 Some("fd00::1/128 is denied to probes by the admin"),
                 None,
+            ),
+            (
+                "::127.0.0.1",
+                Some("loopback addresses are never probed"),
+                None,
+            ),
+            (
+                "64:ff9b::a9fe:a9fe",
+                Some("link-local addresses are never probed"),
+                Some("link-local addresses are never probed"),
+            ),
+            (
+                "64:ff9b::10.100.0.10",
+                Some("10.96.0.0/12 is denied to probes by the admin"),
+                None,
+            ),
+            (
+                "2002:a9fe:a9fe::1",
+                Some("link-local addresses are never probed"),
+                Some("link-local addresses are never probed"),
+            ),
+            (
+                "fd00:ec2::254",
+                Some("cloud metadata service addresses are never probed"),
+                Some("cloud metadata service addresses are never probed"),
+            ),
+            (
+                "100.100.100.200",
+                Some("cloud metadata service addresses are never probed"),
+                Some("cloud metadata service addresses are never probed"),
             ),
             ("10.250.2.1", None, None),
             ("192.0.2.66", None, None),

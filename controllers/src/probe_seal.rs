@@ -19,20 +19,57 @@ pub const KEY_FIELD: &str = "key";
 /// Bytes of a new key; shorter keys are refused.
 const KEY_BYTES: usize = 32;
 
-/// What a seal covers: the probe's namespace, name and spec as the API server stores it.
-fn message(namespace: &str, name: &str, spec: &DNSHealthCheckProbeSpec) -> Vec<u8> {
+/// Whom a probe belongs to: the DNSRecord it checks (the label the hub finds it by) and that
+/// record's UID (its owner), both covered by the seal. A sealed probe stripped of either, or
+/// saved and written again for a record since gone, no longer checks out, and one that still
+/// names its record is found and deleted by the hub when the record wants it no more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner<'a> {
+    pub record: &'a str,
+    pub uid: &'a str,
+}
+
+impl<'a> Owner<'a> {
+    /// As the probe says: its record label and its controller owner's UID.
+    pub fn of(probe: &'a DNSHealthCheckProbe) -> Option<Self> {
+        let record = probe.labels().get(crate::health::PROBE_RECORD_LABEL)?;
+        let uid = probe
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|owner| owner.controller == Some(true) && owner.kind == "DNSRecord")?
+            .uid
+            .as_str();
+        Some(Owner { record, uid })
+    }
+}
+
+/// What a seal covers: the probe's namespace, name, owner and spec as the API server stores it.
+fn message(
+    namespace: &str,
+    name: &str,
+    owner: Owner<'_>,
+    spec: &DNSHealthCheckProbeSpec,
+) -> Vec<u8> {
     let spec = serde_json::to_string(spec).expect("a probe spec serializes");
-    format!("{namespace}/{name}\n{spec}").into_bytes()
+    format!("{namespace}/{name}\n{}/{}\n{spec}", owner.record, owner.uid).into_bytes()
 }
 
 fn mac(key: &[u8]) -> Hmac<Sha256> {
     <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes a key of any length")
 }
 
-/// The seal of the probe `namespace/name` with `spec`.
-pub fn seal(key: &[u8], namespace: &str, name: &str, spec: &DNSHealthCheckProbeSpec) -> String {
+/// The seal of the probe `namespace/name` of `owner` with `spec`.
+pub fn seal(
+    key: &[u8],
+    namespace: &str,
+    name: &str,
+    owner: Owner<'_>,
+    spec: &DNSHealthCheckProbeSpec,
+) -> String {
     let mut mac = mac(key);
-    mac.update(&message(namespace, name, spec));
+    mac.update(&message(namespace, name, owner, spec));
     mac.finalize()
         .into_bytes()
         .iter()
@@ -49,10 +86,14 @@ pub fn is_sealed(key: &[u8], probe: &DNSHealthCheckProbe) -> bool {
     let Some(bytes) = from_hex(seal) else {
         return false;
     };
+    let Some(owner) = Owner::of(probe) else {
+        return false;
+    };
     let mut mac = mac(key);
     mac.update(&message(
         &probe.namespace().unwrap_or_default(),
         &probe.name_any(),
+        owner,
         &probe.spec,
     ));
     mac.verify_slice(&bytes).is_ok()
@@ -86,10 +127,22 @@ pub fn new_key() -> Vec<u8> {
 mod tests {
     use super::*;
 
+    const OWNER: Owner<'static> = Owner {
+        record: "api",
+        uid: "0a1b2c3d-0000-4000-8000-000000000001",
+    };
+
     fn probe(name: &str, address: &str, seal: Option<String>) -> DNSHealthCheckProbe {
         let mut probe: DNSHealthCheckProbe = serde_json::from_value(serde_json::json!({
             "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSHealthCheckProbe",
-            "metadata": { "name": name, "namespace": "shop" },
+            "metadata": {
+                "name": name, "namespace": "shop",
+                "labels": { crate::health::PROBE_RECORD_LABEL: OWNER.record },
+                "ownerReferences": [{
+                    "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord", "name": OWNER.record,
+                    "uid": OWNER.uid, "controller": true,
+                }],
+            },
             "spec": { "port": 443, "host": "api.example.com", "address": address },
         }))
         .expect("a probe");
@@ -108,7 +161,7 @@ mod tests {
         let key = new_key();
         let sealed_for = |name: &str, address: &str| {
             let unsealed = probe(name, address, None);
-            seal(&key, "shop", name, &unsealed.spec)
+            seal(&key, "shop", name, OWNER, &unsealed.spec)
         };
         let good = sealed_for("api-abc", "192.0.2.1");
         assert!(is_sealed(
@@ -130,6 +183,7 @@ mod tests {
                     &new_key(),
                     "shop",
                     "api-abc",
+                    OWNER,
                     &probe("api-abc", "192.0.2.1", None).spec,
                 )),
             ),
@@ -140,9 +194,18 @@ mod tests {
             assert!(!is_sealed(&key, &forged), "{forged:?}");
         }
         // Another namespace's probe of the same name and spec.
-        let mut elsewhere = probe("api-abc", "192.0.2.1", Some(good));
+        let mut elsewhere = probe("api-abc", "192.0.2.1", Some(good.clone()));
         elsewhere.metadata.namespace = Some("mallory".into());
         assert!(!is_sealed(&key, &elsewhere));
+        // Detached from its record (so the hub would not find it to delete it), or saved and
+        // written again for another record.
+        let mut detached = probe("api-abc", "192.0.2.1", Some(good.clone()));
+        detached.metadata.labels = None;
+        assert!(!is_sealed(&key, &detached));
+        let mut orphaned = probe("api-abc", "192.0.2.1", Some(good));
+        orphaned.metadata.owner_references.as_mut().unwrap()[0].uid =
+            "0a1b2c3d-0000-4000-8000-000000000002".into();
+        assert!(!is_sealed(&key, &orphaned));
     }
 
     #[test]

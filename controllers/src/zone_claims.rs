@@ -13,8 +13,9 @@
 //!   once any grant exists, a namespace may claim only names under the suffixes granted to it
 //!   (deny by default), as an external-dns installation serves only its `--domain-filter`.
 //! - A zone the leading hub refused for want of a grant (its status says
-//!   [`reasons::DOMAIN_NOT_GRANTED`]) is refused by every other server too, so an agent that
-//!   has no grants of its own never serves it. Only the hub writes a zone's status.
+//!   [`reasons::DOMAIN_NOT_GRANTED`]) is refused by agents too, which have no grants of their
+//!   own ([`DomainGrants::following_the_leader`]). Only the hub writes a zone's status; the hub
+//!   itself decides by its grants alone, so a grant added later frees the zone.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -38,9 +39,22 @@ pub mod reasons {
 pub struct DomainGrants {
     /// Suffixes by namespace, lowercase, without the trailing dot.
     by_namespace: BTreeMap<String, Vec<String>>,
+    /// Whether to take the leading hub's refusals from the zones' status, for a process that
+    /// has not got the hub's grants (an agent). The hub decides by its own grants alone: a
+    /// grant added later must free a zone it refused.
+    follow_leader: bool,
 }
 
 impl DomainGrants {
+    /// The grants of a process that has not got the hub's (an agent serving DNS): none of its
+    /// own, and the leader's refusals followed.
+    pub fn following_the_leader() -> Self {
+        DomainGrants {
+            by_namespace: BTreeMap::new(),
+            follow_leader: true,
+        }
+    }
+
     /// From the hub's `--domain-grant` values, each `NAMESPACE=SUFFIX[,SUFFIX...]`.
     pub fn parse<S: AsRef<str>>(values: &[S]) -> Result<Self, String> {
         let mut by_namespace: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -68,7 +82,10 @@ impl DomainGrants {
                     .push(suffix);
             }
         }
-        Ok(DomainGrants { by_namespace })
+        Ok(DomainGrants {
+            by_namespace,
+            follow_leader: false,
+        })
     }
 
     /// Whether any grant was made (and so whether namespaces without one may claim nothing).
@@ -235,7 +252,9 @@ pub fn claims(zones: &[Arc<ManagedZone>], grants: &DomainGrants) -> BTreeMap<Str
     for zone in zones {
         let claimant = Claimant::of(zone);
         let key = format!("{}/{}", claimant.namespace, claimant.name);
-        if !grants.allows(&claimant.namespace, &claimant.domain) || refused_by_leader(zone) {
+        if !grants.allows(&claimant.namespace, &claimant.domain)
+            || (grants.follow_leader && refused_by_leader(zone))
+        {
             result.insert(
                 key,
                 Claim::NotGranted {
@@ -270,6 +289,21 @@ pub fn claims(zones: &[Arc<ManagedZone>], grants: &DomainGrants) -> BTreeMap<Str
         result.insert(key, claim);
     }
     result
+}
+
+/// Whether a zone among `zones` that holds its claim has the domain `apex` (normalized).
+pub fn apex_held(zones: &[Arc<ManagedZone>], grants: &DomainGrants, apex: &str) -> bool {
+    let claims = claims(zones, grants);
+    zones.iter().any(|zone| {
+        normalize(&zone.spec.domain_name) == apex
+            && claims
+                .get(&format!(
+                    "{}/{}",
+                    zone.namespace().unwrap_or_default(),
+                    zone.name_any()
+                ))
+                .is_some_and(Claim::holds)
+    })
 }
 
 /// `zone`'s claim among `zones`.
@@ -480,9 +514,13 @@ mod tests {
         });
         let victim = zone("victim", "main", "victim.com", "02");
         let zones = vec![Arc::new(refused), victim];
-        let claims = claims(&zones, &DomainGrants::default());
-        assert!(!claims["mallory/z"].holds());
-        assert_eq!(claims["victim/main"], Claim::Holds);
+        let followed = claims(&zones, &DomainGrants::following_the_leader());
+        assert!(!followed["mallory/z"].holds());
+        assert_eq!(followed["victim/main"], Claim::Holds);
+        // The hub decides by its own grants: with the grant now given, the zone refused before
+        // for want of one holds again (its status is the hub's own earlier word).
+        let granted = DomainGrants::parse(&["mallory=victim.com", "victim=victim.com"]).unwrap();
+        assert!(claims(&zones, &granted)["mallory/z"].holds());
     }
 
     #[test]

@@ -140,10 +140,20 @@ async fn pass(
             .get(&format!("{}/{name}", namespace.unwrap_or_default()))
             .is_some_and(Claim::holds)
     };
-    for zone in zones {
-        if zone.spec.dns_provider_secret_ref.is_some()
-            || !holds(zone.namespace().as_deref(), &zone.name_any())
-        {
+    let held_apexes: BTreeSet<String> = zones
+        .iter()
+        .filter(|zone| holds(zone.namespace().as_deref(), &zone.name_any()))
+        .map(|zone| normalize(&zone.spec.domain_name))
+        .collect();
+    for zone in &zones {
+        if zone.spec.dns_provider_secret_ref.is_some() {
+            continue;
+        }
+        if !holds(zone.namespace().as_deref(), &zone.name_any()) {
+            let apex = normalize(&zone.spec.domain_name);
+            if !held_apexes.contains(&apex) && embedded.forget(&apex).await {
+                tracing::warn!(zone = %apex, "stopped serving a zone that lost its claim");
+            }
             continue;
         }
         match signing_from_cache(&zone, &caches.secrets, keys) {

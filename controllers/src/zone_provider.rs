@@ -196,6 +196,23 @@ impl EmbeddedZones {
         config
     }
 
+    /// Stops serving the zone at `apex` and forgets its records: its ManagedZone lost its claim
+    /// and no other zone holds the name, so nothing of it may be answered, nor show under a
+    /// zone that claims the name later. Returns whether it was here.
+    pub async fn forget(&self, apex: &str) -> bool {
+        // Held across the removal, so no build running meanwhile serves it again.
+        let mut served_versions = self.served_versions.lock().await;
+        served_versions.remove(apex);
+        let was_here = self
+            .zones
+            .lock()
+            .expect("zones lock")
+            .remove(apex)
+            .is_some();
+        self.server.withdraw(apex);
+        was_here
+    }
+
     /// The serial the zone at `apex` is served under here, and the digest of its content: what
     /// the leader writes to the zone's status.
     pub fn served_stamp(&self, apex: &str) -> Option<SerialStamp> {
@@ -1039,6 +1056,34 @@ mod tests {
             .await
             .expect("a nameserver");
         Arc::new(EmbeddedZones::new(Arc::new(server), Vec::new()))
+    }
+
+    #[tokio::test]
+    async fn a_zone_forgotten_is_answered_no_more_and_leaves_nothing_for_the_next_holder() {
+        let zones = embedded_zones().await;
+        let address = zones.server().local_addr();
+        zones
+            .ensure_served(&managed_zone(None), None, Numbering::Leads)
+            .await;
+        EmbeddedZones::zone(&zones, "example.com")
+            .apply("example.com", &creating(1))
+            .await
+            .expect("applied");
+        let asked = move || answered(address, "host-1.example.com.");
+        assert_eq!(
+            tokio::task::spawn_blocking(asked).await.unwrap(),
+            [Ipv4Addr::new(10, 0, 0, 1)]
+        );
+        assert!(zones.forget("example.com").await);
+        assert!(tokio::task::spawn_blocking(asked).await.unwrap().is_empty());
+        assert_eq!(zones.server().serial("example.com"), None);
+        // The zone that claims the name next starts empty.
+        zones
+            .ensure_served(&managed_zone(None), None, Numbering::Leads)
+            .await;
+        assert_eq!(zones.record_count("example.com"), 0);
+        assert!(tokio::task::spawn_blocking(asked).await.unwrap().is_empty());
+        assert!(zones.serves("example.com"));
     }
 
     #[tokio::test]

@@ -61,7 +61,7 @@ pub async fn serve(hub: kube::Client, cluster: String, config: ServeDns) -> anyh
             embedded,
             KeySource::ClusterCopy { namespace: cluster },
             // The hub's grants are the hub's: the agent follows its refusals in status.
-            DomainGrants::default(),
+            DomainGrants::following_the_leader(),
             move || tracing::info!(%listen, "answering DNS for the hub's embedded zones"),
             std::future::pending(),
         ) => {}

@@ -32,6 +32,8 @@ use meridian_controllers::probe_seal;
 const HEADERS_REFRESH: Duration = Duration::from_secs(30);
 /// The seal key is read again every this many header refreshes once it is here (10 minutes).
 const SEAL_REFRESHES: u32 = 20;
+/// The same while some probe's seal does not check out (2 minutes).
+const UNSEALED_REFRESHES: u32 = 4;
 /// Longest wait for one probe's answer. A probe waits a fifth of its interval, between these
 /// two: a gateway that hangs is found out after `interval × failureThreshold + timeout` at
 /// worst, so at the shortest interval (5 s) the timeout is 1 s, Kubernetes' own probe default.
@@ -204,7 +206,12 @@ pub async fn run(
             },
             _ = refresh.tick() => {
                 refreshes = refreshes.wrapping_add(1);
-                if seal_key.is_none() || some_unsealed || refreshes.is_multiple_of(SEAL_REFRESHES) {
+                // Unsealed probes (a new key, or a tenant's by hand) look again every two
+                // minutes at most: a tenant's probes alone must not make it a steady read.
+                if seal_key.is_none()
+                    || (some_unsealed && refreshes.is_multiple_of(UNSEALED_REFRESHES))
+                    || refreshes.is_multiple_of(SEAL_REFRESHES)
+                {
                     seal_key = match copies.get_opt(PROBE_SEAL_SECRET).await {
                         Ok(copy) => copy.as_ref().and_then(probe_seal::key_of),
                         Err(error) => {

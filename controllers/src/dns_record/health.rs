@@ -153,7 +153,24 @@ pub(super) async fn check_health(
     let namespace = record.namespace().unwrap_or_default();
     let name = record.name_any();
     let root_host = &record.spec.effective_root_host().unwrap_or_default();
-    let leaves = RecordTree::from_records(root_host.as_str(), requested.to_vec()).leaf_addresses();
+    // A record its zone cannot publish (the zone does not hold its domain, or the record is
+    // outside it) gets no probe: the fleet probes nothing for what is never published.
+    let publishable = ctx
+        .caches
+        .zones
+        .get(Some(&namespace), &record.spec.managed_zone.name)
+        .is_some_and(|zone| {
+            ctx.zone_claim(&zone).holds()
+                && crate::zone_claims::is_at_or_under(
+                    &crate::zone_claims::normalize(root_host),
+                    &crate::zone_claims::normalize(&zone.spec.domain_name),
+                )
+        });
+    let leaves = if publishable {
+        RecordTree::from_records(root_host.as_str(), requested.to_vec()).leaf_addresses()
+    } else {
+        Vec::new()
+    };
     // Addresses no probe may reach (loopback, the metadata service, the admin's ranges): no
     // probe is written for them, and they count as failing, so they are never published
     // behind a health check.
@@ -177,7 +194,16 @@ pub(super) async fn check_health(
         .expect("a stored record has a UID");
     for probe in &wanted {
         // Agents run only probes the hub sealed (see `crate::probe_seal`).
-        let seal = crate::probe_seal::seal(&seal_key, &namespace, &probe.name, &probe.spec);
+        let seal = crate::probe_seal::seal(
+            &seal_key,
+            &namespace,
+            &probe.name,
+            crate::probe_seal::Owner {
+                record: &name,
+                uid: &owner.uid,
+            },
+            &probe.spec,
+        );
         let current = existing.iter().find(|p| p.name_any() == probe.name);
         if current.is_some_and(|p| {
             p.spec == probe.spec

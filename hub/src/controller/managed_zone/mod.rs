@@ -73,6 +73,16 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
         // Another team's domain, or one the namespace was not granted: nothing is served,
         // read or published, and nothing of the holder's is touched.
         _ if !claim.holds() => {
+            // Served here before it lost its claim (a grant changed, or an older zone came in
+            // the same second): no longer, unless the zone now holding the name is at the
+            // same apex.
+            if let Some(embedded) = ctx.providers.embedded_zones()
+                && zone.spec.dns_provider_secret_ref.is_none()
+                && !ctx.apex_held(&domain)
+                && embedded.forget(&domain).await
+            {
+                tracing::warn!(zone = %domain, namespace = %namespace, "stopped serving a zone that lost its claim");
+            }
             status = ManagedZoneStatus {
                 observed_generation: zone.metadata.generation,
                 conditions: status.conditions,
