@@ -156,15 +156,15 @@ async fn pass(
             }
             continue;
         }
-        match signing_from_cache(&zone, &caches.secrets, keys) {
+        match signing_from_cache(zone, &caches.secrets, keys) {
             ZoneSigning::Unsigned => {
                 embedded
-                    .ensure_served(&zone, None, Numbering::Follows)
+                    .ensure_served(zone, None, Numbering::Follows)
                     .await;
             }
             ZoneSigning::Signed(keys) => {
                 embedded
-                    .ensure_served(&zone, Some(keys), Numbering::Follows)
+                    .ensure_served(zone, Some(keys), Numbering::Follows)
                     .await;
             }
             ZoneSigning::Unavailable(reason) => {
