@@ -158,9 +158,7 @@ async fn pass(
         }
         match signing_from_cache(zone, &caches.secrets, keys) {
             ZoneSigning::Unsigned => {
-                embedded
-                    .ensure_served(zone, None, Numbering::Follows)
-                    .await;
+                embedded.ensure_served(zone, None, Numbering::Follows).await;
             }
             ZoneSigning::Signed(keys) => {
                 embedded
