@@ -18,6 +18,33 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
+/// The flags of the hub and the agent that set the policy.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ProbePolicyArgs {
+    /// Address ranges probes never connect to, besides loopback, link-local, unspecified and
+    /// multicast addresses, which are never probed (Helm value `probes.deny`): the pod,
+    /// service and node networks. The hub passes its own to the agents it installs. See
+    /// docs/security.md.
+    #[arg(
+        long = "probe-deny",
+        env = "MERIDIAN_PROBE_DENY",
+        value_delimiter = ','
+    )]
+    pub probe_deny: Vec<String>,
+
+    /// Lets probes reach loopback addresses: for a test bed whose gateways listen there,
+    /// never in production.
+    #[arg(long, env = "MERIDIAN_PROBE_ALLOW_LOOPBACK")]
+    pub probe_allow_loopback: bool,
+}
+
+impl ProbePolicyArgs {
+    pub fn policy(&self) -> Result<ProbeAddressPolicy, String> {
+        ProbeAddressPolicy::parse(&self.probe_deny, self.probe_allow_loopback)
+            .map_err(|e| format!("--probe-deny: {e}"))
+    }
+}
+
 /// Why an address is not probed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {

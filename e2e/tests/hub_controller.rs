@@ -163,7 +163,7 @@ async fn start_hub(hub_kubeconfig: &Path, geoip: &Path) -> RunningHub {
     let mut args = RunArgs::local(hub_kubeconfig);
     args.geoip = Some(geoip.to_path_buf());
     // The test's gateways listen on loopback addresses.
-    args.probe_allow_loopback = true;
+    args.probes.probe_allow_loopback = true;
     // Short, so the test sees a leaving cluster's Gateway go.
     args.withdrawal_grace_seconds = 3;
     // Short, so a standby replica takes over quickly when the leader dies.

@@ -175,8 +175,8 @@ mod tests {
         assert_eq!(args.kubeconfig, Some(PathBuf::from("hub.kubeconfig")));
         assert_eq!(args.health_addr, "127.0.0.1:8080".parse().unwrap());
         assert_eq!(args.dns_addr, "127.0.0.1:5353".parse().unwrap());
-        assert!(args.domain_grants.is_empty() && args.probe_deny.is_empty());
-        assert!(!args.probe_allow_loopback);
+        assert!(args.domain_grants.is_empty() && args.probes.probe_deny.is_empty());
+        assert!(!args.probes.probe_allow_loopback);
     }
 
     #[test]
@@ -200,9 +200,7 @@ mod tests {
         assert!(grants.allows("shop", "api.shop.example.org"));
         assert!(grants.allows("web", "web.example.com"));
         assert!(!grants.allows("web", "shop.example.com"));
-        let policy =
-            meridian_controllers::probe_policy::ProbeAddressPolicy::parse(&args.probe_deny, false)
-                .unwrap();
+        let policy = args.probes.policy().unwrap();
         assert!(policy.refuses("10.96.0.1".parse().unwrap()).is_some());
         assert!(policy.refuses("10.250.2.1".parse().unwrap()).is_none());
     }

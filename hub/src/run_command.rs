@@ -13,7 +13,7 @@ use meridian_nameserver::{GeoDb, NameServer, RateLimit, ServerConfig, ZoneNameSe
 use tokio::net::TcpListener;
 
 use meridian_controllers::health::DEFAULT_THRESHOLD_PERCENT;
-use meridian_controllers::probe_policy::ProbeAddressPolicy;
+use meridian_controllers::probe_policy::ProbePolicyArgs;
 use meridian_controllers::provider_args::ProviderArgs;
 use meridian_controllers::silence::{DEFAULT_FLEET_BRAKE_PERCENT, DEFAULT_WITHDRAWAL_PERCENT};
 use meridian_controllers::zone_claims::DomainGrants;
@@ -193,20 +193,8 @@ pub struct RunArgs {
     )]
     pub domain_grants: Vec<String>,
 
-    /// Address ranges health probes never connect to, besides loopback, link-local, unspecified
-    /// and multicast addresses, which are never probed (Helm value `probes.deny`): the pod and
-    /// service networks. Passed on to the agents the hub installs. See docs/security.md.
-    #[arg(
-        long = "probe-deny",
-        env = "MERIDIAN_PROBE_DENY",
-        value_delimiter = ','
-    )]
-    pub probe_deny: Vec<String>,
-
-    /// Lets probes reach loopback addresses: for a test bed whose gateways listen there,
-    /// never in production.
-    #[arg(long, env = "MERIDIAN_PROBE_ALLOW_LOOPBACK")]
-    pub probe_allow_loopback: bool,
+    #[command(flatten)]
+    pub probes: ProbePolicyArgs,
 }
 
 impl RunArgs {
@@ -233,8 +221,7 @@ impl RunArgs {
             lease_seconds: 15,
             drain_seconds: 0,
             domain_grants: Vec::new(),
-            probe_deny: Vec::new(),
-            probe_allow_loopback: false,
+            probes: ProbePolicyArgs::default(),
             cluster_heartbeat_timeout_seconds: 120,
             failure_threshold_percent: DEFAULT_THRESHOLD_PERCENT,
             fleet_brake_percent: DEFAULT_FLEET_BRAKE_PERCENT,
@@ -349,8 +336,7 @@ impl RunningHub {
         // kube and the AWS SDK bring two rustls crypto backends; pick one before any TLS.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client_config = client_config(args.kubeconfig.as_ref()).await?;
-        let probe_policy = ProbeAddressPolicy::parse(&args.probe_deny, args.probe_allow_loopback)
-            .map_err(|e| anyhow::anyhow!("--probe-deny: {e}"))?;
+        let probe_policy = args.probes.policy().map_err(|e| anyhow::anyhow!(e))?;
         let agent = AgentInstall {
             probe_args: probe_policy.agent_args(),
             server_url: args.hub_server_url.clone().unwrap_or_else(|| {

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use meridian_controllers::probe_policy::ProbeAddressPolicy;
+use meridian_controllers::probe_policy::{ProbeAddressPolicy, ProbePolicyArgs};
 use meridian_controllers::provider_args::ProviderArgs;
 
 /// `meridian-agent`: the per-cluster side of Meridian.
@@ -134,19 +134,8 @@ pub struct RunArgs {
     #[arg(long, env = "MERIDIAN_DNS_RATE_LIMIT", default_value_t = meridian_nameserver::rate_limit::DEFAULT_RESPONSES_PER_SECOND)]
     pub dns_rate_limit: u32,
 
-    /// Address ranges probes never connect to, besides loopback, link-local, unspecified and
-    /// multicast addresses, which are never probed (the hub passes its own `--probe-deny`).
-    #[arg(
-        long = "probe-deny",
-        env = "MERIDIAN_PROBE_DENY",
-        value_delimiter = ','
-    )]
-    pub probe_deny: Vec<String>,
-
-    /// Lets probes reach loopback addresses: for a test bed whose gateways listen there,
-    /// never in production.
-    #[arg(long, env = "MERIDIAN_PROBE_ALLOW_LOOPBACK")]
-    pub probe_allow_loopback: bool,
+    #[command(flatten)]
+    pub probes: ProbePolicyArgs,
 
     /// Distributed mode: the endpoints and identities the zones' Secrets may not choose.
     #[command(flatten)]
@@ -206,8 +195,7 @@ async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
 
 async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     let spoke = client(args.kubeconfig.as_ref()).await?;
-    let probe_policy = ProbeAddressPolicy::parse(&args.probe_deny, args.probe_allow_loopback)
-        .map_err(|e| anyhow::anyhow!("--probe-deny: {e}"))?;
+    let probe_policy = args.probes.policy().map_err(|e| anyhow::anyhow!(e))?;
     if args.mode == Mode::Distributed {
         let cluster_id = report::cluster_id(&spoke).await?;
         let local = meridian_controllers::LocalCluster {
