@@ -102,6 +102,14 @@ fn embedded_ipv4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
 }
 
 impl ProbeAddressPolicy {
+    /// A test bed's policy: its gateways listen on loopback addresses (never in production).
+    pub fn test_bed() -> Self {
+        ProbeAddressPolicy {
+            allow_loopback: true,
+            ..Default::default()
+        }
+    }
+
     /// From `--probe-deny` values (CIDRs or single addresses).
     pub fn parse<S: AsRef<str>>(deny: &[S], allow_loopback: bool) -> Result<Self, String> {
         let deny = deny
@@ -190,10 +198,7 @@ mod tests {
         let strict =
             ProbeAddressPolicy::parse(&["10.96.0.0/12", "10.244.0.0/16", "fd00::1"], false)
                 .expect("a policy");
-        let test_bed = ProbeAddressPolicy {
-            allow_loopback: true,
-            ..Default::default()
-        };
+        let test_bed = ProbeAddressPolicy::test_bed();
         let cases = [
             // (address, refused strictly, refused on the test bed)
             (

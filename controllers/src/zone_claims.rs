@@ -145,6 +145,21 @@ pub fn is_at_or_under(name: &str, domain: &str) -> bool {
             && name.as_bytes()[name.len() - domain.len() - 1] == b'.')
 }
 
+/// Whether `host` (a record's root host) is at or under `zone`'s domain: what a record of the
+/// zone may publish.
+pub fn in_zone(host: &str, zone: &ManagedZone) -> bool {
+    is_at_or_under(&normalize(host), &normalize(&zone.spec.domain_name))
+}
+
+/// The key of `zone` in [`claims`]: `namespace/name`.
+pub fn claim_key(zone: &ManagedZone) -> String {
+    format!(
+        "{}/{}",
+        zone.namespace().unwrap_or_default(),
+        zone.name_any()
+    )
+}
+
 /// A zone's claim on its domain.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Claim {
@@ -251,7 +266,7 @@ pub fn claims(zones: &[Arc<ManagedZone>], grants: &DomainGrants) -> BTreeMap<Str
     let mut candidates = Vec::new();
     for zone in zones {
         let claimant = Claimant::of(zone);
-        let key = format!("{}/{}", claimant.namespace, claimant.name);
+        let key = claim_key(zone);
         if !grants.allows(&claimant.namespace, &claimant.domain)
             || (grants.follow_leader && refused_by_leader(zone))
         {
@@ -296,23 +311,13 @@ pub fn apex_held(zones: &[Arc<ManagedZone>], grants: &DomainGrants, apex: &str) 
     let claims = claims(zones, grants);
     zones.iter().any(|zone| {
         normalize(&zone.spec.domain_name) == apex
-            && claims
-                .get(&format!(
-                    "{}/{}",
-                    zone.namespace().unwrap_or_default(),
-                    zone.name_any()
-                ))
-                .is_some_and(Claim::holds)
+            && claims.get(&claim_key(zone)).is_some_and(Claim::holds)
     })
 }
 
 /// `zone`'s claim among `zones`.
 pub fn claim_of(zone: &ManagedZone, zones: &[Arc<ManagedZone>], grants: &DomainGrants) -> Claim {
-    let key = format!(
-        "{}/{}",
-        zone.namespace().unwrap_or_default(),
-        zone.name_any()
-    );
+    let key = claim_key(zone);
     let mut all: Vec<Arc<ManagedZone>> = zones
         .iter()
         .filter(|z| z.namespace() != zone.namespace() || z.name_any() != zone.name_any())

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use meridian_api::kuadrant::DNSRecord;
+use meridian_api::kuadrant::{DNSRecord, ManagedZone};
 use meridian_dns::model::Endpoint;
 use meridian_dns::plan::{PlanInput, plan};
 use tokio::sync::broadcast;
@@ -23,7 +23,7 @@ use crate::caches::{Caches, Change};
 use crate::convert::all_to_engine;
 use crate::dns_record::owner_of;
 use crate::dnssec_keys::{KEYS_SECRET_TYPE, KeySource, ZoneSigning, signing_from_cache};
-use crate::zone_claims::{Claim, DomainGrants, claims, is_at_or_under, normalize};
+use crate::zone_claims::{Claim, DomainGrants, claim_key, claims, in_zone, normalize};
 use crate::zone_provider::{EmbeddedZones, ZoneProvider};
 use crate::zone_serial::Numbering;
 
@@ -135,21 +135,17 @@ async fn pass(
     // never served, and its records never mirrored into the apex that holds.
     let zones = caches.zones.state();
     let claims = claims(&zones, grants);
-    let holds = |namespace: Option<&str>, name: &str| {
-        claims
-            .get(&format!("{}/{name}", namespace.unwrap_or_default()))
-            .is_some_and(Claim::holds)
-    };
+    let holds = |zone: &ManagedZone| claims.get(&claim_key(zone)).is_some_and(Claim::holds);
     let held_apexes: BTreeSet<String> = zones
         .iter()
-        .filter(|zone| holds(zone.namespace().as_deref(), &zone.name_any()))
+        .filter(|zone| holds(zone))
         .map(|zone| normalize(&zone.spec.domain_name))
         .collect();
     for zone in &zones {
         if zone.spec.dns_provider_secret_ref.is_some() {
             continue;
         }
-        if !holds(zone.namespace().as_deref(), &zone.name_any()) {
+        if !holds(zone) {
             let apex = normalize(&zone.spec.domain_name);
             if !held_apexes.contains(&apex) && embedded.forget(&apex).await {
                 tracing::warn!(zone = %apex, "stopped serving a zone that lost its claim");
@@ -199,12 +195,12 @@ async fn pass(
                 &record.spec.managed_zone.name,
             )
             .filter(|zone| zone.spec.dns_provider_secret_ref.is_none())
-            .filter(|zone| holds(zone.namespace().as_deref(), &zone.name_any()))
+            .filter(|zone| holds(zone))
         else {
             continue;
         };
         let root_host = record.spec.effective_root_host().unwrap_or_default();
-        if !is_at_or_under(&normalize(&root_host), &normalize(&zone.spec.domain_name)) {
+        if !in_zone(&root_host, &zone) {
             // The leader refuses it too (see the DNSRecord controller).
             continue;
         }

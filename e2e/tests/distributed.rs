@@ -150,10 +150,7 @@ async fn agent_probing_from(
         meridian_agent::probe::Prober::new(
             &[],
             source,
-            meridian_controllers::probe_policy::ProbeAddressPolicy {
-                allow_loopback: true,
-                ..Default::default()
-            },
+            meridian_controllers::probe_policy::ProbeAddressPolicy::test_bed(),
         ),
     ));
     Ok(tokio::spawn(meridian_agent::distributed::run(

@@ -148,10 +148,7 @@ async fn agent_process() {
         probe_source,
         serve_dns,
         // The test's gateways listen on loopback addresses.
-        probe_policy: meridian_controllers::probe_policy::ProbeAddressPolicy {
-            allow_loopback: true,
-            ..Default::default()
-        },
+        probe_policy: meridian_controllers::probe_policy::ProbeAddressPolicy::test_bed(),
         ..meridian_agent::HubModeOptions::with_heartbeat(std::time::Duration::from_secs(2))
     };
     meridian_agent::run_hub_mode(spoke, hub, env(AGENT_ENV[0]), options)

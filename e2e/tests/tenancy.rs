@@ -512,10 +512,7 @@ async fn a_tenant_cannot_aim_probes_at_loopback_or_the_metadata_service() -> Res
     let prober = std::sync::Arc::new(meridian_agent::probe::Prober::new(
         &[],
         None,
-        meridian_controllers::probe_policy::ProbeAddressPolicy {
-            allow_loopback: true,
-            ..Default::default()
-        },
+        meridian_controllers::probe_policy::ProbeAddressPolicy::test_bed(),
     ));
     let agent = tokio::spawn(meridian_agent::health::run(
         admin.clone(),

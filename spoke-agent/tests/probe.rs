@@ -12,14 +12,6 @@ use tokio::net::TcpListener;
 
 const HOST: &str = "api.example.test";
 
-/// The probe policy of a test bed whose servers listen on loopback.
-fn test_bed() -> ProbeAddressPolicy {
-    ProbeAddressPolicy {
-        allow_loopback: true,
-        ..Default::default()
-    }
-}
-
 /// How a test server answers one request: from the request head and the client's address.
 type Answer = Arc<dyn Fn(&str, IpAddr) -> u16 + Send + Sync>;
 
@@ -112,7 +104,7 @@ async fn expected_codes_host_and_required_headers() {
         }
     });
     let address = http_server(answer).await;
-    let prober = Prober::new(&[], None, test_bed());
+    let prober = Prober::new(&[], None, ProbeAddressPolicy::test_bed());
     let mut probe = spec(address, Protocol::Http);
     assert_eq!(
         prober.probe(&probe).await.unwrap_err(),
@@ -138,7 +130,7 @@ async fn expected_codes_host_and_required_headers() {
 async fn self_signed_certificates_are_refused_unless_allowed_and_sni_names_the_host() {
     let (address, der) = https_server(Arc::new(|_, _| 200)).await;
     let mut probe = spec(address, Protocol::Https);
-    let strict = Prober::new(&[], None, test_bed());
+    let strict = Prober::new(&[], None, ProbeAddressPolicy::test_bed());
     let refused = strict.probe(&probe).await.unwrap_err();
     assert!(refused.contains("TLS with api.example.test"), "{refused}");
     probe.allow_insecure_certificate = true;
@@ -146,7 +138,7 @@ async fn self_signed_certificates_are_refused_unless_allowed_and_sni_names_the_h
     // Trusting the certificate, verification passes: the connection went to 127.0.0.1 while
     // SNI and the name checked were the real host's.
     probe.allow_insecure_certificate = false;
-    let trusting = Prober::new(&[der], None, test_bed());
+    let trusting = Prober::new(&[der], None, ProbeAddressPolicy::test_bed());
     assert_eq!(trusting.probe(&probe).await, Ok(200));
 }
 
@@ -170,7 +162,11 @@ async fn a_failure_seen_from_one_vantage_point_only() {
     let address = SocketAddr::from(([127, 0, 0, 1], port));
     let mut outcomes = Vec::new();
     for source in [[127, 0, 0, 1], [127, 0, 0, 2], [127, 0, 0, 3]] {
-        let prober = Prober::new(&[], Some(IpAddr::from(source)), test_bed());
+        let prober = Prober::new(
+            &[],
+            Some(IpAddr::from(source)),
+            ProbeAddressPolicy::test_bed(),
+        );
         outcomes.push(prober.probe(&spec(address, Protocol::Http)).await.is_ok());
     }
     assert_eq!(outcomes, [true, false, true]);
@@ -189,7 +185,7 @@ async fn a_silent_server_times_out_and_the_threshold_decides_health() {
     });
     let mut probe = spec(address, Protocol::Http);
     probe.timeout = Duration::from_millis(200);
-    let prober = Prober::new(&[], None, test_bed());
+    let prober = Prober::new(&[], None, ProbeAddressPolicy::test_bed());
     let mut state = ProbeState::default();
     for _ in 0..2 {
         let outcome = prober.probe(&probe).await;
@@ -229,7 +225,7 @@ async fn the_runner_keeps_every_leaf_current_and_follows_changes() {
         }
     };
     let (updates, mut received) = tokio::sync::mpsc::channel(64);
-    let prober = Arc::new(Prober::new(&[], None, test_bed()));
+    let prober = Arc::new(Prober::new(&[], None, ProbeAddressPolicy::test_bed()));
     let mut runner = ProbeRunner::new(prober, updates);
     runner.sync(HashMap::from([
         ("a", leaf("up.example.test")),
@@ -280,7 +276,7 @@ async fn a_probe_that_would_write_its_own_request_is_never_sent() {
         200
     });
     let address = http_server(answer).await;
-    let prober = Prober::new(&[], None, test_bed());
+    let prober = Prober::new(&[], None, ProbeAddressPolicy::test_bed());
     // First proof that the server counts what reaches it.
     assert_eq!(prober.probe(&spec(address, Protocol::Http)).await, Ok(200));
     assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 1);
@@ -350,7 +346,7 @@ async fn an_agent_never_connects_to_loopback_link_local_or_a_denied_range() {
         }
     });
     // First proof that the listener counts a connection that reaches it.
-    let allowed = Prober::new(&[], None, test_bed());
+    let allowed = Prober::new(&[], None, ProbeAddressPolicy::test_bed());
     assert_eq!(allowed.probe(&spec(address, Protocol::Http)).await, Ok(200));
     assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 1);
 

@@ -380,10 +380,7 @@ async fn measure(
             meridian_agent::probe::Prober::new(
                 &[],
                 None,
-                meridian_controllers::probe_policy::ProbeAddressPolicy {
-                    allow_loopback: true,
-                    ..Default::default()
-                },
+                meridian_controllers::probe_policy::ProbeAddressPolicy::test_bed(),
             ),
         ));
         agents.push(tokio::spawn(meridian_agent::distributed::run(

@@ -160,11 +160,7 @@ pub(super) async fn check_health(
         .zones
         .get(Some(&namespace), &record.spec.managed_zone.name)
         .is_some_and(|zone| {
-            ctx.zone_claim(&zone).holds()
-                && crate::zone_claims::is_at_or_under(
-                    &crate::zone_claims::normalize(root_host),
-                    &crate::zone_claims::normalize(&zone.spec.domain_name),
-                )
+            ctx.zone_claim(&zone).holds() && crate::zone_claims::in_zone(root_host, &zone)
         });
     let leaves = if publishable {
         RecordTree::from_records(root_host.as_str(), requested.to_vec()).leaf_addresses()

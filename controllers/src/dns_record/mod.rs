@@ -202,23 +202,16 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         }
     };
     let owner = owner_of(record);
-    let domain = crate::zone_claims::normalize(&zone.spec.domain_name);
     let root_host = match record.spec.effective_root_host() {
         None => Err("spec.rootHost is empty and no endpoint's name holds all the others: set spec.rootHost to the host these records serve".to_string()),
         // Every endpoint is at or under the root host (the schema, or how the root host is
         // found), so this keeps the whole record inside the zone it names: a zone is never
         // a way to publish another domain's names.
-        Some(root_host)
-            if !crate::zone_claims::is_at_or_under(
-                &crate::zone_claims::normalize(&root_host),
-                &domain,
-            ) =>
-        {
-            Err(format!(
-                "the root host {root_host} is not in ManagedZone {}'s domain {domain}: a record publishes only names at or under its zone's domain",
-                zone.name_any()
-            ))
-        }
+        Some(root_host) if !crate::zone_claims::in_zone(&root_host, &zone) => Err(format!(
+            "the root host {root_host} is not in ManagedZone {}'s domain {}: a record publishes only names at or under its zone's domain",
+            zone.name_any(),
+            crate::zone_claims::normalize(&zone.spec.domain_name)
+        )),
         Some(root_host) => Ok(root_host),
     };
     let root_host = match root_host {
