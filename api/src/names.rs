@@ -3,9 +3,23 @@
 /// The namespace the hub installs the agent into on every managed cluster.
 pub const AGENT_NAMESPACE: &str = "meridian-system";
 
-/// The Secret in each cluster namespace on the hub holding copies of the probe header Secrets
-/// the cluster's agent needs (keys `<namespace>.<secret>`, values JSON header maps).
+/// The Secret an earlier hub kept in each cluster namespace with every tenant's probe headers in
+/// one object. The hub now keeps one copy per tenant namespace ([`probe_headers_copy`]) and
+/// deletes this one.
 pub const PROBE_HEADERS_SECRET: &str = "meridian-probe-headers";
+
+/// The copy, in a cluster namespace on the hub, of the probe header Secrets of one tenant
+/// namespace (keys: the Secret's name; values: JSON header maps). One copy per namespace: one
+/// team's headers never travel in another team's object, and one team's size cannot stop
+/// another's delivery. A namespace name is a DNS label, so the names cannot collide.
+pub fn probe_headers_copy(namespace: &str) -> String {
+    format!("{PROBE_HEADERS_SECRET}-{namespace}")
+}
+
+/// The Role (and its RoleBinding) in each cluster namespace on the hub that lets the cluster's
+/// agent read exactly the current header copies, by name. The copies are owned by it, so
+/// deleting it (uninstall) removes them.
+pub const PROBE_HEADERS_READER: &str = "meridian-agent-probe-headers";
 
 /// The Secret holding the key the hub seals the probes it derives with: in the hub's own
 /// namespace (made on first use), and a copy in each cluster namespace, the one key the agent

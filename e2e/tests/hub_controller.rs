@@ -1347,10 +1347,26 @@ async fn health_checks_from_every_cluster_decide_which_gateways_stay_in_dns() ->
         matches!(denied, kube::Error::Api(ref e) if e.code == 403),
         "{denied}"
     );
-    let copy = Api::<Secret>::namespaced(spoke_1_hub.clone(), "spoke-1")
-        .get("meridian-probe-headers")
-        .await?;
-    assert!(copy.data.unwrap().contains_key("gateways.probe-auth"));
+    // One copy per tenant namespace, readable by the agent by name and no other.
+    let copies = Api::<Secret>::namespaced(spoke_1_hub.clone(), "spoke-1");
+    let copy = copies.get("meridian-probe-headers-gateways").await?;
+    assert_eq!(
+        copy.data.unwrap().keys().collect::<Vec<_>>(),
+        ["probe-auth"]
+    );
+    for other in [
+        "meridian-probe-headers-kube-system",
+        "meridian-probe-headers",
+    ] {
+        let denied = copies
+            .get(other)
+            .await
+            .expect_err("an agent reads only the copies its probes need");
+        assert!(
+            matches!(denied, kube::Error::Api(ref e) if e.code == 403),
+            "{other}: {denied}"
+        );
+    }
 
     // One vantage point of three sees 127.0.1.2 failing: its view shows in the probe's
     // status, and DNS does not move.

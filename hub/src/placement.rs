@@ -227,11 +227,10 @@ pub fn agent_hub_rbac(cluster: &str, serves_dns: bool) -> Vec<Value> {
         json!({
             "apiGroups": [""],
             "resources": ["secrets"],
-            // The probe headers it sends, and the key it checks the hub's seal on a probe with.
-            "resourceNames": [
-                meridian_api::names::PROBE_HEADERS_SECRET,
-                meridian_api::names::PROBE_SEAL_SECRET,
-            ],
+            // The key it checks the hub's seal on a probe with. The header copies it may read
+            // change with the tenants' probes: a Role of their own lists them by name
+            // (`controller::probe_headers`).
+            "resourceNames": [meridian_api::names::PROBE_SEAL_SECRET],
             "verbs": ["get"],
         }),
         json!({
@@ -612,15 +611,11 @@ mod tests {
         };
         assert_eq!(
             secrets_readable(&agent_hub_rbac("spoke-1", false)),
-            [
-                meridian_api::names::PROBE_HEADERS_SECRET,
-                meridian_api::names::PROBE_SEAL_SECRET
-            ],
+            [meridian_api::names::PROBE_SEAL_SECRET],
         );
         assert_eq!(
             secrets_readable(&rbac),
             [
-                meridian_api::names::PROBE_HEADERS_SECRET,
                 meridian_api::names::PROBE_SEAL_SECRET,
                 meridian_api::names::DNSSEC_KEYS_SECRET
             ],

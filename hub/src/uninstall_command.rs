@@ -2,7 +2,8 @@
 //! uninstall` (the chart runs it as a pre-delete hook) or by hand. Helm deletes only what the
 //! chart rendered; the hub created more at run time: each placed cluster's agent (its
 //! ManifestWork, which OCM's work agent then removes from the spoke), the agent's identity in
-//! the cluster namespace on the hub, its copy of the probe headers, and the addon registration.
+//! the cluster namespace on the hub, its copies of the probe headers (owned by their reader
+//! Role), and the addon registration.
 //!
 //! The hub must not reinstall the agents while they are being removed, so the command first
 //! takes the hub's Lease for itself: the leader sees another holder at its next renewal and
@@ -17,7 +18,8 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBind
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use meridian_api::names::{
-    DNSSEC_KEYS_SECRET, HEARTBEAT_LEASE, PROBE_HEADERS_SECRET, PROBE_SEAL_SECRET,
+    DNSSEC_KEYS_SECRET, HEARTBEAT_LEASE, PROBE_HEADERS_READER, PROBE_HEADERS_SECRET,
+    PROBE_SEAL_SECRET,
 };
 use meridian_api::upstream::{ClusterManagementAddOn, ManagedClusterAddOn, ManifestWork};
 use meridian_controllers::delete_if_present;
@@ -109,6 +111,17 @@ async fn remove_agent(client: &Client, cluster: &str) -> anyhow::Result<()> {
     delete_if_present(
         &Api::<ServiceAccount>::namespaced(client.clone(), cluster),
         AGENT_WORK,
+    )
+    .await?;
+    // The per-namespace header copies are owned by their reader Role: they go with it.
+    delete_if_present(
+        &Api::<RoleBinding>::namespaced(client.clone(), cluster),
+        PROBE_HEADERS_READER,
+    )
+    .await?;
+    delete_if_present(
+        &Api::<Role>::namespaced(client.clone(), cluster),
+        PROBE_HEADERS_READER,
     )
     .await?;
     for copy in [PROBE_HEADERS_SECRET, PROBE_SEAL_SECRET, DNSSEC_KEYS_SECRET] {

@@ -2,9 +2,10 @@
 //! probes, and the results become the `probes` of the cluster's report.
 //!
 //! The agent may read probes hub-wide, but no hub Secret except the copies the hub keeps in this
-//! cluster's namespace: the probes' header Secrets (`meridian-probe-headers`) and the key of the
-//! hub's seal (`meridian-probe-seal`). A probe whose headers have not arrived yet is not probed:
-//! probing it without them would report a failure that is not the backend's. A probe without
+//! cluster's namespace: the probes' header Secrets, one copy per tenant namespace
+//! (`meridian-probe-headers-<namespace>`, each watched by name while a probe needs it), and the
+//! key of the hub's seal (`meridian-probe-seal`). A probe whose headers have not arrived yet is
+//! not probed: probing it without them would report a failure that is not the backend's. A probe without
 //! the hub's seal (written by hand in a tenant's namespace, or changed since the hub wrote it)
 //! is never probed (see `meridian_controllers::probe_seal`).
 
@@ -24,13 +25,11 @@ use tokio::sync::{mpsc, watch};
 
 use crate::probe::{Leaf, LeafUpdate, ProbeRunner, ProbeSpec, ProbeState, Prober, Protocol};
 
-/// The hub's copy of the probes' header Secrets, in the cluster namespace.
-pub use meridian_api::names::PROBE_HEADERS_SECRET as HEADERS_SECRET;
-use meridian_api::names::PROBE_SEAL_SECRET;
+use meridian_api::names::{PROBE_SEAL_SECRET, probe_headers_copy};
 use meridian_controllers::probe_seal;
-/// How often the header copy is read again when no probe changes.
-const HEADERS_REFRESH: Duration = Duration::from_secs(30);
-/// The seal key is read again every this many header refreshes once it is here (10 minutes).
+/// The tick the seal key is looked at on.
+const SEAL_TICK: Duration = Duration::from_secs(30);
+/// The seal key is read again every this many ticks once it is here (10 minutes).
 const SEAL_REFRESHES: u32 = 20;
 /// The same while some probe's seal does not check out (2 minutes).
 const UNSEALED_REFRESHES: u32 = 4;
@@ -43,28 +42,143 @@ const MIN_TIMEOUT: Duration = Duration::from_secs(1);
 /// A probe on the hub: namespace and name.
 pub type ProbeKey = (String, String);
 
-/// Headers per `<namespace>.<secret>` key, as the hub's copy holds them.
+/// Headers per `<namespace>.<secret>` key, as the hub's copies hold them.
 pub type HeaderCopies = BTreeMap<String, Vec<(String, String)>>;
 
 pub use meridian_api::duration::parse_duration;
 
-/// Reads the hub's header copy: each key's JSON object of header names to values. Headers that
-/// could smuggle another header or request line (CR, LF, or a name that is not a token) are
-/// dropped.
-pub fn header_copies(secret: &Secret) -> HeaderCopies {
-    secret
-        .data
+/// Reads the hub's header copy for the tenant namespace `namespace`: each key (a Secret's name)
+/// holds a JSON object of header names to values. Headers that could smuggle another header or
+/// request line (CR, LF, or a name that is not a token) are dropped.
+pub fn header_copy(namespace: &str, copy: &Secret) -> HeaderCopies {
+    copy.data
         .iter()
         .flatten()
-        .filter_map(|(key, value)| {
+        .filter_map(|(secret, value)| {
             let headers: BTreeMap<String, String> = serde_json::from_slice(&value.0).ok()?;
             let headers = headers
                 .into_iter()
                 .filter(|(name, value)| safe_header(name, value))
                 .collect();
-            Some((key.clone(), headers))
+            Some((headers_key(namespace, secret), headers))
         })
         .collect()
+}
+
+fn headers_key(namespace: &str, secret: &str) -> String {
+    format!("{namespace}.{secret}")
+}
+
+/// The tenant namespaces whose header copies the probes need.
+pub fn header_namespaces<'a>(
+    probes: impl IntoIterator<Item = &'a DNSHealthCheckProbe>,
+) -> std::collections::BTreeSet<String> {
+    probes
+        .into_iter()
+        .filter(|probe| probe.spec.additional_headers_ref.is_some())
+        .map(|probe| probe.namespace().unwrap_or_default())
+        .collect()
+}
+
+/// One watch per header copy the probes need, each selecting its copy by name (all the agent's
+/// Role allows). A namespace no probe needs any more has its watch stopped and its headers
+/// dropped.
+struct HeaderWatches {
+    copies_api: Api<Secret>,
+    watches: HashMap<String, tokio::task::JoinHandle<()>>,
+    copies: Arc<std::sync::Mutex<BTreeMap<String, HeaderCopies>>>,
+    changed: Arc<tokio::sync::Notify>,
+}
+
+impl HeaderWatches {
+    fn new(copies_api: Api<Secret>) -> Self {
+        HeaderWatches {
+            copies_api,
+            watches: HashMap::new(),
+            copies: Arc::default(),
+            changed: Arc::default(),
+        }
+    }
+
+    /// Watches exactly the copies of `namespaces`.
+    fn follow(&mut self, namespaces: &std::collections::BTreeSet<String>) {
+        self.watches.retain(|namespace, watch| {
+            let wanted = namespaces.contains(namespace);
+            if !wanted {
+                watch.abort();
+            }
+            wanted
+        });
+        self.copies
+            .lock()
+            .expect("header copies lock")
+            .retain(|namespace, _| namespaces.contains(namespace));
+        for namespace in namespaces {
+            if self.watches.contains_key(namespace) {
+                continue;
+            }
+            let watch = tokio::spawn(watch_copy(
+                self.copies_api.clone(),
+                namespace.clone(),
+                self.copies.clone(),
+                self.changed.clone(),
+            ));
+            self.watches.insert(namespace.clone(), watch);
+        }
+    }
+
+    /// Every header the copies hold now.
+    fn headers(&self) -> HeaderCopies {
+        self.copies
+            .lock()
+            .expect("header copies lock")
+            .values()
+            .flat_map(|copy| copy.clone())
+            .collect()
+    }
+}
+
+impl Drop for HeaderWatches {
+    fn drop(&mut self) {
+        for watch in self.watches.values() {
+            watch.abort();
+        }
+    }
+}
+
+/// Follows the copy of `namespace`'s headers until aborted, keeping `copies` as it is.
+async fn watch_copy(
+    api: Api<Secret>,
+    namespace: String,
+    copies: Arc<std::sync::Mutex<BTreeMap<String, HeaderCopies>>>,
+    changed: Arc<tokio::sync::Notify>,
+) {
+    let name = probe_headers_copy(&namespace);
+    let (store, writer) = reflector::store();
+    let events = watcher(
+        api,
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+    )
+    .default_backoff()
+    .reflect(writer);
+    let mut events = std::pin::pin!(events);
+    while let Some(event) = events.next().await {
+        if let Err(error) = event {
+            // Until the hub's Role names a new copy, reading it is forbidden: the watch retries.
+            tracing::debug!(%error, copy = %name, "watching a header copy failed; it restarts with backoff");
+            continue;
+        }
+        let copy = store
+            .state()
+            .first()
+            .map(|copy| header_copy(&namespace, copy))
+            .unwrap_or_default();
+        let mut held = copies.lock().expect("header copies lock");
+        if held.get(&namespace) != Some(&copy) {
+            held.insert(namespace.clone(), copy);
+            changed.notify_one();
+        }
+    }
 }
 
 /// Whether a header can be sent as it is: a token name, and a value that cannot smuggle
@@ -99,11 +213,7 @@ pub fn leaf_for(probe: &DNSHealthCheckProbe, headers: &HeaderCopies) -> Result<L
     let extra_headers = match &spec.additional_headers_ref {
         None => Vec::new(),
         Some(reference) => {
-            let key = format!(
-                "{}.{}",
-                probe.namespace().unwrap_or_default(),
-                reference.name
-            );
+            let key = headers_key(&probe.namespace().unwrap_or_default(), &reference.name);
             headers
                 .get(&key)
                 .cloned()
@@ -165,7 +275,7 @@ pub fn verdicts_differ(a: &[ProbeReport], b: &[ProbeReport]) -> bool {
     verdicts(a) != verdicts(b)
 }
 
-/// Runs the health loop until the process ends: follows the hub's probes and header copy,
+/// Runs the health loop until the process ends: follows the hub's probes and header copies,
 /// probes every leaf, and publishes the results on `reports` (notifying only when a verdict
 /// changes).
 pub async fn run(
@@ -184,6 +294,8 @@ pub async fn run(
     .touched_objects();
     let mut probes = std::pin::pin!(probes);
     let copies: Api<Secret> = Api::namespaced(hub, &cluster_name);
+    let mut header_watches = HeaderWatches::new(copies.clone());
+    let header_changed = header_watches.changed.clone();
     let mut seal_key: Option<Vec<u8>> = None;
     // The key does not change once made: read it until it is here, then seldom (thousands of
     // agents each reading it every refresh would be a steady load on the hub).
@@ -194,8 +306,7 @@ pub async fn run(
     let (updates, mut results_rx) = mpsc::channel::<LeafUpdate<ProbeKey>>(1024);
     let mut runner = ProbeRunner::new(prober, updates);
     let mut results: BTreeMap<ProbeKey, (ProbeState, Time)> = BTreeMap::new();
-    let mut headers = HeaderCopies::new();
-    let mut refresh = tokio::time::interval(HEADERS_REFRESH);
+    let mut refresh = tokio::time::interval(SEAL_TICK);
     let mut resync = false;
     loop {
         tokio::select! {
@@ -220,15 +331,9 @@ pub async fn run(
                         }
                     };
                 }
-                headers = match copies.get_opt(HEADERS_SECRET).await {
-                    Ok(copy) => copy.as_ref().map(header_copies).unwrap_or_default(),
-                    Err(error) => {
-                        tracing::warn!(%error, "reading the probe headers failed; keeping the last copy");
-                        headers
-                    }
-                };
                 resync = true;
             }
+            () = header_changed.notified() => resync = true,
             Some(update) = results_rx.recv() => {
                 let now = Time(k8s_openapi::jiff::Timestamp::now());
                 if runner_knows(&store, &update.key) {
@@ -244,24 +349,30 @@ pub async fn run(
         resync = false;
         // Deletions are not "touched": compare the whole set with the cache each time.
         let mut leaves = HashMap::new();
-        let mut awaiting_headers = false;
-        let mut unsealed = 0usize;
-        for probe in store.state() {
+        let all = store.state();
+        let sealed: Vec<&DNSHealthCheckProbe> = all
+            .iter()
+            .map(|probe| &**probe)
+            .filter(|probe| {
+                seal_key
+                    .as_deref()
+                    .is_some_and(|seal_key| probe_seal::is_sealed(seal_key, probe))
+            })
+            .collect();
+        let unsealed = all.len() - sealed.len();
+        // Only the hub's probes say whose headers to fetch: a tenant's probe by hand cannot
+        // make the agent watch another namespace's copy.
+        header_watches.follow(&header_namespaces(sealed.iter().copied()));
+        let headers = header_watches.headers();
+        for probe in sealed {
             let key = (probe.namespace().unwrap_or_default(), probe.name_any());
-            if !seal_key
-                .as_deref()
-                .is_some_and(|seal_key| probe_seal::is_sealed(seal_key, &probe))
-            {
-                unsealed += 1;
-                continue;
-            }
-            match leaf_for(&probe, &headers) {
+            match leaf_for(probe, &headers) {
                 Ok(leaf) => {
                     leaves.insert(key, leaf);
                 }
                 Err(Skipped::Wildcard) => {}
                 Err(skipped) => {
-                    awaiting_headers |= matches!(skipped, Skipped::HeadersMissing(_));
+                    // Missing headers come with their copy's watch, which wakes this loop.
                     tracing::debug!(probe = ?key, ?skipped, "not probing");
                 }
             }
@@ -273,10 +384,6 @@ pub async fn run(
                 // The hub delivers its key within moments of the agent's install.
                 refresh.reset_after(Duration::from_secs(2));
             }
-        }
-        if awaiting_headers {
-            // The hub copies a new header Secret within moments: look again soon.
-            refresh.reset_after(Duration::from_secs(2));
         }
         let keys: Vec<ProbeKey> = leaves.keys().cloned().collect();
         for stopped in runner.sync(leaves) {
@@ -335,14 +442,14 @@ mod tests {
     fn a_probe_becomes_a_leaf_with_its_settings_and_delivered_headers() {
         let copy = Secret {
             data: Some(BTreeMap::from([(
-                "gateways.probe-auth".to_string(),
+                "probe-auth".to_string(),
                 ByteString(
                     br#"{"X-Token":"s3cret","Bad\nName":"x","X-Evil":"a\r\nHost: other"}"#.to_vec(),
                 ),
             )])),
             ..Default::default()
         };
-        let headers = header_copies(&copy);
+        let headers = header_copy("gateways", &copy);
         let leaf = leaf_for(&probe("api.example.com", Some("probe-auth")), &headers).unwrap();
         assert_eq!(
             leaf.spec.headers,

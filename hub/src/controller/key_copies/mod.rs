@@ -71,7 +71,7 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
         keys.iter()
             .map(|(namespace, zone, secret)| (namespace.as_str(), zone.as_str(), &**secret)),
     );
-    if super::cluster_copies::deliver(&ctx, &namespace, DNSSEC_KEYS_SECRET, &data).await? {
+    if super::cluster_copies::deliver(&ctx, &namespace, DNSSEC_KEYS_SECRET, &data, None).await? {
         // Names the zones, never a key.
         tracing::info!(cluster = %namespace, zones = ?data.keys().collect::<Vec<_>>(), "delivered the keys of signed zones");
     }

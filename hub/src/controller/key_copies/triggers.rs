@@ -52,11 +52,9 @@ pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedClus
                 // A zone's keys changed: every copy holds them.
                 return every_cluster();
             }
-            crate::controller::cluster_copies::cluster_of_copy(
-                &clusters,
-                secret,
-                DNSSEC_KEYS_SECRET,
-            )
+            crate::controller::cluster_copies::cluster_of_copy(&clusters, secret, |name| {
+                name == DNSSEC_KEYS_SECRET
+            })
         }
     };
     vec![

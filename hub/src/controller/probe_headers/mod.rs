@@ -1,17 +1,21 @@
 //! Delivers the extra request headers of health probes to the agents. A probe names a Secret
-//! in its own namespace, which an agent may not read. The hub copies the headers of every
-//! Secret a probe names into one Secret, `meridian-probe-headers`, in each cluster's namespace,
-//! and the agent's Role there allows reading that Secret only. Keys are
-//! `<namespace>.<secret name>` (a namespace has no dots, so the split is unambiguous); values
-//! are JSON objects of header names to values.
+//! in its own namespace, which an agent may not read. The hub copies the headers of the
+//! Secrets a tenant namespace's probes name into one copy per tenant namespace,
+//! `meridian-probe-headers-<namespace>`, in each cluster's namespace (keys: the Secret's name;
+//! values: JSON objects of header names to values). A Role there, `meridian-agent-probe-headers`,
+//! lets the cluster's agent read exactly the current copies by name; the copies are owned by it.
+//! One team's headers never travel in another team's object, and one team's Secrets, however
+//! large, cannot stop another team's delivery.
+//!
+//! It also copies the key of the hub's seal on probes to each cluster namespace.
 //!
 //! | | |
 //! |---|---|
 //! | **Watches** (shared caches) | ManagedClusters, DNSHealthCheckProbes, Secrets |
 //! | **Triggered by** ([`triggers`]) | a new cluster; a probe that names (or named) a header Secret; a named Secret (every cluster); a cluster's copy changed or deleted (that cluster) |
-//! | **Gathers** | the Secrets the probes name, and the cluster's copy, from the cache |
-//! | **Decides** | the copy's data ([`headers_data`], pure) |
-//! | **Writes** | the copy, only when its data differs |
+//! | **Gathers** | the Secrets the probes name and the cluster's copies, from the cache; the reader Role |
+//! | **Decides** | the copies' data ([`headers_by_namespace`]) and the Role's rules ([`reader_role`]), pure |
+//! | **Writes** | copies no longer wanted emptied, then the Role (and its binding), then the copies, each only when it differs |
 
 pub mod triggers;
 
@@ -20,34 +24,82 @@ use std::sync::Arc;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use kube::ResourceExt;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, Patch};
 use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
 use meridian_api::upstream::ManagedCluster;
+use serde_json::{Value, json};
 
-use meridian_api::names::PROBE_HEADERS_SECRET as HEADERS_SECRET;
-use meridian_api::names::PROBE_SEAL_SECRET;
+use meridian_api::names::{
+    PROBE_HEADERS_READER, PROBE_HEADERS_SECRET, PROBE_SEAL_SECRET, probe_headers_copy,
+};
 use meridian_controllers::health::secret_headers;
-use meridian_controllers::{Context, Error, retry_after};
+use meridian_controllers::{Context, Error, apply_params, delete_if_present, retry_after};
+
+use crate::placement::AGENT_WORK;
 
 const CONTROLLER: &str = "probe-headers";
 
-/// The key of a header Secret in the copy.
-pub fn headers_key(namespace: &str, secret: &str) -> String {
-    format!("{namespace}.{secret}")
+/// Each tenant namespace's copy data: for each named Secret of it that exists and is allowed,
+/// its headers as JSON under the Secret's name. Namespaces with nothing to send are left out.
+pub fn headers_by_namespace(
+    sources: &BTreeMap<(String, String), Option<Secret>>,
+) -> BTreeMap<String, BTreeMap<String, ByteString>> {
+    let mut copies: BTreeMap<String, BTreeMap<String, ByteString>> = BTreeMap::new();
+    for ((namespace, name), secret) in sources {
+        // A refused Secret (its type, its size) is not copied; the record's status says why.
+        let Some(Ok(headers)) = secret.as_ref().map(secret_headers) else {
+            continue;
+        };
+        let json = serde_json::to_vec(&headers).expect("a map of strings serializes");
+        copies
+            .entry(namespace.clone())
+            .or_default()
+            .insert(name.clone(), ByteString(json));
+    }
+    copies
 }
 
-/// The copy's data: for each named Secret that exists, its keys and values as headers.
-pub fn headers_data(
-    sources: &BTreeMap<(String, String), Option<Secret>>,
-) -> BTreeMap<String, ByteString> {
-    sources
+/// Whether `name` is one of the header copies this controller writes in a cluster namespace.
+pub fn is_cluster_copy(name: &str) -> bool {
+    name.strip_prefix(PROBE_HEADERS_SECRET)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
+}
+
+/// The Role letting the cluster's agent read exactly the copies `readable`, by name. With none,
+/// it has no rule at all: a rule whose `resourceNames` is empty would allow every Secret.
+pub fn reader_role(cluster: &str, readable: &BTreeSet<String>) -> Value {
+    let rules = if readable.is_empty() {
+        json!([])
+    } else {
+        json!([{
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": readable,
+            // `list` and `watch` narrowed by name: the agent watches each copy it needs with a
+            // `metadata.name` field selector.
+            "verbs": ["get", "list", "watch"],
+        }])
+    };
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {
+            "name": PROBE_HEADERS_READER,
+            "namespace": cluster,
+            "labels": { "app.kubernetes.io/managed-by": meridian_controllers::FIELD_MANAGER },
+        },
+        "rules": rules,
+    })
+}
+
+/// The copies a Role lets the agent read.
+pub fn readable_by(role: &Role) -> BTreeSet<String> {
+    role.rules
         .iter()
-        .filter_map(|((namespace, name), secret)| {
-            // A refused Secret (its type, its size) is not copied; the record's status says why.
-            let headers = secret_headers(secret.as_ref()?).ok()?;
-            let json = serde_json::to_vec(&headers).expect("a map of strings serializes");
-            Some((headers_key(namespace, name), ByteString(json)))
-        })
+        .flatten()
+        .flat_map(|rule| rule.resource_names.iter().flatten().cloned())
         .collect()
 }
 
@@ -79,8 +131,18 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
         meridian_controllers::probe_seal::KEY_FIELD.to_string(),
         ByteString(key),
     )]);
-    if super::cluster_copies::deliver(&ctx, &namespace, PROBE_SEAL_SECRET, &seal).await? {
+    if super::cluster_copies::deliver(&ctx, &namespace, PROBE_SEAL_SECRET, &seal, None).await? {
         tracing::info!(cluster = %namespace, "delivered the probe seal key");
+    }
+    let secrets = Api::<Secret>::namespaced(ctx.client.clone(), &namespace);
+    if ctx
+        .caches
+        .secrets
+        .get(Some(&namespace), PROBE_HEADERS_SECRET)
+        .is_some()
+    {
+        // An earlier hub's copy of every tenant's headers in one object.
+        delete_if_present(&secrets, PROBE_HEADERS_SECRET).await?;
     }
     let referenced: BTreeSet<(String, String)> = ctx
         .caches
@@ -95,11 +157,6 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
             ))
         })
         .collect();
-    if referenced.is_empty() {
-        // No probe in the fleet sends headers: nothing to deliver, and nothing to read until a
-        // probe names a Secret (that change wakes every cluster).
-        return Ok(Action::await_change());
-    }
     let mut sources = BTreeMap::new();
     for (secret_namespace, name) in referenced {
         let secret = ctx.caches.secrets.get(Some(&secret_namespace), &name);
@@ -108,12 +165,88 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
         }
         sources.insert((secret_namespace, name), secret.map(|s| (*s).clone()));
     }
-    let data = headers_data(&sources);
-    if super::cluster_copies::deliver(&ctx, &namespace, HEADERS_SECRET, &data).await? {
-        tracing::info!(cluster = %namespace, secrets = data.len(), "delivered probe headers");
+    let copies: BTreeMap<String, BTreeMap<String, ByteString>> = headers_by_namespace(&sources)
+        .into_iter()
+        .map(|(tenant, data)| (probe_headers_copy(&tenant), data))
+        .collect();
+    let wanted: BTreeSet<String> = copies.keys().cloned().collect();
+
+    let roles = Api::<Role>::namespaced(ctx.client.clone(), &namespace);
+    let role = roles.get_opt(PROBE_HEADERS_READER).await?;
+    if role.is_none() && wanted.is_empty() {
+        // No probe of the fleet sends headers and none ever did here: nothing to deliver or
+        // withdraw (a probe naming a Secret wakes every cluster).
+        return Ok(Action::await_change());
+    }
+    let readable = role.as_ref().map(readable_by).unwrap_or_default();
+    if let Some(role) = &role {
+        // A copy no longer wanted is emptied before the Role stops naming it, so no crash
+        // between the two can leave headers behind that nothing withdraws. (The hub may not
+        // delete Secrets it does not know the names of; the Role's deletion takes them.)
+        let owner = owned_by(role);
+        for stale in readable.difference(&wanted) {
+            super::cluster_copies::deliver(&ctx, &namespace, stale, &BTreeMap::new(), Some(&owner))
+                .await?;
+        }
+    }
+    let role = match role {
+        Some(role) if readable == wanted => role,
+        _ => {
+            let role: Role = roles
+                .patch(
+                    PROBE_HEADERS_READER,
+                    &apply_params(),
+                    &Patch::Apply(reader_role(&namespace, &wanted)),
+                )
+                .await?;
+            tracing::info!(cluster = %namespace, copies = ?wanted, "the agent may read these header copies");
+            role
+        }
+    };
+    let owner = owned_by(&role);
+    let bindings = Api::<RoleBinding>::namespaced(ctx.client.clone(), &namespace);
+    if bindings.get_opt(PROBE_HEADERS_READER).await?.is_none() {
+        bindings
+            .patch(
+                PROBE_HEADERS_READER,
+                &apply_params(),
+                &Patch::Apply(reader_binding(&namespace, &owner)),
+            )
+            .await?;
+    }
+    for (name, data) in &copies {
+        if super::cluster_copies::deliver(&ctx, &namespace, name, data, Some(&owner)).await? {
+            tracing::info!(cluster = %namespace, copy = %name, secrets = data.len(), "delivered probe headers");
+        }
     }
     // A rotated source Secret, or a copy someone changed, wakes this cluster again.
     Ok(Action::requeue(ctx.config.resync))
+}
+
+/// An owner reference to the reader Role: what it owns goes when it goes (uninstall).
+fn owned_by(role: &Role) -> OwnerReference {
+    OwnerReference {
+        api_version: Role::api_version(&()).into(),
+        kind: Role::kind(&()).into(),
+        name: role.name_any(),
+        uid: role.uid().unwrap_or_default(),
+        ..OwnerReference::default()
+    }
+}
+
+/// Binds the reader Role to the cluster's agent.
+fn reader_binding(cluster: &str, owner: &OwnerReference) -> Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {
+            "name": PROBE_HEADERS_READER,
+            "namespace": cluster,
+            "labels": { "app.kubernetes.io/managed-by": meridian_controllers::FIELD_MANAGER },
+            "ownerReferences": [owner],
+        },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": PROBE_HEADERS_READER },
+        "subjects": [{ "kind": "ServiceAccount", "name": AGENT_WORK, "namespace": cluster }],
+    })
 }
 
 pub fn error_policy(cluster: Arc<ManagedCluster>, error: &Error, ctx: Arc<Context>) -> Action {
@@ -124,34 +257,86 @@ pub fn error_policy(cluster: Arc<ManagedCluster>, error: &Error, ctx: Arc<Contex
 mod tests {
     use super::*;
 
-    #[test]
-    fn each_named_secret_becomes_one_key_of_json_headers_and_missing_or_refused_ones_are_left_out()
-    {
-        let secret = |type_: &str, key: &str| Secret {
+    fn secret(type_: &str, key: &str) -> Secret {
+        Secret {
             type_: Some(type_.into()),
             data: Some(BTreeMap::from([(
                 key.to_string(),
                 ByteString(b"s3cret".to_vec()),
             )])),
             ..Default::default()
-        };
+        }
+    }
+
+    #[test]
+    fn each_namespace_gets_its_own_copy_and_missing_or_refused_secrets_are_left_out() {
         let headers_type = meridian_controllers::health::PROBE_HEADERS_SECRET_TYPE;
+        let source = |ns: &str, name: &str| (ns.to_string(), name.to_string());
         let sources = BTreeMap::from([
             (
-                ("gateways".to_string(), "probe-auth".to_string()),
+                source("gateways", "probe-auth"),
                 Some(secret(headers_type, "X-Probe-Token")),
             ),
-            (("gateways".to_string(), "missing".to_string()), None),
+            (source("gateways", "missing"), None),
             // The attack: the zone's provider credentials named as headers.
             (
-                ("gateways".to_string(), "aws".to_string()),
+                source("gateways", "aws"),
                 Some(secret("kuadrant.io/aws", "AWS_SECRET_ACCESS_KEY")),
             ),
+            (
+                source("shop", "probe-auth"),
+                Some(secret(headers_type, "X-Shop-Token")),
+            ),
+            // A namespace whose only Secret is refused gets no copy at all.
+            (source("mallory", "token"), Some(secret("Opaque", "X"))),
         ]);
-        let data = headers_data(&sources);
-        assert_eq!(data.keys().collect::<Vec<_>>(), ["gateways.probe-auth"]);
+        let copies = headers_by_namespace(&sources);
+        assert_eq!(copies.keys().collect::<Vec<_>>(), ["gateways", "shop"]);
+        assert_eq!(
+            copies["gateways"].keys().collect::<Vec<_>>(),
+            ["probe-auth"],
+            "one team's copy holds that team's Secrets only"
+        );
         let headers: BTreeMap<String, String> =
-            serde_json::from_slice(&data["gateways.probe-auth"].0).unwrap();
+            serde_json::from_slice(&copies["gateways"]["probe-auth"].0).unwrap();
         assert_eq!(headers["X-Probe-Token"], "s3cret");
+        assert!(!String::from_utf8_lossy(&copies["shop"]["probe-auth"].0).contains("X-Probe"));
+    }
+
+    #[test]
+    fn the_reader_role_names_exactly_the_copies_and_never_leaves_resource_names_empty() {
+        let names = BTreeSet::from([probe_headers_copy("gateways"), probe_headers_copy("shop")]);
+        let role = reader_role("spoke-1", &names);
+        assert_eq!(
+            role["rules"],
+            json!([{
+                "apiGroups": [""], "resources": ["secrets"],
+                "resourceNames": ["meridian-probe-headers-gateways", "meridian-probe-headers-shop"],
+                "verbs": ["get", "list", "watch"],
+            }])
+        );
+        let parsed: Role = serde_json::from_value(role).unwrap();
+        assert_eq!(readable_by(&parsed), names);
+        // The attack on an empty list: `resourceNames: []` is every Secret of the namespace.
+        let none = reader_role("spoke-1", &BTreeSet::new());
+        assert_eq!(none["rules"], json!([]));
+        assert!(readable_by(&serde_json::from_value(none).unwrap()).is_empty());
+    }
+
+    #[test]
+    fn copies_are_recognised_by_name_and_nothing_else_is() {
+        for copy in [
+            PROBE_HEADERS_SECRET.to_string(),
+            probe_headers_copy("gateways"),
+        ] {
+            assert!(is_cluster_copy(&copy), "{copy}");
+        }
+        for other in [
+            "meridian-probe-headersx",
+            "meridian-probe-seal",
+            "probe-auth",
+        ] {
+            assert!(!is_cluster_copy(other), "{other}");
+        }
     }
 }

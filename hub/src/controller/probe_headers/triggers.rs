@@ -59,7 +59,7 @@ pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedClus
             crate::controller::cluster_copies::cluster_of_copy(
                 &clusters,
                 secret,
-                meridian_api::names::PROBE_HEADERS_SECRET,
+                super::is_cluster_copy,
             )
         }
     };
