@@ -2,9 +2,13 @@
 //! that no tenant's Secret may choose. A Secret naming its own endpoint sent the hub's requests
 //! (signed with the tenant's keys, or worse, an identity token) wherever the tenant liked; a
 //! Secret asking for workload identity made the hub act as itself in a subscription the tenant
-//! named. See docs/security.md.
+//! named; a Secret naming an RFC2136 server on loopback or link-local made the hub send DNS
+//! messages inside its own network. See docs/security.md.
 
 use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
 
 use meridian_providers::azure::CustomCloud;
 
@@ -46,11 +50,37 @@ pub struct ProviderArgs {
         value_delimiter = ','
     )]
     pub ambient_identity_namespaces: Vec<String>,
+    /// The address ranges a `kuadrant.io/rfc2136` Secret's `server` may be in (repeatable,
+    /// CIDRs or addresses; comma-separated in the environment). Without any, a server may be
+    /// anywhere but loopback, link-local (the metadata services), unspecified and multicast
+    /// addresses. Once any is given, only these.
+    #[arg(
+        long = "rfc2136-server-allow",
+        env = "MERIDIAN_RFC2136_SERVER_ALLOW",
+        value_delimiter = ','
+    )]
+    pub rfc2136_server_allow: Vec<String>,
 }
 
 impl ProviderArgs {
-    pub fn settings(&self) -> ProviderSettings {
-        ProviderSettings {
+    /// The settings these flags give; a range that does not parse is an error at start.
+    pub fn settings(&self) -> Result<ProviderSettings, String> {
+        let rfc2136_servers = self
+            .rfc2136_server_allow
+            .iter()
+            .map(|value| {
+                let value = value.trim();
+                value
+                    .parse::<IpNet>()
+                    .or_else(|_| value.parse::<IpAddr>().map(IpNet::from))
+                    .map(|net| net.trunc())
+                    .map_err(|_| {
+                        format!("--rfc2136-server-allow: {value:?} is not a CIDR or an address")
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ProviderSettings {
+            rfc2136_servers,
             aws_endpoint: self.aws_endpoint.clone(),
             google_endpoint: self.google_endpoint.clone(),
             azure_cloud: self
@@ -67,6 +97,6 @@ impl ProviderArgs {
                 .map(|n| n.trim().to_string())
                 .filter(|n| !n.is_empty())
                 .collect::<BTreeSet<_>>(),
-        }
+        })
     }
 }

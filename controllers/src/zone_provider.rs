@@ -678,6 +678,51 @@ pub struct ProviderSettings {
     pub azure_cloud: Option<meridian_providers::azure::CustomCloud>,
     /// The namespaces whose zones may use this process's own identity.
     pub ambient_identity_namespaces: std::collections::BTreeSet<String>,
+    /// The ranges RFC2136 servers may be in; when empty, anywhere but the special addresses
+    /// ([`rfc2136_server_refusal`]).
+    pub rfc2136_servers: Vec<ipnet::IpNet>,
+}
+
+impl ProviderSettings {
+    /// A test bed's settings: its BIND servers listen on loopback (never in
+    /// production).
+    pub fn test_bed() -> Self {
+        ProviderSettings {
+            rfc2136_servers: vec![
+                "127.0.0.0/8".parse().expect("a CIDR"),
+                "::1/128".parse().expect("a CIDR"),
+            ],
+            ..Default::default()
+        }
+    }
+}
+
+/// Why the hub (or a distributed agent) may not send a zone's DNS UPDATEs to `server`, if it
+/// may not. A Secret is a tenant's: without this, it could aim the hub at the node's own
+/// services, the metadata service or anything else only the hub's network reaches. With the
+/// admin's ranges, only those; without, anywhere but the addresses no probe reaches either.
+pub fn rfc2136_server_refusal(
+    server: std::net::IpAddr,
+    allowed: &[ipnet::IpNet],
+) -> Option<String> {
+    if !allowed.is_empty() {
+        return (!allowed.iter().any(|range| range.contains(&server))).then(|| {
+            format!(
+                "server {server} is outside the ranges the platform admin allows for RFC2136 servers (--rfc2136-server-allow)"
+            )
+        });
+    }
+    crate::probe_policy::ProbeAddressPolicy::default()
+        .refuses(server)
+        .map(|refusal| {
+            let kind = match refusal {
+                crate::probe_policy::Refusal::Special(kind) => kind.to_string(),
+                crate::probe_policy::Refusal::Denied(range) => range.to_string(),
+            };
+            format!(
+                "server {server} is refused: {kind} addresses are RFC2136 servers only by the platform admin's --rfc2136-server-allow"
+            )
+        })
 }
 
 /// Providers by Secret, so an account's budget and caches are shared.
@@ -826,9 +871,12 @@ async fn build_provider(
         }
         RFC2136_SECRET_TYPE => {
             let server = required(secret, "server")?;
-            let server = server
+            let server: std::net::SocketAddr = server
                 .parse()
                 .map_err(|_| invalid(format!("server {server:?} is not host-address:port")))?;
+            if let Some(refusal) = rfc2136_server_refusal(server.ip(), &settings.rfc2136_servers) {
+                return Err(invalid(refusal));
+            }
             let config = Rfc2136Config {
                 server,
                 zone: domain.trim_end_matches('.').to_string(),
@@ -1104,6 +1152,74 @@ mod tests {
             tokio::task::spawn_blocking(asked).await.unwrap(),
             [Ipv4Addr::new(10, 0, 0, 1)]
         );
+    }
+
+    #[test]
+    fn rfc2136_servers_are_anywhere_but_special_addresses_or_only_where_the_admin_says() {
+        let ranges = |list: &[&str]| -> Vec<ipnet::IpNet> {
+            list.iter().map(|r| r.parse().unwrap()).collect()
+        };
+        let none: Vec<ipnet::IpNet> = Vec::new();
+        let bed = ProviderSettings::test_bed().rfc2136_servers;
+        let platform = ranges(&["10.20.0.0/16"]);
+        // (server, allowed ranges, refused?)
+        let table: [(&str, &[ipnet::IpNet], bool); 12] = [
+            ("198.51.100.53", &none, false),
+            ("2001:db8::53", &none, false),
+            ("10.1.2.3", &none, false),
+            ("127.0.0.1", &none, true),
+            ("::1", &none, true),
+            ("169.254.169.254", &none, true),
+            ("::ffff:127.0.0.1", &none, true),
+            ("0.0.0.0", &none, true),
+            ("127.0.0.1", &bed, false),
+            ("198.51.100.53", &bed, true),
+            ("10.20.5.5", &platform, false),
+            ("10.21.0.1", &platform, true),
+        ];
+        for (server, allowed, refused) in table {
+            let refusal = rfc2136_server_refusal(server.parse().unwrap(), allowed);
+            assert_eq!(
+                refusal.is_some(),
+                refused,
+                "{server} {allowed:?}: {refusal:?}"
+            );
+        }
+        assert_eq!(
+            rfc2136_server_refusal("127.0.0.1".parse().unwrap(), &none).unwrap(),
+            "server 127.0.0.1 is refused: loopback addresses are RFC2136 servers only by the platform admin's --rfc2136-server-allow"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_tenants_rfc2136_secret_cannot_aim_the_hub_at_loopback() {
+        let secret = Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some("inside".into()),
+                namespace: Some("mallory".into()),
+                ..Default::default()
+            },
+            type_: Some(RFC2136_SECRET_TYPE.into()),
+            string_data: Some(BTreeMap::from([
+                ("server".to_string(), "127.0.0.1:53".to_string()),
+                ("tsigKeyName".to_string(), "k".to_string()),
+                ("tsigSecret".to_string(), "c2VjcmV0".to_string()),
+            ])),
+            ..Default::default()
+        };
+        let refused = ProviderCache::without_embedded()
+            .for_secret(&secret, "internal.example")
+            .await
+            .expect_err("refused");
+        assert!(
+            refused.to_string().contains("--rfc2136-server-allow"),
+            "{refused}"
+        );
+        ProviderCache::without_embedded()
+            .with_settings(ProviderSettings::test_bed())
+            .for_secret(&secret, "internal.example")
+            .await
+            .expect("the admin's test bed allows loopback");
     }
 
     #[tokio::test]

@@ -254,6 +254,8 @@ async fn start_hub(
     )
     .await?;
     let mut args = RunArgs::local(fleet.hub.kubeconfig_path());
+    // BIND listens on loopback: the admin allows it (a Secret alone could not).
+    args.providers.rfc2136_server_allow = vec!["127.0.0.0/8".into()];
     if let SharedZone::Moto { moto, .. } = zone {
         // Where Route53 is, the admin's setting (never the Secret's).
         args.providers.aws_endpoint = Some(moto.endpoint());

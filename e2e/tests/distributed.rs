@@ -108,7 +108,7 @@ async fn agent(
     name: &str,
     geo: &str,
 ) -> Result<JoinHandle<anyhow::Result<()>>, Error> {
-    agent_probing_from(client, name, geo, None, ProviderSettings::default()).await
+    agent_probing_from(client, name, geo, None, ProviderSettings::test_bed()).await
 }
 
 /// A distributed-mode agent for a cluster whose Route53 is at `endpoint` (moto): the agent's
@@ -121,7 +121,7 @@ async fn agent_with_route53_at(
 ) -> Result<JoinHandle<anyhow::Result<()>>, Error> {
     let providers = ProviderSettings {
         aws_endpoint: Some(endpoint),
-        ..Default::default()
+        ..ProviderSettings::test_bed()
     };
     agent_probing_from(client, name, geo, None, providers).await
 }
@@ -595,7 +595,7 @@ async fn three_clusters_agree_on_health_through_the_zone() -> Result<(), Error> 
                 name,
                 geo,
                 Some(sources[index]),
-                ProviderSettings::default(),
+                ProviderSettings::test_bed(),
             )
             .await?,
         );

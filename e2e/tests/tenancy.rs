@@ -16,6 +16,9 @@ use meridian_controllers::zone_claims::reasons::{DOMAIN_CLAIMED, DOMAIN_NOT_GRAN
 use meridian_e2e::example::{apply, dig_host};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, condition_becomes, eventually};
 use meridian_hub::run_command::{RunArgs, RunningHub};
+use meridian_providers::Provider;
+use meridian_providers::rfc2136::Rfc2136Provider;
+use meridian_testkit::bind_server::BindServer;
 use serde_json::json;
 
 const VICTIM: &str = "shop";
@@ -251,24 +254,76 @@ async fn a_tenant_cannot_take_another_teams_zone_or_names() -> Result<(), Error>
         }),
     )
     .await?;
+    // 5. DNS UPDATEs aimed inside the hub's network: a real BIND on loopback, as a node's
+    // own resolver or a platform DNS server would be, accepting the tenant's TSIG key.
+    let bind = BindServer::start("internal.mallory.test")
+        .await
+        .expect("BIND starts");
+    apply(
+        &Api::<k8s_openapi::api::core::v1::Secret>::namespaced(tenant.clone(), TENANT),
+        json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/rfc2136",
+            "metadata": { "name": "inside", "namespace": TENANT },
+            "stringData": {
+                "server": bind.config.server.to_string(),
+                "tsigKeyName": bind.config.key_name,
+                "tsigAlgorithm": bind.config.algorithm,
+                "tsigSecret": bind.config.secret,
+            },
+        }),
+    )
+    .await?;
+    apply(
+        &records,
+        record(
+            TENANT,
+            "inside",
+            "internal",
+            "www.internal.mallory.test",
+            ATTACKER_ADDRESS,
+        ),
+    )
+    .await?;
     for (name, secret, refusal) in [
         (
             "identity",
             "borrowed",
-            "has not granted to namespace mallory",
+            "has not granted to namespace mallory".to_string(),
         ),
         (
             "endpoints",
             "elsewhere",
-            "are the platform admin's settings",
+            "are the platform admin's settings".to_string(),
+        ),
+        (
+            "internal",
+            "inside",
+            format!(
+                "server {} is refused: loopback addresses are RFC2136 servers only by the platform admin's --rfc2136-server-allow",
+                bind.config.server.ip()
+            ),
         ),
     ] {
         let mut spec = zone(TENANT, name, &format!("{name}.mallory.test"));
         spec["spec"]["dnsProviderSecretRef"] = json!({ "name": secret });
         apply(&zones, spec).await?;
         let message = refused(&zones, name, "InvalidSecret").await?;
-        assert!(message.contains(refusal), "{name}: {message}");
+        assert!(message.contains(&refusal), "{name}: {message}");
     }
+    refused(&records, "inside", "ProviderUnavailable").await?;
+    // The server never saw an update: its zone holds what it started with.
+    let direct = Rfc2136Provider::new(bind.config.clone()).unwrap();
+    let held: Vec<String> = direct
+        .records("internal.mallory.test")
+        .await
+        .expect("BIND answers")
+        .into_iter()
+        .map(|e| e.dns_name)
+        .collect();
+    assert!(
+        !held.iter().any(|name| name.starts_with("www.")),
+        "nothing reached the server: {held:?}"
+    );
 
     // The victim's host answers as before, and the tenant's own name still does.
     assert_eq!(answers(dns, VICTIM_HOST).await, [VICTIM_ADDRESS]);

@@ -337,6 +337,7 @@ impl RunningHub {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client_config = client_config(args.kubeconfig.as_ref()).await?;
         let probe_policy = args.probes.policy().map_err(|e| anyhow::anyhow!(e))?;
+        let providers = args.providers.settings().map_err(|e| anyhow::anyhow!(e))?;
         let agent = AgentInstall {
             probe_args: probe_policy.agent_args(),
             server_url: args.hub_server_url.clone().unwrap_or_else(|| {
@@ -393,7 +394,7 @@ impl RunningHub {
             .build();
         let mut ctx = Context::new(
             fenced_client,
-            ProviderCache::new(embedded).with_settings(args.providers.settings()),
+            ProviderCache::new(embedded).with_settings(providers),
             config,
         );
         ctx.fence = fence;

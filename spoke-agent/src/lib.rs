@@ -196,6 +196,7 @@ async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
 async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
     let spoke = client(args.kubeconfig.as_ref()).await?;
     let probe_policy = args.probes.policy().map_err(|e| anyhow::anyhow!(e))?;
+    let providers = args.providers.settings().map_err(|e| anyhow::anyhow!(e))?;
     if args.mode == Mode::Distributed {
         let cluster_id = report::cluster_id(&spoke).await?;
         let local = meridian_controllers::LocalCluster {
@@ -212,7 +213,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
             probe_policy,
         )));
         return tokio::select! {
-            result = crate::distributed::run(spoke, local, refresh, Some(probes), args.providers.settings()) => result,
+            result = crate::distributed::run(spoke, local, refresh, Some(probes), providers) => result,
             _ = tokio::signal::ctrl_c() => Ok(()),
         };
     }
@@ -264,7 +265,7 @@ async fn zone_owners(args: ZoneOwnersArgs) -> anyhow::Result<()> {
         .trim_end_matches('.')
         .to_ascii_lowercase();
     let provider = meridian_controllers::zone_provider::ProviderCache::without_embedded()
-        .with_settings(args.providers.settings())
+        .with_settings(args.providers.settings().map_err(|e| anyhow::anyhow!(e))?)
         .for_secret(&secret, &domain)
         .await?;
     let zone_id = provider.zone_id(&domain, zone.spec.id.as_deref()).await?;

@@ -232,7 +232,10 @@ impl ZoneServer {
                     ..Default::default()
                 }
             }
-            ZoneServer::Rfc2136(_) => Default::default(),
+            // BIND listens on loopback, which RFC2136 servers reach only by the admin's leave.
+            ZoneServer::Rfc2136(_) => {
+                meridian_controllers::zone_provider::ProviderSettings::test_bed()
+            }
         }
     }
 
