@@ -614,3 +614,212 @@ async fn a_tenant_cannot_aim_probes_at_loopback_or_the_metadata_service() -> Res
     running.stop().await;
     Ok(())
 }
+
+/// The attacks across namespaces, on the example fleet (a hub, three spokes with OCM's agents,
+/// Meridian's agents): a tenant namespace named so that its Gateway's work had the victim's
+/// work name under the earlier scheme (`gateway-gateways-prod-web` for the victim's `prod-web`
+/// in `gateways`, and for the tenant's `web` in `gateways-prod`), and a DNSPolicy there
+/// targeting the victim's Gateway across namespaces. Nothing of the victim changes: its work
+/// and the Gateway the spokes run from it (the same UIDs), its Gateway's conditions, and what
+/// its host answers from Ireland, the US and France.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_cannot_reach_another_namespaces_gateway_or_its_work() -> Result<(), Error> {
+    use meridian_api::kuadrant::DNSPolicy;
+    use meridian_api::upstream::{Gateway, ManifestWork};
+    use meridian_e2e::example::{
+        CLUSTER_SET, FRANCE, GATEWAY, IRELAND, NAMESPACE, PLACEMENT_LABEL, RunningExample,
+        UNITED_STATES, apply_ocm, dig, with_example_spokes,
+    };
+    use meridian_hub::placement::{gateway_work_name, legacy_gateway_work_name};
+
+    const COLLIDING: &str = "gateways-prod";
+    const TENANT_GATEWAY: &str = "web";
+    assert_eq!(
+        legacy_gateway_work_name(COLLIDING, TENANT_GATEWAY),
+        legacy_gateway_work_name(NAMESPACE, GATEWAY),
+        "under the earlier names the two works were one"
+    );
+
+    let fleet = with_example_spokes(Fleet::builder()).start().await?;
+    let admin = fleet.hub.client();
+    let example = RunningExample::start(&fleet, std::time::Duration::from_secs(5)).await?;
+    let dns = example.hub.nameserver;
+    let subnets = [IRELAND, UNITED_STATES, FRANCE];
+    let answers_now = || async move {
+        let mut all = Vec::new();
+        for subnet in subnets {
+            let answers = tokio::task::spawn_blocking(move || dig(dns, Some(subnet)))
+                .await
+                .expect("dig ran");
+            all.push(answers);
+        }
+        all
+    };
+    let before_answers = eventually(
+        "every spoke's gateway answers",
+        DEFAULT_PATIENCE,
+        || async {
+            let all = answers_now().await;
+            Ok(all.iter().all(|a| !a.is_empty()).then_some(all))
+        },
+    )
+    .await?;
+    let victim_work_name = gateway_work_name(NAMESPACE, GATEWAY);
+    let works: Api<ManifestWork> = Api::namespaced(admin.clone(), "spoke-1");
+    let victim_work = works.get(&victim_work_name).await?;
+    let spoke_gateways: Api<Gateway> = Api::namespaced(
+        fleet.spoke("spoke-1").client(),
+        &format!("kuadrant-{NAMESPACE}"),
+    );
+    let spoke_gateway_uid = spoke_gateways.get(GATEWAY).await?.metadata.uid;
+    let gateways: Api<Gateway> = Api::namespaced(admin.clone(), NAMESPACE);
+    let victim_conditions = |gateway: Gateway| {
+        let mut conditions: Vec<(String, String, String)> = gateway
+            .status
+            .iter()
+            .flat_map(|s| s.conditions.iter())
+            .filter(|c| c.type_.starts_with("kuadrant.io/"))
+            .map(|c| (c.type_.clone(), c.status.clone(), c.message.clone()))
+            .collect();
+        conditions.sort();
+        conditions
+    };
+    let before_conditions = victim_conditions(gateways.get(GATEWAY).await?);
+    assert!(
+        !before_conditions.is_empty(),
+        "the victim's policy marks its Gateway"
+    );
+
+    // The platform gives the team a namespace, its cluster set, and rights on Gateways and
+    // Meridian's kinds there.
+    apply(
+        &Api::<Namespace>::all(admin.clone()),
+        json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": COLLIDING } }),
+    )
+    .await?;
+    apply_ocm(&admin, json!({
+        "apiVersion": "cluster.open-cluster-management.io/v1beta2", "kind": "ManagedClusterSetBinding",
+        "metadata": { "name": CLUSTER_SET, "namespace": COLLIDING },
+        "spec": { "clusterSet": CLUSTER_SET },
+    }))
+    .await?;
+    apply_ocm(
+        &admin,
+        json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
+            "metadata": { "name": "everywhere", "namespace": COLLIDING },
+            "spec": { "clusterSets": [CLUSTER_SET] },
+        }),
+    )
+    .await?;
+    apply(
+        &Api::<k8s_openapi::api::rbac::v1::Role>::namespaced(admin.clone(), COLLIDING),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": { "name": "team", "namespace": COLLIDING },
+            "rules": [
+                { "apiGroups": ["kuadrant.io"], "resources": ["managedzones", "dnsrecords", "dnspolicies"], "verbs": ["*"] },
+                { "apiGroups": ["gateway.networking.k8s.io"], "resources": ["gateways"], "verbs": ["*"] },
+            ],
+        }),
+    )
+    .await?;
+    apply(
+        &Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(admin.clone(), COLLIDING),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": { "name": "team", "namespace": COLLIDING },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "team" },
+            "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": TENANT }],
+        }),
+    )
+    .await?;
+    let tenant = as_tenant(&fleet).await?;
+
+    // 1. A Gateway whose work had the victim's work name.
+    apply(
+        &Api::<Gateway>::namespaced(tenant.clone(), COLLIDING),
+        json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": { "name": TENANT_GATEWAY, "namespace": COLLIDING, "labels": { PLACEMENT_LABEL: "everywhere" } },
+            "spec": {
+                "gatewayClassName": "kuadrant-multi-cluster-gateway-instance-per-cluster",
+                "listeners": [{ "name": "web", "hostname": "web.mallory.test", "port": 80, "protocol": "HTTP" }],
+            },
+        }),
+    )
+    .await?;
+    // 2. A policy of the tenant's own on the victim's Gateway.
+    let policies: Api<DNSPolicy> = Api::namespaced(tenant.clone(), COLLIDING);
+    apply(
+        &policies,
+        json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSPolicy",
+            "metadata": { "name": "borrowed", "namespace": COLLIDING },
+            "spec": {
+                "targetRef": { "name": GATEWAY, "namespace": NAMESPACE },
+                "routingStrategy": "simple",
+            },
+        }),
+    )
+    .await?;
+
+    // The tenant's Gateway did reach the spoke, under a work of its own: the attack ran.
+    let tenant_on_spoke: Api<Gateway> = Api::namespaced(
+        fleet.spoke("spoke-1").client(),
+        &format!("kuadrant-{COLLIDING}"),
+    );
+    eventually(
+        "the tenant's Gateway is placed on spoke-1",
+        DEFAULT_PATIENCE,
+        || async { Ok(tenant_on_spoke.get_opt(TENANT_GATEWAY).await?) },
+    )
+    .await?;
+    assert!(
+        works
+            .get_opt(&gateway_work_name(COLLIDING, TENANT_GATEWAY))
+            .await?
+            .is_some()
+    );
+    let condition = condition_becomes(
+        &policies,
+        "borrowed",
+        conditions::ACCEPTED,
+        "the cross-namespace policy is refused",
+        |c| c.status == "False",
+    )
+    .await?;
+    assert_eq!(condition.reason, "Invalid", "{condition:?}");
+    assert!(
+        condition.message.contains("targetRef.namespace gateways"),
+        "{condition:?}"
+    );
+    let tenant_records = Api::<DNSRecord>::namespaced(admin.clone(), COLLIDING)
+        .list(&Default::default())
+        .await?;
+    assert!(
+        tenant_records.items.is_empty(),
+        "no record was made from the victim's Gateway"
+    );
+
+    // The victim: the same work, the same Gateway on the spoke, the same conditions and
+    // answers.
+    let work_after = works.get(&victim_work_name).await?;
+    assert_eq!(work_after.metadata.uid, victim_work.metadata.uid);
+    assert_eq!(
+        work_after.metadata.generation, victim_work.metadata.generation,
+        "the victim's work was not rewritten"
+    );
+    assert_eq!(
+        spoke_gateways.get(GATEWAY).await?.metadata.uid,
+        spoke_gateway_uid,
+        "the spoke's Gateway of the victim was never deleted"
+    );
+    assert_eq!(
+        victim_conditions(gateways.get(GATEWAY).await?),
+        before_conditions
+    );
+    assert_eq!(answers_now().await, before_answers);
+    example.stop().await;
+    Ok(())
+}
