@@ -12,9 +12,12 @@
 //! - A platform admin may grant domain suffixes to namespaces (the hub's `--domain-grant`);
 //!   once any grant exists, a namespace may claim only names under the suffixes granted to it
 //!   (deny by default), as an external-dns installation serves only its `--domain-filter`.
-//! - A zone the leading hub refused for want of a grant (its status says
-//!   [`reasons::DOMAIN_NOT_GRANTED`]) is refused by agents too, which have no grants of their
-//!   own ([`DomainGrants::following_the_leader`]). Only the hub writes a zone's status; the hub
+//! - A public suffix (`com`, `co.uk`, `github.io`: [`is_public_suffix`]) is held by no zone
+//!   unless the admin's grants cover it: the first team to claim `com` would otherwise refuse
+//!   every later zone under it in other namespaces.
+//! - A zone the leading hub refused for want of a grant or as a public suffix (its status says
+//!   [`reasons::DOMAIN_NOT_GRANTED`] or [`reasons::PUBLIC_SUFFIX`]) is refused by agents too,
+//!   which have no grants of their own ([`DomainGrants::following_the_leader`]). Only the hub writes a zone's status; the hub
 //!   itself decides by its grants alone, so a grant added later frees the zone.
 
 use std::collections::BTreeMap;
@@ -31,6 +34,9 @@ pub mod reasons {
     pub const DOMAIN_CLAIMED: &str = "DomainClaimed";
     /// The zone's namespace has no grant for its domain.
     pub const DOMAIN_NOT_GRANTED: &str = "DomainNotGranted";
+    /// The zone's domain is a public suffix (`com`, `co.uk`, `github.io`), which no one team
+    /// holds unless the platform admin grants it by name.
+    pub const PUBLIC_SUFFIX: &str = "DomainIsPublicSuffix";
 }
 
 /// Domain suffixes a platform admin granted to namespaces. None at all means every namespace
@@ -173,6 +179,8 @@ pub enum Claim {
     },
     /// The zone's namespace has no grant for its domain.
     NotGranted { granted: String },
+    /// The zone's domain is a public suffix.
+    PublicSuffix,
 }
 
 impl Claim {
@@ -186,6 +194,7 @@ impl Claim {
             Claim::Holds => "Holds",
             Claim::Claimed { .. } => reasons::DOMAIN_CLAIMED,
             Claim::NotGranted { .. } => reasons::DOMAIN_NOT_GRANTED,
+            Claim::PublicSuffix => reasons::PUBLIC_SUFFIX,
         }
     }
 }
@@ -205,6 +214,10 @@ impl fmt::Display for Claim {
             Claim::NotGranted { granted } => write!(
                 f,
                 "the hub's domain grants give this namespace no suffix the domain is under (granted: {granted}); this zone serves and publishes nothing"
+            ),
+            Claim::PublicSuffix => write!(
+                f,
+                "the domain is a public suffix (on the Public Suffix List), under which many owners register names; a zone for it would refuse every other team's zones under it, so only a platform admin's domain grant naming it lets a namespace hold it; this zone serves and publishes nothing"
             ),
         }
     }
@@ -248,14 +261,29 @@ impl Claimant {
     }
 }
 
-/// Whether the leading hub refused `zone` for want of a grant (see the module's notes).
-fn refused_by_leader(zone: &ManagedZone) -> bool {
-    zone.status.as_ref().is_some_and(|status| {
-        status.conditions.iter().any(|c| {
-            c.type_ == conditions::READY
-                && c.status == "False"
-                && c.reason == reasons::DOMAIN_NOT_GRANTED
-        })
+/// Whether `domain` (normalized) is itself a public suffix, ICANN's (`com`, `co.uk`) or a
+/// private one (`github.io`), by the Public Suffix List compiled into the binary. A name the
+/// list does not know (`test`, `internal`) is not.
+pub fn is_public_suffix(domain: &str) -> bool {
+    psl::suffix(domain.as_bytes())
+        .is_some_and(|suffix| suffix.is_known() && suffix.as_bytes() == domain.as_bytes())
+}
+
+/// How the leading hub refused `zone`, when it refused it for want of a grant or as a public
+/// suffix (see the module's notes).
+fn refused_by_leader(zone: &ManagedZone) -> Option<Claim> {
+    let status = zone.status.as_ref()?;
+    status.conditions.iter().find_map(|c| {
+        if c.type_ != conditions::READY || c.status != "False" {
+            return None;
+        }
+        match c.reason.as_str() {
+            reasons::DOMAIN_NOT_GRANTED => Some(Claim::NotGranted {
+                granted: "the hub's".into(),
+            }),
+            reasons::PUBLIC_SUFFIX => Some(Claim::PublicSuffix),
+            _ => None,
+        }
     })
 }
 
@@ -267,17 +295,23 @@ pub fn claims(zones: &[Arc<ManagedZone>], grants: &DomainGrants) -> BTreeMap<Str
     for zone in zones {
         let claimant = Claimant::of(zone);
         let key = claim_key(zone);
-        if !grants.allows(&claimant.namespace, &claimant.domain)
-            || (grants.follow_leader && refused_by_leader(zone))
-        {
-            result.insert(
-                key,
-                Claim::NotGranted {
-                    granted: grants.granted(&claimant.namespace),
-                },
-            );
+        let refusal = if grants.follow_leader {
+            refused_by_leader(zone)
+        } else if !grants.allows(&claimant.namespace, &claimant.domain) {
+            Some(Claim::NotGranted {
+                granted: grants.granted(&claimant.namespace),
+            })
+        } else if is_public_suffix(&claimant.domain) && !grants.restricts() {
+            // With grants, the admin's grant covering the suffix is the leave to hold it.
+            Some(Claim::PublicSuffix)
         } else {
-            candidates.push((key, claimant));
+            None
+        };
+        match refusal {
+            Some(claim) => {
+                result.insert(key, claim);
+            }
+            None => candidates.push((key, claimant)),
         }
     }
     candidates.sort_by(|(_, a), (_, b)| a.order().cmp(&b.order()));
@@ -405,10 +439,9 @@ mod tests {
                 zone("mallory", "z", "shop.victim.com", "02"),
                 claimed_by("victim", "main", "victim.com"),
             ),
-            (
-                zone("mallory", "z", "com", "02"),
-                claimed_by("victim", "main", "victim.com"),
-            ),
+            // The parent `com` is a public suffix, refused as such (a parent that is not one
+            // is below).
+            (zone("mallory", "z", "com", "02"), Claim::PublicSuffix),
             // A child in the holder's own namespace: the team delegates to itself.
             (
                 zone("victim", "shop", "shop.victim.com", "02"),
@@ -430,6 +463,12 @@ mod tests {
             );
             assert_eq!(claims["victim/main"], Claim::Holds);
         }
+        let child = zone("victim", "shop", "shop.victim.com", "01");
+        let parent = zone("mallory", "z", "victim.com", "02");
+        assert_eq!(
+            claims(&[child, parent], &DomainGrants::default())["mallory/z"],
+            claimed_by("victim", "shop", "shop.victim.com")
+        );
     }
 
     #[test]
@@ -526,6 +565,64 @@ mod tests {
         // for want of one holds again (its status is the hub's own earlier word).
         let granted = DomainGrants::parse(&["mallory=victim.com", "victim=victim.com"]).unwrap();
         assert!(claims(&zones, &granted)["mallory/z"].holds());
+    }
+
+    #[test]
+    fn a_public_suffix_is_held_by_no_one_unless_granted_and_blocks_no_one() {
+        for suffix in ["com", "co.uk", "github.io", "s3.amazonaws.com"] {
+            assert!(is_public_suffix(suffix), "{suffix}");
+        }
+        for name in [
+            "example.com",
+            "shop.co.uk",
+            "me.github.io",
+            "test",
+            "mallory.test",
+        ] {
+            assert!(!is_public_suffix(name), "{name}");
+        }
+        // The attack: the oldest zone of all, for `com`, in the tenant's namespace.
+        let zones = [
+            zone("mallory", "everything", "com", "00"),
+            zone("shop", "main", "example.com", "01"),
+            zone("mallory", "uk", "co.uk", "02"),
+            zone("shop", "uk", "shop.co.uk", "03"),
+        ];
+        let all = claims(&zones, &DomainGrants::default());
+        assert_eq!(all["mallory/everything"], Claim::PublicSuffix);
+        assert_eq!(all["mallory/uk"], Claim::PublicSuffix);
+        assert!(
+            all["shop/main"].holds() && all["shop/uk"].holds(),
+            "{all:?}"
+        );
+        assert_eq!(all["mallory/everything"].reason(), reasons::PUBLIC_SUFFIX);
+        // The admin may give a suffix by name (a registry running its own zone).
+        let grants = DomainGrants::parse(&["mallory=co.uk", "shop=example.com"]).unwrap();
+        let granted = claims(&zones, &grants);
+        assert!(granted["mallory/uk"].holds(), "{granted:?}");
+        assert!(matches!(
+            granted["mallory/everything"],
+            Claim::NotGranted { .. }
+        ));
+        // An agent follows the leader's refusal, whichever it was.
+        let mut refused = (*zones[0]).clone();
+        refused.status = Some(meridian_api::kuadrant::ManagedZoneStatus {
+            conditions: vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+                type_: conditions::READY.into(),
+                status: "False".into(),
+                reason: reasons::PUBLIC_SUFFIX.into(),
+                message: String::new(),
+                last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    "2026-11-27T10:00:00Z".parse().unwrap(),
+                ),
+                observed_generation: None,
+            }],
+            ..Default::default()
+        });
+        let seen = [Arc::new(refused), zones[1].clone()];
+        let followed = claims(&seen, &DomainGrants::following_the_leader());
+        assert_eq!(followed["mallory/everything"], Claim::PublicSuffix);
+        assert!(followed["shop/main"].holds());
     }
 
     #[test]

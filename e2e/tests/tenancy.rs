@@ -12,7 +12,9 @@ use kube::api::Api;
 use kube::{Client, Config, ResourceExt};
 use meridian_api::conditions;
 use meridian_api::kuadrant::{DNSRecord, ManagedZone};
-use meridian_controllers::zone_claims::reasons::{DOMAIN_CLAIMED, DOMAIN_NOT_GRANTED};
+use meridian_controllers::zone_claims::reasons::{
+    DOMAIN_CLAIMED, DOMAIN_NOT_GRANTED, PUBLIC_SUFFIX,
+};
 use meridian_e2e::example::{apply, dig_host};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, condition_becomes, eventually};
 use meridian_hub::run_command::{RunArgs, RunningHub};
@@ -214,6 +216,11 @@ async fn a_tenant_cannot_take_another_teams_zone_or_names() -> Result<(), Error>
     .await?;
     refused(&zones, "same", DOMAIN_CLAIMED).await?;
     refused(&records, "same", DOMAIN_CLAIMED).await?;
+
+    // A public suffix: held by no one, so squatting it blocks no later team under it.
+    apply(&zones, zone(TENANT, "everything", "com")).await?;
+    let message = refused(&zones, "everything", PUBLIC_SUFFIX).await?;
+    assert!(message.contains("public suffix"), "{message}");
 
     // 3. Its own zone, naming the victim's host: a record outside its zone's domain.
     apply(

@@ -600,7 +600,8 @@ async fn withdraw(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         Err((
             _,
             crate::zone_claims::reasons::DOMAIN_CLAIMED
-            | crate::zone_claims::reasons::DOMAIN_NOT_GRANTED,
+            | crate::zone_claims::reasons::DOMAIN_NOT_GRANTED
+            | crate::zone_claims::reasons::PUBLIC_SUFFIX,
             message,
         )) => {
             tracing::warn!(record = %record.name_any(), %message, "deleted without withdrawing: its zone does not hold its domain");
