@@ -12,7 +12,7 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
@@ -80,6 +80,9 @@ pub struct Cache<K: Resource<DynamicType = ()> + Clone + 'static> {
     changes: broadcast::Sender<Change<K>>,
     listed: AtomicBool,
     groups: Groups<K>,
+    /// Counts the watch events applied: equal revisions, the same objects (see
+    /// [`Cache::revision`]).
+    revision: AtomicU64,
 }
 
 /// The key an object is grouped under (`None`: in no group).
@@ -197,6 +200,7 @@ where
             changes: broadcast::channel(CHANGE_BUFFER).0,
             listed: AtomicBool::new(false),
             groups: Groups::new(key_of),
+            revision: AtomicU64::new(0),
         }
     }
 }
@@ -321,6 +325,7 @@ where
             watcher::Event::InitDone => relisting.then_some(Change::Relisted),
         };
         writer.apply_watcher_event(event);
+        self.revision.fetch_add(1, Ordering::SeqCst);
         match &change {
             Some(Change::Applied { old, new }) => self.groups.regroup(old.as_deref(), Some(new)),
             Some(Change::Deleted(old)) => self.groups.regroup(Some(old), None),
@@ -336,6 +341,12 @@ where
             // No subscriber yet is fine: controllers list the store when they start.
             let _ = self.changes.send(change);
         }
+    }
+
+    /// A number that changes whenever the store does: what was derived from the whole store at
+    /// one revision holds until the next (read it before reading the store).
+    pub fn revision(&self) -> u64 {
+        self.revision.load(Ordering::SeqCst)
     }
 
     /// Whether the kind has been listed once.

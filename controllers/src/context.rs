@@ -163,6 +163,19 @@ pub struct Context {
     failovers: Mutex<HashMap<String, BTreeMap<String, FailoverClock>>>,
     /// What the hub changed in DNS recently, newest last (the live view).
     pub journal: crate::journal::Journal,
+    /// Every zone's claim, computed once per change of the zones cache: every DNSRecord
+    /// reconcile asks for its zone's.
+    claims: Mutex<Option<Arc<ZoneClaims>>>,
+}
+
+/// The claims of the zones in the cache at one revision of it.
+#[derive(Debug)]
+struct ZoneClaims {
+    revision: u64,
+    /// By `namespace/name`, with the `resourceVersion` the claim was decided on.
+    by_zone: BTreeMap<String, (Option<String>, crate::zone_claims::Claim)>,
+    /// The domains a zone holds.
+    held: BTreeSet<String>,
 }
 
 /// When a leaf's failover began and was decided.
@@ -218,7 +231,39 @@ impl Context {
             tiers: Mutex::new(HashMap::new()),
             failovers: Mutex::new(HashMap::new()),
             journal: crate::journal::Journal::default(),
+            claims: Mutex::new(None),
         }
+    }
+
+    /// The claims of the zones in the cache now, from the memo when the cache has not changed.
+    fn current_claims(&self) -> Arc<ZoneClaims> {
+        let revision = self.caches.zones.revision();
+        let mut memo = self.claims.lock().expect("claims lock");
+        if let Some(claims) = memo.as_ref().filter(|c| c.revision == revision) {
+            return claims.clone();
+        }
+        let zones = self.caches.zones.state();
+        let claims = crate::zone_claims::claims(&zones, &self.config.domain_grants);
+        let mut by_zone = BTreeMap::new();
+        let mut held = BTreeSet::new();
+        for zone in &zones {
+            let key = crate::zone_claims::claim_key(zone);
+            let claim = claims
+                .get(&key)
+                .cloned()
+                .unwrap_or(crate::zone_claims::Claim::Holds);
+            if claim.holds() {
+                held.insert(crate::zone_claims::normalize(&zone.spec.domain_name));
+            }
+            by_zone.insert(key, (zone.metadata.resource_version.clone(), claim));
+        }
+        let fresh = Arc::new(ZoneClaims {
+            revision,
+            by_zone,
+            held,
+        });
+        *memo = Some(fresh.clone());
+        fresh
     }
 
     /// Takes each of a policy's clusters one drain step further where one is due (`marked`:
@@ -558,12 +603,21 @@ impl Context {
 
     /// `zone`'s claim on its domain among the zones in the cache (see [`crate::zone_claims`]).
     pub fn zone_claim(&self, zone: &ManagedZone) -> crate::zone_claims::Claim {
-        crate::zone_claims::claim_of(zone, &self.caches.zones.state(), &self.config.domain_grants)
+        let claims = self.current_claims();
+        match claims.by_zone.get(&crate::zone_claims::claim_key(zone)) {
+            Some((version, claim)) if *version == zone.metadata.resource_version => claim.clone(),
+            // A zone the cache has not caught up with: decided among the others as given.
+            _ => crate::zone_claims::claim_of(
+                zone,
+                &self.caches.zones.state(),
+                &self.config.domain_grants,
+            ),
+        }
     }
 
     /// Whether a ManagedZone in the cache for the domain `apex` holds its claim.
     pub fn apex_held(&self, apex: &str) -> bool {
-        crate::zone_claims::apex_held(&self.caches.zones.state(), &self.config.domain_grants, apex)
+        self.current_claims().held.contains(apex)
     }
 
     /// The agent's report for `cluster`, from the cache.

@@ -340,15 +340,6 @@ pub fn claims(zones: &[Arc<ManagedZone>], grants: &DomainGrants) -> BTreeMap<Str
     result
 }
 
-/// Whether a zone among `zones` that holds its claim has the domain `apex` (normalized).
-pub fn apex_held(zones: &[Arc<ManagedZone>], grants: &DomainGrants, apex: &str) -> bool {
-    let claims = claims(zones, grants);
-    zones.iter().any(|zone| {
-        normalize(&zone.spec.domain_name) == apex
-            && claims.get(&claim_key(zone)).is_some_and(Claim::holds)
-    })
-}
-
 /// `zone`'s claim among `zones`.
 pub fn claim_of(zone: &ManagedZone, zones: &[Arc<ManagedZone>], grants: &DomainGrants) -> Claim {
     let key = claim_key(zone);
