@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, ServiceAccount};
 use kube::api::{DeleteParams, DynamicObject, ListParams};
 use kube::{Api, Client};
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord};
@@ -223,6 +223,11 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
     }
     withdrawn?;
     answers_become(&hub, Some(IRELAND), &[]).await?;
+    let secrets: Api<Secret> = Api::namespaced(hub.clone(), RELEASE_NAMESPACE);
+    assert!(
+        secrets.get_opt("meridian-probe-seal").await?.is_some(),
+        "the hub made its key for sealing probes"
+    );
     let uninstalled = run_helm(
         &fleet.hub,
         &[
@@ -294,6 +299,10 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
         .spec
         .and_then(|s| s.holder_identity);
     assert_eq!(holder.as_deref(), Some("meridian-uninstall"));
+    assert!(
+        secrets.get_opt("meridian-probe-seal").await?.is_none(),
+        "the key the hub made for sealing probes went with it"
+    );
     Ok(())
 }
 

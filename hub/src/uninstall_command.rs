@@ -80,6 +80,12 @@ async fn uninstall(args: UninstallArgs) -> anyhow::Result<()> {
         "meridian",
     )
     .await?;
+    // The key the hub sealed probes with, which it made in its own namespace at run time.
+    delete_if_present(
+        &Api::<Secret>::namespaced(client.clone(), &args.lease_namespace),
+        PROBE_SEAL_SECRET,
+    )
+    .await?;
     // The Lease stays, held by the uninstall for an hour: the replicas Helm is about to delete
     // cannot lead (and reinstall agents) meanwhile. It goes with the release's namespace.
     Ok(())
