@@ -735,11 +735,12 @@ async fn a_hub_and_a_distributed_cluster_share_one_host() -> Result<(), Error> {
         }),
     )
     .await?;
-    let running = meridian_hub::run_command::RunningHub::start(
-        &meridian_hub::run_command::RunArgs::local(fleet.hub.kubeconfig_path()),
-    )
-    .await
-    .map_err(|e| Error::Component(e.to_string()))?;
+    let mut args = meridian_hub::run_command::RunArgs::local(fleet.hub.kubeconfig_path());
+    // BIND listens on loopback: the admin allows it (a Secret alone could not).
+    args.providers.rfc2136_server_allow = vec!["127.0.0.0/8".into()];
+    let running = meridian_hub::run_command::RunningHub::start(&args)
+        .await
+        .map_err(|e| Error::Component(e.to_string()))?;
     let hub_records = Api::<DNSRecord>::namespaced(hub.clone(), NAMESPACE);
     apply(
         &hub_records,
