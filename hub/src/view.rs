@@ -265,28 +265,55 @@ const ROW: f64 = 46.0;
 const BOX_WIDTH: f64 = 250.0;
 const BOX_HEIGHT: f64 = 34.0;
 
+/// The most nodes one drawing holds. A record's tree is the hub's own output, but its input is
+/// a tenant's: 17 levels of 4 weighted CNAMEs, each level's four pointing at the next name,
+/// would otherwise draw 4^17 nodes on a request any pod can make.
+pub const MAX_NODES: usize = 2_000;
+
+/// The drawing as it is placed.
+struct Walk {
+    nodes: Vec<Drawn>,
+    next_row: f64,
+    /// Names whose records are already drawn: a name reached again (by another branch, or
+    /// by a loop) is drawn once, and referred to after that.
+    expanded: std::collections::HashSet<String>,
+    /// Whether [`MAX_NODES`] cut the drawing short.
+    truncated: bool,
+}
+
 /// The host's tree as SVG: the records the hub wants, left to right from the host; records
 /// and leaves not published now are drawn dashed and pale.
 pub fn draw_tree(view: &HostView) -> String {
-    let mut nodes: Vec<Drawn> = Vec::new();
+    let mut walk = Walk {
+        nodes: Vec::new(),
+        next_row: 0.0,
+        expanded: std::collections::HashSet::from([view.host.clone()]),
+        truncated: false,
+    };
     let roots: Vec<&Endpoint> = view
         .wanted
         .iter()
         .filter(|e| e.dns_name == view.host)
         .collect();
-    let mut next_row = 0.0;
     for root in roots {
-        place(
-            view,
-            root,
-            String::new(),
-            None,
-            0,
-            &mut nodes,
-            &mut next_row,
-            0,
-        );
+        place(view, root, String::new(), None, 0, &mut walk);
     }
+    if walk.truncated {
+        let row = walk.next_row;
+        walk.next_row += 1.0;
+        walk.nodes.push(Drawn {
+            label: format!("more not drawn\n(over {MAX_NODES} nodes)"),
+            edge: String::new(),
+            class: "unchecked".into(),
+            published: false,
+            depth: 0,
+            row,
+            parent: None,
+        });
+    }
+    let Walk {
+        nodes, next_row, ..
+    } = walk;
     let depth = nodes.iter().map(|n| n.depth).max().unwrap_or(0) as f64 + 1.0;
     let width = depth * COLUMN + 20.0;
     let height = (next_row.max(1.0)) * ROW + 20.0;
@@ -350,16 +377,13 @@ pub fn draw_tree(view: &HostView) -> String {
 }
 
 /// Places `record` and what it leads to; returns the node's row (its children's middle).
-#[allow(clippy::too_many_arguments)]
 fn place(
     view: &HostView,
     record: &Endpoint,
     edge: String,
     parent: Option<usize>,
     depth: usize,
-    nodes: &mut Vec<Drawn>,
-    next_row: &mut f64,
-    guard: usize,
+    walk: &mut Walk,
 ) -> f64 {
     let now = view.published.iter().find(|p| p.key() == record.key());
     let published = now.is_some();
@@ -369,8 +393,8 @@ fn place(
         .filter(|target| Some(*target) != record.targets.first())
         .map(|target| format!(" (now → {})", short(target, &view.host)))
         .unwrap_or_default();
-    let index = nodes.len();
-    nodes.push(Drawn {
+    let index = walk.nodes.len();
+    walk.nodes.push(Drawn {
         label: match (record.record_type, record.targets.first()) {
             (RecordType::Cname, Some(target)) => format!(
                 "{}\nCNAME → {}{now_points}",
@@ -387,56 +411,83 @@ fn place(
         parent,
     });
     let mut rows = Vec::new();
-    if record.record_type == RecordType::Cname && guard < 16 {
+    if record.record_type == RecordType::Cname {
         let target = record.targets.first().cloned().unwrap_or_default();
         let children: Vec<&Endpoint> = view
             .wanted
             .iter()
             .filter(|e| e.dns_name == target)
             .collect();
-        let total: u64 = children
-            .iter()
-            .filter_map(|c| c.property(WEIGHT)?.parse::<u64>().ok())
-            .sum();
-        for child in &children {
-            let mut edge = match (child.property(GEO_CODE), child.property(WEIGHT)) {
-                (Some(code), _) => format!("geo {code}"),
-                (None, Some(weight)) if total > 0 => {
-                    let share = weight.parse::<u64>().unwrap_or(0) as f64 * 100.0 / total as f64;
-                    format!("{share:.0}%")
+        if !children.is_empty() && !walk.expanded.insert(target.clone()) {
+            // Drawn once already (or a loop back up): a reference, not the subtree again.
+            rows.push(reference(&target, view, Some(index), depth + 1, walk));
+        } else {
+            let total: u64 = children
+                .iter()
+                .filter_map(|c| c.property(WEIGHT)?.parse::<u64>().ok())
+                .sum();
+            for child in &children {
+                if walk.nodes.len() >= MAX_NODES {
+                    walk.truncated = true;
+                    break;
                 }
-                _ => String::new(),
-            };
-            if let Some(tier) = child.property(PRIORITY) {
-                edge = format!("tier {tier} {edge}");
+                let mut edge = match (child.property(GEO_CODE), child.property(WEIGHT)) {
+                    (Some(code), _) => format!("geo {code}"),
+                    (None, Some(weight)) if total > 0 => {
+                        let share =
+                            weight.parse::<u64>().unwrap_or(0) as f64 * 100.0 / total as f64;
+                        format!("{share:.0}%")
+                    }
+                    _ => String::new(),
+                };
+                if let Some(tier) = child.property(PRIORITY) {
+                    edge = format!("tier {tier} {edge}");
+                }
+                rows.push(place(view, child, edge, Some(index), depth + 1, walk));
             }
-            rows.push(place(
-                view,
-                child,
-                edge,
-                Some(index),
-                depth + 1,
-                nodes,
-                next_row,
-                guard + 1,
-            ));
-        }
-        if children.is_empty() {
-            rows.push(leaf(view, &target, Some(index), depth + 1, nodes, next_row));
+            if children.is_empty() {
+                rows.push(leaf(view, &target, Some(index), depth + 1, walk));
+            }
         }
     } else if matches!(record.record_type, RecordType::A | RecordType::Aaaa) {
         for address in &record.targets {
-            rows.push(leaf(view, address, Some(index), depth + 1, nodes, next_row));
+            if walk.nodes.len() >= MAX_NODES {
+                walk.truncated = true;
+                break;
+            }
+            rows.push(leaf(view, address, Some(index), depth + 1, walk));
         }
     }
     let row = if rows.is_empty() {
-        let row = *next_row;
-        *next_row += 1.0;
+        let row = walk.next_row;
+        walk.next_row += 1.0;
         row
     } else {
         (rows[0] + rows[rows.len() - 1]) / 2.0
     };
-    nodes[index].row = row;
+    walk.nodes[index].row = row;
+    row
+}
+
+/// A name whose records are drawn elsewhere in the tree.
+fn reference(
+    name: &str,
+    view: &HostView,
+    parent: Option<usize>,
+    depth: usize,
+    walk: &mut Walk,
+) -> f64 {
+    let row = walk.next_row;
+    walk.next_row += 1.0;
+    walk.nodes.push(Drawn {
+        label: format!("{}\n(drawn above)", short(name, &view.host)),
+        edge: String::new(),
+        class: "record".into(),
+        published: true,
+        depth,
+        row,
+        parent,
+    });
     row
 }
 
@@ -445,8 +496,7 @@ fn leaf(
     address: &str,
     parent: Option<usize>,
     depth: usize,
-    nodes: &mut Vec<Drawn>,
-    next_row: &mut f64,
+    walk: &mut Walk,
 ) -> f64 {
     let found = view.leaves.iter().find(|l| l.address == address);
     let cluster = found.and_then(|l| l.cluster.as_deref());
@@ -462,9 +512,9 @@ fn leaf(
     if let Some((percent, _)) = state.and_then(|s| s.draining.as_ref()) {
         let _ = write!(second, " draining {percent}%");
     }
-    let row = *next_row;
-    *next_row += 1.0;
-    nodes.push(Drawn {
+    let row = walk.next_row;
+    walk.next_row += 1.0;
+    walk.nodes.push(Drawn {
         label: format!("{address}\n{second}"),
         edge: String::new(),
         class: found.map_or("unchecked", |l| l.verdict).to_string(),
@@ -585,5 +635,75 @@ mod tests {
         let page = host_page(&view, &[]);
         assert!(page.contains("data-verdict=\"unhealthy\""));
         assert!(!page.contains("<script"));
+    }
+
+    fn view_of(host: &str, wanted: Vec<Endpoint>) -> HostView {
+        HostView {
+            record: "mallory/deep".into(),
+            host: host.into(),
+            zone: "mallory.test".into(),
+            ready: Some(true),
+            ready_reason: "Published".into(),
+            ready_message: String::new(),
+            health_message: None,
+            held_plan: None,
+            other_owners: Vec::new(),
+            leaves: Vec::new(),
+            clusters: Vec::new(),
+            wanted,
+            published: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_tenants_tree_of_17_levels_of_4_weighted_cnames_draws_each_name_once() {
+        // The attack: each level's four weighted CNAMEs all point at the next level's name,
+        // which a walk without memory expands 4^17 (17 billion) times.
+        let host = "deep.mallory.test";
+        let level = |i: usize| {
+            if i == 0 {
+                host.to_string()
+            } else {
+                format!("l{i}.mallory.test")
+            }
+        };
+        let mut wanted = Vec::new();
+        for i in 0..17 {
+            for copy in 0..4 {
+                wanted.push(cname(
+                    &level(i),
+                    &level(i + 1),
+                    Some((WEIGHT, &format!("{}", 10 + copy))),
+                ));
+            }
+        }
+        wanted.push(Endpoint::new(
+            level(17),
+            RecordType::A,
+            ["192.0.2.1".to_string()],
+            60,
+        ));
+        // And a loop back to the host.
+        wanted.push(cname(&level(17), host, Some((WEIGHT, "1"))));
+        let svg = draw_tree(&view_of(host, wanted));
+        let nodes = svg.matches("<g class=\"node").count();
+        // Per level: four CNAMEs, one expanded and three references.
+        assert!(nodes <= 17 * 7 + 4, "{nodes} nodes");
+        assert!(svg.contains("(drawn above)"));
+        assert!(svg.contains(">192.0.2.1<"));
+        assert!(!svg.contains("more not drawn"));
+    }
+
+    #[test]
+    fn a_tree_wider_than_the_budget_is_cut_short_and_says_so() {
+        let host = "wide.mallory.test";
+        let addresses: Vec<String> = (0..3 * MAX_NODES)
+            .map(|i| format!("10.{}.{}.{}", i / 65536, (i / 256) % 256, i % 256))
+            .collect();
+        let wanted = vec![Endpoint::new(host, RecordType::A, addresses, 60)];
+        let svg = draw_tree(&view_of(host, wanted));
+        let nodes = svg.matches("<g class=\"node").count();
+        assert!(nodes <= MAX_NODES + 1, "{nodes} nodes");
+        assert!(svg.contains("more not drawn"), "the cut is said");
     }
 }
