@@ -27,7 +27,7 @@ use meridian_dns::tree::CATCH_ALL_GEO;
 /// The longest CNAME chain followed inside a zone.
 pub(crate) const MAX_CHAIN: usize = 16;
 /// The UDP payload size the server advertises (the DNS flag day 2020 value).
-const SERVER_UDP_PAYLOAD: u16 = 1232;
+pub(crate) const SERVER_UDP_PAYLOAD: u16 = 1232;
 /// Records per AXFR message.
 const AXFR_CHUNK: usize = 200;
 /// EDNS option code of an extended DNS error (RFC 8914).
@@ -721,13 +721,14 @@ fn encode(
         stats.answered(qtype, response.metadata.response_code);
     }
     let bytes = response.to_vec().ok()?;
-    // Clients may offer up to 65535 bytes; above 4096 fragmentation makes UDP unreliable.
+    // Clients may offer up to 65535 bytes; the server sends no more than it advertises
+    // (DNS Flag Day 2020's 1,232, which crosses any path unfragmented): a fragmented answer is
+    // lost or, worse, spoofable, and a large one amplifies a spoofed query.
     let limit = match context.transport {
         Transport::Tcp => usize::from(u16::MAX),
-        Transport::Udp => request
-            .edns
-            .as_ref()
-            .map_or(512, |e| usize::from(e.max_payload().clamp(512, 4096))),
+        Transport::Udp => request.edns.as_ref().map_or(512, |e| {
+            usize::from(e.max_payload().clamp(512, SERVER_UDP_PAYLOAD))
+        }),
     };
     let reserve = signer.as_ref().map_or(0, |_| ResponseSigner::OVERHEAD);
     if bytes.len() + reserve > limit {

@@ -624,10 +624,9 @@ pub(crate) fn respond(
     }
     let limit = match context.transport {
         Transport::Tcp => usize::from(u16::MAX),
-        Transport::Udp => request
-            .edns
-            .as_ref()
-            .map_or(512, |e| usize::from(e.payload.clamp(512, 4096))),
+        Transport::Udp => request.edns.as_ref().map_or(512, |e| {
+            usize::from(e.payload.clamp(512, crate::answer::SERVER_UDP_PAYLOAD))
+        }),
     };
     if response.len() > limit {
         return None; // the general path sends it truncated
