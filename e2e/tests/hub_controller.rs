@@ -1368,6 +1368,47 @@ async fn health_checks_from_every_cluster_decide_which_gateways_stay_in_dns() ->
         );
     }
 
+    // An impostor: a namespace that is no ManagedCluster, holding a fresh report and results
+    // that call every leaf unhealthy (what anyone who may write there, or a compromised agent
+    // writing elsewhere, could do). It never votes: every probe below stays judged by exactly
+    // the three clusters, through the changes that follow.
+    let impostor = "impostor";
+    meridian_e2e::ensure_namespace(&hub, impostor).await?;
+    let impostor_reports = Api::<ClusterReport>::namespaced(hub.clone(), impostor);
+    let report_now = move || {
+        json!({
+            "apiVersion": "meridian.dev/v1alpha1", "kind": "ClusterReport",
+            "metadata": { "name": "agent", "namespace": impostor },
+            "spec": { "clusterID": "impostor", "reportedAt": k8s_openapi::jiff::Timestamp::now().to_string() },
+        })
+    };
+    meridian_e2e::example::apply(&impostor_reports, report_now()).await?;
+    // Heard all along, as a live agent is.
+    let heartbeat = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            let _ = meridian_e2e::example::apply(&impostor_reports, report_now()).await;
+        }
+    });
+    let lies: Vec<serde_json::Value> = probes
+        .values()
+        .map(|p| {
+            json!({
+                "namespace": NAMESPACE, "name": p.name_any(), "healthy": false,
+                "consecutiveFailures": 9, "reason": "status 503",
+            })
+        })
+        .collect();
+    meridian_e2e::example::apply(
+        &Api::<meridian_api::meridian::ProbeResults>::namespaced(hub.clone(), impostor),
+        json!({
+            "apiVersion": "meridian.dev/v1alpha1", "kind": "ProbeResults",
+            "metadata": { "name": "agent-probes-0", "namespace": impostor },
+            "spec": { "shard": 0, "shards": 1, "probes": lies },
+        }),
+    )
+    .await?;
+
     // One vantage point of three sees 127.0.1.2 failing: its view shows in the probe's
     // status, and DNS does not move.
     backends
@@ -1407,6 +1448,8 @@ async fn health_checks_from_every_cluster_decide_which_gateways_stay_in_dns() ->
         );
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     }
+
+    heartbeat.abort();
 
     // Two of three: the leaf leaves DNS, and the record says which address is unhealthy.
     backends.lock().unwrap().failing_for.insert(

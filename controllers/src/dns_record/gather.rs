@@ -81,6 +81,8 @@ pub(super) async fn provider_of(
 }
 
 /// The probe results of every cluster heard from within the heartbeat timeout, by cluster.
+/// Only a namespace that is a ManagedCluster's votes: ProbeResults and a report in any other
+/// namespace (written by whoever may write there) say nothing about the fleet.
 pub(super) fn live_results(ctx: &Context) -> Vec<(String, ClusterResults)> {
     let now = (ctx.clock)();
     let mut by_cluster: BTreeMap<String, Vec<Arc<ProbeResults>>> = BTreeMap::new();
@@ -92,6 +94,7 @@ pub(super) fn live_results(ctx: &Context) -> Vec<(String, ClusterResults)> {
     }
     by_cluster
         .into_iter()
+        .filter(|(cluster, _)| ctx.caches.clusters.get(None, cluster).is_some())
         .filter(|(cluster, _)| {
             let report = ctx.report_of(cluster);
             let heard = ctx.last_heard(cluster, report.as_deref());
