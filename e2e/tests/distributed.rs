@@ -186,16 +186,7 @@ async fn dig_answers(server: SocketAddr, expected: &[&str]) -> Result<(), Error>
 
 /// The `kuadrant.io/rfc2136` Secret for a BIND zone.
 fn rfc2136_secret(bind: &BindServer) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/rfc2136",
-        "metadata": { "name": "zone", "namespace": NAMESPACE },
-        "stringData": {
-            "server": bind.config.server.to_string(),
-            "tsigKeyName": bind.config.key_name,
-            "tsigAlgorithm": bind.config.algorithm,
-            "tsigSecret": bind.config.secret,
-        },
-    })
+    bind.provider_secret(NAMESPACE, "zone")
 }
 
 /// The owners vouching for the host's records in a zone.

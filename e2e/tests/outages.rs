@@ -253,16 +253,7 @@ async fn bind_frozen_mid_change_is_retried_and_loses_nothing() -> Result<(), Err
         .expect("BIND starts");
     let direct = Rfc2136Provider::new(bind.config.clone()).unwrap();
     let fleet = Fleet::builder().without_ocm().start().await?;
-    let secret = json!({
-        "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/rfc2136",
-        "metadata": { "name": "bind", "namespace": NAMESPACE },
-        "stringData": {
-            "server": bind.config.server.to_string(),
-            "tsigKeyName": bind.config.key_name,
-            "tsigAlgorithm": bind.config.algorithm,
-            "tsigSecret": bind.config.secret,
-        },
-    });
+    let secret = bind.provider_secret(NAMESPACE, "bind");
     zone(&fleet, "zone", "frozen.example", Some(secret)).await?;
     record(&fleet, "shop", "zone", "shop.frozen.example", "192.0.2.1").await?;
     record(&fleet, "keep", "zone", "keep.frozen.example", "192.0.2.9").await?;

@@ -268,16 +268,7 @@ async fn a_tenant_cannot_take_another_teams_zone_or_names() -> Result<(), Error>
         .expect("BIND starts");
     apply(
         &Api::<k8s_openapi::api::core::v1::Secret>::namespaced(tenant.clone(), TENANT),
-        json!({
-            "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/rfc2136",
-            "metadata": { "name": "inside", "namespace": TENANT },
-            "stringData": {
-                "server": bind.config.server.to_string(),
-                "tsigKeyName": bind.config.key_name,
-                "tsigAlgorithm": bind.config.algorithm,
-                "tsigSecret": bind.config.secret,
-            },
-        }),
+        bind.provider_secret(TENANT, "inside"),
     )
     .await?;
     apply(

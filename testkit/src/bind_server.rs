@@ -48,6 +48,21 @@ pub struct BindServer {
 }
 
 impl BindServer {
+    /// The `kuadrant.io/rfc2136` Secret `namespace/name` a ManagedZone names to publish to this
+    /// server.
+    pub fn provider_secret(&self, namespace: &str, name: &str) -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/rfc2136",
+            "metadata": { "name": name, "namespace": namespace },
+            "stringData": {
+                "server": self.config.server.to_string(),
+                "tsigKeyName": self.config.key_name,
+                "tsigAlgorithm": self.config.algorithm,
+                "tsigSecret": self.config.secret,
+            },
+        })
+    }
+
     /// Starts BIND for `zone` on a free loopback port and waits until it serves the zone.
     pub async fn start(zone: &str) -> Result<Self, String> {
         let dir =
