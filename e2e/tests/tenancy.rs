@@ -60,26 +60,37 @@ async fn tenant_namespace(admin: &Client) -> Result<(), Error> {
         )
         .await?;
     }
-    let roles: Api<k8s_openapi::api::rbac::v1::Role> = Api::namespaced(admin.clone(), TENANT);
+    grant_team(
+        admin,
+        TENANT,
+        json!([
+            { "apiGroups": ["kuadrant.io"], "resources": ["managedzones", "dnsrecords", "dnspolicies", "dnshealthcheckprobes"], "verbs": ["*"] },
+            { "apiGroups": [""], "resources": ["secrets"], "verbs": ["*"] },
+        ]),
+    )
+    .await
+}
+
+/// The tenant's rights in `namespace`: a Role of `rules` bound to user `mallory`.
+async fn grant_team(
+    admin: &Client,
+    namespace: &str,
+    rules: serde_json::Value,
+) -> Result<(), Error> {
     apply(
-        &roles,
+        &Api::<k8s_openapi::api::rbac::v1::Role>::namespaced(admin.clone(), namespace),
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": { "name": "team", "namespace": TENANT },
-            "rules": [
-                { "apiGroups": ["kuadrant.io"], "resources": ["managedzones", "dnsrecords", "dnspolicies", "dnshealthcheckprobes"], "verbs": ["*"] },
-                { "apiGroups": [""], "resources": ["secrets"], "verbs": ["*"] },
-            ],
+            "metadata": { "name": "team", "namespace": namespace },
+            "rules": rules,
         }),
     )
     .await?;
-    let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> =
-        Api::namespaced(admin.clone(), TENANT);
     apply(
-        &bindings,
+        &Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(admin.clone(), namespace),
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": { "name": "team", "namespace": TENANT },
+            "metadata": { "name": "team", "namespace": namespace },
             "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "team" },
             "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": TENANT }],
         }),
@@ -710,26 +721,13 @@ async fn a_tenant_cannot_reach_another_namespaces_gateway_or_its_work() -> Resul
         }),
     )
     .await?;
-    apply(
-        &Api::<k8s_openapi::api::rbac::v1::Role>::namespaced(admin.clone(), COLLIDING),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": { "name": "team", "namespace": COLLIDING },
-            "rules": [
-                { "apiGroups": ["kuadrant.io"], "resources": ["managedzones", "dnsrecords", "dnspolicies"], "verbs": ["*"] },
-                { "apiGroups": ["gateway.networking.k8s.io"], "resources": ["gateways"], "verbs": ["*"] },
-            ],
-        }),
-    )
-    .await?;
-    apply(
-        &Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(admin.clone(), COLLIDING),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": { "name": "team", "namespace": COLLIDING },
-            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "team" },
-            "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": TENANT }],
-        }),
+    grant_team(
+        &admin,
+        COLLIDING,
+        json!([
+            { "apiGroups": ["kuadrant.io"], "resources": ["managedzones", "dnsrecords", "dnspolicies"], "verbs": ["*"] },
+            { "apiGroups": ["gateway.networking.k8s.io"], "resources": ["gateways"], "verbs": ["*"] },
+        ]),
     )
     .await?;
     let tenant = as_tenant(&fleet).await?;
