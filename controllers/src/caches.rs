@@ -395,10 +395,16 @@ where
     }
 }
 
-/// The Secrets a process caches: every type but the two that are numerous, large and never
-/// Meridian's to read (one token per service account on old clusters; one per Helm release
-/// revision).
-pub const SECRETS_READ: &str = "type!=kubernetes.io/service-account-token,type!=helm.sh/release.v1";
+/// The Secrets a process caches: every type but those that are never Meridian's to read, so
+/// that the hub's memory holds no token or login of anyone else's: service-account and
+/// bootstrap tokens, registry and SSH credentials, basic auth, and Helm releases (numerous and
+/// large). Provider credentials, probe headers, TLS Secrets of hub Gateways and keys are typed
+/// `kuadrant.io/*`, `meridian.*`, `kubernetes.io/tls` or `Opaque`. (RBAC cannot narrow a read
+/// by type, and a field selector has no "one of"; this is the narrowest one selector allows.)
+pub const SECRETS_READ: &str = "type!=kubernetes.io/service-account-token,\
+type!=bootstrap.kubernetes.io/token,type!=kubernetes.io/dockerconfigjson,\
+type!=kubernetes.io/dockercfg,type!=kubernetes.io/basic-auth,type!=kubernetes.io/ssh-auth,\
+type!=helm.sh/release.v1";
 
 /// The ConfigMaps a hub caches: every one but the CA bundle Kubernetes puts in every namespace.
 pub const CONFIG_MAPS_READ: &str = "metadata.name!=kube-root-ca.crt";

@@ -1,6 +1,8 @@
-//! The keys of a signed embedded zone: one Secret per ManagedZone (`<name>-dnssec`, type
-//! `meridian.io/dnssec-keys`), written only by the leading hub and read by every replica, so
-//! every server of the zone signs with the same keys.
+//! The keys of a signed embedded zone: one Secret per ManagedZone in the hub's own namespace
+//! ([`keys_secret_name`], type `meridian.io/dnssec-keys`), written only by the leading hub and
+//! read by every replica, so every server of the zone signs with the same keys. The hub writes
+//! no Secret outside its namespace; keys an earlier hub kept beside the zone
+//! (`<name>-dnssec`) are taken over on first use.
 //!
 //! The Secret holds the algorithm, the key-signing key, the zone-signing key that signs and,
 //! during a rollover, a standby ZSK, each as PKCS#8 DER, and where the rollover is. A rollover
@@ -23,8 +25,23 @@ use meridian_nameserver::dnssec::{DEFAULT_DNSKEY_TTL, KeyAlgorithm, KeyError, Zo
 /// The type of key Secrets.
 pub const KEYS_SECRET_TYPE: &str = "meridian.io/dnssec-keys";
 
-/// The name of the key Secret of the ManagedZone named `zone_name`.
-pub fn keys_secret_name(zone_name: &str) -> String {
+/// Annotation on a key Secret naming its ManagedZone (`<namespace>/<name>`), for people.
+pub const ZONE_ANNOTATION: &str = "meridian.dev/zone";
+
+/// The name, in the hub's namespace, of the key Secret of the ManagedZone `zone_name` in
+/// `zone_namespace`: readable, and a hash of both so that no two zones share one, within an
+/// object name's 253 characters.
+pub fn keys_secret_name(zone_namespace: &str, zone_name: &str) -> String {
+    let hash = meridian_dns::shortcode::shortcode(&format!("{zone_namespace}/{zone_name}"), 10);
+    let readable: String = format!("dnssec-{zone_namespace}.{zone_name}")
+        .chars()
+        .take(253 - hash.len() - 1)
+        .collect();
+    format!("{}-{hash}", readable.trim_end_matches(['-', '.']))
+}
+
+/// Where earlier hubs kept a zone's keys: beside its ManagedZone, named after it.
+pub fn legacy_keys_secret_name(zone_name: &str) -> String {
     format!("{zone_name}-dnssec")
 }
 
@@ -273,11 +290,11 @@ pub enum ZoneSigning {
 /// Where a process serving embedded zones reads their keys from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeySource {
-    /// Each zone's key Secret, beside its ManagedZone (a hub replica).
-    ZoneSecrets,
-    /// The copy the hub delivers to a cluster's namespace (an agent serving DNS, which may
-    /// read that Secret only; see [`copy_data`]).
-    ClusterCopy { namespace: String },
+    /// Each zone's key Secret, in the hub's namespace (a hub replica).
+    HubSecrets { namespace: String },
+    /// The copy the hub keeps in its own namespace for the agents serving DNS, which may read
+    /// that Secret only (see [`copy_data`]).
+    HubCopy { namespace: String },
 }
 
 /// How `zone` is to be served by a process whose Secret cache is `secrets` and which reads
@@ -290,12 +307,12 @@ pub fn signing_from_cache(
     if !signing_requested(zone) {
         return ZoneSigning::Unsigned;
     }
-    let name = keys_secret_name(&zone.name_any());
+    let name = keys_secret_name(&zone.namespace().unwrap_or_default(), &zone.name_any());
     let secret = match source {
-        KeySource::ZoneSecrets => secrets
-            .get(zone.namespace().as_deref(), &name)
+        KeySource::HubSecrets { namespace } => secrets
+            .get(Some(namespace), &name)
             .map(|secret| Secret::clone(&secret)),
-        KeySource::ClusterCopy { namespace } => secrets
+        KeySource::HubCopy { namespace } => secrets
             .get(Some(namespace), meridian_api::names::DNSSEC_KEYS_SECRET)
             .and_then(|copy| copied_keys(&copy, zone)),
     };
@@ -317,7 +334,7 @@ pub fn copy_key(namespace: &str, zone_name: &str) -> String {
     format!("{namespace}.{zone_name}")
 }
 
-/// The data of the key copy in each cluster's namespace (pure): for each signed zone's key
+/// The data of the key copy for the agents (pure): for each signed zone's key
 /// Secret (its namespace, its ManagedZone's name, the Secret), the Secret's data as JSON
 /// (field → base64) under [`copy_key`].
 pub fn copy_data<'a>(
@@ -339,7 +356,10 @@ fn copied_keys(copy: &Secret, zone: &ManagedZone) -> Option<Secret> {
     let data: BTreeMap<String, ByteString> = serde_json::from_slice(&json.0).ok()?;
     Some(Secret {
         metadata: kube::api::ObjectMeta {
-            name: Some(keys_secret_name(&zone.name_any())),
+            name: Some(keys_secret_name(
+                &zone.namespace().unwrap_or_default(),
+                &zone.name_any(),
+            )),
             namespace: zone.namespace(),
             ..Default::default()
         },
@@ -349,46 +369,67 @@ fn copied_keys(copy: &Secret, zone: &ManagedZone) -> Option<Secret> {
     })
 }
 
-/// The zone's key set, leader only: made on first use (the Secret created), and one rollover
-/// step on when one is due (the Secret replaced, at the version read, so two writers cannot
-/// both win). `cached` is the Secret as the cache has it; the API server is asked when the
-/// cache has none, which a Secret created moments ago may not be in yet.
+/// The zone's key set, leader only: made on first use (the Secret created in the hub's
+/// namespace `hub_namespace`, or taken over from where an earlier hub kept it, `legacy`), and
+/// one rollover step on when one is due (the Secret replaced, at the version read, so two
+/// writers cannot both win). `cached` is the Secret as the cache has it; the API server is
+/// asked when the cache has none, which a Secret created moments ago may not be in yet.
 pub async fn ensure_keys(
     client: &kube::Client,
     zone: &ManagedZone,
+    hub_namespace: &str,
     cached: Option<Arc<Secret>>,
+    legacy: Option<Arc<Secret>>,
     now: u64,
 ) -> Result<KeySet, crate::Error> {
     use kube::api::{Api, PostParams};
-    let namespace = zone.namespace().unwrap_or_default();
-    let name = keys_secret_name(&zone.name_any());
-    let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let name = keys_secret_name(&zone.namespace().unwrap_or_default(), &zone.name_any());
+    let api: Api<Secret> = Api::namespaced(client.clone(), hub_namespace);
     let existing = match cached {
         Some(secret) => Some(Secret::clone(&secret)),
         None => api.get_opt(&name).await?,
     };
     let invalid = |error: String| crate::Error::Waiting(format!("DNSSEC keys: {error}"));
     let Some(secret) = existing else {
-        if let Some(ds) = published_ds(zone) {
-            // New keys would not match the DS the parent may have: every validator would
-            // reject the zone. Keys put back (from a backup) are taken up as they come.
-            return Err(invalid(format!(
-                "Secret {name} is gone, and status names the DS {ds}; restore the Secret, or turn \
-                 dnssec off and on again for new keys (then replace the DS in the parent)"
-            )));
-        }
-        let keys = KeySet::generate(
-            requested_algorithm(zone),
-            meridian_nameserver::dnssec::generate_key,
-        )
-        .map_err(|e| invalid(e.to_string()))?;
+        // Keys an earlier hub kept beside the zone (the parent may have their DS), or new ones.
+        let (keys, from) = match legacy.filter(|s| s.type_.as_deref() == Some(KEYS_SECRET_TYPE)) {
+            Some(legacy) => (
+                KeySet::from_secret(&legacy).map_err(|e| invalid(e.to_string()))?,
+                "took over the zone's DNSSEC keys from beside it",
+            ),
+            None => {
+                if let Some(ds) = published_ds(zone) {
+                    // New keys would not match the DS the parent may have: every validator
+                    // would reject the zone. Keys put back (from a backup) are taken up as
+                    // they come.
+                    return Err(invalid(format!(
+                        "Secret {name} is gone, and status names the DS {ds}; restore the Secret, or turn \
+                         dnssec off and on again for new keys (then replace the DS in the parent)"
+                    )));
+                }
+                let keys = KeySet::generate(
+                    requested_algorithm(zone),
+                    meridian_nameserver::dnssec::generate_key,
+                )
+                .map_err(|e| invalid(e.to_string()))?;
+                (keys, "made the zone's DNSSEC keys")
+            }
+        };
         let secret = Secret {
             metadata: kube::api::ObjectMeta {
                 name: Some(name.clone()),
-                namespace: Some(namespace.clone()),
+                namespace: Some(hub_namespace.to_string()),
                 labels: Some(BTreeMap::from([(
                     "app.kubernetes.io/managed-by".to_string(),
                     "meridian".to_string(),
+                )])),
+                annotations: Some(BTreeMap::from([(
+                    ZONE_ANNOTATION.to_string(),
+                    format!(
+                        "{}/{}",
+                        zone.namespace().unwrap_or_default(),
+                        zone.name_any()
+                    ),
                 )])),
                 ..Default::default()
             },
@@ -397,7 +438,7 @@ pub async fn ensure_keys(
             ..Default::default()
         };
         api.create(&PostParams::default(), &secret).await?;
-        tracing::info!(zone = %zone.spec.domain_name, secret = %name, algorithm = %keys.algorithm, "made the zone's DNSSEC keys");
+        tracing::info!(zone = %zone.spec.domain_name, secret = %name, algorithm = %keys.algorithm, "{from}");
         return Ok(keys);
     };
     let keys = KeySet::from_secret(&secret).map_err(|e| invalid(e.to_string()))?;
@@ -645,5 +686,29 @@ mod tests {
         assert_eq!(KeySet::from_secret(&copied), Ok(keys));
         assert!(copied_keys(&copy, &zone("other", "shop.example")).is_none());
         assert!(copied_keys(&copy, &zone("team", "shop")).is_none());
+    }
+
+    #[test]
+    fn each_zone_has_its_own_key_secret_name_in_the_hub_namespace() {
+        let name = keys_secret_name("team", "shop.example");
+        assert!(name.starts_with("dnssec-team.shop.example-"), "{name}");
+        // The split the old name scheme allowed: `a-b` in `c` and `b` in `a-c` and so on; and
+        // the namespace/name boundary must count.
+        let names = [
+            keys_secret_name("team", "shop"),
+            keys_secret_name("team-shop", "x"),
+            keys_secret_name("team", "shop-x"),
+            keys_secret_name("other", "shop"),
+        ];
+        let distinct: std::collections::BTreeSet<_> = names.iter().collect();
+        assert_eq!(distinct.len(), names.len(), "{names:?}");
+        // The longest a ManagedZone's name and a namespace can be still makes a valid name.
+        let long = keys_secret_name(&"n".repeat(63), &"z".repeat(253));
+        assert!(long.len() <= 253, "{}", long.len());
+        assert_ne!(
+            long,
+            keys_secret_name(&"n".repeat(63), &format!("{}y", "z".repeat(252)))
+        );
+        assert_eq!(legacy_keys_secret_name("shop"), "shop-dnssec");
     }
 }

@@ -76,7 +76,7 @@ pub async fn run(
     let mirror = async {
         caches.records.wait_until_listed().await;
         caches.zones.wait_until_listed().await;
-        if keys == KeySource::ZoneSecrets {
+        if matches!(keys, KeySource::HubSecrets { .. }) {
             // A replica reads every Secret; an agent may read its copy only, and serves a
             // signed zone once that arrives.
             caches.secrets.wait_until_listed().await;

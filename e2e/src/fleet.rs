@@ -1,6 +1,9 @@
 //! A hub and its spokes: control planes started at once, CRDs installed everywhere, spokes
 //! registered on the hub, and OCM's agents running.
 
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -143,6 +146,18 @@ impl FleetBuilder {
             .map(|cluster| async { install_crds(&cluster.client(), &crds).await });
         futures::future::try_join_all(installs).await?;
 
+        // The agents' ClusterRoles, as the chart installs them: a hub run in-process binds them
+        // and writes none (a chart installed on this fleet takes them over).
+        for role in meridian_hub::placement::agent_cluster_roles() {
+            let role: ClusterRole = serde_json::from_value(role).expect("a ClusterRole");
+            Api::<ClusterRole>::all(hub.client())
+                .patch(
+                    &role.name_any(),
+                    &PatchParams::apply("meridian-testbed").force(),
+                    &Patch::Apply(&role),
+                )
+                .await?;
+        }
         for (name, labels) in &self.spokes {
             register_managed_cluster(&hub.client(), name, labels).await?;
         }

@@ -68,6 +68,8 @@ pub async fn install_release(
         // The fleet installed the CRDs, as a cluster admin would apart from the chart.
         "--set",
         "crds.install=false",
+        // And the agents' ClusterRoles, for a hub run in-process: the chart takes them over.
+        "--take-ownership",
         "--set",
         &tag,
         // Imported, never pulled: there is no registry.

@@ -126,9 +126,11 @@ fn the_chart_renders_a_least_privilege_nonroot_hub_and_switchable_crds() {
     assert_eq!(env("MERIDIAN_LEASE_NAMESPACE"), Some(NAMESPACE.into()));
     assert!(container["resources"]["limits"]["memory"].is_string());
 
-    let rules = of_kind(&documents, "ClusterRole")[0]["rules"]
-        .as_sequence()
-        .unwrap();
+    let hub_role = of_kind(&documents, "ClusterRole")
+        .into_iter()
+        .find(|role| role["metadata"]["name"] == RELEASE)
+        .expect("the hub's ClusterRole");
+    let rules = hub_role["rules"].as_sequence().unwrap();
     for rule in rules {
         for field in ["apiGroups", "resources", "verbs"] {
             assert!(
@@ -174,6 +176,84 @@ fn the_chart_renders_a_least_privilege_nonroot_hub_and_switchable_crds() {
         );
     }
     assert!(!grants("nodes", "get"), "nor reads nodes");
+    // Tokens for the agents' ServiceAccounts alone; no ClusterRole written, only the agents'
+    // bound; bindings created, never changed or deleted cluster-wide.
+    let rules_for = |resource: &str| -> Vec<&Value> {
+        rules
+            .iter()
+            .filter(|rule| {
+                rule["resources"]
+                    .as_sequence()
+                    .unwrap()
+                    .contains(&resource.into())
+            })
+            .collect()
+    };
+    let names = |text: &str| serde_yaml::from_str::<Value>(text).unwrap();
+    for rule in rules_for("serviceaccounts/token") {
+        assert_eq!(rule["resourceNames"], names("[meridian-agent]"), "{rule:?}");
+    }
+    for rule in rules_for("clusterroles") {
+        assert_eq!(rule["verbs"], names("[bind]"), "{rule:?}");
+        assert_eq!(
+            rule["resourceNames"],
+            names(
+                "[meridian-agent-reporter, meridian-agent-zone-keys, meridian-agent-probes, meridian-agent-zones]"
+            )
+        );
+    }
+    // Secrets are read anywhere, written in the release's namespace alone.
+    for verb in ["create", "update", "patch"] {
+        assert!(!grants("secrets", verb), "no cluster-wide Secret {verb}");
+        assert!(
+            !grants("roles", verb),
+            "no Role {verb} outside its namespace"
+        );
+    }
+    let own = of_kind(&documents, "Role")
+        .into_iter()
+        .find(|role| role["metadata"]["name"] == RELEASE)
+        .expect("the hub's Role in its namespace");
+    assert_eq!(own["metadata"]["namespace"], NAMESPACE);
+    assert!(own["rules"].as_sequence().unwrap().iter().any(|rule| {
+        rule["resources"] == names("[secrets]")
+            && rule["verbs"]
+                .as_sequence()
+                .unwrap()
+                .contains(&"create".into())
+    }));
+    for rule in rules_for("clusterrolebindings") {
+        assert_eq!(rule["verbs"], names("[create]"), "{rule:?}");
+    }
+    for resource in ["roles", "rolebindings", "serviceaccounts", "leases"] {
+        for rule in rules_for(resource) {
+            let verbs = rule["verbs"].as_sequence().unwrap();
+            if verbs.contains(&"update".into()) || verbs.contains(&"delete".into()) {
+                assert!(
+                    rule["resourceNames"].is_sequence(),
+                    "{resource} changed or deleted by name only: {rule:?}"
+                );
+            }
+        }
+    }
+
+    // The agents' ClusterRoles are the chart's, exactly what the hub binds.
+    let agent_roles: Vec<(Value, Value)> = of_kind(&documents, "ClusterRole")
+        .into_iter()
+        .filter(|role| role["metadata"]["labels"]["meridian.dev/granted-to"] == "agents")
+        .map(|role| (role["metadata"]["name"].clone(), role["rules"].clone()))
+        .collect();
+    let expected: Vec<(Value, Value)> = meridian_hub::placement::agent_cluster_roles()
+        .into_iter()
+        .map(|role| {
+            let role: Value = serde_json::from_value(role).unwrap();
+            (role["metadata"]["name"].clone(), role["rules"].clone())
+        })
+        .collect();
+    assert_eq!(
+        agent_roles, expected,
+        "agent-roles.yaml is what the hub binds"
+    );
 
     let services = of_kind(&documents, "Service");
     let dns = services
@@ -451,6 +531,48 @@ async fn helm_installs_and_uninstalls_the_chart_on_an_api_server() -> Result<(),
     assert!(can("create", "events.events.k8s.io"));
     assert!(!can("delete", "secrets"));
     assert!(!can("get", "nodes"));
+    // Least privilege where it counts (asked in kube-system, which any controller's token
+    // would come from): no token but the agents', no ClusterRole written, no binding deleted.
+    let can_in = |args: &[&str]| {
+        let mut full = vec!["auth", "can-i"];
+        full.extend(args);
+        full.extend(["--as", &account]);
+        let output = kubectl(&full);
+        String::from_utf8_lossy(&output.stdout).trim() == "yes"
+    };
+    assert!(!can_in(&[
+        "create",
+        "serviceaccounts/default",
+        "--subresource=token",
+        "-n",
+        "kube-system"
+    ]));
+    assert!(can_in(&[
+        "create",
+        "serviceaccounts/meridian-agent",
+        "--subresource=token",
+        "-n",
+        "spoke-1"
+    ]));
+    assert!(!can("create", "clusterroles"));
+    assert!(!can("escalate", "clusterroles"));
+    assert!(!can("delete", "clusterrolebindings"));
+    assert!(!can_in(&[
+        "update",
+        "leases/kube-controller-manager",
+        "-n",
+        "kube-system"
+    ]));
+    // A Secret written in kube-system could be a token for its controllers: none is.
+    assert!(!can_in(&["create", "secrets", "-n", "kube-system"]));
+    assert!(!can_in(&["patch", "secrets/anything", "-n", "kube-system"]));
+    assert!(can_in(&["create", "secrets", "-n", NAMESPACE]));
+    assert!(can_in(&[
+        "get",
+        "secrets/provider-credentials",
+        "-n",
+        "team-a"
+    ]));
     succeeded(
         &kubectl(&["get", "deployment/meridian", "-n", NAMESPACE]),
         "the hub's Deployment",

@@ -21,6 +21,8 @@ use meridian_testkit::unbound::ValidatingResolver;
 use serde_json::json;
 
 const NAMESPACE: &str = "dns";
+/// Where `RunArgs::local` keeps what the hub makes (its Lease, seal and zone keys).
+const HUB_NAMESPACE: &str = "kube-system";
 const DOMAIN: &str = "signed.example";
 const HOST: &str = "api.signed.example";
 /// Client subnets the GEO database places in Ireland, the US and France, and what each gets.
@@ -160,10 +162,19 @@ async fn a_signed_zone_validates_at_every_replica_through_a_rollover_and_a_leade
     eprintln!("status.dnssec.ds: {ds}");
     assert_eq!(first.algorithm.as_deref(), Some("ECDSAP256SHA256"));
     assert_eq!(first.rollover.as_deref(), Some("Stable"));
-    let secret = Api::<Secret>::namespaced(hub.clone(), NAMESPACE)
-        .get("zone-dnssec")
+    // The keys are kept in the hub's namespace (`RunArgs::local`'s), never beside the zone
+    // where its team could read the key-signing key.
+    let keys_name = meridian_controllers::dnssec_keys::keys_secret_name(NAMESPACE, "zone");
+    let secret = Api::<Secret>::namespaced(hub.clone(), HUB_NAMESPACE)
+        .get(&keys_name)
         .await?;
     assert_eq!(secret.type_.as_deref(), Some("meridian.io/dnssec-keys"));
+    assert!(
+        Api::<Secret>::namespaced(hub.clone(), NAMESPACE)
+            .get_opt("zone-dnssec")
+            .await?
+            .is_none()
+    );
 
     let standby = RunningHub::start(&hub_args(fleet.hub.kubeconfig_path(), &geoip))
         .await
@@ -302,9 +313,9 @@ async fn a_signed_zone_validates_at_every_replica_through_a_rollover_and_a_leade
     // The key Secret deleted by mistake: the leader makes no new keys (they would not match the
     // DS in the parent) and says so in status, and both replicas go on signing with the keys
     // they had. Put back, it is taken up again.
-    let secrets = Api::<Secret>::namespaced(hub.clone(), NAMESPACE);
-    let backup = secrets.get("zone-dnssec").await?;
-    secrets.delete("zone-dnssec", &Default::default()).await?;
+    let secrets = Api::<Secret>::namespaced(hub.clone(), HUB_NAMESPACE);
+    let backup = secrets.get(&keys_name).await?;
+    secrets.delete(&keys_name, &Default::default()).await?;
     let ready = |reason: &'static str| {
         let zones = zones.clone();
         move || {
@@ -328,7 +339,7 @@ async fn a_signed_zone_validates_at_every_replica_through_a_rollover_and_a_leade
     )
     .await?;
     assert!(
-        secrets.get_opt("zone-dnssec").await?.is_none(),
+        secrets.get_opt(&keys_name).await?.is_none(),
         "no new keys were made"
     );
     geo_validates(&at_leader, "the leader without the key Secret").await;
@@ -338,6 +349,7 @@ async fn a_signed_zone_validates_at_every_replica_through_a_rollover_and_a_leade
             name: backup.metadata.name.clone(),
             namespace: backup.metadata.namespace.clone(),
             labels: backup.metadata.labels.clone(),
+            annotations: backup.metadata.annotations.clone(),
             ..Default::default()
         },
         type_: backup.type_.clone(),

@@ -44,6 +44,8 @@ const AGENT_ENV: [&str; 3] = [
 ];
 
 /// Optional environment of the agent helper: the address its probes connect from.
+/// Where `RunArgs::local` keeps what the hub makes, the agents' copies among it.
+const HUB_NAMESPACE: &str = "kube-system";
 const PROBE_SOURCE_ENV: &str = "MERIDIAN_E2E_AGENT_PROBE_SOURCE";
 /// Optional environment of the agent helper: where it answers DNS, and its GEO database.
 const SERVE_DNS_ENV: [&str; 2] = ["MERIDIAN_E2E_AGENT_DNS", "MERIDIAN_E2E_AGENT_GEOIP"];
@@ -704,10 +706,10 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
     let serial = one_serial_everywhere(&zones, "example", servers).await?;
     eprintln!("the leader, the standby and the agent serve serial {serial}");
 
-    // Signed: the agent signs with the zone's own keys, which the hub copies to the agent's
-    // cluster namespace, the one Secret there its credentials may read (and only there).
+    // Signed: the agent signs with the zone's own keys, which the hub copies into its own
+    // namespace, the one Secret there the agent may watch.
     let ds = meridian_e2e::example::sign_zone(&hub, NAMESPACE, "example", None).await?;
-    let own_copy = Api::<Secret>::namespaced(spoke_1_hub.clone(), "spoke-1");
+    let own_copy = Api::<Secret>::namespaced(spoke_1_hub.clone(), HUB_NAMESPACE);
     eventually(
         "spoke-1's agent reads its copy of the keys",
         DEFAULT_PATIENCE,
@@ -723,14 +725,24 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
         },
     )
     .await?;
-    let foreign_copy = Api::<Secret>::namespaced(spoke_1_hub.clone(), "spoke-2")
-        .get(DNSSEC_KEYS_SECRET)
-        .await
-        .expect_err("an agent cannot read another cluster's keys");
-    assert!(
-        matches!(foreign_copy, kube::Error::Api(ref e) if e.code == 403),
-        "{foreign_copy}"
-    );
+    // Nor the zone's key Secret itself, nor anything the hub left in a cluster namespace.
+    for (namespace, name) in [
+        (
+            HUB_NAMESPACE,
+            meridian_controllers::dnssec_keys::keys_secret_name(NAMESPACE, "example"),
+        ),
+        ("spoke-1", DNSSEC_KEYS_SECRET.to_string()),
+        ("spoke-2", DNSSEC_KEYS_SECRET.to_string()),
+    ] {
+        let denied = Api::<Secret>::namespaced(spoke_1_hub.clone(), namespace)
+            .get(&name)
+            .await
+            .expect_err("an agent reads the copy only");
+        assert!(
+            matches!(denied, kube::Error::Api(ref e) if e.code == 403),
+            "{namespace}/{name}: {denied}"
+        );
+    }
     let at_agent =
         meridian_testkit::unbound::ValidatingResolver::start("example.com", &[agent_dns], &ds)
             .await
@@ -1347,8 +1359,9 @@ async fn health_checks_from_every_cluster_decide_which_gateways_stay_in_dns() ->
         matches!(denied, kube::Error::Api(ref e) if e.code == 403),
         "{denied}"
     );
-    // One copy per tenant namespace, readable by the agent by name and no other.
-    let copies = Api::<Secret>::namespaced(spoke_1_hub.clone(), "spoke-1");
+    // One copy per tenant namespace in the hub's namespace, readable by the agent by name and
+    // no other.
+    let copies = Api::<Secret>::namespaced(spoke_1_hub.clone(), HUB_NAMESPACE);
     let copy = copies.get("meridian-probe-headers-gateways").await?;
     assert_eq!(
         copy.data.unwrap().keys().collect::<Vec<_>>(),

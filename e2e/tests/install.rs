@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{DeleteParams, DynamicObject, ListParams};
 use kube::{Api, Client};
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord};
@@ -268,6 +269,15 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
         assert!(
             accounts.get_opt("meridian-agent").await?.is_none(),
             "the agent's hub identity in {spoke}'s namespace is gone"
+        );
+        // Deleted by the uninstall hook with a right only it has, and only while it runs.
+        let bindings: Api<ClusterRoleBinding> = Api::all(hub.clone());
+        assert!(
+            bindings
+                .get_opt(&format!("meridian-agent-probes-{spoke}"))
+                .await?
+                .is_none(),
+            "the agent's cluster-wide binding for {spoke} is gone"
         );
         let client = fleet.spoke(spoke).client();
         let namespaces: Api<Namespace> = Api::all(client.clone());

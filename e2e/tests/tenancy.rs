@@ -548,10 +548,11 @@ async fn a_tenant_cannot_aim_probes_at_loopback_or_the_metadata_service() -> Res
         )
         .await?;
     }
-    // An agent with the hub's copy of the seal key (the hub delivers it to each cluster
-    // namespace; this fleet has no ManagedCluster, so the test copies it) and, to show that the
-    // seal alone stops them, a test bed's address policy that would let probes reach loopback.
-    let hub_key = eventually(
+    // An agent reading the hub's seal key where the hub keeps it (its namespace; this fleet
+    // has no ManagedCluster, so the admin's client stands in for an agent's) and, to show that
+    // the seal alone stops them, a test bed's address policy that would let probes reach
+    // loopback.
+    eventually(
         "the hub made its probe seal key",
         DEFAULT_PATIENCE,
         || async {
@@ -563,15 +564,6 @@ async fn a_tenant_cannot_aim_probes_at_loopback_or_the_metadata_service() -> Res
         },
     )
     .await?;
-    apply(
-        &Api::<k8s_openapi::api::core::v1::Secret>::namespaced(admin.clone(), "spoke-1"),
-        json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": { "name": meridian_api::names::PROBE_SEAL_SECRET, "namespace": "spoke-1" },
-            "data": hub_key.data,
-        }),
-    )
-    .await?;
     let (reports, results) = tokio::sync::watch::channel(Vec::new());
     let prober = std::sync::Arc::new(meridian_agent::probe::Prober::new(
         &[],
@@ -580,7 +572,7 @@ async fn a_tenant_cannot_aim_probes_at_loopback_or_the_metadata_service() -> Res
     ));
     let agent = tokio::spawn(meridian_agent::health::run(
         admin.clone(),
-        "spoke-1".into(),
+        "kube-system".into(),
         prober,
         reports,
     ));

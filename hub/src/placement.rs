@@ -188,14 +188,97 @@ pub fn agent_kubeconfig(server: &str, ca_pem: &str, token: &str, cluster: &str) 
     .expect("a kubeconfig serializes")
 }
 
-/// The ClusterRole every agent shares on the hub: reading the health probes (every agent
-/// probes every leaf). Probes hold hosts and addresses, never credentials.
-pub const AGENT_PROBE_READER: &str = "meridian-agent-probe-reader";
+/// The ClusterRoles the agents hold on the hub, shipped by the chart (`agent-roles.yaml`,
+/// checked against [`agent_cluster_roles`]) so that the hub writes no ClusterRole: it only
+/// binds these, by name (`bind` with `resourceNames`).
+///
+/// Bound in a cluster's namespace (a RoleBinding): its report, probe results and heartbeat.
+/// (The seal key and the header copies are read in the hub's namespace, through a Role the hub
+/// keeps there: `controller::probe_headers`.)
+pub const AGENT_REPORTER: &str = "meridian-agent-reporter";
+/// Bound in the hub's namespace when agents serve DNS (`controller::key_copies`): the copy of
+/// the signed zones' keys.
+pub const AGENT_ZONE_KEYS: &str = "meridian-agent-zone-keys";
+/// Bound cluster-wide: reading the health probes (every agent probes every leaf). Probes hold
+/// hosts and addresses, never credentials.
+pub const AGENT_PROBE_READER: &str = "meridian-agent-probes";
+/// Bound cluster-wide when agents serve DNS: reading the DNSRecords and ManagedZones their
+/// zones are mirrored from. Both hold DNS data, which the nameserver gives anyone who asks,
+/// never credentials.
+pub const AGENT_ZONE_READER: &str = "meridian-agent-zones";
 
-/// The ClusterRole the agents share on the hub when they serve DNS: reading the DNSRecords
-/// and ManagedZones their zones are mirrored from. Both hold DNS data, which the nameserver
-/// gives anyone who asks, never credentials.
-pub const AGENT_ZONE_READER: &str = "meridian-agent-zone-reader";
+/// The names earlier hubs gave what they wrote themselves: the shared ClusterRoles (now the
+/// chart's, under new names so that an upgrade does not find them owned by the hub) and, in
+/// each cluster namespace, the agent's Role and its binding (a binding cannot change the role
+/// it names). The uninstall removes them; an upgraded hub deletes the namespaced pair.
+pub const LEGACY_AGENT_CLUSTER_ROLES: [&str; 2] =
+    ["meridian-agent-probe-reader", "meridian-agent-zone-reader"];
+pub const LEGACY_AGENT_ROLE: &str = AGENT_WORK;
+
+/// The ClusterRoles the agents hold on the hub (see [`AGENT_REPORTER`]); the chart renders
+/// exactly these.
+pub fn agent_cluster_roles() -> Vec<Value> {
+    let role = |name: &str, rules: Value| {
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": { "name": name, "labels": { "meridian.dev/granted-to": "agents" } },
+            "rules": rules,
+        })
+    };
+    vec![
+        role(
+            AGENT_REPORTER,
+            json!([
+                {
+                    "apiGroups": ["meridian.dev"],
+                    "resources": ["clusterreports"],
+                    "verbs": ["get", "list", "watch", "create", "update", "patch"],
+                },
+                {
+                    // Its probe results, in shards; a smaller split deletes the shards beyond it.
+                    "apiGroups": ["meridian.dev"],
+                    "resources": ["proberesults"],
+                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+                },
+                {
+                    // Its heartbeat, which the hub creates: the agent only renews it.
+                    "apiGroups": ["coordination.k8s.io"],
+                    "resources": ["leases"],
+                    "resourceNames": [meridian_api::names::HEARTBEAT_LEASE],
+                    "verbs": ["get", "update", "patch"],
+                },
+            ]),
+        ),
+        role(
+            AGENT_ZONE_KEYS,
+            // The copy of the signed zones' keys (`controller::key_copies`): `get`, and `list`
+            // and `watch` narrowed to it by name (a watch must then select it by
+            // `metadata.name`).
+            json!([{
+                "apiGroups": [""],
+                "resources": ["secrets"],
+                "resourceNames": [meridian_api::names::DNSSEC_KEYS_SECRET],
+                "verbs": ["get", "list", "watch"],
+            }]),
+        ),
+        role(
+            AGENT_PROBE_READER,
+            json!([{
+                "apiGroups": ["kuadrant.io"],
+                "resources": ["dnshealthcheckprobes"],
+                "verbs": ["get", "list", "watch"],
+            }]),
+        ),
+        role(
+            AGENT_ZONE_READER,
+            json!([{
+                "apiGroups": ["kuadrant.io"],
+                "resources": ["dnsrecords", "managedzones"],
+                "verbs": ["get", "list", "watch"],
+            }]),
+        ),
+    ]
+}
 
 /// How the hub's agents answer DNS for the embedded zones (`meridian-hub run
 /// --agent-dns-listen`).
@@ -207,49 +290,29 @@ pub struct AgentDns {
     pub name_servers: Vec<meridian_nameserver::ZoneNameServer>,
 }
 
-/// The hub-side RBAC of a cluster's agent: a ServiceAccount and a Role in the cluster's
-/// namespace allowing exactly its report and its copy of the probe headers, a binding to the
-/// shared probe reader, and, when agents serve DNS, its copy of the zone keys and a binding to
-/// the shared zone reader.
+/// The hub-side identity of a cluster's agent: its heartbeat Lease, a ServiceAccount in the
+/// cluster's namespace, and bindings of the chart's agent ClusterRoles ([`agent_cluster_roles`]):
+/// the reporter's in the cluster namespace alone, the probe reader's cluster-wide, and when
+/// agents serve DNS the zone reader cluster-wide. (What it reads in the hub's namespace is
+/// bound by the controllers that keep it there.) The hub writes no Role or ClusterRole for it.
 pub fn agent_hub_rbac(cluster: &str, serves_dns: bool) -> Vec<Value> {
-    let mut rules = vec![
+    let subjects = json!([{ "kind": "ServiceAccount", "name": AGENT_WORK, "namespace": cluster }]);
+    let in_namespace = |role: &str| {
         json!({
-            "apiGroups": ["meridian.dev"],
-            "resources": ["clusterreports"],
-            "verbs": ["get", "list", "watch", "create", "update", "patch"],
-        }),
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": { "name": role, "namespace": cluster },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role },
+            "subjects": subjects,
+        })
+    };
+    let cluster_wide = |role: &str| {
         json!({
-            // Its probe results, in shards; a smaller split deletes the shards beyond it.
-            "apiGroups": ["meridian.dev"],
-            "resources": ["proberesults"],
-            "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
-        }),
-        json!({
-            "apiGroups": [""],
-            "resources": ["secrets"],
-            // The key it checks the hub's seal on a probe with. The header copies it may read
-            // change with the tenants' probes: a Role of their own lists them by name
-            // (`controller::probe_headers`).
-            "resourceNames": [meridian_api::names::PROBE_SEAL_SECRET],
-            "verbs": ["get"],
-        }),
-        json!({
-            "apiGroups": ["coordination.k8s.io"],
-            "resources": ["leases"],
-            "resourceNames": [meridian_api::names::HEARTBEAT_LEASE],
-            "verbs": ["get", "update", "patch"],
-        }),
-    ];
-    if serves_dns {
-        // The copy of the signed zones' keys (`controller::key_copies`): `get`, and `list` and
-        // `watch` narrowed to it by name (a watch must then select it by `metadata.name`).
-        rules.push(json!({
-            "apiGroups": [""],
-            "resources": ["secrets"],
-            "resourceNames": [meridian_api::names::DNSSEC_KEYS_SECRET],
-            "verbs": ["get", "list", "watch"],
-        }));
-    }
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": { "name": format!("{role}-{cluster}") },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role },
+            "subjects": subjects,
+        })
+    };
     let mut rbac = vec![
         // The agent's heartbeat: created here, so the agent needs no right to create Leases,
         // only to renew this one.
@@ -265,51 +328,11 @@ pub fn agent_hub_rbac(cluster: &str, serves_dns: bool) -> Vec<Value> {
             "apiVersion": "v1", "kind": "ServiceAccount",
             "metadata": { "name": AGENT_WORK, "namespace": cluster },
         }),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": { "name": AGENT_WORK, "namespace": cluster },
-            "rules": rules,
-        }),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": { "name": AGENT_WORK, "namespace": cluster },
-            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": AGENT_WORK },
-            "subjects": [{ "kind": "ServiceAccount", "name": AGENT_WORK, "namespace": cluster }],
-        }),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": { "name": AGENT_PROBE_READER },
-            "rules": [{
-                "apiGroups": ["kuadrant.io"],
-                "resources": ["dnshealthcheckprobes"],
-                "verbs": ["get", "list", "watch"],
-            }],
-        }),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": { "name": format!("{AGENT_PROBE_READER}-{cluster}") },
-            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": AGENT_PROBE_READER },
-            "subjects": [{ "kind": "ServiceAccount", "name": AGENT_WORK, "namespace": cluster }],
-        }),
+        in_namespace(AGENT_REPORTER),
+        cluster_wide(AGENT_PROBE_READER),
     ];
     if serves_dns {
-        rbac.extend([
-            json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                "metadata": { "name": AGENT_ZONE_READER },
-                "rules": [{
-                    "apiGroups": ["kuadrant.io"],
-                    "resources": ["dnsrecords", "managedzones"],
-                    "verbs": ["get", "list", "watch"],
-                }],
-            }),
-            json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                "metadata": { "name": format!("{AGENT_ZONE_READER}-{cluster}") },
-                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": AGENT_ZONE_READER },
-                "subjects": [{ "kind": "ServiceAccount", "name": AGENT_WORK, "namespace": cluster }],
-            }),
-        ]);
+        rbac.push(cluster_wide(AGENT_ZONE_READER));
     }
     rbac
 }
@@ -322,7 +345,7 @@ pub fn agent_work(
     hub_kubeconfig: &str,
     image: &str,
     dns: Option<&AgentDns>,
-    probe_args: &[String],
+    agent_args: &[String],
 ) -> Value {
     let mut args: Vec<String> = [
         "run",
@@ -333,8 +356,9 @@ pub fn agent_work(
     ]
     .map(String::from)
     .to_vec();
-    // The hub's probe address policy, so the agent refuses what the hub refuses.
-    args.extend(probe_args.iter().cloned());
+    // The hub's probe address policy, so the agent refuses what the hub refuses, and where the
+    // hub keeps what the agent reads.
+    args.extend(agent_args.iter().cloned());
     let mut ports = Vec::new();
     if let Some(dns) = dns {
         args.extend(["--serve-dns".to_string(), dns.listen.to_string()]);
@@ -577,49 +601,80 @@ mod tests {
 
     #[test]
     fn agents_read_zones_and_answer_dns_only_when_the_hub_says_so() {
-        let bound = |rbac: &[Value]| -> Vec<String> {
+        let bound = |rbac: &[Value], kind: &str| -> Vec<String> {
             rbac.iter()
-                .filter(|o| o["kind"] == "ClusterRoleBinding")
+                .filter(|o| o["kind"] == kind)
                 .map(|o| o["roleRef"]["name"].as_str().unwrap().to_string())
                 .collect()
         };
-        assert_eq!(
-            bound(&agent_hub_rbac("spoke-1", false)),
-            [AGENT_PROBE_READER]
-        );
+        let plain = agent_hub_rbac("spoke-1", false);
+        assert_eq!(bound(&plain, "ClusterRoleBinding"), [AGENT_PROBE_READER]);
+        assert_eq!(bound(&plain, "RoleBinding"), [AGENT_REPORTER]);
         let rbac = agent_hub_rbac("spoke-1", true);
-        assert_eq!(bound(&rbac), [AGENT_PROBE_READER, AGENT_ZONE_READER]);
-        let reader = rbac
-            .iter()
-            .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == AGENT_ZONE_READER)
-            .unwrap();
         assert_eq!(
-            reader["rules"],
+            bound(&rbac, "ClusterRoleBinding"),
+            [AGENT_PROBE_READER, AGENT_ZONE_READER]
+        );
+        assert_eq!(bound(&rbac, "RoleBinding"), [AGENT_REPORTER]);
+        assert!(
+            rbac.iter()
+                .all(|o| o["kind"] != "Role" && o["kind"] != "ClusterRole"),
+            "the hub binds the chart's roles and writes none"
+        );
+        for binding in rbac.iter().filter(|o| o["kind"] == "RoleBinding") {
+            assert_eq!(binding["metadata"]["namespace"], "spoke-1");
+            assert_eq!(binding["roleRef"]["kind"], "ClusterRole");
+        }
+        for binding in rbac
+            .iter()
+            .filter(|o| o["kind"].as_str().unwrap().ends_with("Binding"))
+        {
+            assert_eq!(
+                binding["subjects"],
+                json!([{ "kind": "ServiceAccount", "name": AGENT_WORK, "namespace": "spoke-1" }])
+            );
+        }
+
+        let roles = agent_cluster_roles();
+        let rules_of = |name: &str| {
+            roles
+                .iter()
+                .find(|o| o["metadata"]["name"] == name)
+                .unwrap()["rules"]
+                .clone()
+        };
+        assert_eq!(
+            rules_of(AGENT_ZONE_READER),
             json!([{ "apiGroups": ["kuadrant.io"], "resources": ["dnsrecords", "managedzones"], "verbs": ["get", "list", "watch"] }]),
             "reading the records and zones, nothing else"
         );
-        let secrets_readable = |rbac: &[Value]| -> Vec<String> {
-            let role = rbac.iter().find(|o| o["kind"] == "Role").unwrap();
-            role["rules"]
+        // Secrets only by name, and never anything cluster-wide but probes, records and zones.
+        for role in &roles {
+            for rule in role["rules"].as_array().unwrap() {
+                if rule["resources"] == json!(["secrets"]) {
+                    assert!(rule["resourceNames"].is_array(), "{rule}");
+                }
+                for field in ["apiGroups", "resources", "verbs"] {
+                    assert!(
+                        !rule[field].as_array().unwrap().contains(&json!("*")),
+                        "{rule}"
+                    );
+                }
+            }
+        }
+        let secrets_readable = |name: &str| -> Vec<Value> {
+            rules_of(name)
                 .as_array()
                 .unwrap()
                 .iter()
                 .filter(|rule| rule["resources"] == json!(["secrets"]))
                 .flat_map(|rule| rule["resourceNames"].as_array().unwrap().clone())
-                .map(|name| name.as_str().unwrap().to_string())
                 .collect()
         };
+        assert!(secrets_readable(AGENT_REPORTER).is_empty());
         assert_eq!(
-            secrets_readable(&agent_hub_rbac("spoke-1", false)),
-            [meridian_api::names::PROBE_SEAL_SECRET],
-        );
-        assert_eq!(
-            secrets_readable(&rbac),
-            [
-                meridian_api::names::PROBE_SEAL_SECRET,
-                meridian_api::names::DNSSEC_KEYS_SECRET
-            ],
-            "an agent serving DNS reads its copy of the zone keys too, by name"
+            secrets_readable(AGENT_ZONE_KEYS),
+            [meridian_api::names::DNSSEC_KEYS_SECRET]
         );
 
         let container = |work: &Value| {

@@ -339,7 +339,11 @@ impl RunningHub {
         let probe_policy = args.probes.policy().map_err(|e| anyhow::anyhow!(e))?;
         let providers = args.providers.settings().map_err(|e| anyhow::anyhow!(e))?;
         let agent = AgentInstall {
-            probe_args: probe_policy.agent_args(),
+            agent_args: [
+                probe_policy.agent_args(),
+                vec!["--hub-namespace".into(), args.lease_namespace.clone()],
+            ]
+            .concat(),
             server_url: args.hub_server_url.clone().unwrap_or_else(|| {
                 client_config
                     .cluster_url
@@ -536,7 +540,9 @@ async fn lead_and_run(
             tokio::spawn(zone_mirror::run(
                 ctx.caches.clone(),
                 embedded.clone(),
-                KeySource::ZoneSecrets,
+                KeySource::HubSecrets {
+                    namespace: election.namespace.clone(),
+                },
                 ctx.config.domain_grants.clone(),
                 move || {
                     ready.store(true, Ordering::SeqCst);

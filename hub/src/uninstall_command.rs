@@ -18,14 +18,17 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBind
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use meridian_api::names::{
-    DNSSEC_KEYS_SECRET, HEARTBEAT_LEASE, PROBE_HEADERS_READER, PROBE_HEADERS_SECRET,
-    PROBE_SEAL_SECRET,
+    AGENT_COPIES_READER, DNSSEC_KEYS_SECRET, HEARTBEAT_LEASE, PROBE_HEADERS_READER,
+    PROBE_HEADERS_SECRET, PROBE_SEAL_SECRET,
 };
 use meridian_api::upstream::{ClusterManagementAddOn, ManagedClusterAddOn, ManifestWork};
 use meridian_controllers::delete_if_present;
 
 use crate::leader::{self, Election};
-use crate::placement::{AGENT_PROBE_READER, AGENT_WORK, AGENT_ZONE_READER};
+use crate::placement::{
+    AGENT_PROBE_READER, AGENT_REPORTER, AGENT_WORK, AGENT_ZONE_READER, LEGACY_AGENT_CLUSTER_ROLES,
+    LEGACY_AGENT_ROLE,
+};
 
 #[derive(Debug, clap::Args)]
 pub struct UninstallArgs {
@@ -72,18 +75,25 @@ async fn uninstall(args: UninstallArgs) -> anyhow::Result<()> {
         remove_agent(&client, &cluster).await?;
         println!("removed the agent of {cluster}");
     }
-    for shared in [AGENT_PROBE_READER, AGENT_ZONE_READER] {
-        delete_if_present(&Api::<ClusterRole>::all(client.clone()), shared).await?;
+    // The agents' ClusterRoles are the chart's, which Helm removes; earlier hubs wrote their
+    // own under other names.
+    for legacy in LEGACY_AGENT_CLUSTER_ROLES {
+        delete_if_present(&Api::<ClusterRole>::all(client.clone()), legacy).await?;
     }
     delete_if_present(
         &Api::<ClusterManagementAddOn>::all(client.clone()),
         "meridian",
     )
     .await?;
-    // The key the hub sealed probes with, which it made in its own namespace at run time.
+    // What the hub made in its own namespace at run time: the key it sealed probes with, the
+    // agents' copies and their bindings (owned by the reader Role and the zone keys' copy).
+    let own = &args.lease_namespace;
+    for secret in [PROBE_SEAL_SECRET, DNSSEC_KEYS_SECRET] {
+        delete_if_present(&Api::<Secret>::namespaced(client.clone(), own), secret).await?;
+    }
     delete_if_present(
-        &Api::<Secret>::namespaced(client.clone(), &args.lease_namespace),
-        PROBE_SEAL_SECRET,
+        &Api::<Role>::namespaced(client.clone(), own),
+        AGENT_COPIES_READER,
     )
     .await?;
     // The Lease stays, held by the uninstall for an hour: the replicas Helm is about to delete
@@ -104,14 +114,16 @@ async fn remove_agent(client: &Client, cluster: &str) -> anyhow::Result<()> {
         "meridian",
     )
     .await?;
-    delete_if_present(
-        &Api::<RoleBinding>::namespaced(client.clone(), cluster),
-        AGENT_WORK,
-    )
-    .await?;
+    for binding in [AGENT_REPORTER, LEGACY_AGENT_ROLE] {
+        delete_if_present(
+            &Api::<RoleBinding>::namespaced(client.clone(), cluster),
+            binding,
+        )
+        .await?;
+    }
     delete_if_present(
         &Api::<Role>::namespaced(client.clone(), cluster),
-        AGENT_WORK,
+        LEGACY_AGENT_ROLE,
     )
     .await?;
     delete_if_present(
@@ -138,7 +150,8 @@ async fn remove_agent(client: &Client, cluster: &str) -> anyhow::Result<()> {
         HEARTBEAT_LEASE,
     )
     .await?;
-    for shared in [AGENT_PROBE_READER, AGENT_ZONE_READER] {
+    let shared = [AGENT_PROBE_READER, AGENT_ZONE_READER];
+    for shared in shared.into_iter().chain(LEGACY_AGENT_CLUSTER_ROLES) {
         delete_if_present(
             &Api::<ClusterRoleBinding>::all(client.clone()),
             &format!("{shared}-{cluster}"),

@@ -2,7 +2,7 @@
 //! can span the hub and the spokes and survive the hub's cluster going dark. It mirrors the
 //! zones from the hub's DNSRecords and ManagedZones (the only hub objects it needs to read),
 //! exactly as a standby hub replica does, and writes nothing. It signs signed zones with the
-//! copy of their keys the hub delivers to its cluster's namespace.
+//! copy of their keys the hub keeps in its own namespace.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -34,9 +34,13 @@ pub struct ServeDns {
 }
 
 /// Answers DNS for the hub's embedded zones until the watches end. Signed zones are signed
-/// with the keys the hub copies to the cluster's namespace (`cluster`), the one Secret the
-/// agent may read there; until they arrive, a signed zone is not served.
-pub async fn serve(hub: kube::Client, cluster: String, config: ServeDns) -> anyhow::Result<()> {
+/// with the keys the hub copies into its namespace (`hub_namespace`), the one Secret there the
+/// agent may watch; until they arrive, a signed zone is not served.
+pub async fn serve(
+    hub: kube::Client,
+    hub_namespace: String,
+    config: ServeDns,
+) -> anyhow::Result<()> {
     let geo = config.geoip.as_deref().map(GeoDb::open).transpose()?;
     let server = NameServer::start(
         config.listen,
@@ -50,7 +54,7 @@ pub async fn serve(hub: kube::Client, cluster: String, config: ServeDns) -> anyh
     let listen = server.local_addr();
     let embedded = Arc::new(EmbeddedZones::new(Arc::new(server), config.name_servers));
     let caches = Arc::new(Caches::new(Scope::Zones));
-    let key_copy = Api::<Secret>::namespaced(hub.clone(), &cluster);
+    let key_copy = Api::<Secret>::namespaced(hub.clone(), &hub_namespace);
     let only_the_copy =
         watcher::Config::default().fields(&format!("metadata.name={DNSSEC_KEYS_SECRET}"));
     tokio::select! {
@@ -59,7 +63,7 @@ pub async fn serve(hub: kube::Client, cluster: String, config: ServeDns) -> anyh
         () = zone_mirror::run(
             caches.clone(),
             embedded,
-            KeySource::ClusterCopy { namespace: cluster },
+            KeySource::HubCopy { namespace: hub_namespace },
             // The hub's grants are the hub's: the agent follows its refusals in status.
             DomainGrants::following_the_leader(),
             move || tracing::info!(%listen, "answering DNS for the hub's embedded zones"),

@@ -1,8 +1,8 @@
 //! The agent's health loop: every `DNSHealthCheckProbe` on the hub becomes a leaf this cluster
 //! probes, and the results become the `probes` of the cluster's report.
 //!
-//! The agent may read probes hub-wide, but no hub Secret except the copies the hub keeps in this
-//! cluster's namespace: the probes' header Secrets, one copy per tenant namespace
+//! The agent may read probes hub-wide, but no hub Secret except, by name, what the hub keeps for
+//! the agents in its own namespace: the probes' header Secrets, one copy per tenant namespace
 //! (`meridian-probe-headers-<namespace>`, each watched by name while a probe needs it), and the
 //! key of the hub's seal (`meridian-probe-seal`). A probe whose headers have not arrived yet is
 //! not probed: probing it without them would report a failure that is not the backend's. A probe without
@@ -280,7 +280,7 @@ pub fn verdicts_differ(a: &[ProbeReport], b: &[ProbeReport]) -> bool {
 /// changes).
 pub async fn run(
     hub: Client,
-    cluster_name: String,
+    hub_namespace: String,
     prober: Arc<Prober>,
     reports: watch::Sender<Vec<ProbeReport>>,
 ) -> anyhow::Result<()> {
@@ -293,7 +293,7 @@ pub async fn run(
     .reflect(writer)
     .touched_objects();
     let mut probes = std::pin::pin!(probes);
-    let copies: Api<Secret> = Api::namespaced(hub, &cluster_name);
+    let copies: Api<Secret> = Api::namespaced(hub, &hub_namespace);
     let mut header_watches = HeaderWatches::new(copies.clone());
     let header_changed = header_watches.changed.clone();
     let mut seal_key: Option<Vec<u8>> = None;

@@ -31,6 +31,8 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once at start: the size of the larger variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the agent on a managed cluster.
@@ -77,6 +79,12 @@ pub struct RunArgs {
     /// Kubeconfig of the hub (hub mode).
     #[arg(long, env = "MERIDIAN_HUB_KUBECONFIG")]
     pub hub_kubeconfig: Option<PathBuf>,
+
+    /// The hub's namespace, where it keeps what the agents read (the probe seal key, the
+    /// probes' header copies, the zone keys' copy): the hub passes its own (hub mode); the
+    /// default is `meridian-hub run`'s.
+    #[arg(long, env = "MERIDIAN_HUB_NAMESPACE", default_value = "kube-system")]
+    pub hub_namespace: String,
 
     /// Distributed mode: this cluster's attributes, as a ManagedCluster's labels would give
     /// them (`kuadrant.io/lb-attribute-geo-code=IE`); repeatable.
@@ -167,12 +175,16 @@ pub struct HubModeOptions {
     pub serve_dns: Option<dns::ServeDns>,
     /// The addresses probes may not reach.
     pub probe_policy: ProbeAddressPolicy,
+    /// The hub's namespace, where the copies the agent reads are.
+    pub hub_namespace: String,
 }
 
 impl HubModeOptions {
-    /// Heartbeat as given, probes from the default address, round-robin scheduling.
+    /// Heartbeat as given, probes from the default address, round-robin scheduling, the hub's
+    /// namespace `meridian-hub run`'s default.
     pub fn with_heartbeat(heartbeat: Duration) -> Self {
         HubModeOptions {
+            hub_namespace: "kube-system".into(),
             heartbeat,
             probe_source: None,
             route_scheduling: Some("round-robin".into()),
@@ -232,6 +244,7 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
             rate_limit: meridian_nameserver::RateLimit::per_second(args.dns_rate_limit),
         }),
         probe_policy,
+        hub_namespace: args.hub_namespace.clone(),
     };
     tokio::select! {
         result = run_hub_mode(spoke, hub, args.cluster_name.clone(), options) => result,
@@ -310,10 +323,10 @@ pub async fn run_hub_mode(
             None => std::future::pending().await,
         }
     };
-    let (dns_hub, dns_cluster) = (hub.clone(), cluster_name.clone());
+    let (dns_hub, dns_copies) = (hub.clone(), options.hub_namespace.clone());
     let serving_dns = async move {
         match options.serve_dns {
-            Some(config) => dns::serve(dns_hub, dns_cluster, config).await,
+            Some(config) => dns::serve(dns_hub, dns_copies, config).await,
             None => std::future::pending().await,
         }
     };
@@ -321,7 +334,7 @@ pub async fn run_hub_mode(
         result = report::run(spoke.clone(), hub.clone(), cluster_name.clone(), options.heartbeat, shard_reports) => result,
         result = serving_dns => result,
         result = probe_results::run(hub.clone(), cluster_name.clone(), options.heartbeat, probe_reports) => result,
-        result = health::run(hub, cluster_name, prober, probes) => result,
+        result = health::run(hub, options.hub_namespace.clone(), prober, probes) => result,
         result = scheduling => result,
     }
 }

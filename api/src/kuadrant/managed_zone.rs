@@ -81,7 +81,7 @@ pub struct ManagedZoneSpec {
     pub verification_interval: Option<String>,
 
     /// DNSSEC for an embedded zone: the nameservers sign every answer online with keys the
-    /// leading hub keeps in the Secret `<name>-dnssec` (same namespace). Turn it on, wait for
+    /// leading hub keeps in a Secret in its own namespace. Turn it on, wait for
     /// `status.dnssec.ds`, then add that DS record to the parent zone; to turn it off, remove
     /// the DS first and wait its TTL (docs/nameserver.md). Refused (CEL) for a zone at a
     /// provider.

@@ -1,5 +1,6 @@
-//! What the probe header and zone key copies share: one Secret in each cluster's namespace on
-//! the hub, the only Secret there the cluster's agent may read, written when its data differs.
+//! What the probe header and zone key copies share: one Secret each in the hub's own
+//! namespace, which the agents may read by name, written when its data differs. The hub writes
+//! Secrets in its own namespace only.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +14,15 @@ use meridian_api::upstream::ManagedCluster;
 use meridian_controllers::{Context, Error, FIELD_MANAGER, apply_params};
 use serde_json::json;
 
-/// Makes the Secret `name` in the cluster namespace `namespace` hold exactly `data`, unless the
+/// The hub's own namespace, where the copies are kept.
+pub fn hub_namespace(ctx: &Context) -> Result<&str, Error> {
+    ctx.config
+        .hub_namespace
+        .as_deref()
+        .ok_or_else(|| Error::Waiting("the hub's namespace, where the agents' copies are".into()))
+}
+
+/// Makes the Secret `name` in the hub's namespace `namespace` hold exactly `data`, unless the
 /// cached one already does (or there is none and nothing to hold). Returns whether it wrote.
 /// An `owner` in the same namespace takes the copy with it when it is deleted.
 pub async fn deliver(
@@ -54,16 +63,23 @@ pub async fn deliver(
     Ok(true)
 }
 
-/// The cluster whose copy `secret` is, when it is a copy (its name satisfies `is_copy`) in a
-/// cluster's namespace: a copy changed or deleted wakes its cluster, which puts it back.
-pub fn cluster_of_copy(
+/// Who puts a copy back when `secret`, a copy (its name satisfies `is_copy`) in the hub's
+/// namespace, changed or was deleted: one cluster's reconcile, since every cluster's delivers
+/// the same copy.
+pub fn cluster_for_copy(
     clusters: &Store<ManagedCluster>,
+    hub_namespace: Option<&str>,
     secret: &Secret,
     is_copy: impl Fn(&str) -> bool,
 ) -> Vec<ObjectRef<ManagedCluster>> {
-    let cluster = ObjectRef::<ManagedCluster>::new(&secret.namespace().unwrap_or_default());
-    (is_copy(&secret.name_any()) && clusters.get(&cluster).is_some())
-        .then_some(cluster)
+    if secret.namespace().as_deref() != hub_namespace || !is_copy(&secret.name_any()) {
+        return Vec::new();
+    }
+    clusters
+        .state()
+        .iter()
+        .map(|cluster| ObjectRef::from_obj(&**cluster))
+        .min_by(|a, b| a.name.cmp(&b.name))
         .into_iter()
         .collect()
 }

@@ -4,17 +4,21 @@
 use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, DynamicObject, Patch, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Resource, ResourceExt};
+use meridian_api::names::{
+    DNSSEC_KEYS_SECRET, PROBE_HEADERS_READER, PROBE_HEADERS_SECRET, PROBE_SEAL_SECRET,
+};
 use meridian_api::upstream::{ClusterManagementAddOn, Gateway, ManagedClusterAddOn, ManifestWork};
 use serde_json::{Value, json};
 
 use super::PlacementContext;
 use crate::placement::{
-    AGENT_WORK, GATEWAY_WORK_LABEL, LEAVING_SINCE, WorkFate, agent_hub_rbac, agent_kubeconfig,
-    agent_work,
+    AGENT_WORK, GATEWAY_WORK_LABEL, LEAVING_SINCE, LEGACY_AGENT_ROLE, WorkFate, agent_hub_rbac,
+    agent_kubeconfig, agent_work,
 };
 use meridian_controllers::applied::already_applied;
 use meridian_controllers::{Error, apply_params, delete_if_present};
@@ -183,7 +187,7 @@ pub async fn install_agent(cluster: &str, ctx: &PlacementContext) -> Result<(), 
                 &without_token,
                 &install.image,
                 install.dns.as_ref(),
-                &install.probe_args,
+                &install.agent_args,
             )
         ])
         .to_string(),
@@ -204,23 +208,16 @@ pub async fn install_agent(cluster: &str, ctx: &PlacementContext) -> Result<(), 
             return Ok(());
         }
     }
-    // The ClusterRoles every agent shares: applied once per process, not once per cluster (a
-    // fleet of 3,000 clusters wrote them 3,000 times at a cold start).
-    let (shared, own): (Vec<Value>, Vec<Value>) = rbac
-        .into_iter()
-        .partition(|object| object["kind"] == "ClusterRole");
-    ctx.agent_installs
-        .shared_roles_applied
-        .get_or_try_init(|| async {
-            for object in shared {
-                apply_dynamic(ctx, object).await?;
-            }
-            Ok::<_, Error>(())
-        })
-        .await?;
-    for object in own {
-        apply_dynamic(ctx, object).await?;
+    for object in rbac {
+        if object["kind"] == "ClusterRoleBinding" {
+            // The hub may create these and not change or delete them (its RBAC): what one
+            // says never changes, so one that exists is left as it is.
+            create_binding(ctx, object).await?;
+        } else {
+            apply_dynamic(ctx, object).await?;
+        }
     }
+    remove_legacy_identity(cluster, ctx).await?;
     register_addon(cluster, ctx).await?;
     let token = Api::<ServiceAccount>::namespaced(ctx.client.clone(), cluster)
         .create_token_request(
@@ -244,7 +241,7 @@ pub async fn install_agent(cluster: &str, ctx: &PlacementContext) -> Result<(), 
         &kubeconfig,
         &install.image,
         install.dns.as_ref(),
-        &install.probe_args,
+        &install.agent_args,
     );
     let issued = (ctx.clock)().to_string();
     work["metadata"]["annotations"] = json!({
@@ -270,15 +267,14 @@ pub async fn install_agent(cluster: &str, ctx: &PlacementContext) -> Result<(), 
 /// How long an install waits for its work to reach the cache.
 const AGENT_WORK_CACHED: Duration = Duration::from_secs(10);
 
-/// One lock per cluster, held while its agent is installed; and whether the fleet-wide objects
-/// (the addon, the agents' shared ClusterRoles) have been applied by this process: each hub
-/// process applies them once, at its first install, so an upgraded hub brings its own.
+/// One lock per cluster, held while its agent is installed; and whether the fleet-wide addon
+/// has been applied by this process: each hub process applies it once, at its first install,
+/// so an upgraded hub brings its own.
 #[derive(Debug, Default)]
 pub struct AgentInstalls {
     per_cluster:
         std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>,
     addon_registered: tokio::sync::OnceCell<()>,
-    shared_roles_applied: tokio::sync::OnceCell<()>,
 }
 
 impl AgentInstalls {
@@ -324,6 +320,48 @@ async fn register_addon(cluster: &str, ctx: &PlacementContext) -> Result<(), Err
         .patch("meridian", &apply_params(), &Patch::Apply(installed))
         .await?;
     Ok(())
+}
+
+/// What earlier hubs kept in the cluster namespace for the agent: their own Roles for it (now
+/// bindings of the chart's ClusterRoles) and the copies of the seal key, zone keys and probe
+/// headers (now in the hub's namespace; the header copies were owned by their reader Role).
+async fn remove_legacy_identity(cluster: &str, ctx: &PlacementContext) -> Result<(), Error> {
+    for role in [LEGACY_AGENT_ROLE, PROBE_HEADERS_READER] {
+        delete_if_present(
+            &Api::<RoleBinding>::namespaced(ctx.client.clone(), cluster),
+            role,
+        )
+        .await?;
+        delete_if_present(&Api::<Role>::namespaced(ctx.client.clone(), cluster), role).await?;
+    }
+    for copy in [PROBE_SEAL_SECRET, DNSSEC_KEYS_SECRET, PROBE_HEADERS_SECRET] {
+        if ctx.caches.secrets.get(Some(cluster), copy).is_some() {
+            delete_if_present(
+                &Api::<Secret>::namespaced(ctx.client.clone(), cluster),
+                copy,
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Creates a ClusterRoleBinding unless one of its name exists.
+async fn create_binding(ctx: &PlacementContext, object: Value) -> Result<(), Error> {
+    let binding: ClusterRoleBinding = serde_json::from_value(object)
+        .map_err(|e| Error::Aborted(format!("the hub rendered a malformed binding: {e}")))?;
+    let params = PostParams {
+        field_manager: Some(meridian_controllers::FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    match Api::<ClusterRoleBinding>::all(ctx.client.clone())
+        .create(&params, &binding)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Applies an object of any kind; cluster-scoped when its metadata has no namespace.

@@ -63,8 +63,9 @@ pub struct AgentInstall {
     pub image: String,
     /// Whether and how the agents also answer DNS for the embedded zones.
     pub dns: Option<crate::placement::AgentDns>,
-    /// The agent's arguments carrying the hub's probe address policy.
-    pub probe_args: Vec<String>,
+    /// The agent's arguments the hub's own settings give: its probe address policy and its
+    /// namespace (where the agents read the copies it keeps for them).
+    pub agent_args: Vec<String>,
 }
 
 /// Whether the hub handles this Gateway (its class is the multi-cluster class).

@@ -1,36 +1,43 @@
 //! Delivers the keys of signed embedded zones to the agents that serve DNS, so they sign with
-//! the keys every hub replica signs with. An agent may read one Secret in its cluster's
-//! namespace on the hub and no other: the hub copies every signed zone's key Secret into
-//! `meridian-dnssec-keys` there (`meridian_controllers::dnssec_keys::copy_data`). Runs only when
-//! the hub's agents serve DNS (`--agent-dns-listen`); otherwise no key leaves its namespace.
+//! the keys every hub replica signs with. The hub copies every signed zone's key Secret into
+//! `meridian-dnssec-keys` in its own namespace (`meridian_controllers::dnssec_keys::copy_data`),
+//! and binds each cluster's agent to the chart's ClusterRole reading that one Secret by name
+//! there (the binding is owned by the copy). Runs only when the hub's agents serve DNS
+//! (`--agent-dns-listen`); otherwise no key is copied.
 //!
 //! | | |
 //! |---|---|
 //! | **Watches** (shared caches) | ManagedClusters, ManagedZones, Secrets |
-//! | **Triggered by** ([`triggers`]) | a new cluster; a zone turning signing on or off (every cluster); a key Secret (every cluster); a cluster's copy changed or deleted (that cluster) |
-//! | **Gathers** | the signed embedded zones and their key Secrets, and the cluster's copy, from the cache |
+//! | **Triggered by** ([`triggers`]) | a new cluster; a zone turning signing on or off (every cluster); a key Secret (every cluster); the copy changed or deleted (one cluster) |
+//! | **Gathers** | the signed embedded zones and their key Secrets, and the copy, from the cache |
 //! | **Decides** | the copy's data (`copy_data`, pure) |
-//! | **Writes** | the copy, only when its data differs |
+//! | **Writes** | the copy, only when its data differs; the cluster's binding to it, once |
 
 pub mod triggers;
 
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
+use kube::api::{Api, Patch};
 use kube::runtime::controller::Action;
 use meridian_api::kuadrant::ManagedZone;
-use meridian_api::names::DNSSEC_KEYS_SECRET;
+use meridian_api::names::{DNSSEC_KEYS_SECRET, agent_zone_keys_binding};
 use meridian_api::upstream::ManagedCluster;
 use meridian_controllers::dnssec_keys::{copy_data, keys_secret_name, signing_requested};
-use meridian_controllers::{Context, Error, retry_after};
+use meridian_controllers::{Context, Error, apply_params, retry_after};
+use serde_json::json;
+
+use crate::placement::{AGENT_WORK, AGENT_ZONE_KEYS};
 
 const CONTROLLER: &str = "dnssec-key-copies";
 
 /// Runs the controller until `stop` resolves.
 pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
     let all = ctx.caches.clusters.store().clone();
-    let requests = triggers::requests(&ctx.caches);
+    let requests = triggers::requests(&ctx.caches, ctx.config.hub_namespace.clone());
     meridian_controllers::caches::run_controller(
         all,
         ctx.config.concurrency.light,
@@ -53,17 +60,18 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
     if !ctx.caches.listed() {
         return Err(Error::Waiting("the first list of zones and Secrets".into()));
     }
-    let namespace = cluster.name_any();
+    let cluster = cluster.name_any();
+    let namespace = super::cluster_copies::hub_namespace(&ctx)?.to_string();
     let zones = ctx.caches.zones.state();
     let keys: Vec<(String, String, Arc<Secret>)> = zones
         .iter()
         .filter(|zone| signed_embedded(zone))
         .filter_map(|zone| {
             let zone_namespace = zone.namespace().unwrap_or_default();
-            let secret = ctx
-                .caches
-                .secrets
-                .get(Some(&zone_namespace), &keys_secret_name(&zone.name_any()))?;
+            let secret = ctx.caches.secrets.get(
+                Some(&namespace),
+                &keys_secret_name(&zone_namespace, &zone.name_any()),
+            )?;
             Some((zone_namespace, zone.name_any(), secret))
         })
         .collect();
@@ -73,7 +81,39 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
     );
     if super::cluster_copies::deliver(&ctx, &namespace, DNSSEC_KEYS_SECRET, &data, None).await? {
         // Names the zones, never a key.
-        tracing::info!(cluster = %namespace, zones = ?data.keys().collect::<Vec<_>>(), "delivered the keys of signed zones");
+        tracing::info!(zones = ?data.keys().collect::<Vec<_>>(), "delivered the keys of signed zones");
+    }
+    let Some(copy) = ctx.caches.secrets.get(Some(&namespace), DNSSEC_KEYS_SECRET) else {
+        if data.is_empty() {
+            // No zone is signed, and none ever was: nothing to read.
+            return Ok(Action::requeue(ctx.config.resync));
+        }
+        return Err(Error::Waiting("the zone keys' copy in the cache".into()));
+    };
+    let bindings = Api::<RoleBinding>::namespaced(ctx.client.clone(), &namespace);
+    let binding = agent_zone_keys_binding(&cluster);
+    if bindings.get_opt(&binding).await?.is_none() {
+        let owner = OwnerReference {
+            api_version: "v1".into(),
+            kind: "Secret".into(),
+            name: copy.name_any(),
+            uid: copy.uid().unwrap_or_default(),
+            ..OwnerReference::default()
+        };
+        let object = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {
+                "name": binding,
+                "namespace": namespace,
+                "labels": { "app.kubernetes.io/managed-by": meridian_controllers::FIELD_MANAGER },
+                "ownerReferences": [owner],
+            },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": AGENT_ZONE_KEYS },
+            "subjects": [{ "kind": "ServiceAccount", "name": AGENT_WORK, "namespace": cluster }],
+        });
+        bindings
+            .patch(&binding, &apply_params(), &Patch::Apply(object))
+            .await?;
     }
     Ok(Action::requeue(ctx.config.resync))
 }

@@ -14,7 +14,10 @@ use super::signed_embedded;
 
 /// Key copies per cluster: a new cluster, a zone turning signing on or off, or a key Secret
 /// changing (a rollover step) wakes them.
-pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedCluster>>> {
+pub fn requests(
+    caches: &Caches,
+    hub_namespace: Option<String>,
+) -> Vec<BoxStream<'static, ObjectRef<ManagedCluster>>> {
     let all = caches.clusters.store().clone();
     let every_cluster = {
         let clusters = all.clone();
@@ -52,9 +55,12 @@ pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedClus
                 // A zone's keys changed: every copy holds them.
                 return every_cluster();
             }
-            crate::controller::cluster_copies::cluster_of_copy(&clusters, secret, |name| {
-                name == DNSSEC_KEYS_SECRET
-            })
+            crate::controller::cluster_copies::cluster_for_copy(
+                &clusters,
+                hub_namespace.as_deref(),
+                secret,
+                |name| name == DNSSEC_KEYS_SECRET,
+            )
         }
     };
     vec![

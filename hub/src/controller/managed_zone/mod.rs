@@ -272,10 +272,19 @@ async fn signing(
         return Ok((None, None));
     }
     let namespace = zone.namespace().unwrap_or_default();
-    let secret = dnssec_keys::keys_secret_name(&zone.name_any());
-    let cached = ctx.caches.secrets.get(Some(&namespace), &secret);
+    let hub_namespace =
+        ctx.config.hub_namespace.as_deref().ok_or_else(|| {
+            Error::Waiting("the hub's namespace, where zone keys are kept".into())
+        })?;
+    let secret = dnssec_keys::keys_secret_name(&namespace, &zone.name_any());
+    let cached = ctx.caches.secrets.get(Some(hub_namespace), &secret);
+    let legacy = ctx.caches.secrets.get(
+        Some(&namespace),
+        &dnssec_keys::legacy_keys_secret_name(&zone.name_any()),
+    );
     let now = (ctx.clock)().as_second().max(0) as u64;
-    let keys = dnssec_keys::ensure_keys(&ctx.client, zone, cached, now).await?;
+    let keys =
+        dnssec_keys::ensure_keys(&ctx.client, zone, hub_namespace, cached, legacy, now).await?;
     let zone_keys = keys
         .zone_keys(domain, &secret, dnssec_keys::dnskey_ttl(zone))
         .map_err(|e| Error::Waiting(format!("DNSSEC keys: {e}")))?;

@@ -8,7 +8,9 @@ use meridian_api::conditions;
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
 
 use meridian_controllers::caches::{Caches, Change, everything_once, own_changes, triggers};
-use meridian_controllers::dnssec_keys::keys_secret_name;
+use meridian_controllers::dnssec_keys::{
+    KEYS_SECRET_TYPE, ZONE_ANNOTATION, legacy_keys_secret_name,
+};
 use meridian_controllers::plan_guard::held_message;
 use meridian_controllers::{POLICY_LABEL, indexes};
 
@@ -50,12 +52,21 @@ pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedZone
                 let (namespace, name) = (secret.namespace().unwrap_or_default(), secret.name_any());
                 let zones = zones.state();
                 let mut wakes = indexes::zones_using_secret(&zones, &namespace, &name);
-                // A zone's DNSSEC keys: changed, broken, gone or put back.
+                // A zone's DNSSEC keys: changed, broken, gone or put back (in the hub's
+                // namespace, naming their zone); or an earlier hub's, beside the zone.
+                if secret.type_.as_deref() == Some(KEYS_SECRET_TYPE)
+                    && let Some((zone_namespace, zone_name)) = secret
+                        .annotations()
+                        .get(ZONE_ANNOTATION)
+                        .and_then(|zone| zone.split_once('/'))
+                {
+                    wakes.push(ObjectRef::new(zone_name).within(zone_namespace));
+                }
                 wakes.extend(
                     zones
                         .iter()
                         .filter(|z| z.namespace().as_deref() == Some(namespace.as_str()))
-                        .filter(|z| keys_secret_name(&z.name_any()) == name)
+                        .filter(|z| legacy_keys_secret_name(&z.name_any()) == name)
                         .map(|z| ObjectRef::from_obj(&**z)),
                 );
                 wakes

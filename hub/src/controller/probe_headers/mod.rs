@@ -1,21 +1,20 @@
 //! Delivers the extra request headers of health probes to the agents. A probe names a Secret
 //! in its own namespace, which an agent may not read. The hub copies the headers of the
 //! Secrets a tenant namespace's probes name into one copy per tenant namespace,
-//! `meridian-probe-headers-<namespace>`, in each cluster's namespace (keys: the Secret's name;
-//! values: JSON objects of header names to values). A Role there, `meridian-agent-probe-headers`,
-//! lets the cluster's agent read exactly the current copies by name; the copies are owned by it.
+//! `meridian-probe-headers-<namespace>`, in the hub's own namespace (keys: the Secret's name;
+//! values: JSON objects of header names to values). A Role there, `meridian-agent-copies`, lets
+//! the agents read exactly the current copies and the key of the hub's seal on probes, by
+//! name; each cluster's agent is bound to it, and the copies and bindings are owned by it.
 //! One team's headers never travel in another team's object, and one team's Secrets, however
-//! large, cannot stop another team's delivery.
-//!
-//! It also copies the key of the hub's seal on probes to each cluster namespace.
+//! large, cannot stop another team's delivery. The hub writes no Secret outside its namespace.
 //!
 //! | | |
 //! |---|---|
 //! | **Watches** (shared caches) | ManagedClusters, DNSHealthCheckProbes, Secrets |
-//! | **Triggered by** ([`triggers`]) | a new cluster; a probe that names (or named) a header Secret; a named Secret (every cluster); a cluster's copy changed or deleted (that cluster) |
-//! | **Gathers** | the Secrets the probes name and the cluster's copies, from the cache; the reader Role |
+//! | **Triggered by** ([`triggers`]) | a new cluster; a probe that names (or named) a header Secret; a named Secret (every cluster); a copy changed or deleted (one cluster) |
+//! | **Gathers** | the Secrets the probes name and the copies, from the cache; the reader Role |
 //! | **Decides** | the copies' data ([`headers_by_namespace`]) and the Role's rules ([`reader_role`]), pure |
-//! | **Writes** | copies no longer wanted emptied, then the Role (and its binding), then the copies, each only when it differs |
+//! | **Writes** | the Role, the cluster's binding to it, the copies (each only when it differs), then deletes copies no longer wanted |
 
 pub mod triggers;
 
@@ -33,11 +32,13 @@ use meridian_api::upstream::ManagedCluster;
 use serde_json::{Value, json};
 
 use meridian_api::names::{
-    PROBE_HEADERS_READER, PROBE_HEADERS_SECRET, PROBE_SEAL_SECRET, probe_headers_copy,
+    AGENT_COPIES_READER, PROBE_HEADERS_SECRET, PROBE_SEAL_SECRET, agent_copies_binding,
+    probe_headers_copy,
 };
 use meridian_controllers::health::secret_headers;
 use meridian_controllers::{Context, Error, apply_params, delete_if_present, retry_after};
 
+use super::cluster_copies::hub_namespace;
 use crate::placement::AGENT_WORK;
 
 const CONTROLLER: &str = "probe-headers";
@@ -62,51 +63,58 @@ pub fn headers_by_namespace(
     copies
 }
 
-/// Whether `name` is one of the header copies this controller writes in a cluster namespace.
-pub fn is_cluster_copy(name: &str) -> bool {
+/// Whether `name` is one of the header copies this controller writes.
+pub fn is_copy(name: &str) -> bool {
     name.strip_prefix(PROBE_HEADERS_SECRET)
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
 }
 
-/// The Role letting the cluster's agent read exactly the copies `readable`, by name. With none,
-/// it has no rule at all: a rule whose `resourceNames` is empty would allow every Secret.
-pub fn reader_role(cluster: &str, readable: &BTreeSet<String>) -> Value {
-    let rules = if readable.is_empty() {
-        json!([])
-    } else {
-        json!([{
+/// The Role in the hub's namespace `namespace` letting the agents read the seal key and exactly
+/// the header copies `readable`, by name. Never a rule with empty `resourceNames`: that would
+/// allow every Secret of the namespace.
+pub fn reader_role(namespace: &str, readable: &BTreeSet<String>) -> Value {
+    let mut rules = vec![json!({
+        "apiGroups": [""],
+        "resources": ["secrets"],
+        "resourceNames": [PROBE_SEAL_SECRET],
+        "verbs": ["get"],
+    })];
+    if !readable.is_empty() {
+        rules.push(json!({
             "apiGroups": [""],
             "resources": ["secrets"],
             "resourceNames": readable,
             // `list` and `watch` narrowed by name: the agent watches each copy it needs with a
             // `metadata.name` field selector.
             "verbs": ["get", "list", "watch"],
-        }])
-    };
+        }));
+    }
     json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
         "metadata": {
-            "name": PROBE_HEADERS_READER,
-            "namespace": cluster,
+            "name": AGENT_COPIES_READER,
+            "namespace": namespace,
             "labels": { "app.kubernetes.io/managed-by": meridian_controllers::FIELD_MANAGER },
         },
         "rules": rules,
     })
 }
 
-/// The copies a Role lets the agent read.
+/// The header copies a Role lets the agents read.
 pub fn readable_by(role: &Role) -> BTreeSet<String> {
     role.rules
         .iter()
         .flatten()
-        .flat_map(|rule| rule.resource_names.iter().flatten().cloned())
+        .flat_map(|rule| rule.resource_names.iter().flatten())
+        .filter(|name| is_copy(name))
+        .cloned()
         .collect()
 }
 
 /// Runs the controller until `stop` resolves.
 pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
     let all = ctx.caches.clusters.store().clone();
-    let requests = triggers::requests(&ctx.caches);
+    let requests = triggers::requests(&ctx.caches, ctx.config.hub_namespace.clone());
     meridian_controllers::caches::run_controller(
         all,
         ctx.config.concurrency.light,
@@ -124,26 +132,11 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
     if !ctx.caches.listed() {
         return Err(Error::Waiting("the first list of probes".into()));
     }
-    let namespace = cluster.name_any();
-    // The key the agent checks the hub's seal on a probe with, before it runs it.
-    let key = ctx.probe_seal_key().await?;
-    let seal = BTreeMap::from([(
-        meridian_controllers::probe_seal::KEY_FIELD.to_string(),
-        ByteString(key),
-    )]);
-    if super::cluster_copies::deliver(&ctx, &namespace, PROBE_SEAL_SECRET, &seal, None).await? {
-        tracing::info!(cluster = %namespace, "delivered the probe seal key");
-    }
-    let secrets = Api::<Secret>::namespaced(ctx.client.clone(), &namespace);
-    if ctx
-        .caches
-        .secrets
-        .get(Some(&namespace), PROBE_HEADERS_SECRET)
-        .is_some()
-    {
-        // An earlier hub's copy of every tenant's headers in one object.
-        delete_if_present(&secrets, PROBE_HEADERS_SECRET).await?;
-    }
+    let cluster = cluster.name_any();
+    let namespace = hub_namespace(&ctx)?.to_string();
+    // The key the agents check the hub's seal on a probe with, before they run it: made on
+    // first use, read where it is.
+    ctx.probe_seal_key().await?;
     let referenced: BTreeSet<(String, String)> = ctx
         .caches
         .probes
@@ -172,54 +165,49 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
     let wanted: BTreeSet<String> = copies.keys().cloned().collect();
 
     let roles = Api::<Role>::namespaced(ctx.client.clone(), &namespace);
-    let role = roles.get_opt(PROBE_HEADERS_READER).await?;
-    if role.is_none() && wanted.is_empty() {
-        // No probe of the fleet sends headers and none ever did here: nothing to deliver or
-        // withdraw (a probe naming a Secret wakes every cluster).
-        return Ok(Action::await_change());
-    }
-    let readable = role.as_ref().map(readable_by).unwrap_or_default();
-    if let Some(role) = &role {
-        // A copy no longer wanted is emptied before the Role stops naming it, so no crash
-        // between the two can leave headers behind that nothing withdraws. (The hub may not
-        // delete Secrets it does not know the names of; the Role's deletion takes them.)
-        let owner = owned_by(role);
-        for stale in readable.difference(&wanted) {
-            super::cluster_copies::deliver(&ctx, &namespace, stale, &BTreeMap::new(), Some(&owner))
-                .await?;
-        }
-    }
-    let role = match role {
-        Some(role) if readable == wanted => role,
+    let role = match roles.get_opt(AGENT_COPIES_READER).await? {
+        Some(role) if readable_by(&role) == wanted => role,
         _ => {
             let role: Role = roles
                 .patch(
-                    PROBE_HEADERS_READER,
+                    AGENT_COPIES_READER,
                     &apply_params(),
                     &Patch::Apply(reader_role(&namespace, &wanted)),
                 )
                 .await?;
-            tracing::info!(cluster = %namespace, copies = ?wanted, "the agent may read these header copies");
+            tracing::info!(copies = ?wanted, "the agents may read these header copies");
             role
         }
     };
     let owner = owned_by(&role);
     let bindings = Api::<RoleBinding>::namespaced(ctx.client.clone(), &namespace);
-    if bindings.get_opt(PROBE_HEADERS_READER).await?.is_none() {
+    let binding = agent_copies_binding(&cluster);
+    if bindings.get_opt(&binding).await?.is_none() {
         bindings
             .patch(
-                PROBE_HEADERS_READER,
+                &binding,
                 &apply_params(),
-                &Patch::Apply(reader_binding(&namespace, &owner)),
+                &Patch::Apply(reader_binding(&namespace, &cluster, &owner)),
             )
             .await?;
     }
     for (name, data) in &copies {
         if super::cluster_copies::deliver(&ctx, &namespace, name, data, Some(&owner)).await? {
-            tracing::info!(cluster = %namespace, copy = %name, secrets = data.len(), "delivered probe headers");
+            tracing::info!(copy = %name, secrets = data.len(), "delivered probe headers");
         }
     }
-    // A rotated source Secret, or a copy someone changed, wakes this cluster again.
+    // Copies no longer wanted, which the Role no longer names: the agents cannot read them,
+    // and they go.
+    let secrets = Api::<Secret>::namespaced(ctx.client.clone(), &namespace);
+    for stale in ctx.caches.secrets.state().iter().filter(|secret| {
+        secret.namespace().as_deref() == Some(namespace.as_str())
+            && is_copy(&secret.name_any())
+            && !wanted.contains(&secret.name_any())
+    }) {
+        delete_if_present(&secrets, &stale.name_any()).await?;
+        tracing::info!(copy = %stale.name_any(), "removed a header copy no probe needs");
+    }
+    // A rotated source Secret, or a copy someone changed, wakes a cluster again.
     Ok(Action::requeue(ctx.config.resync))
 }
 
@@ -234,17 +222,17 @@ fn owned_by(role: &Role) -> OwnerReference {
     }
 }
 
-/// Binds the reader Role to the cluster's agent.
-fn reader_binding(cluster: &str, owner: &OwnerReference) -> Value {
+/// Binds the reader Role in the hub's namespace to `cluster`'s agent.
+fn reader_binding(namespace: &str, cluster: &str, owner: &OwnerReference) -> Value {
     json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {
-            "name": PROBE_HEADERS_READER,
-            "namespace": cluster,
+            "name": agent_copies_binding(cluster),
+            "namespace": namespace,
             "labels": { "app.kubernetes.io/managed-by": meridian_controllers::FIELD_MANAGER },
             "ownerReferences": [owner],
         },
-        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": PROBE_HEADERS_READER },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": AGENT_COPIES_READER },
         "subjects": [{ "kind": "ServiceAccount", "name": AGENT_WORK, "namespace": cluster }],
     })
 }
@@ -306,10 +294,15 @@ mod tests {
     #[test]
     fn the_reader_role_names_exactly_the_copies_and_never_leaves_resource_names_empty() {
         let names = BTreeSet::from([probe_headers_copy("gateways"), probe_headers_copy("shop")]);
-        let role = reader_role("spoke-1", &names);
+        let role = reader_role("meridian-system", &names);
+        assert_eq!(role["metadata"]["namespace"], "meridian-system");
         assert_eq!(
             role["rules"],
             json!([{
+                "apiGroups": [""], "resources": ["secrets"],
+                "resourceNames": ["meridian-probe-seal"],
+                "verbs": ["get"],
+            }, {
                 "apiGroups": [""], "resources": ["secrets"],
                 "resourceNames": ["meridian-probe-headers-gateways", "meridian-probe-headers-shop"],
                 "verbs": ["get", "list", "watch"],
@@ -317,9 +310,17 @@ mod tests {
         );
         let parsed: Role = serde_json::from_value(role).unwrap();
         assert_eq!(readable_by(&parsed), names);
-        // The attack on an empty list: `resourceNames: []` is every Secret of the namespace.
-        let none = reader_role("spoke-1", &BTreeSet::new());
-        assert_eq!(none["rules"], json!([]));
+        // The attack on an empty list: `resourceNames: []` is every Secret of the namespace
+        // (the hub's own, with its keys and the tenants' copies).
+        let none = reader_role("meridian-system", &BTreeSet::new());
+        assert_eq!(
+            none["rules"],
+            json!([{
+                "apiGroups": [""], "resources": ["secrets"],
+                "resourceNames": ["meridian-probe-seal"],
+                "verbs": ["get"],
+            }])
+        );
         assert!(readable_by(&serde_json::from_value(none).unwrap()).is_empty());
     }
 
@@ -329,14 +330,14 @@ mod tests {
             PROBE_HEADERS_SECRET.to_string(),
             probe_headers_copy("gateways"),
         ] {
-            assert!(is_cluster_copy(&copy), "{copy}");
+            assert!(is_copy(&copy), "{copy}");
         }
         for other in [
             "meridian-probe-headersx",
             "meridian-probe-seal",
             "probe-auth",
         ] {
-            assert!(!is_cluster_copy(other), "{other}");
+            assert!(!is_copy(other), "{other}");
         }
     }
 }

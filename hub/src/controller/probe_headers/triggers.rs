@@ -12,7 +12,10 @@ use meridian_controllers::indexes;
 
 /// Probe header copies per cluster: a new cluster, or a probe that names a header Secret,
 /// wakes them.
-pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedCluster>>> {
+pub fn requests(
+    caches: &Caches,
+    hub_namespace: Option<String>,
+) -> Vec<BoxStream<'static, ObjectRef<ManagedCluster>>> {
     let all = caches.clusters.store().clone();
     let new_clusters = |change: &Change<ManagedCluster>| match change {
         Change::Applied { old: None, new } => vec![ObjectRef::from_obj(&**new)],
@@ -56,10 +59,11 @@ pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedClus
                     .map(|c| ObjectRef::from_obj(&**c))
                     .collect();
             }
-            crate::controller::cluster_copies::cluster_of_copy(
+            crate::controller::cluster_copies::cluster_for_copy(
                 &clusters,
+                hub_namespace.as_deref(),
                 secret,
-                super::is_cluster_copy,
+                super::is_copy,
             )
         }
     };
