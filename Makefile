@@ -29,7 +29,7 @@ export MERIDIAN_MOTO_SERVER := $(shell bash scripts/moto-venv.sh --print-path)
 # the test build's binaries for the images the tests run.
 TEST_PACKAGES := binutils dnsutils bind9 knot containerd runc containernetworking-plugins iproute2 unbound chromium-headless-shell
 
-.PHONY: help toolchain packages testbed test lint fmt crds demo demo-in-process images bench-testbed bench-engine bench-dns bench-providers bench-convergence bench-failover bench-probes bench-hub-scale bench-distributed fuzz clean-testbed fresh-check fresh-check-full
+.PHONY: help toolchain packages testbed test lint fmt crds demo demo-in-process images bench-testbed bench-engine bench-dns bench-dns-flood bench-providers bench-convergence bench-failover bench-probes bench-hub-scale bench-distributed fuzz clean-testbed fresh-check fresh-check-full
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
@@ -118,6 +118,9 @@ bench-engine: ## Build trees and plans for 10,000 hosts x 10 clusters x 3 geos o
 bench-dns: ## dnsperf against Meridian's nameserver, Knot, NSD, gdnsd and PowerDNS, same zone, alternating rounds
 	@bash scripts/debian-packages.sh dnsutils dnsperf knot nsd gdnsd pdns-server pdns-backend-bind pdns-backend-geoip
 	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-dns
+
+bench-dns-flood: ## Answers per second a client gets from the nameserver before and during a flood from 65,535 client prefixes, rate limiting on and off
+	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-dns-flood
 
 bench-providers: packages ## API calls per phase for 1,000 hosts (and a drift verification): Route53 (moto), Cloud DNS and Azure (fakes); PROVIDERS=azure for one
 	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-providers -- $(PROVIDERS)

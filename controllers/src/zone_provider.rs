@@ -125,7 +125,16 @@ pub fn embedded_zone_config(
     } else {
         own
     };
-    ZoneConfig::with_name_servers(&zone.spec.domain_name, chosen).signed_with(keys)
+    let config = ZoneConfig::with_name_servers(&zone.spec.domain_name, chosen).signed_with(keys);
+    match zone
+        .spec
+        .soa_expire
+        .as_deref()
+        .and_then(meridian_api::duration::parse_duration)
+    {
+        Some(expire) => config.with_soa_expire(u32::try_from(expire.as_secs()).unwrap_or(u32::MAX)),
+        None => config,
+    }
 }
 
 impl EmbeddedZones {
@@ -1335,5 +1344,30 @@ mod tests {
             .ensure_served(&managed_zone(Some(stamp.clone())), None, Numbering::Follows)
             .await;
         assert_eq!(follower.server().serial(apex), Some(stamp.serial));
+    }
+
+    #[test]
+    fn an_embedded_zone_sets_its_soa_expire_and_never_below_a_week() {
+        let zone = |expire: Option<&str>| -> ManagedZone {
+            let mut spec = serde_json::json!({ "domainName": "example.com" });
+            if let Some(expire) = expire {
+                spec["soaExpire"] = expire.into();
+            }
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
+                "metadata": { "name": "zone", "namespace": "dns" },
+                "spec": spec,
+            }))
+            .unwrap()
+        };
+        let expire = |text: Option<&str>| embedded_zone_config(&zone(text), &[], None).soa_expire;
+        assert_eq!(expire(None), meridian_nameserver::DEFAULT_SOA_EXPIRE);
+        assert_eq!(expire(Some("720h")), 30 * 86_400);
+        // What the schema refuses is still held to a week if it gets through (an old CRD).
+        assert_eq!(expire(Some("1h")), 7 * 86_400);
+        assert_eq!(
+            expire(Some("not a duration")),
+            meridian_nameserver::DEFAULT_SOA_EXPIRE
+        );
     }
 }

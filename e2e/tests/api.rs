@@ -339,6 +339,16 @@ const INVALID: &[(&str, &str, &[&str])] = &[
         &["rolloverStep must be at least 1s"],
     ),
     (
+        "SOA expire under a week",
+        "kind: ManagedZone\nspec: {domainName: example.com, soaExpire: 24h}",
+        &["spec.soaExpire must be between 168h (a week) and 8760h (a year)"],
+    ),
+    (
+        "SOA expire on a zone at a provider",
+        "kind: ManagedZone\nspec: {domainName: example.com, dnsProviderSecretRef: {name: aws}, soaExpire: 336h}",
+        &["spec.soaExpire sets an embedded zone's SOA"],
+    ),
+    (
         "zone name server address that is not an IP",
         "kind: ManagedZone\nspec: {domainName: example.com, nameServers: [{name: ns1.example.com, addresses: [192.0.2.300]}]}",
         &["nameServers[0].addresses", "must be IP addresses"],

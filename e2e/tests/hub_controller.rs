@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use meridian_api::conditions::{self, condition_status};
 use meridian_api::kuadrant::{DNSHealthCheckProbe, DNSPolicy, DNSRecord, ManagedZone};
@@ -462,6 +462,50 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
         matches!(forged, kube::Error::Api(ref e) if e.code == 403),
         "{forged}"
     );
+    // In its own namespace it has one report and at most 1,024 result shards: the schema
+    // refuses any other name (a compromised agent cannot fill etcd and the hub's cache), and
+    // it may change no report but its own.
+    let own_reports = Api::<ClusterReport>::namespaced(spoke_1_hub.clone(), "spoke-1");
+    let second = own_reports
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "meridian.dev/v1alpha1", "kind": "ClusterReport",
+                "metadata": { "name": "second", "namespace": "spoke-1" },
+                "spec": { "clusterID": "second" },
+            }))
+            .expect("a report"),
+        )
+        .await
+        .expect_err("one report per cluster");
+    assert!(
+        matches!(second, kube::Error::Api(ref e) if e.code == 422 && e.message.contains("named agent")),
+        "{second}"
+    );
+    let own_results =
+        Api::<meridian_api::meridian::ProbeResults>::namespaced(spoke_1_hub.clone(), "spoke-1");
+    for (name, shard) in [
+        ("agent-probes-2000", 7),
+        ("extra", 0),
+        ("agent-probes-1024", 1024),
+    ] {
+        let refused = own_results
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({
+                    "apiVersion": "meridian.dev/v1alpha1", "kind": "ProbeResults",
+                    "metadata": { "name": name, "namespace": "spoke-1" },
+                    "spec": { "shard": shard, "shards": 1024 },
+                }))
+                .expect("a shard"),
+            )
+            .await
+            .expect_err("result shards are named after their index, below 1,024");
+        assert!(
+            matches!(refused, kube::Error::Api(ref e) if e.code == 422),
+            "{name}: {refused}"
+        );
+    }
 
     // spoke-2 leaves the placement: it leaves DNS at once (US clients get the catch-all, IE),
     // its Gateway's ManifestWork stays for the grace period, then goes.

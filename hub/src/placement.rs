@@ -232,7 +232,14 @@ pub fn agent_cluster_roles() -> Vec<Value> {
                 {
                     "apiGroups": ["meridian.dev"],
                     "resources": ["clusterreports"],
-                    "verbs": ["get", "list", "watch", "create", "update", "patch"],
+                    "verbs": ["get", "list", "watch", "create"],
+                },
+                {
+                    // Its one report (the schema refuses any other name).
+                    "apiGroups": ["meridian.dev"],
+                    "resources": ["clusterreports"],
+                    "resourceNames": [meridian_api::names::CLUSTER_REPORT],
+                    "verbs": ["update", "patch"],
                 },
                 {
                     // Its probe results, in shards; a smaller split deletes the shards beyond it.

@@ -38,13 +38,16 @@ pub(crate) const SIGNED_ZONE_TRANSFER: &str =
 /// TTL of the record an ANY query gets (RFC 8482 suggests a day's worth of caching).
 const RFC8482_TTL: u32 = 3600;
 /// The SOA's timers for secondaries: ask for changes hourly, retry every 10 minutes, and keep
-/// serving for two weeks when the primary cannot be reached. Expire is how long a secondary
-/// fails static: RFC 1912 suggests two to four weeks, zonemaster wants at least one, and the
-/// day it was before made a secondary drop the zone after one day of a hub outage.
+/// serving when the primary cannot be reached for the zone's expire (`ZoneConfig::soa_expire`:
+/// two weeks unless the ManagedZone says otherwise, never under one). Expire is how long a
+/// secondary fails static: RFC 1912 suggests two to four weeks, zonemaster wants at least one,
+/// and the day it was before made a secondary drop the zone after one day of a hub outage.
 const SOA_REFRESH: i32 = 3600;
 const SOA_RETRY: i32 = 600;
-const SOA_EXPIRE: i32 = 14 * 86_400;
-const _: () = assert!(SOA_EXPIRE >= 7 * 86_400 && SOA_EXPIRE > SOA_REFRESH + SOA_RETRY);
+const _: () = assert!(
+    crate::zone::MIN_SOA_EXPIRE as i32 > SOA_REFRESH + SOA_RETRY
+        && crate::zone::DEFAULT_SOA_EXPIRE >= crate::zone::MIN_SOA_EXPIRE
+);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
@@ -587,7 +590,7 @@ fn soa_with_serial(zone: &Zone, serial: u32) -> Record {
         serial,
         SOA_REFRESH,
         SOA_RETRY,
-        SOA_EXPIRE,
+        i32::try_from(zone.config.soa_expire).unwrap_or(i32::MAX),
         DEFAULT_TTL,
     );
     Record::from_rdata(fqdn(apex), DEFAULT_TTL, RData::SOA(rdata))

@@ -33,4 +33,7 @@ pub use rate_limit::RateLimit;
 pub use server::{DEFAULT_TCP_CONNECTIONS, NameServer, ServerConfig, next_serial};
 pub use stats::Stats;
 pub use transfer::serial_newer;
-pub use zone::{Catalog, DelegationError, NAME_SERVER_TTL, Zone, ZoneConfig, ZoneNameServer};
+pub use zone::{
+    Catalog, DEFAULT_SOA_EXPIRE, DelegationError, MIN_SOA_EXPIRE, NAME_SERVER_TTL, Zone,
+    ZoneConfig, ZoneNameServer,
+};

@@ -1,5 +1,6 @@
 //! The nameserver on UDP and TCP, answering from a catalog that can be swapped while it runs.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,17 +20,27 @@ use tokio::task::JoinSet;
 use crate::answer::{QueryContext, Transport, respond};
 use crate::geo::GeoDb;
 use crate::rate_limit::{RateLimit, RateLimiter, Verdict};
-use crate::stats::Stats;
+use crate::stats::{Stats, TcpClosed};
 use crate::zone::{Catalog, Zone, ZoneConfig};
 use meridian_dns::model::Endpoint;
 use meridian_dns::wire::TsigKey;
 
-/// How long a TCP connection may sit idle, or take to send one message, before it is closed.
-const TCP_IDLE: Duration = Duration::from_secs(10);
+/// How long a TCP connection may sit idle, take to send one message, or take to accept one
+/// answer, before it is closed: a client that pipelines questions and never reads the answers
+/// holds a connection this long at most.
+pub const DEFAULT_TCP_IDLE: Duration = Duration::from_secs(10);
 
 /// TCP connections open at once by default (BIND's `tcp-clients` default): beyond it a new
 /// connection is closed at once, so slow or idle clients cannot exhaust the server.
 pub const DEFAULT_TCP_CONNECTIONS: usize = 150;
+
+/// TCP connections one client address may hold at once by default: a tenth of the server's,
+/// so no one client (or the few addresses of one attacker) can take them all, while a busy
+/// resolver keeps several.
+pub const DEFAULT_TCP_PER_CLIENT: usize = 15;
+
+/// The longest `accept()` waits after an error (a full file table) before trying again.
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// How the server runs.
 #[derive(Debug)]
@@ -45,6 +56,10 @@ pub struct ServerConfig {
     pub cookies: bool,
     /// TCP connections open at once; more are closed as they arrive.
     pub max_tcp_connections: usize,
+    /// TCP connections open at once from one client address; more are closed as they arrive.
+    pub max_tcp_per_client: usize,
+    /// How long a TCP connection may be idle, or stalled reading or writing one message.
+    pub tcp_idle: Duration,
     /// Response rate limiting over UDP per client prefix; none answers everything.
     pub rate_limit: Option<RateLimit>,
 }
@@ -58,6 +73,8 @@ impl Default for ServerConfig {
             notify: Vec::new(),
             cookies: true,
             max_tcp_connections: DEFAULT_TCP_CONNECTIONS,
+            max_tcp_per_client: DEFAULT_TCP_PER_CLIENT,
+            tcp_idle: DEFAULT_TCP_IDLE,
             rate_limit: None,
         }
     }
@@ -466,31 +483,64 @@ fn truncated(request: &[u8]) -> Option<Vec<u8>> {
 
 async fn serve_tcp(listener: TcpListener, shared: Arc<Shared>) {
     let mut connections = JoinSet::new();
+    // Who holds each connection, to count them per client.
+    let mut holders: HashMap<tokio::task::Id, IpAddr> = HashMap::new();
+    let mut per_client: HashMap<IpAddr, usize> = HashMap::new();
+    let mut backoff = Duration::ZERO;
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                match accepted {
-                    // Full: dropping the stream closes it.
-                    Ok(_) if connections.len() >= shared.config.max_tcp_connections => {}
-                    Ok((stream, source)) => {
-                        connections.spawn(serve_connection(stream, source, shared.clone()));
+                let (stream, source) = match accepted {
+                    Ok(accepted) => {
+                        backoff = Duration::ZERO;
+                        accepted
                     }
-                    Err(_) => {}
+                    // Out of file descriptors, most likely: retrying at once would spin.
+                    Err(_) => {
+                        backoff = (backoff * 2).clamp(Duration::from_millis(10), ACCEPT_BACKOFF_MAX);
+                        tokio::time::sleep(backoff).await;
+                        continue;
+                    }
+                };
+                let held = per_client.get(&source.ip()).copied().unwrap_or(0);
+                // Full, or this client holds its share: dropping the stream closes it.
+                if connections.len() >= shared.config.max_tcp_connections {
+                    shared.stats.tcp_closed(TcpClosed::Full);
+                } else if held >= shared.config.max_tcp_per_client {
+                    shared.stats.tcp_closed(TcpClosed::PerClient);
+                } else {
+                    let task = connections.spawn(serve_connection(stream, source, shared.clone()));
+                    holders.insert(task.id(), source.ip());
+                    per_client.insert(source.ip(), held + 1);
                 }
             }
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            Some(ended) = connections.join_next_with_id(), if !connections.is_empty() => {
+                let id = match ended {
+                    Ok((id, ())) => id,
+                    Err(error) => error.id(),
+                };
+                if let Some(client) = holders.remove(&id)
+                    && let Some(held) = per_client.get_mut(&client)
+                {
+                    *held -= 1;
+                    if *held == 0 {
+                        per_client.remove(&client);
+                    }
+                }
+            }
         }
     }
 }
 
 async fn serve_connection(mut stream: TcpStream, source: SocketAddr, shared: Arc<Shared>) {
     let mut rng = SmallRng::from_rng(&mut rand::rng());
+    let patience = shared.config.tcp_idle;
     loop {
-        let Ok(Ok(length)) = tokio::time::timeout(TCP_IDLE, stream.read_u16()).await else {
+        let Ok(Ok(length)) = tokio::time::timeout(patience, stream.read_u16()).await else {
             return;
         };
         let mut request = vec![0u8; usize::from(length)];
-        let Ok(Ok(_)) = tokio::time::timeout(TCP_IDLE, stream.read_exact(&mut request)).await
+        let Ok(Ok(_)) = tokio::time::timeout(patience, stream.read_exact(&mut request)).await
         else {
             return;
         };
@@ -499,9 +549,19 @@ async fn serve_connection(mut stream: TcpStream, source: SocketAddr, shared: Arc
             let Ok(length) = u16::try_from(response.len()) else {
                 return;
             };
-            if stream.write_u16(length).await.is_err() || stream.write_all(&response).await.is_err()
-            {
-                return;
+            // A client that does not take its answers (its window shut) is let go.
+            let written = tokio::time::timeout(patience, async {
+                stream.write_u16(length).await?;
+                stream.write_all(&response).await
+            })
+            .await;
+            match written {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return,
+                Err(_) => {
+                    shared.stats.tcp_closed(TcpClosed::Stalled);
+                    return;
+                }
             }
         }
     }

@@ -59,6 +59,23 @@ const CHOICES: [(Choice, &str, &str); 5] = [
     (Choice::Weighted, "weighted", "drawn"),
 ];
 
+/// Why the server closed a TCP connection of its own accord.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcpClosed {
+    /// At once: the server held as many connections as it may.
+    Full,
+    /// At once: the client's address held its share.
+    PerClient,
+    /// The client took no answer for the idle time (it pipelines and never reads).
+    Stalled,
+}
+
+const TCP_CLOSED: [(TcpClosed, &str); 3] = [
+    (TcpClosed::Full, "full"),
+    (TcpClosed::PerClient, "per_client"),
+    (TcpClosed::Stalled, "stalled"),
+];
+
 /// The counters of one server.
 #[derive(Debug, Default)]
 pub struct Stats {
@@ -66,6 +83,7 @@ pub struct Stats {
     choices: [AtomicU64; CHOICES.len()],
     /// Responses held back by rate limiting: dropped, and sent truncated (slipped).
     rate_limited: [AtomicU64; 2],
+    tcp_closed: [AtomicU64; TCP_CLOSED.len()],
 }
 
 impl Stats {
@@ -98,6 +116,15 @@ impl Stats {
             Verdict::Slip => 1,
         };
         self.rate_limited[index].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A TCP connection the server closed of its own accord.
+    pub fn tcp_closed(&self, why: TcpClosed) {
+        let index = TCP_CLOSED
+            .iter()
+            .position(|(w, _)| *w == why)
+            .expect("every reason is listed");
+        self.tcp_closed[index].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Responses held back by rate limiting: (dropped, slipped).
@@ -162,6 +189,14 @@ impl Stats {
             out,
             "meridian_dns_rate_limited_total{{action=\"slipped\"}} {slipped}"
         );
+        out.push_str(
+            "# HELP meridian_dns_tcp_closed_total TCP connections the server closed: refused when full or when the client held its share, or stalled answers.\n",
+        );
+        out.push_str("# TYPE meridian_dns_tcp_closed_total counter\n");
+        for (index, (_, why)) in TCP_CLOSED.iter().enumerate() {
+            let n = self.tcp_closed[index].load(Ordering::Relaxed);
+            let _ = writeln!(out, "meridian_dns_tcp_closed_total{{why=\"{why}\"}} {n}");
+        }
         out
     }
 }

@@ -20,7 +20,16 @@ pub struct ZoneConfig {
     pub name_servers: Vec<ZoneNameServer>,
     /// The keys it is signed with; none serves it unsigned.
     pub dnssec: Option<Arc<ZoneKeys>>,
+    /// The SOA's expire, seconds: how long a secondary answers without reaching a primary.
+    pub soa_expire: u32,
 }
+
+/// The SOA expire of a zone that sets none: two weeks, so secondaries keep answering through a
+/// long outage of every primary (zonemaster asks for a week or more; RFC 1912 suggests two to
+/// four).
+pub const DEFAULT_SOA_EXPIRE: u32 = 14 * 86_400;
+/// The least SOA expire served, whatever a zone asks: a week.
+pub const MIN_SOA_EXPIRE: u32 = 7 * 86_400;
 
 /// One name server of a zone: its name, and the addresses a name inside the zone needs
 /// (served in the zone and given to the parent as glue).
@@ -102,7 +111,14 @@ impl ZoneConfig {
             }],
             apex,
             dnssec: None,
+            soa_expire: DEFAULT_SOA_EXPIRE,
         }
+    }
+
+    /// The zone with its SOA's expire `seconds` (at least [`MIN_SOA_EXPIRE`]).
+    pub fn with_soa_expire(mut self, seconds: u32) -> Self {
+        self.soa_expire = seconds.max(MIN_SOA_EXPIRE);
+        self
     }
 
     /// The zone signed with `keys`.

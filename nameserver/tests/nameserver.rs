@@ -860,3 +860,147 @@ async fn batched_udp_answers_every_client_its_own_queries() {
         }
     }
 }
+
+/// A query for the SOA of example.com, framed for TCP.
+fn framed_soa_query(id: u16) -> Vec<u8> {
+    let mut request = Message::new(id, MessageType::Query, OpCode::Query);
+    request.add_query(Query::query(
+        Name::from_ascii("example.com.").unwrap(),
+        WireType::SOA,
+    ));
+    let bytes = request.to_vec().unwrap();
+    let mut framed = (bytes.len() as u16).to_be_bytes().to_vec();
+    framed.extend(bytes);
+    framed
+}
+
+/// Whether the server answers one SOA query on a new TCP connection from `source`.
+async fn answered_over_tcp(server: std::net::SocketAddr, source: std::net::IpAddr) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(std::net::SocketAddr::new(source, 0)).unwrap();
+    let Ok(mut stream) = socket.connect(server).await else {
+        return false;
+    };
+    if stream.write_all(&framed_soa_query(9)).await.is_err() {
+        return false;
+    }
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        let length = stream.read_u16().await?;
+        let mut response = vec![0u8; usize::from(length)];
+        stream.read_exact(&mut response).await?;
+        Ok::<_, std::io::Error>(response)
+    })
+    .await;
+    matches!(answer, Ok(Ok(response)) if Message::from_vec(&response).is_ok_and(|m| m.answers.len() == 1))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_holds_a_few_tcp_connections_and_others_still_get_in() {
+    let config = ServerConfig {
+        max_tcp_per_client: 2,
+        ..ServerConfig::default()
+    };
+    let server = NameServer::start("127.0.0.1:0".parse().unwrap(), config)
+        .await
+        .unwrap();
+    server.publish(ZoneConfig::new("example.com"), example_zone());
+    let address = server.local_addr();
+    let (greedy, other): (std::net::IpAddr, std::net::IpAddr) =
+        ("127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap());
+    // The greedy client's two idle connections are open (the server answers on them)…
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(std::net::SocketAddr::new(greedy, 0)).unwrap();
+        held.push(socket.connect(address).await.unwrap());
+    }
+    assert!(
+        answered_over_tcp(address, other).await,
+        "another client is served"
+    );
+    // …and its third is closed unanswered, while another client's is served.
+    assert!(!answered_over_tcp(address, greedy).await);
+    assert!(answered_over_tcp(address, other).await);
+    assert!(
+        server
+            .stats()
+            .render()
+            .contains("meridian_dns_tcp_closed_total{why=\"per_client\"} 1\n")
+    );
+    drop(held);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_pipelines_and_never_reads_loses_its_connection_and_its_slot() {
+    use tokio::io::AsyncWriteExt;
+    let config = ServerConfig {
+        max_tcp_connections: 1,
+        tcp_idle: std::time::Duration::from_secs(1),
+        ..ServerConfig::default()
+    };
+    let server = NameServer::start("127.0.0.1:0".parse().unwrap(), config)
+        .await
+        .unwrap();
+    server.publish(ZoneConfig::new("example.com"), example_zone());
+    let address = server.local_addr();
+    let client: std::net::IpAddr = "127.0.0.3".parse().unwrap();
+    // Reading nothing, with a small receive buffer, while writing question after question:
+    // the server's answers fill both sides' buffers and its writes stop.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.bind(std::net::SocketAddr::new(client, 0)).unwrap();
+    let stream = socket.connect(address).await.unwrap();
+    let (reader, mut writer) = stream.into_split();
+    // Far more answers than the send buffer the kernel lets a socket grow to (4 MiB).
+    let questions: Vec<u8> = (0..200_000u32)
+        .flat_map(|id| framed_soa_query(id as u16))
+        .collect();
+    let pipelining = tokio::spawn(async move {
+        let _ = writer.write_all(&questions).await;
+        writer
+    });
+    // The one slot is the pipeliner's: nobody else gets in meanwhile.
+    assert!(!answered_over_tcp(address, "127.0.0.4".parse().unwrap()).await);
+    // The stalled write times out, the connection goes, and the slot is free again.
+    let mut freed = false;
+    for _ in 0..100 {
+        if answered_over_tcp(address, "127.0.0.4".parse().unwrap()).await {
+            freed = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert!(
+        freed,
+        "a client that never reads held the server's only TCP slot"
+    );
+    drop((reader, pipelining));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_zone_serves_its_own_soa_expire_and_two_weeks_by_default() {
+    let server = NameServer::start("127.0.0.1:0".parse().unwrap(), ServerConfig::default())
+        .await
+        .unwrap();
+    server.publish(ZoneConfig::new("example.com"), example_zone());
+    server.publish(
+        ZoneConfig::new("example.org").with_soa_expire(30 * 86_400),
+        Vec::new(),
+    );
+    // `ns1.example.com. hostmaster.example.com. serial refresh retry expire minimum`
+    let expire = |answer: String| -> String {
+        answer
+            .split_whitespace()
+            .nth(5)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let default = dig(&server, &["+short", "example.com", "SOA"]).await;
+    assert_eq!(expire(default.clone()), "1209600", "{default}");
+    let own = dig(&server, &["+short", "example.org", "SOA"]).await;
+    assert_eq!(expire(own.clone()), "2592000", "{own}");
+    server.shutdown().await;
+}

@@ -35,6 +35,7 @@ use crate::validation::{DNS_NAME_PATTERN, DURATION_PATTERN};
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new(IN_ZONE_NAME_SERVERS_HAVE_ADDRESSES).message("a name server inside the zone needs addresses (its glue), or no resolver can reach it"))]
+#[x_kube(validation = Rule::new("!has(self.soaExpire) || !has(self.dnsProviderSecretRef)").message("spec.soaExpire sets an embedded zone's SOA: a zone at a provider has the provider's (remove spec.soaExpire or spec.dnsProviderSecretRef)"))]
 #[x_kube(validation = Rule::new("!has(self.dnssec) || !self.dnssec.enabled || !has(self.dnsProviderSecretRef)").message("spec.dnssec signs embedded zones only: a zone at a provider is signed by the provider (remove spec.dnssec or spec.dnsProviderSecretRef)"))]
 pub struct ManagedZoneSpec {
     /// The provider's zone ID; looked up by `domainName` when empty.
@@ -79,6 +80,16 @@ pub struct ManagedZoneSpec {
     #[schemars(regex(pattern = DURATION_PATTERN))]
     #[x_kube(validation = Rule::new("duration(self) >= duration('10s')").message("spec.verificationInterval must be at least 10s"))]
     pub verification_interval: Option<String>,
+
+    /// How long a secondary of an embedded zone keeps answering after it last reached a
+    /// primary (the SOA's expire), as a duration: at least a week (`168h`), at most a year;
+    /// default 14 days. Longer keeps secondaries serving through a longer outage of every
+    /// primary (fail static); shorter drops a zone sooner after it moved away. Ignored (refused
+    /// by CEL) for a zone at a provider, whose SOA is the provider's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
+    #[x_kube(validation = Rule::new("duration(self) >= duration('168h') && duration(self) <= duration('8760h')").message("spec.soaExpire must be between 168h (a week) and 8760h (a year)"))]
+    pub soa_expire: Option<String>,
 
     /// DNSSEC for an embedded zone: the nameservers sign every answer online with keys the
     /// leading hub keeps in a Secret in its own namespace. Turn it on, wait for

@@ -24,6 +24,9 @@ use serde::{Deserialize, Serialize};
         json_path = ".spec.gateways[*].name"
     ),
     printcolumn(name = "Reported", type_ = "date", json_path = ".spec.reportedAt"),
+    // One per cluster namespace: an agent (compromised or not) cannot fill the hub's etcd and
+    // cache with reports.
+    validation = Rule::new("self.metadata.name == 'agent'").message("a cluster's report is named agent: one per cluster namespace"),
     printcolumn(
         name = "Age",
         type_ = "date",

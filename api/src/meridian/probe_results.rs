@@ -18,6 +18,9 @@ use serde::{Deserialize, Serialize};
     shortname = "presults",
     category = "meridian",
     printcolumn(name = "Shard", type_ = "integer", json_path = ".spec.shard"),
+    // Named after its shard (below 1,024): at most 1,024 shards of at most 2,000 results per
+    // cluster namespace, whatever an agent writes.
+    validation = Rule::new("self.metadata.name == 'agent-probes-' + string(self.spec.shard)").message("a shard of probe results is named agent-probes-<spec.shard>"),
     printcolumn(name = "Of", type_ = "integer", json_path = ".spec.shards"),
     printcolumn(
         name = "Age",
