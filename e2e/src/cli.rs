@@ -329,7 +329,7 @@ async fn demo_pods() -> anyhow::Result<()> {
     print_explanation(&hub, UNITED_STATES, &geoip, fleet.hub.kubeconfig_path()).await?;
     if let Some(endpoint) = endpoints.first() {
         println!(
-            "\nThe live view (zones, hosts, trees with health, recent changes), on a hub pod:\n  http://{}:8088/",
+            "\nThe live view (zones, hosts, trees with health, recent changes), on a hub pod, for an identity bound to the ClusterRole meridian-view-reader:\n  curl -H \"Authorization: Bearer $(kubectl create token <account bound to meridian-view-reader>)\" http://{}:8088/",
             endpoint.ip()
         );
     }

@@ -76,22 +76,38 @@ pub fn browse(url: &str, screenshot: &Path) -> Result<String, Error> {
 
 /// `GET /metrics` from a hub's health address.
 pub async fn scrape(health: SocketAddr) -> Result<String, Error> {
+    Ok(get_as(health, "/metrics", None).await?.1)
+}
+
+/// `GET path` from a hub's HTTP address with `token` as the bearer token: the status line and
+/// the body.
+pub async fn get_as(
+    address: SocketAddr,
+    path: &str,
+    token: Option<&str>,
+) -> Result<(String, String), Error> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(health)
+    let mut stream = tokio::net::TcpStream::connect(address)
         .await
-        .map_err(Error::io("connecting to the hub's health port"))?;
+        .map_err(Error::io("connecting to the hub's HTTP port"))?;
+    let authorization = token
+        .map(|token| format!("Authorization: Bearer {token}\r\n"))
+        .unwrap_or_default();
     stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: hub\r\nConnection: close\r\n\r\n")
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: hub\r\n{authorization}Connection: close\r\n\r\n")
+                .as_bytes(),
+        )
         .await
-        .map_err(Error::io("asking for /metrics"))?;
+        .map_err(Error::io("asking the hub"))?;
     let mut response = String::new();
     stream
         .read_to_string(&mut response)
         .await
-        .map_err(Error::io("reading /metrics"))?;
-    Ok(response
-        .split_once("\r\n\r\n")
-        .map_or(String::new(), |(_, body)| body.to_string()))
+        .map_err(Error::io("reading the hub's answer"))?;
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head.lines().next().unwrap_or_default().to_string();
+    Ok((status, body.to_string()))
 }
 
 /// The metric families a scrape declares (its `# TYPE` lines).

@@ -255,6 +255,31 @@ fn the_chart_renders_a_least_privilege_nonroot_hub_and_switchable_crds() {
         "agent-roles.yaml is what the hub binds"
     );
 
+    // /metrics and the view behind TokenReview and SubjectAccessReview; the ports closed to
+    // everything but DNS unless the values name who may come in.
+    assert_eq!(env("MERIDIAN_HTTP_AUTH"), Some("true".into()));
+    assert!(grants("tokenreviews", "create") && grants("subjectaccessreviews", "create"));
+    let readers: Vec<&Value> = of_kind(&documents, "ClusterRole")
+        .into_iter()
+        .filter(|role| role["rules"][0]["nonResourceURLs"].is_sequence())
+        .collect();
+    assert_eq!(
+        readers.len(),
+        2,
+        "a metrics reader and a view reader to bind"
+    );
+    let policy = of_kind(&documents, "NetworkPolicy")[0];
+    let ingress = policy["spec"]["ingress"].as_sequence().unwrap();
+    assert_eq!(ingress.len(), 1, "DNS only: {ingress:?}");
+    assert!(ingress[0]["from"].is_null(), "DNS from anywhere");
+    let opened =
+        render(&["networkPolicy.httpFrom[0].namespaceSelector.matchLabels.name=monitoring"]);
+    let ingress = of_kind(&opened, "NetworkPolicy")[0]["spec"]["ingress"].clone();
+    assert_eq!(
+        ingress[1]["from"][0]["namespaceSelector"]["matchLabels"]["name"],
+        "monitoring"
+    );
+
     let services = of_kind(&documents, "Service");
     let dns = services
         .iter()

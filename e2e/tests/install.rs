@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-use kube::api::{DeleteParams, DynamicObject, ListParams};
+use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::{Api, Client};
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord};
 use meridian_api::upstream::Gateway;
@@ -419,25 +419,104 @@ async fn address_changes_reach_every_server(fleet: &Fleet) -> Result<(), Error> 
         }
     }
     // What each replica says of itself: nothing behind the records' status, and, once the
-    // leader's status write has followed the last change, the leader's content.
+    // leader's status write has followed the last change, the leader's content. Asked as a
+    // scraper the admin allowed (the chart answers /metrics to no one else).
+    let token = scraper_token(&hub, servers[0].1).await?;
     for (name, address) in servers.iter().take(2) {
         let health = SocketAddr::new(address.ip(), 8080);
+        let token = token.clone();
         eventually(
             &format!("{name} says it serves the leader's content"),
             DEFAULT_PATIENCE,
-            || async move {
-                let metrics = meridian_e2e::observe::scrape(health).await?;
-                let says = |line: &str| metrics.lines().any(|l| l == line);
-                Ok((says("meridian_mirror_records_behind 0")
-                    && says(r#"meridian_zone_serves_leader_content{zone="example.com"} 1"#)
-                    && says(r#"meridian_zone_unserved_changes{zone="example.com"} 0"#))
-                .then_some(()))
+            || {
+                let token = token.clone();
+                async move {
+                    let (_, metrics) =
+                        meridian_e2e::observe::get_as(health, "/metrics", Some(&token)).await?;
+                    let says = |line: &str| metrics.lines().any(|l| l == line);
+                    Ok((says("meridian_mirror_records_behind 0")
+                        && says(r#"meridian_zone_serves_leader_content{zone="example.com"} 1"#)
+                        && says(r#"meridian_zone_unserved_changes{zone="example.com"} 0"#))
+                    .then_some(()))
+                }
             },
         )
         .await?;
     }
     heartbeats.abort();
     remove_fleet(&hub, &synthetic).await
+}
+
+/// A token for a ServiceAccount the admin lets scrape `/metrics` (bound to the chart's
+/// `meridian-metrics-reader`), after showing that a hub pod at `address` refuses a client
+/// without a token (401), one whose identity lacks the right (403), and the view to the
+/// scraper (403), while its probes stay open.
+async fn scraper_token(hub: &Client, address: SocketAddr) -> Result<String, Error> {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use meridian_e2e::observe::get_as;
+    let health = SocketAddr::new(address.ip(), 8080);
+    let view = SocketAddr::new(address.ip(), 8088);
+    let accounts: Api<ServiceAccount> = Api::namespaced(hub.clone(), RELEASE_NAMESPACE);
+    meridian_e2e::example::apply(
+        &accounts,
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": { "name": "scraper", "namespace": RELEASE_NAMESPACE },
+        }),
+    )
+    .await?;
+    let token = accounts
+        .create_token_request(
+            "scraper",
+            &PostParams::default(),
+            &TokenRequest {
+                spec: Some(TokenRequestSpec {
+                    expiration_seconds: Some(3600),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        )
+        .await?
+        .status
+        .and_then(|s| s.token)
+        .unwrap_or_default();
+    let (status, _) = get_as(health, "/livez", None).await?;
+    assert!(status.contains(" 200 "), "the kubelet's probe: {status}");
+    let (status, _) = get_as(health, "/metrics", None).await?;
+    assert!(status.contains(" 401 "), "no token: {status}");
+    let (status, _) = get_as(health, "/metrics", Some("made-up")).await?;
+    assert!(status.contains(" 401 "), "a made-up token: {status}");
+    let (status, _) = get_as(health, "/metrics", Some(&token)).await?;
+    assert!(
+        status.contains(" 403 "),
+        "an identity without the right: {status}"
+    );
+    meridian_e2e::example::apply(
+        &Api::<ClusterRoleBinding>::all(hub.clone()),
+        serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": { "name": "scraper-reads-meridian-metrics" },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "meridian-metrics-reader" },
+            "subjects": [{ "kind": "ServiceAccount", "name": "scraper", "namespace": RELEASE_NAMESPACE }],
+        }),
+    )
+    .await?;
+    // The refusal is remembered for 5 s at most.
+    eventually("the scraper may read /metrics", DEFAULT_PATIENCE, || {
+        let token = token.clone();
+        async move {
+            let (status, _) = get_as(health, "/metrics", Some(&token)).await?;
+            Ok(status.contains(" 200 ").then_some(()))
+        }
+    })
+    .await?;
+    let (status, _) = get_as(view, "/", Some(&token)).await?;
+    assert!(
+        status.contains(" 403 "),
+        "the scraper may not read the view: {status}"
+    );
+    Ok(token)
 }
 
 /// Deletes what [`write_fleet`] wrote of `synthetic` but the namespace and zone it shares with

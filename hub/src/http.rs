@@ -69,16 +69,25 @@ const MAX_HEAD: usize = 8192;
 /// Back-off after a failed `accept()`, doubled up to the second value.
 const ACCEPT_BACKOFF: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(1));
 
-/// Answers every connection on `listener` with `respond(path)` until the task is aborted.
-pub async fn serve<F>(listener: TcpListener, respond: F)
+/// Who may read which page: pages `url_for` maps to a non-resource URL are answered only to a
+/// bearer token whose identity may `get` that URL; the others (the kubelet's probes) to anyone.
+#[derive(Clone, Debug)]
+pub struct Guard {
+    pub authorizer: Arc<crate::http_auth::Authorizer>,
+    pub url_for: fn(&str) -> Option<&'static str>,
+}
+
+/// Answers every connection on `listener` with `respond(path)` until the task is aborted,
+/// behind `guard` if there is one.
+pub async fn serve<F>(listener: TcpListener, guard: Option<Guard>, respond: F)
 where
     F: Fn(&str) -> Response + Send + Sync + Clone + 'static,
 {
-    serve_with(listener, Limits::default(), respond).await;
+    serve_with(listener, Limits::default(), guard, respond).await;
 }
 
 /// [`serve`] with `limits`.
-pub async fn serve_with<F>(listener: TcpListener, limits: Limits, respond: F)
+pub async fn serve_with<F>(listener: TcpListener, limits: Limits, guard: Option<Guard>, respond: F)
 where
     F: Fn(&str) -> Response + Send + Sync + Clone + 'static,
 {
@@ -103,16 +112,48 @@ where
                 continue;
             }
         };
-        let respond = respond.clone();
+        let (respond, guard) = (respond.clone(), guard.clone());
         tokio::spawn(async move {
             let _slot = slot;
-            let Ok(Some(path)) =
-                tokio::time::timeout(limits.read_timeout, read_path(&mut stream)).await
+            let Ok(Some(request)) =
+                tokio::time::timeout(limits.read_timeout, read_request(&mut stream)).await
             else {
                 return;
             };
-            let Ok(response) = tokio::task::spawn_blocking(move || respond(&path)).await else {
-                return;
+            let refusal = match guard
+                .as_ref()
+                .and_then(|guard| Some((guard, (guard.url_for)(&request.path)?)))
+            {
+                Some((guard, url)) => {
+                    use crate::http_auth::Decision;
+                    match guard.authorizer.check(request.token.as_deref(), url).await {
+                        Decision::Allowed => None,
+                        Decision::Unauthenticated => Some(Response::text(
+                            "401 Unauthorized",
+                            "a bearer token is needed\n".into(),
+                        )),
+                        Decision::Forbidden => Some(Response::text(
+                            "403 Forbidden",
+                            format!("get on {url} is needed\n"),
+                        )),
+                        Decision::Unavailable => Some(Response::text(
+                            "503 Service Unavailable",
+                            "the API server could not be asked\n".into(),
+                        )),
+                    }
+                }
+                None => None,
+            };
+            let response = match refusal {
+                Some(refusal) => refusal,
+                None => {
+                    let path = request.path;
+                    let Ok(response) = tokio::task::spawn_blocking(move || respond(&path)).await
+                    else {
+                        return;
+                    };
+                    response
+                }
             };
             let head = format!(
                 "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -129,9 +170,16 @@ where
     }
 }
 
-/// Reads a request head (up to [`MAX_HEAD`]) and returns its path; `None` when the client
-/// closed before saying anything.
-async fn read_path(stream: &mut tokio::net::TcpStream) -> Option<String> {
+/// What a request asks for, and with whose token.
+struct Request {
+    path: String,
+    /// The `Authorization: Bearer` token, if any.
+    token: Option<String>,
+}
+
+/// Reads a request head (up to [`MAX_HEAD`]); `None` when the client closed before saying
+/// anything.
+async fn read_request(stream: &mut tokio::net::TcpStream) -> Option<Request> {
     let mut buffer = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     while !buffer.windows(4).any(|w| w == b"\r\n\r\n") && buffer.len() < MAX_HEAD {
@@ -143,8 +191,28 @@ async fn read_path(stream: &mut tokio::net::TcpStream) -> Option<String> {
     if buffer.is_empty() {
         return None;
     }
-    let request = String::from_utf8_lossy(&buffer);
-    Some(request.split_whitespace().nth(1).unwrap_or("/").to_string())
+    Some(parse_request(&String::from_utf8_lossy(&buffer)))
+}
+
+/// The path and bearer token of a request head (pure).
+fn parse_request(head: &str) -> Request {
+    let mut lines = head.split("\r\n");
+    let path = lines
+        .next()
+        .and_then(|line| line.split_whitespace().nth(1))
+        .unwrap_or("/")
+        .to_string();
+    let token = lines
+        .take_while(|line| !line.is_empty())
+        .filter_map(|line| line.split_once(':'))
+        .find(|(name, _)| name.trim().eq_ignore_ascii_case("authorization"))
+        .and_then(|(_, value)| {
+            let (scheme, token) = value.trim().split_once(' ')?;
+            scheme
+                .eq_ignore_ascii_case("bearer")
+                .then(|| token.trim().to_string())
+        });
+    Request { path, token }
 }
 
 #[cfg(test)]
@@ -172,7 +240,7 @@ mod tests {
             read_timeout: Duration::from_millis(300),
             write_timeout: Duration::from_millis(300),
         };
-        let server = tokio::spawn(serve_with(listener, limits, |path| {
+        let server = tokio::spawn(serve_with(listener, limits, None, |path| {
             Response::text("200 OK", format!("you asked for {path}\n"))
         }));
         // Twice the slots, connected and silent: the first four hold every slot.
@@ -207,7 +275,7 @@ mod tests {
             read_timeout: Duration::from_millis(300),
             write_timeout: Duration::from_millis(300),
         };
-        let server = tokio::spawn(serve_with(listener, limits, |_| {
+        let server = tokio::spawn(serve_with(listener, limits, None, |_| {
             Response::text("200 OK", "ok\n".into())
         }));
         // A slow-loris: a head that never ends, a byte at a time.
@@ -219,5 +287,22 @@ mod tests {
         let _ = slow.read_to_end(&mut rest).await;
         assert!(rest.is_empty(), "the slow client got no answer: {rest:?}");
         server.abort();
+    }
+
+    #[test]
+    fn the_path_and_bearer_token_are_read_from_the_head_and_nothing_else() {
+        let request = parse_request(
+            "GET /metrics HTTP/1.1\r\nHost: hub\r\nauthorization:  Bearer abc.def \r\n\r\n",
+        );
+        assert_eq!(request.path, "/metrics");
+        assert_eq!(request.token.as_deref(), Some("abc.def"));
+        for head in [
+            "GET /metrics HTTP/1.1\r\nAuthorization: Basic dXNlcg==\r\n\r\n",
+            "GET /metrics HTTP/1.1\r\n\r\nAuthorization: Bearer in-the-body",
+            "GET /metrics HTTP/1.1\r\nX-Authorization: Bearer nope\r\n\r\n",
+        ] {
+            assert_eq!(parse_request(head).token, None, "{head:?}");
+        }
+        assert_eq!(parse_request("garbage").path, "/");
     }
 }

@@ -8,6 +8,7 @@ pub mod check_manifests_command;
 pub mod controller;
 pub mod explain_command;
 pub mod http;
+pub mod http_auth;
 pub mod leader;
 pub mod nameserver_command;
 pub mod placement;

@@ -45,6 +45,12 @@ pub struct RunArgs {
     #[arg(long, env = "MERIDIAN_VIEW_ADDR", default_value = "127.0.0.1:8088")]
     pub view_addr: SocketAddr,
 
+    /// Answer `/metrics` and the view only to a bearer token whose identity may `get` the
+    /// non-resource URL `/metrics` (the view: `/meridian/view`), asked of the API server
+    /// (TokenReview and SubjectAccessReview); the probes stay open. The chart turns it on.
+    #[arg(long, env = "MERIDIAN_HTTP_AUTH", default_value_t = false)]
+    pub http_auth: bool,
+
     /// UDP and TCP address of the embedded nameserver (zones without a provider secret).
     #[arg(long, env = "MERIDIAN_DNS_ADDR", default_value = "127.0.0.1:5353")]
     pub dns_addr: SocketAddr,
@@ -205,6 +211,7 @@ impl RunArgs {
             kubeconfig: Some(kubeconfig.to_path_buf()),
             health_addr: "127.0.0.1:0".parse().expect("valid address"),
             view_addr: "127.0.0.1:0".parse().expect("valid address"),
+            http_auth: false,
             dns_addr: "127.0.0.1:0".parse().expect("valid address"),
             geoip: None,
             name_servers: Vec::new(),
@@ -413,8 +420,21 @@ impl RunningHub {
         let health_listener = TcpListener::bind(args.health_addr).await?;
         let health = health_listener.local_addr()?;
         let leading = Arc::new(AtomicBool::new(false));
+        let authorizer = args
+            .http_auth
+            .then(|| Arc::new(crate::http_auth::Authorizer::new(ctx.client.clone())));
+        let guard = |url_for: fn(&str) -> Option<&'static str>| {
+            authorizer.clone().map(|authorizer| crate::http::Guard {
+                authorizer,
+                url_for,
+            })
+        };
         let health_server = tokio::spawn(serve_health(
             health_listener,
+            guard(|path| {
+                (path.split('?').next() == Some("/metrics"))
+                    .then_some(crate::http_auth::METRICS_URL)
+            }),
             ctx.clone(),
             ready.clone(),
             leading.clone(),
@@ -422,7 +442,11 @@ impl RunningHub {
 
         let view_listener = TcpListener::bind(args.view_addr).await?;
         let view = view_listener.local_addr()?;
-        let view_server = tokio::spawn(crate::view::serve(view_listener, ctx.clone()));
+        let view_server = tokio::spawn(crate::view::serve(
+            view_listener,
+            guard(|_| Some(crate::http_auth::VIEW_URL)),
+            ctx.clone(),
+        ));
 
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let election = Election {
@@ -647,14 +671,15 @@ async fn lead(
 }
 
 /// `/livez`, `/readyz` (answering DNS from current zones), `/leaderz` (holding the Lease) and
-/// `/metrics` over plain HTTP/1.1.
+/// `/metrics` (behind `guard`) over plain HTTP/1.1.
 async fn serve_health(
     listener: TcpListener,
+    guard: Option<crate::http::Guard>,
     ctx: Arc<Context>,
     ready: Arc<AtomicBool>,
     leading: Arc<AtomicBool>,
 ) {
-    crate::http::serve(listener, move |path| {
+    crate::http::serve(listener, guard, move |path| {
         let (status, body) = match path {
             "/livez" => ("200 OK", "ok\n".to_string()),
             "/readyz" if ready.load(Ordering::SeqCst) => ("200 OK", "ok\n".to_string()),

@@ -16,9 +16,9 @@ use tokio::net::TcpListener;
 
 use crate::http;
 
-/// Serves the view on `listener` until the task is aborted.
-pub async fn serve(listener: TcpListener, ctx: Arc<Context>) {
-    http::serve(listener, move |path| page(&ctx, path)).await;
+/// Serves the view on `listener`, behind `guard`, until the task is aborted.
+pub async fn serve(listener: TcpListener, guard: Option<http::Guard>, ctx: Arc<Context>) {
+    http::serve(listener, guard, move |path| page(&ctx, path)).await;
 }
 
 fn page(ctx: &Context, path: &str) -> http::Response {
