@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Shard", type_ = "integer", json_path = ".spec.shard"),
     // Named after its shard (below 1,024): at most 1,024 shards of at most 2,000 results per
     // cluster namespace, whatever an agent writes.
-    validation = Rule::new("self.metadata.name == 'agent-probes-' + string(self.spec.shard)").message("a shard of probe results is named agent-probes-<spec.shard>"),
+    validation = Rule::new("self.metadata.name.size() <= 17 && self.metadata.name.startsWith('agent-probes-') && int(self.metadata.name.substring(13)) == self.spec.shard").message("a shard of probe results is named agent-probes-<spec.shard>"),
     printcolumn(name = "Of", type_ = "integer", json_path = ".spec.shards"),
     printcolumn(
         name = "Age",
