@@ -431,13 +431,22 @@ async fn address_changes_reach_every_server(fleet: &Fleet) -> Result<(), Error> 
             || {
                 let token = token.clone();
                 async move {
-                    let (_, metrics) =
+                    let (status, metrics) =
                         meridian_e2e::observe::get_as(health, "/metrics", Some(&token)).await?;
                     let says = |line: &str| metrics.lines().any(|l| l == line);
-                    Ok((says("meridian_mirror_records_behind 0")
+                    let serves = says("meridian_mirror_records_behind 0")
                         && says(r#"meridian_zone_serves_leader_content{zone="example.com"} 1"#)
-                        && says(r#"meridian_zone_unserved_changes{zone="example.com"} 0"#))
-                    .then_some(()))
+                        && says(r#"meridian_zone_unserved_changes{zone="example.com"} 0"#);
+                    if !serves {
+                        let said: Vec<&str> = metrics
+                            .lines()
+                            .filter(|l| {
+                                l.starts_with("meridian_zone_") || l.starts_with("meridian_mirror_")
+                            })
+                            .collect();
+                        eprintln!("{health}: {status}: {said:?}");
+                    }
+                    Ok(serves.then_some(()))
                 }
             },
         )

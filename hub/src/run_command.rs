@@ -420,9 +420,11 @@ impl RunningHub {
         let health_listener = TcpListener::bind(args.health_addr).await?;
         let health = health_listener.local_addr()?;
         let leading = Arc::new(AtomicBool::new(false));
+        // Asking who is asking is no write of the leader's: unfenced, so a standby answers
+        // /metrics too (the fence refused its reviews, and a standby answered 503).
         let authorizer = args
             .http_auth
-            .then(|| Arc::new(crate::http_auth::Authorizer::new(ctx.client.clone())));
+            .then(|| Arc::new(crate::http_auth::Authorizer::new(client.clone())));
         let guard = |url_for: fn(&str) -> Option<&'static str>| {
             authorizer.clone().map(|authorizer| crate::http::Guard {
                 authorizer,
