@@ -39,10 +39,7 @@ async fn start(transfer_allowed: &[&str]) -> NameServer {
             .collect(),
         ..ServerConfig::default()
     };
-    let server = NameServer::start("127.0.0.1:0".parse().unwrap(), config)
-        .await
-        .unwrap();
-    server.publish(ZoneConfig::new("example.com"), example_zone());
+    let server = serving_example(config).await;
     server
 }
 
@@ -380,10 +377,7 @@ async fn start_rate_limited(per_second: u32) -> NameServer {
         }),
         ..ServerConfig::default()
     };
-    let server = NameServer::start("127.0.0.1:0".parse().unwrap(), config)
-        .await
-        .unwrap();
-    server.publish(ZoneConfig::new("example.com"), example_zone());
+    let server = serving_example(config).await;
     server
 }
 
@@ -553,10 +547,7 @@ async fn tcp_connections_beyond_the_limit_are_closed_and_the_rest_are_served() {
         max_tcp_connections: 2,
         ..ServerConfig::default()
     };
-    let server = NameServer::start("127.0.0.1:0".parse().unwrap(), config)
-        .await
-        .unwrap();
-    server.publish(ZoneConfig::new("example.com"), example_zone());
+    let server = serving_example(config).await;
     let address = server.local_addr();
     let mut held = Vec::new();
     for _ in 0..2 {
@@ -570,15 +561,8 @@ async fn tcp_connections_beyond_the_limit_are_closed_and_the_rest_are_served() {
         .expect("closed, not left hanging");
     assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
     // A held connection is served.
-    let mut request = Message::new(7, MessageType::Query, OpCode::Query);
-    request.add_query(Query::query(
-        Name::from_ascii("example.com.").unwrap(),
-        WireType::SOA,
-    ));
-    let bytes = request.to_vec().unwrap();
     let stream = &mut held[0];
-    stream.write_u16(bytes.len() as u16).await.unwrap();
-    stream.write_all(&bytes).await.unwrap();
+    stream.write_all(&framed_soa_query(7)).await.unwrap();
     let length = stream.read_u16().await.unwrap();
     let mut response = vec![0u8; usize::from(length)];
     stream.read_exact(&mut response).await.unwrap();
@@ -901,10 +885,7 @@ async fn one_client_holds_a_few_tcp_connections_and_others_still_get_in() {
         max_tcp_per_client: 2,
         ..ServerConfig::default()
     };
-    let server = NameServer::start("127.0.0.1:0".parse().unwrap(), config)
-        .await
-        .unwrap();
-    server.publish(ZoneConfig::new("example.com"), example_zone());
+    let server = serving_example(config).await;
     let address = server.local_addr();
     let (greedy, other): (std::net::IpAddr, std::net::IpAddr) =
         ("127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap());
@@ -940,10 +921,7 @@ async fn a_client_that_pipelines_and_never_reads_loses_its_connection_and_its_sl
         tcp_idle: std::time::Duration::from_secs(1),
         ..ServerConfig::default()
     };
-    let server = NameServer::start("127.0.0.1:0".parse().unwrap(), config)
-        .await
-        .unwrap();
-    server.publish(ZoneConfig::new("example.com"), example_zone());
+    let server = serving_example(config).await;
     let address = server.local_addr();
     let client: std::net::IpAddr = "127.0.0.3".parse().unwrap();
     // Reading nothing, with a small receive buffer, while writing question after question:
@@ -1003,4 +981,13 @@ async fn each_zone_serves_its_own_soa_expire_and_two_weeks_by_default() {
     let own = dig(&server, &["+short", "example.org", "SOA"]).await;
     assert_eq!(expire(own.clone()), "2592000", "{own}");
     server.shutdown().await;
+}
+
+/// A server with `config` on a free loopback port, serving the example zone.
+async fn serving_example(config: ServerConfig) -> NameServer {
+    let server = NameServer::start("127.0.0.1:0".parse().unwrap(), config)
+        .await
+        .unwrap();
+    server.publish(ZoneConfig::new("example.com"), example_zone());
+    server
 }
