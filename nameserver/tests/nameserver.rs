@@ -39,8 +39,7 @@ async fn start(transfer_allowed: &[&str]) -> NameServer {
             .collect(),
         ..ServerConfig::default()
     };
-    let server = serving_example(config).await;
-    server
+    serving_example(config).await
 }
 
 /// `dig +short api.example.com A` over IPv6 loopback, with `args`.
@@ -377,8 +376,7 @@ async fn start_rate_limited(per_second: u32) -> NameServer {
         }),
         ..ServerConfig::default()
     };
-    let server = serving_example(config).await;
-    server
+    serving_example(config).await
 }
 
 /// Sends `count` A queries from `socket` at once and reads the replies until none come for
