@@ -339,6 +339,40 @@ pub fn heartbeat_revives(
     }
 }
 
+/// The health-checked DNSRecords whose tenants' downstream Gateways changed addresses between
+/// two versions of a cluster's report: only a reported Gateway address of the record's own
+/// namespace (`kuadrant-<namespace>`) gets a probe, so a new one must reach the record at once,
+/// not at the next resync.
+pub fn records_behind_changed_gateways(
+    records: &[Arc<DNSRecord>],
+    old: Option<&ClusterReport>,
+    new: Option<&ClusterReport>,
+) -> Vec<ObjectRef<DNSRecord>> {
+    let addresses = |report: Option<&ClusterReport>| -> BTreeMap<String, BTreeSet<String>> {
+        let mut by_namespace: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for gateway in report.iter().flat_map(|r| &r.spec.gateways) {
+            by_namespace
+                .entry(gateway.namespace.clone())
+                .or_default()
+                .extend(gateway.addresses.iter().map(|a| a.value.clone()));
+        }
+        by_namespace
+    };
+    let (before, after) = (addresses(old), addresses(new));
+    let changed: BTreeSet<String> = before
+        .keys()
+        .chain(after.keys())
+        .filter(|namespace| before.get(*namespace) != after.get(*namespace))
+        .filter_map(|namespace| namespace.strip_prefix("kuadrant-").map(String::from))
+        .collect();
+    records
+        .iter()
+        .filter(|record| record.spec.health_check.is_some())
+        .filter(|record| changed.contains(&record.namespace().unwrap_or_default()))
+        .map(|record| ObjectRef::from_obj(&**record))
+        .collect()
+}
+
 /// The DNSRecords whose probes' verdicts differ between two versions of a shard of probe
 /// results (probe name → the record it belongs to, from the probe cache).
 pub fn records_with_changed_verdicts(
@@ -439,6 +473,73 @@ pub fn probes_send_headers_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reported_gateway_address_wakes_its_tenants_health_checked_records_only() {
+        let record = |namespace: &str, name: &str, checked: bool| -> Arc<DNSRecord> {
+            let mut spec = serde_json::json!({
+                "rootHost": "api.example.com", "managedZone": { "name": "zone" }, "endpoints": [],
+            });
+            if checked {
+                spec["healthCheck"] = serde_json::json!({ "port": 443, "protocol": "HTTPS" });
+            }
+            Arc::new(
+                serde_json::from_value(serde_json::json!({
+                    "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
+                    "metadata": { "name": name, "namespace": namespace }, "spec": spec,
+                }))
+                .unwrap(),
+            )
+        };
+        let report = |addresses: &[(&str, &str)]| -> ClusterReport {
+            let gateways: Vec<serde_json::Value> = addresses
+                .iter()
+                .map(|(namespace, address)| {
+                    serde_json::json!({
+                        "name": "web", "namespace": namespace,
+                        "addresses": [{ "type": "IPAddress", "value": address }],
+                    })
+                })
+                .collect();
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "meridian.dev/v1alpha1", "kind": "ClusterReport",
+                "metadata": { "name": "agent", "namespace": "spoke-1" },
+                "spec": { "clusterID": "c", "gateways": gateways },
+            }))
+            .unwrap()
+        };
+        let records = [
+            record("shop", "checked", true),
+            record("shop", "unchecked", false),
+            record("other", "checked", true),
+        ];
+        let woken = |old: Option<&ClusterReport>, new: Option<&ClusterReport>| -> Vec<String> {
+            records_behind_changed_gateways(&records, old, new)
+                .into_iter()
+                .map(|r| format!("{}/{}", r.namespace.unwrap_or_default(), r.name))
+                .collect()
+        };
+        let before = report(&[
+            ("kuadrant-shop", "192.0.2.10"),
+            ("kuadrant-other", "192.0.2.20"),
+        ]);
+        let moved = report(&[
+            ("kuadrant-shop", "192.0.2.11"),
+            ("kuadrant-other", "192.0.2.20"),
+        ]);
+        assert_eq!(
+            woken(None, Some(&before)),
+            ["shop/checked", "other/checked"]
+        );
+        assert_eq!(woken(Some(&before), Some(&moved)), ["shop/checked"]);
+        assert!(
+            woken(Some(&moved), Some(&moved)).is_empty(),
+            "a heartbeat wakes nothing"
+        );
+        assert_eq!(woken(Some(&moved), None), ["shop/checked", "other/checked"]);
+        // A Gateway outside the downstream namespaces names no tenant.
+        assert!(woken(None, Some(&report(&[("shop", "192.0.2.30")]))).is_empty());
+    }
     use meridian_api::kuadrant::DNSPolicySpec;
     use meridian_api::meridian::{ClusterReportSpec, GatewayReport, ProbeReport, ProbeResultsSpec};
     use meridian_api::upstream::{ClusterDecision, GatewaySpec, PlacementDecisionStatus};

@@ -8,15 +8,16 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
-use meridian_api::meridian::ProbeResults;
+use meridian_api::meridian::{ClusterReport, ProbeResults};
 
 use crate::caches::{Change, everything_once, own_changes, triggers};
 use crate::health::PROBE_RECORD_LABEL;
 use crate::{Context, indexes};
 
 /// What wakes a record: besides its own records it follows, from the shared caches, the
-/// deletion of its DNSPolicy, the ManagedZones they publish into and, on the hub, the reports
-/// whose probe verdicts changed ([`crate::indexes::records_with_changed_verdicts`]). In
+/// deletion of its DNSPolicy, the ManagedZones they publish into and, on the hub, the probe
+/// results whose verdicts changed ([`crate::indexes::records_with_changed_verdicts`]) and the
+/// reports whose Gateway addresses changed ([`crate::indexes::records_behind_changed_gateways`]). In
 /// distributed mode the caches hold only the records this cluster's agent wrote.
 pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSRecord>>> {
     let caches = ctx.caches.clone();
@@ -95,6 +96,19 @@ pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSRecor
             all.clone(),
             by_results,
         ));
+        let records = all.clone();
+        let by_report = move |change: &Change<ClusterReport>| match change {
+            Change::Applied { old, new } => indexes::records_behind_changed_gateways(
+                &records.state(),
+                old.as_deref(),
+                Some(new),
+            ),
+            Change::Deleted(old) => {
+                indexes::records_behind_changed_gateways(&records.state(), Some(old), None)
+            }
+            Change::Relisted => Vec::new(),
+        };
+        requests.push(triggers(caches.reports.subscribe(), all.clone(), by_report));
     }
     requests
 }
