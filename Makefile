@@ -29,7 +29,7 @@ export MERIDIAN_MOTO_SERVER := $(shell bash scripts/moto-venv.sh --print-path)
 # the test build's binaries for the images the tests run.
 TEST_PACKAGES := binutils dnsutils bind9 knot containerd runc containernetworking-plugins iproute2 unbound chromium-headless-shell
 
-.PHONY: help toolchain packages testbed test lint fmt crds demo demo-in-process images bench-testbed bench-engine bench-dns bench-dns-flood bench-providers bench-convergence bench-failover bench-probes bench-hub-scale bench-distributed fuzz clean-testbed fresh-check fresh-check-full
+.PHONY: help toolchain packages testbed test deps lint fmt crds demo demo-in-process images bench-testbed bench-engine bench-dns bench-dns-flood bench-providers bench-convergence bench-failover bench-probes bench-hub-scale bench-distributed fuzz clean-testbed fresh-check fresh-check-full
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
@@ -37,10 +37,11 @@ help: ## List the targets
 toolchain: ## Check the toolchains the build needs (Go, Rust with rustfmt and clippy, setpriv)
 	@bash scripts/check-toolchain.sh
 
-packages: ## Install the Debian packages, the moto venv and promtool the tests use (once; a warm run asks no mirror)
+packages: ## Install the Debian packages, the moto venv, promtool and cargo-deny the tests use (once; a warm run asks no mirror)
 	@$(TIMED) "Debian packages" bash scripts/debian-packages.sh $(TEST_PACKAGES)
 	@$(TIMED) "moto venv (PyPI)" bash scripts/moto-venv.sh >/dev/null
 	@$(TIMED) "promtool (Debian's prometheus, unpacked)" bash scripts/promtool.sh >/dev/null
+	@$(TIMED) "cargo-deny (built from crates.io)" bash scripts/cargo-deny.sh >/dev/null
 
 testbed: toolchain ## Build kube-apiserver, etcd, kubectl, OCM agents, node binaries, Helm, external-dns, Traefik; gather upstream CRDs (cached)
 	@$(TIMED) "Go test bed (kube, etcd, OCM, CRDs)" bash e2e/testbed/build.sh >/dev/null
@@ -48,6 +49,9 @@ testbed: toolchain ## Build kube-apiserver, etcd, kubectl, OCM agents, node bina
 	@$(TIMED) "Helm" bash e2e/testbed/helm.sh >/dev/null
 	@$(TIMED) "external-dns" bash e2e/testbed/external-dns.sh >/dev/null
 	@$(TIMED) "Traefik" bash e2e/testbed/traefik.sh >/dev/null
+
+deps: ## The dependency check alone: licenses, duplicate majors, banned crates and sources (deny.toml), offline
+	@bash scripts/check-dependencies.sh
 
 lint: toolchain ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
@@ -84,6 +88,7 @@ FIRST_TESTS := outages,partition,distributed,real_traffic,hub_controller,install
 test: packages testbed toolchain ## Install what is missing, then lint, build and run every test
 	$(CARGO) fmt --all -- --check
 	$(TIMED) "cargo build (tests), linted by clippy" env $(CLIPPY_BUILD) $(CARGO) build $(BUILD_ARGS)
+	@$(TIMED) "dependency check (cargo-deny, offline)" bash scripts/check-dependencies.sh
 	@$(CLIPPY_BUILD) CARGO="$(CARGO)" bash scripts/test.sh "$(NODE_TESTS)" "$(ALONE_TESTS)" "$(FIRST_TESTS)" $(TEST_ARGS)
 
 fmt: ## Format the Rust code

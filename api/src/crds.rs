@@ -32,10 +32,10 @@ pub fn file_name(crd: &CustomResourceDefinition) -> String {
 }
 
 /// A CRD as YAML, with a header saying where it comes from.
-pub fn render(crd: &CustomResourceDefinition) -> Result<String, serde_yaml::Error> {
+pub fn render(crd: &CustomResourceDefinition) -> Result<String, yaml_serde::Error> {
     Ok(format!(
         "# Generated from the meridian-api crate by `{REGENERATE_COMMAND}`; do not edit.\n{}",
-        serde_yaml::to_string(crd)?
+        yaml_serde::to_string(crd)?
     ))
 }
 

@@ -23,9 +23,9 @@ pub fn load_crds(dir: &Path) -> Result<Vec<CustomResourceDefinition>, Error> {
     for path in files {
         let text = std::fs::read_to_string(&path)
             .map_err(Error::io(format!("reading {}", path.display())))?;
-        for document in serde_yaml::Deserializer::from_str(&text) {
+        for document in yaml_serde::Deserializer::from_str(&text) {
             let value =
-                serde_yaml::Value::deserialize(document).map_err(|source| Error::InvalidCrd {
+                yaml_serde::Value::deserialize(document).map_err(|source| Error::InvalidCrd {
                     path: path.clone(),
                     source,
                 })?;
@@ -33,7 +33,7 @@ pub fn load_crds(dir: &Path) -> Result<Vec<CustomResourceDefinition>, Error> {
             {
                 continue;
             }
-            let crd = serde_yaml::from_value(value).map_err(|source| Error::InvalidCrd {
+            let crd = yaml_serde::from_value(value).map_err(|source| Error::InvalidCrd {
                 path: path.clone(),
                 source,
             })?;

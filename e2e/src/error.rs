@@ -34,7 +34,7 @@ pub enum Error {
     InvalidCrd {
         path: PathBuf,
         #[source]
-        source: serde_yaml::Error,
+        source: yaml_serde::Error,
     },
 
     #[error("kubeconfig: {0}")]

@@ -30,7 +30,7 @@ fn kubectl(fleet: &Fleet, args: &[&str]) -> std::process::Output {
 }
 
 fn object(yaml: &str) -> DynamicObject {
-    serde_yaml::from_str(yaml)
+    yaml_serde::from_str(yaml)
         .unwrap_or_else(|error| panic!("test manifest is YAML: {error}\n{yaml}"))
 }
 
@@ -575,9 +575,9 @@ fn every_example_parses_into_meridian_types() {
         let text = std::fs::read_to_string(&path).unwrap();
         let kind = object(&text).types.unwrap().kind;
         let parsed = match kind.as_str() {
-            "DNSPolicy" => serde_yaml::from_str::<DNSPolicy>(&text).map(drop),
-            "ManagedZone" => serde_yaml::from_str::<ManagedZone>(&text).map(drop),
-            "Router" => serde_yaml::from_str::<Router>(&text).map(drop),
+            "DNSPolicy" => yaml_serde::from_str::<DNSPolicy>(&text).map(drop),
+            "ManagedZone" => yaml_serde::from_str::<ManagedZone>(&text).map(drop),
+            "Router" => yaml_serde::from_str::<Router>(&text).map(drop),
             other => panic!("{}: no Meridian type for {other}", path_name(&path)),
         };
         parsed.unwrap_or_else(|error| panic!("{}: {error}", path_name(&path)));
@@ -608,7 +608,7 @@ async fn mgc_manifests_apply_unchanged_or_are_refused_as_check_manifests_says() 
         files.sort();
         for file in files {
             let text = std::fs::read_to_string(&file).unwrap();
-            for document in serde_yaml::Deserializer::from_str(&text) {
+            for document in yaml_serde::Deserializer::from_str(&text) {
                 let value =
                     <serde_json::Value as serde::Deserialize>::deserialize(document).unwrap();
                 let name = format!("{}: {}", file.display(), value["metadata"]["name"]);

@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 
 use meridian_e2e::{ControlPlane, Error, TestBedAssets, repository_root};
 use serde::Deserialize;
-use serde_yaml::Value;
+use yaml_serde::Value;
 
 const RELEASE: &str = "meridian";
 const NAMESPACE: &str = "meridian-system";
@@ -57,7 +57,7 @@ fn render(sets: &[&str]) -> Vec<Value> {
 }
 
 fn documents(yaml: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(yaml)
+    yaml_serde::Deserializer::from_str(yaml)
         .map(|document| Value::deserialize(document).expect("helm renders YAML"))
         .filter(|document| !document.is_null())
         .collect()
@@ -168,7 +168,7 @@ fn the_chart_renders_a_least_privilege_nonroot_hub_and_switchable_crds() {
     for rule in secret_deletes {
         assert_eq!(
             rule["resourceNames"],
-            serde_yaml::from_str::<Value>(
+            yaml_serde::from_str::<Value>(
                 "[meridian-probe-headers, meridian-probe-seal, meridian-dnssec-keys]"
             )
             .unwrap(),
@@ -189,7 +189,7 @@ fn the_chart_renders_a_least_privilege_nonroot_hub_and_switchable_crds() {
             })
             .collect()
     };
-    let names = |text: &str| serde_yaml::from_str::<Value>(text).unwrap();
+    let names = |text: &str| yaml_serde::from_str::<Value>(text).unwrap();
     for rule in rules_for("serviceaccounts/token") {
         assert_eq!(rule["resourceNames"], names("[meridian-agent]"), "{rule:?}");
     }
@@ -399,7 +399,7 @@ fn the_view_has_its_own_port_and_the_dashboard_and_alerts_ship_with_the_chart() 
     assert!(of_kind(&documents, "PrometheusRule").is_empty());
     let with_rules = render(&["monitoring.prometheusRule.enabled=true"]);
     let rule = of_kind(&with_rules, "PrometheusRule")[0];
-    let file: Value = serde_yaml::from_str(
+    let file: Value = yaml_serde::from_str(
         &std::fs::read_to_string(chart().join("files/monitoring/alerts.yaml")).unwrap(),
     )
     .unwrap();
@@ -445,7 +445,7 @@ fn the_alerts_pass_promtool_and_their_unit_tests() {
     );
     assert!(tested.contains("SUCCESS"), "{tested}");
     // Every alert links its runbook section, and docs/monitoring.md has each one.
-    let rules: Value = serde_yaml::from_str(
+    let rules: Value = yaml_serde::from_str(
         &std::fs::read_to_string(chart().join("files/monitoring/alerts.yaml")).unwrap(),
     )
     .unwrap();

@@ -57,7 +57,7 @@ pub fn run(args: &CheckManifestsArgs) -> anyhow::Result<()> {
     let mut checked = 0;
     for file in yaml_files(&args.path)? {
         let text = std::fs::read_to_string(&file)?;
-        for document in serde_yaml::Deserializer::from_str(&text) {
+        for document in yaml_serde::Deserializer::from_str(&text) {
             let object = Value::deserialize(document)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
             let Some(findings) = check_object(&object, &crds) else {

@@ -177,7 +177,7 @@ pub fn work_fate(
 pub fn agent_kubeconfig(server: &str, ca_pem: &str, token: &str, cluster: &str) -> String {
     use base64::Engine;
     let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
-    serde_yaml::to_string(&json!({
+    yaml_serde::to_string(&json!({
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{ "name": "hub", "cluster": { "server": server, "certificate-authority-data": ca } }],
@@ -597,7 +597,7 @@ mod tests {
             "tok",
             "spoke-1",
         );
-        let config: Value = serde_yaml::from_str(&text).unwrap();
+        let config: Value = yaml_serde::from_str(&text).unwrap();
         assert_eq!(
             config["clusters"][0]["cluster"]["server"],
             "https://hub:6443"

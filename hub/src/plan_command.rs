@@ -118,7 +118,7 @@ pub fn read_scenario(path: &Path) -> anyhow::Result<Scenario> {
 /// silently become the default).
 pub fn parse_scenario(text: &str) -> anyhow::Result<Scenario> {
     let mut unknown = Vec::new();
-    let scenario = serde_ignored::deserialize(serde_yaml::Deserializer::from_str(text), |path| {
+    let scenario = serde_ignored::deserialize(yaml_serde::Deserializer::from_str(text), |path| {
         unknown.push(path.to_string())
     })?;
     if !unknown.is_empty() {
@@ -189,7 +189,7 @@ fn cluster_target(cluster: &ScenarioCluster, listener: &str) -> anyhow::Result<C
 pub fn render(output: &PlanOutput, format: OutputFormat) -> anyhow::Result<String> {
     Ok(match format {
         OutputFormat::Json => serde_json::to_string_pretty(output)? + "\n",
-        OutputFormat::Yaml => serde_yaml::to_string(output)?,
+        OutputFormat::Yaml => yaml_serde::to_string(output)?,
         OutputFormat::Tree => output
             .records
             .iter()

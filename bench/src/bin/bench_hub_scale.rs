@@ -682,16 +682,16 @@ async fn hub_kubeconfig(client: &Client, plane: &ControlPlane) -> anyhow::Result
         .status
         .context("the token request has no status")?
         .token;
-    let mut kubeconfig: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(plane.kubeconfig_path())?)?;
+    let mut kubeconfig: yaml_serde::Value =
+        yaml_serde::from_str(&std::fs::read_to_string(plane.kubeconfig_path())?)?;
     for user in kubeconfig["users"]
         .as_sequence_mut()
         .context("a kubeconfig has users")?
     {
-        user["user"] = serde_yaml::to_value(json!({ "token": token }))?;
+        user["user"] = yaml_serde::to_value(json!({ "token": token }))?;
     }
     let path = plane.dir().join("hub.kubeconfig");
-    std::fs::write(&path, serde_yaml::to_string(&kubeconfig)?)?;
+    std::fs::write(&path, yaml_serde::to_string(&kubeconfig)?)?;
     Ok(path)
 }
 
