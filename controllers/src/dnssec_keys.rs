@@ -12,6 +12,10 @@
 //!
 //! The Secret has no owner: deleting the ManagedZone keeps its keys, so a zone made again under
 //! the same name keeps the DS its parent has.
+//!
+//! Agents that serve DNS get a copy without the KSK ([`CopiedKeys`]): the ZSKs and the hub's
+//! signature over the DNSKEY set, made again before it is half its validity old. A stolen
+//! agent's keys sign answers until the next ZSK rollover, and cannot sign another DNSKEY set.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,7 +24,9 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use meridian_api::kuadrant::{DnssecAlgorithm, ManagedZone};
-use meridian_nameserver::dnssec::{DEFAULT_DNSKEY_TTL, KeyAlgorithm, KeyError, ZoneKeys};
+use meridian_nameserver::dnssec::{
+    DEFAULT_DNSKEY_TTL, KeyAlgorithm, KeyError, SIGNATURE_REFRESH, ZoneKeys,
+};
 
 /// The type of key Secrets.
 pub const KEYS_SECRET_TYPE: &str = "meridian.io/dnssec-keys";
@@ -293,7 +299,7 @@ pub enum KeySource {
     /// Each zone's key Secret, in the hub's namespace (a hub replica).
     HubSecrets { namespace: String },
     /// The copy the hub keeps in its own namespace for the agents serving DNS, which may read
-    /// that Secret only (see [`copy_data`]).
+    /// that Secret only (see [`copy_data`]): no KSK, a signature made with it instead.
     HubCopy { namespace: String },
 }
 
@@ -308,21 +314,27 @@ pub fn signing_from_cache(
         return ZoneSigning::Unsigned;
     }
     let name = keys_secret_name(&zone.namespace().unwrap_or_default(), &zone.name_any());
-    let secret = match source {
-        KeySource::HubSecrets { namespace } => secrets
-            .get(Some(namespace), &name)
-            .map(|secret| Secret::clone(&secret)),
-        KeySource::HubCopy { namespace } => secrets
-            .get(Some(namespace), meridian_api::names::DNSSEC_KEYS_SECRET)
-            .and_then(|copy| copied_keys(&copy, zone)),
-    };
-    let Some(secret) = secret else {
-        return ZoneSigning::Unavailable(format!("its keys (Secret {name}) are not here"));
-    };
     let ttl = dnskey_ttl(zone);
-    match KeySet::from_secret(&secret)
-        .and_then(|keys| keys.zone_keys(&zone.spec.domain_name, &name, ttl))
-    {
+    let keys = match source {
+        KeySource::HubSecrets { namespace } => {
+            let Some(secret) = secrets.get(Some(namespace), &name) else {
+                return ZoneSigning::Unavailable(format!("its keys (Secret {name}) are not here"));
+            };
+            KeySet::from_secret(&secret)
+                .and_then(|keys| keys.zone_keys(&zone.spec.domain_name, &name, ttl))
+        }
+        KeySource::HubCopy { namespace } => {
+            let copy = secrets.get(Some(namespace), meridian_api::names::DNSSEC_KEYS_SECRET);
+            let Some(copied) = copy.as_deref().and_then(|copy| copied_keys(copy, zone)) else {
+                return ZoneSigning::Unavailable(format!(
+                    "its keys are not in the copy {}",
+                    meridian_api::names::DNSSEC_KEYS_SECRET
+                ));
+            };
+            copied.zone_keys(&zone.spec.domain_name, ttl)
+        }
+    };
+    match keys {
         Ok(keys) => ZoneSigning::Signed(keys),
         Err(error) => ZoneSigning::Unavailable(error.to_string()),
     }
@@ -334,39 +346,162 @@ pub fn copy_key(namespace: &str, zone_name: &str) -> String {
     format!("{namespace}.{zone_name}")
 }
 
-/// The data of the key copy for the agents (pure): for each signed zone's key
-/// Secret (its namespace, its ManagedZone's name, the Secret), the Secret's data as JSON
-/// (field → base64) under [`copy_key`].
+/// A zone's keys as the agents' copy holds them: everything a server needs but the KSK.
+/// The hub signs the DNSKEY set with the KSK for them and signs it again before the signature
+/// is [`SIGNATURE_REFRESH`] old, so the KSK never leaves the hub's namespace.
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CopiedKeys {
+    pub algorithm: String,
+    /// The KSK's public key (its DNSKEY's public key field).
+    pub ksk_public: ByteString,
+    /// The ZSK that signs, PKCS#8.
+    pub zsk: ByteString,
+    /// The ZSKs published beside it during a rollover, PKCS#8.
+    #[serde(default)]
+    pub standby: Vec<ByteString>,
+    /// The RRSIG record over the DNSKEY set these keys publish, wire form.
+    pub dnskey_signature: ByteString,
+    /// When the hub made the signature (Unix time) and for which DNSKEY TTL: the hub's note of
+    /// when to make it again; a server checks the signature itself.
+    pub signed_at: u64,
+    pub dnskey_ttl: u32,
+}
+
+/// Tags and times only: the ZSK stays out of logs.
+impl std::fmt::Debug for CopiedKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CopiedKeys")
+            .field("algorithm", &self.algorithm)
+            .field("signed_at", &self.signed_at)
+            .field("dnskey_ttl", &self.dnskey_ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CopiedKeys {
+    /// What the copy holds of `keys` (a zone's key set, KSK included) for the zone at `apex`
+    /// served with `dnskey_ttl`, at Unix time `now`: `previous`'s signature when it was made
+    /// over the same keys for the same TTL less than [`SIGNATURE_REFRESH`] ago (so the copy
+    /// does not change at every look), else a new one.
+    pub fn of(
+        keys: &KeySet,
+        apex: &str,
+        secret: &str,
+        dnskey_ttl: u32,
+        previous: Option<&CopiedKeys>,
+        now: u64,
+    ) -> Result<Self, KeySetError> {
+        let zone_keys = keys.zone_keys(apex, secret, dnskey_ttl)?;
+        let standby = match &keys.rollover {
+            Rollover::Stable { .. } => Vec::new(),
+            Rollover::Prepublished { next: standby, .. }
+            | Rollover::Switched {
+                previous: standby, ..
+            } => vec![ByteString(standby.clone())],
+        };
+        let mut copied = CopiedKeys {
+            algorithm: keys.algorithm.name().to_string(),
+            ksk_public: ByteString(zone_keys.ksk_public()),
+            zsk: ByteString(keys.zsk.clone()),
+            standby,
+            dnskey_signature: ByteString(Vec::new()),
+            signed_at: now,
+            dnskey_ttl,
+        };
+        if let Some(previous) = previous.filter(|previous| {
+            previous.signed_at <= now
+                && now - previous.signed_at < u64::from(SIGNATURE_REFRESH)
+                && CopiedKeys {
+                    dnskey_signature: ByteString(Vec::new()),
+                    signed_at: now,
+                    ..(*previous).clone()
+                } == copied
+        }) {
+            return Ok(previous.clone());
+        }
+        copied.dnskey_signature =
+            ByteString(
+                zone_keys
+                    .dnskey_signature(now)
+                    .ok_or_else(|| KeySetError::Field {
+                        secret: secret.to_string(),
+                        field: "ksk",
+                    })?,
+            );
+        Ok(copied)
+    }
+
+    /// The keys a server of the zone at `apex` signs with: the ZSK, and the hub's signature
+    /// over the DNSKEY set, checked against the KSK's public key.
+    pub fn zone_keys(&self, apex: &str, dnskey_ttl: u32) -> Result<Arc<ZoneKeys>, KeySetError> {
+        let copy = meridian_api::names::DNSSEC_KEYS_SECRET.to_string();
+        let algorithm = KeyAlgorithm::parse(&self.algorithm).ok_or(KeySetError::Field {
+            secret: copy.clone(),
+            field: "algorithm",
+        })?;
+        let standby: Vec<&[u8]> = self.standby.iter().map(|key| key.0.as_slice()).collect();
+        ZoneKeys::presigned(
+            apex,
+            algorithm,
+            &self.ksk_public.0,
+            &self.zsk.0,
+            &standby,
+            dnskey_ttl,
+            &self.dnskey_signature.0,
+        )
+        .map(Arc::new)
+        .map_err(|source| KeySetError::Key {
+            secret: copy,
+            source,
+        })
+    }
+}
+
+/// The data of the key copy for the agents (pure): for each signed zone (its ManagedZone and
+/// its key Secret), [`CopiedKeys`] as JSON under [`copy_key`], at Unix time `now`. `previous`
+/// is the copy as it is, whose signatures are kept while fresh. A zone whose keys cannot be
+/// read is left out (its servers keep signing with what they had).
 pub fn copy_data<'a>(
-    keys: impl IntoIterator<Item = (&'a str, &'a str, &'a Secret)>,
+    keys: impl IntoIterator<Item = (&'a ManagedZone, &'a Secret)>,
+    previous: Option<&Secret>,
+    now: u64,
 ) -> BTreeMap<String, ByteString> {
     keys.into_iter()
-        .map(|(namespace, zone_name, secret)| {
-            let data = secret.data.clone().unwrap_or_default();
-            let json = serde_json::to_vec(&data).expect("Secret data serializes");
-            (copy_key(namespace, zone_name), ByteString(json))
+        .filter_map(|(zone, secret)| {
+            let key = copy_key(&zone.namespace().unwrap_or_default(), &zone.name_any());
+            let before = previous.and_then(|copy| copied_entry(copy, &key));
+            let copied = KeySet::from_secret(secret)
+                .and_then(|keys| {
+                    CopiedKeys::of(
+                        &keys,
+                        &zone.spec.domain_name,
+                        &secret.name_any(),
+                        dnskey_ttl(zone),
+                        before.as_ref(),
+                        now,
+                    )
+                })
+                .inspect_err(|error| {
+                    tracing::warn!(zone = %key, %error, "not copying keys that cannot be read");
+                })
+                .ok()?;
+            let json = serde_json::to_vec(&copied).expect("copied keys serialize");
+            Some((key, ByteString(json)))
         })
         .collect()
 }
 
-/// The zone's key Secret as the copy holds it, if it does.
-fn copied_keys(copy: &Secret, zone: &ManagedZone) -> Option<Secret> {
-    let key = copy_key(&zone.namespace().unwrap_or_default(), &zone.name_any());
-    let json = copy.data.as_ref()?.get(&key)?;
-    let data: BTreeMap<String, ByteString> = serde_json::from_slice(&json.0).ok()?;
-    Some(Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some(keys_secret_name(
-                &zone.namespace().unwrap_or_default(),
-                &zone.name_any(),
-            )),
-            namespace: zone.namespace(),
-            ..Default::default()
-        },
-        type_: Some(KEYS_SECRET_TYPE.to_string()),
-        data: Some(data),
-        ..Default::default()
-    })
+/// The zone's keys as the copy holds them, if it does.
+fn copied_keys(copy: &Secret, zone: &ManagedZone) -> Option<CopiedKeys> {
+    copied_entry(
+        copy,
+        &copy_key(&zone.namespace().unwrap_or_default(), &zone.name_any()),
+    )
+}
+
+fn copied_entry(copy: &Secret, key: &str) -> Option<CopiedKeys> {
+    serde_json::from_slice(&copy.data.as_ref()?.get(key)?.0).ok()
 }
 
 /// The zone's key set, leader only: made on first use (the Secret created in the hub's
@@ -654,38 +789,149 @@ mod tests {
         assert!(!error.contains("not a key"), "{error}");
     }
 
-    #[test]
-    fn the_copy_for_agents_holds_each_signed_zones_keys_under_its_namespace_and_name() {
-        let algorithm = KeyAlgorithm::EcdsaP256Sha256;
-        let keys = KeySet::generate(algorithm, meridian_nameserver::dnssec::generate_key).unwrap();
-        let secret = Secret {
+    fn signed_zone(namespace: &str, name: &str, rollover_step: &str) -> ManagedZone {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
+            "metadata": { "name": name, "namespace": namespace },
+            "spec": {
+                "domainName": "shop.example.com",
+                "dnssec": { "enabled": true, "rolloverStep": rollover_step },
+            },
+        }))
+        .unwrap()
+    }
+
+    fn key_secret(keys: &KeySet) -> Secret {
+        Secret {
             metadata: kube::api::ObjectMeta {
-                name: Some("shop.example-dnssec".into()),
-                namespace: Some("team".into()),
+                name: Some(keys_secret_name("team", "shop.example")),
+                namespace: Some("meridian-system".into()),
                 ..Default::default()
             },
             type_: Some(KEYS_SECRET_TYPE.into()),
             data: Some(keys.to_data()),
             ..Default::default()
-        };
-        let data = copy_data([("team", "shop.example", &secret)]);
+        }
+    }
+
+    #[test]
+    fn the_copy_for_agents_holds_each_signed_zones_keys_but_never_the_ksk() {
+        let algorithm = KeyAlgorithm::EcdsaP256Sha256;
+        let keys = KeySet::generate(algorithm, meridian_nameserver::dnssec::generate_key).unwrap();
+        let secret = key_secret(&keys);
+        let zone = signed_zone("team", "shop.example", "2h");
+        let now = 1_800_000_000;
+        let data = copy_data([(&zone, &secret)], None, now);
         assert_eq!(data.keys().collect::<Vec<_>>(), ["team.shop.example"]);
+        // Not the KSK in any form a field could hold it.
+        let text = String::from_utf8(data["team.shop.example"].0.clone()).unwrap();
+        let fields: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&text).unwrap();
+        assert!(!fields.contains_key("ksk"), "{:?}", fields.keys());
+        let ksk_b64 = serde_json::to_string(&ByteString(keys.ksk.clone())).unwrap();
+        assert!(
+            !text.contains(ksk_b64.trim_matches('"')),
+            "the KSK is in the copy"
+        );
         let copy = Secret {
             data: Some(data),
             ..Default::default()
         };
-        let zone = |namespace: &str, name: &str| -> ManagedZone {
-            serde_json::from_value(serde_json::json!({
-                "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
-                "metadata": { "name": name, "namespace": namespace },
-                "spec": { "domainName": "shop.example.com", "dnssec": { "enabled": true } },
-            }))
-            .unwrap()
+        let copied = copied_keys(&copy, &zone).expect("copied");
+        assert!(copied_keys(&copy, &signed_zone("other", "shop.example", "2h")).is_none());
+        assert!(copied_keys(&copy, &signed_zone("team", "shop", "2h")).is_none());
+
+        // What the agent serves: the same DNSKEY set as the hub, the hub's signature over it,
+        // and its own ZSK signatures.
+        let ttl = dnskey_ttl(&zone);
+        let at_hub = keys
+            .zone_keys("shop.example.com", "keys", ttl)
+            .expect("the hub's keys");
+        let at_agent = copied
+            .zone_keys("shop.example.com", ttl)
+            .expect("the agent's keys");
+        assert!(at_hub.holds_ksk() && !at_agent.holds_ksk());
+        assert!(at_agent.publishes_same(&at_hub));
+        assert_eq!(at_agent.ds(), at_hub.ds());
+        assert_eq!(at_agent.dnskey_signed_at(), Some(now));
+        // Another TTL than the one signed for, or another zone: refused, not served.
+        for (apex, ttl) in [("shop.example.com", ttl + 1), ("other.example.com", ttl)] {
+            let error = copied.zone_keys(apex, ttl).unwrap_err().to_string();
+            assert!(error.contains("signature"), "{apex} {ttl}: {error}");
+        }
+    }
+
+    #[test]
+    fn the_copys_signature_is_kept_while_fresh_and_made_again_for_new_keys_or_when_due() {
+        let algorithm = KeyAlgorithm::EcdsaP256Sha256;
+        let keys = KeySet::generate(algorithm, meridian_nameserver::dnssec::generate_key).unwrap();
+        let zone = signed_zone("team", "shop.example", "2h");
+        let ttl = dnskey_ttl(&zone);
+        let now = 1_800_000_000;
+        let first = CopiedKeys::of(&keys, "shop.example.com", "keys", ttl, None, now).unwrap();
+        let at = |keys: &KeySet, ttl: u32, when: u64| {
+            CopiedKeys::of(keys, "shop.example.com", "keys", ttl, Some(&first), when).unwrap()
         };
-        let copied = copied_keys(&copy, &zone("team", "shop.example")).expect("copied");
-        assert_eq!(KeySet::from_secret(&copied), Ok(keys));
-        assert!(copied_keys(&copy, &zone("other", "shop.example")).is_none());
-        assert!(copied_keys(&copy, &zone("team", "shop")).is_none());
+        let refresh = u64::from(SIGNATURE_REFRESH);
+        assert_eq!(at(&keys, ttl, now + refresh - 1), first, "fresh: kept");
+        let due = at(&keys, ttl, now + refresh);
+        assert_ne!(
+            due.dnskey_signature, first.dnskey_signature,
+            "due: made again"
+        );
+        assert_eq!(due.signed_at, now + refresh);
+        let other_ttl = at(&keys, ttl / 2, now + 1);
+        assert_ne!(other_ttl.dnskey_signature, first.dnskey_signature);
+        other_ttl
+            .zone_keys("shop.example.com", ttl / 2)
+            .expect("signed for the new TTL");
+        // A rollover step publishes another key: the DNSKEY set changed, so did its signature.
+        let mut rolling = keys.clone();
+        rolling.rollover = Rollover::Prepublished {
+            next: meridian_nameserver::dnssec::generate_key(algorithm).unwrap(),
+            since: now,
+            handled: "1".into(),
+        };
+        let prepublished = at(&rolling, ttl, now + 1);
+        assert_eq!(prepublished.standby.len(), 1);
+        prepublished
+            .zone_keys("shop.example.com", ttl)
+            .expect("signed over the three keys");
+        // A signature kept from before the rollover would not verify over the new set.
+        let stale = CopiedKeys {
+            standby: prepublished.standby.clone(),
+            ..first.clone()
+        };
+        assert!(stale.zone_keys("shop.example.com", ttl).is_err());
+        // A clock that went back does not keep a signature from the future.
+        assert_ne!(at(&keys, ttl, now - 1).signed_at, first.signed_at);
+    }
+
+    #[test]
+    fn a_copy_whose_signature_was_made_with_another_key_is_refused() {
+        // An agent fed a DNSKEY set signed with a key the DS does not name (what forging the
+        // copy, or mixing two zones' copies, would produce) serves nothing signed with it.
+        let algorithm = KeyAlgorithm::EcdsaP256Sha256;
+        let generate = meridian_nameserver::dnssec::generate_key;
+        let keys = KeySet::generate(algorithm, generate).unwrap();
+        let other = KeySet::generate(algorithm, generate).unwrap();
+        let now = 1_800_000_000;
+        let honest = CopiedKeys::of(&keys, "shop.example.com", "keys", 3600, None, now).unwrap();
+        let foreign = CopiedKeys::of(&other, "shop.example.com", "keys", 3600, None, now).unwrap();
+        let forged = CopiedKeys {
+            dnskey_signature: foreign.dnskey_signature.clone(),
+            ..honest.clone()
+        };
+        let error = forged
+            .zone_keys("shop.example.com", 3600)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("DNSKEY set's signature"), "{error}");
+        let garbage = CopiedKeys {
+            dnskey_signature: ByteString(vec![0; 40]),
+            ..honest
+        };
+        assert!(garbage.zone_keys("shop.example.com", 3600).is_err());
     }
 
     #[test]

@@ -227,6 +227,45 @@ pub fn policies_of_placements(
     policies_targeting(policies, &targets)
 }
 
+/// The ManagedClusters whose agents vote on a record's health: those its policy's Gateway is
+/// placed on (`policy`, the one the record's label names in its namespace; `None` when that
+/// policy is gone, and then nobody votes). A record written by hand answers for its
+/// namespace's Gateways, so the clusters any of them is placed on vote. An agent of any other
+/// cluster probes the record's leaves too, but its verdict withdraws nothing: a cluster the
+/// tenant's placement never chose is not the tenant's witness.
+pub fn record_voters(
+    record: &DNSRecord,
+    policy: Option<&DNSPolicy>,
+    gateways: &[Arc<Gateway>],
+    decisions: &[Arc<PlacementDecision>],
+) -> BTreeSet<String> {
+    let namespace = record.metadata.namespace.as_deref().unwrap_or_default();
+    let placements: BTreeSet<(&str, &str)> = if record.labels().contains_key(crate::POLICY_LABEL) {
+        let Some(policy) = policy else {
+            return BTreeSet::new();
+        };
+        let target = policy_target(policy);
+        gateways
+            .iter()
+            .filter(|g| {
+                (g.metadata.namespace.as_deref(), g.metadata.name.as_deref())
+                    == (Some(target.0), Some(target.1))
+            })
+            .filter_map(|g| gateway_placement(g))
+            .collect()
+    } else {
+        gateways
+            .iter()
+            .filter(|g| g.metadata.namespace.as_deref() == Some(namespace))
+            .filter_map(|g| gateway_placement(g))
+            .collect()
+    };
+    placements
+        .into_iter()
+        .flat_map(|(namespace, placement)| decided_clusters(decisions, namespace, placement))
+        .collect()
+}
+
 /// The policies in `namespace` (a ManagedZone there may hold any of their hostnames).
 pub fn policies_in_namespace(
     policies: &[Arc<DNSPolicy>],
@@ -852,6 +891,62 @@ mod tests {
         let mut policy = (*policy).clone();
         policy.metadata.uid = Some(uid.into());
         Arc::new(policy)
+    }
+
+    #[test]
+    fn only_the_clusters_a_record_is_placed_on_vote_on_its_health() {
+        let decisions = [
+            decision("team", "web", &["c1", "c2"]),
+            decision("team", "api", &["c3"]),
+            decision("other", "web", &["c9"]),
+        ];
+        let gateways = [
+            gateway("team", "web-gw", Some("web")),
+            gateway("team", "api-gw", Some("api")),
+            gateway("team", "unplaced", None),
+            gateway("other", "web-gw", Some("web")),
+        ];
+        let web = policy("team", "web-dns", "web-gw");
+        let unplaced = policy("team", "unplaced-dns", "unplaced");
+        let labelled = |policy: &str| {
+            let mut record = bare_record("team", "r");
+            record.metadata.labels =
+                Some([(crate::POLICY_LABEL.to_string(), policy.to_string())].into());
+            record
+        };
+        let cases: [(&str, DNSRecord, Option<&DNSPolicy>, Vec<&str>); 5] = [
+            (
+                "the policy's Gateway",
+                labelled("web-dns"),
+                Some(&web),
+                vec!["c1", "c2"],
+            ),
+            (
+                "an unplaced Gateway",
+                labelled("unplaced-dns"),
+                Some(&unplaced),
+                vec![],
+            ),
+            ("a policy gone", labelled("web-dns"), None, vec![]),
+            (
+                "by hand: every placed Gateway of its namespace, no other namespace's",
+                bare_record("team", "r"),
+                None,
+                vec!["c1", "c2", "c3"],
+            ),
+            (
+                "by hand, in a namespace with no Gateway",
+                bare_record("empty", "r"),
+                None,
+                vec![],
+            ),
+        ];
+        for (what, record, policy, expected) in cases {
+            let voters: Vec<String> = record_voters(&record, policy, &gateways, &decisions)
+                .into_iter()
+                .collect();
+            assert_eq!(voters, expected, "{what}");
+        }
     }
 
     #[test]

@@ -750,25 +750,42 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
     let serial = one_serial_everywhere(&zones, "example", servers).await?;
     eprintln!("the leader, the standby and the agent serve serial {serial}");
 
-    // Signed: the agent signs with the zone's own keys, which the hub copies into its own
-    // namespace, the one Secret there the agent may watch.
+    // Signed: the agent signs with the zone's own ZSK, which the hub copies into its own
+    // namespace, the one Secret there the agent may watch, with the hub's signature over the
+    // DNSKEY set in place of the KSK: what the agent's credentials read holds no KSK.
     let ds = meridian_e2e::example::sign_zone(&hub, NAMESPACE, "example", None).await?;
     let own_copy = Api::<Secret>::namespaced(spoke_1_hub.clone(), HUB_NAMESPACE);
-    eventually(
+    let copied = eventually(
         "spoke-1's agent reads its copy of the keys",
         DEFAULT_PATIENCE,
         || {
             let own_copy = own_copy.clone();
             async move {
                 let copy = own_copy.get_opt(DNSSEC_KEYS_SECRET).await?;
-                let holds_zone = copy
+                Ok(copy
                     .and_then(|copy| copy.data)
-                    .is_some_and(|data| data.contains_key(&format!("{NAMESPACE}.example")));
-                Ok(holds_zone.then_some(()))
+                    .and_then(|mut data| data.remove(&format!("{NAMESPACE}.example"))))
             }
         },
     )
     .await?;
+    let copied: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&copied.0).expect("the copy's entries are JSON");
+    assert!(
+        !copied.contains_key("ksk") && copied.contains_key("dnskeySignature"),
+        "{:?}",
+        copied.keys()
+    );
+    let keys = Api::<Secret>::namespaced(hub.clone(), HUB_NAMESPACE)
+        .get(&meridian_controllers::dnssec_keys::keys_secret_name(
+            NAMESPACE, "example",
+        ))
+        .await?;
+    let ksk = serde_json::to_value(&keys.data.unwrap()["ksk"]).expect("bytes serialize");
+    assert!(
+        !copied.values().any(|value| value == &ksk),
+        "the KSK is in the agents' copy"
+    );
     // Nor the zone's key Secret itself, nor anything the hub left in a cluster namespace.
     for (namespace, name) in [
         (
@@ -1425,28 +1442,33 @@ async fn health_checks_from_every_cluster_decide_which_gateways_stay_in_dns() ->
         );
     }
 
-    // An impostor: a namespace that is no ManagedCluster, holding a fresh report and results
-    // that call every leaf unhealthy (what anyone who may write there, or a compromised agent
-    // writing elsewhere, could do). It never votes: every probe below stays judged by exactly
-    // the three clusters, through the changes that follow.
-    let impostor = "impostor";
-    meridian_e2e::ensure_namespace(&hub, impostor).await?;
-    let impostor_reports = Api::<ClusterReport>::namespaced(hub.clone(), impostor);
-    let report_now = move || {
+    // Two impostors, holding a fresh report and results that call every leaf unhealthy: a
+    // namespace that is no ManagedCluster (what anyone who may write there could do), and a
+    // ManagedCluster the policy's placement did not choose (a compromised agent of another
+    // team's cluster). Neither votes: every probe below stays judged by exactly the three
+    // placed clusters, through the changes that follow.
+    let impostors = ["impostor", "unplaced"];
+    Api::<meridian_api::upstream::ManagedCluster>::all(hub.clone())
+        .patch(
+            "unplaced",
+            &PatchParams::apply("example-admin").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+                "metadata": { "name": "unplaced" },
+                "spec": { "hubAcceptsClient": true },
+            })),
+        )
+        .await?;
+    for impostor in impostors {
+        meridian_e2e::ensure_namespace(&hub, impostor).await?;
+    }
+    let report_now = |impostor: &str| {
         json!({
             "apiVersion": "meridian.dev/v1alpha1", "kind": "ClusterReport",
             "metadata": { "name": "agent", "namespace": impostor },
-            "spec": { "clusterID": "impostor", "reportedAt": k8s_openapi::jiff::Timestamp::now().to_string() },
+            "spec": { "clusterID": impostor, "reportedAt": k8s_openapi::jiff::Timestamp::now().to_string() },
         })
     };
-    meridian_e2e::example::apply(&impostor_reports, report_now()).await?;
-    // Heard all along, as a live agent is.
-    let heartbeat = tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-            let _ = meridian_e2e::example::apply(&impostor_reports, report_now()).await;
-        }
-    });
     let lies: Vec<serde_json::Value> = probes
         .values()
         .map(|p| {
@@ -1456,15 +1478,32 @@ async fn health_checks_from_every_cluster_decide_which_gateways_stay_in_dns() ->
             })
         })
         .collect();
-    meridian_e2e::example::apply(
-        &Api::<meridian_api::meridian::ProbeResults>::namespaced(hub.clone(), impostor),
-        json!({
-            "apiVersion": "meridian.dev/v1alpha1", "kind": "ProbeResults",
-            "metadata": { "name": "agent-probes-0", "namespace": impostor },
-            "spec": { "shard": 0, "shards": 1, "probes": lies },
-        }),
-    )
-    .await?;
+    for impostor in impostors {
+        let reports = Api::<ClusterReport>::namespaced(hub.clone(), impostor);
+        meridian_e2e::example::apply(&reports, report_now(impostor)).await?;
+        meridian_e2e::example::apply(
+            &Api::<meridian_api::meridian::ProbeResults>::namespaced(hub.clone(), impostor),
+            json!({
+                "apiVersion": "meridian.dev/v1alpha1", "kind": "ProbeResults",
+                "metadata": { "name": "agent-probes-0", "namespace": impostor },
+                "spec": { "shard": 0, "shards": 1, "probes": lies },
+            }),
+        )
+        .await?;
+    }
+    // Heard all along, as a live agent is.
+    let heartbeat = tokio::spawn({
+        let hub = hub.clone();
+        async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                for impostor in impostors {
+                    let reports = Api::<ClusterReport>::namespaced(hub.clone(), impostor);
+                    let _ = meridian_e2e::example::apply(&reports, report_now(impostor)).await;
+                }
+            }
+        }
+    });
 
     // One vantage point of three sees 127.0.1.2 failing: its view shows in the probe's
     // status, and DNS does not move.
@@ -1495,7 +1534,13 @@ async fn health_checks_from_every_cluster_decide_which_gateways_stay_in_dns() ->
             status.healthy,
             Some(true),
             "1 of 3 is below 66 %: {status:?}"
-        )
+        );
+        let voters: Vec<&str> = status.clusters.iter().map(|c| c.cluster.as_str()).collect();
+        assert_eq!(
+            voters,
+            ["spoke-1", "spoke-2", "spoke-3"],
+            "no impostor votes"
+        );
     })?;
     for _ in 0..6 {
         assert_eq!(
@@ -1559,6 +1604,25 @@ async fn health_checks_from_every_cluster_decide_which_gateways_stay_in_dns() ->
     // not the gateway. With a healthCheck, 127.0.1.3 stays well past the 8 s heartbeat timeout
     // while the other clusters' probes find it healthy, and their verdict alone withdraws it.
     drop(agents.remove(2));
+    // Its credentials, stolen, claim a heartbeat in the year 2100 on both channels (its report
+    // and its Lease): the hub believes no time later than the API server stamped on the
+    // write, so the cluster still falls silent a heartbeat timeout after it.
+    let stolen = client_from_file(&dir.path().join("spoke-3-hub.kubeconfig")).await?;
+    let forever = "2100-01-01T00:00:00Z";
+    Api::<ClusterReport>::namespaced(stolen.clone(), "spoke-3")
+        .patch(
+            "agent",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "reportedAt": forever } })),
+        )
+        .await?;
+    Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(stolen, "spoke-3")
+        .patch(
+            meridian_api::names::HEARTBEAT_LEASE,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "renewTime": "2100-01-01T00:00:00.000000Z" } })),
+        )
+        .await?;
     let kept = condition_becomes(
         &policies,
         "prod-web",

@@ -11,14 +11,23 @@
 //! and ANY are signed per query. Denials are compact (RFC 9824): one NSEC at the query name
 //! whose next name is its immediate successor, so nothing can be walked.
 //!
+//! The KSK signs nothing but the DNSKEY set, so a server may be given that one signature
+//! instead of the key ([`ZoneKeys::presigned`]): the hub keeps the KSK, signs the DNSKEY set
+//! for the agents that serve DNS, and signs it again before the signature is half its
+//! validity old. A stolen agent can then forge answers only until the ZSK rolls, and never
+//! the DNSKEY set a validator trusts the zone's keys through.
+//!
 //! The crypto is ring's, through hickory-proto; nothing here signs or hashes by itself.
 
 use std::fmt;
 
 use hickory_proto::dnssec::crypto::{EcdsaSigningKey, Ed25519SigningKey};
 use hickory_proto::dnssec::rdata::{CDNSKEY, CDS, DNSKEY, DNSSECRData, DS, NSEC, RRSIG, SigInput};
-use hickory_proto::dnssec::{Algorithm, DigestType, PublicKey, SigningKey, TBS};
+use hickory_proto::dnssec::{
+    Algorithm, DigestType, PublicKey, PublicKeyBuf, SigningKey, TBS, Verifier,
+};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType, SerialNumber};
+use hickory_proto::serialize::binary::{BinDecodable, BinEncodable};
 use rustls_pki_types::PrivatePkcs8KeyDer;
 
 /// How long a signature is valid: long enough that a zone published once and left alone
@@ -91,6 +100,10 @@ pub enum KeyError {
     BadApex(String),
     #[error("generating a {0} key failed")]
     Generate(KeyAlgorithm),
+    /// A DNSKEY signature handed to a server without the KSK does not sign this zone's DNSKEY
+    /// set with its KSK (made for other keys, another TTL, another zone, or not at all).
+    #[error("the DNSKEY set's signature does not verify: {0}")]
+    DnskeySignature(String),
 }
 
 /// A new private key of `algorithm`, PKCS#8 DER (what key Secrets hold).
@@ -143,12 +156,21 @@ impl PublishedKey {
 const ZSK_FLAGS: u16 = 256;
 const KSK_FLAGS: u16 = 257;
 
+/// What signs a zone's DNSKEY set.
+enum DnskeySigner {
+    /// The KSK itself (the hub).
+    Key(Box<dyn SigningKey>),
+    /// A signature the KSK's holder made over exactly this DNSKEY set (an agent), verified
+    /// when the keys were loaded.
+    Presigned(Box<Record>),
+}
+
 /// The keys a signed zone is served with. Equal when they publish and sign the same.
 pub struct ZoneKeys {
     /// The zone's apex: the signer of every signature.
     apex: Name,
     algorithm: KeyAlgorithm,
-    ksk: Box<dyn SigningKey>,
+    ksk: DnskeySigner,
     ksk_published: PublishedKey,
     zsk: Box<dyn SigningKey>,
     zsk_published: PublishedKey,
@@ -172,6 +194,78 @@ impl ZoneKeys {
         let ksk = signing_key(algorithm, ksk, "key-signing key")?;
         let ksk_published =
             PublishedKey::new(ksk.as_ref(), KSK_FLAGS, "key-signing key", algorithm)?;
+        Self::with_dnskey_signer(
+            apex,
+            algorithm,
+            (DnskeySigner::Key(ksk), ksk_published),
+            zsk,
+            standby,
+            dnskey_ttl,
+        )
+    }
+
+    /// The keys of a zone served without its KSK: the KSK's public key (a DNSKEY's public key
+    /// field), the ZSK that signs and the standby ZSKs (PKCS#8), and `dnskey_signature`, the
+    /// RRSIG record (wire form, [`ZoneKeys::dnskey_signature`]) the KSK's holder made over the
+    /// DNSKEY set these keys publish with `dnskey_ttl`. A signature over any other set, or by
+    /// any other key, is refused here rather than served to validators that would reject it.
+    pub fn presigned(
+        apex: &str,
+        algorithm: KeyAlgorithm,
+        ksk_public: &[u8],
+        zsk: &[u8],
+        standby: &[&[u8]],
+        dnskey_ttl: u32,
+        dnskey_signature: &[u8],
+    ) -> Result<Self, KeyError> {
+        let bad = |why: &str| KeyError::DnskeySignature(why.to_string());
+        let dnskey = DNSKEY::with_flags(
+            KSK_FLAGS,
+            PublicKeyBuf::new(ksk_public.to_vec(), algorithm.wire()),
+        );
+        let tag = dnskey
+            .calculate_key_tag()
+            .map_err(|_| bad("the key-signing key's public key is unreadable"))?;
+        let signature = Record::from_bytes(dnskey_signature).map_err(|_| bad("not a record"))?;
+        let keys = Self::with_dnskey_signer(
+            apex,
+            algorithm,
+            (
+                DnskeySigner::Presigned(Box::new(signature.clone())),
+                PublishedKey { dnskey, tag },
+            ),
+            zsk,
+            standby,
+            dnskey_ttl,
+        )?;
+        let RData::DNSSEC(DNSSECRData::RRSIG(rrsig)) = &signature.data else {
+            return Err(bad("not an RRSIG"));
+        };
+        let input = rrsig.input();
+        let dnskeys = keys.apex_records(RecordType::DNSKEY);
+        if input.type_covered != RecordType::DNSKEY
+            || input.key_tag != tag
+            || input.signer_name != keys.apex
+            || signature.name != keys.apex
+            || input.original_ttl != dnskey_ttl
+        {
+            return Err(bad("it covers another set"));
+        }
+        keys.ksk_published
+            .dnskey
+            .verify_rrsig(&keys.apex, DNSClass::IN, rrsig, dnskeys.iter())
+            .map_err(|_| bad("made with another key or over other keys"))?;
+        Ok(keys)
+    }
+
+    fn with_dnskey_signer(
+        apex: &str,
+        algorithm: KeyAlgorithm,
+        (ksk, ksk_published): (DnskeySigner, PublishedKey),
+        zsk: &[u8],
+        standby: &[&[u8]],
+        dnskey_ttl: u32,
+    ) -> Result<Self, KeyError> {
         let zsk = signing_key(algorithm, zsk, "zone-signing key")?;
         let zsk_published =
             PublishedKey::new(zsk.as_ref(), ZSK_FLAGS, "zone-signing key", algorithm)?;
@@ -214,6 +308,53 @@ impl ZoneKeys {
     /// The tag of the KSK (the DS's).
     pub fn ksk_tag(&self) -> u16 {
         self.ksk_published.tag
+    }
+
+    /// The KSK's public key, as its DNSKEY holds it (what [`ZoneKeys::presigned`] takes).
+    pub fn ksk_public(&self) -> Vec<u8> {
+        self.ksk_published
+            .dnskey
+            .public_key()
+            .public_bytes()
+            .to_vec()
+    }
+
+    /// Whether these keys hold the KSK (else they serve a signature made with it).
+    pub fn holds_ksk(&self) -> bool {
+        matches!(self.ksk, DnskeySigner::Key(_))
+    }
+
+    /// The RRSIG record over the DNSKEY set, made at Unix time `now` (wire form, for
+    /// [`ZoneKeys::presigned`]); `None` without the KSK.
+    pub fn dnskey_signature(&self, now: u64) -> Option<Vec<u8>> {
+        let DnskeySigner::Key(_) = self.ksk else {
+            return None;
+        };
+        self.sign(&self.apex_records(RecordType::DNSKEY), now)?
+            .to_bytes()
+            .ok()
+    }
+
+    /// When the DNSKEY set's signature these keys serve was made (Unix time: its inception
+    /// less the skew), if they serve one made elsewhere.
+    pub fn dnskey_signed_at(&self) -> Option<u64> {
+        let DnskeySigner::Presigned(signature) = &self.ksk else {
+            return None;
+        };
+        let RData::DNSSEC(DNSSECRData::RRSIG(rrsig)) = &signature.data else {
+            return None;
+        };
+        Some(u64::from(rrsig.input().sig_inception.get()) + u64::from(INCEPTION_SKEW))
+    }
+
+    /// Whether `other` publishes the same DNSKEY set (the signature over it aside).
+    pub fn publishes_same(&self, other: &ZoneKeys) -> bool {
+        let published = |keys: &ZoneKeys| -> Vec<DNSKEY> {
+            keys.published().map(|key| key.dnskey.clone()).collect()
+        };
+        self.apex == other.apex
+            && self.dnskey_ttl == other.dnskey_ttl
+            && published(self) == published(other)
     }
 
     /// The tags of every published key: KSK, signing ZSK, standby ZSKs.
@@ -285,12 +426,16 @@ impl ZoneKeys {
     }
 
     /// The RRSIG over `rrset` (records of one owner, type and class; at least one), made at
-    /// Unix time `now`: by the KSK for the DNSKEY set, else by the ZSK. `None` only if the
+    /// Unix time `now`: by the KSK for the DNSKEY set (or the signature made with it, which
+    /// covers the only DNSKEY set these keys publish), else by the ZSK. `None` only if the
     /// crypto fails, which a key that loaded does not.
     pub fn sign(&self, rrset: &[Record], now: u64) -> Option<Record> {
         let first = rrset.first()?;
         let (key, tag) = if first.record_type() == RecordType::DNSKEY {
-            (self.ksk.as_ref(), self.ksk_published.tag)
+            match &self.ksk {
+                DnskeySigner::Key(key) => (key.as_ref(), self.ksk_published.tag),
+                DnskeySigner::Presigned(signature) => return Some(Record::clone(signature)),
+            }
         } else {
             (self.zsk.as_ref(), self.zsk_published.tag)
         };
@@ -315,14 +460,15 @@ impl ZoneKeys {
     }
 }
 
+/// Equal when they publish the same keys and sign the DNSKEY set alike: a signature made
+/// again elsewhere is a change, which a server takes up.
 impl PartialEq for ZoneKeys {
     fn eq(&self, other: &Self) -> bool {
-        let published = |keys: &ZoneKeys| -> Vec<DNSKEY> {
-            keys.published().map(|key| key.dnskey.clone()).collect()
+        let presigned = |keys: &ZoneKeys| match &keys.ksk {
+            DnskeySigner::Key(_) => None,
+            DnskeySigner::Presigned(signature) => Some(signature.clone()),
         };
-        self.apex == other.apex
-            && self.dnskey_ttl == other.dnskey_ttl
-            && published(self) == published(other)
+        self.publishes_same(other) && presigned(self) == presigned(other)
     }
 }
 
@@ -335,6 +481,7 @@ impl fmt::Debug for ZoneKeys {
             .field("apex", &self.apex.to_ascii())
             .field("algorithm", &self.algorithm)
             .field("ksk", &self.ksk_published.tag)
+            .field("holds_ksk", &self.holds_ksk())
             .field("zsk", &self.zsk_published.tag)
             .field(
                 "standby",

@@ -13,6 +13,7 @@ use super::reasons;
 use crate::Context;
 use crate::desired::silence;
 use crate::health::PROBE_RECORD_LABEL;
+use crate::indexes;
 use crate::zone_provider::ZoneProvider;
 
 /// The zone and its provider, or the reason (for status) why there is none.
@@ -80,11 +81,22 @@ pub(super) async fn provider_of(
     Ok((provider, zone_id))
 }
 
-/// The probe results of every cluster heard from within the heartbeat timeout, by cluster.
-/// Only a namespace that is a ManagedCluster's votes: ProbeResults and a report in any other
-/// namespace (written by whoever may write there) say nothing about the fleet.
-pub(super) fn live_results(ctx: &Context) -> Vec<(String, ClusterResults)> {
+/// The probe results of `record`'s voters heard from within the heartbeat timeout, by
+/// cluster. Only a namespace that is a ManagedCluster's votes: ProbeResults and a report in
+/// any other namespace (written by whoever may write there) say nothing about the fleet; and
+/// of those, only the clusters the record is placed on ([`indexes::record_voters`]).
+pub(super) fn live_results(record: &DNSRecord, ctx: &Context) -> Vec<(String, ClusterResults)> {
     let now = (ctx.clock)();
+    let policy = record
+        .labels()
+        .get(crate::POLICY_LABEL)
+        .and_then(|name| ctx.caches.policies.get(record.namespace().as_deref(), name));
+    let voters = indexes::record_voters(
+        record,
+        policy.as_deref(),
+        &ctx.caches.gateways.state(),
+        &ctx.caches.decisions.state(),
+    );
     let mut by_cluster: BTreeMap<String, Vec<Arc<ProbeResults>>> = BTreeMap::new();
     for shard in ctx.caches.probe_results.state() {
         by_cluster
@@ -94,6 +106,7 @@ pub(super) fn live_results(ctx: &Context) -> Vec<(String, ClusterResults)> {
     }
     by_cluster
         .into_iter()
+        .filter(|(cluster, _)| voters.contains(cluster))
         .filter(|(cluster, _)| ctx.caches.clusters.get(None, cluster).is_some())
         .filter(|(cluster, _)| {
             let report = ctx.report_of(cluster);

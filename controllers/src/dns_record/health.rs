@@ -225,7 +225,7 @@ pub(super) async fn check_health(
     let keep: Vec<&str> = wanted.iter().map(|p| p.name.as_str()).collect();
     delete_probes(record, ctx, &keep).await?;
 
-    let results = live_results(ctx);
+    let results = live_results(record, ctx);
     let mut verdicts = BTreeMap::new();
     for probe in &wanted {
         let results: Vec<(String, &ProbeReport)> = results

@@ -1,14 +1,15 @@
 //! Delivers the keys of signed embedded zones to the agents that serve DNS, so they sign with
-//! the keys every hub replica signs with. The hub copies every signed zone's key Secret into
-//! `meridian-dnssec-keys` in its own namespace (`meridian_controllers::dnssec_keys::copy_data`),
-//! and binds each cluster's agent to the chart's ClusterRole reading that one Secret by name
+//! the keys every hub replica signs with. The hub copies every signed zone's keys but the KSK
+//! into `meridian-dnssec-keys` in its own namespace
+//! (`meridian_controllers::dnssec_keys::copy_data`), with its signature over each DNSKEY set,
+//! made again before it is half its validity old, and binds each cluster's agent to the chart's ClusterRole reading that one Secret by name
 //! there (the binding is owned by the copy). Runs only when the hub's agents serve DNS
 //! (`--agent-dns-listen`); otherwise no key is copied.
 //!
 //! | | |
 //! |---|---|
 //! | **Watches** (shared caches) | ManagedClusters, ManagedZones, Secrets |
-//! | **Triggered by** ([`triggers`]) | a new cluster; a zone turning signing on or off (every cluster); a key Secret (every cluster); the copy changed or deleted (one cluster) |
+//! | **Triggered by** ([`triggers`]) | a new cluster; a zone turning signing on or off (every cluster); a key Secret (every cluster); the copy changed or deleted (one cluster); the resync (signatures due) |
 //! | **Gathers** | the signed embedded zones and their key Secrets, and the copy, from the cache |
 //! | **Decides** | the copy's data (`copy_data`, pure) |
 //! | **Writes** | the copy, only when its data differs; the cluster's binding to it, once |
@@ -63,21 +64,23 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
     let cluster = cluster.name_any();
     let namespace = super::cluster_copies::hub_namespace(&ctx)?.to_string();
     let zones = ctx.caches.zones.state();
-    let keys: Vec<(String, String, Arc<Secret>)> = zones
+    let keys: Vec<(&ManagedZone, Arc<Secret>)> = zones
         .iter()
         .filter(|zone| signed_embedded(zone))
         .filter_map(|zone| {
-            let zone_namespace = zone.namespace().unwrap_or_default();
             let secret = ctx.caches.secrets.get(
                 Some(&namespace),
-                &keys_secret_name(&zone_namespace, &zone.name_any()),
+                &keys_secret_name(&zone.namespace().unwrap_or_default(), &zone.name_any()),
             )?;
-            Some((zone_namespace, zone.name_any(), secret))
+            Some((&**zone, secret))
         })
         .collect();
+    let previous = ctx.caches.secrets.get(Some(&namespace), DNSSEC_KEYS_SECRET);
+    let now = (ctx.clock)().as_second().max(0) as u64;
     let data = copy_data(
-        keys.iter()
-            .map(|(namespace, zone, secret)| (namespace.as_str(), zone.as_str(), &**secret)),
+        keys.iter().map(|(zone, secret)| (*zone, &**secret)),
+        previous.as_deref(),
+        now,
     );
     if super::cluster_copies::deliver(&ctx, &namespace, DNSSEC_KEYS_SECRET, &data, None).await? {
         // Names the zones, never a key.
