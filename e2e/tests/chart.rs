@@ -598,6 +598,47 @@ async fn helm_installs_and_uninstalls_the_chart_on_an_api_server() -> Result<(),
         "-n",
         "team-a"
     ]));
+    // Everything the hub may do in kube-system, as the API server lists it: no Secret write
+    // but the deletes of named copies earlier hubs made, and no token but the agents'.
+    let listed = kubectl(&[
+        "auth",
+        "can-i",
+        "--list",
+        "-n",
+        "kube-system",
+        "--as",
+        &account,
+    ]);
+    let listed = String::from_utf8_lossy(&listed.stdout).to_string();
+    eprintln!("kubectl auth can-i --list -n kube-system --as {account}:\n{listed}");
+    let rules = can_i_list(&listed);
+    assert!(rules.len() > 10, "{listed}");
+    for (resource, names, verbs) in &rules {
+        let writes = verbs.iter().any(|v| {
+            [
+                "create",
+                "update",
+                "patch",
+                "delete",
+                "deletecollection",
+                "*",
+            ]
+            .contains(&v.as_str())
+        });
+        if resource == "secrets" && writes {
+            assert!(
+                !names.is_empty() && verbs.iter().all(|v| v == "delete"),
+                "a Secret write beyond deleting named copies: {names:?} {verbs:?}"
+            );
+        }
+        if resource == "serviceaccounts/token" {
+            assert_eq!(names, &["meridian-agent"], "tokens for the agents only");
+        }
+        assert!(
+            resource != "*" && !verbs.contains(&"*".to_string()),
+            "a wildcard: {resource} {verbs:?}"
+        );
+    }
     succeeded(
         &kubectl(&["get", "deployment/meridian", "-n", NAMESPACE]),
         "the hub's Deployment",
@@ -626,4 +667,63 @@ async fn helm_installs_and_uninstalls_the_chart_on_an_api_server() -> Result<(),
         "the CRDs are kept",
     );
     Ok(())
+}
+
+/// The rows of `kubectl auth can-i --list`: resource, resource names, verbs (non-resource URLs
+/// left out).
+fn can_i_list(table: &str) -> Vec<(String, Vec<String>, Vec<String>)> {
+    let list = |text: &str| -> Vec<String> {
+        text.trim_matches(|c| c == '[' || c == ']')
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            // Columns: Resources, Non-Resource URLs, Resource Names, Verbs; lists in brackets.
+            let (resource, rest) = line.trim().split_once(char::is_whitespace)?;
+            let lists: Vec<&str> = rest
+                .split(']')
+                .map(|part| part.trim())
+                .filter(|part| part.starts_with('['))
+                .collect();
+            let [_, names, verbs] = lists.as_slice() else {
+                return None;
+            };
+            Some((resource.to_string(), list(names), list(verbs)))
+        })
+        .collect()
+}
+
+#[test]
+fn can_i_list_rows_are_read() {
+    let table = "Resources                              Non-Resource URLs   Resource Names      Verbs\n\
+                 serviceaccounts/token                  []                  [meridian-agent]    [create]\n\
+                 secrets                                []                  [a b]               [delete]\n\
+                 leases.coordination.k8s.io             []                  []                  [get list watch create]\n\
+                                                        [/metrics]          []                  [get]\n";
+    assert_eq!(
+        can_i_list(table),
+        [
+            (
+                "serviceaccounts/token".to_string(),
+                vec!["meridian-agent".to_string()],
+                vec!["create".to_string()]
+            ),
+            (
+                "secrets".to_string(),
+                vec!["a".to_string(), "b".to_string()],
+                vec!["delete".to_string()]
+            ),
+            (
+                "leases.coordination.k8s.io".to_string(),
+                vec![],
+                ["get", "list", "watch", "create"]
+                    .map(String::from)
+                    .to_vec()
+            ),
+        ]
+    );
 }

@@ -3,6 +3,10 @@
 //! resumed. Its watch then hands it the change, so it goes to publish it (a provider batch and
 //! a status write): the fence refuses both, and nothing it does lands after the new leader's.
 //! Then it stands by, answering from zones mirrored from the new leader's records.
+//!
+//! The same helper, started with a limit of 256 open files, is flooded with more idle
+//! connections than it may open, on its HTTP and DNS ports at once: the kubelet's `/livez`
+//! and DNS over UDP and TCP are still answered.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -275,5 +279,164 @@ async fn a_leader_paused_past_its_lease_writes_nothing_after_its_successor() -> 
     assert!(http_get(old_health, "/readyz").starts_with("HTTP/1.1 200"));
     standby.stop().await;
     drop(old);
+    Ok(())
+}
+
+/// `dig +tcp` for the test's host: the addresses answered.
+fn dig_tcp(server: SocketAddr) -> Vec<String> {
+    let output = std::process::Command::new("dig")
+        .arg(format!("@{}", server.ip()))
+        .args([
+            "-p",
+            &server.port().to_string(),
+            "+tcp",
+            "+time=2",
+            "+tries=2",
+            "+short",
+        ])
+        .args([HOST, "A"])
+        .output()
+        .expect("dig runs");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// `count` idle TCP connections to `target` from the loopback address `from`.
+async fn idle_connections(
+    from: &str,
+    target: SocketAddr,
+    count: usize,
+) -> Vec<tokio::net::TcpStream> {
+    let mut idle = Vec::with_capacity(count);
+    for _ in 0..count {
+        let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+        socket
+            .bind(format!("{from}:0").parse().unwrap())
+            .expect("a loopback source");
+        // Past the backlog a connect waits: those that never connect hold nothing anyway.
+        if let Ok(Ok(stream)) =
+            tokio::time::timeout(Duration::from_secs(2), socket.connect(target)).await
+        {
+            idle.push(stream);
+        }
+    }
+    idle
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_at_its_file_limit_answers_livez_and_dns_through_a_flood_of_idle_connections()
+-> Result<(), Error> {
+    let fleet = Fleet::builder().without_ocm().start().await?;
+    let hub = fleet.hub.client();
+    meridian_e2e::ensure_namespace(&hub, NAMESPACE).await?;
+    apply(
+        &Api::<ManagedZone>::namespaced(hub.clone(), NAMESPACE),
+        json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
+            "metadata": { "name": "zone", "namespace": NAMESPACE },
+            "spec": { "domainName": "fenced.example" },
+        }),
+    )
+    .await?;
+    let records: Api<DNSRecord> = Api::namespaced(hub.clone(), NAMESPACE);
+    record_endpoints(&records, "10.0.0.1").await?;
+    const OPEN_FILES: usize = 256;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = fleet.hub.kubeconfig_path().display().to_string();
+    let mut hub_process = ManagedProcess::spawn(
+        "hub-at-its-file-limit",
+        Path::new("prlimit"),
+        &[
+            format!("--nofile={OPEN_FILES}:{OPEN_FILES}"),
+            "--".into(),
+            "env".into(),
+            format!("{KUBECONFIG_ENV}={kubeconfig}"),
+            std::env::current_exe().unwrap().display().to_string(),
+            "--ignored".into(),
+            "--exact".into(),
+            "hub_process".into(),
+            "--nocapture".into(),
+        ],
+        &dir.path().join("hub.log"),
+    )?;
+    let dns = printed_address(&hub_process, "nameserver").await?;
+    let health = printed_address(&hub_process, "health").await?;
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", hub_process.pid()))
+        .expect("the hub's limits");
+    assert!(
+        limits
+            .lines()
+            .any(|l| l.starts_with("Max open files") && l.contains(&OPEN_FILES.to_string())),
+        "{limits}"
+    );
+    published(&records).await?;
+    eventually("the hub answers", DEFAULT_PATIENCE, || async move {
+        let seen = tokio::task::spawn_blocking(move || dig_host(dns, HOST, None))
+            .await
+            .unwrap();
+        Ok((seen == ["10.0.0.1"]).then_some(()))
+    })
+    .await?;
+
+    // One pod opens three times the hub's file limit in idle connections, to the HTTP port
+    // and to the DNS port, and holds them.
+    let flood = 3 * OPEN_FILES / 2;
+    let mut held = idle_connections("127.0.0.2", health, flood).await;
+    held.extend(idle_connections("127.0.0.2", SocketAddr::new(dns.ip(), dns.port()), flood).await);
+    assert!(held.len() > OPEN_FILES, "{} connected", held.len());
+
+    // The kubelet's probe and the DNS clients, from elsewhere, are answered while it holds on.
+    let livez = eventually(
+        "/livez answers through the flood",
+        DEFAULT_PATIENCE,
+        || async move {
+            let response = tokio::task::spawn_blocking(move || http_get(health, "/livez"))
+                .await
+                .unwrap();
+            Ok(response.starts_with("HTTP/1.1 200").then_some(response))
+        },
+    )
+    .await?;
+    assert!(livez.starts_with("HTTP/1.1 200"), "{livez}");
+    let (udp, tcp) = tokio::task::spawn_blocking(move || (dig_host(dns, HOST, None), dig_tcp(dns)))
+        .await
+        .unwrap();
+    assert_eq!(udp, ["10.0.0.1"], "over UDP");
+    assert_eq!(tcp, ["10.0.0.1"], "over TCP");
+    // The flood reached the hub and was turned away at the door, not left to pile up.
+    let metrics = tokio::task::spawn_blocking(move || http_get(health, "/metrics"))
+        .await
+        .unwrap();
+    let turned_away = metric(
+        &metrics,
+        "meridian_dns_tcp_closed_total{why=\"per_client\"}",
+    );
+    assert!(turned_away > 0, "{metrics}");
+    let mut closed = 0;
+    for stream in &mut held {
+        let mut byte = [0u8; 1];
+        use tokio::io::AsyncReadExt;
+        if let Ok(Ok(0) | Err(_)) =
+            tokio::time::timeout(Duration::from_millis(50), stream.read(&mut byte)).await
+        {
+            closed += 1;
+        }
+    }
+    eprintln!(
+        "{} idle connections from one address at a hub limited to {OPEN_FILES} files: {closed} \
+         closed by the hub, {turned_away} of them on the DNS port over the client's share; \
+         /livez, DNS over UDP and TCP answered",
+        held.len()
+    );
+    assert!(
+        closed > held.len() - OPEN_FILES,
+        "{closed} of {} closed",
+        held.len()
+    );
+    hub_process.ensure_running()?;
+    drop(held);
+    drop(hub_process);
     Ok(())
 }

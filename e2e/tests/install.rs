@@ -422,6 +422,7 @@ async fn address_changes_reach_every_server(fleet: &Fleet) -> Result<(), Error> 
     // leader's status write has followed the last change, the leader's content. Asked as a
     // scraper the admin allowed (the chart answers /metrics to no one else).
     let token = scraper_token(&hub, servers[0].1).await?;
+    idle_flood_leaves_the_pod_ready(&hub, &synthetic, servers[0].1).await?;
     for (name, address) in servers.iter().take(2) {
         let health = SocketAddr::new(address.ip(), 8080);
         let token = token.clone();
@@ -454,6 +455,87 @@ async fn address_changes_reach_every_server(fleet: &Fleet) -> Result<(), Error> 
     }
     heartbeats.abort();
     remove_fleet(&hub, &synthetic).await
+}
+
+/// The hub pod answering DNS at `address`: its Ready condition and its container's restarts.
+async fn hub_pod_state(hub: &Client, address: SocketAddr) -> Result<(bool, i32), Error> {
+    let pods: Api<Pod> = Api::namespaced(hub.clone(), RELEASE_NAMESPACE);
+    let pod = pods
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .find(|pod| {
+            pod.status.as_ref().and_then(|s| s.pod_ip.as_deref())
+                == Some(address.ip().to_string().as_str())
+        })
+        .expect("the replica's pod");
+    let status = pod.status.unwrap_or_default();
+    let ready = status
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    let restarts = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .map(|c| c.restart_count)
+        .sum();
+    Ok((ready, restarts))
+}
+
+/// 1,000 idle connections to a hub pod's HTTP port, held for 30 s (three liveness periods, 15
+/// readiness periods): the pod stays Ready without a restart and answers DNS meanwhile. They
+/// come from this host, the kubelet's own address, so the kubelet's probes share the flood's
+/// share of the port ([`meridian_hub::http::Limits`]) and still pass.
+async fn idle_flood_leaves_the_pod_ready(
+    hub: &Client,
+    synthetic: &meridian_e2e::synthetic::SyntheticFleet,
+    address: SocketAddr,
+) -> Result<(), Error> {
+    use tokio::io::AsyncReadExt;
+    let (ready, restarts_before) = hub_pod_state(hub, address).await?;
+    assert!(ready, "the replica is Ready before the flood");
+    let health = SocketAddr::new(address.ip(), 8080);
+    let mut held = Vec::new();
+    for _ in 0..1000 {
+        if let Ok(Ok(stream)) = tokio::time::timeout(
+            Duration::from_secs(2),
+            tokio::net::TcpStream::connect(health),
+        )
+        .await
+        {
+            held.push(stream);
+        }
+    }
+    let flooded = Instant::now();
+    while flooded.elapsed() < Duration::from_secs(30) {
+        wait_answering(synthetic, address, DEFAULT_PATIENCE).await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let mut closed = 0;
+    for stream in &mut held {
+        let mut byte = [0u8; 1];
+        if let Ok(Ok(0) | Err(_)) =
+            tokio::time::timeout(Duration::from_millis(20), stream.read(&mut byte)).await
+        {
+            closed += 1;
+        }
+    }
+    let (ready, restarts) = hub_pod_state(hub, address).await?;
+    println!(
+        "{} idle connections to {health} held for 30 s: {closed} closed by the hub; Ready {ready}, \
+         restarts {restarts_before} → {restarts}; DNS answered throughout",
+        held.len()
+    );
+    assert!(
+        held.len() >= 1000 && closed >= 980,
+        "the flood reached the pod: {closed}"
+    );
+    assert!(ready, "the replica stays Ready");
+    assert_eq!(restarts, restarts_before, "no restart");
+    Ok(())
 }
 
 /// A token for a ServiceAccount the admin lets scrape `/metrics` (bound to the chart's

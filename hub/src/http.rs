@@ -4,11 +4,17 @@
 //! Any pod that reaches the port is a client, so no client may hold the server: a request
 //! head must arrive within [`Limits::read_timeout`] and the response leave within
 //! [`Limits::write_timeout`], at most [`Limits::max_connections`] are open at once (the rest
-//! wait in the kernel's backlog, each freed slot within a timeout), and a failing `accept()`
-//! (out of file descriptors) backs off instead of spinning. Responses are rendered on the
-//! blocking pool, never on the runtime's workers that the DNS server and controllers share.
+//! wait in the kernel's backlog, each freed slot within a timeout), one client address holds
+//! at most [`Limits::max_per_client`] of them (more are closed as they are accepted, so one
+//! pod's flood drains from the backlog at once and the kubelet's probe behind it is answered),
+//! and a failing `accept()` (out of file descriptors) backs off instead of spinning. The
+//! limits are sized to the process's file limit ([`Limits::within_open_files`]). Responses are
+//! rendered on the blocking pool, never on the runtime's workers that the DNS server and
+//! controllers share.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -46,6 +52,8 @@ impl Response {
 pub struct Limits {
     /// Connections open at once; more wait to be accepted.
     pub max_connections: usize,
+    /// Connections open at once from one client address; more are closed when accepted.
+    pub max_per_client: usize,
     /// How long a client has to send its request head.
     pub read_timeout: Duration,
     /// How long a client has to take the response.
@@ -58,11 +66,35 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_connections: 256,
+            max_per_client: 16,
             read_timeout: Duration::from_secs(5),
             write_timeout: Duration::from_secs(10),
         }
     }
 }
+
+impl Limits {
+    /// These limits for one of the hub's two HTTP ports in a process that may open
+    /// `open_files` files: together the ports hold at most a quarter of what is left after a
+    /// reserve for the API clients, the DNS sockets and the runtime, so a full port never
+    /// makes `accept()` fail, here or on the DNS port. A client holds at most a quarter of a
+    /// port, so four clients always fit.
+    pub fn within_open_files(self, open_files: u64) -> Self {
+        let share = usize::try_from(open_files.saturating_sub(FILES_RESERVED) / 8)
+            .unwrap_or(usize::MAX)
+            .max(4);
+        let max_connections = self.max_connections.min(share);
+        Limits {
+            max_connections,
+            max_per_client: self.max_per_client.min(max_connections / 4).max(1),
+            ..self
+        }
+    }
+}
+
+/// Files the hub needs besides its client connections: API server connections and watches,
+/// the DNS sockets (one UDP socket per core), the runtime's own, logs.
+pub const FILES_RESERVED: u64 = 96;
 
 /// The longest request head read (the path is all that matters).
 const MAX_HEAD: usize = 8192;
@@ -78,12 +110,13 @@ pub struct Guard {
 }
 
 /// Answers every connection on `listener` with `respond(path)` until the task is aborted,
-/// behind `guard` if there is one.
+/// behind `guard` if there is one, within the process's file limit.
 pub async fn serve<F>(listener: TcpListener, guard: Option<Guard>, respond: F)
 where
     F: Fn(&str) -> Response + Send + Sync + Clone + 'static,
 {
-    serve_with(listener, Limits::default(), guard, respond).await;
+    let limits = Limits::default().within_open_files(crate::open_files::limit());
+    serve_with(listener, limits, guard, respond).await;
 }
 
 /// [`serve`] with `limits`.
@@ -92,6 +125,7 @@ where
     F: Fn(&str) -> Response + Send + Sync + Clone + 'static,
 {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let held = Arc::new(Mutex::new(HashMap::new()));
     let mut backoff = ACCEPT_BACKOFF.0;
     loop {
         let slot = slots
@@ -99,10 +133,15 @@ where
             .acquire_owned()
             .await
             .expect("the semaphore is never closed");
-        let mut stream = match listener.accept().await {
-            Ok((stream, _)) => {
+        let stream = match listener.accept().await {
+            Ok((stream, peer)) => {
                 backoff = ACCEPT_BACKOFF.0;
-                stream
+                // Over its share: closed at once, and the slot is free for the next.
+                let Some(share) = ClientShare::take(&held, peer.ip(), limits.max_per_client) else {
+                    tracing::debug!(client = %peer.ip(), "closed a connection over the client's share");
+                    continue;
+                };
+                (stream, share)
             }
             Err(error) => {
                 // Most often EMFILE: retrying at once would spin a worker and free nothing.
@@ -112,9 +151,11 @@ where
                 continue;
             }
         };
+        let (mut stream, share) = stream;
         let (respond, guard) = (respond.clone(), guard.clone());
         tokio::spawn(async move {
             let _slot = slot;
+            let _share = share;
             let Ok(Some(request)) =
                 tokio::time::timeout(limits.read_timeout, read_request(&mut stream)).await
             else {
@@ -167,6 +208,44 @@ where
             })
             .await;
         });
+    }
+}
+
+/// One connection of a client, counted against its share while it is held.
+struct ClientShare {
+    held: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    client: IpAddr,
+}
+
+impl ClientShare {
+    /// A connection of `client`, if it holds fewer than `limit`.
+    fn take(
+        held: &Arc<Mutex<HashMap<IpAddr, usize>>>,
+        client: IpAddr,
+        limit: usize,
+    ) -> Option<Self> {
+        let mut counts = held.lock().expect("client shares lock");
+        let count = counts.entry(client).or_insert(0);
+        if *count >= limit {
+            return None;
+        }
+        *count += 1;
+        Some(ClientShare {
+            held: held.clone(),
+            client,
+        })
+    }
+}
+
+impl Drop for ClientShare {
+    fn drop(&mut self) {
+        let mut counts = self.held.lock().expect("client shares lock");
+        if let Some(count) = counts.get_mut(&self.client) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.client);
+            }
+        }
     }
 }
 
@@ -237,6 +316,7 @@ mod tests {
         let address = listener.local_addr().unwrap();
         let limits = Limits {
             max_connections: 4,
+            max_per_client: 4,
             read_timeout: Duration::from_millis(300),
             write_timeout: Duration::from_millis(300),
         };
@@ -267,11 +347,72 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn one_client_flooding_the_port_leaves_room_for_another() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        // Idle clients are never timed out here: only the share can make room.
+        let limits = Limits {
+            max_connections: 8,
+            max_per_client: 2,
+            read_timeout: Duration::from_secs(3600),
+            write_timeout: Duration::from_secs(3600),
+        };
+        let server = tokio::spawn(serve_with(listener, limits, None, |path| {
+            Response::text("200 OK", format!("you asked for {path}\n"))
+        }));
+        // 100 silent connections from one address, ten times the port's slots.
+        let flooder = "127.0.0.2:0".parse().unwrap();
+        let mut flood = Vec::new();
+        for _ in 0..100 {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind(flooder).unwrap();
+            flood.push(socket.connect(address).await.unwrap());
+        }
+        // The kubelet, from another address, is answered while the flood stays connected.
+        let response = tokio::time::timeout(Duration::from_secs(60), get(address, "/livez"))
+            .await
+            .expect("answered while the flooder holds its share");
+        assert!(response.ends_with("you asked for /livez\n"), "{response}");
+        // The flooder kept its two; the other 98 were closed as they were accepted.
+        let mut closed = 0;
+        for stream in &mut flood {
+            let mut byte = [0u8; 1];
+            match tokio::time::timeout(Duration::from_millis(200), stream.read(&mut byte)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => closed += 1,
+                _ => {}
+            }
+        }
+        assert_eq!(closed, 98, "all but the flooder's share are closed");
+        server.abort();
+    }
+
+    #[test]
+    fn the_ports_fit_in_the_file_limit_with_room_for_four_clients_each() {
+        for (open_files, max_connections, max_per_client) in [
+            (1_048_576, 256, 16),
+            (20_000, 256, 16),
+            (1_024, 116, 16),
+            (256, 20, 5),
+            (100, 4, 1),
+            (10, 4, 1),
+        ] {
+            let limits = Limits::default().within_open_files(open_files);
+            assert_eq!(
+                (limits.max_connections, limits.max_per_client),
+                (max_connections, max_per_client),
+                "{open_files} files"
+            );
+            assert!(max_per_client * 4 <= max_connections.max(4), "{open_files}");
+        }
+    }
+
+    #[tokio::test]
     async fn a_client_that_sends_a_head_without_end_is_cut_off() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let limits = Limits {
             max_connections: 1,
+            max_per_client: 1,
             read_timeout: Duration::from_millis(300),
             write_timeout: Duration::from_millis(300),
         };

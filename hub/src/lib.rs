@@ -11,6 +11,7 @@ pub mod http;
 pub mod http_auth;
 pub mod leader;
 pub mod nameserver_command;
+pub mod open_files;
 pub mod placement;
 pub mod plan_command;
 pub mod routers;

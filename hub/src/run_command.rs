@@ -368,11 +368,16 @@ impl RunningHub {
         let fenced_config = client_config.clone();
         let client = Client::try_from(client_config)?;
         let geo = args.geoip.as_deref().map(GeoDb::open).transpose()?;
+        let open_files = crate::open_files::raise();
         let server = NameServer::start(
             args.dns_addr,
             args.secondaries.apply(ServerConfig {
                 geo,
                 rate_limit: RateLimit::per_second(args.dns_rate_limit),
+                max_tcp_connections: crate::open_files::dns_tcp_connections(
+                    open_files,
+                    meridian_nameserver::DEFAULT_TCP_CONNECTIONS,
+                ),
                 ..ServerConfig::default()
             })?,
         )
