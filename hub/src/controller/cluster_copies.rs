@@ -1,6 +1,12 @@
 //! What the probe header and zone key copies share: one Secret each in the hub's own
 //! namespace, which the agents may read by name, written when its data differs. The hub writes
 //! Secrets in its own namespace only.
+//!
+//! Both controllers reconcile ManagedClusters, since each cluster's agent needs its own
+//! binding to read the copies; but the copies are the fleet's, one for all. So one cluster's
+//! reconcile, the first by name ([`leads_fleet_step`]), makes them, and a change to what they
+//! are made of wakes that cluster alone ([`first_cluster`]); every other reconcile only binds
+//! its agent. At 3,000 clusters a changed probe or key Secret is one reconcile, not 3,000.
 
 use std::collections::BTreeMap;
 
@@ -11,6 +17,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch};
 use kube::runtime::reflector::{ObjectRef, Store};
 use meridian_api::upstream::ManagedCluster;
+use meridian_controllers::caches::Change;
 use meridian_controllers::{Context, Error, FIELD_MANAGER, apply_params};
 use serde_json::json;
 
@@ -63,18 +70,9 @@ pub async fn deliver(
     Ok(true)
 }
 
-/// Who puts a copy back when `secret`, a copy (its name satisfies `is_copy`) in the hub's
-/// namespace, changed or was deleted: one cluster's reconcile, since every cluster's delivers
-/// the same copy.
-pub fn cluster_for_copy(
-    clusters: &Store<ManagedCluster>,
-    hub_namespace: Option<&str>,
-    secret: &Secret,
-    is_copy: impl Fn(&str) -> bool,
-) -> Vec<ObjectRef<ManagedCluster>> {
-    if secret.namespace().as_deref() != hub_namespace || !is_copy(&secret.name_any()) {
-        return Vec::new();
-    }
+/// The cluster whose reconcile makes the fleet's copies: the first by name (none without
+/// clusters, when no agent needs a copy).
+pub fn first_cluster(clusters: &Store<ManagedCluster>) -> Vec<ObjectRef<ManagedCluster>> {
     clusters
         .state()
         .iter()
@@ -82,4 +80,115 @@ pub fn cluster_for_copy(
         .min_by(|a, b| a.name.cmp(&b.name))
         .into_iter()
         .collect()
+}
+
+/// Whether `cluster`'s reconcile makes the fleet's copies (see [`first_cluster`]).
+pub fn leads_fleet_step(clusters: &Store<ManagedCluster>, cluster: &str) -> bool {
+    first_cluster(clusters)
+        .first()
+        .is_some_and(|first| first.name == cluster)
+}
+
+/// Who acts when `secret`, a copy (its name satisfies `is_copy`) in the hub's namespace,
+/// changed or was deleted: the first cluster, which puts it back; and when the copy is new and
+/// the agents' bindings hang on it (`bound_to_copy`), every cluster, to bind its agent.
+pub fn clusters_for_copy(
+    clusters: &Store<ManagedCluster>,
+    hub_namespace: Option<&str>,
+    change: &Change<Secret>,
+    is_copy: impl Fn(&str) -> bool,
+    bound_to_copy: bool,
+) -> Vec<ObjectRef<ManagedCluster>> {
+    let Some(secret) = change.object() else {
+        return Vec::new();
+    };
+    if secret.namespace().as_deref() != hub_namespace || !is_copy(&secret.name_any()) {
+        return Vec::new();
+    }
+    if bound_to_copy && matches!(change, Change::Applied { old: None, .. }) {
+        return every_cluster(clusters);
+    }
+    first_cluster(clusters)
+}
+
+/// Every cluster (for a change each agent's binding answers).
+pub fn every_cluster(clusters: &Store<ManagedCluster>) -> Vec<ObjectRef<ManagedCluster>> {
+    clusters
+        .state()
+        .iter()
+        .map(|cluster| ObjectRef::from_obj(&**cluster))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::{reflector, watcher};
+
+    fn clusters(names: &[&str]) -> Store<ManagedCluster> {
+        let (store, mut writer) = reflector::store();
+        for name in names {
+            let cluster = ManagedCluster::new(name, Default::default());
+            writer.apply_watcher_event(&watcher::Event::Apply(cluster));
+        }
+        store
+    }
+
+    fn copy(namespace: &str, name: &str) -> Secret {
+        Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some(namespace.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn names(refs: Vec<ObjectRef<ManagedCluster>>) -> Vec<String> {
+        let mut names: Vec<String> = refs.into_iter().map(|r| r.name).collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn one_cluster_makes_the_fleets_copies_and_a_new_copy_wakes_every_binding() {
+        let store = clusters(&["spoke-2", "spoke-10", "spoke-1"]);
+        assert_eq!(names(first_cluster(&store)), ["spoke-1"]);
+        assert!(leads_fleet_step(&store, "spoke-1"));
+        assert!(!leads_fleet_step(&store, "spoke-2"));
+        assert!(first_cluster(&clusters(&[])).is_empty());
+
+        let is_copy = |name: &str| name == "the-copy";
+        let changed = |secret: Secret, new: bool| Change::Applied {
+            old: (!new).then(|| std::sync::Arc::new(secret.clone())),
+            new: std::sync::Arc::new(secret),
+        };
+        let wake = |change: &Change<Secret>, bound: bool| {
+            names(clusters_for_copy(
+                &store,
+                Some("hub"),
+                change,
+                is_copy,
+                bound,
+            ))
+        };
+        let all = ["spoke-1", "spoke-10", "spoke-2"];
+        // A new copy the bindings hang on: every cluster binds its agent.
+        assert_eq!(wake(&changed(copy("hub", "the-copy"), true), true), all);
+        // Bindings that do not hang on it, or a copy changed or deleted: the first puts it back.
+        assert_eq!(
+            wake(&changed(copy("hub", "the-copy"), true), false),
+            ["spoke-1"]
+        );
+        assert_eq!(
+            wake(&changed(copy("hub", "the-copy"), false), true),
+            ["spoke-1"]
+        );
+        let deleted = Change::Deleted(std::sync::Arc::new(copy("hub", "the-copy")));
+        assert_eq!(wake(&deleted, true), ["spoke-1"]);
+        // Not a copy, or not in the hub's namespace: nobody.
+        assert!(wake(&changed(copy("hub", "other"), true), true).is_empty());
+        assert!(wake(&changed(copy("team", "the-copy"), true), true).is_empty());
+    }
 }

@@ -9,10 +9,10 @@
 //! | | |
 //! |---|---|
 //! | **Watches** (shared caches) | ManagedClusters, ManagedZones, Secrets |
-//! | **Triggered by** ([`triggers`]) | a new cluster; a zone turning signing on or off (every cluster); a key Secret (every cluster); the copy changed or deleted (one cluster); the resync (signatures due) |
+//! | **Triggered by** ([`triggers`]) | a new cluster; a zone turning signing on or off, a key Secret, the copy changed or deleted, the resync (signatures due) (the first cluster); a new copy (every cluster) |
 //! | **Gathers** | the signed embedded zones and their key Secrets, and the copy, from the cache |
 //! | **Decides** | the copy's data (`copy_data`, pure) |
-//! | **Writes** | the copy, only when its data differs; the cluster's binding to it, once |
+//! | **Writes** | the first cluster: the copy, only when its data differs; every cluster: its binding to it, once |
 
 pub mod triggers;
 
@@ -63,35 +63,13 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
     }
     let cluster = cluster.name_any();
     let namespace = super::cluster_copies::hub_namespace(&ctx)?.to_string();
-    let zones = ctx.caches.zones.state();
-    let keys: Vec<(&ManagedZone, Arc<Secret>)> = zones
-        .iter()
-        .filter(|zone| signed_embedded(zone))
-        .filter_map(|zone| {
-            let secret = ctx.caches.secrets.get(
-                Some(&namespace),
-                &keys_secret_name(&zone.namespace().unwrap_or_default(), &zone.name_any()),
-            )?;
-            Some((&**zone, secret))
-        })
-        .collect();
-    let previous = ctx.caches.secrets.get(Some(&namespace), DNSSEC_KEYS_SECRET);
-    let now = (ctx.clock)().as_second().max(0) as u64;
-    let data = copy_data(
-        keys.iter().map(|(zone, secret)| (*zone, &**secret)),
-        previous.as_deref(),
-        now,
-    );
-    if super::cluster_copies::deliver(&ctx, &namespace, DNSSEC_KEYS_SECRET, &data, None).await? {
-        // Names the zones, never a key.
-        tracing::info!(zones = ?data.keys().collect::<Vec<_>>(), "delivered the keys of signed zones");
+    if super::cluster_copies::leads_fleet_step(ctx.caches.clusters.store(), &cluster) {
+        deliver_copy(&ctx, &namespace).await?;
     }
     let Some(copy) = ctx.caches.secrets.get(Some(&namespace), DNSSEC_KEYS_SECRET) else {
-        if data.is_empty() {
-            // No zone is signed, and none ever was: nothing to read.
-            return Ok(Action::requeue(ctx.config.resync));
-        }
-        return Err(Error::Waiting("the zone keys' copy in the cache".into()));
+        // No zone is signed yet, or the first cluster has not made the copy: its creation
+        // wakes every cluster.
+        return Ok(Action::requeue(ctx.config.resync));
     };
     let bindings = Api::<RoleBinding>::namespaced(ctx.client.clone(), &namespace);
     let binding = agent_zone_keys_binding(&cluster);
@@ -119,6 +97,35 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
             .await?;
     }
     Ok(Action::requeue(ctx.config.resync))
+}
+
+/// The fleet's part, done by the first cluster's reconcile: the copy of every signed
+/// embedded zone's keys, with DNSKEY signatures made again when due.
+async fn deliver_copy(ctx: &Context, namespace: &str) -> Result<(), Error> {
+    let zones = ctx.caches.zones.state();
+    let keys: Vec<(&ManagedZone, Arc<Secret>)> = zones
+        .iter()
+        .filter(|zone| signed_embedded(zone))
+        .filter_map(|zone| {
+            let secret = ctx.caches.secrets.get(
+                Some(namespace),
+                &keys_secret_name(&zone.namespace().unwrap_or_default(), &zone.name_any()),
+            )?;
+            Some((&**zone, secret))
+        })
+        .collect();
+    let previous = ctx.caches.secrets.get(Some(namespace), DNSSEC_KEYS_SECRET);
+    let now = (ctx.clock)().as_second().max(0) as u64;
+    let data = copy_data(
+        keys.iter().map(|(zone, secret)| (*zone, &**secret)),
+        previous.as_deref(),
+        now,
+    );
+    if super::cluster_copies::deliver(ctx, namespace, DNSSEC_KEYS_SECRET, &data, None).await? {
+        // Names the zones, never a key.
+        tracing::info!(zones = ?data.keys().collect::<Vec<_>>(), "delivered the keys of signed zones");
+    }
+    Ok(())
 }
 
 pub fn error_policy(cluster: Arc<ManagedCluster>, error: &Error, ctx: Arc<Context>) -> Action {

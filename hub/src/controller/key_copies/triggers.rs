@@ -11,30 +11,22 @@ use meridian_controllers::caches::{Caches, Change, everything_once, triggers};
 use meridian_controllers::dnssec_keys::KEYS_SECRET_TYPE;
 
 use super::signed_embedded;
+use crate::controller::cluster_copies::{clusters_for_copy, first_cluster};
 
-/// Key copies per cluster: a new cluster, a zone turning signing on or off, or a key Secret
-/// changing (a rollover step) wakes them.
+/// Key copies: a new cluster wakes itself (its binding); a zone turning signing on or off, a
+/// key Secret changing (a rollover step) or the copy changing wakes the first cluster, which
+/// makes the copy; a new copy wakes every cluster, whose bindings it owns.
 pub fn requests(
     caches: &Caches,
     hub_namespace: Option<String>,
 ) -> Vec<BoxStream<'static, ObjectRef<ManagedCluster>>> {
     let all = caches.clusters.store().clone();
-    let every_cluster = {
-        let clusters = all.clone();
-        move || -> Vec<ObjectRef<ManagedCluster>> {
-            clusters
-                .state()
-                .iter()
-                .map(|c| ObjectRef::from_obj(&**c))
-                .collect()
-        }
-    };
     let new_clusters = |change: &Change<ManagedCluster>| match change {
         Change::Applied { old: None, new } => vec![ObjectRef::from_obj(&**new)],
         _ => Vec::new(),
     };
     let by_zone = {
-        let every_cluster = every_cluster.clone();
+        let clusters = all.clone();
         move |change: &Change<ManagedZone>| {
             let signed = |zone: Option<&ManagedZone>| zone.is_some_and(signed_embedded);
             let toggled = match change {
@@ -42,7 +34,11 @@ pub fn requests(
                 Change::Deleted(old) => signed(Some(old)),
                 Change::Relisted => false,
             };
-            if toggled { every_cluster() } else { Vec::new() }
+            if toggled {
+                first_cluster(&clusters)
+            } else {
+                Vec::new()
+            }
         }
     };
     let by_secret = {
@@ -52,14 +48,15 @@ pub fn requests(
                 return Vec::new();
             };
             if secret.type_.as_deref() == Some(KEYS_SECRET_TYPE) {
-                // A zone's keys changed: every copy holds them.
-                return every_cluster();
+                // A zone's keys changed: the copy holds them.
+                return first_cluster(&clusters);
             }
-            crate::controller::cluster_copies::cluster_for_copy(
+            clusters_for_copy(
                 &clusters,
                 hub_namespace.as_deref(),
-                secret,
+                change,
                 |name| name == DNSSEC_KEYS_SECRET,
+                true,
             )
         }
     };

@@ -11,10 +11,10 @@
 //! | | |
 //! |---|---|
 //! | **Watches** (shared caches) | ManagedClusters, DNSHealthCheckProbes, Secrets |
-//! | **Triggered by** ([`triggers`]) | a new cluster; a probe that names (or named) a header Secret; a named Secret (every cluster); a copy changed or deleted (one cluster) |
+//! | **Triggered by** ([`triggers`]) | a new cluster; a probe that names (or named) a header Secret, a named Secret, a copy changed or deleted (the first cluster) |
 //! | **Gathers** | the Secrets the probes name and the copies, from the cache; the reader Role |
 //! | **Decides** | the copies' data ([`headers_by_namespace`]) and the Role's rules ([`reader_role`]), pure |
-//! | **Writes** | the Role, the cluster's binding to it, the copies (each only when it differs), then deletes copies no longer wanted |
+//! | **Writes** | the first cluster: the Role, the copies (each only when it differs), then deletes copies no longer wanted; every cluster: its binding to the Role |
 
 pub mod triggers;
 
@@ -38,7 +38,7 @@ use meridian_api::names::{
 use meridian_controllers::health::secret_headers;
 use meridian_controllers::{Context, Error, apply_params, delete_if_present, retry_after};
 
-use super::cluster_copies::hub_namespace;
+use super::cluster_copies::{hub_namespace, leads_fleet_step};
 use crate::placement::AGENT_WORK;
 
 const CONTROLLER: &str = "probe-headers";
@@ -134,6 +134,34 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
     }
     let cluster = cluster.name_any();
     let namespace = hub_namespace(&ctx)?.to_string();
+    let roles = Api::<Role>::namespaced(ctx.client.clone(), &namespace);
+    let role = if leads_fleet_step(ctx.caches.clusters.store(), &cluster) {
+        deliver_copies(&ctx, &namespace).await?
+    } else {
+        roles
+            .get_opt(AGENT_COPIES_READER)
+            .await?
+            .ok_or_else(|| Error::Waiting(format!("the Role {AGENT_COPIES_READER}")))?
+    };
+    let owner = owned_by(&role);
+    let bindings = Api::<RoleBinding>::namespaced(ctx.client.clone(), &namespace);
+    let binding = agent_copies_binding(&cluster);
+    if bindings.get_opt(&binding).await?.is_none() {
+        bindings
+            .patch(
+                &binding,
+                &apply_params(),
+                &Patch::Apply(reader_binding(&namespace, &cluster, &owner)),
+            )
+            .await?;
+    }
+    // A rotated source Secret, or a copy someone changed, wakes the first cluster again.
+    Ok(Action::requeue(ctx.config.resync))
+}
+
+/// The fleet's part, done by the first cluster's reconcile: the seal key, the header copies,
+/// the Role naming them, and copies no longer wanted gone. Returns the Role.
+async fn deliver_copies(ctx: &Context, namespace: &str) -> Result<Role, Error> {
     // The key the agents check the hub's seal on a probe with, before they run it: made on
     // first use, read where it is.
     ctx.probe_seal_key().await?;
@@ -164,7 +192,7 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
         .collect();
     let wanted: BTreeSet<String> = copies.keys().cloned().collect();
 
-    let roles = Api::<Role>::namespaced(ctx.client.clone(), &namespace);
+    let roles = Api::<Role>::namespaced(ctx.client.clone(), namespace);
     let role = match roles.get_opt(AGENT_COPIES_READER).await? {
         Some(role) if readable_by(&role) == wanted => role,
         _ => {
@@ -172,7 +200,7 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
                 .patch(
                     AGENT_COPIES_READER,
                     &apply_params(),
-                    &Patch::Apply(reader_role(&namespace, &wanted)),
+                    &Patch::Apply(reader_role(namespace, &wanted)),
                 )
                 .await?;
             tracing::info!(copies = ?wanted, "the agents may read these header copies");
@@ -180,35 +208,23 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
         }
     };
     let owner = owned_by(&role);
-    let bindings = Api::<RoleBinding>::namespaced(ctx.client.clone(), &namespace);
-    let binding = agent_copies_binding(&cluster);
-    if bindings.get_opt(&binding).await?.is_none() {
-        bindings
-            .patch(
-                &binding,
-                &apply_params(),
-                &Patch::Apply(reader_binding(&namespace, &cluster, &owner)),
-            )
-            .await?;
-    }
     for (name, data) in &copies {
-        if super::cluster_copies::deliver(&ctx, &namespace, name, data, Some(&owner)).await? {
+        if super::cluster_copies::deliver(ctx, namespace, name, data, Some(&owner)).await? {
             tracing::info!(copy = %name, secrets = data.len(), "delivered probe headers");
         }
     }
     // Copies no longer wanted, which the Role no longer names: the agents cannot read them,
     // and they go.
-    let secrets = Api::<Secret>::namespaced(ctx.client.clone(), &namespace);
+    let secrets = Api::<Secret>::namespaced(ctx.client.clone(), namespace);
     for stale in ctx.caches.secrets.state().iter().filter(|secret| {
-        secret.namespace().as_deref() == Some(namespace.as_str())
+        secret.namespace().as_deref() == Some(namespace)
             && is_copy(&secret.name_any())
             && !wanted.contains(&secret.name_any())
     }) {
         delete_if_present(&secrets, &stale.name_any()).await?;
         tracing::info!(copy = %stale.name_any(), "removed a header copy no probe needs");
     }
-    // A rotated source Secret, or a copy someone changed, wakes a cluster again.
-    Ok(Action::requeue(ctx.config.resync))
+    Ok(role)
 }
 
 /// An owner reference to the reader Role: what it owns goes when it goes (uninstall).

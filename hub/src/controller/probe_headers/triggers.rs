@@ -10,8 +10,10 @@ use meridian_api::upstream::ManagedCluster;
 use meridian_controllers::caches::{Caches, Change, everything_once, triggers};
 use meridian_controllers::indexes;
 
-/// Probe header copies per cluster: a new cluster, or a probe that names a header Secret,
-/// wakes them.
+use crate::controller::cluster_copies::{clusters_for_copy, first_cluster};
+
+/// Probe header copies: a new cluster wakes itself (its binding); a probe that names a header
+/// Secret, a named Secret, or a copy wakes the first cluster, which makes the copies.
 pub fn requests(
     caches: &Caches,
     hub_namespace: Option<String>,
@@ -37,11 +39,7 @@ pub fn requests(
             if !names_headers {
                 return Vec::new();
             }
-            clusters
-                .state()
-                .iter()
-                .map(|c| ObjectRef::from_obj(&**c))
-                .collect()
+            first_cluster(&clusters)
         }
     };
     let by_secret = {
@@ -52,18 +50,15 @@ pub fn requests(
             };
             let (namespace, name) = (secret.namespace().unwrap_or_default(), secret.name_any());
             if indexes::probes_send_headers_of(&probes.state(), &namespace, &name) {
-                // A source changed: every copy holds it.
-                return clusters
-                    .state()
-                    .iter()
-                    .map(|c| ObjectRef::from_obj(&**c))
-                    .collect();
+                // A source changed: the copies hold it.
+                return first_cluster(&clusters);
             }
-            crate::controller::cluster_copies::cluster_for_copy(
+            clusters_for_copy(
                 &clusters,
                 hub_namespace.as_deref(),
-                secret,
+                change,
                 super::is_copy,
+                false,
             )
         }
     };
