@@ -331,13 +331,20 @@ pub fn signing_from_cache(
                     meridian_api::names::DNSSEC_KEYS_SECRET
                 ));
             };
-            copied.zone_keys(&zone.spec.domain_name, ttl)
+            copied.zone_keys(&zone.spec.domain_name, ttl, unix_now())
         }
     };
     match keys {
         Ok(keys) => ZoneSigning::Signed(keys),
         Err(error) => ZoneSigning::Unavailable(error.to_string()),
     }
+}
+
+/// Unix time now.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
 }
 
 /// The key of a zone's keys in the copies: `<namespace>.<ManagedZone name>` (a namespace has no
@@ -409,6 +416,8 @@ impl CopiedKeys {
             signed_at: now,
             dnskey_ttl,
         };
+        // Kept only while it is fresh, for the same keys, and still verifies for this zone and
+        // TTL (a zone made again under the same name with another domain keeps its key Secret).
         if let Some(previous) = previous.filter(|previous| {
             previous.signed_at <= now
                 && now - previous.signed_at < u64::from(SIGNATURE_REFRESH)
@@ -417,6 +426,7 @@ impl CopiedKeys {
                     signed_at: now,
                     ..(*previous).clone()
                 } == copied
+                && previous.zone_keys(apex, dnskey_ttl, now).is_ok()
         }) {
             return Ok(previous.clone());
         }
@@ -433,8 +443,13 @@ impl CopiedKeys {
     }
 
     /// The keys a server of the zone at `apex` signs with: the ZSK, and the hub's signature
-    /// over the DNSKEY set, checked against the KSK's public key.
-    pub fn zone_keys(&self, apex: &str, dnskey_ttl: u32) -> Result<Arc<ZoneKeys>, KeySetError> {
+    /// over the DNSKEY set, checked against the KSK's public key and valid at Unix time `now`.
+    pub fn zone_keys(
+        &self,
+        apex: &str,
+        dnskey_ttl: u32,
+        now: u64,
+    ) -> Result<Arc<ZoneKeys>, KeySetError> {
         let copy = meridian_api::names::DNSSEC_KEYS_SECRET.to_string();
         let algorithm = KeyAlgorithm::parse(&self.algorithm).ok_or(KeySetError::Field {
             secret: copy.clone(),
@@ -449,6 +464,7 @@ impl CopiedKeys {
             &standby,
             dnskey_ttl,
             &self.dnskey_signature.0,
+            now,
         )
         .map(Arc::new)
         .map_err(|source| KeySetError::Key {
@@ -670,6 +686,7 @@ pub fn advance(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use meridian_nameserver::dnssec::SIGNATURE_VALIDITY;
 
     /// Keys named by a counter, so the table can say which is which (`advance` never looks
     /// inside a key).
@@ -848,7 +865,7 @@ mod tests {
             .zone_keys("shop.example.com", "keys", ttl)
             .expect("the hub's keys");
         let at_agent = copied
-            .zone_keys("shop.example.com", ttl)
+            .zone_keys("shop.example.com", ttl, now)
             .expect("the agent's keys");
         assert!(at_hub.holds_ksk() && !at_agent.holds_ksk());
         assert!(at_agent.publishes_same(&at_hub));
@@ -856,8 +873,16 @@ mod tests {
         assert_eq!(at_agent.dnskey_signed_at(), Some(now));
         // Another TTL than the one signed for, or another zone: refused, not served.
         for (apex, ttl) in [("shop.example.com", ttl + 1), ("other.example.com", ttl)] {
-            let error = copied.zone_keys(apex, ttl).unwrap_err().to_string();
+            let error = copied.zone_keys(apex, ttl, now).unwrap_err().to_string();
             assert!(error.contains("signature"), "{apex} {ttl}: {error}");
+        }
+        // Past its validity (a hub silent for two weeks), or before it: refused, not served.
+        for when in [now + u64::from(SIGNATURE_VALIDITY), now - 2 * 3600] {
+            let error = copied
+                .zone_keys("shop.example.com", ttl, when)
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("not at"), "{when}: {error}");
         }
     }
 
@@ -883,7 +908,7 @@ mod tests {
         let other_ttl = at(&keys, ttl / 2, now + 1);
         assert_ne!(other_ttl.dnskey_signature, first.dnskey_signature);
         other_ttl
-            .zone_keys("shop.example.com", ttl / 2)
+            .zone_keys("shop.example.com", ttl / 2, now + 1)
             .expect("signed for the new TTL");
         // A rollover step publishes another key: the DNSKEY set changed, so did its signature.
         let mut rolling = keys.clone();
@@ -895,14 +920,27 @@ mod tests {
         let prepublished = at(&rolling, ttl, now + 1);
         assert_eq!(prepublished.standby.len(), 1);
         prepublished
-            .zone_keys("shop.example.com", ttl)
+            .zone_keys("shop.example.com", ttl, now + 1)
             .expect("signed over the three keys");
         // A signature kept from before the rollover would not verify over the new set.
         let stale = CopiedKeys {
             standby: prepublished.standby.clone(),
             ..first.clone()
         };
-        assert!(stale.zone_keys("shop.example.com", ttl).is_err());
+        assert!(stale.zone_keys("shop.example.com", ttl, now + 1).is_err());
+        // A zone made again for another domain under the same name and keys: signed again.
+        let moved = CopiedKeys::of(
+            &keys,
+            "other.example.com",
+            "keys",
+            ttl,
+            Some(&first),
+            now + 1,
+        )
+        .unwrap();
+        moved
+            .zone_keys("other.example.com", ttl, now + 1)
+            .expect("signed for the new apex");
         // A clock that went back does not keep a signature from the future.
         assert_ne!(at(&keys, ttl, now - 1).signed_at, first.signed_at);
     }
@@ -923,7 +961,7 @@ mod tests {
             ..honest.clone()
         };
         let error = forged
-            .zone_keys("shop.example.com", 3600)
+            .zone_keys("shop.example.com", 3600, now)
             .unwrap_err()
             .to_string();
         assert!(error.contains("DNSKEY set's signature"), "{error}");
@@ -931,7 +969,7 @@ mod tests {
             dnskey_signature: ByteString(vec![0; 40]),
             ..honest
         };
-        assert!(garbage.zone_keys("shop.example.com", 3600).is_err());
+        assert!(garbage.zone_keys("shop.example.com", 3600, now).is_err());
     }
 
     #[test]

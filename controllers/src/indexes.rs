@@ -245,6 +245,11 @@ pub fn record_voters(
             return BTreeSet::new();
         };
         let target = policy_target(policy);
+        // A policy aimed at another namespace's Gateway is refused, and its placement is no
+        // witness for this namespace's records.
+        if Some(target.0) != policy.metadata.namespace.as_deref() {
+            return BTreeSet::new();
+        }
         gateways
             .iter()
             .filter(|g| {
@@ -908,18 +913,29 @@ mod tests {
         ];
         let web = policy("team", "web-dns", "web-gw");
         let unplaced = policy("team", "unplaced-dns", "unplaced");
+        let across = {
+            let mut across = (*policy("team", "across-dns", "web-gw")).clone();
+            across.spec.target_ref.namespace = Some("other".into());
+            across
+        };
         let labelled = |policy: &str| {
             let mut record = bare_record("team", "r");
             record.metadata.labels =
                 Some([(crate::POLICY_LABEL.to_string(), policy.to_string())].into());
             record
         };
-        let cases: [(&str, DNSRecord, Option<&DNSPolicy>, Vec<&str>); 5] = [
+        let cases: [(&str, DNSRecord, Option<&DNSPolicy>, Vec<&str>); 6] = [
             (
                 "the policy's Gateway",
                 labelled("web-dns"),
                 Some(&web),
                 vec!["c1", "c2"],
+            ),
+            (
+                "another namespace's Gateway",
+                labelled("across-dns"),
+                Some(&across),
+                vec![],
             ),
             (
                 "an unplaced Gateway",

@@ -1,7 +1,9 @@
 //! No crate in Cargo.lock is yanked, unless allowed below with a reason. A yank is how a crate's
 //! author says a release must not be used (a soundness bug, a broken build, a mistake), and cargo
 //! keeps a locked yanked release without a word. This reads cargo's own cache of the crates.io
-//! index, which every build of the workspace fills, so it asks no network: the rest of the
+//! index, which every build of the workspace fills, so it asks no network; it is as fresh as
+//! that cache, which cargo refreshes when it resolves (a `cargo update`, a changed manifest),
+//! not on every `--locked` build: a release yanked since is found at the next. The rest of the
 //! dependency check (licenses, duplicate majors, sources) is cargo-deny's, run by `make test`
 //! (scripts/check-dependencies.sh, deny.toml).
 

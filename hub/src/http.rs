@@ -125,6 +125,7 @@ where
     F: Fn(&str) -> Response + Send + Sync + Clone + 'static,
 {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let max_per_client = limits.max_per_client.max(1);
     let held = Arc::new(Mutex::new(HashMap::new()));
     let mut backoff = ACCEPT_BACKOFF.0;
     loop {
@@ -137,7 +138,7 @@ where
             Ok((stream, peer)) => {
                 backoff = ACCEPT_BACKOFF.0;
                 // Over its share: closed at once, and the slot is free for the next.
-                let Some(share) = ClientShare::take(&held, peer.ip(), limits.max_per_client) else {
+                let Some(share) = ClientShare::take(&held, peer.ip(), max_per_client) else {
                     tracing::debug!(client = %peer.ip(), "closed a connection over the client's share");
                     continue;
                 };
@@ -224,7 +225,8 @@ impl ClientShare {
         client: IpAddr,
         limit: usize,
     ) -> Option<Self> {
-        let mut counts = held.lock().expect("client shares lock");
+        // The counts stay right whatever panicked while holding the lock.
+        let mut counts = held.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let count = counts.entry(client).or_insert(0);
         if *count >= limit {
             return None;
@@ -239,7 +241,10 @@ impl ClientShare {
 
 impl Drop for ClientShare {
     fn drop(&mut self) {
-        let mut counts = self.held.lock().expect("client shares lock");
+        let mut counts = self
+            .held
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(count) = counts.get_mut(&self.client) {
             *count -= 1;
             if *count == 0 {

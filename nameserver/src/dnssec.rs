@@ -207,8 +207,10 @@ impl ZoneKeys {
     /// The keys of a zone served without its KSK: the KSK's public key (a DNSKEY's public key
     /// field), the ZSK that signs and the standby ZSKs (PKCS#8), and `dnskey_signature`, the
     /// RRSIG record (wire form, [`ZoneKeys::dnskey_signature`]) the KSK's holder made over the
-    /// DNSKEY set these keys publish with `dnskey_ttl`. A signature over any other set, or by
-    /// any other key, is refused here rather than served to validators that would reject it.
+    /// DNSKEY set these keys publish with `dnskey_ttl`. A signature over any other set, by any
+    /// other key or algorithm, or not valid at Unix time `now`, is refused here rather than
+    /// served to validators that would reject it.
+    #[allow(clippy::too_many_arguments)]
     pub fn presigned(
         apex: &str,
         algorithm: KeyAlgorithm,
@@ -217,6 +219,7 @@ impl ZoneKeys {
         standby: &[&[u8]],
         dnskey_ttl: u32,
         dnskey_signature: &[u8],
+        now: u64,
     ) -> Result<Self, KeyError> {
         let bad = |why: &str| KeyError::DnskeySignature(why.to_string());
         let dnskey = DNSKEY::with_flags(
@@ -244,12 +247,23 @@ impl ZoneKeys {
         let input = rrsig.input();
         let dnskeys = keys.apex_records(RecordType::DNSKEY);
         if input.type_covered != RecordType::DNSKEY
+            || input.algorithm != algorithm.wire()
             || input.key_tag != tag
             || input.signer_name != keys.apex
             || signature.name != keys.apex
             || input.original_ttl != dnskey_ttl
         {
             return Err(bad("it covers another set"));
+        }
+        // Valid until 2106, so Unix time fits the 32-bit fields without serial arithmetic.
+        let (inception, expiration) = (
+            u64::from(input.sig_inception.get()),
+            u64::from(input.sig_expiration.get()),
+        );
+        if now < inception || now >= expiration {
+            return Err(bad(&format!(
+                "it is valid from {inception} to {expiration} (Unix time), not at {now}"
+            )));
         }
         keys.ksk_published
             .dnskey

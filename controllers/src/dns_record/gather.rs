@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use kube::ResourceExt;
 use meridian_api::kuadrant::{DNSHealthCheckProbe, DNSRecord, ManagedZone};
 use meridian_api::meridian::{ProbeReport, ProbeResults, probe_shard};
+use meridian_api::upstream::{Gateway, PlacementDecision};
 
 use super::reasons;
 use crate::Context;
@@ -87,16 +88,41 @@ pub(super) async fn provider_of(
 /// of those, only the clusters the record is placed on ([`indexes::record_voters`]).
 pub(super) fn live_results(record: &DNSRecord, ctx: &Context) -> Vec<(String, ClusterResults)> {
     let now = (ctx.clock)();
+    let namespace = record.namespace();
     let policy = record
         .labels()
         .get(crate::POLICY_LABEL)
-        .and_then(|name| ctx.caches.policies.get(record.namespace().as_deref(), name));
-    let voters = indexes::record_voters(
-        record,
-        policy.as_deref(),
-        &ctx.caches.gateways.state(),
-        &ctx.caches.decisions.state(),
-    );
+        .map(|name| ctx.caches.policies.get(namespace.as_deref(), name));
+    // Only the Gateways and decisions the voters can come from, by key: this runs for every
+    // health-checked record of the fleet.
+    let gateways: Vec<Arc<Gateway>> = match &policy {
+        Some(Some(policy)) => {
+            let (gateway_namespace, name) = indexes::policy_target(policy);
+            ctx.caches
+                .gateways
+                .get(Some(gateway_namespace), name)
+                .into_iter()
+                .collect()
+        }
+        Some(None) => Vec::new(),
+        None => ctx
+            .caches
+            .gateways
+            .state()
+            .into_iter()
+            .filter(|gateway| gateway.metadata.namespace == namespace)
+            .collect(),
+    };
+    let decisions: Vec<Arc<PlacementDecision>> = gateways
+        .iter()
+        .filter_map(|gateway| indexes::gateway_placement(gateway))
+        .flat_map(|(namespace, placement)| {
+            ctx.caches
+                .decisions
+                .group(&indexes::group_key(namespace, placement))
+        })
+        .collect();
+    let voters = indexes::record_voters(record, policy.flatten().as_deref(), &gateways, &decisions);
     let mut by_cluster: BTreeMap<String, Vec<Arc<ProbeResults>>> = BTreeMap::new();
     for shard in ctx.caches.probe_results.state() {
         by_cluster

@@ -111,6 +111,19 @@ pub fn clusters_for_copy(
     first_cluster(clusters)
 }
 
+/// Who acts when the clusters change: a new cluster binds its agent (and makes the copies,
+/// if it comes first); when a cluster leaves, the one now first makes them from then on.
+pub fn clusters_coming_and_going(
+    clusters: &Store<ManagedCluster>,
+    change: &Change<ManagedCluster>,
+) -> Vec<ObjectRef<ManagedCluster>> {
+    match change {
+        Change::Applied { old: None, new } => vec![ObjectRef::from_obj(&**new)],
+        Change::Deleted(_) => first_cluster(clusters),
+        _ => Vec::new(),
+    }
+}
+
 /// Every cluster (for a change each agent's binding answers).
 pub fn every_cluster(clusters: &Store<ManagedCluster>) -> Vec<ObjectRef<ManagedCluster>> {
     clusters

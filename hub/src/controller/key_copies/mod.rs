@@ -73,7 +73,18 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
     };
     let bindings = Api::<RoleBinding>::namespaced(ctx.client.clone(), &namespace);
     let binding = agent_zone_keys_binding(&cluster);
-    if bindings.get_opt(&binding).await?.is_none() {
+    // Owned by this copy: a binding owned by an earlier copy is about to be collected with it.
+    let owned_by_copy = |binding: &RoleBinding| {
+        binding
+            .owner_references()
+            .iter()
+            .any(|owner| Some(&owner.uid) == copy.metadata.uid.as_ref())
+    };
+    if !bindings
+        .get_opt(&binding)
+        .await?
+        .is_some_and(|b| owned_by_copy(&b))
+    {
         let owner = OwnerReference {
             api_version: "v1".into(),
             kind: "Secret".into(),

@@ -8,33 +8,41 @@ use meridian_api::names::DNSSEC_KEYS_SECRET;
 use meridian_api::upstream::ManagedCluster;
 
 use meridian_controllers::caches::{Caches, Change, everything_once, triggers};
-use meridian_controllers::dnssec_keys::KEYS_SECRET_TYPE;
+use meridian_controllers::dnssec_keys::{KEYS_SECRET_TYPE, dnskey_ttl};
 
 use super::signed_embedded;
-use crate::controller::cluster_copies::{clusters_for_copy, first_cluster};
+use crate::controller::cluster_copies::{
+    clusters_coming_and_going, clusters_for_copy, first_cluster,
+};
 
-/// Key copies: a new cluster wakes itself (its binding); a zone turning signing on or off, a
-/// key Secret changing (a rollover step) or the copy changing wakes the first cluster, which
-/// makes the copy; a new copy wakes every cluster, whose bindings it owns.
+/// Key copies: a new cluster wakes itself (its binding); a zone turning signing on or off or
+/// changing what its DNSKEY set is signed for (apex, TTL), a key Secret changing (a rollover
+/// step), the copy changing or the first cluster leaving wakes the first cluster, which makes
+/// the copy; a new copy wakes every cluster, whose bindings it owns.
 pub fn requests(
     caches: &Caches,
     hub_namespace: Option<String>,
 ) -> Vec<BoxStream<'static, ObjectRef<ManagedCluster>>> {
     let all = caches.clusters.store().clone();
-    let new_clusters = |change: &Change<ManagedCluster>| match change {
-        Change::Applied { old: None, new } => vec![ObjectRef::from_obj(&**new)],
-        _ => Vec::new(),
+    let clusters_changed = {
+        let clusters = all.clone();
+        move |change: &Change<ManagedCluster>| clusters_coming_and_going(&clusters, change)
     };
     let by_zone = {
         let clusters = all.clone();
         move |change: &Change<ManagedZone>| {
-            let signed = |zone: Option<&ManagedZone>| zone.is_some_and(signed_embedded);
-            let toggled = match change {
-                Change::Applied { old, new } => signed(old.as_deref()) != signed(Some(new)),
-                Change::Deleted(old) => signed(Some(old)),
+            // What the copy holds of a zone: whether it is signed, and for which apex and
+            // DNSKEY TTL its DNSKEY set is signed.
+            let copied = |zone: Option<&ManagedZone>| {
+                zone.filter(|zone| signed_embedded(zone))
+                    .map(|zone| (zone.spec.domain_name.clone(), dnskey_ttl(zone)))
+            };
+            let changed = match change {
+                Change::Applied { old, new } => copied(old.as_deref()) != copied(Some(new)),
+                Change::Deleted(old) => copied(Some(old)).is_some(),
                 Change::Relisted => false,
             };
-            if toggled {
+            if changed {
                 first_cluster(&clusters)
             } else {
                 Vec::new()
@@ -62,7 +70,7 @@ pub fn requests(
     };
     vec![
         everything_once(&caches.clusters),
-        triggers(caches.clusters.subscribe(), all.clone(), new_clusters),
+        triggers(caches.clusters.subscribe(), all.clone(), clusters_changed),
         triggers(caches.zones.subscribe(), all.clone(), by_zone),
         triggers(caches.secrets.subscribe(), all, by_secret),
     ]

@@ -10,18 +10,21 @@ use meridian_api::upstream::ManagedCluster;
 use meridian_controllers::caches::{Caches, Change, everything_once, triggers};
 use meridian_controllers::indexes;
 
-use crate::controller::cluster_copies::{clusters_for_copy, first_cluster};
+use crate::controller::cluster_copies::{
+    clusters_coming_and_going, clusters_for_copy, first_cluster,
+};
 
 /// Probe header copies: a new cluster wakes itself (its binding); a probe that names a header
-/// Secret, a named Secret, or a copy wakes the first cluster, which makes the copies.
+/// Secret, a named Secret, a copy, or the first cluster leaving wakes the first cluster, which
+/// makes the copies.
 pub fn requests(
     caches: &Caches,
     hub_namespace: Option<String>,
 ) -> Vec<BoxStream<'static, ObjectRef<ManagedCluster>>> {
     let all = caches.clusters.store().clone();
-    let new_clusters = |change: &Change<ManagedCluster>| match change {
-        Change::Applied { old: None, new } => vec![ObjectRef::from_obj(&**new)],
-        _ => Vec::new(),
+    let clusters_changed = {
+        let clusters = all.clone();
+        move |change: &Change<ManagedCluster>| clusters_coming_and_going(&clusters, change)
     };
     let by_probe = {
         let clusters = all.clone();
@@ -64,7 +67,7 @@ pub fn requests(
     };
     vec![
         everything_once(&caches.clusters),
-        triggers(caches.clusters.subscribe(), all.clone(), new_clusters),
+        triggers(caches.clusters.subscribe(), all.clone(), clusters_changed),
         triggers(caches.probes.subscribe(), all.clone(), by_probe),
         triggers(caches.secrets.subscribe(), all, by_secret),
     ]
