@@ -146,11 +146,14 @@ fn no_locked_crate_is_yanked() {
             .and_then(|(_, path)| std::fs::read(path).ok())
     };
     let found = findings(&locked, cached, ALLOWED_YANKED);
-    let yanked: Vec<String> = found
-        .iter()
-        .filter(|(_, finding)| *finding == Finding::Yanked)
-        .map(|(krate, _)| format!("{} {}", krate.name, krate.version))
-        .collect();
+    let listed = |which: Finding| -> Vec<String> {
+        found
+            .iter()
+            .filter(|(_, finding)| *finding == which)
+            .map(|(krate, _)| format!("{} {}", krate.name, krate.version))
+            .collect()
+    };
+    let yanked = listed(Finding::Yanked);
     assert!(
         yanked.is_empty(),
         "yanked from crates.io: {yanked:?}; update them (cargo update -p NAME), or allow one in \
@@ -158,11 +161,7 @@ fn no_locked_crate_is_yanked() {
     );
     // Cargo caches an index file for every crate it resolves, whatever the platform: a crate it
     // has no word on means the cache was not filled by this lock file.
-    let unknown: Vec<String> = found
-        .iter()
-        .filter(|(_, finding)| *finding == Finding::Unknown)
-        .map(|(krate, _)| format!("{} {}", krate.name, krate.version))
-        .collect();
+    let unknown = listed(Finding::Unknown);
     assert!(
         unknown.is_empty(),
         "not in cargo's index cache ({caches:?}): {unknown:?}; a `cargo fetch --locked` fills it"

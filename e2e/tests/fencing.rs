@@ -138,8 +138,8 @@ async fn published(records: &Api<DNSRecord>) -> Result<DNSRecord, Error> {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_leader_paused_past_its_lease_writes_nothing_after_its_successor() -> Result<(), Error> {
+/// A hub cluster with the test's zone and its record at 10.0.0.1.
+async fn fleet_with_a_record() -> Result<(Fleet, Api<DNSRecord>), Error> {
     let fleet = Fleet::builder().without_ocm().start().await?;
     let hub = fleet.hub.client();
     meridian_e2e::ensure_namespace(&hub, NAMESPACE).await?;
@@ -152,23 +152,42 @@ async fn a_leader_paused_past_its_lease_writes_nothing_after_its_successor() -> 
         }),
     )
     .await?;
-    let records: Api<DNSRecord> = Api::namespaced(hub.clone(), NAMESPACE);
+    let records: Api<DNSRecord> = Api::namespaced(hub, NAMESPACE);
     record_endpoints(&records, "10.0.0.1").await?;
+    Ok((fleet, records))
+}
+
+/// The hub helper (`hub_process`) as its own process against `fleet`'s hub, run through
+/// `wrapper` (a command that runs the rest, such as `prlimit`; none when empty).
+fn spawn_hub(
+    fleet: &Fleet,
+    name: &str,
+    wrapper: &[String],
+    log: &Path,
+) -> Result<ManagedProcess, Error> {
+    let kubeconfig = fleet.hub.kubeconfig_path().display().to_string();
+    let mut args = vec![format!("{KUBECONFIG_ENV}={kubeconfig}")];
+    args.extend(wrapper.iter().cloned());
+    args.extend([
+        std::env::current_exe().unwrap().display().to_string(),
+        "--ignored".into(),
+        "--exact".into(),
+        "hub_process".into(),
+        "--nocapture".into(),
+    ]);
+    ManagedProcess::spawn(name, Path::new("env"), &args, log)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_paused_past_its_lease_writes_nothing_after_its_successor() -> Result<(), Error> {
+    let (fleet, records) = fleet_with_a_record().await?;
 
     // The first replica, alone, leads and publishes.
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = fleet.hub.kubeconfig_path().display().to_string();
-    let old = ManagedProcess::spawn(
+    let old = spawn_hub(
+        &fleet,
         "hub-old-leader",
-        Path::new("env"),
-        &[
-            format!("{KUBECONFIG_ENV}={kubeconfig}"),
-            std::env::current_exe().unwrap().display().to_string(),
-            "--ignored".into(),
-            "--exact".into(),
-            "hub_process".into(),
-            "--nocapture".into(),
-        ],
+        &[],
         &dir.path().join("old-leader.log"),
     )?;
     let old_dns = printed_address(&old, "nameserver").await?;
@@ -328,37 +347,18 @@ async fn idle_connections(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hub_at_its_file_limit_answers_livez_and_dns_through_a_flood_of_idle_connections()
 -> Result<(), Error> {
-    let fleet = Fleet::builder().without_ocm().start().await?;
-    let hub = fleet.hub.client();
-    meridian_e2e::ensure_namespace(&hub, NAMESPACE).await?;
-    apply(
-        &Api::<ManagedZone>::namespaced(hub.clone(), NAMESPACE),
-        json!({
-            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
-            "metadata": { "name": "zone", "namespace": NAMESPACE },
-            "spec": { "domainName": "fenced.example" },
-        }),
-    )
-    .await?;
-    let records: Api<DNSRecord> = Api::namespaced(hub.clone(), NAMESPACE);
-    record_endpoints(&records, "10.0.0.1").await?;
+    let (fleet, records) = fleet_with_a_record().await?;
     const OPEN_FILES: usize = 256;
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = fleet.hub.kubeconfig_path().display().to_string();
-    let mut hub_process = ManagedProcess::spawn(
+    let limit = [
+        "prlimit".to_string(),
+        format!("--nofile={OPEN_FILES}:{OPEN_FILES}"),
+        "--".into(),
+    ];
+    let mut hub_process = spawn_hub(
+        &fleet,
         "hub-at-its-file-limit",
-        Path::new("prlimit"),
-        &[
-            format!("--nofile={OPEN_FILES}:{OPEN_FILES}"),
-            "--".into(),
-            "env".into(),
-            format!("{KUBECONFIG_ENV}={kubeconfig}"),
-            std::env::current_exe().unwrap().display().to_string(),
-            "--ignored".into(),
-            "--exact".into(),
-            "hub_process".into(),
-            "--nocapture".into(),
-        ],
+        &limit,
         &dir.path().join("hub.log"),
     )?;
     let dns = printed_address(&hub_process, "nameserver").await?;
