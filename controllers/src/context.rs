@@ -55,6 +55,10 @@ pub struct ControllerConfig {
     /// The hub's own namespace, where it keeps the key it seals probes with (see
     /// [`crate::probe_seal`]); `None` in distributed mode.
     pub hub_namespace: Option<String>,
+    /// The hub's owner ID (`--owner-id`, see [`crate::owners::hub_record_owner`]): what a
+    /// record without `spec.ownerID` publishes under, with its namespace and name. `None` in
+    /// distributed mode, where every record names its cluster's.
+    pub hub_owner: Option<String>,
 }
 
 /// Reconciles each controller runs at once. A cold start finds every object due together;
@@ -119,6 +123,7 @@ impl Default for ControllerConfig {
             domain_grants: crate::zone_claims::DomainGrants::default(),
             probe_policy: crate::probe_policy::ProbeAddressPolicy::default(),
             hub_namespace: None,
+            hub_owner: None,
         }
     }
 }

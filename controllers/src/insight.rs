@@ -426,7 +426,7 @@ fn host_view(
         .map(|s| s.conditions.as_slice())
         .unwrap_or_default();
     let ready = conditions.iter().find(|c| c.type_ == READY);
-    let owner = crate::dns_record::owner_of(record);
+    let owner = crate::owners::published_owner(record);
     HostView {
         record: format!("{namespace}/{}", record.name_any()),
         zone: snapshot

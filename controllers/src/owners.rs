@@ -6,9 +6,113 @@
 
 use std::collections::BTreeMap;
 
+use kube::ResourceExt;
+use meridian_api::kuadrant::DNSRecord;
+
 use meridian_dns::model::Endpoint;
 use meridian_dns::plan::{PlanInput, Registry, plan};
 use meridian_providers::{Provider, ProviderError};
+
+/// The longest owner ID a record publishes under in its readable form: an ownership TXT value
+/// is `heritage=external-dns,external-dns/owner=<owner>,external-dns/version=1`, 64 bytes
+/// around the owner, and stays within one 255-byte DNS character-string (every provider
+/// stores that unsplit).
+pub const MAX_RECORD_OWNER: usize = 255 - 64;
+
+/// Why a hub owner ID cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "owner ID {0:?} is not 1 to 63 lowercase letters, digits, '-' or '.', starting and ending with a letter or digit"
+)]
+pub struct InvalidOwnerId(pub String);
+
+/// Checks a hub's owner ID (`--owner-id`): a DNS label's characters and length, so it reads
+/// well in a TXT value and can hold no `,`, `=` or `/` that would change how the value or a
+/// record's owner parses.
+pub fn valid_hub_owner(id: &str) -> Result<(), InvalidOwnerId> {
+    let edge_ok = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let ok = (1..=63).contains(&id.len())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && edge_ok(id.chars().next())
+        && edge_ok(id.chars().next_back());
+    if ok {
+        Ok(())
+    } else {
+        Err(InvalidOwnerId(id.to_string()))
+    }
+}
+
+/// The owner ID a hub publishes a record under when the record names none: the hub's owner ID
+/// with the record's namespace and name, `<hub>/<namespace>/<name>`, which a hub restored or
+/// rebuilt from the same manifests derives again (an object's UID would not survive). A name
+/// too long for one TXT string is shortened to a hash of the namespace and name,
+/// `<hub>/<hash>`, which the readable form (two slashes) can never equal.
+pub fn hub_record_owner(hub: &str, namespace: &str, name: &str) -> String {
+    let readable = format!("{hub}/{namespace}/{name}");
+    if readable.len() <= MAX_RECORD_OWNER {
+        readable
+    } else {
+        format!(
+            "{hub}/{}",
+            meridian_dns::shortcode::shortcode(&format!("{namespace}/{name}"), 24)
+        )
+    }
+}
+
+/// The owner ID `record` publishes under: its `spec.ownerID` (distributed mode writes the
+/// cluster's; a hand-written record may name one), else, on a hub, [`hub_record_owner`]. Where
+/// no hub owner ID is known (an agent mirroring a zone before the hub wrote the record's
+/// status), the record's UID, which is what hubs before owner IDs used.
+pub fn record_owner(record: &DNSRecord, hub: Option<&str>) -> String {
+    if let Some(owner) = &record.spec.owner_id {
+        return owner.clone();
+    }
+    match hub {
+        Some(hub) => hub_record_owner(
+            hub,
+            record.namespace().as_deref().unwrap_or_default(),
+            &record.name_any(),
+        ),
+        None => legacy_owner(record),
+    }
+}
+
+/// The owner ID the endpoints in `record`'s status were published under, as status says (a
+/// standby or an agent mirroring the leader's zone knows no hub owner ID of its own); for a
+/// status written before it said, what hubs then used ([`record_owner`] without a hub).
+pub fn published_owner(record: &DNSRecord) -> String {
+    record
+        .status
+        .as_ref()
+        .and_then(|status| status.owner_id.clone())
+        .unwrap_or_else(|| record_owner(record, None))
+}
+
+/// What hubs before configurable owner IDs published a record under: its UID.
+pub fn legacy_owner(record: &DNSRecord) -> String {
+    record.uid().unwrap_or_else(|| record.name_any())
+}
+
+/// The earlier owner IDs whose records `record` takes over when it publishes as `owner`: the
+/// owner status says it published under, if another, and its UID (what hubs before owner IDs
+/// used). None for a record that names its owner: `spec.ownerID` never changes.
+pub fn earlier_owners(record: &DNSRecord, owner: &str) -> Vec<String> {
+    if record.spec.owner_id.is_some() {
+        return Vec::new();
+    }
+    let mut earlier: Vec<String> = record
+        .status
+        .as_ref()
+        .and_then(|status| status.owner_id.clone())
+        .into_iter()
+        .chain(record.uid())
+        .filter(|earlier| earlier != owner)
+        .collect();
+    earlier.dedup();
+    earlier
+}
 
 /// Records each owner vouches for.
 pub fn owner_counts(zone: &[Endpoint]) -> BTreeMap<String, usize> {
@@ -54,6 +158,101 @@ pub async fn purge<P: Provider>(
 mod tests {
     use super::*;
     use meridian_dns::model::RecordType;
+
+    #[test]
+    fn a_hub_owner_id_is_a_dns_labels_characters() {
+        for good in [
+            "prod-hub-eu",
+            "a",
+            "7c1e2f3a-0b1c-4d5e-8f90-123456789abc",
+            "hub.eu-1",
+        ] {
+            assert_eq!(valid_hub_owner(good), Ok(()), "{good}");
+        }
+        let too_long = "a".repeat(64);
+        for bad in [
+            "", "Prod", "-hub", "hub-", "hub/a", "hub,x", "owner=x", "hub a", &too_long,
+        ] {
+            assert!(valid_hub_owner(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    fn record(namespace: &str, name: &str, uid: &str, spec_owner: Option<&str>) -> DNSRecord {
+        let mut record: DNSRecord = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
+            "metadata": { "name": name, "namespace": namespace, "uid": uid },
+            "spec": { "rootHost": "api.example.com", "managedZone": { "name": "zone" } },
+        }))
+        .expect("a record");
+        record.spec.owner_id = spec_owner.map(str::to_string);
+        record
+    }
+
+    #[test]
+    fn a_record_publishes_under_its_own_owner_else_the_hubs_with_its_name_never_its_uid() {
+        let plain = record("team-a", "api", "uid-1", None);
+        let named = record("team-a", "api", "uid-1", Some("cluster-7"));
+        // (record, hub owner ID, owner)
+        let table = [
+            (&plain, Some("hub-eu"), "hub-eu/team-a/api"),
+            (&plain, None, "uid-1"),
+            (&named, Some("hub-eu"), "cluster-7"),
+            (&named, None, "cluster-7"),
+        ];
+        for (record, hub, want) in table {
+            assert_eq!(record_owner(record, hub), want, "{hub:?}");
+        }
+        // Restored with a new UID: the same owner.
+        let restored = record("team-a", "api", "uid-2", None);
+        assert_eq!(
+            record_owner(&restored, Some("hub-eu")),
+            record_owner(&plain, Some("hub-eu"))
+        );
+    }
+
+    #[test]
+    fn an_owner_too_long_for_one_txt_string_is_hashed_and_stays_distinct() {
+        let hub = "h".repeat(63);
+        let (namespace, long_name) = ("n".repeat(63), "r".repeat(253));
+        let fits = hub_record_owner(&hub, &namespace, &"r".repeat(MAX_RECORD_OWNER - 128));
+        assert_eq!(fits.len(), MAX_RECORD_OWNER);
+        assert_eq!(fits.matches('/').count(), 2, "readable when it fits");
+        let hashed = hub_record_owner(&hub, &namespace, &long_name);
+        assert!(hashed.len() <= MAX_RECORD_OWNER, "{}", hashed.len());
+        assert_eq!(hashed.matches('/').count(), 1);
+        assert_ne!(hashed, hub_record_owner(&hub, &namespace, &"s".repeat(253)));
+        let value = meridian_dns::plan::ownership_txt_value(&hub_record_owner(
+            &hub,
+            &namespace,
+            &"r".repeat(MAX_RECORD_OWNER - 128),
+        ));
+        assert_eq!(
+            value.len(),
+            255,
+            "the longest value fills one string exactly"
+        );
+    }
+
+    #[test]
+    fn earlier_owners_are_the_status_owner_and_the_uid_unless_the_owner_is_named() {
+        let mut plain = record("team-a", "api", "uid-1", None);
+        assert_eq!(earlier_owners(&plain, "hub-eu/team-a/api"), ["uid-1"]);
+        plain.status = Some(meridian_api::kuadrant::DNSRecordStatus {
+            owner_id: Some("hub-old/team-a/api".into()),
+            ..Default::default()
+        });
+        assert_eq!(
+            earlier_owners(&plain, "hub-eu/team-a/api"),
+            ["hub-old/team-a/api", "uid-1"]
+        );
+        assert_eq!(
+            earlier_owners(&plain, "hub-old/team-a/api"),
+            ["uid-1"],
+            "the owner itself is not an earlier one"
+        );
+        let named = record("team-a", "api", "uid-1", Some("cluster-7"));
+        assert!(earlier_owners(&named, "cluster-7").is_empty());
+    }
 
     fn owned(name: &str, owner: &str) -> Vec<Endpoint> {
         vec![

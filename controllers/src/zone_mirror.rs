@@ -21,8 +21,8 @@ use tokio::sync::broadcast;
 
 use crate::caches::{Caches, Change};
 use crate::convert::all_to_engine;
-use crate::dns_record::owner_of;
 use crate::dnssec_keys::{KEYS_SECRET_TYPE, KeySource, ZoneSigning, signing_from_cache};
+use crate::owners::published_owner;
 use crate::zone_claims::{Claim, DomainGrants, claim_key, claims, in_zone, normalize};
 use crate::zone_provider::{EmbeddedZones, ZoneProvider};
 use crate::zone_serial::Numbering;
@@ -212,16 +212,34 @@ async fn pass(
             .to_ascii_lowercase();
         seen.insert(key.clone());
         let desired = published_endpoints(&record);
-        let previous = mirrored.get(&key).map(|m| m.published.clone());
-        if previous.as_ref() == Some(&desired) {
+        let owner = published_owner(&record);
+        let mut previous = mirrored.get(&key).map(|m| m.published.clone());
+        if previous.as_ref() == Some(&desired)
+            && mirrored.get(&key).is_some_and(|m| m.owner == owner)
+        {
             // Mirrored; served unless its zone is withheld (its keys not here).
             embedded.mirror_behind(&key, !embedded.serves(&zone_id));
             continue;
         }
+        // The leader adopted the record's records under a new owner ID: what the old one
+        // published goes first, as the leader's adoption took its ownership records away.
+        if let Some(earlier) = mirrored.get(&key).filter(|m| m.owner != owner) {
+            let withdrawn = Mirrored {
+                published: Vec::new(),
+                ..earlier.clone()
+            };
+            if !stage(embedded, &withdrawn, previous.as_deref()).await {
+                embedded.mirror_behind(&key, true);
+                continue;
+            }
+            staged.insert(withdrawn.zone_id.clone());
+            mirrored.remove(&key);
+            previous = None;
+        }
         let entry = Mirrored {
             provider,
             zone_id,
-            owner: owner_of(&record),
+            owner,
             root_host,
             published: desired,
         };

@@ -207,6 +207,62 @@ pub fn published_zone(owner: &str, published: &[Endpoint]) -> Vec<Endpoint> {
         .collect()
 }
 
+/// Ownership handed from earlier owner IDs to a new one, and the zone as it is afterwards.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Adoption {
+    /// Only ownership records: the records themselves, and so every answer, stay as they are.
+    pub changes: Changes,
+    /// The zone once `changes` are applied, to plan against.
+    pub zone: Vec<Endpoint>,
+}
+
+/// Moves the ownership of the records at or below `root_host` from the owner IDs in `from` to
+/// `to`: each earlier owner's ownership TXT record goes, and `to`'s takes its place (same set
+/// identifier, routing properties and TTL) unless `to` vouches for the record already. An
+/// ownership record that vouches for no record is only removed, so nothing is left orphaned.
+///
+/// An owner ID changes when what it is derived from changes: a hub that published under each
+/// DNSRecord's UID before its owner ID became configuration, or an admin who changed the hub's
+/// owner ID. The caller names the earlier IDs it knows to be the same record's; records of any
+/// other owner are never touched.
+pub fn adoption(zone: &[Endpoint], from: &[&str], to: &str, root_host: &str) -> Adoption {
+    let base = root_host.trim_start_matches("*.");
+    let registry = Registry::read(zone);
+    let to_code = shortcode(to, 8);
+    let mut changes = Changes::default();
+    for (key, owners) in &registry.ownership {
+        if !is_at_or_below(&key.dns_name, base) {
+            continue;
+        }
+        let earlier: Vec<&Endpoint> = from
+            .iter()
+            .filter(|owner| **owner != to)
+            .filter_map(|owner| owners.get(*owner))
+            .collect();
+        let Some(first) = earlier.first() else {
+            continue;
+        };
+        changes
+            .deletes
+            .extend(earlier.iter().map(|txt| (*txt).clone()));
+        if registry.records.contains_key(key) && !owners.contains_key(to) {
+            changes.creates.push(Endpoint {
+                dns_name: txt_name_with_code(&to_code, key.record_type, &key.dns_name),
+                targets: vec![ownership_txt_value(to)],
+                ..(*first).clone()
+            });
+        }
+    }
+    let gone: BTreeSet<RecordKey> = changes.deletes.iter().map(Endpoint::key).collect();
+    let zone = zone
+        .iter()
+        .filter(|record| !gone.contains(&record.key()))
+        .chain(&changes.creates)
+        .cloned()
+        .collect();
+    Adoption { changes, zone }
+}
+
 /// The zone split into records and who owns each.
 #[derive(Debug, Clone, Default)]
 pub struct Registry {

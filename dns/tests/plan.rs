@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use meridian_dns::changes::{ZoneRecords, apply_strictly};
 use meridian_dns::model::{Endpoint, RecordKey, RecordType, is_at_or_below};
-use meridian_dns::plan::{PlanInput, Problem, host_records, ownership_txt_name, plan};
+use meridian_dns::plan::{
+    PlanInput, Problem, Registry, adoption, host_records, ownership_txt_name, plan,
+};
 use meridian_dns::tree::{
     Address, ClusterTarget, GatewayRef, LoadBalancing, Strategy as TreeStrategy, build_record_tree,
 };
@@ -485,6 +487,43 @@ proptest! {
         }
         prop_assert!(zone.is_empty(), "all owners left: {:#?}", zone);
     }
+
+    #[test]
+    fn an_adopted_tree_is_the_new_owners_to_the_last_record_and_answers_as_before(
+        clusters in arb_clusters(),
+        policy in arb_policy(),
+        theirs in arb_clusters(),
+    ) {
+        // The record's records under its UID (an earlier hub), a neighbour's host beside it.
+        let mut zone = ZoneRecords::new();
+        let other_host = build_record_tree("other.example.com", &gateway(), &TreeStrategy::LoadBalanced(LoadBalancing { default_weight: 1, custom: Vec::new(), default_geo: None, tiers: None }), &theirs).unwrap().endpoints();
+        apply_strictly(&mut zone, &plan(&PlanInput { owner: "owner-b", root_host: "other.example.com", desired: &other_host, previous: None }, &[]).changes).unwrap();
+        let desired = tree(&policy, &clusters);
+        publish(&mut zone, "uid-1", &desired, None);
+        let records_before = records_only(&zone);
+        let neighbour_before: Vec<Endpoint> = zone.values().filter(|r| r.dns_name.contains("other.example.com")).cloned().collect();
+
+        let adopted = adoption(&zone_of(&zone), &["uid-1", "not-here"], "hub/team/api", HOST);
+        apply_strictly(&mut zone, &adopted.changes).unwrap_or_else(|e| panic!("the adoption was rejected: {e}"));
+        prop_assert_eq!(zone_of(&zone).into_iter().collect::<BTreeSet<_>>(), adopted.zone.iter().cloned().collect::<BTreeSet<_>>(), "the zone after is what the adoption says");
+        prop_assert!(adopted.changes.updates.is_empty());
+        prop_assert!(adopted.changes.creates.iter().chain(&adopted.changes.deletes).all(|r| r.record_type == RecordType::Txt && r.dns_name.starts_with("kuadrant-")));
+        prop_assert_eq!(records_only(&zone), records_before, "no answer changed");
+        prop_assert_eq!(zone.values().filter(|r| r.dns_name.contains("other.example.com")).cloned().collect::<Vec<_>>(), neighbour_before);
+        let registry = Registry::read(&zone_of(&zone));
+        for (key, owners) in &registry.ownership {
+            if is_at_or_below(&key.dns_name, HOST) {
+                prop_assert_eq!(owners.keys().collect::<Vec<_>>(), [&"hub/team/api".to_string()], "{:?}", key);
+            }
+        }
+        // The new owner finds its own tree: nothing to change, and withdrawing leaves nothing.
+        let again = plan(&PlanInput { owner: "hub/team/api", root_host: HOST, desired: &desired, previous: None }, &zone_of(&zone));
+        prop_assert!(again.changes.is_empty() && again.problems.is_empty(), "{:#?}", again);
+        publish(&mut zone, "hub/team/api", &[], Some(&desired));
+        prop_assert!(zone.values().all(|r| r.dns_name.contains("other.example.com")), "{:#?}", zone);
+        // Adopting twice changes nothing the second time.
+        prop_assert!(adoption(&zone_of(&zone), &["uid-1"], "hub/team/api", HOST).changes.is_empty());
+    }
 }
 
 #[test]
@@ -566,5 +605,58 @@ fn a_record_that_lost_only_its_ownership_record_is_vouched_for_again() {
     assert_eq!(
         publish(&mut unknown, "owner-a", &mine, None),
         [Problem::Unowned(mine[0].key())]
+    );
+}
+
+#[test]
+fn adoption_moves_only_the_earlier_owners_claims_and_drops_its_orphans() {
+    let host = cname(HOST, "klb.api.example.com", 300);
+    let klb = a("klb.api.example.com", &["192.0.2.1"]);
+    let mut zone = ZoneRecords::new();
+    publish(&mut zone, "uid-1", &[host.clone(), klb.clone()], None);
+    // The new owner already vouches for klb (a pass that published before adopting); a
+    // neighbour shares klb; an earlier owner's claim on a record gone; a record outside.
+    let mut shared_zone = zone_of(&zone);
+    shared_zone.push(meridian_dns::plan::ownership_record("hub/team/api", &klb));
+    shared_zone.push(meridian_dns::plan::ownership_record("neighbour", &klb));
+    let gone = a("gone.api.example.com", &["192.0.2.9"]);
+    shared_zone.push(meridian_dns::plan::ownership_record("uid-1", &gone));
+    let outside = a("www.example.com", &["192.0.2.7"]);
+    shared_zone.push(outside.clone());
+    shared_zone.push(meridian_dns::plan::ownership_record("uid-1", &outside));
+
+    let adopted = adoption(&shared_zone, &["uid-1"], "hub/team/api", HOST);
+    let names = |records: &[Endpoint]| {
+        let mut names: Vec<String> = records.iter().map(|r| r.dns_name.clone()).collect();
+        names.sort();
+        names
+    };
+    let mut deleted = vec![
+        ownership_txt_name("uid-1", RecordType::Cname, HOST),
+        ownership_txt_name("uid-1", RecordType::A, "klb.api.example.com"),
+        ownership_txt_name("uid-1", RecordType::A, "gone.api.example.com"),
+    ];
+    deleted.sort();
+    assert_eq!(names(&adopted.changes.deletes), deleted);
+    assert_eq!(
+        names(&adopted.changes.creates),
+        [ownership_txt_name("hub/team/api", RecordType::Cname, HOST)],
+        "only the claim the new owner lacked on a record that exists"
+    );
+    assert_eq!(
+        adopted.changes.creates[0].targets,
+        ["heritage=external-dns,external-dns/owner=hub/team/api,external-dns/version=1"]
+    );
+    let registry = Registry::read(&adopted.zone);
+    assert_eq!(
+        registry.owners(&klb.key()),
+        BTreeSet::from(["hub/team/api", "neighbour"])
+    );
+    assert_eq!(registry.owners(&outside.key()), BTreeSet::from(["uid-1"]));
+    // Nothing of an owner not named moves.
+    assert!(
+        adoption(&shared_zone, &["uid-2"], "hub/team/api", HOST)
+            .changes
+            .is_empty()
     );
 }

@@ -29,6 +29,7 @@ mod pki;
 mod ports;
 mod process;
 pub mod release;
+pub mod route53;
 pub mod synthetic;
 pub mod traffic;
 mod wait;
@@ -65,4 +66,20 @@ pub async fn has_event(
         .items
         .iter()
         .any(|event| event.reason.as_deref() == Some(reason)))
+}
+
+/// The owner ID a hub whose namespace is `hub_namespace` publishes under, as it keeps it in
+/// that namespace (written at its start; waited for).
+pub async fn hub_owner_id(client: &kube::Client, hub_namespace: &str) -> Result<String, Error> {
+    let configmaps = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
+        client.clone(),
+        hub_namespace,
+    );
+    eventually("the hub keeps its owner ID", DEFAULT_PATIENCE, || async {
+        Ok(configmaps
+            .get_opt(meridian_hub::owner_id::CONFIGMAP)
+            .await?
+            .and_then(|c| c.data?.remove(meridian_hub::owner_id::KEY)))
+    })
+    .await
 }

@@ -588,6 +588,18 @@ async fn helm_installs_and_uninstalls_the_chart_on_an_api_server() -> Result<(),
         "-n",
         "kube-system"
     ]));
+    // The default owner ID is kube-system's UID: that namespace is read, no other; the
+    // ConfigMap keeping it is written in the hub's namespace alone.
+    assert!(can_in(&["get", "namespaces/kube-system"]));
+    assert!(!can_in(&["get", "namespaces/team-a"]));
+    assert!(can_in(&[
+        "patch",
+        "configmaps/meridian-owner-id",
+        "-n",
+        NAMESPACE
+    ]));
+    assert!(!can_in(&["patch", "configmaps/anything", "-n", NAMESPACE]));
+    assert!(!can_in(&["create", "configmaps", "-n", "kube-system"]));
     // A Secret written in kube-system could be a token for its controllers: none is.
     assert!(!can_in(&["create", "secrets", "-n", "kube-system"]));
     assert!(!can_in(&["patch", "secrets/anything", "-n", "kube-system"]));

@@ -10,8 +10,10 @@
 use std::time::Duration;
 
 use kube::Client;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use meridian_api::kuadrant::DNSRecord;
+use meridian_controllers::owners::hub_record_owner;
 use meridian_dns::model::{Endpoint, RecordType};
 use meridian_dns::plan::Registry;
 use meridian_e2e::example::{apply, ready_message};
@@ -215,14 +217,16 @@ async fn wait_for_zone(
     .await
 }
 
-/// The record IDs Meridian publishes under: the DNSRecords' UIDs.
+/// The owner IDs Meridian publishes under: the hub's owner ID (kept in its namespace's
+/// ConfigMap) with each DNSRecord's namespace and name.
 async fn meridian_owners(client: &Client) -> Result<Vec<String>, Error> {
+    let hub = meridian_e2e::hub_owner_id(client, "kube-system").await?;
     Ok(Api::<DNSRecord>::namespaced(client.clone(), NAMESPACE)
         .list(&Default::default())
         .await?
         .items
         .into_iter()
-        .filter_map(|r| r.metadata.uid)
+        .map(|r| hub_record_owner(&hub, NAMESPACE, &r.name_any()))
         .collect())
 }
 

@@ -10,11 +10,10 @@ use std::time::{Duration, Instant};
 use kube::api::Api;
 use meridian_api::conditions;
 use meridian_api::kuadrant::{DNSRecord, ManagedZone};
-use meridian_dns::model::{Endpoint, RecordType};
 use meridian_e2e::example::{apply, dig_host};
+use meridian_e2e::route53::{Route53Zone, held_by};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually};
 use meridian_hub::run_command::{RunArgs, RunningHub};
-use meridian_providers::Provider;
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "dns";
@@ -100,76 +99,8 @@ async fn ready(
     .await
 }
 
-/// The A records a provider holds (ownership TXT records aside), by name.
-async fn held_by(provider: &impl Provider, zone_id: &str) -> Vec<(String, Vec<String>)> {
-    let mut held: Vec<(String, Vec<String>)> = provider
-        .records(zone_id)
-        .await
-        .expect("the provider answers")
-        .into_iter()
-        .filter(|e: &Endpoint| e.record_type == RecordType::A && !e.dns_name.starts_with("ns1."))
-        .map(|e| (e.dns_name, e.targets))
-        .collect();
-    held.sort();
-    held
-}
-
 fn a(host: &str, ip: &str) -> (String, Vec<String>) {
     (host.to_string(), vec![ip.to_string()])
-}
-
-/// A Route53 zone on moto, reached through a proxy that can play an outage.
-struct Route53Zone {
-    _moto: meridian_testkit::moto::MotoServer,
-    /// Straight to moto, for the test's own reads.
-    direct: meridian_providers::route53::Route53Provider,
-    zone_id: String,
-    proxy: meridian_testkit::counting_proxy::CountingProxy,
-}
-
-impl Route53Zone {
-    async fn start(domain: &str) -> Self {
-        use meridian_providers::budget::RequestBudget;
-        let moto = meridian_testkit::moto::MotoServer::start().expect("moto starts");
-        moto.create_zone(domain).await.expect("a zone");
-        let direct = meridian_providers::route53::Route53Provider::new(
-            &moto.credentials(&moto.endpoint()),
-            std::sync::Arc::new(RequestBudget::per_second(100)),
-        );
-        let zone_id = direct.list_zones().await.unwrap()[0].id.clone();
-        let proxy = meridian_testkit::counting_proxy::CountingProxy::start(moto.address(), 0)
-            .await
-            .unwrap();
-        Route53Zone {
-            _moto: moto,
-            direct,
-            zone_id,
-            proxy,
-        }
-    }
-
-    /// The `kuadrant.io/aws` Secret `name` pointing the hub at the proxy.
-    fn secret(&self, name: &str) -> Value {
-        json!({
-            "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/aws",
-            "metadata": { "name": name, "namespace": NAMESPACE },
-            "stringData": {
-                "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                "AWS_REGION": "us-east-1",
-            },
-        })
-    }
-
-    /// A hub whose Route53 is the proxy (the admin's `--aws-endpoint`).
-    fn hub_args(&self, kubeconfig: &std::path::Path) -> RunArgs {
-        let mut args = RunArgs::local(kubeconfig);
-        args.providers.aws_endpoint = Some(self.proxy.endpoint());
-        args
-    }
-
-    async fn held(&self) -> Vec<(String, Vec<String>)> {
-        held_by(&self.direct, &self.zone_id).await
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -182,7 +113,7 @@ async fn route53_unreachable_mid_change_is_retried_with_backoff_and_loses_nothin
         &fleet,
         "zone",
         "outage.example",
-        Some(route53.secret("route53")),
+        Some(route53.secret(NAMESPACE, "route53")),
     )
     .await?;
     record(&fleet, "shop", "zone", "shop.outage.example", "192.0.2.1").await?;
@@ -320,7 +251,7 @@ async fn every_replica_answers_the_last_state_while_the_api_server_is_away() -> 
         &fleet,
         "remote",
         "remote.example",
-        Some(route53.secret("route53")),
+        Some(route53.secret(NAMESPACE, "route53")),
     )
     .await?;
     record(&fleet, "web", "local", "web.local.example", "192.0.2.1").await?;

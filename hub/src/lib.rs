@@ -12,6 +12,7 @@ pub mod http_auth;
 pub mod leader;
 pub mod nameserver_command;
 pub mod open_files;
+pub mod owner_id;
 pub mod placement;
 pub mod plan_command;
 pub mod routers;

@@ -199,6 +199,13 @@ pub struct RunArgs {
     )]
     pub domain_grants: Vec<String>,
 
+    /// The owner ID the hub publishes under at every provider (with each record's namespace and
+    /// name). Set it when hubs may be rebuilt from their manifests, or when more than one hub
+    /// shares a zone; unset, the one kept in the ConfigMap `meridian-owner-id`, else the hub
+    /// cluster's `kube-system` UID (see docs/hub.md, "Restores and rebuilds").
+    #[arg(long, env = "MERIDIAN_OWNER_ID")]
+    pub owner_id: Option<String>,
+
     #[command(flatten)]
     pub probes: ProbePolicyArgs,
 }
@@ -228,6 +235,7 @@ impl RunArgs {
             lease_seconds: 15,
             drain_seconds: 0,
             domain_grants: Vec::new(),
+            owner_id: None,
             probes: ProbePolicyArgs::default(),
             cluster_heartbeat_timeout_seconds: 120,
             failure_threshold_percent: DEFAULT_THRESHOLD_PERCENT,
@@ -367,6 +375,10 @@ impl RunningHub {
         };
         let fenced_config = client_config.clone();
         let client = Client::try_from(client_config)?;
+        let (owner_id, source) =
+            crate::owner_id::resolve(&client, &args.lease_namespace, args.owner_id.as_deref())
+                .await?;
+        tracing::info!(owner_id = %owner_id, ?source, "publishing under this owner ID");
         let geo = args.geoip.as_deref().map(GeoDb::open).transpose()?;
         let open_files = crate::open_files::raise();
         let server = NameServer::start(
@@ -400,6 +412,7 @@ impl RunningHub {
                 .map_err(|e| anyhow::anyhow!("--domain-grant: {e}"))?,
             probe_policy: probe_policy.clone(),
             hub_namespace: Some(args.lease_namespace.clone()),
+            hub_owner: Some(owner_id),
             ..ControllerConfig::default()
         };
         // The controllers write through a client that checks the fence before every write;

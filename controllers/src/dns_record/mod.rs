@@ -150,14 +150,9 @@ pub fn error_policy(record: Arc<DNSRecord>, error: &Error, ctx: Arc<Context>) ->
     retry_after(&*record, error, &ctx, CONTROLLER)
 }
 
-/// The owner ID the record publishes under.
-pub fn owner_of(record: &DNSRecord) -> String {
-    record
-        .spec
-        .owner_id
-        .clone()
-        .or_else(|| record.uid())
-        .unwrap_or_else(|| record.name_any())
+/// The owner ID the record publishes under (see [`crate::owners::record_owner`]).
+pub fn owner_of(record: &DNSRecord, config: &crate::context::ControllerConfig) -> String {
+    crate::owners::record_owner(record, config.hub_owner.as_deref())
 }
 
 async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
@@ -201,7 +196,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
             return Err(Error::Waiting(format!("zone of {}", record.name_any())));
         }
     };
-    let owner = owner_of(record);
+    let owner = owner_of(record, &ctx.config);
     let root_host = match record.spec.effective_root_host() {
         None => Err("spec.rootHost is empty and no endpoint's name holds all the others: set spec.rootHost to the host these records serve".to_string()),
         // Every endpoint is at or under the root host (the schema, or how the root host is
@@ -250,9 +245,12 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     // Steady state at a provider: what this generation asks for is what status says is
     // published, so there is nothing to ask the provider (not even a zone list). Embedded zones
     // are always planned: reading them is free, and after a restart they start empty.
+    // A status that names another owner (or none: written before owner IDs) was published
+    // under an earlier one, whose records this pass adopts.
     let published_as_desired = record.status.as_ref().is_some_and(|status| {
         status.observed_generation == record.metadata.generation
             && conditions::condition_status(&status.conditions, conditions::READY) == Some(true)
+            && status.owner_id.as_deref() == Some(owner.as_str())
     }) && previous.as_deref() == Some(desired.as_slice());
     let mark_name = last_modified_name(&root_host);
     let shared = shared_check.zip(ctx.shared_probes.as_ref());
@@ -307,6 +305,15 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     let current = match current {
         Ok(current) => current,
         Err(error) => return provider_failed(record, ctx, &provider, error).await,
+    };
+    let current = match adopt(
+        record, ctx, &provider, &zone_id, &owner, &root_host, current,
+    )
+    .await
+    {
+        Ok(current) => current,
+        Err(Error::Provider(error)) => return provider_failed(record, ctx, &provider, error).await,
+        Err(error) => return Err(error),
     };
     let mark_before = current
         .iter()
@@ -459,6 +466,54 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     Ok(Action::requeue(refresh_after(resync, distributed)))
 }
 
+/// Takes over what the record published under an earlier owner ID (its UID, before owner IDs
+/// were configuration; or the owner ID status names, if the hub's changed), in a batch of its
+/// own that changes only ownership records, so no answer changes and a failure midway leaves
+/// each record owned by one of the two. Returns the host's records as they are afterwards.
+async fn adopt(
+    record: &DNSRecord,
+    ctx: &Context,
+    provider: &ZoneProvider,
+    zone_id: &str,
+    owner: &str,
+    root_host: &str,
+    current: Vec<Endpoint>,
+) -> Result<Vec<Endpoint>, Error> {
+    let earlier = crate::owners::earlier_owners(record, owner);
+    let earlier: Vec<&str> = earlier.iter().map(String::as_str).collect();
+    let adopted = meridian_dns::plan::adoption(&current, &earlier, owner, root_host);
+    if adopted.changes.is_empty() {
+        return Ok(current);
+    }
+    ctx.check_fence()?;
+    provider.apply(zone_id, &adopted.changes).await?;
+    ctx.metrics.provider_call(provider.kind(), "ok");
+    tracing::info!(
+        record = %record.name_any(),
+        %owner,
+        from = ?earlier,
+        moved = adopted.changes.creates.len(),
+        removed = adopted.changes.deletes.len(),
+        "adopted the records an earlier owner ID published"
+    );
+    ctx.journal.record(journal::Entry {
+        at: (ctx.clock)(),
+        record: format!(
+            "{}/{}",
+            record.namespace().unwrap_or_default(),
+            record.name_any()
+        ),
+        host: root_host.to_string(),
+        changes: format!(
+            "+{} ~0 -{}",
+            adopted.changes.creates.len(),
+            adopted.changes.deletes.len()
+        ),
+        reason: format!("ownership moved from {} to {owner}", earlier.join(", ")),
+    });
+    Ok(adopted.zone)
+}
+
 /// Why a publication changed the zone, for the journal: a new spec, what health says (a leaf
 /// withdrawn, restored or awaiting its first probe), the notes (tiers, drains); otherwise the
 /// zone differed from the plan (changed out of band, or a restart's empty embedded zone).
@@ -609,12 +664,16 @@ async fn withdraw(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         }
         Err((_, _, message)) => return Err(Error::Waiting(message)),
     };
-    let owner = owner_of(record);
+    let owner = owner_of(record, &ctx.config);
     let Some(root_host) = record.spec.effective_root_host() else {
         // Without a root host nothing was ever published.
         return Ok(Action::await_change());
     };
     let current = provider.host_records(&zone_id, &root_host).await?;
+    let current = adopt(
+        record, ctx, &provider, &zone_id, &owner, &root_host, current,
+    )
+    .await?;
     let planned = plan(
         &PlanInput {
             owner: &owner,

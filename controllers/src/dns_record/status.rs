@@ -102,6 +102,7 @@ pub(super) async fn write_status(
     if let Some(published) = published {
         status.endpoints = all_to_api(published);
         status.domain_owners = domain_owners;
+        status.owner_id = Some(super::owner_of(record, &ctx.config));
     }
     status.observed_generation = record.metadata.generation;
     set_condition(

@@ -140,7 +140,7 @@ async fn verify_zone(
             .as_ref()
             .map(|s| all_to_engine(&s.endpoints))
             .unwrap_or_default();
-        let found = drift(&owner_of(&record), &published, &registry);
+        let found = drift(&owner_of(&record, &ctx.config), &published, &registry);
         if found.is_empty() {
             continue;
         }
