@@ -8,7 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use meridian_api::upstream::Gateway;
+use meridian_api::upstream::{Gateway, ManagedCluster};
 use serde_json::{Value, json};
 
 use meridian_controllers::desired::downstream_namespace;
@@ -26,6 +26,63 @@ pub use meridian_api::names::AGENT_NAMESPACE;
 pub const AGENT_HUB_KUBECONFIG_SECRET: &str = "meridian-hub-kubeconfig";
 /// The downstream GatewayClass when the hub GatewayClass names none.
 pub const DEFAULT_DOWNSTREAM_CLASS: &str = "istio";
+/// Label a platform admin puts on a ManagedCluster to give its downstream Gateways another
+/// class than the fleet's (an Envoy Gateway cluster in an Istio fleet).
+pub const DOWNSTREAM_CLASS_LABEL: &str = "meridian.dev/downstream-gateway-class";
+/// ClusterClaim a spoke states the same with (`status.clusterClaims` of its ManagedCluster,
+/// reported by OCM's registration agent); the label wins over it.
+pub const DOWNSTREAM_CLASS_CLAIM: &str = "gatewayclass.meridian.dev";
+
+/// The class a cluster's downstream Gateways take: its [`DOWNSTREAM_CLASS_LABEL`], else its
+/// [`DOWNSTREAM_CLASS_CLAIM`], else `fleet` (the hub GatewayClass's parameters). A value that
+/// is no GatewayClass name is not used: the next one is, and the second element says why.
+/// What a cluster says changes only its own Gateways.
+pub fn cluster_downstream_class(
+    cluster: Option<&ManagedCluster>,
+    fleet: &str,
+) -> (String, Option<String>) {
+    let Some(cluster) = cluster else {
+        return (fleet.to_string(), None);
+    };
+    let label = cluster
+        .labels()
+        .get(DOWNSTREAM_CLASS_LABEL)
+        .map(|value| (format!("label {DOWNSTREAM_CLASS_LABEL}"), value.as_str()));
+    let claim = cluster
+        .status
+        .iter()
+        .flat_map(|status| &status.cluster_claims)
+        .find(|claim| claim.name == DOWNSTREAM_CLASS_CLAIM)
+        .map(|claim| {
+            (
+                format!("ClusterClaim {DOWNSTREAM_CLASS_CLAIM}"),
+                claim.value.as_str(),
+            )
+        });
+    let mut refused = Vec::new();
+    for (source, value) in label.into_iter().chain(claim) {
+        if is_class_name(value) {
+            return (value.to_string(), complaint(&cluster.name_any(), &refused));
+        }
+        refused.push(format!("{source} {value:?} is not a GatewayClass name"));
+    }
+    (fleet.to_string(), complaint(&cluster.name_any(), &refused))
+}
+
+fn complaint(cluster: &str, refused: &[String]) -> Option<String> {
+    (!refused.is_empty()).then(|| format!("ManagedCluster {cluster}: {}", refused.join("; ")))
+}
+
+/// Whether `value` can name a GatewayClass (a DNS subdomain, as every object name).
+pub fn is_class_name(value: &str) -> bool {
+    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    (1..=253).contains(&value.len())
+        && value
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && edge(value.chars().next())
+        && edge(value.chars().next_back())
+}
 
 /// The value of [`GATEWAY_WORK_LABEL`] for a hub Gateway: `<namespace>.<name>` (unambiguous:
 /// a namespace has no dots), or past a label value's 63 characters its start and a hash.
@@ -455,6 +512,60 @@ pub fn agent_work(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cluster(label: Option<&str>, claim: Option<&str>) -> ManagedCluster {
+        let mut cluster: ManagedCluster = serde_json::from_value(json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+            "metadata": { "name": "spoke-1" },
+            "spec": { "hubAcceptsClient": true },
+            "status": { "clusterClaims": [{ "name": "id.k8s.io", "value": "spoke-1" }] },
+        }))
+        .expect("a ManagedCluster");
+        if let Some(label) = label {
+            cluster
+                .labels_mut()
+                .insert(DOWNSTREAM_CLASS_LABEL.into(), label.into());
+        }
+        if let Some(claim) = claim {
+            let status = cluster.status.as_mut().expect("a status");
+            status
+                .cluster_claims
+                .push(meridian_api::upstream::ClusterClaimStatus {
+                    name: DOWNSTREAM_CLASS_CLAIM.into(),
+                    value: claim.into(),
+                });
+        }
+        cluster
+    }
+
+    #[test]
+    fn a_clusters_label_then_its_claim_then_the_fleet_name_its_downstream_class() {
+        // (label, claim, class, refused)
+        let long = "a".repeat(254);
+        let table: [(Option<&str>, Option<&str>, &str, bool); 8] = [
+            (None, None, "istio", false),
+            (Some("eg"), None, "eg", false),
+            (None, Some("traefik"), "traefik", false),
+            (Some("eg"), Some("traefik"), "eg", false),
+            (Some("Envoy Gateway"), Some("traefik"), "traefik", true),
+            (None, Some("../kube-system"), "istio", true),
+            (Some(""), Some(&long), "istio", true),
+            (Some("eg.example.com"), None, "eg.example.com", false),
+        ];
+        for (label, claim, want, refused) in table {
+            let (class, why) = cluster_downstream_class(Some(&cluster(label, claim)), "istio");
+            assert_eq!(class, want, "{label:?} {claim:?}");
+            assert_eq!(why.is_some(), refused, "{label:?} {claim:?}: {why:?}");
+            if let Some(why) = why {
+                assert!(why.starts_with("ManagedCluster spoke-1: "), "{why}");
+            }
+        }
+        assert_eq!(
+            cluster_downstream_class(None, "cilium"),
+            ("cilium".into(), None),
+            "a cluster not in the cache takes the fleet's"
+        );
+    }
 
     #[test]
     fn no_two_gateways_share_a_work_or_a_label_and_names_stay_within_limits() {

@@ -27,8 +27,19 @@ pub struct ManagedClusterSpec {
 pub struct ManagedClusterStatus {
     #[serde(default)]
     pub conditions: Vec<Condition>,
+    /// What the spoke's registration agent reports of the ClusterClaims on the spoke.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_claims: Vec<ClusterClaimStatus>,
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+/// One reported ClusterClaim: a fact a spoke states about itself.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct ClusterClaimStatus {
+    pub name: String,
+    #[serde(default)]
+    pub value: String,
 }
 
 /// `cluster.open-cluster-management.io/v1beta1` Placement. Meridian only needs its identity:

@@ -10,7 +10,7 @@ use meridian_api::upstream::{Gateway, GatewayClass, ManifestWork};
 
 use super::PlacementContext;
 use crate::placement::{
-    DEFAULT_DOWNSTREAM_CLASS, GATEWAY_WORK_LABEL, gateway_label, tls_secret_names,
+    DEFAULT_DOWNSTREAM_CLASS, GATEWAY_WORK_LABEL, gateway_label, is_class_name, tls_secret_names,
 };
 use meridian_controllers::indexes;
 
@@ -22,7 +22,7 @@ pub struct Seen {
     pub works: Vec<Arc<ManifestWork>>,
     /// Its GatewayClass, when there is one.
     pub class: Option<Arc<GatewayClass>>,
-    /// The class the downstream copies take.
+    /// The class the downstream copies take unless their cluster names its own.
     pub downstream_class: String,
     /// The TLS Secrets its listeners name that exist.
     pub tls_secrets: Vec<Secret>,
@@ -64,8 +64,9 @@ pub fn gather(gateway: &Gateway, ctx: &PlacementContext) -> Seen {
     }
 }
 
-/// The downstream class: the `downstreamClass` key of a ConfigMap the GatewayClass names as
-/// parameters, else `istio`.
+/// The fleet's downstream class: the `downstreamClass` key of a ConfigMap the GatewayClass
+/// names as parameters, else `istio` (a cluster may name its own: see
+/// [`crate::placement::cluster_downstream_class`]).
 fn downstream_class(class: Option<&GatewayClass>, ctx: &PlacementContext) -> String {
     class
         .and_then(|class| class.spec.parameters_ref.as_ref())
@@ -76,6 +77,7 @@ fn downstream_class(class: Option<&GatewayClass>, ctx: &PlacementContext) -> Str
                 .get(parameters.namespace.as_deref(), &parameters.name)
         })
         .and_then(|config_map| config_map.data.as_ref()?.get("downstreamClass").cloned())
+        .filter(|class| is_class_name(class))
         .unwrap_or_else(|| DEFAULT_DOWNSTREAM_CLASS.to_string())
 }
 

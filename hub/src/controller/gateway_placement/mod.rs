@@ -8,9 +8,9 @@
 //! | | |
 //! |---|---|
 //! | **Watches** (shared caches) | Gateways, PlacementDecisions, ManagedClusters, Secrets, GatewayClasses, ConfigMaps, ManifestWorks |
-//! | **Triggered by** ([`triggers`]) | the Gateway; a decision of its Placement; a cluster joining or leaving OCM; its TLS Secret; a GatewayClass or its parameters; a work of its changed or deleted by someone else |
-//! | **Gathers** ([`gather`]) | the placed clusters, the Gateway's works, the downstream class, the TLS Secrets, from the caches only |
-//! | **Decides** (`crate::placement`, pure) | each work's fate (keep, mark leaving, wait, delete), the downstream Gateway's work, the agent's RBAC and work |
+//! | **Triggered by** ([`triggers`]) | the Gateway; a decision of its Placement; a cluster joining or leaving OCM, or changing its downstream class; its TLS Secret; a GatewayClass or its parameters; a work of its changed or deleted by someone else |
+//! | **Gathers** ([`gather`]) | the placed clusters, the Gateway's works, the fleet's downstream class, the TLS Secrets, from the caches only |
+//! | **Decides** (`crate::placement`, pure) | each work's fate (keep, mark leaving, wait, delete), each cluster's downstream class (its label, its ClusterClaim, the fleet's), the downstream Gateway's work, the agent's RBAC and work |
 //! | **Writes** ([`apply`], [`status`]) | ManifestWorks (only where they differ from the cache), the agent's RBAC, token and addon registration when due; GatewayClass `Accepted`; Events |
 
 mod apply;
@@ -27,7 +27,7 @@ use meridian_api::upstream::{Gateway, MULTI_CLUSTER_GATEWAY_CLASS};
 
 pub use apply::AgentInstalls;
 
-use crate::placement::{gateway_work, gateway_work_name, work_fate};
+use crate::placement::{cluster_downstream_class, gateway_work, gateway_work_name, work_fate};
 use meridian_controllers::{Context, Error, retry_after, with_finalizer};
 
 pub const FINALIZER: &str = "meridian.dev/gateway-placement";
@@ -149,7 +149,17 @@ async fn place(gateway: &Gateway, ctx: &PlacementContext) -> Result<Action, Erro
         &gateway.name_any(),
     );
     for cluster in &seen.placed {
-        let work = gateway_work(gateway, &seen.downstream_class, &seen.tls_secrets, cluster);
+        let (class, refused) = cluster_downstream_class(
+            ctx.caches.clusters.get(None, cluster).as_deref(),
+            &seen.downstream_class,
+        );
+        if let Some(refused) = refused {
+            tracing::warn!(gateway = %gateway.name_any(), %cluster, %class, "{refused}");
+            let note = format!("{refused}; its downstream Gateway takes {class}");
+            ctx.notify(gateway, true, "InvalidDownstreamClass", "Place", note)
+                .await;
+        }
+        let work = gateway_work(gateway, &class, &seen.tls_secrets, cluster);
         apply::work(cluster, &work_name, work, ctx).await?;
         apply::install_agent(cluster, ctx).await?;
     }

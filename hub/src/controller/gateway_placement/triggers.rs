@@ -12,14 +12,16 @@ use meridian_api::upstream::{
 };
 
 use super::is_multi_cluster;
-use crate::placement::{AGENT_WORK, GATEWAY_WORK_LABEL, gateway_label, tls_secret_names};
+use crate::placement::{
+    AGENT_WORK, GATEWAY_WORK_LABEL, cluster_downstream_class, gateway_label, tls_secret_names,
+};
 use meridian_controllers::caches::{Caches, Change, everything_once, own_changes, triggers};
 use meridian_controllers::indexes;
 
 /// Every Gateway once at start, its own changes, and:
 /// - a PlacementDecision → the Gateways following its Placement;
-/// - a cluster joining or leaving OCM → every multi-cluster Gateway (its work comes or goes
-///   at once);
+/// - a cluster joining or leaving OCM, or changing the downstream class it names →
+///   every multi-cluster Gateway (its work comes or goes at once, or changes class);
 /// - a Secret → the Gateways whose listeners carry it;
 /// - a GatewayClass, or a ConfigMap a class names as parameters → every multi-cluster Gateway;
 /// - a ManifestWork someone else changed or deleted → the Gateways it serves.
@@ -43,6 +45,10 @@ pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<Gateway>>> 
         let multi_cluster = multi_cluster.clone();
         move |change: &Change<ManagedCluster>| match change {
             Change::Applied { old: None, .. } | Change::Deleted(_) => multi_cluster(),
+            Change::Applied {
+                old: Some(old),
+                new,
+            } if class_changed(old, new) => multi_cluster(),
             _ => Vec::new(),
         }
     };
@@ -87,6 +93,13 @@ pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<Gateway>>> 
         triggers(caches.config_maps.subscribe(), all.clone(), by_parameters),
         triggers(caches.works.subscribe(), all, by_work),
     ]
+}
+
+/// Whether a cluster's own downstream class (label or claim) changed; status updates of
+/// other kinds (conditions, heartbeats' resources) wake nothing.
+pub fn class_changed(old: &ManagedCluster, new: &ManagedCluster) -> bool {
+    let class = |cluster: &ManagedCluster| cluster_downstream_class(Some(cluster), "");
+    class(old) != class(new)
 }
 
 fn multi_cluster_gateways(gateways: &[Arc<Gateway>]) -> Vec<ObjectRef<Gateway>> {
@@ -165,6 +178,43 @@ mod tests {
 
     fn from_json<K: serde::de::DeserializeOwned>(value: serde_json::Value) -> Arc<K> {
         Arc::new(serde_json::from_value(value).expect("a valid object"))
+    }
+
+    #[test]
+    fn a_cluster_wakes_placement_when_its_class_changes_not_on_other_updates() {
+        let cluster = |labels: serde_json::Value, claims: serde_json::Value, heard: &str| {
+            from_json::<ManagedCluster>(json!({
+                "apiVersion": "cluster.open-cluster-management.io/v1", "kind": "ManagedCluster",
+                "metadata": { "name": "spoke-1", "labels": labels },
+                "spec": { "hubAcceptsClient": true },
+                "status": { "clusterClaims": claims, "conditions": [{
+                    "type": "ManagedClusterConditionAvailable", "status": "True", "reason": "x",
+                    "message": "", "lastTransitionTime": heard,
+                }] },
+            }))
+        };
+        let plain = cluster(json!({}), json!([]), "2026-01-01T00:00:00Z");
+        let heard_later = cluster(json!({}), json!([]), "2026-01-01T00:05:00Z");
+        let labelled = cluster(
+            json!({ "meridian.dev/downstream-gateway-class": "eg" }),
+            json!([]),
+            "2026-01-01T00:00:00Z",
+        );
+        let claimed = cluster(
+            json!({}),
+            json!([{ "name": "gatewayclass.meridian.dev", "value": "traefik" }]),
+            "2026-01-01T00:00:00Z",
+        );
+        let other_claim = cluster(
+            json!({ "kuadrant.io/lb-attribute-geo-code": "IE" }),
+            json!([{ "name": "platform.open-cluster-management.io", "value": "AWS" }]),
+            "2026-01-01T00:00:00Z",
+        );
+        assert!(!class_changed(&plain, &heard_later));
+        assert!(!class_changed(&plain, &other_claim));
+        assert!(class_changed(&plain, &labelled));
+        assert!(class_changed(&plain, &claimed));
+        assert!(class_changed(&labelled, &claimed));
     }
 
     fn gateway(namespace: &str, name: &str, placement: &str, certificate: &str) -> Arc<Gateway> {
