@@ -19,6 +19,8 @@ pub struct TestBedAssets {
     pub kubectl: PathBuf,
     pub ocm_work: PathBuf,
     pub ocm_placement: PathBuf,
+    /// OCM's registration: `controller` on the hub, `agent` on a spoke.
+    pub ocm_registration: PathBuf,
     /// Upstream CRD YAML (Gateway API, OCM, OpenShift Route), one folder per project.
     pub upstream_crds: PathBuf,
     /// Meridian's own generated CRDs (`crds/` in the repository).
@@ -49,6 +51,7 @@ impl TestBedAssets {
             kubectl,
             ocm_work: dir.join("bin/work"),
             ocm_placement: dir.join("bin/placement"),
+            ocm_registration: dir.join("bin/registration"),
             upstream_crds: dir.join("crds"),
             meridian_crds: repository_root().join("crds"),
         };
@@ -57,6 +60,7 @@ impl TestBedAssets {
             (&assets.etcd, "etcd"),
             (&assets.ocm_work, "OCM work agent"),
             (&assets.ocm_placement, "OCM placement controller"),
+            (&assets.ocm_registration, "OCM registration"),
             (&assets.upstream_crds, "upstream CRDs"),
         ] {
             if !path.exists() {

@@ -200,6 +200,7 @@ fn launch(
 
     let pki = ControlPlanePki::generate(name, node_address)?;
     write("ca.crt", &pki.ca_cert)?;
+    write("ca.key", &pki.ca_key)?;
     if let (Some(cert), Some(key)) = (&pki.kubelet_cert, &pki.kubelet_key) {
         write("kubelet.crt", cert)?;
         write("kubelet.key", key)?;

@@ -8,7 +8,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::crds::{install_crds, load_crds};
-use crate::ocm::{register_managed_cluster, start_placement_controller, start_work_agent};
+use crate::ocm::{
+    RegistrationHub, accept, issued_hub_kubeconfig, join, label_managed_cluster,
+    register_managed_cluster, start_placement_controller, start_work_agent,
+};
 use crate::process::ManagedProcess;
 use crate::{ControlPlane, Error, NodeAssets, TestBedAssets};
 
@@ -18,6 +21,8 @@ pub struct FleetBuilder {
     hub_name: String,
     spokes: Vec<(String, BTreeMap<String, String>)>,
     run_ocm: bool,
+    /// Spokes join through OCM's registration instead of being written on the hub.
+    registration: bool,
     /// With nodes: the image archives every node imports.
     node_images: Option<Vec<PathBuf>>,
 }
@@ -39,6 +44,7 @@ impl Fleet {
             hub_name: "hub".to_string(),
             spokes: Vec::new(),
             run_ocm: true,
+            registration: false,
             node_images: None,
         }
     }
@@ -108,6 +114,15 @@ impl FleetBuilder {
         self
     }
 
+    /// Spokes join as `clusteradm join` and `clusteradm accept` do (see [`crate::ocm`]): OCM's
+    /// registration controller and a CSR signer on the hub, its registration agent on each
+    /// spoke, and work agents reading the hub with the credentials registration issued. The
+    /// spokes' labels are put on their ManagedClusters once accepted.
+    pub fn with_registration(mut self) -> Self {
+        self.registration = true;
+        self
+    }
+
     /// Leaves OCM's work agents and placement controller out (plain control planes only).
     pub fn without_ocm(mut self) -> Self {
         self.run_ocm = false;
@@ -158,15 +173,32 @@ impl FleetBuilder {
                 )
                 .await?;
         }
-        for (name, labels) in &self.spokes {
-            register_managed_cluster(&hub.client(), name, labels).await?;
+        let mut ocm_processes = Vec::new();
+        if self.registration {
+            let registration = RegistrationHub::start(&assets, &hub).await?;
+            ocm_processes.extend(registration.processes);
+            for spoke in &spokes {
+                ocm_processes.push(join(&assets, spoke, &registration.bootstrap_kubeconfig).await?);
+            }
+            for (name, labels) in &self.spokes {
+                accept(&hub.client(), name).await?;
+                label_managed_cluster(&hub.client(), name, labels).await?;
+            }
+        } else {
+            for (name, labels) in &self.spokes {
+                register_managed_cluster(&hub.client(), name, labels).await?;
+            }
         }
 
-        let mut ocm_processes = Vec::new();
-        if self.run_ocm {
+        if self.run_ocm || self.registration {
             ocm_processes.push(start_placement_controller(&assets, &hub).await?);
             for spoke in &spokes {
-                ocm_processes.push(start_work_agent(&assets, &hub, spoke).await?);
+                let hub_kubeconfig = if self.registration {
+                    issued_hub_kubeconfig(spoke).await?
+                } else {
+                    hub.kubeconfig_path().to_path_buf()
+                };
+                ocm_processes.push(start_work_agent(&assets, &hub_kubeconfig, spoke).await?);
             }
         }
         Ok(Fleet {

@@ -14,6 +14,9 @@ use crate::Error;
 #[derive(Debug)]
 pub(crate) struct ControlPlanePki {
     pub ca_cert: String,
+    /// The CA's key: kube-controller-manager signs approved client CSRs with it (OCM's
+    /// registration agents join with one).
+    pub ca_key: String,
     pub serving_cert: String,
     pub serving_key: String,
     pub admin_cert: String,
@@ -37,7 +40,9 @@ impl ControlPlanePki {
             KeyUsagePurpose::KeyCertSign,
             KeyUsagePurpose::DigitalSignature,
         ];
-        let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
+        let ca_key = KeyPair::generate()?;
+        let ca_key_pem = ca_key.serialize_pem();
+        let ca = CertifiedIssuer::self_signed(ca_params, ca_key)?;
 
         let mut serving_names = vec!["127.0.0.1".to_string(), "localhost".to_string()];
         serving_names.extend(node_address.map(|address| address.to_string()));
@@ -78,6 +83,7 @@ impl ControlPlanePki {
         let (kubelet_cert, kubelet_key) = kubelet.unzip();
         Ok(ControlPlanePki {
             ca_cert: ca.pem(),
+            ca_key: ca_key_pem,
             serving_cert: serving_cert.pem(),
             serving_key: serving_key.serialize_pem(),
             admin_cert: admin_cert.pem(),

@@ -2,7 +2,8 @@
 # Builds the test bed from Go modules into a per-version cache directory outside the checkout:
 #   bin/kube-apiserver, bin/kubectl   k8s.io/kubernetes            (./kube)
 #   bin/etcd                          go.etcd.io/etcd/server/v3     (./etcd)
-#   bin/work, bin/placement           open-cluster-management.io/ocm (./ocm)
+#   bin/work, bin/placement,
+#   bin/registration                  open-cluster-management.io/ocm (./ocm)
 #   crds/{gateway-api,ocm,openshift}  upstream CRD YAML from the modules' own files (./crds)
 #
 # Every artefact is built only when missing, so a second run rebuilds nothing. The cache key
@@ -76,6 +77,9 @@ else
 fi
 go_build ocm work open-cluster-management.io/ocm/cmd/work
 go_build ocm placement open-cluster-management.io/ocm/cmd/placement
+# Registration: the hub controller that accepts clusters, and the spoke agent that joins with a
+# bootstrap token and a CSR, as `clusteradm join` deploys it.
+go_build ocm registration open-cluster-management.io/ocm/cmd/registration
 
 # Upstream CRDs, copied from the module zips the Go module cache verified against go.sum.
 if [[ ! -f "$dir/crds/.complete" ]]; then

@@ -213,3 +213,127 @@ async fn placement_decides_the_right_clusters(fleet: &Fleet) -> Result<(), Error
     }
     Ok(())
 }
+
+/// Whether `cluster`'s ManagedCluster has condition `type_` True (as OCM sets it).
+async fn condition_true(hub: &Client, cluster: &str, type_: &str) -> Result<bool, Error> {
+    let clusters = Api::<DynamicObject>::all_with(hub.clone(), &OcmDynamicApis::managed_cluster());
+    Ok(clusters.get(cluster).await?.data["status"]["conditions"]
+        .as_array()
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c["type"] == type_ && c["status"] == "True")
+        }))
+}
+
+#[tokio::test]
+async fn spokes_join_through_ocm_registration_and_work_with_the_credentials_it_issued()
+-> Result<(), Error> {
+    let fleet = Fleet::builder()
+        .with_registration()
+        .spoke(
+            "spoke-1",
+            [(CLUSTER_SET_LABEL, CLUSTER_SET), (GEO_LABEL, "IE")],
+        )
+        .spoke(
+            "spoke-2",
+            [(CLUSTER_SET_LABEL, CLUSTER_SET), (GEO_LABEL, "US")],
+        )
+        .start()
+        .await?;
+    let result = async {
+        let hub = fleet.hub.client();
+        // OCM's own word on each cluster: accepted, joined, and available (its lease renewed
+        // by the registration agent).
+        for cluster in ["spoke-1", "spoke-2"] {
+            for condition in [
+                "HubAcceptedManagedCluster",
+                "ManagedClusterJoined",
+                "ManagedClusterConditionAvailable",
+            ] {
+                eventually(
+                    &format!("{cluster} is {condition}"),
+                    DEFAULT_PATIENCE,
+                    || async { Ok(condition_true(&hub, cluster, condition).await?.then_some(())) },
+                )
+                .await?;
+            }
+        }
+        // A ClusterClaim made on the spoke reaches its ManagedCluster's status.
+        let claims = Api::<DynamicObject>::all_with(
+            fleet.spoke("spoke-1").client(),
+            &kube::api::ApiResource {
+                group: "cluster.open-cluster-management.io".into(),
+                version: "v1alpha1".into(),
+                api_version: "cluster.open-cluster-management.io/v1alpha1".into(),
+                kind: "ClusterClaim".into(),
+                plural: "clusterclaims".into(),
+            },
+        );
+        let claim: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1alpha1", "kind": "ClusterClaim",
+            "metadata": { "name": "gatewayclass.meridian.dev" },
+            "spec": { "value": "eg" },
+        }))
+        .expect("a ClusterClaim");
+        claims
+            .patch(
+                "gatewayclass.meridian.dev",
+                &PatchParams::apply("ocm-test"),
+                &Patch::Apply(&claim),
+            )
+            .await?;
+        let clusters =
+            Api::<DynamicObject>::all_with(hub.clone(), &OcmDynamicApis::managed_cluster());
+        eventually("the claim is reported", DEFAULT_PATIENCE, || async {
+            let reported = clusters.get("spoke-1").await?.data["status"]["clusterClaims"]
+                .as_array()
+                .is_some_and(|claims| {
+                    claims
+                        .iter()
+                        .any(|c| c["name"] == "gatewayclass.meridian.dev" && c["value"] == "eg")
+                });
+            Ok(reported.then_some(()))
+        })
+        .await?;
+
+        // The credentials registration issued spoke-1 read its own cluster namespace, not
+        // another's; the bootstrap token reads neither.
+        let issued = meridian_e2e::client_from_kubeconfig(
+            &meridian_e2e::hub_kubeconfig_dir(fleet.spoke("spoke-1")).join("kubeconfig"),
+        )
+        .await?;
+        let works_in = |client: &Client, namespace: &str| {
+            Api::<DynamicObject>::namespaced_with(
+                client.clone(),
+                namespace,
+                &OcmDynamicApis::manifest_work(),
+            )
+        };
+        works_in(&issued, "spoke-1")
+            .list(&ListParams::default())
+            .await?;
+        let forbidden = |result: Result<_, kube::Error>| {
+            matches!(result, Err(kube::Error::Api(status)) if status.code == 403)
+        };
+        assert!(forbidden(
+            works_in(&issued, "spoke-2").list(&ListParams::default()).await
+        ));
+        let bootstrap =
+            meridian_e2e::client_from_kubeconfig(&fleet.hub.dir().join("bootstrap.kubeconfig"))
+                .await?;
+        assert!(forbidden(
+            works_in(&bootstrap, "spoke-1").list(&ListParams::default()).await
+        ));
+
+        // The work agents, reading the hub as registration let them, apply work and follow
+        // placement as before.
+        manifest_work_is_applied_on_its_spoke(&fleet).await?;
+        placement_decides_the_right_clusters(&fleet).await
+    }
+    .await;
+    if result.is_err() {
+        eprintln!("OCM logs:\n{}", fleet.ocm_logs());
+    }
+    result
+}
