@@ -18,6 +18,9 @@ export MERIDIAN_EXTERNAL_DNS_DIR := $(shell bash e2e/testbed/external-dns.sh --p
 # Traefik, built from its Go module into the same cache: the spokes' Gateway API implementation
 # in the real-traffic test, the demo and bench-failover (e2e/testbed/traefik.sh).
 export MERIDIAN_TRAEFIK_DIR := $(shell bash e2e/testbed/traefik.sh --print-dir)
+# The test bed's OCI registry (CNCF Distribution) and crane, which pushes images to it, built
+# from their Go modules into the same cache (e2e/testbed/registry.sh).
+export MERIDIAN_REGISTRY_DIR := $(shell bash e2e/testbed/registry.sh --print-dir)
 # moto's server for the Route53 tests, in a virtualenv in the same cache (scripts/moto-venv.sh).
 export MERIDIAN_MOTO_SERVER := $(shell bash scripts/moto-venv.sh --print-path)
 
@@ -29,7 +32,7 @@ export MERIDIAN_MOTO_SERVER := $(shell bash scripts/moto-venv.sh --print-path)
 # the test build's binaries for the images the tests run.
 TEST_PACKAGES := binutils dnsutils bind9 knot containerd runc containernetworking-plugins iproute2 unbound chromium-headless-shell
 
-.PHONY: help toolchain packages testbed test deps lint fmt crds demo demo-in-process images bench-testbed bench-engine bench-dns bench-dns-flood bench-providers bench-convergence bench-failover bench-probes bench-hub-scale bench-distributed fuzz clean-testbed fresh-check fresh-check-full
+.PHONY: help toolchain packages testbed test deps lint fmt crds demo demo-in-process images push bench-testbed bench-engine bench-dns bench-dns-flood bench-providers bench-convergence bench-failover bench-probes bench-hub-scale bench-distributed fuzz clean-testbed fresh-check fresh-check-full
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
@@ -43,12 +46,13 @@ packages: ## Install the Debian packages, the moto venv, promtool and cargo-deny
 	@$(TIMED) "promtool (Debian's prometheus, unpacked)" bash scripts/promtool.sh >/dev/null
 	@$(TIMED) "cargo-deny (built from crates.io)" bash scripts/cargo-deny.sh >/dev/null
 
-testbed: toolchain ## Build kube-apiserver, etcd, kubectl, OCM agents, node binaries, Helm, external-dns, Traefik; gather upstream CRDs (cached)
+testbed: toolchain ## Build kube-apiserver, etcd, kubectl, OCM agents, node binaries, Helm, external-dns, Traefik, an OCI registry and crane; gather upstream CRDs (cached)
 	@$(TIMED) "Go test bed (kube, etcd, OCM, CRDs)" bash e2e/testbed/build.sh >/dev/null
 	@$(TIMED) "node binaries (kubelet, ...)" bash e2e/testbed/nodes.sh >/dev/null
 	@$(TIMED) "Helm" bash e2e/testbed/helm.sh >/dev/null
 	@$(TIMED) "external-dns" bash e2e/testbed/external-dns.sh >/dev/null
 	@$(TIMED) "Traefik" bash e2e/testbed/traefik.sh >/dev/null
+	@$(TIMED) "OCI registry and crane" bash e2e/testbed/registry.sh >/dev/null
 
 deps: ## The dependency check alone: licenses, duplicate majors, banned crates and sources (deny.toml), offline
 	@bash scripts/check-dependencies.sh
@@ -113,6 +117,9 @@ demo-in-process: packages testbed ## The same with the hub and agents inside one
 
 images: ## OCI images of meridian-hub and meridian-agent in target/images/, without a container engine (reproducible)
 	@CARGO="$(CARGO)" $(TIMED) "images (release build)" bash scripts/images.sh
+
+push: ## Push the images `make images` built and the chart to IMAGE_REGISTRY (see scripts/push.sh)
+	@bash scripts/push.sh
 
 bench-testbed: testbed ## Time one control plane's start, three at once, and one's memory
 	$(CARGO) run --quiet --locked -p meridian-bench --bin bench-testbed

@@ -183,8 +183,8 @@ async fn demo_pods() -> anyhow::Result<()> {
         with_example_spokes,
     };
     use crate::release::{
-        RELEASE_NAMESPACE, answers_become, dig_service, dns_endpoints, install_release,
-        wait_for_agent_pod, wait_for_hub_pods,
+        RELEASE_NAMESPACE, answers_become, dig_service, dns_endpoints, imported_archives,
+        install_release, publish, pulled_from, wait_for_agent_pod, wait_for_hub_pods,
     };
     use crate::traffic::{
         ExampleGateways, Resolver, fault_command, health_checked_policy, request, tiered_policy,
@@ -202,16 +202,22 @@ async fn demo_pods() -> anyhow::Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    // The hub's and agent's images and the chart come from the test bed's registry, as a
+    // release's come from yours.
+    let registry = crate::registry::Registry::start().await?;
+    let published = publish(&registry, &images, &[hub_image.tag()])?;
     let fleet = with_example_spokes(Fleet::builder())
-        .with_nodes(images.iter().map(|image| image.archive.clone()))
+        .with_nodes(imported_archives(&images))
         .start()
         .await?;
     println!(
-        "Nodes Ready after {:.1} s; helm install {} on the hub...",
+        "Nodes Ready after {:.1} s; helm install {} --version {} (images from {}) on the hub...",
         started.elapsed().as_secs_f64(),
-        hub_image.reference
+        published.chart,
+        published.version,
+        published.image_registry,
     );
-    install_release(&fleet, &hub_image, &[]).await?;
+    install_release(&fleet, &published, &[]).await?;
     let hub = fleet.hub.client();
     // Each spoke's Gateway API implementation is Traefik, on the spoke node's address, with the
     // demo app behind it; the hub's ManifestWorks give the spokes' Gateways Traefik's class.
@@ -227,6 +233,14 @@ async fn demo_pods() -> anyhow::Result<()> {
         wait_for_agent_pod(&fleet.spoke(spoke).client(), hub_image.tag()).await?;
     }
     gateways.serving(&fleet).await?;
+    for (cluster, namespace) in std::iter::once((&fleet.hub, RELEASE_NAMESPACE)).chain(
+        SPOKES
+            .iter()
+            .map(|(spoke, _, _, _)| (fleet.spoke(spoke), crate::release::AGENT_NAMESPACE)),
+    ) {
+        let pulled = pulled_from(&cluster.client(), namespace, &published.image_registry).await?;
+        println!("{}: Meridian's pods pulled {pulled:?}", cluster.name());
+    }
     // Each cluster is published once a probe of its gateway passed.
     answers_become(&hub, Some(IRELAND), &[gateways.address("spoke-1").as_str()]).await?;
     answers_become(

@@ -28,6 +28,7 @@ mod ocm;
 mod pki;
 mod ports;
 mod process;
+pub mod registry;
 pub mod release;
 pub mod route53;
 pub mod synthetic;

@@ -1,6 +1,8 @@
 //! Meridian installed as users install it, on a fleet whose control planes have nodes: the
-//! chart with the images `make images` built, the hub as pods, the agents the hub delivers as
-//! pods, and DNS asked through the hub's DNS Service. Shared by the install test and the demo.
+//! chart and the images `make images` built, pushed to the test bed's registry, installed with
+//! `helm install oci://…` and pulled by the nodes' containerd; the hub as pods, the agents the
+//! hub delivers as pods, and DNS asked through the hub's DNS Service. Shared by the install test
+//! and the demo.
 //!
 //! The test bed runs no service proxy (kube-proxy), so a client asks the endpoints the DNS
 //! Service selects, as a proxy would: the ready addresses of its EndpointSlices.
@@ -16,9 +18,10 @@ use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 
 use crate::example::{HOST, dig_host, write_geoip};
+use crate::registry::Registry;
 use crate::{
     BuiltImage, ControlPlane, DEFAULT_PATIENCE, Error, Fleet, ensure_namespace, eventually,
-    helm_command, repository_root,
+    helm_command,
 };
 
 /// The release's name and namespace.
@@ -29,12 +32,61 @@ pub const HUB_PODS: &str = "app.kubernetes.io/component=hub";
 /// The agent's namespace on a spoke.
 pub const AGENT_NAMESPACE: &str = "meridian-system";
 
-/// `helm install` of the chart on the fleet's hub: the hub's image is `hub_image`'s tag (already
-/// on every node), the example GeoIP database in a ConfigMap the chart mounts, the DNS Service
-/// a ClusterIP one; `extra_sets` are further `--set`s.
+/// The release as users get it: the chart and the hub's and agent's images, pushed to the
+/// test bed's registry.
+#[derive(Debug, Clone)]
+pub struct Published {
+    /// `oci://<registry>/charts/meridian`.
+    pub chart: String,
+    pub version: String,
+    /// The chart's `image.registry`.
+    pub image_registry: String,
+    /// The images' tag (`image.tag`).
+    pub tag: String,
+}
+
+/// The Meridian images the registry serves: the hub's and the agent's.
+const PUBLISHED_IMAGES: [&str; 2] = ["/meridian-hub", "/meridian-agent"];
+
+/// Pushes the hub's and agent's images, each with every one of `tags` (the first the
+/// release's), and the chart, to `registry`.
+pub fn publish(
+    registry: &Registry,
+    images: &[BuiltImage],
+    tags: &[&str],
+) -> Result<Published, Error> {
+    for name in PUBLISHED_IMAGES {
+        registry.push_image(&crate::image_named(images, name), tags)?;
+    }
+    let (chart, version) = registry.push_chart()?;
+    Ok(Published {
+        chart,
+        version,
+        image_registry: registry.image_registry(),
+        tag: tags[0].to_string(),
+    })
+}
+
+/// The archives a node imports: every built image but the hub's and the agent's, which the
+/// nodes pull from the registry.
+pub fn imported_archives(images: &[BuiltImage]) -> Vec<std::path::PathBuf> {
+    images
+        .iter()
+        .filter(|image| {
+            !PUBLISHED_IMAGES
+                .iter()
+                .any(|name| image.repository().ends_with(name))
+        })
+        .map(|image| image.archive.clone())
+        .collect()
+}
+
+/// `helm install oci://…` of the published chart on the fleet's hub, its images pulled from
+/// the registry; the example GeoIP database in a ConfigMap the chart mounts, the DNS Service a
+/// ClusterIP one; `extra_sets` are further `--set`s.
 pub async fn install_release(
     fleet: &Fleet,
-    hub_image: &BuiltImage,
+    published: &Published,
     extra_sets: &[&str],
 ) -> Result<(), Error> {
     let hub = fleet.hub.client();
@@ -57,12 +109,16 @@ pub async fn install_release(
     Api::<ConfigMap>::namespaced(hub, RELEASE_NAMESPACE)
         .create(&PostParams::default(), &config_map)
         .await?;
-    let tag = format!("image.tag={}", hub_image.tag());
-    let chart = chart();
+    let registry = format!("image.registry={}", published.image_registry);
+    let tag = format!("image.tag={}", published.tag);
     let mut args = vec![
         "install",
         RELEASE,
-        &chart,
+        &published.chart,
+        "--version",
+        &published.version,
+        // The test bed's registry speaks HTTP on loopback.
+        "--plain-http",
         "--namespace",
         RELEASE_NAMESPACE,
         // The fleet installed the CRDs, as a cluster admin would apart from the chart.
@@ -71,10 +127,9 @@ pub async fn install_release(
         // And the agents' ClusterRoles, for a hub run in-process: the chart takes them over.
         "--take-ownership",
         "--set",
-        &tag,
-        // Imported, never pulled: there is no registry.
+        &registry,
         "--set",
-        "image.pullPolicy=Never",
+        &tag,
         "--set",
         "dns.service.type=ClusterIP",
         "--set",
@@ -88,12 +143,33 @@ pub async fn install_release(
     run_helm(&fleet.hub, &args)
 }
 
-/// The chart in this repository.
-pub fn chart() -> String {
-    repository_root()
-        .join("deploy/helm/meridian")
-        .display()
-        .to_string()
+/// The image IDs of every container of the pods in `namespace`, failing unless each was
+/// pulled from `image_registry` (containerd names a pulled image by its repository digest).
+pub async fn pulled_from(
+    client: &Client,
+    namespace: &str,
+    image_registry: &str,
+) -> Result<Vec<String>, Error> {
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await?;
+    let ids: Vec<String> = pods
+        .items
+        .iter()
+        .flat_map(|pod| {
+            pod.status
+                .iter()
+                .flat_map(|s| s.container_statuses.iter().flatten())
+        })
+        .map(|container| container.image_id.clone())
+        .collect();
+    let prefix = format!("{image_registry}/");
+    if ids.is_empty() || ids.iter().any(|id| !id.starts_with(&prefix)) {
+        return Err(Error::Component(format!(
+            "pods in {namespace} run images not pulled from {image_registry}: {ids:?}"
+        )));
+    }
+    Ok(ids)
 }
 
 /// Runs `helm args…` against `cluster`.

@@ -27,9 +27,11 @@ use meridian_e2e::example::{
     FRANCE, GATEWAY, GEO_LABEL, IRELAND, NAMESPACE, SPOKES, UNITED_STATES, install,
     with_example_spokes,
 };
+use meridian_e2e::registry::Registry;
 use meridian_e2e::release::{
-    AGENT_NAMESPACE, RELEASE, RELEASE_NAMESPACE, answers_become, chart, dig_service, dns_endpoints,
-    install_release, run_helm, wait_for_agent_pod, wait_for_hub_pods,
+    AGENT_NAMESPACE, RELEASE, RELEASE_NAMESPACE, answers_become, dig_service, dns_endpoints,
+    imported_archives, install_release, publish, pulled_from, run_helm, wait_for_agent_pod,
+    wait_for_hub_pods,
 };
 use meridian_e2e::synthetic::{
     ChangeRun, Strategy, SyntheticFleet, change_address, heartbeat, wait_answering, write_fleet,
@@ -51,10 +53,22 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
         image_named(&images, "/meridian-hub"),
         image_named(&images, "/meridian-agent"),
     );
-    let archives = images.iter().map(|image| image.archive.clone());
+    // The images and the chart are pushed to the test bed's registry, with the tag the upgrade
+    // below moves to (a re-tagged release of the same images); the nodes import only the demo
+    // app, and pull Meridian's images.
+    let registry = Registry::start().await?;
+    let next_tag = format!("{}-next", hub_image.tag());
+    let published = publish(&registry, &images, &[hub_image.tag(), &next_tag])?;
+    println!(
+        "published {} {} and images under {}: {}",
+        published.chart,
+        published.version,
+        published.image_registry,
+        registry.catalog()?.trim().replace('\n', ", ")
+    );
     let fleet_started = Instant::now();
     let fleet = with_example_spokes(Fleet::builder())
-        .with_nodes(archives)
+        .with_nodes(imported_archives(&images))
         .start()
         .await?;
     for cluster in fleet.clusters() {
@@ -72,13 +86,13 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
     );
     let hub = fleet.hub.client();
 
-    // helm install: the images built for the test, already on every node.
+    // helm install oci://…: the chart and the images from the registry.
     let installed = Instant::now();
     // The agents answer DNS too (on their pods' addresses), as a zone spanning the spokes has
     // them do.
     install_release(
         &fleet,
-        &hub_image,
+        &published,
         &[
             "hub.withdrawalGraceSeconds=5",
             "dns.agentListen=0.0.0.0:5353",
@@ -109,6 +123,18 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
         );
     }
     gateways.serving(&fleet).await?;
+    // Every Meridian pod runs an image containerd pulled from the registry.
+    let pulled = pulled_from(&hub, RELEASE_NAMESPACE, &published.image_registry).await?;
+    println!("hub pods' images: {pulled:?}");
+    for (spoke, _, _, _) in SPOKES {
+        let pulled = pulled_from(
+            &fleet.spoke(spoke).client(),
+            AGENT_NAMESPACE,
+            &published.image_registry,
+        )
+        .await?;
+        println!("{spoke}: agent's image: {pulled:?}");
+    }
     let (ie, us, eu) = (
         gateways.address("spoke-1"),
         gateways.address("spoke-2"),
@@ -146,18 +172,8 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
 
     address_changes_reach_every_server(&fleet).await?;
 
-    // helm upgrade to a new tag of the same images (as a re-tagged release would be), while a
-    // client keeps asking from Ireland.
-    let next_tag = format!("{}-next", hub_image.tag());
-    for cluster in fleet.clusters() {
-        let node = cluster.node().expect("started with nodes");
-        for image in [&hub_image, &agent_image] {
-            node.tag_image(
-                &image.reference,
-                &format!("{}:{next_tag}", image.repository()),
-            )?;
-        }
-    }
+    // helm upgrade to the new tag of the same images (pushed above), while a client keeps
+    // asking from Ireland.
     let probing = Arc::new(AtomicBool::new(true));
     let prober = tokio::spawn(probe_answers(
         hub.clone(),
@@ -170,7 +186,10 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
         &[
             "upgrade",
             RELEASE,
-            &chart(),
+            &published.chart,
+            "--version",
+            &published.version,
+            "--plain-http",
             "--namespace",
             RELEASE_NAMESPACE,
             "--reuse-values",

@@ -22,8 +22,10 @@ use meridian_api::meridian::ClusterReport;
 use meridian_e2e::example::{
     FRANCE, GATEWAY, IRELAND, NAMESPACE, SPOKES, UNITED_STATES, install, with_example_spokes,
 };
+use meridian_e2e::registry::Registry;
 use meridian_e2e::release::{
-    answers_become, dig_service, install_release, wait_for_agent_pod, wait_for_hub_pods,
+    answers_become, dig_service, imported_archives, install_release, publish, wait_for_agent_pod,
+    wait_for_hub_pods,
 };
 use meridian_e2e::traffic::ExampleGateways;
 use meridian_e2e::{
@@ -197,15 +199,17 @@ async fn meridian_as_pods_keeps_answering_when_the_hub_is_cut_off_from_its_clust
         image_named(&images, "/meridian-hub"),
         image_named(&images, "/meridian-agent"),
     );
+    let registry = Registry::start().await?;
+    let published = publish(&registry, &images, &[hub_image.tag()])?;
     let fleet = with_example_spokes(Fleet::builder())
-        .with_nodes(images.iter().map(|image| image.archive.clone()))
+        .with_nodes(imported_archives(&images))
         .start()
         .await?;
     let hub = fleet.hub.client();
     let timeout = format!("hub.clusterHeartbeatTimeoutSeconds={HEARTBEAT_TIMEOUT_SECONDS}");
     // The heartbeat deadlines in the hub's log, for a failure to explain.
     let log = r"hub.log=info\,meridian_controllers::dns_policy::triggers=debug\,meridian_controllers::caches=debug";
-    install_release(&fleet, &hub_image, &[timeout.as_str(), log]).await?;
+    install_release(&fleet, &published, &[timeout.as_str(), log]).await?;
     wait_for_hub_pods(&hub, hub_image.tag()).await?;
     // Each spoke's gateway implementation (Traefik, with the demo app behind it).
     let mut gateways = ExampleGateways::start(

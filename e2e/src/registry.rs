@@ -1,0 +1,181 @@
+//! The test bed's OCI registry: CNCF Distribution's `registry` on a loopback port, which the
+//! nodes' containerd pulls from (plain HTTP, as containerd allows for a loopback host), `crane`
+//! pushing the images `make images` built, and `helm push` the packaged chart. Both built from
+//! their Go modules by `e2e/testbed/registry.sh`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::images::BuiltImage;
+use crate::ports::free_loopback_port;
+use crate::process::ManagedProcess;
+use crate::{Error, helm_command, repository_root};
+
+/// Environment variable naming the directory `e2e/testbed/registry.sh` builds into.
+pub const REGISTRY_DIR_ENV: &str = "MERIDIAN_REGISTRY_DIR";
+/// The repository path the images are pushed under, as a release's would be.
+pub const IMAGE_NAMESPACE: &str = "meridian-dev";
+/// Where the chart is pushed (`oci://<registry>/charts/meridian`).
+pub const CHART_REPOSITORY: &str = "charts";
+
+/// A running registry. Dropping it stops it and deletes what it stored.
+#[derive(Debug)]
+pub struct Registry {
+    /// `127.0.0.1:<port>`: the host part of every reference pushed here.
+    pub host: String,
+    tools: PathBuf,
+    _process: ManagedProcess,
+    dir: tempfile::TempDir,
+}
+
+impl Registry {
+    /// Starts a registry storing into a directory of its own, and waits until it answers.
+    pub async fn start() -> Result<Self, Error> {
+        let tools = tools_dir()?;
+        let dir = tempfile::tempdir().map_err(Error::io("creating the registry's directory"))?;
+        let host = format!("127.0.0.1:{}", free_loopback_port()?);
+        let config = dir.path().join("config.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {host}\n",
+                dir.path().join("storage").display()
+            ),
+        )
+        .map_err(Error::io("writing the registry's configuration"))?;
+        let process = ManagedProcess::spawn(
+            "registry",
+            &tools.join("registry"),
+            &["serve".to_string(), config.display().to_string()],
+            &dir.path().join("registry.log"),
+        )?;
+        let url = format!("http://{host}/v2/");
+        crate::eventually("the registry answers", crate::DEFAULT_PATIENCE, || async {
+            let answered = Command::new("curl")
+                .args(["-fsS", "-o", "/dev/null", &url])
+                .status()
+                .is_ok_and(|status| status.success());
+            Ok(answered.then_some(()))
+        })
+        .await?;
+        Ok(Registry {
+            host,
+            tools,
+            _process: process,
+            dir,
+        })
+    }
+
+    /// The registry path images are pushed under, `<host>/meridian-dev` (the chart's
+    /// `image.registry`).
+    pub fn image_registry(&self) -> String {
+        format!("{}/{IMAGE_NAMESPACE}", self.host)
+    }
+
+    /// Where `image` is pushed: its repository's last part under [`Registry::image_registry`],
+    /// with `tag`.
+    pub fn reference(&self, image: &BuiltImage, tag: &str) -> String {
+        let name = image
+            .repository()
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        format!("{}/{name}:{tag}", self.image_registry())
+    }
+
+    /// Pushes `image`'s archive as [`Registry::reference`] with each of `tags`; returns the
+    /// first reference.
+    pub fn push_image(&self, image: &BuiltImage, tags: &[&str]) -> Result<String, Error> {
+        // crane reads an OCI layout from a directory.
+        let layout = self.dir.path().join(format!("layout-{}", image.digest));
+        std::fs::create_dir_all(&layout).map_err(Error::io("creating an image layout"))?;
+        run(Command::new("tar")
+            .arg("-xf")
+            .arg(&image.archive)
+            .arg("-C")
+            .arg(&layout))?;
+        let first = self.reference(image, tags[0]);
+        run(Command::new(self.tools.join("crane"))
+            .args(["push", "--insecure"])
+            .arg(&layout)
+            .arg(&first))?;
+        for tag in &tags[1..] {
+            run(Command::new(self.tools.join("crane")).args(["tag", "--insecure", &first, tag]))?;
+        }
+        std::fs::remove_dir_all(&layout).map_err(Error::io("removing an image layout"))?;
+        Ok(first)
+    }
+
+    /// Packages the repository's chart and pushes it; returns its `oci://` reference and
+    /// version (the chart's own).
+    pub fn push_chart(&self) -> Result<(String, String), Error> {
+        let chart = repository_root().join("deploy/helm/meridian");
+        let packaged = self.dir.path().join("charts");
+        std::fs::create_dir_all(&packaged).map_err(Error::io("creating a chart directory"))?;
+        let output = run(helm_command()?
+            .arg("package")
+            .arg(&chart)
+            .arg("--destination")
+            .arg(&packaged))?;
+        // "Successfully packaged chart and saved it to: <path>"
+        let archive = output
+            .rsplit(": ")
+            .next()
+            .map(|path| PathBuf::from(path.trim()))
+            .filter(|path| path.exists())
+            .ok_or_else(|| Error::Component(format!("helm package said: {output}")))?;
+        let version = chart_version(&archive)?;
+        let repository = format!("oci://{}/{CHART_REPOSITORY}", self.host);
+        run(helm_command()?
+            .arg("push")
+            .arg(&archive)
+            .arg(&repository)
+            .arg("--plain-http"))?;
+        Ok((format!("{repository}/meridian"), version))
+    }
+
+    /// The repositories and tags the registry holds (its catalog).
+    pub fn catalog(&self) -> Result<String, Error> {
+        run(Command::new(self.tools.join("crane")).args(["catalog", "--insecure", &self.host]))
+    }
+}
+
+/// `meridian-<version>.tgz` → `<version>`.
+fn chart_version(archive: &Path) -> Result<String, Error> {
+    archive
+        .file_stem()
+        .and_then(|stem| stem.to_str())
+        .and_then(|stem| stem.strip_prefix("meridian-"))
+        .map(str::to_string)
+        .ok_or_else(|| Error::Component(format!("a chart archive named {}", archive.display())))
+}
+
+fn run(command: &mut Command) -> Result<String, Error> {
+    let output = command
+        .output()
+        .map_err(|e| Error::Component(format!("running {command:?}: {e}")))?;
+    if !output.status.success() {
+        return Err(Error::Component(format!(
+            "{command:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).to_string())
+}
+
+/// Where `registry` and `crane` are: `MERIDIAN_REGISTRY_DIR`, else what the script says.
+fn tools_dir() -> Result<PathBuf, Error> {
+    let dir = match std::env::var_os(REGISTRY_DIR_ENV) {
+        Some(dir) => PathBuf::from(dir),
+        None => crate::assets::script_answer("e2e/testbed/registry.sh", "--print-dir")?,
+    };
+    let registry = dir.join("registry");
+    if !registry.exists() {
+        return Err(Error::MissingAsset {
+            path: registry,
+            hint: "the OCI registry and crane (`make testbed` builds them)",
+        });
+    }
+    Ok(dir)
+}
