@@ -20,6 +20,10 @@ pub struct ProviderArgs {
     /// bed). A Secret's `AWS_ENDPOINT_URL` is refused.
     #[arg(long, env = "MERIDIAN_AWS_ENDPOINT")]
     pub aws_endpoint: Option<String>,
+    /// An STS-compatible endpoint for the roles Route53 zones assume (a private endpoint; moto
+    /// on a test bed); the region's STS by default.
+    #[arg(long, env = "MERIDIAN_AWS_STS_ENDPOINT")]
+    pub aws_sts_endpoint: Option<String>,
     /// A Cloud DNS-compatible endpoint for every Google zone. A Secret's `GOOGLE_ENDPOINT_URL`
     /// is refused.
     #[arg(long, env = "MERIDIAN_GOOGLE_ENDPOINT")]
@@ -41,9 +45,10 @@ pub struct ProviderArgs {
         requires = "azure_resource_manager"
     )]
     pub azure_authority_host: Option<String>,
-    /// A namespace whose zones may use this process's own identity (Azure workload identity)
-    /// instead of credentials in their Secret (repeatable; comma-separated in the
-    /// environment). No namespace may by default.
+    /// A namespace whose zones may use this process's own identity (AWS's default credential
+    /// chain: IRSA, EKS Pod Identity, the instance role; Azure workload identity) instead of
+    /// credentials in their Secret (repeatable; comma-separated in the environment). No
+    /// namespace may by default.
     #[arg(
         long = "ambient-identity-namespace",
         env = "MERIDIAN_AMBIENT_IDENTITY_NAMESPACES",
@@ -82,6 +87,7 @@ impl ProviderArgs {
         Ok(ProviderSettings {
             rfc2136_servers,
             aws_endpoint: self.aws_endpoint.clone(),
+            aws_sts_endpoint: self.aws_sts_endpoint.clone(),
             google_endpoint: self.google_endpoint.clone(),
             azure_cloud: self
                 .azure_resource_manager

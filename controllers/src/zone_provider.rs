@@ -20,7 +20,7 @@ use meridian_providers::google::{
     CLOUD_DNS_REQUESTS_PER_SECOND, GeoRegions, GoogleAuth, GoogleCredentials, GoogleProvider,
 };
 use meridian_providers::rfc2136::{Rfc2136Config, Rfc2136Provider, plain_dns_records};
-use meridian_providers::route53::{Route53Credentials, Route53Provider};
+use meridian_providers::route53::Route53Provider;
 use meridian_providers::{Provider, ProviderError, ZoneInfo};
 
 use crate::zone_serial::{Numbering, SerialStamp, choose_serial, content_digest};
@@ -681,6 +681,8 @@ fn required(secret: &Secret, key: &'static str) -> Result<String, SecretError> {
 pub struct ProviderSettings {
     /// Every Route53 zone's endpoint; the real service when `None`.
     pub aws_endpoint: Option<String>,
+    /// The STS endpoint roles are assumed at; the region's when `None`.
+    pub aws_sts_endpoint: Option<String>,
     /// Every Google zone's endpoint; the real service when `None`.
     pub google_endpoint: Option<String>,
     /// Every Azure zone's cloud; Azure's public one when `None`.
@@ -814,6 +816,96 @@ fn admins_only(secret: &Secret, key: &'static str, flag: &str) -> Result<(), Sec
     }
 }
 
+/// Who a `kuadrant.io/aws` Secret's zone calls Route53 as:
+/// - `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`: that key;
+/// - neither: the hub's (or agent's) own identity, the AWS default credential chain (IRSA's web
+///   identity, EKS Pod Identity, the instance's role), only in a namespace the platform admin
+///   granted it to (`--ambient-identity-namespace`);
+/// - and with `AWS_ROLE_ARN`, a role assumed from that. With the process's own identity the
+///   external ID is `meridian:<namespace>`, never the Secret's: a role whose trust policy asks
+///   for it can only be assumed on that namespace's behalf, whichever Secret names it. With a
+///   key, `AWS_EXTERNAL_ID` is the Secret's.
+pub fn aws_identity(
+    secret: &Secret,
+    settings: &ProviderSettings,
+) -> Result<meridian_providers::aws_identity::AwsIdentity, SecretError> {
+    use meridian_providers::aws_identity::{AssumedRole, AwsIdentity, AwsSource, is_role_arn};
+    let name = secret.metadata.name.clone().unwrap_or_default();
+    let namespace = secret.metadata.namespace.clone().unwrap_or_default();
+    let invalid = |problem: String| SecretError::Invalid {
+        name: name.clone(),
+        problem,
+    };
+    admins_only(secret, "AWS_ENDPOINT_URL", "--aws-endpoint")?;
+    admins_only(secret, "AWS_ENDPOINT_URL_STS", "--aws-sts-endpoint")?;
+    let source = match (
+        value(secret, "AWS_ACCESS_KEY_ID"),
+        value(secret, "AWS_SECRET_ACCESS_KEY"),
+    ) {
+        (Some(access_key_id), Some(secret_access_key)) => AwsSource::Keys {
+            access_key_id,
+            secret_access_key,
+        },
+        (None, None) if settings.ambient_identity_namespaces.contains(&namespace) => {
+            AwsSource::Ambient
+        }
+        (None, None) => {
+            return Err(invalid(format!(
+                "without AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY this asks for the hub's own AWS identity, which the platform admin has not granted to namespace {namespace} (--ambient-identity-namespace): add a key"
+            )));
+        }
+        (None, Some(_)) => {
+            return Err(SecretError::MissingKey {
+                name,
+                key: "AWS_ACCESS_KEY_ID",
+            });
+        }
+        (Some(_), None) => {
+            return Err(SecretError::MissingKey {
+                name,
+                key: "AWS_SECRET_ACCESS_KEY",
+            });
+        }
+    };
+    let external_id = value(secret, "AWS_EXTERNAL_ID");
+    let assume_role = match value(secret, "AWS_ROLE_ARN") {
+        None if external_id.is_some() => {
+            return Err(invalid(
+                "AWS_EXTERNAL_ID without AWS_ROLE_ARN: there is no role to assume".into(),
+            ));
+        }
+        None => None,
+        Some(arn) if !is_role_arn(&arn) => {
+            return Err(invalid(format!(
+                "AWS_ROLE_ARN {arn:?} is not an IAM role's ARN (arn:aws:iam::<account>:role/<name>)"
+            )));
+        }
+        Some(role_arn) => {
+            let external_id = match (&source, external_id) {
+                (AwsSource::Ambient, Some(_)) => {
+                    return Err(invalid(format!(
+                        "AWS_EXTERNAL_ID with the hub's own identity: the external ID is the hub's, meridian:{namespace}; remove it"
+                    )));
+                }
+                (AwsSource::Ambient, None) => Some(format!("meridian:{namespace}")),
+                (AwsSource::Keys { .. }, external_id) => external_id,
+            };
+            let session_name: String = format!("meridian-{namespace}").chars().take(64).collect();
+            Some(AssumedRole {
+                role_arn,
+                external_id,
+                session_name,
+            })
+        }
+    };
+    Ok(AwsIdentity {
+        source,
+        assume_role,
+        region: value(secret, "AWS_REGION").unwrap_or_else(|| "us-east-1".into()),
+        sts_endpoint: settings.aws_sts_endpoint.clone(),
+    })
+}
+
 async fn build_provider(
     secret: &Secret,
     name: &str,
@@ -826,18 +918,12 @@ async fn build_provider(
     };
     match secret.type_.as_deref().unwrap_or_default() {
         AWS_SECRET_TYPE => {
-            admins_only(secret, "AWS_ENDPOINT_URL", "--aws-endpoint")?;
-            let credentials = Route53Credentials {
-                access_key_id: required(secret, "AWS_ACCESS_KEY_ID")?,
-                secret_access_key: required(secret, "AWS_SECRET_ACCESS_KEY")?,
-                region: value(secret, "AWS_REGION").unwrap_or_else(|| "us-east-1".into()),
-                endpoint: settings.aws_endpoint.clone(),
-            };
+            let identity = aws_identity(secret, settings)?;
             let budget = Arc::new(RequestBudget::per_second(ROUTE53_REQUESTS_PER_SECOND));
-            Ok(ZoneProvider::Route53(Arc::new(Route53Provider::new(
-                &credentials,
-                budget,
-            ))))
+            Ok(ZoneProvider::Route53(Arc::new(
+                Route53Provider::with_identity(&identity, settings.aws_endpoint.clone(), budget)
+                    .await,
+            )))
         }
         GCP_SECRET_TYPE => {
             admins_only(secret, "GOOGLE_ENDPOINT_URL", "--google-endpoint")?;
@@ -946,6 +1032,123 @@ mod tests {
             "stringData": data,
         }))
         .expect("a secret")
+    }
+
+    /// Which AWS identity a Secret's zone calls as, and the attacks on the hub's own: its
+    /// identity outside a granted namespace, an external ID of the tenant's choosing on its
+    /// behalf, an STS endpoint of the tenant's choosing.
+    #[test]
+    fn an_aws_secret_names_a_key_or_in_a_granted_namespace_the_hubs_own_identity() {
+        use meridian_providers::aws_identity::{AssumedRole, AwsSource};
+        const ROLE: &str = "arn:aws:iam::123456789012:role/dns";
+        let settings = ProviderSettings {
+            ambient_identity_namespaces: ["platform".to_string()].into(),
+            aws_sts_endpoint: Some("http://sts.test".into()),
+            ..Default::default()
+        };
+        let keys = AwsSource::Keys {
+            access_key_id: "a".into(),
+            secret_access_key: "b".into(),
+        };
+        let role = |external_id: Option<&str>, namespace: &str| {
+            Some(AssumedRole {
+                role_arn: ROLE.into(),
+                external_id: external_id.map(str::to_string),
+                session_name: format!("meridian-{namespace}"),
+            })
+        };
+        let key = serde_json::json!({ "AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b" });
+        let with = |base: &serde_json::Value, extra: serde_json::Value| {
+            let mut data = base.clone();
+            data.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            data
+        };
+        let none = serde_json::json!({});
+        // (namespace, data, source and role, or the refusal's words)
+        type Want = Result<(AwsSource, Option<AssumedRole>), &'static str>;
+        let cases: Vec<(&str, serde_json::Value, Want)> = vec![
+            ("team-a", key.clone(), Ok((keys.clone(), None))),
+            ("platform", none.clone(), Ok((AwsSource::Ambient, None))),
+            (
+                "team-a",
+                none.clone(),
+                Err("has not granted to namespace team-a"),
+            ),
+            (
+                "team-a",
+                with(
+                    &key,
+                    serde_json::json!({ "AWS_ROLE_ARN": ROLE, "AWS_EXTERNAL_ID": "x-1" }),
+                ),
+                Ok((keys.clone(), role(Some("x-1"), "team-a"))),
+            ),
+            (
+                "platform",
+                with(&none, serde_json::json!({ "AWS_ROLE_ARN": ROLE })),
+                Ok((
+                    AwsSource::Ambient,
+                    role(Some("meridian:platform"), "platform"),
+                )),
+            ),
+            (
+                "platform",
+                with(
+                    &none,
+                    serde_json::json!({ "AWS_ROLE_ARN": ROLE, "AWS_EXTERNAL_ID": "meridian:team-b" }),
+                ),
+                Err("the external ID is the hub's, meridian:platform"),
+            ),
+            (
+                "team-a",
+                with(&none, serde_json::json!({ "AWS_ROLE_ARN": ROLE })),
+                Err("has not granted to namespace team-a"),
+            ),
+            (
+                "team-a",
+                with(
+                    &key,
+                    serde_json::json!({ "AWS_ROLE_ARN": "arn:aws:iam::123456789012:user/x" }),
+                ),
+                Err("is not an IAM role's ARN"),
+            ),
+            (
+                "team-a",
+                with(&key, serde_json::json!({ "AWS_EXTERNAL_ID": "x" })),
+                Err("there is no role to assume"),
+            ),
+            (
+                "team-a",
+                with(
+                    &key,
+                    serde_json::json!({ "AWS_ENDPOINT_URL_STS": "http://mallory.example" }),
+                ),
+                Err("AWS_ENDPOINT_URL_STS is the platform admin's setting"),
+            ),
+            (
+                "team-a",
+                serde_json::json!({ "AWS_ACCESS_KEY_ID": "a" }),
+                Err("AWS_SECRET_ACCESS_KEY"),
+            ),
+        ];
+        for (namespace, data, want) in cases {
+            let got = aws_identity(&secret(namespace, AWS_SECRET_TYPE, data.clone()), &settings);
+            match (got, want) {
+                (Ok(identity), Ok((source, assume_role))) => {
+                    assert_eq!(
+                        (&identity.source, &identity.assume_role),
+                        (&source, &assume_role),
+                        "{data}"
+                    );
+                    assert_eq!(identity.sts_endpoint.as_deref(), Some("http://sts.test"));
+                }
+                (Err(error), Err(words)) => {
+                    assert!(error.to_string().contains(words), "{data}: {error}")
+                }
+                (got, want) => panic!("{data}: got {got:?}, want {want:?}"),
+            }
+        }
     }
 
     /// The attacks on the hub's identity and endpoints through a tenant's Secret: each is

@@ -52,7 +52,7 @@ impl Registry {
         let url = format!("http://{host}/v2/");
         crate::eventually("the registry answers", crate::DEFAULT_PATIENCE, || async {
             let answered = Command::new("curl")
-                .args(["-fsS", "-o", "/dev/null", &url])
+                .args(["-fs", "-o", "/dev/null", &url])
                 .status()
                 .is_ok_and(|status| status.success());
             Ok(answered.then_some(()))

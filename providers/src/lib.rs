@@ -11,6 +11,7 @@ use std::future::Future;
 use meridian_dns::changes::Changes;
 use meridian_dns::model::Endpoint;
 
+pub mod aws_identity;
 pub mod azure;
 pub mod batch;
 pub mod budget;

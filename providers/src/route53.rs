@@ -6,6 +6,7 @@
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
+use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_sdk_route53::Client;
 use aws_sdk_route53::config::SharedHttpClient;
 use aws_sdk_route53::config::retry::RetryConfig;
@@ -69,19 +70,45 @@ pub struct Route53Provider {
 impl Route53Provider {
     /// A provider whose every request goes through `budget` (share one per account).
     pub fn new(credentials: &Route53Credentials, budget: Arc<RequestBudget>) -> Self {
+        let keys = SharedCredentialsProvider::new(Credentials::new(
+            credentials.access_key_id.clone(),
+            credentials.secret_access_key.clone(),
+            None,
+            None,
+            "kuadrant.io/aws secret",
+        ));
+        Self::with_credentials(
+            keys,
+            &credentials.region,
+            credentials.endpoint.clone(),
+            budget,
+        )
+    }
+
+    /// A provider calling as `identity` (see [`crate::aws_identity`]), at `endpoint` (the
+    /// real service when `None`).
+    pub async fn with_identity(
+        identity: &crate::aws_identity::AwsIdentity,
+        endpoint: Option<String>,
+        budget: Arc<RequestBudget>,
+    ) -> Self {
+        let credentials = crate::aws_identity::credentials_provider(identity).await;
+        Self::with_credentials(credentials, &identity.region, endpoint, budget)
+    }
+
+    fn with_credentials(
+        credentials: SharedCredentialsProvider,
+        region: &str,
+        endpoint: Option<String>,
+        budget: Arc<RequestBudget>,
+    ) -> Self {
         let mut builder = aws_sdk_route53::Config::builder();
-        builder.set_endpoint_url(credentials.endpoint.clone());
+        builder.set_endpoint_url(endpoint);
         let config = builder
             .http_client(http_client())
             .behavior_version(BehaviorVersion::latest())
-            .region(Region::new(credentials.region.clone()))
-            .credentials_provider(Credentials::new(
-                credentials.access_key_id.clone(),
-                credentials.secret_access_key.clone(),
-                None,
-                None,
-                "kuadrant.io/aws secret",
-            ))
+            .region(Region::new(region.to_string()))
+            .credentials_provider(credentials)
             // Retries go through the shared budget and our backoff, not the SDK's own.
             .retry_config(RetryConfig::disabled())
             .build();

@@ -13,6 +13,7 @@ use meridian_dns::changes::Changes;
 use meridian_dns::model::{Endpoint, RecordType};
 use meridian_dns::plan::{PlanInput, plan};
 use meridian_dns::tree::ClusterTarget;
+use meridian_providers::aws_identity::{AssumedRole, AwsIdentity, AwsSource};
 use meridian_providers::budget::RequestBudget;
 use meridian_providers::route53::Route53Provider;
 use meridian_providers::{Provider, ProviderError};
@@ -259,5 +260,144 @@ async fn throttling_is_absorbed_with_backoff_within_the_budget() {
     assert!(
         attempts <= 2 * answered,
         "no hot loop: {attempts} attempts for {answered} answered calls"
+    );
+}
+
+/// The roles moto's STS handed out: (role ARN, external ID), from its state dump.
+fn assumed_roles(moto: &MotoServer) -> Vec<(String, Option<String>)> {
+    let output = std::process::Command::new("curl")
+        .args(["-fs", &format!("{}/moto-api/data.json", moto.endpoint())])
+        .output()
+        .expect("curl runs");
+    let data: serde_json::Value = serde_json::from_slice(&output.stdout).expect("moto's state");
+    data["sts"]["AssumedRole"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|role| {
+            (
+                role["role_arn"].as_str().unwrap_or_default().to_string(),
+                role["external_id"].as_str().map(str::to_string),
+            )
+        })
+        .collect()
+}
+
+const ROLE: &str = "arn:aws:iam::123456789012:role/meridian-dns";
+
+/// Publishes one record in the zone `domain` at Route53 `endpoint` through a provider calling
+/// as `identity`, and reads it back.
+async fn publish_as(endpoint: &str, identity: &AwsIdentity, domain: &str) {
+    let provider = Route53Provider::with_identity(
+        identity,
+        Some(endpoint.to_string()),
+        Arc::new(RequestBudget::per_second(1000)),
+    )
+    .await;
+    let zone = provider
+        .list_zones()
+        .await
+        .expect("Route53 answers the assumed identity")
+        .into_iter()
+        .find(|z| z.domain == domain)
+        .expect("the zone is listed");
+    let record = Endpoint::new(
+        format!("api.{domain}"),
+        RecordType::A,
+        ["192.0.2.1".to_string()],
+        60,
+    );
+    provider
+        .apply(
+            &zone.id,
+            &Changes {
+                creates: vec![record.clone()],
+                ..Changes::default()
+            },
+        )
+        .await
+        .expect("the change is applied");
+    assert!(provider.records(&zone.id).await.unwrap().contains(&record));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_assumed_from_a_key_with_its_external_id_publishes() {
+    let moto = MotoServer::start().unwrap();
+    let identity = AwsIdentity {
+        source: AwsSource::Keys {
+            access_key_id: "testing".into(),
+            secret_access_key: "testing".into(),
+        },
+        assume_role: Some(AssumedRole {
+            role_arn: ROLE.into(),
+            external_id: Some("team-a-4711".into()),
+            session_name: "meridian-team-a".into(),
+        }),
+        region: "us-east-1".into(),
+        sts_endpoint: Some(moto.endpoint()),
+    };
+    assert!(assumed_roles(&moto).is_empty());
+    moto.create_zone("assumed.example").await.unwrap();
+    publish_as(&moto.endpoint(), &identity, "assumed.example").await;
+    assert_eq!(
+        assumed_roles(&moto),
+        [(ROLE.to_string(), Some("team-a-4711".to_string()))],
+        "the calls went through STS AssumeRole with the external ID"
+    );
+}
+
+/// Run by [`the_hubs_own_identity_is_irsas_web_identity`] in a process of its own, whose
+/// environment is what EKS gives a pod with IRSA: the default credential chain reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by the_hubs_own_identity_is_irsas_web_identity in its own environment"]
+async fn ambient_identity_process() {
+    let endpoint = std::env::var("MERIDIAN_TEST_MOTO").expect("the parent names moto");
+    let identity = AwsIdentity {
+        source: AwsSource::Ambient,
+        assume_role: None,
+        region: "us-east-1".into(),
+        sts_endpoint: None,
+    };
+    publish_as(&endpoint, &identity, "ambient.example").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hubs_own_identity_is_irsas_web_identity() {
+    let moto = MotoServer::start().unwrap();
+    moto.create_zone("ambient.example").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    // A service account token's shape; moto's STS takes any.
+    std::fs::write(&token, "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6bWVyaWRpYW4tc3lzdGVtOm1lcmlkaWFuIn0.c2ln").unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+    for variable in [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    ] {
+        child.env_remove(variable);
+    }
+    let status = child
+        .env("AWS_WEB_IDENTITY_TOKEN_FILE", &token)
+        .env("AWS_ROLE_ARN", ROLE)
+        .env("AWS_ROLE_SESSION_NAME", "meridian-hub")
+        .env("AWS_ENDPOINT_URL_STS", moto.endpoint())
+        .env("AWS_CONFIG_FILE", dir.path().join("none"))
+        .env("AWS_SHARED_CREDENTIALS_FILE", dir.path().join("none"))
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("MERIDIAN_TEST_MOTO", moto.endpoint())
+        .args(["--ignored", "--exact", "ambient_identity_process"])
+        .status()
+        .expect("the test binary runs");
+    assert!(
+        status.success(),
+        "the process with IRSA's environment published"
+    );
+    assert_eq!(
+        assumed_roles(&moto),
+        [(ROLE.to_string(), None)],
+        "the calls went through STS AssumeRoleWithWebIdentity"
     );
 }
