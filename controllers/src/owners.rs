@@ -13,12 +13,6 @@ use meridian_dns::model::Endpoint;
 use meridian_dns::plan::{PlanInput, Registry, plan};
 use meridian_providers::{Provider, ProviderError};
 
-/// The longest owner ID a record publishes under in its readable form: an ownership TXT value
-/// is `heritage=external-dns,external-dns/owner=<owner>,external-dns/version=1`, 64 bytes
-/// around the owner, and stays within one 255-byte DNS character-string (every provider
-/// stores that unsplit).
-pub const MAX_RECORD_OWNER: usize = 255 - 64;
-
 /// Why a hub owner ID cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
@@ -45,20 +39,16 @@ pub fn valid_hub_owner(id: &str) -> Result<(), InvalidOwnerId> {
 }
 
 /// The owner ID a hub publishes a record under when the record names none: the hub's owner ID
-/// with the record's namespace and name, `<hub>/<namespace>/<name>`, which a hub restored or
-/// rebuilt from the same manifests derives again (an object's UID would not survive). A name
-/// too long for one TXT string is shortened to a hash of the namespace and name,
-/// `<hub>/<hash>`, which the readable form (two slashes) can never equal.
+/// with a hash of the record's namespace and name, `<hub>/<hash>`, which a hub restored or
+/// rebuilt from the same manifests derives again (an object's UID would not survive). A hash,
+/// not the names: ownership records are public DNS, and a tenant's namespace and record names
+/// are not the world's to read (`status.ownerID` says which record an owner is). It holds a
+/// slash, which no UID or cluster ID does, so it is never a distributed cluster's owner ID.
 pub fn hub_record_owner(hub: &str, namespace: &str, name: &str) -> String {
-    let readable = format!("{hub}/{namespace}/{name}");
-    if readable.len() <= MAX_RECORD_OWNER {
-        readable
-    } else {
-        format!(
-            "{hub}/{}",
-            meridian_dns::shortcode::shortcode(&format!("{namespace}/{name}"), 24)
-        )
-    }
+    format!(
+        "{hub}/{}",
+        meridian_dns::shortcode::shortcode(&format!("{namespace}/{name}"), 24)
+    )
 }
 
 /// The owner ID `record` publishes under: its `spec.ownerID` (distributed mode writes the
@@ -193,8 +183,10 @@ mod tests {
         let plain = record("team-a", "api", "uid-1", None);
         let named = record("team-a", "api", "uid-1", Some("cluster-7"));
         // (record, hub owner ID, owner)
+        let hub_owner = hub_record_owner("hub-eu", "team-a", "api");
+        assert!(hub_owner.starts_with("hub-eu/"), "{hub_owner}");
         let table = [
-            (&plain, Some("hub-eu"), "hub-eu/team-a/api"),
+            (&plain, Some("hub-eu"), hub_owner.as_str()),
             (&plain, None, "uid-1"),
             (&named, Some("hub-eu"), "cluster-7"),
             (&named, None, "cluster-7"),
@@ -211,25 +203,27 @@ mod tests {
     }
 
     #[test]
-    fn an_owner_too_long_for_one_txt_string_is_hashed_and_stays_distinct() {
+    fn a_hub_owner_names_no_tenant_and_fits_one_txt_string() {
         let hub = "h".repeat(63);
-        let (namespace, long_name) = ("n".repeat(63), "r".repeat(253));
-        let fits = hub_record_owner(&hub, &namespace, &"r".repeat(MAX_RECORD_OWNER - 128));
-        assert_eq!(fits.len(), MAX_RECORD_OWNER);
-        assert_eq!(fits.matches('/').count(), 2, "readable when it fits");
-        let hashed = hub_record_owner(&hub, &namespace, &long_name);
-        assert!(hashed.len() <= MAX_RECORD_OWNER, "{}", hashed.len());
-        assert_eq!(hashed.matches('/').count(), 1);
-        assert_ne!(hashed, hub_record_owner(&hub, &namespace, &"s".repeat(253)));
-        let value = meridian_dns::plan::ownership_txt_value(&hub_record_owner(
-            &hub,
-            &namespace,
-            &"r".repeat(MAX_RECORD_OWNER - 128),
-        ));
-        assert_eq!(
-            value.len(),
-            255,
-            "the longest value fills one string exactly"
+        let (namespace, name) = ("n".repeat(63), "r".repeat(253));
+        let owner = hub_record_owner(&hub, &namespace, &name);
+        assert!(
+            !owner.contains(&namespace) && !owner.contains("rrr"),
+            "{owner}"
+        );
+        assert_eq!(owner.matches('/').count(), 1);
+        assert!(
+            meridian_dns::plan::ownership_txt_value(&owner).len() <= 255,
+            "one DNS character-string"
+        );
+        // Namespace and name are not interchangeable.
+        assert_ne!(
+            hub_record_owner("hub", "a", "b-c"),
+            hub_record_owner("hub", "a-b", "c")
+        );
+        assert_ne!(
+            hub_record_owner("hub", "a", "b"),
+            hub_record_owner("hub", "b", "a")
         );
     }
 

@@ -245,9 +245,26 @@ pub fn adoption(zone: &[Endpoint], from: &[&str], to: &str, root_host: &str) -> 
         changes
             .deletes
             .extend(earlier.iter().map(|txt| (*txt).clone()));
-        if registry.records.contains_key(key) && !owners.contains_key(to) {
+        // The record it vouches for: the key itself, or a wildcard an earlier owner spelt
+        // dns-operator's way (`wildcard.x` for `*.x`), which the new claim spells as Meridian
+        // does. An ownership record of no record is only removed.
+        let vouched = Some(key.clone())
+            .filter(|key| registry.records.contains_key(key))
+            .or_else(|| kuadrant_wildcard(key).filter(|w| registry.records.contains_key(w)));
+        let Some(vouched) = vouched else {
+            continue;
+        };
+        let owned_already = registry
+            .ownership
+            .get(&vouched)
+            .is_some_and(|owners| owners.contains_key(to));
+        let created_already = changes
+            .creates
+            .iter()
+            .any(|txt| record_vouched_for(txt).as_ref() == Some(&vouched));
+        if !owned_already && !created_already {
             changes.creates.push(Endpoint {
-                dns_name: txt_name_with_code(&to_code, key.record_type, &key.dns_name),
+                dns_name: txt_name_with_code(&to_code, vouched.record_type, &vouched.dns_name),
                 targets: vec![ownership_txt_value(to)],
                 ..(*first).clone()
             });

@@ -660,3 +660,33 @@ fn adoption_moves_only_the_earlier_owners_claims_and_drops_its_orphans() {
             .is_empty()
     );
 }
+
+#[test]
+fn adoption_keeps_a_wildcard_an_earlier_owner_spelt_the_dns_operator_way() {
+    // dns-operator names the ownership record of `*.apps.example.com`
+    // `kuadrant-<code>-cname-wildcard.apps.example.com`.
+    let wildcard = cname("*.apps.example.com", "klb.apps.example.com", 300);
+    let mut claim = meridian_dns::plan::ownership_record("earlier", &wildcard);
+    claim.dns_name = claim.dns_name.replace("*.apps", "wildcard.apps");
+    let zone = vec![wildcard.clone(), claim.clone()];
+    let adopted = adoption(&zone, &["earlier"], "hub/abc", "*.apps.example.com");
+    assert_eq!(adopted.changes.deletes, [claim]);
+    assert_eq!(
+        adopted
+            .changes
+            .creates
+            .iter()
+            .map(|r| r.dns_name.clone())
+            .collect::<Vec<_>>(),
+        [ownership_txt_name(
+            "hub/abc",
+            RecordType::Cname,
+            "*.apps.example.com"
+        )],
+        "the wildcard keeps an owner, in Meridian's spelling"
+    );
+    assert_eq!(
+        Registry::read(&adopted.zone).owners(&wildcard.key()),
+        BTreeSet::from(["hub/abc"])
+    );
+}

@@ -250,8 +250,10 @@ impl RegistrationHub {
         ensure_namespace(&client, HUB_NAMESPACE).await?;
         ensure_namespace(&client, BOOTSTRAP_NAMESPACE).await?;
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        // What a joining agent may do with the bootstrap token: ask for a client certificate
-        // and create (then watch) its own ManagedCluster.
+        // What a joining agent may do with the bootstrap token, as OCM's bootstrap role has it:
+        // ask for a client certificate, create and watch ManagedClusters (and see the CSRs and
+        // ManagedClusters of others: OCM's role is that wide), join cluster sets, read
+        // ConfigMaps.
         let role: ClusterRole = serde_json::from_value(json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": { "name": BOOTSTRAP_ROLE },

@@ -1,5 +1,5 @@
 //! The hub's owner ID: what every record it publishes (without an owner of its own) is owned
-//! as at the provider, with the record's namespace and name
+//! as at the provider, with a hash of the record's namespace and name
 //! ([`meridian_controllers::owners::hub_record_owner`]). It must come out the same after the
 //! hub is restored from a backup or rebuilt from its manifests, or the new hub finds its own
 //! records owned by someone else and never changes or removes them again. So it is never an

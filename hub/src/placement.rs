@@ -26,8 +26,10 @@ pub use meridian_api::names::AGENT_NAMESPACE;
 pub const AGENT_HUB_KUBECONFIG_SECRET: &str = "meridian-hub-kubeconfig";
 /// The downstream GatewayClass when the hub GatewayClass names none.
 pub const DEFAULT_DOWNSTREAM_CLASS: &str = "istio";
-/// Label a platform admin puts on a ManagedCluster to give its downstream Gateways another
-/// class than the fleet's (an Envoy Gateway cluster in an Istio fleet).
+/// Label on a ManagedCluster giving its downstream Gateways another class than the fleet's (an
+/// Envoy Gateway cluster in an Istio fleet). The hub's admin sets it; OCM lets the spoke's
+/// registration agent update its own ManagedCluster too, so, like the claim below, it is the
+/// spoke's word as well, and it decides nothing but that spoke's own Gateways.
 pub const DOWNSTREAM_CLASS_LABEL: &str = "meridian.dev/downstream-gateway-class";
 /// ClusterClaim a spoke states the same with (`status.clusterClaims` of its ManagedCluster,
 /// reported by OCM's registration agent); the label wins over it.

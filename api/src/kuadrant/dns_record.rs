@@ -193,8 +193,8 @@ pub struct DNSRecordStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub domain_owners: Vec<String>,
     /// The owner ID `endpoints` are published under: `spec.ownerID`, else (on a hub) the hub's
-    /// owner ID with the record's namespace and name. A pass that finds it different adopts
-    /// what the earlier owner published.
+    /// owner ID with a hash of the record's namespace and name. A pass that finds it different
+    /// adopts what the earlier owner published.
     #[serde(rename = "ownerID", default, skip_serializing_if = "Option::is_none")]
     pub owner_id: Option<String>,
 }

@@ -20,8 +20,8 @@ use meridian_controllers::indexes;
 
 /// Every Gateway once at start, its own changes, and:
 /// - a PlacementDecision → the Gateways following its Placement;
-/// - a cluster joining or leaving OCM, or changing the downstream class it names →
-///   every multi-cluster Gateway (its work comes or goes at once, or changes class);
+/// - a cluster joining or leaving OCM → every multi-cluster Gateway (its work comes or goes at
+///   once); a cluster changing the downstream class it names → the Gateways placed on it;
 /// - a Secret → the Gateways whose listeners carry it;
 /// - a GatewayClass, or a ConfigMap a class names as parameters → every multi-cluster Gateway;
 /// - a ManifestWork someone else changed or deleted → the Gateways it serves.
@@ -43,12 +43,17 @@ pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<Gateway>>> 
     };
     let by_cluster = {
         let multi_cluster = multi_cluster.clone();
+        let (gateways, decisions) = (all.clone(), caches.decisions.store().clone());
         move |change: &Change<ManagedCluster>| match change {
             Change::Applied { old: None, .. } | Change::Deleted(_) => multi_cluster(),
+            // Only the Gateways placed on it: a spoke that flips its claim wakes its own.
             Change::Applied {
                 old: Some(old),
                 new,
-            } if class_changed(old, new) => multi_cluster(),
+            } if class_changed(old, new) => {
+                let placements = indexes::placements_deciding(&decisions.state(), &new.name_any());
+                indexes::gateways_following(&gateways.state(), &placements)
+            }
             _ => Vec::new(),
         }
     };
