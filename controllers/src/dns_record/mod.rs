@@ -403,22 +403,13 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         }
         ctx.metrics.provider_call(provider.kind(), "ok");
         ctx.metrics.published(started.elapsed());
-        ctx.journal.record(journal::Entry {
-            at: (ctx.clock)(),
-            record: format!(
-                "{}/{}",
-                record.namespace().unwrap_or_default(),
-                record.name_any()
-            ),
-            host: root_host.clone(),
-            changes: format!(
-                "+{} ~{} -{}",
-                changes.creates.len(),
-                changes.updates.len(),
-                changes.deletes.len()
-            ),
-            reason: why_changed(record, health, &notes),
-        });
+        journal_change(
+            record,
+            ctx,
+            &root_host,
+            &changes,
+            why_changed(record, health, &notes),
+        );
     }
     ctx.failovers_published(
         &record_key,
@@ -496,6 +487,24 @@ async fn adopt(
         removed = adopted.changes.deletes.len(),
         "adopted the records an earlier owner ID published"
     );
+    journal_change(
+        record,
+        ctx,
+        root_host,
+        &adopted.changes,
+        format!("ownership moved from {} to {owner}", earlier.join(", ")),
+    );
+    Ok(adopted.zone)
+}
+
+/// Records a change applied to the zone in the journal (the live view's recent changes).
+fn journal_change(
+    record: &DNSRecord,
+    ctx: &Context,
+    host: &str,
+    changes: &meridian_dns::changes::Changes,
+    reason: String,
+) {
     ctx.journal.record(journal::Entry {
         at: (ctx.clock)(),
         record: format!(
@@ -503,15 +512,15 @@ async fn adopt(
             record.namespace().unwrap_or_default(),
             record.name_any()
         ),
-        host: root_host.to_string(),
+        host: host.to_string(),
         changes: format!(
-            "+{} ~0 -{}",
-            adopted.changes.creates.len(),
-            adopted.changes.deletes.len()
+            "+{} ~{} -{}",
+            changes.creates.len(),
+            changes.updates.len(),
+            changes.deletes.len()
         ),
-        reason: format!("ownership moved from {} to {owner}", earlier.join(", ")),
+        reason,
     });
-    Ok(adopted.zone)
 }
 
 /// Why a publication changed the zone, for the journal: a new spec, what health says (a leaf
