@@ -311,7 +311,12 @@ impl RegistrationHub {
             .map_err(Error::io("reading the hub's CA"))?;
         std::fs::write(
             &bootstrap_kubeconfig,
-            token_kubeconfig(hub.server_url(), &ca, &token),
+            meridian_hub::placement::agent_kubeconfig(
+                hub.server_url(),
+                &ca,
+                &token,
+                BOOTSTRAP_NAMESPACE,
+            ),
         )
         .map_err(Error::io("writing the bootstrap kubeconfig"))?;
 
@@ -355,20 +360,6 @@ impl RegistrationHub {
             bootstrap_kubeconfig,
         })
     }
-}
-
-/// A kubeconfig for `server` (trusting `ca_pem`) that presents `token`.
-fn token_kubeconfig(server: &str, ca_pem: &str, token: &str) -> String {
-    use base64::Engine as _;
-    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
-    serde_json::to_string_pretty(&json!({
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{ "name": "hub", "cluster": { "server": server, "certificate-authority-data": ca } }],
-        "users": [{ "name": "bootstrap", "user": { "token": token } }],
-        "contexts": [{ "name": "hub", "context": { "cluster": "hub", "user": "bootstrap" } }],
-        "current-context": "hub",
-    }))
-    .expect("a kubeconfig serializes")
 }
 
 /// Where the registration agent of `spoke` keeps the hub credentials it was issued (it writes
@@ -452,14 +443,27 @@ pub async fn accept(hub: &Client, cluster: &str) -> Result<(), Error> {
         )
         .await?;
     eventually(&format!("{cluster} joined"), DEFAULT_PATIENCE, || async {
-        let joined = clusters.get(cluster).await?.data["status"]["conditions"]
-            .as_array()
-            .is_some_and(|conditions| {
-                conditions
-                    .iter()
-                    .any(|c| c["type"] == "ManagedClusterJoined" && c["status"] == "True")
-            });
-        Ok(joined.then_some(()))
+        Ok(
+            managed_cluster_condition(hub, cluster, "ManagedClusterJoined")
+                .await?
+                .then_some(()),
+        )
     })
     .await
+}
+
+/// Whether the ManagedCluster `cluster` has condition `type_` True (as OCM sets it).
+pub async fn managed_cluster_condition(
+    hub: &Client,
+    cluster: &str,
+    type_: &str,
+) -> Result<bool, Error> {
+    let clusters = Api::<DynamicObject>::all_with(hub.clone(), &OcmDynamicApis::managed_cluster());
+    Ok(clusters.get(cluster).await?.data["status"]["conditions"]
+        .as_array()
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c["type"] == type_ && c["status"] == "True")
+        }))
 }

@@ -173,16 +173,18 @@ async fn export(client: &Client) -> Result<Vec<Value>, Error> {
             .get("route53")
             .await?,
     )];
+    let zones = Api::<ManagedZone>::namespaced(client.clone(), NAMESPACE);
     exported.extend(
-        Api::<ManagedZone>::namespaced(client.clone(), NAMESPACE)
+        zones
             .list(&Default::default())
             .await?
             .items
             .into_iter()
             .map(clean),
     );
+    let records = Api::<DNSRecord>::namespaced(client.clone(), NAMESPACE);
     exported.extend(
-        Api::<DNSRecord>::namespaced(client.clone(), NAMESPACE)
+        records
             .list(&Default::default())
             .await?
             .items

@@ -6,7 +6,10 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
-use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, OcmDynamicApis, ensure_namespace, eventually};
+use meridian_e2e::{
+    DEFAULT_PATIENCE, Error, Fleet, FleetBuilder, OcmDynamicApis, ensure_namespace, eventually,
+    managed_cluster_condition,
+};
 use serde_json::json;
 
 const CLUSTER_SET: &str = "meridian";
@@ -47,9 +50,9 @@ async fn apply(
     Ok(())
 }
 
-#[tokio::test]
-async fn ocm_applies_work_and_places_clusters() -> Result<(), Error> {
-    let fleet = Fleet::builder()
+/// Two spokes in the cluster set, one in Ireland and one in the US.
+fn two_spokes(builder: FleetBuilder) -> FleetBuilder {
+    builder
         .spoke(
             "spoke-1",
             [(CLUSTER_SET_LABEL, CLUSTER_SET), (GEO_LABEL, "IE")],
@@ -58,17 +61,25 @@ async fn ocm_applies_work_and_places_clusters() -> Result<(), Error> {
             "spoke-2",
             [(CLUSTER_SET_LABEL, CLUSTER_SET), (GEO_LABEL, "US")],
         )
-        .start()
-        .await?;
+}
+
+/// `result`, with the OCM processes' logs printed when it failed.
+fn with_ocm_logs(fleet: &Fleet, result: Result<(), Error>) -> Result<(), Error> {
+    if result.is_err() {
+        eprintln!("OCM logs:\n{}", fleet.ocm_logs());
+    }
+    result
+}
+
+#[tokio::test]
+async fn ocm_applies_work_and_places_clusters() -> Result<(), Error> {
+    let fleet = two_spokes(Fleet::builder()).start().await?;
     let result = async {
         manifest_work_is_applied_on_its_spoke(&fleet).await?;
         placement_decides_the_right_clusters(&fleet).await
     }
     .await;
-    if result.is_err() {
-        eprintln!("OCM logs:\n{}", fleet.ocm_logs());
-    }
-    result
+    with_ocm_logs(&fleet, result)
 }
 
 async fn manifest_work_is_applied_on_its_spoke(fleet: &Fleet) -> Result<(), Error> {
@@ -214,31 +225,10 @@ async fn placement_decides_the_right_clusters(fleet: &Fleet) -> Result<(), Error
     Ok(())
 }
 
-/// Whether `cluster`'s ManagedCluster has condition `type_` True (as OCM sets it).
-async fn condition_true(hub: &Client, cluster: &str, type_: &str) -> Result<bool, Error> {
-    let clusters = Api::<DynamicObject>::all_with(hub.clone(), &OcmDynamicApis::managed_cluster());
-    Ok(clusters.get(cluster).await?.data["status"]["conditions"]
-        .as_array()
-        .is_some_and(|conditions| {
-            conditions
-                .iter()
-                .any(|c| c["type"] == type_ && c["status"] == "True")
-        }))
-}
-
 #[tokio::test]
 async fn spokes_join_through_ocm_registration_and_work_with_the_credentials_it_issued()
 -> Result<(), Error> {
-    let fleet = Fleet::builder()
-        .with_registration()
-        .spoke(
-            "spoke-1",
-            [(CLUSTER_SET_LABEL, CLUSTER_SET), (GEO_LABEL, "IE")],
-        )
-        .spoke(
-            "spoke-2",
-            [(CLUSTER_SET_LABEL, CLUSTER_SET), (GEO_LABEL, "US")],
-        )
+    let fleet = two_spokes(Fleet::builder().with_registration())
         .start()
         .await?;
     let result = async {
@@ -254,7 +244,7 @@ async fn spokes_join_through_ocm_registration_and_work_with_the_credentials_it_i
                 eventually(
                     &format!("{cluster} is {condition}"),
                     DEFAULT_PATIENCE,
-                    || async { Ok(condition_true(&hub, cluster, condition).await?.then_some(())) },
+                    || async { Ok(managed_cluster_condition(&hub, cluster, condition).await?.then_some(())) },
                 )
                 .await?;
             }
@@ -332,8 +322,5 @@ async fn spokes_join_through_ocm_registration_and_work_with_the_credentials_it_i
         placement_decides_the_right_clusters(&fleet).await
     }
     .await;
-    if result.is_err() {
-        eprintln!("OCM logs:\n{}", fleet.ocm_logs());
-    }
-    result
+    with_ocm_logs(&fleet, result)
 }
