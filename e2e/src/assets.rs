@@ -21,6 +21,8 @@ pub struct TestBedAssets {
     pub ocm_placement: PathBuf,
     /// OCM's registration: `controller` on the hub, `agent` on a spoke.
     pub ocm_registration: PathBuf,
+    /// OCM's addon manager (install strategies, rollouts, AddOnTemplates, add-on CSRs).
+    pub ocm_addon: PathBuf,
     /// Upstream CRD YAML (Gateway API, OCM, OpenShift Route), one folder per project.
     pub upstream_crds: PathBuf,
     /// Meridian's own generated CRDs (`crds/` in the repository).
@@ -52,6 +54,7 @@ impl TestBedAssets {
             ocm_work: dir.join("bin/work"),
             ocm_placement: dir.join("bin/placement"),
             ocm_registration: dir.join("bin/registration"),
+            ocm_addon: dir.join("bin/addon"),
             upstream_crds: dir.join("crds"),
             meridian_crds: repository_root().join("crds"),
         };
@@ -61,6 +64,7 @@ impl TestBedAssets {
             (&assets.ocm_work, "OCM work agent"),
             (&assets.ocm_placement, "OCM placement controller"),
             (&assets.ocm_registration, "OCM registration"),
+            (&assets.ocm_addon, "OCM addon manager"),
             (&assets.upstream_crds, "upstream CRDs"),
         ] {
             if !path.exists() {

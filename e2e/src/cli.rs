@@ -206,8 +206,11 @@ async fn demo_pods() -> anyhow::Result<()> {
     // release's come from yours.
     let registry = crate::registry::Registry::start().await?;
     let published = publish(&registry, &images, &[hub_image.tag()])?;
+    // The spokes join through OCM's registration, and the agent is an OCM add-on its addon
+    // manager installs, as on a real fleet.
     let fleet = with_example_spokes(Fleet::builder())
         .with_nodes(imported_archives(&images))
+        .with_registration()
         .start()
         .await?;
     println!(
@@ -230,7 +233,19 @@ async fn demo_pods() -> anyhow::Result<()> {
     .await?;
     wait_for_hub_pods(&hub, hub_image.tag()).await?;
     for (spoke, _, _, _) in SPOKES {
-        wait_for_agent_pod(&fleet.spoke(spoke).client(), hub_image.tag()).await?;
+        wait_for_agent_pod(
+            &fleet.spoke(spoke).client(),
+            crate::release::AGENT_NAMESPACE,
+            hub_image.tag(),
+        )
+        .await?;
+    }
+    let spokes: Vec<&str> = SPOKES.iter().map(|(spoke, _, _, _)| *spoke).collect();
+    let template = crate::release::current_addon_template(&hub, None).await?;
+    crate::release::addon_rollout(&hub, &spokes, &template).await?;
+    println!("\nkubectl get managedclusteraddon -A (OCM's registration and addon manager):");
+    for state in crate::release::addon_states(&hub, &spokes).await? {
+        println!("  {state}");
     }
     gateways.serving(&fleet).await?;
     for (cluster, namespace) in std::iter::once((&fleet.hub, RELEASE_NAMESPACE)).chain(

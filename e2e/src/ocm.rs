@@ -355,8 +355,22 @@ impl RegistrationHub {
             ],
             &hub.dir().join("csr-signer.log"),
         )?;
+        // The addon manager: installs add-ons by their strategies, renders AddOnTemplates into
+        // ManifestWorks, approves add-on agents' CSRs (the signer above signs them).
+        let addon_manager = ManagedProcess::spawn(
+            format!("{}/ocm-addon-manager", hub.name()),
+            &assets.ocm_addon,
+            &[
+                "manager".to_string(),
+                format!("--kubeconfig={kubeconfig}"),
+                format!("--namespace={HUB_NAMESPACE}"),
+                format!("--listen=127.0.0.1:{}", free_loopback_port()?),
+                "--disable-leader-election".to_string(),
+            ],
+            &hub.dir().join("ocm-addon-manager.log"),
+        )?;
         Ok(RegistrationHub {
-            processes: vec![controller, signer],
+            processes: vec![controller, signer, addon_manager],
             bootstrap_kubeconfig,
         })
     }

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -29,8 +30,10 @@ pub const RELEASE: &str = "meridian";
 pub const RELEASE_NAMESPACE: &str = "meridian-system";
 /// The hub's pods.
 pub const HUB_PODS: &str = "app.kubernetes.io/component=hub";
-/// The agent's namespace on a spoke.
-pub const AGENT_NAMESPACE: &str = "meridian-system";
+/// The agent's namespace on a spoke, as OCM's addon manager installs it (the chart's default).
+pub const AGENT_NAMESPACE: &str = meridian_hub::addon::ADDON_NAMESPACE;
+/// The agent's namespace on a spoke when the hub installs it itself (`agent.delivery=work`).
+pub const WORK_AGENT_NAMESPACE: &str = meridian_api::names::AGENT_NAMESPACE;
 
 /// The release as users get it: the chart and the hub's and agent's images, pushed to the
 /// test bed's registry.
@@ -110,6 +113,12 @@ pub async fn install_release(
         .create(&PostParams::default(), &config_map)
         .await?;
     let registry = format!("image.registry={}", published.image_registry);
+    // The add-on is installed by the example's Placement of every cluster (and rolled out over
+    // it one cluster at a time, the chart's default).
+    let placement = format!(
+        "agent.addon.placements[0]={}/everywhere",
+        crate::example::NAMESPACE
+    );
     let tag = format!("image.tag={}", published.tag);
     let mut args = vec![
         "install",
@@ -130,6 +139,8 @@ pub async fn install_release(
         &registry,
         "--set",
         &tag,
+        "--set",
+        &placement,
         "--set",
         "dns.service.type=ClusterIP",
         "--set",
@@ -218,10 +229,15 @@ pub async fn wait_for_hub_pods(hub: &Client, tag: &str) -> Result<Vec<String>, E
     .await
 }
 
-/// Waits until the agent's Deployment on a spoke has rolled to `tag` and its pod runs.
-pub async fn wait_for_agent_pod(spoke: &Client, tag: &str) -> Result<String, Error> {
-    let pods: Api<Pod> = Api::namespaced(spoke.clone(), AGENT_NAMESPACE);
-    let deployments: Api<Deployment> = Api::namespaced(spoke.clone(), AGENT_NAMESPACE);
+/// Waits until the agent's Deployment in `namespace` on a spoke has rolled to `tag` and its pod
+/// runs.
+pub async fn wait_for_agent_pod(
+    spoke: &Client,
+    namespace: &str,
+    tag: &str,
+) -> Result<String, Error> {
+    let pods: Api<Pod> = Api::namespaced(spoke.clone(), namespace);
+    let deployments: Api<Deployment> = Api::namespaced(spoke.clone(), namespace);
     let suffix = format!(":{tag}");
     eventually(
         &format!("the agent pod runs {tag}"),
@@ -338,6 +354,149 @@ pub async fn answers_become(
         || {
             let (hub, expected) = (hub.clone(), expected.clone());
             async move { Ok((dig_service(&hub, subnet).await? == expected).then_some(())) }
+        },
+    )
+    .await
+}
+
+/// One cluster's Meridian add-on as `kubectl get managedclusteraddon -A` shows it, and the
+/// template it last applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddonState {
+    pub cluster: String,
+    pub available: Option<String>,
+    pub reason: String,
+    pub desired_template: Option<String>,
+    pub applied_template: Option<String>,
+}
+
+impl std::fmt::Display for AddonState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:<10} meridian  AVAILABLE={:<6} {:<34} template {}",
+            self.cluster,
+            self.available.as_deref().unwrap_or("-"),
+            self.reason,
+            self.applied_template.as_deref().unwrap_or("-"),
+        )
+    }
+}
+
+/// The Meridian add-on of each of `clusters`, as OCM reports it.
+pub async fn addon_states(hub: &Client, clusters: &[&str]) -> Result<Vec<AddonState>, Error> {
+    use meridian_api::upstream::ManagedClusterAddOn;
+    let mut states = Vec::new();
+    for cluster in clusters {
+        let addon = Api::<ManagedClusterAddOn>::namespaced(hub.clone(), cluster)
+            .get_opt(meridian_hub::addon::ADDON_NAME)
+            .await?;
+        let status = addon.and_then(|addon| addon.status);
+        let available = status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Available"));
+        let template = |field: &str| {
+            status.as_ref().and_then(|s| {
+                s.extra
+                    .get("configReferences")?
+                    .as_array()?
+                    .iter()
+                    .find_map(|r| {
+                        (r["resource"] == "addontemplates")
+                            .then(|| r[field]["name"].as_str().map(String::from))
+                            .flatten()
+                    })
+            })
+        };
+        states.push(AddonState {
+            cluster: cluster.to_string(),
+            available: available.map(|c| c.status.clone()),
+            reason: available.map(|c| c.reason.clone()).unwrap_or_default(),
+            desired_template: template("desiredConfig"),
+            applied_template: template("lastAppliedConfig"),
+        });
+    }
+    Ok(states)
+}
+
+/// Waits until OCM reports the add-on Available on every one of `clusters` with `template`
+/// applied, watching the rollout: returns the clusters in the order each was asked to run
+/// `template`, with when (since the call) it was asked and when it was Available with it.
+pub async fn addon_rollout(
+    hub: &Client,
+    clusters: &[&str],
+    template: &str,
+) -> Result<Vec<(String, Duration, Duration)>, Error> {
+    let started = std::time::Instant::now();
+    let mut asked: BTreeMap<String, Duration> = BTreeMap::new();
+    let mut done: BTreeMap<String, Duration> = BTreeMap::new();
+    let deadline = started + DEFAULT_PATIENCE * 2;
+    loop {
+        let now = started.elapsed();
+        for state in addon_states(hub, clusters).await? {
+            if state.desired_template.as_deref() == Some(template)
+                || state.applied_template.as_deref() == Some(template)
+            {
+                asked.entry(state.cluster.clone()).or_insert(now);
+            }
+            if state.applied_template.as_deref() == Some(template)
+                && state.available.as_deref() == Some("True")
+            {
+                done.entry(state.cluster.clone()).or_insert(now);
+            }
+        }
+        if done.len() == clusters.len() {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(Error::Component(format!(
+                "the add-on's template {template} reached {done:?} of {clusters:?} (asked: {asked:?}): {:?}",
+                addon_states(hub, clusters).await?
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let mut order: Vec<(String, Duration, Duration)> = done
+        .into_iter()
+        .map(|(cluster, available)| {
+            let asked = asked.get(&cluster).copied().unwrap_or(available);
+            (cluster, asked, available)
+        })
+        .collect();
+    order.sort_by_key(|(_, asked, _)| *asked);
+    Ok(order)
+}
+
+/// The name of the AddOnTemplate the add-on's ClusterManagementAddOn points at, once the hub
+/// wrote one other than `other_than`.
+pub async fn current_addon_template(
+    hub: &Client,
+    other_than: Option<&str>,
+) -> Result<String, Error> {
+    use meridian_api::upstream::ClusterManagementAddOn;
+    let addons = Api::<ClusterManagementAddOn>::all(hub.clone());
+    eventually(
+        "the hub points the add-on at its template",
+        DEFAULT_PATIENCE,
+        || {
+            let addons = addons.clone();
+            async move {
+                let Some(addon) = addons.get_opt(meridian_hub::addon::ADDON_NAME).await? else {
+                    return Ok(None);
+                };
+                let template = addon
+                    .spec
+                    .extra
+                    .get("supportedConfigs")
+                    .and_then(|configs| {
+                        configs.as_array()?.iter().find_map(|c| {
+                            (c["resource"] == "addontemplates")
+                                .then(|| c["defaultConfig"]["name"].as_str().map(String::from))
+                                .flatten()
+                        })
+                    });
+                Ok(template.filter(|t| Some(t.as_str()) != other_than))
+            }
         },
     )
     .await

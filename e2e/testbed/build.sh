@@ -3,7 +3,7 @@
 #   bin/kube-apiserver, bin/kubectl   k8s.io/kubernetes            (./kube)
 #   bin/etcd                          go.etcd.io/etcd/server/v3     (./etcd)
 #   bin/work, bin/placement,
-#   bin/registration                  open-cluster-management.io/ocm (./ocm)
+#   bin/registration, bin/addon       open-cluster-management.io/ocm (./ocm)
 #   crds/{gateway-api,ocm,openshift}  upstream CRD YAML from the modules' own files (./crds)
 #
 # Every artefact is built only when missing, so a second run rebuilds nothing. The cache key
@@ -80,6 +80,9 @@ go_build ocm placement open-cluster-management.io/ocm/cmd/placement
 # Registration: the hub controller that accepts clusters, and the spoke agent that joins with a
 # bootstrap token and a CSR, as `clusteradm join` deploys it.
 go_build ocm registration open-cluster-management.io/ocm/cmd/registration
+# The addon manager: installs add-ons by their ClusterManagementAddOn's placements and rollout
+# strategy, renders AddOnTemplates into ManifestWorks, and approves add-on agents' CSRs.
+go_build ocm addon open-cluster-management.io/ocm/cmd/addon
 
 # Upstream CRDs, copied from the module zips the Go module cache verified against go.sum.
 if [[ ! -f "$dir/crds/.complete" ]]; then

@@ -254,6 +254,39 @@ fn the_chart_renders_a_least_privilege_nonroot_hub_and_switchable_crds() {
         agent_roles, expected,
         "agent-roles.yaml is what the hub binds"
     );
+    // The add-on agents' fleet-wide bindings are the chart's, exactly what the hub expects
+    // (the zones' only when agents serve DNS).
+    let fleet_bindings = |documents: &[Value]| -> Vec<(Value, Value, Value)> {
+        of_kind(documents, "ClusterRoleBinding")
+            .into_iter()
+            .filter(|b| b["metadata"]["labels"]["meridian.dev/granted-to"] == "agents")
+            .map(|b| {
+                (
+                    b["metadata"]["name"].clone(),
+                    b["roleRef"].clone(),
+                    b["subjects"].clone(),
+                )
+            })
+            .collect()
+    };
+    let expected_bindings = |serves_dns: bool| -> Vec<(Value, Value, Value)> {
+        meridian_hub::placement::addon_fleet_bindings(serves_dns)
+            .into_iter()
+            .map(|b| {
+                let b: Value = serde_json::from_value(b).unwrap();
+                (
+                    b["metadata"]["name"].clone(),
+                    b["roleRef"].clone(),
+                    b["subjects"].clone(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(fleet_bindings(&documents), expected_bindings(false));
+    let serving = render(&["dns.agentListen=0.0.0.0:5353"]);
+    assert_eq!(fleet_bindings(&serving), expected_bindings(true));
+    // The add-on is the default delivery.
+    assert_eq!(env("MERIDIAN_AGENT_DELIVERY"), Some("addon".into()));
 
     // /metrics and the view behind TokenReview and SubjectAccessReview; the ports closed to
     // everything but DNS unless the values name who may come in.

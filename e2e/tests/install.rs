@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::ResourceExt;
 use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::{Api, Client};
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord};
@@ -29,9 +30,9 @@ use meridian_e2e::example::{
 };
 use meridian_e2e::registry::Registry;
 use meridian_e2e::release::{
-    AGENT_NAMESPACE, RELEASE, RELEASE_NAMESPACE, answers_become, dig_service, dns_endpoints,
-    imported_archives, install_release, publish, pulled_from, run_helm, wait_for_agent_pod,
-    wait_for_hub_pods,
+    AGENT_NAMESPACE, RELEASE, RELEASE_NAMESPACE, WORK_AGENT_NAMESPACE, addon_rollout, addon_states,
+    answers_become, current_addon_template, dig_service, dns_endpoints, imported_archives,
+    install_release, publish, pulled_from, run_helm, wait_for_agent_pod, wait_for_hub_pods,
 };
 use meridian_e2e::synthetic::{
     ChangeRun, Strategy, SyntheticFleet, change_address, heartbeat, wait_answering, write_fleet,
@@ -67,8 +68,10 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
         registry.catalog()?.trim().replace('\n', ", ")
     );
     let fleet_started = Instant::now();
+    // The spokes join through OCM's registration; its addon manager runs on the hub.
     let fleet = with_example_spokes(Fleet::builder())
         .with_nodes(imported_archives(&images))
+        .with_registration()
         .start()
         .await?;
     for cluster in fleet.clusters() {
@@ -96,6 +99,9 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
         &[
             "hub.withdrawalGraceSeconds=5",
             "dns.agentListen=0.0.0.0:5353",
+            // An install from before the add-on: the hub installs the agents itself. The
+            // upgrade below moves them to the add-on.
+            "agent.delivery=work",
         ],
     )
     .await?;
@@ -116,7 +122,12 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
     .await?;
     install(&hub).await?;
     for (spoke, _, _, _) in SPOKES {
-        let pod = wait_for_agent_pod(&fleet.spoke(spoke).client(), agent_image.tag()).await?;
+        let pod = wait_for_agent_pod(
+            &fleet.spoke(spoke).client(),
+            WORK_AGENT_NAMESPACE,
+            agent_image.tag(),
+        )
+        .await?;
         println!(
             "{spoke}: agent pod {pod} running from {}",
             agent_image.reference
@@ -129,7 +140,7 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
     for (spoke, _, _, _) in SPOKES {
         let pulled = pulled_from(
             &fleet.spoke(spoke).client(),
-            AGENT_NAMESPACE,
+            WORK_AGENT_NAMESPACE,
             &published.image_registry,
         )
         .await?;
@@ -172,8 +183,8 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
 
     address_changes_reach_every_server(&fleet).await?;
 
-    // helm upgrade to the new tag of the same images (pushed above), while a client keeps
-    // asking from Ireland.
+    // helm upgrade to the new tag of the same images (pushed above), and from agents the hub
+    // installs to OCM's add-on, while a client keeps asking from Ireland.
     let probing = Arc::new(AtomicBool::new(true));
     let prober = tokio::spawn(probe_answers(
         hub.clone(),
@@ -195,16 +206,114 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
             "--reuse-values",
             "--set",
             &format!("image.tag={next_tag}"),
+            "--set",
+            "agent.delivery=addon",
         ],
     )?;
     let new_pods = wait_for_hub_pods(&hub, &next_tag).await?;
+    // The new hub writes its agent as an AddOnTemplate, which OCM's addon manager installs on
+    // every cluster (the first install of an add-on is not rolled out: there is nothing to
+    // keep).
+    let spokes: Vec<&str> = SPOKES.iter().map(|(spoke, _, _, _)| *spoke).collect();
+    let template = current_addon_template(&hub, None).await?;
+    for (cluster, asked, available) in addon_rollout(&hub, &spokes, &template).await? {
+        println!(
+            "install of {template}: {cluster} asked at {:.1} s, Available at {:.1} s",
+            asked.as_secs_f64(),
+            available.as_secs_f64()
+        );
+    }
+    println!("kubectl get managedclusteraddon -A:");
+    for state in addon_states(&hub, &spokes).await? {
+        assert_eq!(state.available.as_deref(), Some("True"), "{state}");
+        println!("  {state}");
+    }
     for (spoke, _, _, _) in SPOKES {
-        wait_for_agent_pod(&fleet.spoke(spoke).client(), &next_tag).await?;
+        wait_for_agent_pod(&fleet.spoke(spoke).client(), AGENT_NAMESPACE, &next_tag).await?;
+        let pulled = pulled_from(
+            &fleet.spoke(spoke).client(),
+            AGENT_NAMESPACE,
+            &published.image_registry,
+        )
+        .await?;
+        println!("{spoke}: add-on agent's image: {pulled:?}");
+    }
+    // Once a cluster's add-on is Available, the hub removes the agent it installed itself, and
+    // its ServiceAccount (every token it minted goes with it).
+    let works = Api::<DynamicObject>::all_with(hub.clone(), &OcmDynamicApis::manifest_work());
+    let handed_over = eventually(
+        "the hub's own agent works are gone",
+        DEFAULT_PATIENCE,
+        || {
+            let works = works.clone();
+            async move {
+                let agent_works = works
+                    .list(&ListParams::default().fields("metadata.name=meridian-agent"))
+                    .await?;
+                Ok(agent_works.items.is_empty().then_some(()))
+            }
+        },
+    )
+    .await;
+    if handed_over.is_err() {
+        eprintln!("{}", fleet.hub.node().expect("a node").pod_logs());
+    }
+    handed_over?;
+    for (spoke, _, _, _) in SPOKES {
+        let accounts: Api<ServiceAccount> = Api::namespaced(hub.clone(), spoke);
+        assert!(
+            accounts.get_opt("meridian-agent").await?.is_none(),
+            "the hub-minted identity in {spoke}'s namespace is gone"
+        );
     }
     println!(
-        "helm upgrade → hub {new_pods:?} and the three agents on {next_tag}: {:.1} s",
+        "helm upgrade → hub {new_pods:?} and the three add-on agents on {next_tag}: {:.1} s",
         upgrade_started.elapsed().as_secs_f64()
     );
+    // A new agent version (back to the first tag: a new template all the same) is rolled out
+    // over the placement one cluster at a time (the chart's `progressive`): each cluster is
+    // asked to run it only once the one before it is Available with it.
+    run_helm(
+        &fleet.hub,
+        &[
+            "upgrade",
+            RELEASE,
+            &published.chart,
+            "--version",
+            &published.version,
+            "--plain-http",
+            "--namespace",
+            RELEASE_NAMESPACE,
+            "--reuse-values",
+            "--set",
+            &format!("image.tag={}", hub_image.tag()),
+        ],
+    )?;
+    let next_template = current_addon_template(&hub, Some(&template)).await?;
+    let order = addon_rollout(&hub, &spokes, &next_template).await?;
+    for (cluster, asked, available) in &order {
+        println!(
+            "rollout of {next_template}: {cluster} asked at {:.1} s, Available at {:.1} s",
+            asked.as_secs_f64(),
+            available.as_secs_f64()
+        );
+    }
+    for pair in order.windows(2) {
+        assert!(
+            pair[1].1 >= pair[0].2,
+            "{} was asked before {} was Available: {order:?}",
+            pair[1].0,
+            pair[0].0
+        );
+    }
+    for (spoke, _, _, _) in SPOKES {
+        wait_for_agent_pod(
+            &fleet.spoke(spoke).client(),
+            AGENT_NAMESPACE,
+            hub_image.tag(),
+        )
+        .await?;
+    }
     tokio::time::sleep(Duration::from_secs(5)).await;
     probing.store(false, Ordering::SeqCst);
     let probe = prober.await.unwrap();
@@ -271,15 +380,32 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
         }
     })
     .await?;
-    let works = Api::<DynamicObject>::all_with(hub.clone(), &OcmDynamicApis::manifest_work());
-    // A work goes once OCM's work agent has removed what it applied on the spoke.
-    eventually("no agent's ManifestWork is left", DEFAULT_PATIENCE, || {
-        let works = works.clone();
+    // The add-on goes with its ClusterManagementAddOn, ManagedClusterAddOns and templates;
+    // the addon manager then deletes its works, and OCM's work agent what they applied.
+    eventually("no add-on or agent work is left", DEFAULT_PATIENCE, || {
+        let (works, hub) = (works.clone(), hub.clone());
         async move {
-            let agent_works = works
-                .list(&ListParams::default().fields("metadata.name=meridian-agent"))
+            let addons = Api::<meridian_api::upstream::ManagedClusterAddOn>::all(hub.clone())
+                .list(&ListParams::default())
                 .await?;
-            Ok(agent_works.items.is_empty().then_some(()))
+            let templates = Api::<DynamicObject>::all_with(
+                hub.clone(),
+                &meridian_hub::addon::template_resource(),
+            )
+            .list(&ListParams::default())
+            .await?;
+            let works = works.list(&ListParams::default()).await?;
+            let agent_works = works
+                .items
+                .iter()
+                .filter(|w| {
+                    w.name_any() == "meridian-agent" || w.name_any().starts_with("addon-meridian")
+                })
+                .count();
+            Ok(
+                (addons.items.is_empty() && templates.items.is_empty() && agent_works == 0)
+                    .then_some(()),
+            )
         }
     })
     .await?;
@@ -306,8 +432,9 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
             || {
                 let namespaces = namespaces.clone();
                 async move {
-                    let agent_namespace = namespaces.get_opt("meridian-system").await?;
-                    Ok(agent_namespace.is_none().then_some(()))
+                    let work_agent = namespaces.get_opt(WORK_AGENT_NAMESPACE).await?;
+                    let addon_agent = namespaces.get_opt(AGENT_NAMESPACE).await?;
+                    Ok((work_agent.is_none() && addon_agent.is_none()).then_some(()))
                 }
             },
         )
@@ -360,7 +487,7 @@ async fn address_changes_reach_every_server(fleet: &Fleet) -> Result<(), Error> 
         .collect();
     assert_eq!(servers.len(), 2, "both hub replicas serve: {servers:?}");
     for (spoke, _, _, _) in SPOKES {
-        let pods: Api<Pod> = Api::namespaced(fleet.spoke(spoke).client(), AGENT_NAMESPACE);
+        let pods: Api<Pod> = Api::namespaced(fleet.spoke(spoke).client(), WORK_AGENT_NAMESPACE);
         let list = pods
             .list(&ListParams::default().labels("app=meridian-agent"))
             .await?;

@@ -24,8 +24,8 @@ use meridian_e2e::example::{
 };
 use meridian_e2e::registry::Registry;
 use meridian_e2e::release::{
-    answers_become, dig_service, imported_archives, install_release, publish, wait_for_agent_pod,
-    wait_for_hub_pods,
+    WORK_AGENT_NAMESPACE, answers_become, dig_service, imported_archives, install_release, publish,
+    wait_for_agent_pod, wait_for_hub_pods,
 };
 use meridian_e2e::traffic::ExampleGateways;
 use meridian_e2e::{
@@ -209,7 +209,13 @@ async fn meridian_as_pods_keeps_answering_when_the_hub_is_cut_off_from_its_clust
     let timeout = format!("hub.clusterHeartbeatTimeoutSeconds={HEARTBEAT_TIMEOUT_SECONDS}");
     // The heartbeat deadlines in the hub's log, for a failure to explain.
     let log = r"hub.log=info\,meridian_controllers::dns_policy::triggers=debug\,meridian_controllers::caches=debug";
-    install_release(&fleet, &published, &[timeout.as_str(), log]).await?;
+    // The hub installs the agents itself: this fleet runs no OCM addon manager.
+    install_release(
+        &fleet,
+        &published,
+        &[timeout.as_str(), log, "agent.delivery=work"],
+    )
+    .await?;
     wait_for_hub_pods(&hub, hub_image.tag()).await?;
     // Each spoke's gateway implementation (Traefik, with the demo app behind it).
     let mut gateways = ExampleGateways::start(
@@ -219,7 +225,12 @@ async fn meridian_as_pods_keeps_answering_when_the_hub_is_cut_off_from_its_clust
     .await?;
     install(&hub).await?;
     for (spoke, _, _, _) in SPOKES {
-        wait_for_agent_pod(&fleet.spoke(spoke).client(), agent_image.tag()).await?;
+        wait_for_agent_pod(
+            &fleet.spoke(spoke).client(),
+            WORK_AGENT_NAMESPACE,
+            agent_image.tag(),
+        )
+        .await?;
     }
     gateways.serving(&fleet).await?;
     let (ie, us, eu) = (

@@ -124,6 +124,7 @@ fn scheduler(client: &Client, strategy: &str) -> JoinHandle<anyhow::Result<()>> 
     tokio::spawn(meridian_agent::scheduler::run(
         client.clone(),
         strategy.into(),
+        meridian_agent::scheduler::AGENT_NAMESPACE.into(),
         shards,
     ))
 }

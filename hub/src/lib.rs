@@ -4,6 +4,7 @@
 //! status, router-shard DNS), the embedded nameserver and the health endpoints, behind a Lease
 //! ([`leader`]). `main` only calls [`Cli::parse_and_run`].
 
+pub mod addon;
 pub mod check_manifests_command;
 pub mod controller;
 pub mod explain_command;

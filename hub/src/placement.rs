@@ -356,13 +356,72 @@ pub struct AgentDns {
     pub name_servers: Vec<meridian_nameserver::ZoneNameServer>,
 }
 
-/// The hub-side identity of a cluster's agent: its heartbeat Lease, a ServiceAccount in the
-/// cluster's namespace, and bindings of the chart's agent ClusterRoles ([`agent_cluster_roles`]):
-/// the reporter's in the cluster namespace alone, the probe reader's cluster-wide, and when
-/// agents serve DNS the zone reader cluster-wide. (What it reads in the hub's namespace is
+/// Who `cluster`'s agent is on the hub: the ServiceAccount the hub mints tokens for when it
+/// installs the agent itself, and the user OCM's registration certifies when the addon
+/// manager installs it. Both, so that an agent keeps its rights while an upgrade hands one
+/// install over to the other; neither can be had for another cluster (the ServiceAccount
+/// lives in the cluster's namespace, which only the hub's admins write; the certificate's
+/// user names the cluster the CSR came from).
+pub fn agent_subjects(cluster: &str) -> Value {
+    json!([
+        { "kind": "ServiceAccount", "name": AGENT_WORK, "namespace": cluster },
+        { "kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": crate::addon::agent_user(cluster) },
+    ])
+}
+
+/// Whether a binding's `subjects` are exactly `cluster`'s agent's ([`agent_subjects`]), read as
+/// kind and name (the API server fills in API groups).
+pub fn binds_agent(
+    subjects: Option<&[k8s_openapi::api::rbac::v1::Subject]>,
+    cluster: &str,
+) -> bool {
+    let held: std::collections::BTreeSet<(&str, &str)> = subjects
+        .unwrap_or_default()
+        .iter()
+        .map(|s| (s.kind.as_str(), s.name.as_str()))
+        .collect();
+    let wanted = agent_subjects(cluster);
+    let wanted: std::collections::BTreeSet<(&str, &str)> = wanted
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|s| {
+            (
+                s["kind"].as_str().unwrap_or_default(),
+                s["name"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    held == wanted
+}
+
+/// The ClusterRoleBindings the chart gives every add-on agent (OCM's group for the add-on):
+/// reading the probes, and when agents serve DNS the records and zones. One binding each for
+/// the fleet, where the hub's own install binds them per agent.
+pub fn addon_fleet_bindings(serves_dns: bool) -> Vec<Value> {
+    let bind = |role: &str| {
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": { "name": format!("{role}-addon"), "labels": { "meridian.dev/granted-to": "agents" } },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role },
+            "subjects": [{ "kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": crate::addon::ADDON_GROUP }],
+        })
+    };
+    let mut bindings = vec![bind(AGENT_PROBE_READER)];
+    if serves_dns {
+        bindings.push(bind(AGENT_ZONE_READER));
+    }
+    bindings
+}
+
+/// The hub-side identity of a cluster's agent: its heartbeat Lease and the reporter's binding
+/// in the cluster namespace alone ([`agent_subjects`]); when the hub installs the agent itself
+/// (`addon` false), also the ServiceAccount it mints tokens for and bindings of the probe
+/// reader, and when agents serve DNS the zone reader, cluster-wide (an add-on agent has those
+/// through its group: [`addon_fleet_bindings`]). (What it reads in the hub's namespace is
 /// bound by the controllers that keep it there.) The hub writes no Role or ClusterRole for it.
-pub fn agent_hub_rbac(cluster: &str, serves_dns: bool) -> Vec<Value> {
-    let subjects = json!([{ "kind": "ServiceAccount", "name": AGENT_WORK, "namespace": cluster }]);
+pub fn agent_hub_rbac(cluster: &str, serves_dns: bool, addon: bool) -> Vec<Value> {
+    let subjects = agent_subjects(cluster);
     let in_namespace = |role: &str| {
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
@@ -371,12 +430,13 @@ pub fn agent_hub_rbac(cluster: &str, serves_dns: bool) -> Vec<Value> {
             "subjects": subjects,
         })
     };
+    let account = json!([{ "kind": "ServiceAccount", "name": AGENT_WORK, "namespace": cluster }]);
     let cluster_wide = |role: &str| {
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
             "metadata": { "name": format!("{role}-{cluster}") },
             "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role },
-            "subjects": subjects,
+            "subjects": account,
         })
     };
     let mut rbac = vec![
@@ -390,35 +450,71 @@ pub fn agent_hub_rbac(cluster: &str, serves_dns: bool) -> Vec<Value> {
                 "labels": { meridian_api::labels::HEARTBEAT_LABEL: "true" },
             },
         }),
-        json!({
+        in_namespace(AGENT_REPORTER),
+    ];
+    if !addon {
+        rbac.push(json!({
             "apiVersion": "v1", "kind": "ServiceAccount",
             "metadata": { "name": AGENT_WORK, "namespace": cluster },
-        }),
-        in_namespace(AGENT_REPORTER),
-        cluster_wide(AGENT_PROBE_READER),
-    ];
-    if serves_dns {
-        rbac.push(cluster_wide(AGENT_ZONE_READER));
+        }));
+        rbac.push(cluster_wide(AGENT_PROBE_READER));
+        if serves_dns {
+            rbac.push(cluster_wide(AGENT_ZONE_READER));
+        }
     }
     rbac
 }
 
-/// The ManifestWork installing the agent on a cluster: its namespace, a ServiceAccount that
-/// may read Gateways and namespaces and schedule routes there, the hub kubeconfig, and the
-/// Deployment.
-pub fn agent_work(
-    cluster: &str,
-    hub_kubeconfig: &str,
+/// Where an agent's manifests install it, and how it finds the hub.
+#[derive(Debug, Clone, Copy)]
+pub enum AgentLayout<'a> {
+    /// The hub's own ManifestWork in `cluster`'s namespace (`--agent-delivery work`): the
+    /// agent in [`AGENT_NAMESPACE`], its hub kubeconfig (a hub-minted token) in a Secret the
+    /// work carries.
+    Work {
+        cluster: &'a str,
+        hub_kubeconfig: &'a str,
+    },
+    /// An AddOnTemplate (`--agent-delivery addon`): OCM's addon manager fills in
+    /// `{{CLUSTER_NAME}}` and `{{HUB_KUBECONFIG}}` and mounts the kubeconfig OCM's
+    /// registration writes (a client certificate it renews); the agent in
+    /// [`crate::addon::ADDON_NAMESPACE`] unless an AddOnDeploymentConfig moves it.
+    AddOn,
+}
+
+/// The user the agents run as: the images' `nonroot`.
+const AGENT_UID: u32 = 65532;
+
+/// The agent's manifests for `layout`: its namespace (enforcing Pod Security `restricted`), a
+/// ServiceAccount that may read Gateways and namespaces and schedule routes there, the hub
+/// kubeconfig when the layout carries it, and the Deployment, whose pod meets `restricted`.
+pub fn agent_manifests(
+    layout: AgentLayout<'_>,
     image: &str,
     dns: Option<&AgentDns>,
     agent_args: &[String],
-) -> Value {
+) -> Vec<Value> {
+    let (namespace, cluster, kubeconfig_path, spoke_role) = match layout {
+        AgentLayout::Work { cluster, .. } => (
+            AGENT_NAMESPACE,
+            cluster,
+            "/etc/meridian/hub/kubeconfig",
+            "meridian-agent",
+        ),
+        AgentLayout::AddOn => (
+            crate::addon::ADDON_NAMESPACE,
+            "{{CLUSTER_NAME}}",
+            "{{HUB_KUBECONFIG}}",
+            crate::addon::ADDON_SPOKE_ROLE,
+        ),
+    };
+    let account = "meridian-agent";
     let mut args: Vec<String> = [
         "run",
         "--cluster-name",
         cluster,
         "--hub-kubeconfig",
-        "/etc/meridian/hub/kubeconfig",
+        kubeconfig_path,
     ]
     .map(String::from)
     .to_vec();
@@ -437,12 +533,28 @@ pub fn agent_work(
             json!({ "name": "dns-tcp", "containerPort": port, "protocol": "TCP" }),
         ];
     }
-    let manifests = json!([
-        { "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": AGENT_NAMESPACE } },
-        { "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": "meridian-agent", "namespace": AGENT_NAMESPACE } },
-        {
+    let (mut volumes, mut mounts) = (Vec::new(), Vec::new());
+    if let AgentLayout::Work { .. } = layout {
+        volumes.push(
+            json!({ "name": "hub", "secret": { "secretName": AGENT_HUB_KUBECONFIG_SECRET } }),
+        );
+        mounts.push(json!({ "name": "hub", "mountPath": "/etc/meridian/hub", "readOnly": true }));
+    }
+    let mut manifests = vec![
+        json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {
+                "name": namespace,
+                "labels": {
+                    "pod-security.kubernetes.io/enforce": "restricted",
+                    "pod-security.kubernetes.io/audit": "restricted",
+                },
+            },
+        }),
+        json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": account, "namespace": namespace } }),
+        json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": { "name": "meridian-agent" },
+            "metadata": { "name": spoke_role },
             "rules": [
                 { "apiGroups": ["gateway.networking.k8s.io"], "resources": ["gateways"], "verbs": ["get", "list", "watch"] },
                 // The cluster ID (kube-system's UID) and the namespace labels routers select.
@@ -456,58 +568,92 @@ pub fn agent_work(
                 { "apiGroups": ["meridian.dev"], "resources": ["routebindings/status"], "verbs": ["get", "patch", "update"] },
                 { "apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch"] },
             ],
-        },
-        {
+        }),
+        json!({
             // The round-robin cursor, in the agent's own namespace.
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": { "name": "meridian-agent", "namespace": AGENT_NAMESPACE },
+            "metadata": { "name": account, "namespace": namespace },
             "rules": [{ "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "create", "patch", "update"] }],
-        },
-        {
+        }),
+        json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": { "name": "meridian-agent", "namespace": AGENT_NAMESPACE },
-            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "meridian-agent" },
-            "subjects": [{ "kind": "ServiceAccount", "name": "meridian-agent", "namespace": AGENT_NAMESPACE }],
-        },
-        {
+            "metadata": { "name": account, "namespace": namespace },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account },
+            "subjects": [{ "kind": "ServiceAccount", "name": account, "namespace": namespace }],
+        }),
+        json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": { "name": "meridian-agent" },
-            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "meridian-agent" },
-            "subjects": [{ "kind": "ServiceAccount", "name": "meridian-agent", "namespace": AGENT_NAMESPACE }],
-        },
-        {
+            "metadata": { "name": spoke_role },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": spoke_role },
+            "subjects": [{ "kind": "ServiceAccount", "name": account, "namespace": namespace }],
+        }),
+    ];
+    if let AgentLayout::Work { hub_kubeconfig, .. } = layout {
+        manifests.push(json!({
             "apiVersion": "v1", "kind": "Secret",
-            "metadata": { "name": AGENT_HUB_KUBECONFIG_SECRET, "namespace": AGENT_NAMESPACE },
+            "metadata": { "name": AGENT_HUB_KUBECONFIG_SECRET, "namespace": namespace },
             "stringData": { "kubeconfig": hub_kubeconfig },
-        },
-        {
-            "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": { "name": "meridian-agent", "namespace": AGENT_NAMESPACE },
-            "spec": {
-                "replicas": 1,
-                "selector": { "matchLabels": { "app": "meridian-agent" } },
-                "template": {
-                    "metadata": { "labels": { "app": "meridian-agent" } },
-                    "spec": {
-                        "serviceAccountName": "meridian-agent",
-                        "containers": [{
-                            "name": "agent",
-                            "image": image,
-                            "args": args,
-                            "ports": ports,
-                            "volumeMounts": [{ "name": "hub", "mountPath": "/etc/meridian/hub", "readOnly": true }],
-                        }],
-                        "volumes": [{ "name": "hub", "secret": { "secretName": AGENT_HUB_KUBECONFIG_SECRET } }],
+        }));
+    }
+    manifests.push(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": { "name": account, "namespace": namespace },
+        "spec": {
+            "replicas": 1,
+            "selector": { "matchLabels": { "app": "meridian-agent" } },
+            "template": {
+                "metadata": { "labels": { "app": "meridian-agent" } },
+                "spec": {
+                    "serviceAccountName": account,
+                    // Pod Security `restricted`: not root, no escalation, no capabilities, the
+                    // runtime's seccomp profile. (So a DNS port must be 1024 or above.)
+                    "securityContext": {
+                        "runAsNonRoot": true,
+                        "runAsUser": AGENT_UID,
+                        "runAsGroup": AGENT_UID,
+                        "seccompProfile": { "type": "RuntimeDefault" },
                     },
+                    "containers": [{
+                        "name": "agent",
+                        "image": image,
+                        "args": args,
+                        // Its namespace, where it keeps the route scheduler's cursor.
+                        "env": [{
+                            "name": "MERIDIAN_AGENT_NAMESPACE",
+                            "valueFrom": { "fieldRef": { "fieldPath": "metadata.namespace" } },
+                        }],
+                        "ports": ports,
+                        "securityContext": {
+                            "allowPrivilegeEscalation": false,
+                            "capabilities": { "drop": ["ALL"] },
+                        },
+                        "volumeMounts": mounts,
+                    }],
+                    "volumes": volumes,
                 },
             },
         },
-    ]);
+    }));
+    manifests
+}
+
+/// The ManifestWork installing the agent on a cluster (`--agent-delivery work`).
+pub fn agent_work(
+    cluster: &str,
+    hub_kubeconfig: &str,
+    image: &str,
+    dns: Option<&AgentDns>,
+    agent_args: &[String],
+) -> Value {
+    let layout = AgentLayout::Work {
+        cluster,
+        hub_kubeconfig,
+    };
     json!({
         "apiVersion": "work.open-cluster-management.io/v1",
         "kind": "ManifestWork",
         "metadata": { "name": AGENT_WORK, "namespace": cluster },
-        "spec": { "workload": { "manifests": manifests } },
+        "spec": { "workload": { "manifests": agent_manifests(layout, image, dns, agent_args) } },
     })
 }
 
@@ -703,6 +849,106 @@ mod tests {
     }
 
     #[test]
+    fn an_agent_is_bound_by_its_own_clusters_identities_and_no_group() {
+        let subjects = agent_subjects("spoke-1");
+        let subjects = subjects.as_array().unwrap();
+        assert_eq!(subjects.len(), 2);
+        assert!(
+            subjects.iter().all(|s| s["kind"] != "Group"),
+            "{subjects:?}"
+        );
+        assert!(subjects.iter().all(|s| {
+            s["namespace"] == "spoke-1" || s["name"].as_str().unwrap().contains(":cluster:spoke-1:")
+        }));
+        assert_ne!(agent_subjects("spoke-1"), agent_subjects("spoke-2"));
+    }
+
+    fn deployment_of(manifests: &[Value]) -> Value {
+        manifests
+            .iter()
+            .find(|m| m["kind"] == "Deployment")
+            .unwrap()
+            .clone()
+    }
+
+    #[test]
+    fn both_installs_meet_pod_security_restricted_and_only_the_work_carries_a_credential() {
+        let work = agent_work("spoke-1", "kubeconfig", "agent:1", None, &[]);
+        let work = work["spec"]["workload"]["manifests"]
+            .as_array()
+            .unwrap()
+            .clone();
+        let addon = agent_manifests(AgentLayout::AddOn, "agent:1", None, &[]);
+        for manifests in [&work, &addon] {
+            let namespace = manifests.iter().find(|m| m["kind"] == "Namespace").unwrap();
+            assert_eq!(
+                namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+                "restricted"
+            );
+            let pod = deployment_of(manifests)["spec"]["template"]["spec"].clone();
+            assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+            assert_eq!(
+                pod["securityContext"]["seccompProfile"]["type"],
+                "RuntimeDefault"
+            );
+            for container in pod["containers"].as_array().unwrap() {
+                assert_eq!(
+                    container["securityContext"]["allowPrivilegeEscalation"],
+                    false
+                );
+                assert_eq!(
+                    container["securityContext"]["capabilities"],
+                    json!({ "drop": ["ALL"] })
+                );
+                assert_eq!(
+                    container["env"][0]["valueFrom"]["fieldRef"]["fieldPath"],
+                    "metadata.namespace"
+                );
+            }
+        }
+        assert!(work.iter().any(|m| m["kind"] == "Secret"));
+        // The add-on carries no credential: OCM's registration writes it on the spoke, and the
+        // addon manager mounts it and fills in the cluster's name.
+        assert!(addon.iter().all(|m| m["kind"] != "Secret"));
+        let container = deployment_of(&addon)["spec"]["template"]["spec"]["containers"][0].clone();
+        let args: Vec<&str> = container["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert_eq!(
+            args,
+            [
+                "run",
+                "--cluster-name",
+                "{{CLUSTER_NAME}}",
+                "--hub-kubeconfig",
+                "{{HUB_KUBECONFIG}}"
+            ]
+        );
+        // Its spoke objects are named apart from the work's, so both run while one install
+        // hands over to the other.
+        let names = |manifests: &[Value]| -> Vec<(String, String, String)> {
+            manifests
+                .iter()
+                .map(|m| {
+                    (
+                        m["kind"].as_str().unwrap().to_string(),
+                        m["metadata"]["namespace"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_string(),
+                        m["metadata"]["name"].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect()
+        };
+        let work_names = names(&work);
+        assert!(names(&addon).iter().all(|name| !work_names.contains(name)));
+    }
+
+    #[test]
     fn the_agent_kubeconfig_points_at_the_hub_in_the_cluster_namespace() {
         let text = agent_kubeconfig(
             "https://hub:6443",
@@ -727,10 +973,24 @@ mod tests {
                 .map(|o| o["roleRef"]["name"].as_str().unwrap().to_string())
                 .collect()
         };
-        let plain = agent_hub_rbac("spoke-1", false);
+        let plain = agent_hub_rbac("spoke-1", false, false);
         assert_eq!(bound(&plain, "ClusterRoleBinding"), [AGENT_PROBE_READER]);
         assert_eq!(bound(&plain, "RoleBinding"), [AGENT_REPORTER]);
-        let rbac = agent_hub_rbac("spoke-1", true);
+        // An add-on agent reads probes and zones through its group's fleet-wide bindings, and
+        // has no ServiceAccount on the hub.
+        let addon = agent_hub_rbac("spoke-1", true, true);
+        assert!(bound(&addon, "ClusterRoleBinding").is_empty());
+        assert_eq!(bound(&addon, "RoleBinding"), [AGENT_REPORTER]);
+        assert!(addon.iter().all(|o| o["kind"] != "ServiceAccount"));
+        assert_eq!(
+            addon_fleet_bindings(true)
+                .iter()
+                .map(|b| b["roleRef"]["name"].as_str().unwrap())
+                .collect::<Vec<_>>(),
+            [AGENT_PROBE_READER, AGENT_ZONE_READER]
+        );
+        assert_eq!(addon_fleet_bindings(false).len(), 1);
+        let rbac = agent_hub_rbac("spoke-1", true, false);
         assert_eq!(
             bound(&rbac, "ClusterRoleBinding"),
             [AGENT_PROBE_READER, AGENT_ZONE_READER]
@@ -745,10 +1005,11 @@ mod tests {
             assert_eq!(binding["metadata"]["namespace"], "spoke-1");
             assert_eq!(binding["roleRef"]["kind"], "ClusterRole");
         }
-        for binding in rbac
-            .iter()
-            .filter(|o| o["kind"].as_str().unwrap().ends_with("Binding"))
-        {
+        // The reporter is bound to this cluster's agent alone, under either install; what is
+        // bound cluster-wide to one agent is bound to its ServiceAccount.
+        let reporter = rbac.iter().find(|o| o["kind"] == "RoleBinding").unwrap();
+        assert_eq!(reporter["subjects"], agent_subjects("spoke-1"));
+        for binding in rbac.iter().filter(|o| o["kind"] == "ClusterRoleBinding") {
             assert_eq!(
                 binding["subjects"],
                 json!([{ "kind": "ServiceAccount", "name": AGENT_WORK, "namespace": "spoke-1" }])

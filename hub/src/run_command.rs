@@ -22,7 +22,7 @@ use meridian_controllers::{
     Concurrency, Context, ControllerConfig, dns_policy, dns_record, zone_mirror,
 };
 
-use crate::controller::gateway_placement::{AgentInstall, PlacementContext};
+use crate::controller::gateway_placement::{AgentDelivery, AgentInstall, PlacementContext};
 use crate::controller::{gateway_placement, key_copies, managed_zone, probe_headers, router_dns};
 use crate::leader::{self, Election};
 use crate::placement::AgentDns;
@@ -108,8 +108,36 @@ pub struct RunArgs {
     pub agent_image: String,
 
     /// The hub's API address as agents reach it; the address in the hub kubeconfig when unset.
+    /// (`--agent-delivery work` only: an add-on agent's address is the one OCM's
+    /// registration gave its cluster.)
     #[arg(long, env = "MERIDIAN_HUB_SERVER_URL")]
     pub hub_server_url: Option<String>,
+
+    /// Who installs the agent on the spokes: `addon`, OCM's addon manager (an AddOnTemplate
+    /// the hub writes; credentials from OCM's registration), or `work`, the hub itself (a
+    /// ManifestWork per cluster with a token it mints: fleets without the addon manager).
+    #[arg(long, env = "MERIDIAN_AGENT_DELIVERY", value_enum, default_value_t = Delivery::Addon)]
+    pub agent_delivery: Delivery,
+
+    /// `--agent-delivery addon`: Placements (`NAMESPACE/NAME`) installing the agent besides
+    /// the clusters Gateways are placed on; repeatable. Without any, the add-on is installed
+    /// only where the hub asks.
+    #[arg(
+        long = "addon-placement",
+        env = "MERIDIAN_ADDON_PLACEMENTS",
+        value_delimiter = ','
+    )]
+    pub addon_placements: Vec<crate::addon::AddonPlacement>,
+
+    /// `--agent-delivery addon`: how a new agent reaches the placements' clusters: `all`, or
+    /// `progressive[:N]` (N clusters at a time, each seen available before the next).
+    #[arg(long, env = "MERIDIAN_ADDON_ROLLOUT", default_value = "progressive")]
+    pub addon_rollout: crate::addon::Rollout,
+
+    /// `--agent-delivery addon`: an AddOnDeploymentConfig (`NAMESPACE/NAME`) for every agent:
+    /// image registries, proxy and its CA bundle, node placement, resources.
+    #[arg(long, env = "MERIDIAN_ADDON_DEPLOYMENT_CONFIG")]
+    pub addon_deployment_config: Option<crate::addon::AddonPlacement>,
 
     /// Seconds without a report after which a cluster is gone for DNS (agents report every 30 s).
     #[arg(
@@ -210,6 +238,13 @@ pub struct RunArgs {
     pub probes: ProbePolicyArgs,
 }
 
+/// `--agent-delivery`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Delivery {
+    Addon,
+    Work,
+}
+
 impl RunArgs {
     /// Defaults for running against `kubeconfig` on loopback ports chosen by the system (tests,
     /// the demo).
@@ -231,6 +266,11 @@ impl RunArgs {
             withdrawal_grace_seconds: 600,
             agent_image: "ghcr.io/meridian-dev/meridian-agent:latest".into(),
             hub_server_url: None,
+            // Fleets written by hand, without OCM's addon manager.
+            agent_delivery: Delivery::Work,
+            addon_placements: Vec::new(),
+            addon_rollout: crate::addon::Rollout::Progressive { max_concurrency: 1 },
+            addon_deployment_config: None,
             lease_namespace: "kube-system".into(),
             lease_seconds: 15,
             drain_seconds: 0,
@@ -353,7 +393,22 @@ impl RunningHub {
         let client_config = client_config(args.kubeconfig.as_ref()).await?;
         let probe_policy = args.probes.policy().map_err(|e| anyhow::anyhow!(e))?;
         let providers = args.providers.settings().map_err(|e| anyhow::anyhow!(e))?;
+        if let Some(listen) = args.agent_dns_listen
+            && listen.port() < 1024
+        {
+            anyhow::bail!(
+                "--agent-dns-listen {listen}: the agent runs as a non-root user (Pod Security `restricted`), so its DNS port must be 1024 or above; expose it on 53 through a Service"
+            );
+        }
         let agent = AgentInstall {
+            delivery: match args.agent_delivery {
+                Delivery::Work => AgentDelivery::Work,
+                Delivery::Addon => AgentDelivery::AddOn(crate::addon::AddonInstall {
+                    placements: args.addon_placements.clone(),
+                    rollout: args.addon_rollout,
+                    deployment_config: args.addon_deployment_config.clone(),
+                }),
+            },
             agent_args: [
                 probe_policy.agent_args(),
                 vec!["--hub-namespace".into(), args.lease_namespace.clone()],

@@ -15,6 +15,7 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::api::DynamicObject;
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use meridian_api::names::{
@@ -22,6 +23,8 @@ use meridian_api::names::{
     PROBE_HEADERS_SECRET, PROBE_SEAL_SECRET,
 };
 use meridian_api::upstream::{ClusterManagementAddOn, ManagedClusterAddOn, ManifestWork};
+
+use crate::addon::{ADDON_NAME, TEMPLATE_LABEL, template_resource};
 use meridian_controllers::delete_if_present;
 
 use crate::leader::{self, Election};
@@ -67,11 +70,22 @@ async fn uninstall(args: UninstallArgs) -> anyhow::Result<()> {
     tracing::info!(wait = ?lease_duration, "took the hub Lease; waiting until the leader has stopped writing");
     tokio::time::sleep(lease_duration).await;
 
-    let works = Api::<ManifestWork>::all(client.clone())
-        .list(&ListParams::default().fields(&format!("metadata.name={AGENT_WORK}")))
-        .await?;
-    for work in works.items {
-        let cluster = work.namespace().unwrap_or_default();
+    // Clusters with an agent the hub installed itself, or one OCM's addon manager installed.
+    let by_name = |name: &str| ListParams::default().fields(&format!("metadata.name={name}"));
+    let mut clusters = std::collections::BTreeSet::new();
+    for work in Api::<ManifestWork>::all(client.clone())
+        .list(&by_name(AGENT_WORK))
+        .await?
+    {
+        clusters.insert(work.namespace().unwrap_or_default());
+    }
+    for addon in Api::<ManagedClusterAddOn>::all(client.clone())
+        .list(&by_name(ADDON_NAME))
+        .await?
+    {
+        clusters.insert(addon.namespace().unwrap_or_default());
+    }
+    for cluster in clusters {
         remove_agent(&client, &cluster).await?;
         println!("removed the agent of {cluster}");
     }
@@ -82,9 +96,17 @@ async fn uninstall(args: UninstallArgs) -> anyhow::Result<()> {
     }
     delete_if_present(
         &Api::<ClusterManagementAddOn>::all(client.clone()),
-        "meridian",
+        ADDON_NAME,
     )
     .await?;
+    // The agent's templates: with the add-on gone, none is in use.
+    let templates = Api::<DynamicObject>::all_with(client.clone(), &template_resource());
+    for template in templates
+        .list(&ListParams::default().labels(TEMPLATE_LABEL))
+        .await?
+    {
+        delete_if_present(&templates, &template.name_any()).await?;
+    }
     // What the hub made in its own namespace at run time: the key it sealed probes with, the
     // agents' copies and their bindings (owned by the reader Role and the zone keys' copy).
     let own = &args.lease_namespace;
@@ -111,7 +133,7 @@ async fn remove_agent(client: &Client, cluster: &str) -> anyhow::Result<()> {
     .await?;
     delete_if_present(
         &Api::<ManagedClusterAddOn>::namespaced(client.clone(), cluster),
-        "meridian",
+        ADDON_NAME,
     )
     .await?;
     for binding in [AGENT_REPORTER, LEGACY_AGENT_ROLE] {

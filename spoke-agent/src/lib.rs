@@ -100,6 +100,11 @@ pub struct RunArgs {
     #[arg(long, env = "MERIDIAN_REFRESH_SECONDS", default_value_t = 60)]
     pub refresh_seconds: u64,
 
+    /// The agent's own namespace on its cluster, where it keeps the route scheduler's cursor
+    /// (its pod's, which the manifests the hub writes pass down).
+    #[arg(long, env = "MERIDIAN_AGENT_NAMESPACE", default_value = scheduler::AGENT_NAMESPACE)]
+    pub agent_namespace: String,
+
     /// Seconds between reports when nothing changes (the hub's liveness signal).
     #[arg(long, env = "MERIDIAN_HEARTBEAT_SECONDS", default_value_t = 30)]
     pub heartbeat_seconds: u64,
@@ -177,6 +182,8 @@ pub struct HubModeOptions {
     pub probe_policy: ProbeAddressPolicy,
     /// The hub's namespace, where the copies the agent reads are.
     pub hub_namespace: String,
+    /// The agent's own namespace on its cluster.
+    pub agent_namespace: String,
 }
 
 impl HubModeOptions {
@@ -185,6 +192,7 @@ impl HubModeOptions {
     pub fn with_heartbeat(heartbeat: Duration) -> Self {
         HubModeOptions {
             hub_namespace: "kube-system".into(),
+            agent_namespace: scheduler::AGENT_NAMESPACE.into(),
             heartbeat,
             probe_source: None,
             route_scheduling: Some("round-robin".into()),
@@ -245,10 +253,49 @@ async fn run_agent(args: RunArgs) -> anyhow::Result<()> {
         }),
         probe_policy,
         hub_namespace: args.hub_namespace.clone(),
+        agent_namespace: args.agent_namespace.clone(),
     };
     tokio::select! {
         result = run_hub_mode(spoke, hub, args.cluster_name.clone(), options) => result,
+        () = credentials_replaced(hub_kubeconfig.clone()) => {
+            // A client reads its certificate once. OCM's registration renews the certificate
+            // before it expires (and an installing hub replaces the token); exiting lets the
+            // restart read the new one, well before the old one stops working.
+            tracing::info!(path = %hub_kubeconfig.display(), "the hub credentials were replaced: exiting so that the restart reads them");
+            Ok(())
+        }
         _ = tokio::signal::ctrl_c() => Ok(()),
+    }
+}
+
+/// How often the hub credentials' files are read for a change.
+const CREDENTIALS_CHECK: Duration = Duration::from_secs(30);
+
+/// Resolves once the hub kubeconfig, or a file beside it (a certificate and key the
+/// kubeconfig names), holds something else than at the start. A file that cannot be read is
+/// no change (a Secret volume swaps its files atomically; a read between is retried).
+async fn credentials_replaced(kubeconfig: PathBuf) {
+    let read = |path: &std::path::Path| -> Option<Vec<(std::ffi::OsString, Vec<u8>)>> {
+        let dir = path.parent()?;
+        let mut files: Vec<(std::ffi::OsString, Vec<u8>)> = std::fs::read_dir(dir)
+            .ok()?
+            .filter_map(Result::ok)
+            // A Secret volume keeps its data under dot-named directories; the visible names
+            // are links to them.
+            .filter(|entry| !entry.file_name().to_string_lossy().starts_with('.'))
+            .filter_map(|entry| Some((entry.file_name(), std::fs::read(entry.path()).ok()?)))
+            .collect();
+        files.sort();
+        Some(files)
+    };
+    let first = read(&kubeconfig);
+    loop {
+        tokio::time::sleep(CREDENTIALS_CHECK).await;
+        if let (Some(first), Some(now)) = (&first, read(&kubeconfig))
+            && *first != now
+        {
+            return;
+        }
     }
 }
 
@@ -318,7 +365,15 @@ pub async fn run_hub_mode(
     ));
     let scheduling = async {
         match options.route_scheduling {
-            Some(strategy) => scheduler::run(spoke.clone(), strategy, shards).await,
+            Some(strategy) => {
+                scheduler::run(
+                    spoke.clone(),
+                    strategy,
+                    options.agent_namespace.clone(),
+                    shards,
+                )
+                .await
+            }
             // Keep the sender: a dropped one would read as "no shards" forever, which is true.
             None => std::future::pending().await,
         }

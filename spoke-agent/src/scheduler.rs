@@ -98,10 +98,11 @@ pub fn ingress_entries(
 }
 
 /// Runs the scheduler until the process ends. `strategy` is a name from
-/// [`crate::routes::strategy_named`].
+/// [`crate::routes::strategy_named`]; `namespace` is the agent's own, where it keeps its cursor.
 pub async fn run(
     spoke: Client,
     strategy: String,
+    namespace: String,
     shards: watch::Sender<Vec<RouterShardReport>>,
 ) -> anyhow::Result<()> {
     if strategy_named(&strategy, 0).is_none() {
@@ -127,7 +128,7 @@ pub async fn run(
             }
             _ = retry.tick() => {}
         }
-        match pass(&spoke, &strategy).await {
+        match pass(&spoke, &strategy, &namespace).await {
             Ok(reports) => {
                 shards.send_if_modified(|current| {
                     let changed = *current != reports;
@@ -171,7 +172,11 @@ where
 }
 
 /// One scheduling pass; returns the shards to report.
-async fn pass(spoke: &Client, strategy_name: &str) -> Result<Vec<RouterShardReport>, kube::Error> {
+async fn pass(
+    spoke: &Client,
+    strategy_name: &str,
+    namespace: &str,
+) -> Result<Vec<RouterShardReport>, kube::Error> {
     let routers = Api::<Router>::all(spoke.clone())
         .list(&ListParams::default())
         .await?
@@ -197,7 +202,7 @@ async fn pass(spoke: &Client, strategy_name: &str) -> Result<Vec<RouterShardRepo
             .into_iter()
             .map(|ns| (ns.name_any(), ns.labels().clone()))
             .collect();
-    let cursors: Api<ConfigMap> = Api::namespaced(spoke.clone(), AGENT_NAMESPACE);
+    let cursors: Api<ConfigMap> = Api::namespaced(spoke.clone(), namespace);
     let cursor: u64 = cursors
         .get_opt(CURSOR_CONFIG_MAP)
         .await?
@@ -339,7 +344,7 @@ async fn pass(spoke: &Client, strategy_name: &str) -> Result<Vec<RouterShardRepo
                 &PatchParams::apply(FIELD_MANAGER).force(),
                 &Patch::Apply(json!({
                     "apiVersion": "v1", "kind": "ConfigMap",
-                    "metadata": { "name": CURSOR_CONFIG_MAP, "namespace": AGENT_NAMESPACE },
+                    "metadata": { "name": CURSOR_CONFIG_MAP, "namespace": namespace },
                     "data": { CURSOR_KEY: cursor_now.to_string() },
                 })),
             )

@@ -15,10 +15,14 @@ use meridian_api::names::{
 use meridian_api::upstream::{ClusterManagementAddOn, Gateway, ManagedClusterAddOn, ManifestWork};
 use serde_json::{Value, json};
 
-use super::PlacementContext;
+use super::{AgentDelivery, AgentInstall, PlacementContext};
+use crate::addon::{
+    ADDON_NAME, AddonInstall, TEMPLATE_LABEL, addon_template, cluster_management_addon,
+    is_available, managed_cluster_addon, template_name, template_resource,
+};
 use crate::placement::{
-    AGENT_WORK, GATEWAY_WORK_LABEL, LEAVING_SINCE, LEGACY_AGENT_ROLE, WorkFate, agent_hub_rbac,
-    agent_kubeconfig, agent_work,
+    AGENT_WORK, AgentLayout, GATEWAY_WORK_LABEL, LEAVING_SINCE, LEGACY_AGENT_ROLE, WorkFate,
+    agent_hub_rbac, agent_kubeconfig, agent_manifests, agent_work,
 };
 use meridian_controllers::applied::already_applied;
 use meridian_controllers::{Error, apply_params, delete_if_present};
@@ -171,11 +175,18 @@ pub async fn settle(
 /// runs at a time, and it waits until the cache shows its work, so the Gateways after it find
 /// the agent installed instead of installing it again (ten Gateways per cluster were ten
 /// installs of nine writes each).
-pub async fn install_agent(cluster: &str, ctx: &PlacementContext) -> Result<(), Error> {
+/// Returns when to look again, if sooner than the resync (an add-on install handing over).
+pub async fn install_agent(
+    cluster: &str,
+    ctx: &PlacementContext,
+) -> Result<Option<Duration>, Error> {
     let Some(install) = &ctx.agent else {
-        return Ok(());
+        return Ok(None);
     };
-    let rbac = agent_hub_rbac(cluster, install.dns.is_some());
+    if let AgentDelivery::AddOn(addon) = &install.delivery {
+        return install_addon(cluster, install, addon, ctx).await;
+    }
+    let rbac = agent_hub_rbac(cluster, install.dns.is_some(), false);
     // A hub upgrade that changes the agents' RBAC, image or manifests, or the hub's address,
     // reinstalls them (rolls the agents) at once instead of at the next token renewal.
     let without_token = agent_kubeconfig(&install.server_url, &install.ca_pem, "", cluster);
@@ -205,7 +216,7 @@ pub async fn install_agent(cluster: &str, ctx: &PlacementContext) -> Result<(), 
             });
         let same_revision = existing.annotations().get(AGENT_REVISION) == Some(&revision);
         if fresh && same_revision {
-            return Ok(());
+            return Ok(None);
         }
     }
     for object in rbac {
@@ -261,7 +272,125 @@ pub async fn install_agent(cluster: &str, ctx: &PlacementContext) -> Result<(), 
         // The next Gateway of this cluster may install again; wasteful, not wrong.
         tracing::debug!(%cluster, "the agent's work has not reached the cache yet");
     }
+    Ok(None)
+}
+
+/// How soon to look again while an add-on install has not taken over from the hub's own.
+const ADDON_HAND_OVER_RECHECK: Duration = Duration::from_secs(10);
+
+/// The agent as an OCM add-on on `cluster` (see [`crate::addon`]): the fleet's template and
+/// ClusterManagementAddOn (once per process), the agent's hub identity and a
+/// ManagedClusterAddOn asking for it here (once per cluster and process). An agent the hub
+/// installed itself keeps running until OCM reports the add-on available; then its
+/// ManifestWork (and with it that agent and its namespace) and its ServiceAccount (and with it
+/// every token minted for it) go.
+async fn install_addon(
+    cluster: &str,
+    install: &AgentInstall,
+    addon: &AddonInstall,
+    ctx: &PlacementContext,
+) -> Result<Option<Duration>, Error> {
+    ctx.agent_installs
+        .addon_registered
+        .get_or_try_init(|| register_addon_template(install, addon, ctx))
+        .await?;
+    let installing = ctx.agent_installs.of(cluster);
+    let _one_at_a_time = installing.lock().await;
+    if !ctx.agent_installs.is_installed(cluster) {
+        for object in agent_hub_rbac(cluster, install.dns.is_some(), true) {
+            apply_dynamic(ctx, object).await?;
+        }
+        remove_legacy_identity(cluster, ctx).await?;
+        apply_dynamic(ctx, managed_cluster_addon(cluster)).await?;
+        ctx.agent_installs.mark_installed(cluster);
+    }
+    if ctx.caches.works.get(Some(cluster), AGENT_WORK).is_none() {
+        return Ok(None);
+    }
+    let available = Api::<ManagedClusterAddOn>::namespaced(ctx.client.clone(), cluster)
+        .get_opt(ADDON_NAME)
+        .await?
+        .is_some_and(|addon| is_available(&addon));
+    if !available {
+        return Ok(Some(ADDON_HAND_OVER_RECHECK));
+    }
+    tracing::info!(%cluster, "the add-on agent is available: removing the agent the hub installed itself, and its ServiceAccount");
+    delete_if_present(&works_api(ctx, cluster), AGENT_WORK).await?;
+    delete_if_present(
+        &Api::<ServiceAccount>::namespaced(ctx.client.clone(), cluster),
+        AGENT_WORK,
+    )
+    .await?;
+    Ok(None)
+}
+
+/// The fleet's part of the add-on: the template of this hub's agent, the
+/// ClusterManagementAddOn pointing at it, and the removal of earlier hubs' templates that no
+/// cluster's add-on still names (a rollout under way keeps its old template until a later hub
+/// start).
+async fn register_addon_template(
+    install: &AgentInstall,
+    addon: &AddonInstall,
+    ctx: &PlacementContext,
+) -> Result<(), Error> {
+    let manifests = agent_manifests(
+        AgentLayout::AddOn,
+        &install.image,
+        install.dns.as_ref(),
+        &install.agent_args,
+    );
+    let template = addon_template(&manifests);
+    let name = template_name(&manifests);
+    apply_dynamic(ctx, template).await?;
+    apply_dynamic(ctx, cluster_management_addon(&name, addon)).await?;
+    tracing::info!(template = %name, ?addon, "the agent is an OCM add-on of this template");
+    let templates = Api::<DynamicObject>::all_with(ctx.client.clone(), &template_resource());
+    let named: std::collections::BTreeSet<String> =
+        Api::<ManagedClusterAddOn>::all(ctx.client.clone())
+            .list(&kube::api::ListParams::default().fields(&format!("metadata.name={ADDON_NAME}")))
+            .await?
+            .items
+            .iter()
+            .flat_map(templates_named)
+            .collect();
+    let ours = templates
+        .list(&kube::api::ListParams::default().labels(TEMPLATE_LABEL))
+        .await?;
+    for old in ours.items {
+        let old = old.name_any();
+        if old != name && !named.contains(&old) {
+            tracing::info!(template = %old, "removing an earlier agent template no cluster uses");
+            delete_if_present(&templates, &old).await?;
+        }
+    }
     Ok(())
+}
+
+/// The templates a cluster's add-on names in its status: the one it should run and the one it
+/// last ran.
+fn templates_named(addon: &ManagedClusterAddOn) -> Vec<String> {
+    let Some(status) = &addon.status else {
+        return Vec::new();
+    };
+    let references = status
+        .extra
+        .get("configReferences")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    references
+        .iter()
+        .filter(|reference| reference["resource"] == "addontemplates")
+        .flat_map(|reference| {
+            [
+                reference["desiredConfig"]["name"].as_str(),
+                reference["lastAppliedConfig"]["name"].as_str(),
+                reference["name"].as_str(),
+            ]
+        })
+        .flatten()
+        .map(String::from)
+        .collect()
 }
 
 /// How long an install waits for its work to reach the cache.
@@ -275,6 +404,8 @@ pub struct AgentInstalls {
     per_cluster:
         std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>,
     addon_registered: tokio::sync::OnceCell<()>,
+    /// Clusters whose add-on install (hub identity, ManagedClusterAddOn) this process wrote.
+    addon_installed: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl AgentInstalls {
@@ -285,6 +416,20 @@ impl AgentInstalls {
             .entry(cluster.to_string())
             .or_default()
             .clone()
+    }
+
+    fn is_installed(&self, cluster: &str) -> bool {
+        self.addon_installed
+            .lock()
+            .expect("no panics while the set is held")
+            .contains(cluster)
+    }
+
+    fn mark_installed(&self, cluster: &str) {
+        self.addon_installed
+            .lock()
+            .expect("no panics while the set is held")
+            .insert(cluster.to_string());
     }
 }
 

@@ -66,6 +66,18 @@ pub struct AgentInstall {
     /// The agent's arguments the hub's own settings give: its probe address policy and its
     /// namespace (where the agents read the copies it keeps for them).
     pub agent_args: Vec<String>,
+    /// Who installs the agent on the spokes.
+    pub delivery: AgentDelivery,
+}
+
+/// Who installs the agent on the spokes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentDelivery {
+    /// OCM's addon manager, from the template the hub writes (see [`crate::addon`]).
+    AddOn(crate::addon::AddonInstall),
+    /// The hub, with a ManifestWork per cluster carrying a token it mints (a fleet without
+    /// OCM's addon manager).
+    Work,
 }
 
 /// Whether the hub handles this Gateway (its class is the multi-cluster class).
@@ -161,7 +173,9 @@ async fn place(gateway: &Gateway, ctx: &PlacementContext) -> Result<Action, Erro
         }
         let work = gateway_work(gateway, &class, &seen.tls_secrets, cluster);
         apply::work(cluster, &work_name, work, ctx).await?;
-        apply::install_agent(cluster, ctx).await?;
+        if let Some(look) = apply::install_agent(cluster, ctx).await? {
+            next_look = next_look.min(look);
+        }
     }
     // Works of this Gateway under another name (an earlier hub's) on clusters still placed:
     // handed over to the work above once it is applied, without removing what they applied.

@@ -31,7 +31,7 @@ use meridian_controllers::dnssec_keys::{copy_data, keys_secret_name, signing_req
 use meridian_controllers::{Context, Error, apply_params, retry_after};
 use serde_json::json;
 
-use crate::placement::{AGENT_WORK, AGENT_ZONE_KEYS};
+use crate::placement::{AGENT_ZONE_KEYS, agent_subjects, binds_agent};
 
 const CONTROLLER: &str = "dnssec-key-copies";
 
@@ -83,7 +83,7 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
     if !bindings
         .get_opt(&binding)
         .await?
-        .is_some_and(|b| owned_by_copy(&b))
+        .is_some_and(|b| owned_by_copy(&b) && binds_agent(b.subjects.as_deref(), &cluster))
     {
         let owner = OwnerReference {
             api_version: "v1".into(),
@@ -101,7 +101,7 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
                 "ownerReferences": [owner],
             },
             "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": AGENT_ZONE_KEYS },
-            "subjects": [{ "kind": "ServiceAccount", "name": AGENT_WORK, "namespace": cluster }],
+            "subjects": agent_subjects(&cluster),
         });
         bindings
             .patch(&binding, &apply_params(), &Patch::Apply(object))

@@ -39,7 +39,7 @@ use meridian_controllers::health::secret_headers;
 use meridian_controllers::{Context, Error, apply_params, delete_if_present, retry_after};
 
 use super::cluster_copies::{hub_namespace, leads_fleet_step};
-use crate::placement::AGENT_WORK;
+use crate::placement::{agent_subjects, binds_agent};
 
 const CONTROLLER: &str = "probe-headers";
 
@@ -146,7 +146,10 @@ pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Resul
     let owner = owned_by(&role);
     let bindings = Api::<RoleBinding>::namespaced(ctx.client.clone(), &namespace);
     let binding = agent_copies_binding(&cluster);
-    if bindings.get_opt(&binding).await?.is_none() {
+    // Written when missing, or when it binds another identity (an earlier hub bound the
+    // ServiceAccount alone).
+    let current = bindings.get_opt(&binding).await?;
+    if !current.is_some_and(|b| binds_agent(b.subjects.as_deref(), &cluster)) {
         bindings
             .patch(
                 &binding,
@@ -249,7 +252,7 @@ fn reader_binding(namespace: &str, cluster: &str, owner: &OwnerReference) -> Val
             "ownerReferences": [owner],
         },
         "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": AGENT_COPIES_READER },
-        "subjects": [{ "kind": "ServiceAccount", "name": AGENT_WORK, "namespace": cluster }],
+        "subjects": agent_subjects(cluster),
     })
 }
 
