@@ -16,6 +16,10 @@ Test helpers, not part of Cloud DNS:
   GET  /_fake/requests        counts of requests answered, by method ("list-zones", ...)
   --throttle-every N          answers every Nth API request with 429 rateLimitExceeded
   --zone NAME=DNS_NAME        creates a zone (with SOA and NS records) at start
+  --metadata-token TOKEN      also plays a GKE metadata server (GET
+                              /computeMetadata/v1/instance/service-accounts/default/token with
+                              Metadata-Flavor: Google) handing out TOKEN, and answers 401 to API
+                              requests without "Authorization: Bearer TOKEN"
 
 Prints "listening on <port>" once it accepts connections.
 """
@@ -212,8 +216,11 @@ def with_kinds(rrset):
 
 
 class Fake:
-    def __init__(self, project, page_size, throttle_every):
+    def __init__(self, project, page_size, throttle_every, metadata_token=None):
         self.project = project
+        # When set, the fake also plays a GKE metadata server handing out this token, and the
+        # API refuses (401) any request not bearing it.
+        self.metadata_token = metadata_token
         self.page_size = page_size
         self.throttle_every = throttle_every
         self.zones = {}
@@ -340,7 +347,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def error(self, error):
-        status_names = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+        status_names = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
                         409: "ALREADY_EXISTS", 412: "FAILED_PRECONDITION", 429: "RESOURCE_EXHAUSTED"}
         self.reply(error.status, {"error": {
             "code": error.status, "message": error.message,
@@ -355,6 +362,21 @@ class Handler(BaseHTTPRequestHandler):
         if url.path == "/_fake/requests" and method == "GET":
             with fake.lock:
                 return self.reply(200, dict(fake.requests))
+        if fake.metadata_token and url.path.startswith("/computeMetadata/"):
+            # The metadata server: the token of the workload's service account, to callers
+            # that say they mean the metadata server (as GKE's refuses others).
+            if self.headers.get("Metadata-Flavor") != "Google":
+                raise ApiError(403, "forbidden", "Metadata-Flavor: Google is missing")
+            if method == "GET" and url.path == "/computeMetadata/v1/instance/service-accounts/default/token":
+                with fake.lock:
+                    fake.count("metadata-token")
+                return self.reply(200, {"access_token": fake.metadata_token,
+                                        "expires_in": 3599, "token_type": "Bearer"})
+            raise ApiError(404, "notFound", f"{url.path} is not part of this metadata server")
+        if fake.metadata_token and self.headers.get("Authorization") != f"Bearer {fake.metadata_token}":
+            with fake.lock:
+                fake.count("unauthenticated")
+            raise ApiError(401, "authError", "Request had invalid authentication credentials.")
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         with fake.lock:
@@ -412,9 +434,11 @@ def main():
     parser.add_argument("--project", default="meridian-test")
     parser.add_argument("--page-size", type=int, default=100)
     parser.add_argument("--throttle-every", type=int, default=0)
+    parser.add_argument("--metadata-token", default=None,
+                        help="also serve a metadata server handing out this token, and require it")
     parser.add_argument("--zone", action="append", default=[], metavar="NAME=DNS_NAME")
     args = parser.parse_args()
-    fake = Fake(args.project, args.page_size, args.throttle_every)
+    fake = Fake(args.project, args.page_size, args.throttle_every, args.metadata_token)
     for spec in args.zone:
         name, dns_name = spec.split("=", 1)
         fake.zones[name] = Zone(name, dns_name if dns_name.endswith(".") else dns_name + ".")

@@ -28,6 +28,10 @@ pub struct ProviderArgs {
     /// is refused.
     #[arg(long, env = "MERIDIAN_GOOGLE_ENDPOINT")]
     pub google_endpoint: Option<String>,
+    /// The metadata server Google zones using this process's own identity take tokens from
+    /// (a test bed's fake); Application Default Credentials when unset.
+    #[arg(long, env = "MERIDIAN_GOOGLE_METADATA_ENDPOINT")]
+    pub google_metadata_endpoint: Option<String>,
     /// Azure Resource Manager's endpoint for every Azure zone, for a cloud other than Azure's
     /// public one (with `--azure-authority-host`). `resourceManagerEndpoint` in a Secret's
     /// azure.json is refused.
@@ -46,7 +50,8 @@ pub struct ProviderArgs {
     )]
     pub azure_authority_host: Option<String>,
     /// A namespace whose zones may use this process's own identity (AWS's default credential
-    /// chain: IRSA, EKS Pod Identity, the instance role; Azure workload identity) instead of
+    /// chain: IRSA, EKS Pod Identity, the instance role; Google's Application Default
+    /// Credentials: GKE Workload Identity; Azure workload identity) instead of
     /// credentials in their Secret (repeatable; comma-separated in the environment). No
     /// namespace may by default.
     #[arg(
@@ -89,6 +94,7 @@ impl ProviderArgs {
             aws_endpoint: self.aws_endpoint.clone(),
             aws_sts_endpoint: self.aws_sts_endpoint.clone(),
             google_endpoint: self.google_endpoint.clone(),
+            google_metadata_endpoint: self.google_metadata_endpoint.clone(),
             azure_cloud: self
                 .azure_resource_manager
                 .clone()

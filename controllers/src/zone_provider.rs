@@ -685,6 +685,9 @@ pub struct ProviderSettings {
     pub aws_sts_endpoint: Option<String>,
     /// Every Google zone's endpoint; the real service when `None`.
     pub google_endpoint: Option<String>,
+    /// The metadata server ambient Google identities take tokens from; Application Default
+    /// Credentials when `None`.
+    pub google_metadata_endpoint: Option<String>,
     /// Every Azure zone's cloud; Azure's public one when `None`.
     pub azure_cloud: Option<meridian_providers::azure::CustomCloud>,
     /// The namespaces whose zones may use this process's own identity.
@@ -906,6 +909,38 @@ pub fn aws_identity(
     })
 }
 
+/// The credentials a `kuadrant.io/gcp` Secret gives: its service-account key (`GOOGLE`), or
+/// without one the hub's own identity (Application Default Credentials: GKE Workload
+/// Identity), only in a namespace the platform admin granted it to.
+pub fn google_credentials(
+    secret: &Secret,
+    settings: &ProviderSettings,
+) -> Result<GoogleCredentials, SecretError> {
+    let name = secret.metadata.name.clone().unwrap_or_default();
+    let namespace = secret.metadata.namespace.clone().unwrap_or_default();
+    admins_only(secret, "GOOGLE_ENDPOINT_URL", "--google-endpoint")?;
+    admins_only(secret, "GCE_METADATA_HOST", "--google-metadata-endpoint")?;
+    let auth = match value(secret, "GOOGLE") {
+        Some(key) => GoogleAuth::ServiceAccount(key),
+        None if settings.ambient_identity_namespaces.contains(&namespace) => GoogleAuth::Ambient {
+            metadata_endpoint: settings.google_metadata_endpoint.clone(),
+        },
+        None => {
+            return Err(SecretError::Invalid {
+                name,
+                problem: format!(
+                    "without GOOGLE (a service-account key) this asks for the hub's own Google identity, which the platform admin has not granted to namespace {namespace} (--ambient-identity-namespace): add a key"
+                ),
+            });
+        }
+    };
+    Ok(GoogleCredentials {
+        project: required(secret, "PROJECT_ID")?,
+        auth,
+        endpoint: settings.google_endpoint.clone(),
+    })
+}
+
 async fn build_provider(
     secret: &Secret,
     name: &str,
@@ -926,12 +961,7 @@ async fn build_provider(
             )))
         }
         GCP_SECRET_TYPE => {
-            admins_only(secret, "GOOGLE_ENDPOINT_URL", "--google-endpoint")?;
-            let credentials = GoogleCredentials {
-                project: required(secret, "PROJECT_ID")?,
-                auth: GoogleAuth::ServiceAccount(required(secret, "GOOGLE")?),
-                endpoint: settings.google_endpoint.clone(),
-            };
+            let credentials = google_credentials(secret, settings)?;
             let budget = Arc::new(RequestBudget::per_second(CLOUD_DNS_REQUESTS_PER_SECOND));
             let provider = GoogleProvider::new(&credentials, GeoRegions::default(), budget)
                 .await
@@ -1032,6 +1062,54 @@ mod tests {
             "stringData": data,
         }))
         .expect("a secret")
+    }
+
+    /// Which Google identity a Secret's zone calls as, and the attacks on the hub's own: its
+    /// identity outside a granted namespace, a metadata server or endpoint of the tenant's
+    /// choosing.
+    #[test]
+    fn a_google_secret_names_a_key_or_in_a_granted_namespace_the_hubs_own_identity() {
+        let settings = ProviderSettings {
+            ambient_identity_namespaces: ["platform".to_string()].into(),
+            google_metadata_endpoint: Some("http://metadata.test".into()),
+            ..Default::default()
+        };
+        let auth = |namespace: &str, data: serde_json::Value| {
+            google_credentials(&secret(namespace, GCP_SECRET_TYPE, data), &settings)
+                .map(|credentials| format!("{:?}", credentials.auth))
+                .map_err(|e| e.to_string())
+        };
+        let key = serde_json::json!({ "PROJECT_ID": "p", "GOOGLE": "{}" });
+        let none = serde_json::json!({ "PROJECT_ID": "p" });
+        assert_eq!(auth("team-a", key.clone()), Ok("ServiceAccount(..)".into()));
+        assert_eq!(auth("platform", key), Ok("ServiceAccount(..)".into()));
+        assert_eq!(auth("platform", none.clone()), Ok("Ambient".into()));
+        let refused = auth("team-a", none).unwrap_err();
+        assert!(
+            refused.contains("has not granted to namespace team-a"),
+            "{refused}"
+        );
+        for (key, flag) in [
+            ("GCE_METADATA_HOST", "--google-metadata-endpoint"),
+            ("GOOGLE_ENDPOINT_URL", "--google-endpoint"),
+        ] {
+            let data = serde_json::json!({ "PROJECT_ID": "p", key: "http://attacker.test" });
+            let refused = auth("platform", data).unwrap_err();
+            assert!(refused.contains(flag), "{refused}");
+        }
+        let credentials = google_credentials(
+            &secret(
+                "platform",
+                GCP_SECRET_TYPE,
+                serde_json::json!({ "PROJECT_ID": "p" }),
+            ),
+            &settings,
+        )
+        .unwrap();
+        assert!(matches!(
+            credentials.auth,
+            GoogleAuth::Ambient { metadata_endpoint: Some(ref e) } if e == "http://metadata.test"
+        ));
     }
 
     /// Which AWS identity a Secret's zone calls as, and the attacks on the hub's own: its

@@ -62,6 +62,11 @@ const CATCH_ALL_CODE: &str = "*";
 pub enum GoogleAuth {
     /// A service-account key (JSON), as a `kuadrant.io/gcp` Secret holds it.
     ServiceAccount(String),
+    /// This process's own identity (granted by the platform admin): Application Default
+    /// Credentials, which on GKE with Workload Identity are the metadata server's tokens for the
+    /// Google service account the hub's ServiceAccount is bound to. With `metadata_endpoint`,
+    /// that metadata server only (the fake of a test bed).
+    Ambient { metadata_endpoint: Option<String> },
     /// No credentials at all: only for the local fake the tests run.
     Anonymous,
 }
@@ -71,6 +76,7 @@ impl std::fmt::Debug for GoogleAuth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             GoogleAuth::ServiceAccount(_) => "ServiceAccount(..)",
+            GoogleAuth::Ambient { .. } => "Ambient",
             GoogleAuth::Anonymous => "Anonymous",
         })
     }
@@ -212,6 +218,21 @@ impl GoogleProvider {
                         ProviderError::Invalid(format!("the service-account key is unusable: {e}"))
                     })?
             }
+            GoogleAuth::Ambient {
+                metadata_endpoint: Some(endpoint),
+            } => google_cloud_auth::credentials::mds::Builder::default()
+                .with_endpoint(endpoint.clone())
+                .build()
+                .map_err(|e| ProviderError::Invalid(format!("the metadata server: {e}")))?,
+            GoogleAuth::Ambient {
+                metadata_endpoint: None,
+            } => google_cloud_auth::credentials::Builder::default()
+                .build()
+                .map_err(|e| {
+                    ProviderError::Invalid(format!(
+                        "the hub's own Google identity (Application Default Credentials): {e}"
+                    ))
+                })?,
             GoogleAuth::Anonymous => {
                 google_cloud_auth::credentials::anonymous::Builder::new().build()
             }

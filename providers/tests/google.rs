@@ -368,3 +368,50 @@ async fn throttling_is_absorbed_with_backoff_within_the_budget() {
         budget.spent()
     );
 }
+
+/// Workload identity (the hub's own Google identity on GKE): the provider takes its token from
+/// the metadata server (the fake plays it) and Cloud DNS sees that token; a provider without
+/// one is refused, so the fake does check.
+#[tokio::test]
+async fn the_hubs_own_identity_takes_its_token_from_the_metadata_server() {
+    let fake = FakeCloudDns::start(PROJECT, &["--metadata-token", "ya29.workload-identity"]);
+    let endpoint = format!("http://127.0.0.1:{}", fake.port());
+    let with = |auth: GoogleAuth| {
+        let credentials = GoogleCredentials {
+            project: PROJECT.into(),
+            auth,
+            endpoint: Some(endpoint.clone()),
+        };
+        async move {
+            GoogleProvider::new(
+                &credentials,
+                geo_regions(),
+                Arc::new(RequestBudget::per_second(CLOUD_DNS_REQUESTS_PER_SECOND)),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let anonymous = with(GoogleAuth::Anonymous).await;
+    assert!(anonymous.list_zones().await.is_err(), "no token, no zones");
+    let refused = fake.requests().get("unauthenticated").copied();
+    assert!(refused.is_some_and(|n| n >= 1), "the fake refused it");
+
+    let ambient = with(GoogleAuth::Ambient {
+        metadata_endpoint: Some(endpoint.clone()),
+    })
+    .await;
+    let zones = ambient.list_zones().await.unwrap();
+    assert_eq!(zones.len(), 1, "{zones:?}");
+    let requests = fake.requests();
+    assert!(
+        requests.get("metadata-token").is_some_and(|n| *n >= 1),
+        "{requests:?}"
+    );
+    assert_eq!(requests.get("list-zones"), Some(&1), "{requests:?}");
+    assert_eq!(
+        requests.get("unauthenticated").copied(),
+        refused,
+        "every request of the provider with the hub's identity carried its token: {requests:?}"
+    );
+}
