@@ -241,8 +241,12 @@ async fn demo_pods() -> anyhow::Result<()> {
         .await?;
     }
     let spokes: Vec<&str> = SPOKES.iter().map(|(spoke, _, _, _)| *spoke).collect();
-    let template = crate::release::current_addon_template(&hub, None).await?;
-    crate::release::addon_rollout(&hub, &spokes, &template).await?;
+    crate::release::addon_rollout(
+        hub.clone(),
+        spokes.iter().map(|s| s.to_string()).collect(),
+        None,
+    )
+    .await?;
     println!("\nkubectl get managedclusteraddon -A (OCM's registration and addon manager):");
     for state in crate::release::addon_states(&hub, &spokes).await? {
         println!("  {state}");

@@ -107,6 +107,14 @@ impl Registry {
         Ok(first)
     }
 
+    /// Copies the image `from` (a reference in this registry) to `path` (`REPOSITORY:TAG`)
+    /// beside it, as a mirror holds an image; returns the new reference.
+    pub fn mirror(&self, from: &str, path: &str) -> Result<String, Error> {
+        let to = format!("{}/{path}", self.host);
+        run(Command::new(self.tools.join("crane")).args(["copy", "--insecure", from, &to]))?;
+        Ok(to)
+    }
+
     /// Packages the repository's chart and pushes it; returns its `oci://` reference and
     /// version (the chart's own).
     pub fn push_chart(&self) -> Result<(String, String), Error> {

@@ -419,30 +419,30 @@ pub async fn addon_states(hub: &Client, clusters: &[&str]) -> Result<Vec<AddonSt
     Ok(states)
 }
 
-/// Waits until OCM reports the add-on Available on every one of `clusters` with `template`
-/// applied, watching the rollout: returns the clusters in the order each was asked to run
-/// `template`, with when (since the call) it was asked and when it was Available with it.
+/// Watches a rollout of the add-on away from template `from` (none: a first install) until
+/// OCM reports every one of `clusters` Available with another one applied: returns that
+/// template and the clusters in the order each was asked to run it, with when (since the call)
+/// it was asked and when it was Available with it. Start it before the change that rolls.
 pub async fn addon_rollout(
-    hub: &Client,
-    clusters: &[&str],
-    template: &str,
-) -> Result<Vec<(String, Duration, Duration)>, Error> {
+    hub: Client,
+    clusters: Vec<String>,
+    from: Option<String>,
+) -> Result<(String, Vec<(String, Duration, Duration)>), Error> {
     let started = std::time::Instant::now();
+    let names: Vec<&str> = clusters.iter().map(String::as_str).collect();
     let mut asked: BTreeMap<String, Duration> = BTreeMap::new();
-    let mut done: BTreeMap<String, Duration> = BTreeMap::new();
-    let deadline = started + DEFAULT_PATIENCE * 2;
+    let mut done: BTreeMap<String, (Duration, String)> = BTreeMap::new();
+    let deadline = started + DEFAULT_PATIENCE * 3;
+    let new = |template: &Option<String>| template.is_some() && *template != from;
     loop {
         let now = started.elapsed();
-        for state in addon_states(hub, clusters).await? {
-            if state.desired_template.as_deref() == Some(template)
-                || state.applied_template.as_deref() == Some(template)
-            {
+        for state in addon_states(&hub, &names).await? {
+            if new(&state.desired_template) || new(&state.applied_template) {
                 asked.entry(state.cluster.clone()).or_insert(now);
             }
-            if state.applied_template.as_deref() == Some(template)
-                && state.available.as_deref() == Some("True")
-            {
-                done.entry(state.cluster.clone()).or_insert(now);
+            if new(&state.applied_template) && state.available.as_deref() == Some("True") {
+                let template = state.applied_template.clone().unwrap_or_default();
+                done.entry(state.cluster.clone()).or_insert((now, template));
             }
         }
         if done.len() == clusters.len() {
@@ -450,21 +450,26 @@ pub async fn addon_rollout(
         }
         if std::time::Instant::now() > deadline {
             return Err(Error::Component(format!(
-                "the add-on's template {template} reached {done:?} of {clusters:?} (asked: {asked:?}): {:?}",
-                addon_states(hub, clusters).await?
+                "the add-on's rollout from {from:?} reached {done:?} of {clusters:?} (asked: {asked:?}): {:?}",
+                addon_states(&hub, &names).await?
             )));
         }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let template = done
+        .values()
+        .next()
+        .map(|(_, t)| t.clone())
+        .unwrap_or_default();
     let mut order: Vec<(String, Duration, Duration)> = done
         .into_iter()
-        .map(|(cluster, available)| {
+        .map(|(cluster, (available, _))| {
             let asked = asked.get(&cluster).copied().unwrap_or(available);
             (cluster, asked, available)
         })
         .collect();
     order.sort_by_key(|(_, asked, _)| *asked);
-    Ok(order)
+    Ok((template, order))
 }
 
 /// The name of the AddOnTemplate the add-on's ClusterManagementAddOn points at, once the hub

@@ -16,11 +16,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::ResourceExt;
-use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+    PostParams,
+};
 use kube::{Api, Client};
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord};
 use meridian_api::upstream::Gateway;
@@ -41,6 +45,7 @@ use meridian_e2e::traffic::ExampleGateways;
 use meridian_e2e::{
     DEFAULT_PATIENCE, Error, Fleet, OcmDynamicApis, built_images, eventually, image_named,
 };
+use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_uninstall_cleanly()
@@ -183,6 +188,53 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
 
     address_changes_reach_every_server(&fleet).await?;
 
+    // An AddOnDeploymentConfig for every add-on agent, as a fleet with an image mirror and
+    // infrastructure nodes has: the agent's image from the mirror (a copy in another
+    // repository of the registry), its resources, a toleration; the template's namespace kept.
+    let mirror = format!("{}/mirror", registry.host);
+    for tag in [hub_image.tag(), next_tag.as_str()] {
+        registry.mirror(
+            &format!("{}/meridian-agent:{tag}", published.image_registry),
+            &format!("mirror/meridian-agent:{tag}"),
+        )?;
+    }
+    let deployment_config = json!({
+        "apiVersion": "addon.open-cluster-management.io/v1alpha1",
+        "kind": "AddOnDeploymentConfig",
+        "metadata": { "name": "meridian-agents", "namespace": NAMESPACE },
+        "spec": {
+            "agentInstallNamespace": "",
+            "registries": [{
+                "source": format!("{}/meridian-agent", published.image_registry),
+                "mirror": format!("{mirror}/meridian-agent"),
+            }],
+            // OCM v1.2.1's addon manager applies tolerations only beside a node selector.
+            "nodePlacement": {
+                "nodeSelector": { "kubernetes.io/os": "linux" },
+                "tolerations": [{ "key": "meridian.dev/infra", "operator": "Exists", "effect": "NoSchedule" }],
+            },
+            "resourceRequirements": [{
+                "containerID": "deployments:meridian-agent:agent",
+                "resources": { "requests": { "cpu": "20m", "memory": "48Mi" } },
+            }],
+        },
+    });
+    Api::<DynamicObject>::namespaced_with(
+        hub.clone(),
+        NAMESPACE,
+        &ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "addon.open-cluster-management.io",
+            "v1alpha1",
+            "AddOnDeploymentConfig",
+        )),
+    )
+    .patch(
+        "meridian-agents",
+        &PatchParams::apply("example-admin").force(),
+        &Patch::Apply(&deployment_config),
+    )
+    .await?;
+
     // helm upgrade to the new tag of the same images (pushed above), and from agents the hub
     // installs to OCM's add-on, while a client keeps asking from Ireland.
     let probing = Arc::new(AtomicBool::new(true));
@@ -191,6 +243,11 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
         ie_group.clone(),
         probing.clone(),
     ));
+    let spoke_names: Vec<String> = SPOKES
+        .iter()
+        .map(|(spoke, _, _, _)| spoke.to_string())
+        .collect();
+    let installing = tokio::spawn(addon_rollout(hub.clone(), spoke_names.clone(), None));
     let upgrade_started = Instant::now();
     run_helm(
         &fleet.hub,
@@ -208,6 +265,8 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
             &format!("image.tag={next_tag}"),
             "--set",
             "agent.delivery=addon",
+            "--set",
+            &format!("agent.addon.deploymentConfig={NAMESPACE}/meridian-agents"),
         ],
     )?;
     let new_pods = wait_for_hub_pods(&hub, &next_tag).await?;
@@ -215,10 +274,10 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
     // every cluster (the first install of an add-on is not rolled out: there is nothing to
     // keep).
     let spokes: Vec<&str> = SPOKES.iter().map(|(spoke, _, _, _)| *spoke).collect();
-    let template = current_addon_template(&hub, None).await?;
-    for (cluster, asked, available) in addon_rollout(&hub, &spokes, &template).await? {
+    let (template, installed) = installing.await.expect("the watch ran")?;
+    for (cluster, asked, available) in installed {
         println!(
-            "install of {template}: {cluster} asked at {:.1} s, Available at {:.1} s",
+            "install of {template}: {cluster} asked at {:.1} s, Available at {:.1} s after helm upgrade",
             asked.as_secs_f64(),
             available.as_secs_f64()
         );
@@ -230,13 +289,39 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
     }
     for (spoke, _, _, _) in SPOKES {
         wait_for_agent_pod(&fleet.spoke(spoke).client(), AGENT_NAMESPACE, &next_tag).await?;
-        let pulled = pulled_from(
-            &fleet.spoke(spoke).client(),
-            AGENT_NAMESPACE,
-            &published.image_registry,
-        )
-        .await?;
-        println!("{spoke}: add-on agent's image: {pulled:?}");
+        // The deployment config: the image from the mirror, the resources, the toleration.
+        // (containerd names a pulled image by the first repository it knew its digest under,
+        // here the one the earlier agent came from, so the pod spec says where it came from.)
+        let agent = Api::<Deployment>::namespaced(fleet.spoke(spoke).client(), AGENT_NAMESPACE)
+            .get("meridian-agent")
+            .await?;
+        let pod = agent
+            .spec
+            .and_then(|spec| spec.template.spec)
+            .expect("a pod spec");
+        let image = pod.containers[0].image.clone().unwrap_or_default();
+        assert!(
+            image.starts_with(&format!("{mirror}/meridian-agent:")),
+            "{spoke}: {image}"
+        );
+        println!("{spoke}: add-on agent's image: {image}");
+        let requests = pod.containers[0]
+            .resources
+            .as_ref()
+            .and_then(|r| r.requests.clone())
+            .unwrap_or_default();
+        assert_eq!(
+            requests.get("cpu").map(|q| q.0.as_str()),
+            Some("20m"),
+            "{spoke}"
+        );
+        assert!(
+            pod.tolerations
+                .unwrap_or_default()
+                .iter()
+                .any(|t| t.key.as_deref() == Some("meridian.dev/infra")),
+            "{spoke}: the deployment config's toleration"
+        );
     }
     // Once a cluster's add-on is Available, the hub removes the agent it installed itself, and
     // its ServiceAccount (every token it minted goes with it).
@@ -273,6 +358,11 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
     // A new agent version (back to the first tag: a new template all the same) is rolled out
     // over the placement one cluster at a time (the chart's `progressive`): each cluster is
     // asked to run it only once the one before it is Available with it.
+    let rolling = tokio::spawn(addon_rollout(
+        hub.clone(),
+        spoke_names.clone(),
+        Some(template.clone()),
+    ));
     run_helm(
         &fleet.hub,
         &[
@@ -290,7 +380,8 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
         ],
     )?;
     let next_template = current_addon_template(&hub, Some(&template)).await?;
-    let order = addon_rollout(&hub, &spokes, &next_template).await?;
+    let (rolled, order) = rolling.await.expect("the watch ran")?;
+    assert_eq!(rolled, next_template);
     for (cluster, asked, available) in &order {
         println!(
             "rollout of {next_template}: {cluster} asked at {:.1} s, Available at {:.1} s",
