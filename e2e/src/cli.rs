@@ -396,6 +396,7 @@ Make it recover, and the traffic comes back:
         println!(
             "More:
   kubectl -n {RELEASE_NAMESPACE} get pods,lease
+  kubectl get managedclusteraddon -A    # the agent, an OCM add-on, Available on every spoke
   dig @{ip} -p {port} {HOST} +subnet={UNITED_STATES} +short
   dig @{validating_ip} -p {validating_port} {HOST} +dnssec +subnet={UNITED_STATES}    # flags: ... ad
   kubectl -n {NAMESPACE} patch managedzone example --type merge -p '{{\"spec\":{{\"dnssec\":{{\"zskRollover\":\"1\"}}}}}}'    # a ZSK rollover

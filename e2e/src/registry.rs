@@ -2,6 +2,10 @@
 //! nodes' containerd pulls from (plain HTTP, as containerd allows for a loopback host), `crane`
 //! pushing the images `make images` built, and `helm push` the packaged chart. Both built from
 //! their Go modules by `e2e/testbed/registry.sh`.
+//!
+//! It asks for credentials, as a private registry does: a user the registry makes at its first
+//! start (htpasswd), whose password it logs once. `crane` and `helm` log in with it; the
+//! clusters get it as `kubernetes.io/dockerconfigjson` Secrets ([`Registry::pull_secret`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -23,6 +27,9 @@ pub const CHART_REPOSITORY: &str = "charts";
 pub struct Registry {
     /// `127.0.0.1:<port>`: the host part of every reference pushed here.
     pub host: String,
+    /// The user the registry made, and its password.
+    username: String,
+    password: String,
     tools: PathBuf,
     _process: ManagedProcess,
     dir: tempfile::TempDir,
@@ -38,8 +45,9 @@ impl Registry {
         std::fs::write(
             &config,
             format!(
-                "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {host}\n",
-                dir.path().join("storage").display()
+                "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {host}\nauth:\n  htpasswd:\n    realm: meridian-testbed\n    path: {}\n",
+                dir.path().join("storage").display(),
+                dir.path().join("htpasswd").display(),
             ),
         )
         .map_err(Error::io("writing the registry's configuration"))?;
@@ -50,20 +58,84 @@ impl Registry {
             &dir.path().join("registry.log"),
         )?;
         let url = format!("http://{host}/v2/");
+        // Without credentials it answers 401, which is answering.
         crate::eventually("the registry answers", crate::DEFAULT_PATIENCE, || async {
-            let answered = Command::new("curl")
-                .args(["-fs", "-o", "/dev/null", &url])
-                .status()
-                .is_ok_and(|status| status.success());
-            Ok(answered.then_some(()))
+            let code = Command::new("curl")
+                .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", &url])
+                .output()
+                .map(|out| String::from_utf8_lossy(&out.stdout).to_string())
+                .unwrap_or_default();
+            Ok((code == "401").then_some(()))
         })
         .await?;
-        Ok(Registry {
+        // "htpasswd is missing, provisioning with default user" ... password=<p> ... user=docker
+        let log = std::fs::read_to_string(dir.path().join("registry.log"))
+            .map_err(Error::io("reading the registry's log"))?;
+        let field = |name: &str| {
+            log.split_whitespace()
+                .find_map(|word| word.strip_prefix(&format!("{name}=")))
+                .map(|value| value.trim_matches('"').to_string())
+        };
+        let (Some(username), Some(password)) = (field("user"), field("password")) else {
+            return Err(Error::Component(format!(
+                "the registry logged no user it made: {log}"
+            )));
+        };
+        let registry = Registry {
             host,
+            username,
+            password,
             tools,
             _process: process,
             dir,
-        })
+        };
+        run_with_input(
+            registry
+                .crane()
+                .args(["auth", "login", &registry.host, "-u", &registry.username])
+                .arg("--password-stdin"),
+            &registry.password,
+        )?;
+        run_with_input(
+            helm_command()?
+                .args([
+                    "registry",
+                    "login",
+                    &registry.host,
+                    "--plain-http",
+                    "--username",
+                ])
+                .arg(&registry.username)
+                .arg("--password-stdin")
+                .arg("--registry-config")
+                .arg(registry.helm_registry_config()),
+            &registry.password,
+        )?;
+        Ok(registry)
+    }
+
+    /// `crane`, logged in to this registry (its own Docker configuration).
+    fn crane(&self) -> Command {
+        let mut command = Command::new(self.tools.join("crane"));
+        command.env("DOCKER_CONFIG", self.dir.path().join("docker"));
+        command
+    }
+
+    /// Helm's registry configuration holding this registry's login: pass it as
+    /// `--registry-config` to `helm install`, `upgrade` and `push`.
+    pub fn helm_registry_config(&self) -> PathBuf {
+        self.dir.path().join("helm-registry.json")
+    }
+
+    /// A `kubernetes.io/dockerconfigjson` Secret's `.dockerconfigjson` for this registry.
+    pub fn pull_secret(&self) -> String {
+        use base64::Engine;
+        let auth = base64::engine::general_purpose::STANDARD
+            .encode(format!("{}:{}", self.username, self.password));
+        serde_json::json!({ "auths": { &self.host: {
+            "username": self.username, "password": self.password, "auth": auth,
+        } } })
+        .to_string()
     }
 
     /// The registry path images are pushed under, `<host>/meridian-dev` (the chart's
@@ -96,12 +168,13 @@ impl Registry {
             .arg("-C")
             .arg(&layout))?;
         let first = self.reference(image, tags[0]);
-        run(Command::new(self.tools.join("crane"))
+        run(self
+            .crane()
             .args(["push", "--insecure"])
             .arg(&layout)
             .arg(&first))?;
         for tag in &tags[1..] {
-            run(Command::new(self.tools.join("crane")).args(["tag", "--insecure", &first, tag]))?;
+            run(self.crane().args(["tag", "--insecure", &first, tag]))?;
         }
         std::fs::remove_dir_all(&layout).map_err(Error::io("removing an image layout"))?;
         Ok(first)
@@ -111,7 +184,7 @@ impl Registry {
     /// beside it, as a mirror holds an image; returns the new reference.
     pub fn mirror(&self, from: &str, path: &str) -> Result<String, Error> {
         let to = format!("{}/{path}", self.host);
-        run(Command::new(self.tools.join("crane")).args(["copy", "--insecure", from, &to]))?;
+        run(self.crane().args(["copy", "--insecure", from, &to]))?;
         Ok(to)
     }
 
@@ -139,13 +212,15 @@ impl Registry {
             .arg("push")
             .arg(&archive)
             .arg(&repository)
-            .arg("--plain-http"))?;
+            .arg("--plain-http")
+            .arg("--registry-config")
+            .arg(self.helm_registry_config()))?;
         Ok((format!("{repository}/meridian"), version))
     }
 
     /// The repositories and tags the registry holds (its catalog).
     pub fn catalog(&self) -> Result<String, Error> {
-        run(Command::new(self.tools.join("crane")).args(["catalog", "--insecure", &self.host]))
+        run(self.crane().args(["catalog", "--insecure", &self.host]))
     }
 }
 
@@ -157,6 +232,33 @@ fn chart_version(archive: &Path) -> Result<String, Error> {
         .and_then(|stem| stem.strip_prefix("meridian-"))
         .map(str::to_string)
         .ok_or_else(|| Error::Component(format!("a chart archive named {}", archive.display())))
+}
+
+/// Runs `command` with `input` on its standard input (a password kept off the command line).
+fn run_with_input(command: &mut Command, input: &str) -> Result<String, Error> {
+    use std::io::Write;
+    let mut child = command
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::Component(format!("running {command:?}: {e}")))?;
+    child
+        .stdin
+        .take()
+        .expect("a piped stdin")
+        .write_all(input.as_bytes())
+        .map_err(Error::io("writing to a command's input"))?;
+    let output = child
+        .wait_with_output()
+        .map_err(|e| Error::Component(format!("running {command:?}: {e}")))?;
+    if !output.status.success() {
+        return Err(Error::Component(format!(
+            "{command:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).to_string())
 }
 
 fn run(command: &mut Command) -> Result<String, Error> {

@@ -46,7 +46,15 @@ pub struct Published {
     pub image_registry: String,
     /// The images' tag (`image.tag`).
     pub tag: String,
+    /// Helm's login to the registry (`--registry-config`).
+    pub registry_config: String,
+    /// The registry's credentials as a `.dockerconfigjson`.
+    pub pull_secret: String,
 }
+
+/// The pull Secret the release names (`image.pullSecrets`), in the hub's namespace and the
+/// hub-installed agent's on each spoke.
+pub const PULL_SECRET: &str = "meridian-registry";
 
 /// The Meridian images the registry serves: the hub's and the agent's.
 const PUBLISHED_IMAGES: [&str; 2] = ["/meridian-hub", "/meridian-agent"];
@@ -67,6 +75,8 @@ pub fn publish(
         version,
         image_registry: registry.image_registry(),
         tag: tags[0].to_string(),
+        registry_config: registry.helm_registry_config().display().to_string(),
+        pull_secret: registry.pull_secret(),
     })
 }
 
@@ -109,10 +119,32 @@ pub async fn install_release(
         )])),
         ..Default::default()
     };
-    Api::<ConfigMap>::namespaced(hub, RELEASE_NAMESPACE)
+    Api::<ConfigMap>::namespaced(hub.clone(), RELEASE_NAMESPACE)
         .create(&PostParams::default(), &config_map)
         .await?;
+    // The registry asks for credentials: a pull Secret where the hub runs, and on each spoke
+    // where its agent will (the hub's own install names the release's Secret; the add-on
+    // OCM's, which OCM's klusterlet copies into add-on namespaces, played here).
+    write_pull_secret(&hub, RELEASE_NAMESPACE, PULL_SECRET, &published.pull_secret).await?;
+    for spoke in fleet.clusters().skip(1) {
+        let client = spoke.client();
+        write_pull_secret(
+            &client,
+            WORK_AGENT_NAMESPACE,
+            PULL_SECRET,
+            &published.pull_secret,
+        )
+        .await?;
+        write_pull_secret(
+            &client,
+            AGENT_NAMESPACE,
+            meridian_hub::placement::OCM_PULL_SECRET,
+            &published.pull_secret,
+        )
+        .await?;
+    }
     let registry = format!("image.registry={}", published.image_registry);
+    let pull_secret = format!("image.pullSecrets[0]={PULL_SECRET}");
     // The add-on is installed by the example's Placement of every cluster (and rolled out over
     // it one cluster at a time, the chart's default).
     let placement = format!(
@@ -126,8 +158,12 @@ pub async fn install_release(
         &published.chart,
         "--version",
         &published.version,
-        // The test bed's registry speaks HTTP on loopback.
+        // The test bed's registry speaks HTTP on loopback, and asks who is pulling.
         "--plain-http",
+        "--registry-config",
+        &published.registry_config,
+        "--set",
+        &pull_secret,
         "--namespace",
         RELEASE_NAMESPACE,
         // The fleet installed the CRDs, as a cluster admin would apart from the chart.
@@ -239,7 +275,7 @@ pub async fn wait_for_agent_pod(
     let pods: Api<Pod> = Api::namespaced(spoke.clone(), namespace);
     let deployments: Api<Deployment> = Api::namespaced(spoke.clone(), namespace);
     let suffix = format!(":{tag}");
-    eventually(
+    let waited = eventually(
         &format!("the agent pod runs {tag}"),
         DEFAULT_PATIENCE,
         || {
@@ -266,7 +302,30 @@ pub async fn wait_for_agent_pod(
             }
         },
     )
-    .await
+    .await;
+    if waited.is_err() {
+        // Why not: each pod's phase and its containers' waiting reasons, and the Deployment's
+        // conditions (a Pod Security refusal shows there).
+        let pods = pods.list(&ListParams::default()).await?;
+        for pod in &pods.items {
+            let status = pod.status.clone().unwrap_or_default();
+            let waiting: Vec<String> = status
+                .container_statuses
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|c| c.state.as_ref()?.waiting.as_ref())
+                .map(|w| format!("{:?}: {:?}", w.reason, w.message))
+                .collect();
+            eprintln!("pod {}: {:?} {waiting:?}", pod.name_any(), status.phase);
+        }
+        if let Some(deployment) = deployments.get_opt("meridian-agent").await? {
+            eprintln!(
+                "deployment: {:?}",
+                deployment.status.and_then(|s| s.conditions)
+            );
+        }
+    }
+    waited
 }
 
 fn is_running_image(pod: &Pod, suffix: &str) -> bool {
@@ -505,4 +564,24 @@ pub async fn current_addon_template(
         },
     )
     .await
+}
+
+/// A `kubernetes.io/dockerconfigjson` Secret `name` in `namespace` (made if missing).
+async fn write_pull_secret(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    dockerconfigjson: &str,
+) -> Result<(), Error> {
+    ensure_namespace(client, namespace).await?;
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+        "metadata": { "name": name, "namespace": namespace },
+        "stringData": { ".dockerconfigjson": dockerconfigjson },
+    }))
+    .expect("a Secret");
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &secret)
+        .await?;
+    Ok(())
 }

@@ -287,6 +287,33 @@ fn the_chart_renders_a_least_privilege_nonroot_hub_and_switchable_crds() {
     assert_eq!(fleet_bindings(&serving), expected_bindings(true));
     // The add-on is the default delivery.
     assert_eq!(env("MERIDIAN_AGENT_DELIVERY"), Some("addon".into()));
+    // Registry credentials reach the hub's pods and, by name, the agents'.
+    assert!(env("MERIDIAN_AGENT_IMAGE_PULL_SECRETS").is_none());
+    let private = render(&["image.pullSecrets[0]=regcred"]);
+    let hub = of_kind(&private, "Deployment")[0]["spec"]["template"]["spec"].clone();
+    assert_eq!(hub["imagePullSecrets"][0]["name"].as_str(), Some("regcred"));
+    assert!(
+        !of_kind(&private, "Job").is_empty(),
+        "the uninstall hook's Job"
+    );
+    for job in of_kind(&private, "Job") {
+        let pod = &job["spec"]["template"]["spec"];
+        assert_eq!(
+            pod["imagePullSecrets"][0]["name"].as_str(),
+            Some("regcred"),
+            "{job:?}"
+        );
+    }
+    assert!(
+        hub.get("imagePullSecrets").is_some()
+            && of_kind(&documents, "Deployment")[0]["spec"]["template"]["spec"]
+                .get("imagePullSecrets")
+                .is_none()
+    );
+    assert_eq!(
+        env_value(&hub["containers"][0], "MERIDIAN_AGENT_IMAGE_PULL_SECRETS"),
+        Some("regcred".into())
+    );
 
     // /metrics and the view behind TokenReview and SubjectAccessReview; the ports closed to
     // everything but DNS unless the values name who may come in.

@@ -482,6 +482,30 @@ pub enum AgentLayout<'a> {
     AddOn,
 }
 
+/// The agent's image, and the Secrets its pod pulls it with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentImage {
+    pub reference: String,
+    /// `kubernetes.io/dockerconfigjson` Secrets in the agent's namespace on each spoke.
+    pub pull_secrets: Vec<String>,
+}
+
+impl AgentImage {
+    /// An image pulled without credentials.
+    pub fn public(reference: &str) -> Self {
+        AgentImage {
+            reference: reference.into(),
+            pull_secrets: Vec::new(),
+        }
+    }
+}
+
+/// The pull secret OCM's klusterlet copies into every namespace labelled
+/// [`ADDON_NAMESPACE_LABEL`] (its own registry credentials), which an add-on agent always names.
+pub const OCM_PULL_SECRET: &str = "open-cluster-management-image-pull-credentials";
+/// The label asking OCM's klusterlet for that copy.
+pub const ADDON_NAMESPACE_LABEL: &str = "addon.open-cluster-management.io/namespace";
+
 /// The user the agents run as: the images' `nonroot`.
 const AGENT_UID: u32 = 65532;
 
@@ -490,7 +514,7 @@ const AGENT_UID: u32 = 65532;
 /// kubeconfig when the layout carries it, and the Deployment, whose pod meets `restricted`.
 pub fn agent_manifests(
     layout: AgentLayout<'_>,
-    image: &str,
+    image: &AgentImage,
     dns: Option<&AgentDns>,
     agent_args: &[String],
 ) -> Vec<Value> {
@@ -540,16 +564,26 @@ pub fn agent_manifests(
         );
         mounts.push(json!({ "name": "hub", "mountPath": "/etc/meridian/hub", "readOnly": true }));
     }
+    let mut namespace_labels = json!({
+        "pod-security.kubernetes.io/enforce": "restricted",
+        "pod-security.kubernetes.io/audit": "restricted",
+    });
+    let mut pull_secrets: Vec<&str> = Vec::new();
+    if let AgentLayout::AddOn = layout {
+        // OCM's registry credentials, copied here by its klusterlet when it has them (a name
+        // without a Secret is only a warning: the image is then pulled without credentials).
+        namespace_labels[ADDON_NAMESPACE_LABEL] = json!("true");
+        pull_secrets.push(OCM_PULL_SECRET);
+    }
+    pull_secrets.extend(image.pull_secrets.iter().map(String::as_str));
+    let pull_secrets: Vec<Value> = pull_secrets
+        .into_iter()
+        .map(|name| json!({ "name": name }))
+        .collect();
     let mut manifests = vec![
         json!({
             "apiVersion": "v1", "kind": "Namespace",
-            "metadata": {
-                "name": namespace,
-                "labels": {
-                    "pod-security.kubernetes.io/enforce": "restricted",
-                    "pod-security.kubernetes.io/audit": "restricted",
-                },
-            },
+            "metadata": { "name": namespace, "labels": namespace_labels },
         }),
         json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": account, "namespace": namespace } }),
         json!({
@@ -605,6 +639,7 @@ pub fn agent_manifests(
                 "metadata": { "labels": { "app": "meridian-agent" } },
                 "spec": {
                     "serviceAccountName": account,
+                    "imagePullSecrets": pull_secrets,
                     // Pod Security `restricted`: not root, no escalation, no capabilities, the
                     // runtime's seccomp profile. (So a DNS port must be 1024 or above.)
                     "securityContext": {
@@ -615,7 +650,7 @@ pub fn agent_manifests(
                     },
                     "containers": [{
                         "name": "agent",
-                        "image": image,
+                        "image": image.reference,
                         "args": args,
                         // Its namespace, where it keeps the route scheduler's cursor.
                         "env": [{
@@ -641,7 +676,7 @@ pub fn agent_manifests(
 pub fn agent_work(
     cluster: &str,
     hub_kubeconfig: &str,
-    image: &str,
+    image: &AgentImage,
     dns: Option<&AgentDns>,
     agent_args: &[String],
 ) -> Value {
@@ -873,12 +908,23 @@ mod tests {
 
     #[test]
     fn both_installs_meet_pod_security_restricted_and_only_the_work_carries_a_credential() {
-        let work = agent_work("spoke-1", "kubeconfig", "agent:1", None, &[]);
+        let work = agent_work(
+            "spoke-1",
+            "kubeconfig",
+            &AgentImage::public("agent:1"),
+            None,
+            &[],
+        );
         let work = work["spec"]["workload"]["manifests"]
             .as_array()
             .unwrap()
             .clone();
-        let addon = agent_manifests(AgentLayout::AddOn, "agent:1", None, &[]);
+        let addon = agent_manifests(
+            AgentLayout::AddOn,
+            &AgentImage::public("agent:1"),
+            None,
+            &[],
+        );
         for manifests in [&work, &addon] {
             let namespace = manifests.iter().find(|m| m["kind"] == "Namespace").unwrap();
             assert_eq!(
@@ -907,6 +953,33 @@ mod tests {
             }
         }
         assert!(work.iter().any(|m| m["kind"] == "Secret"));
+        // Registry credentials: OCM's, which its klusterlet copies into the add-on's labelled
+        // namespace, and the admin's; the hub's own install names the admin's alone.
+        let private = AgentImage {
+            reference: "registry.example.com/agent:1".into(),
+            pull_secrets: vec!["regcred".into()],
+        };
+        let pulls = |manifests: &[Value]| {
+            deployment_of(manifests)["spec"]["template"]["spec"]["imagePullSecrets"].clone()
+        };
+        assert_eq!(
+            pulls(&agent_manifests(AgentLayout::AddOn, &private, None, &[])),
+            json!([{ "name": OCM_PULL_SECRET }, { "name": "regcred" }])
+        );
+        let private_work = agent_work("spoke-1", "kubeconfig", &private, None, &[]);
+        assert_eq!(
+            pulls(
+                private_work["spec"]["workload"]["manifests"]
+                    .as_array()
+                    .unwrap()
+            ),
+            json!([{ "name": "regcred" }])
+        );
+        let namespace = addon.iter().find(|m| m["kind"] == "Namespace").unwrap();
+        assert_eq!(
+            namespace["metadata"]["labels"][ADDON_NAMESPACE_LABEL],
+            "true"
+        );
         // The add-on carries no credential: OCM's registration writes it on the spoke, and the
         // addon manager mounts it and fills in the cluster's name.
         assert!(addon.iter().all(|m| m["kind"] != "Secret"));
@@ -1066,7 +1139,13 @@ mod tests {
                 .unwrap();
             deployment["spec"]["template"]["spec"]["containers"][0].clone()
         };
-        let plain = container(&agent_work("spoke-1", "kubeconfig", "agent:1", None, &[]));
+        let plain = container(&agent_work(
+            "spoke-1",
+            "kubeconfig",
+            &AgentImage::public("agent:1"),
+            None,
+            &[],
+        ));
         assert_eq!(plain["args"].as_array().unwrap().len(), 5, "{plain}");
         assert_eq!(plain["ports"], json!([]));
         let dns = AgentDns {
@@ -1078,7 +1157,7 @@ mod tests {
         let serving = container(&agent_work(
             "spoke-1",
             "kubeconfig",
-            "agent:1",
+            &AgentImage::public("agent:1"),
             Some(&dns),
             &[],
         ));

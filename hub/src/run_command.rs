@@ -107,6 +107,16 @@ pub struct RunArgs {
     )]
     pub agent_image: String,
 
+    /// Secrets (`kubernetes.io/dockerconfigjson`) in the agent's namespace on each spoke that
+    /// its pod pulls the image with (repeatable; comma-separated in the environment). An
+    /// add-on agent also names OCM's `open-cluster-management-image-pull-credentials`.
+    #[arg(
+        long = "agent-image-pull-secret",
+        env = "MERIDIAN_AGENT_IMAGE_PULL_SECRETS",
+        value_delimiter = ','
+    )]
+    pub agent_image_pull_secrets: Vec<String>,
+
     /// The hub's API address as agents reach it; the address in the hub kubeconfig when unset.
     /// (`--agent-delivery work` only: an add-on agent's address is the one OCM's
     /// registration gave its cluster.)
@@ -265,6 +275,7 @@ impl RunArgs {
             resync_seconds: 300,
             withdrawal_grace_seconds: 600,
             agent_image: "ghcr.io/meridian-dev/meridian-agent:latest".into(),
+            agent_image_pull_secrets: Vec::new(),
             hub_server_url: None,
             // Fleets written by hand, without OCM's addon manager.
             agent_delivery: Delivery::Work,
@@ -422,7 +433,10 @@ impl RunningHub {
                     .to_string()
             }),
             ca_pem: ca_pem(&client_config),
-            image: args.agent_image.clone(),
+            image: crate::placement::AgentImage {
+                reference: args.agent_image.clone(),
+                pull_secrets: args.agent_image_pull_secrets.clone(),
+            },
             dns: args.agent_dns_listen.map(|listen| AgentDns {
                 listen,
                 name_servers: args.name_servers.clone(),

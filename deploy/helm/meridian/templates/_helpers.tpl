@@ -49,3 +49,13 @@ The hub's domain grants as MERIDIAN_DOMAIN_GRANTS reads them: NAMESPACE=SUFFIX,S
 {{- end -}}
 {{- join ";" $grants -}}
 {{- end -}}
+
+{{/* imagePullSecrets of every pod the chart runs (image.pullSecrets). */}}
+{{- define "meridian.imagePullSecrets" -}}
+{{- with .Values.image.pullSecrets }}
+imagePullSecrets:
+{{- range . }}
+  - name: {{ . }}
+{{- end }}
+{{- end }}
+{{- end }}

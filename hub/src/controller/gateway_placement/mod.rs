@@ -60,7 +60,7 @@ pub struct AgentInstall {
     pub server_url: String,
     /// The hub's CA, PEM.
     pub ca_pem: String,
-    pub image: String,
+    pub image: crate::placement::AgentImage,
     /// Whether and how the agents also answer DNS for the embedded zones.
     pub dns: Option<crate::placement::AgentDns>,
     /// The agent's arguments the hub's own settings give: its probe address policy and its
