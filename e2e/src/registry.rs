@@ -249,22 +249,21 @@ fn run_with_input(command: &mut Command, input: &str) -> Result<String, Error> {
         .expect("a piped stdin")
         .write_all(input.as_bytes())
         .map_err(Error::io("writing to a command's input"))?;
-    let output = child
-        .wait_with_output()
-        .map_err(|e| Error::Component(format!("running {command:?}: {e}")))?;
-    if !output.status.success() {
-        return Err(Error::Component(format!(
-            "{command:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        )));
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).to_string())
+    let output = child.wait_with_output();
+    stdout_of(command, output)
 }
 
 fn run(command: &mut Command) -> Result<String, Error> {
-    let output = command
-        .output()
-        .map_err(|e| Error::Component(format!("running {command:?}: {e}")))?;
+    let output = command.output();
+    stdout_of(command, output)
+}
+
+/// What `command` printed, or why it failed (what it printed on stderr).
+fn stdout_of(
+    command: &Command,
+    output: std::io::Result<std::process::Output>,
+) -> Result<String, Error> {
+    let output = output.map_err(|e| Error::Component(format!("running {command:?}: {e}")))?;
     if !output.status.success() {
         return Err(Error::Component(format!(
             "{command:?}: {}",

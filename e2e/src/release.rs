@@ -190,6 +190,27 @@ pub async fn install_release(
     run_helm(&fleet.hub, &args)
 }
 
+/// `helm upgrade` of the release to the published chart, keeping its values but `sets`.
+pub fn upgrade_release(fleet: &Fleet, published: &Published, sets: &[&str]) -> Result<(), Error> {
+    let mut args = vec![
+        "upgrade",
+        RELEASE,
+        &published.chart,
+        "--version",
+        &published.version,
+        "--plain-http",
+        "--registry-config",
+        &published.registry_config,
+        "--namespace",
+        RELEASE_NAMESPACE,
+        "--reuse-values",
+    ];
+    for set in sets {
+        args.extend(["--set", set]);
+    }
+    run_helm(&fleet.hub, &args)
+}
+
 /// The image IDs of every container of the pods in `namespace`, failing unless each was
 /// pulled from `image_registry` (containerd names a pulled image by its repository digest).
 pub async fn pulled_from(

@@ -36,7 +36,8 @@ use meridian_e2e::registry::Registry;
 use meridian_e2e::release::{
     AGENT_NAMESPACE, RELEASE, RELEASE_NAMESPACE, WORK_AGENT_NAMESPACE, addon_rollout, addon_states,
     answers_become, current_addon_template, dig_service, dns_endpoints, imported_archives,
-    install_release, publish, pulled_from, run_helm, wait_for_agent_pod, wait_for_hub_pods,
+    install_release, publish, pulled_from, run_helm, upgrade_release, wait_for_agent_pod,
+    wait_for_hub_pods,
 };
 use meridian_e2e::synthetic::{
     ChangeRun, Strategy, SyntheticFleet, change_address, heartbeat, wait_answering, write_fleet,
@@ -249,25 +250,12 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
         .collect();
     let installing = tokio::spawn(addon_rollout(hub.clone(), spoke_names.clone(), None));
     let upgrade_started = Instant::now();
-    run_helm(
-        &fleet.hub,
+    upgrade_release(
+        &fleet,
+        &published,
         &[
-            "upgrade",
-            RELEASE,
-            &published.chart,
-            "--version",
-            &published.version,
-            "--plain-http",
-            "--registry-config",
-            &published.registry_config,
-            "--namespace",
-            RELEASE_NAMESPACE,
-            "--reuse-values",
-            "--set",
             &format!("image.tag={next_tag}"),
-            "--set",
             "agent.delivery=addon",
-            "--set",
             &format!("agent.addon.deploymentConfig={NAMESPACE}/meridian-agents"),
         ],
     )?;
@@ -365,23 +353,10 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
         spoke_names.clone(),
         Some(template.clone()),
     ));
-    run_helm(
-        &fleet.hub,
-        &[
-            "upgrade",
-            RELEASE,
-            &published.chart,
-            "--version",
-            &published.version,
-            "--plain-http",
-            "--registry-config",
-            &published.registry_config,
-            "--namespace",
-            RELEASE_NAMESPACE,
-            "--reuse-values",
-            "--set",
-            &format!("image.tag={}", hub_image.tag()),
-        ],
+    upgrade_release(
+        &fleet,
+        &published,
+        &[&format!("image.tag={}", hub_image.tag())],
     )?;
     let next_template = current_addon_template(&hub, Some(&template)).await?;
     let (rolled, order) = rolling.await.expect("the watch ran")?;

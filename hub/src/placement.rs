@@ -898,6 +898,15 @@ mod tests {
         assert_ne!(agent_subjects("spoke-1"), agent_subjects("spoke-2"));
     }
 
+    fn args_of(container: &Value) -> Vec<&str> {
+        container["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect()
+    }
+
     fn deployment_of(manifests: &[Value]) -> Value {
         manifests
             .iter()
@@ -984,14 +993,8 @@ mod tests {
         // addon manager mounts it and fills in the cluster's name.
         assert!(addon.iter().all(|m| m["kind"] != "Secret"));
         let container = deployment_of(&addon)["spec"]["template"]["spec"]["containers"][0].clone();
-        let args: Vec<&str> = container["args"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a.as_str().unwrap())
-            .collect();
         assert_eq!(
-            args,
+            args_of(&container),
             [
                 "run",
                 "--cluster-name",
@@ -1133,11 +1136,7 @@ mod tests {
 
         let container = |work: &Value| {
             let manifests = work["spec"]["workload"]["manifests"].as_array().unwrap();
-            let deployment = manifests
-                .iter()
-                .find(|m| m["kind"] == "Deployment")
-                .unwrap();
-            deployment["spec"]["template"]["spec"]["containers"][0].clone()
+            deployment_of(manifests)["spec"]["template"]["spec"]["containers"][0].clone()
         };
         let plain = container(&agent_work(
             "spoke-1",
@@ -1161,14 +1160,8 @@ mod tests {
             Some(&dns),
             &[],
         ));
-        let args: Vec<&str> = serving["args"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a.as_str().unwrap())
-            .collect();
         assert_eq!(
-            args[5..],
+            args_of(&serving)[5..],
             [
                 "--serve-dns",
                 "0.0.0.0:5353",
