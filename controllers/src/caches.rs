@@ -18,7 +18,10 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::{DeserializeGuard, error_boundary::InvalidObject};
 use kube::runtime::controller::{Action, ReconcileRequest};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
@@ -83,6 +86,35 @@ pub struct Cache<K: Resource<DynamicType = ()> + Clone + 'static> {
     /// Counts the watch events applied: equal revisions, the same objects (see
     /// [`Cache::revision`]).
     revision: AtomicU64,
+    /// The versions of objects reported as undecodable (see [`Cache::reflect`]), by
+    /// `namespace/name`, and how many were.
+    undecodable_seen: std::sync::Mutex<HashMap<String, String>>,
+    undecodable: AtomicU64,
+}
+
+/// The reason of the Event on an object the watch cannot decode.
+pub const UNDECODABLE_REASON: &str = "Undecodable";
+
+/// `namespace/name` (or `name`) of an object.
+fn undecodable_key(metadata: &ObjectMeta) -> String {
+    let name = metadata.name.as_deref().unwrap_or_default();
+    match &metadata.namespace {
+        Some(namespace) => format!("{namespace}/{name}"),
+        None => name.to_string(),
+    }
+}
+
+/// An Event's note is at most 1 kB; a decoding error quoting a large value can be longer.
+fn truncate_note(note: &str) -> String {
+    const MAX: usize = 1000;
+    if note.len() <= MAX {
+        return note.to_string();
+    }
+    let mut end = MAX - 3;
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &note[..end])
 }
 
 /// The key an object is grouped under (`None`: in no group).
@@ -201,6 +233,8 @@ where
             listed: AtomicBool::new(false),
             groups: Groups::new(key_of),
             revision: AtomicU64::new(0),
+            undecodable_seen: Default::default(),
+            undecodable: AtomicU64::new(0),
         }
     }
 }
@@ -290,20 +324,155 @@ where
     }
 
     /// Watches the kind until the process ends; only the first call does anything.
-    pub async fn reflect(&self, api: Api<K>, config: watcher::Config) {
+    ///
+    /// The watch decodes each object on its own ([`DeserializeGuard`]): an object the types
+    /// cannot read (written under another version of its CRD, or around its schema) is
+    /// reported and skipped, and the rest of its kind keeps flowing. Without the guard one
+    /// such object fails every list of the kind, and every controller reading it (and the
+    /// process's readiness) waits forever.
+    pub async fn reflect(&self, api: Api<DeserializeGuard<K>>, config: watcher::Config) {
         let Some(mut writer) = self.writer.lock().expect("writer lock").take() else {
             return;
         };
+        let recorder = Recorder::new(
+            api.clone().into_client(),
+            Reporter {
+                controller: crate::FIELD_MANAGER.into(),
+                instance: std::env::var("HOSTNAME").ok(),
+            },
+        );
         let mut events = watcher(api, config).default_backoff().boxed();
         let mut relisting = false;
         while let Some(event) = events.next().await {
             match event {
-                Ok(event) => self.apply(&mut writer, &event, &mut relisting),
+                Ok(event) => {
+                    let (event, undecodable) = self.admit(event);
+                    if let Some(invalid) = undecodable {
+                        self.report_undecodable(&recorder, &invalid).await;
+                    }
+                    if let Some(event) = event {
+                        self.apply(&mut writer, &event, &mut relisting);
+                    }
+                }
                 Err(error) => {
-                    tracing::debug!(kind = %K::kind(&()), %error, "watch error; retrying");
+                    tracing::warn!(kind = %K::kind(&()), %error, "watch error; retrying");
                 }
             }
         }
+    }
+
+    /// What a watch event of guarded objects does to the store, and the object it could not
+    /// decode, if that is one to report.
+    ///
+    /// Fail static: an object that no longer decodes keeps its last readable copy, through
+    /// changes and relists alike, so nothing published for it is withdrawn because its newest
+    /// version is unreadable; one never readable is left out. A deletion needs no more than
+    /// the name.
+    fn admit(
+        &self,
+        event: watcher::Event<DeserializeGuard<K>>,
+    ) -> (Option<watcher::Event<K>>, Option<InvalidObject>) {
+        let last_readable = |invalid: &InvalidObject| {
+            let reference = ObjectRef::<K>::new(invalid.metadata.name.as_deref().unwrap_or(""));
+            let reference = match &invalid.metadata.namespace {
+                Some(namespace) => reference.within(namespace),
+                None => reference,
+            };
+            self.store.get(&reference).map(|object| (*object).clone())
+        };
+        match event {
+            watcher::Event::Apply(DeserializeGuard(Ok(object))) => {
+                self.forget_undecodable(&object);
+                (Some(watcher::Event::Apply(object)), None)
+            }
+            watcher::Event::Apply(DeserializeGuard(Err(invalid))) => (None, Some(invalid)),
+            watcher::Event::InitApply(DeserializeGuard(Ok(object))) => {
+                self.forget_undecodable(&object);
+                (Some(watcher::Event::InitApply(object)), None)
+            }
+            watcher::Event::InitApply(DeserializeGuard(Err(invalid))) => (
+                last_readable(&invalid).map(watcher::Event::InitApply),
+                Some(invalid),
+            ),
+            watcher::Event::Delete(DeserializeGuard(Ok(object))) => {
+                self.forget_undecodable(&object);
+                (Some(watcher::Event::Delete(object)), None)
+            }
+            watcher::Event::Delete(DeserializeGuard(Err(invalid))) => {
+                let object = last_readable(&invalid);
+                self.undecodable_seen
+                    .lock()
+                    .expect("undecodable lock")
+                    .remove(&undecodable_key(&invalid.metadata));
+                (object.map(watcher::Event::Delete), None)
+            }
+            watcher::Event::Init => (Some(watcher::Event::Init), None),
+            watcher::Event::InitDone => (Some(watcher::Event::InitDone), None),
+        }
+    }
+
+    /// Logs and counts an object that could not be decoded, once per version of it however
+    /// often the kind is listed again; whether this version is new (and so worth an Event).
+    fn note_undecodable(&self, invalid: &InvalidObject) -> bool {
+        let key = undecodable_key(&invalid.metadata);
+        let version = invalid
+            .metadata
+            .resource_version
+            .clone()
+            .unwrap_or_default();
+        let new = self
+            .undecodable_seen
+            .lock()
+            .expect("undecodable lock")
+            .insert(key.clone(), version.clone())
+            .is_none_or(|seen| seen != version);
+        if new {
+            self.undecodable.fetch_add(1, Ordering::SeqCst);
+            tracing::warn!(
+                kind = %K::kind(&()),
+                object = %key,
+                resource_version = %version,
+                error = %invalid.error,
+                "an object of a watched kind cannot be decoded; skipped (its last readable copy, if any, stays)"
+            );
+        }
+        new
+    }
+
+    /// Notes an object that could not be decoded and, the first time for this version of a
+    /// namespaced one, says so in an Event on it, where its owners look.
+    async fn report_undecodable(&self, recorder: &Recorder, invalid: &InvalidObject) {
+        if !self.note_undecodable(invalid) || invalid.metadata.namespace.is_none() {
+            return;
+        }
+        let event = Event {
+            type_: EventType::Warning,
+            reason: UNDECODABLE_REASON.into(),
+            note: Some(truncate_note(&format!(
+                "Meridian cannot read this {kind}, so it is skipped until it changes: {error}",
+                kind = K::kind(&()),
+                error = invalid.error,
+            ))),
+            action: "Watch".into(),
+            secondary: None,
+        };
+        let guarded = DeserializeGuard::<K>(Err(invalid.clone()));
+        if let Err(error) = recorder.publish(&event, &guarded.object_ref(&())).await {
+            tracing::debug!(%error, object = %undecodable_key(&invalid.metadata), "could not publish an Event");
+        }
+    }
+
+    /// An object that decodes again is one to report anew if it breaks again.
+    fn forget_undecodable(&self, object: &K) {
+        let mut seen = self.undecodable_seen.lock().expect("undecodable lock");
+        if !seen.is_empty() && seen.remove(&undecodable_key(object.meta())).is_some() {
+            tracing::info!(kind = %K::kind(&()), object = %undecodable_key(object.meta()), "decodes again");
+        }
+    }
+
+    /// How many versions of this kind's objects could not be decoded since the process began.
+    pub fn undecodable(&self) -> u64 {
+        self.undecodable.load(Ordering::SeqCst)
     }
 
     /// Applies one watch event to the store and the groups, and tells the subscribers.
@@ -385,7 +554,7 @@ pub struct Caches {
 }
 
 /// The API of a namespaced kind in `namespace`, or in every namespace.
-fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<DeserializeGuard<K>>
 where
     K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>,
 {
@@ -522,36 +691,57 @@ impl Caches {
         }
     }
 
-    /// The watched kinds not listed yet, for a log line that says what a wait is for.
-    pub fn unlisted(&self) -> Vec<&'static str> {
+    /// The watched kinds, each with whether it has been listed and how many versions of its
+    /// objects could not be decoded.
+    fn watched(&self) -> Vec<(&'static str, bool, u64)> {
+        fn of<K>(kind: &'static str, cache: &Cache<K>) -> (&'static str, bool, u64)
+        where
+            K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync,
+        {
+            (kind, cache.listed(), cache.undecodable())
+        }
         let mut kinds = vec![
-            ("DNSRecord", self.records.listed()),
-            ("ManagedZone", self.zones.listed()),
+            of("DNSRecord", &self.records),
+            of("ManagedZone", &self.zones),
         ];
         if self.scope != Scope::Zones {
             kinds.extend([
-                ("DNSPolicy", self.policies.listed()),
-                ("Gateway", self.gateways.listed()),
-                ("Secret", self.secrets.listed()),
+                of("DNSPolicy", &self.policies),
+                of("Gateway", &self.gateways),
+                of("Secret", &self.secrets),
             ]);
         }
         if self.scope == Scope::Hub {
             kinds.extend([
-                ("DNSHealthCheckProbe", self.probes.listed()),
-                ("PlacementDecision", self.decisions.listed()),
-                ("ManagedCluster", self.clusters.listed()),
-                ("ClusterReport", self.reports.listed()),
-                ("ProbeResults", self.probe_results.listed()),
-                ("Lease", self.heartbeats.listed()),
-                ("ConfigMap", self.config_maps.listed()),
-                ("GatewayClass", self.gateway_classes.listed()),
-                ("ManifestWork", self.works.listed()),
+                of("DNSHealthCheckProbe", &self.probes),
+                of("PlacementDecision", &self.decisions),
+                of("ManagedCluster", &self.clusters),
+                of("ClusterReport", &self.reports),
+                of("ProbeResults", &self.probe_results),
+                of("Lease", &self.heartbeats),
+                of("ConfigMap", &self.config_maps),
+                of("GatewayClass", &self.gateway_classes),
+                of("ManifestWork", &self.works),
             ]);
         }
         kinds
+    }
+
+    /// The watched kinds not listed yet, for a log line that says what a wait is for.
+    pub fn unlisted(&self) -> Vec<&'static str> {
+        self.watched()
             .into_iter()
-            .filter(|(_, listed)| !listed)
-            .map(|(kind, _)| kind)
+            .filter(|(_, listed, _)| !listed)
+            .map(|(kind, _, _)| kind)
+            .collect()
+    }
+
+    /// Per watched kind, how many versions of its objects could not be decoded (and were
+    /// skipped) since the process began.
+    pub fn undecodable(&self) -> Vec<(&'static str, u64)> {
+        self.watched()
+            .into_iter()
+            .map(|(kind, _, undecodable)| (kind, undecodable))
             .collect()
     }
 
@@ -739,5 +929,101 @@ mod tests {
         assert_eq!(group(&cache, "a/web"), ["four"]);
         assert!(group(&cache, "a/api").is_empty());
         assert!(group(&cache, "b/web").is_empty());
+    }
+
+    /// A policy as the API server may hold it and the types cannot read.
+    fn unreadable(namespace: &str, name: &str, version: &str) -> DeserializeGuard<DNSPolicy> {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSPolicy",
+            "metadata": { "name": name, "namespace": namespace, "resourceVersion": version },
+            "spec": { "targetRef": "not an object" },
+        }))
+        .expect("the guard decodes anything with metadata")
+    }
+
+    fn readable(policy: DNSPolicy) -> DeserializeGuard<DNSPolicy> {
+        DeserializeGuard(Ok(policy))
+    }
+
+    #[test]
+    fn an_undecodable_object_is_skipped_and_its_last_readable_copy_stays() {
+        let cache = Cache::grouped_by(crate::indexes::policy_group);
+        let mut writer = cache.writer.lock().unwrap().take().unwrap();
+        let mut relisting = false;
+        let mut watch = |event| {
+            let (event, undecodable) = cache.admit(event);
+            let noted = undecodable.map(|invalid| cache.note_undecodable(&invalid));
+            if let Some(event) = event {
+                cache.apply(&mut writer, &event, &mut relisting);
+            }
+            noted
+        };
+        let names = |cache: &Cache<DNSPolicy>| {
+            let mut names: Vec<String> = cache.state().iter().map(|p| p.name_any()).collect();
+            names.sort();
+            names
+        };
+
+        // A list with an unreadable policy among readable ones: the readable ones are listed.
+        watch(watcher::Event::Init);
+        watch(watcher::Event::InitApply(readable(policy(
+            "a", "one", "web",
+        ))));
+        assert_eq!(
+            watch(watcher::Event::InitApply(unreadable("a", "bad", "1"))),
+            Some(true)
+        );
+        watch(watcher::Event::InitApply(readable(policy(
+            "a", "two", "web",
+        ))));
+        watch(watcher::Event::InitDone);
+        assert!(cache.listed());
+        assert_eq!(names(&cache), ["one", "two"]);
+        assert_eq!(cache.undecodable(), 1);
+
+        // A readable policy that becomes unreadable keeps its last readable copy, through a
+        // change and a relist; the same version is counted once however often it is listed.
+        assert_eq!(
+            watch(watcher::Event::Apply(unreadable("a", "one", "2"))),
+            Some(true)
+        );
+        assert_eq!(group(&cache, "a/web"), ["one", "two"]);
+        watch(watcher::Event::Init);
+        watch(watcher::Event::InitApply(unreadable("a", "one", "2")));
+        assert_eq!(
+            watch(watcher::Event::InitApply(unreadable("a", "bad", "1"))),
+            Some(false)
+        );
+        watch(watcher::Event::InitApply(readable(policy(
+            "a", "two", "web",
+        ))));
+        watch(watcher::Event::InitDone);
+        assert_eq!(names(&cache), ["one", "two"]);
+        assert_eq!(group(&cache, "a/web"), ["one", "two"]);
+        assert_eq!(cache.undecodable(), 2);
+
+        // Mended, it flows again; broken again, it is reported again.
+        watch(watcher::Event::Apply(readable(policy("a", "one", "api"))));
+        assert_eq!(group(&cache, "a/api"), ["one"]);
+        assert_eq!(
+            watch(watcher::Event::Apply(unreadable("a", "one", "2"))),
+            Some(true)
+        );
+        assert_eq!(cache.undecodable(), 3);
+
+        // Deleted while unreadable: gone, by name.
+        watch(watcher::Event::Delete(unreadable("a", "one", "3")));
+        watch(watcher::Event::Delete(unreadable("a", "bad", "4")));
+        assert_eq!(names(&cache), ["two"]);
+        assert!(group(&cache, "a/api").is_empty());
+    }
+
+    #[test]
+    fn event_notes_are_cut_at_a_character_boundary() {
+        let long = "é".repeat(700);
+        let note = truncate_note(&long);
+        assert!(note.len() <= 1000, "{}", note.len());
+        assert!(note.ends_with("..."));
+        assert_eq!(truncate_note("short"), "short");
     }
 }

@@ -289,6 +289,22 @@ impl Metrics {
     }
 }
 
+/// The objects each watched kind could not decode and skipped (see
+/// [`crate::caches::Cache::reflect`]), in Prometheus' text format.
+pub fn render_undecodable(counts: &[(&str, u64)]) -> String {
+    let mut out = String::from(
+        "# HELP meridian_watch_undecodable_objects_total Versions of watched objects that could not be decoded and were skipped, by kind.\n\
+         # TYPE meridian_watch_undecodable_objects_total counter\n",
+    );
+    for (kind, n) in counts {
+        let _ = writeln!(
+            out,
+            "meridian_watch_undecodable_objects_total{{kind=\"{kind}\"}} {n}"
+        );
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -787,6 +787,9 @@ async fn serve_health(
 /// sees it, and the nameserver's answers.
 fn metrics(ctx: &Context) -> String {
     let mut metrics = ctx.metrics.render();
+    metrics.push_str(&meridian_controllers::metrics::render_undecodable(
+        &ctx.caches.undecodable(),
+    ));
     let snapshot = meridian_controllers::insight::FleetSnapshot::from_caches(
         &ctx.caches,
         (ctx.clock)(),

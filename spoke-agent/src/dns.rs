@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
+use kube::core::DeserializeGuard;
 use kube::runtime::watcher;
 use meridian_api::names::DNSSEC_KEYS_SECRET;
 use meridian_controllers::caches::{Caches, Scope};
@@ -54,7 +55,7 @@ pub async fn serve(
     let listen = server.local_addr();
     let embedded = Arc::new(EmbeddedZones::new(Arc::new(server), config.name_servers));
     let caches = Arc::new(Caches::new(Scope::Zones));
-    let key_copy = Api::<Secret>::namespaced(hub.clone(), &hub_namespace);
+    let key_copy = Api::<DeserializeGuard<Secret>>::namespaced(hub.clone(), &hub_namespace);
     let only_the_copy =
         watcher::Config::default().fields(&format!("metadata.name={DNSSEC_KEYS_SECRET}"));
     tokio::select! {

@@ -1,0 +1,209 @@
+//! Objects the hub cannot decode, on a real API server: a DNSPolicy and a DNSRecord written
+//! under a looser CRD than the hub's (as when another version of Meridian's CRDs is installed)
+//! are each reported (an Event on the object, a count per kind) and skipped, while the other
+//! records of the zone publish; once mended, the record publishes too.
+//!
+//! Without the guard in the watch, one such object fails every list of its kind: the hub never
+//! becomes ready and no record publishes.
+
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use meridian_api::conditions;
+use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
+use meridian_controllers::caches::UNDECODABLE_REASON;
+use meridian_e2e::example::{apply, dig_host};
+use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually};
+use meridian_hub::run_command::{RunArgs, RunningHub};
+use serde_json::json;
+
+const NAMESPACE: &str = "dns";
+
+/// Replaces the `spec` schema of a CRD with one that takes anything, as a CRD of another
+/// version might: the API server then stores objects the hub's types cannot read.
+async fn loosen_spec(crds: &Api<CustomResourceDefinition>, name: &str) -> Result<(), Error> {
+    let patch = json!([{
+        "op": "replace",
+        "path": "/spec/versions/0/schema/openAPIV3Schema/properties/spec",
+        "value": { "type": "object", "x-kubernetes-preserve-unknown-fields": true },
+    }]);
+    crds.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::<()>::Json(serde_json::from_value(patch).expect("a JSON patch")),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Applies `object` without reading the answer into Meridian's types (which cannot read it).
+async fn apply_raw<K: kube::Resource<DynamicType = ()>>(
+    client: &kube::Client,
+    object: serde_json::Value,
+) -> Result<(), Error> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), NAMESPACE, &ApiResource::erase::<K>(&()));
+    let name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    api.patch(
+        &name,
+        &PatchParams::apply(meridian_e2e::FIELD_MANAGER).force(),
+        &Patch::Apply(object),
+    )
+    .await?;
+    Ok(())
+}
+
+fn record(name: &str, ip: &str) -> serde_json::Value {
+    let root = format!("{name}.skew.example");
+    json!({
+        "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
+        "metadata": { "name": name, "namespace": NAMESPACE },
+        "spec": {
+            "rootHost": root, "managedZone": { "name": "zone" },
+            "endpoints": [{ "dnsName": root, "recordType": "A", "recordTTL": 60, "targets": [ip] }],
+        },
+    })
+}
+
+/// Waits until `record` is published for its current generation.
+async fn published(records: &Api<DNSRecord>, name: &str) -> Result<(), Error> {
+    eventually(&format!("{name} is published"), DEFAULT_PATIENCE, || {
+        let records = records.clone();
+        async move {
+            let record = records.get(name).await?;
+            let done = record.status.as_ref().is_some_and(|s| {
+                s.observed_generation == record.metadata.generation
+                    && s.conditions
+                        .iter()
+                        .any(|c| c.type_ == conditions::READY && c.status == "True")
+            });
+            Ok(done.then_some(()))
+        }
+    })
+    .await
+}
+
+/// The note of the Event saying that `kind` `name` cannot be decoded, once there is one.
+async fn undecodable_event(events: &Api<Event>, kind: &str, name: &str) -> Result<String, Error> {
+    eventually(
+        &format!("an {UNDECODABLE_REASON} Event on {kind} {name}"),
+        DEFAULT_PATIENCE,
+        || {
+            let events = events.clone();
+            async move {
+                let list = events.list(&Default::default()).await?;
+                Ok(list.items.into_iter().find_map(|event| {
+                    let regarding = event.regarding.as_ref()?;
+                    (event.reason.as_deref() == Some(UNDECODABLE_REASON)
+                        && regarding.kind.as_deref() == Some(kind)
+                        && regarding.name.as_deref() == Some(name))
+                    .then(|| event.note.unwrap_or_default())
+                }))
+            }
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_the_hub_cannot_decode_are_reported_and_skipped() -> Result<(), Error> {
+    let fleet = Fleet::builder().without_ocm().start().await?;
+    let hub = fleet.hub.client();
+    meridian_e2e::ensure_namespace(&hub, NAMESPACE).await?;
+    let crds: Api<CustomResourceDefinition> = Api::all(hub.clone());
+    loosen_spec(&crds, "dnspolicies.kuadrant.io").await?;
+    loosen_spec(&crds, "dnsrecords.kuadrant.io").await?;
+
+    let zones: Api<ManagedZone> = Api::namespaced(hub.clone(), NAMESPACE);
+    apply(
+        &zones,
+        json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
+            "metadata": { "name": "zone", "namespace": NAMESPACE },
+            "spec": { "domainName": "skew.example" },
+        }),
+    )
+    .await?;
+    let records: Api<DNSRecord> = Api::namespaced(hub.clone(), NAMESPACE);
+    // The API server takes both (the loosened CRDs allow them); the hub's types cannot read
+    // either. Retried while the API server picks up the loosened schemas.
+    eventually("the API server takes the objects", DEFAULT_PATIENCE, || {
+        let hub = hub.clone();
+        async move {
+            let policy = apply_raw::<DNSPolicy>(
+                &hub,
+                json!({
+                    "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSPolicy",
+                    "metadata": { "name": "broken", "namespace": NAMESPACE },
+                    "spec": { "targetRef": "not an object" },
+                }),
+            )
+            .await;
+            let mut broken = record("broken", "10.0.0.9");
+            broken["spec"]["endpoints"] = json!("not a list");
+            let record = apply_raw::<DNSRecord>(&hub, broken).await;
+            Ok((policy.is_ok() && record.is_ok()).then_some(()))
+        }
+    })
+    .await?;
+    // Neither is readable: a typed read of either fails, and so does a typed list of its kind
+    // (what an unguarded watch starts with, and retries forever).
+    let policies: Api<DNSPolicy> = Api::namespaced(hub.clone(), NAMESPACE);
+    assert!(policies.get("broken").await.is_err());
+    assert!(records.get("broken").await.is_err());
+    assert!(policies.list(&Default::default()).await.is_err());
+    assert!(records.list(&Default::default()).await.is_err());
+    apply(&records, record("good", "10.0.0.1")).await?;
+
+    let running = RunningHub::start(&RunArgs::local(fleet.hub.kubeconfig_path()))
+        .await
+        .expect("the hub starts");
+    let dns = running.nameserver;
+    let answers = move |host: &'static str| async move {
+        tokio::task::spawn_blocking(move || dig_host(dns, host, None))
+            .await
+            .unwrap()
+    };
+
+    // The readable record publishes beside the unreadable objects.
+    published(&records, "good").await?;
+    assert_eq!(answers("good.skew.example").await, ["10.0.0.1"]);
+
+    // Each unreadable object is reported where its owners look, and counted once.
+    let events: Api<Event> = Api::namespaced(hub.clone(), NAMESPACE);
+    let note = undecodable_event(&events, "DNSPolicy", "broken").await?;
+    eprintln!("policy: {note}");
+    assert!(note.contains("cannot read this DNSPolicy"), "{note}");
+    let note = undecodable_event(&events, "DNSRecord", "broken").await?;
+    eprintln!("record: {note}");
+    assert!(note.contains("cannot read this DNSRecord"), "{note}");
+    let counts = running.context.caches.undecodable();
+    assert!(counts.contains(&("DNSPolicy", 1)), "{counts:?}");
+    assert!(counts.contains(&("DNSRecord", 1)), "{counts:?}");
+    assert!(
+        counts.contains(&("ManagedZone", 0)),
+        "readable kinds count nothing: {counts:?}"
+    );
+
+    // A record written after them flows through the same watch.
+    apply(&records, record("later", "10.0.0.2")).await?;
+    published(&records, "later").await?;
+    assert_eq!(answers("later.skew.example").await, ["10.0.0.2"]);
+
+    // Mended, the unreadable record is read and published like any other.
+    apply(&records, record("broken", "10.0.0.9")).await?;
+    published(&records, "broken").await?;
+    assert_eq!(answers("broken.skew.example").await, ["10.0.0.9"]);
+    assert!(
+        running
+            .context
+            .caches
+            .undecodable()
+            .contains(&("DNSRecord", 1)),
+        "a mended object is not counted again"
+    );
+    Ok(())
+}
