@@ -57,8 +57,9 @@ testbed: toolchain ## Build kube-apiserver, etcd, kubectl, OCM agents, node bina
 deps: ## The dependency check alone: licenses, duplicate majors, banned crates and sources (deny.toml), offline
 	@bash scripts/check-dependencies.sh
 
-lint: toolchain ## rustfmt and clippy, warnings are errors
+lint: toolchain ## rustfmt, clippy (warnings are errors) and no module circles
 	$(CARGO) fmt --all -- --check
+	python3 scripts/module-circles.py
 	$(TIMED) "cargo clippy" $(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
 # What the tests' build builds: every target of every crate, the benchmarks' programs included
@@ -91,6 +92,7 @@ FIRST_TESTS := outages,partition,distributed,real_traffic,hub_controller,install
 # then scripts/test.sh packs the images from those binaries and runs the tests.
 test: packages testbed toolchain ## Install what is missing, then lint, build and run every test
 	$(CARGO) fmt --all -- --check
+	@python3 scripts/module-circles.py --self-test >/dev/null && python3 scripts/module-circles.py
 	$(TIMED) "cargo build (tests), linted by clippy" env $(CLIPPY_BUILD) $(CARGO) build $(BUILD_ARGS)
 	@$(TIMED) "dependency check (cargo-deny, offline)" bash scripts/check-dependencies.sh
 	@$(CLIPPY_BUILD) CARGO="$(CARGO)" bash scripts/test.sh "$(NODE_TESTS)" "$(ALONE_TESTS)" "$(FIRST_TESTS)" $(TEST_ARGS)

@@ -55,3 +55,15 @@ pub const HEARTBEAT_LEASE: &str = "meridian-agent-heartbeat";
 /// The agent's ClusterReport in its cluster namespace on the hub (its probe results are
 /// `ProbeResults` objects beside it, see `meridian::probe_results_name`).
 pub const CLUSTER_REPORT: &str = "agent";
+
+/// Whether `value` can name an object (a DNS subdomain: lowercase letters, digits, `-` and
+/// `.`, starting and ending with a letter or digit, at most 253 characters).
+pub fn is_object_name(value: &str) -> bool {
+    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    (1..=253).contains(&value.len())
+        && value
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && edge(value.chars().next())
+        && edge(value.chars().next_back())
+}

@@ -5,7 +5,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use kube::api::PatchParams;
 use kube::runtime::controller::Action;
@@ -14,15 +13,12 @@ use meridian_api::meridian::ClusterReport;
 use rand::Rng;
 
 use crate::caches::{Caches, Scope};
+use crate::clock::{Clock, last_heard, seconds_between};
+use crate::error::Error;
+use crate::host_marks::HostMarks;
+use crate::identity::{FIELD_MANAGER, object_key};
 use crate::metrics::Metrics;
 use crate::zone_provider::ProviderCache;
-
-/// The one field manager every write of these controllers uses (on the hub and, in distributed
-/// mode, on a spoke).
-pub const FIELD_MANAGER: &str = "meridian-hub";
-
-/// Label on DNSRecords naming the DNSPolicy that owns them.
-pub const POLICY_LABEL: &str = "meridian.dev/dns-policy";
 
 /// Settings of the shared controllers.
 #[derive(Debug, Clone)]
@@ -105,9 +101,6 @@ pub struct LocalCluster {
     pub namespace: Option<String>,
 }
 
-/// Label on the DNSRecords a distributed-mode agent writes.
-pub const DISTRIBUTED_LABEL: &str = "meridian.dev/distributed";
-
 impl Default for ControllerConfig {
     fn default() -> Self {
         ControllerConfig {
@@ -140,11 +133,8 @@ pub struct Context {
     pub caches: Arc<Caches>,
     recorder: kube::runtime::events::Recorder,
     failures: Mutex<HashMap<String, u32>>,
-    /// Distributed mode: each record's host mark as this process last saw it.
-    marks: Mutex<HashMap<String, Option<String>>>,
-    /// Distributed mode: per record, the refreshes since its host's mark was last read (a
-    /// host only this cluster publishes is read every few refreshes, not every one).
-    refreshes_unread: Mutex<HashMap<String, u32>>,
+    /// Distributed mode: what each record's host mark was and when it is next read.
+    pub host_marks: HostMarks,
     /// Distributed mode: the agent's probes of the hosts' addresses, and what they said at
     /// each record's last full pass.
     pub shared_probes: Option<Arc<dyn crate::shared_health::SharedProbes>>,
@@ -190,8 +180,6 @@ struct FailoverClock {
     verdict: k8s_openapi::jiff::Timestamp,
 }
 
-pub type Clock = Arc<dyn Fn() -> k8s_openapi::jiff::Timestamp + Send + Sync>;
-
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Context")
@@ -225,8 +213,7 @@ impl Context {
                 },
             ),
             failures: Mutex::new(HashMap::new()),
-            marks: Mutex::new(HashMap::new()),
-            refreshes_unread: Mutex::new(HashMap::new()),
+            host_marks: HostMarks::default(),
             shared_probes: None,
             failing_seen: Mutex::new(HashMap::new()),
             drifted: Mutex::new(BTreeSet::new()),
@@ -485,44 +472,6 @@ impl Context {
             .insert(record.to_string(), failing);
     }
 
-    /// Whether this refresh of `record` reads its host's last-modified mark
-    /// ([`crate::dns_record::mark_read_due`]); counts the refreshes that do not.
-    pub fn mark_read_due(&self, record: &str, sole_owner: bool) -> bool {
-        let mut unread = self.refreshes_unread.lock().expect("refreshes lock");
-        // A record not seen before reads at once.
-        let count = unread
-            .entry(record.to_string())
-            .or_insert(crate::dns_record::SOLE_OWNER_REFRESHES_UNREAD);
-        let due = crate::dns_record::mark_read_due(sole_owner, *count);
-        *count = if due { 0 } else { *count + 1 };
-        due
-    }
-
-    /// Makes the next refresh of `record` read its host's mark: after this cluster wrote, others
-    /// may start publishing the host (a fleet's cold start), and the first writer would
-    /// otherwise take itself for the sole owner for ten refreshes.
-    pub fn read_mark_next_refresh(&self, record: &str) {
-        self.refreshes_unread
-            .lock()
-            .expect("refreshes lock")
-            .insert(
-                record.to_string(),
-                crate::dns_record::SOLE_OWNER_REFRESHES_UNREAD,
-            );
-    }
-
-    /// The last-modified mark of `record`'s host as last seen (`Some(None)`: seen absent).
-    pub fn last_seen_mark(&self, record: &str) -> Option<Option<String>> {
-        self.marks.lock().expect("marks lock").get(record).cloned()
-    }
-
-    pub fn remember_mark(&self, record: &str, mark: Option<String>) {
-        self.marks
-            .lock()
-            .expect("marks lock")
-            .insert(record.to_string(), mark);
-    }
-
     /// The delay before retrying `object` after a failure: exponential per consecutive
     /// failure, with full jitter, so many failing objects never retry in step.
     pub fn retry_after_failure(&self, object: &str) -> Action {
@@ -652,43 +601,6 @@ impl Context {
     }
 }
 
-/// Why a reconcile failed; every variant is retried with backoff.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("Kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("{0}")]
-    Finalizer(String),
-    /// A write built on a cached object the API server has since moved past (the cache has not
-    /// heard yet): retried shortly, without backoff, as the watch catches up.
-    #[error("the cache is behind: {0}")]
-    Stale(String),
-    #[error("provider: {0}")]
-    Provider(#[from] meridian_providers::ProviderError),
-    #[error("waiting: {0}")]
-    Waiting(String),
-    /// A write refused because this replica may no longer hold the Lease.
-    #[error("fenced: {0}")]
-    Fenced(crate::fence::Fenced),
-    #[error("the reconcile ended abnormally: {0}")]
-    Aborted(String),
-}
-
-impl Error {
-    /// A short label for metrics.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Error::Kube(_) => "kube",
-            Error::Finalizer(_) => "finalizer",
-            Error::Stale(_) => "stale",
-            Error::Provider(_) => "provider",
-            Error::Waiting(_) => "waiting",
-            Error::Fenced(_) => "fenced",
-            Error::Aborted(_) => "aborted",
-        }
-    }
-}
-
 /// Runs a namespaced object's reconcile behind its finalizer: `apply` while it exists,
 /// `cleanup` once it is being deleted (the finalizer goes when `cleanup` succeeds). Counts the
 /// reconcile and resets the object's backoff on success.
@@ -804,174 +716,5 @@ where
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         Err(error) => Err(error.into()),
-    }
-}
-
-pub fn now() -> Time {
-    Time(k8s_openapi::jiff::Timestamp::now())
-}
-
-/// `namespace/name` of an object, for logs, metrics and the failure map.
-pub fn object_key(kind: &str, namespace: Option<&str>, name: &str) -> String {
-    match namespace {
-        Some(namespace) => format!("{kind}/{namespace}/{name}"),
-        None => format!("{kind}/{name}"),
-    }
-}
-
-/// The time from `from` to `to`; nothing when `to` is not later.
-fn seconds_between(
-    from: k8s_openapi::jiff::Timestamp,
-    to: k8s_openapi::jiff::Timestamp,
-) -> std::time::Duration {
-    std::time::Duration::try_from(to.duration_since(from)).unwrap_or_default()
-}
-
-/// When an agent was last heard from: its heartbeat Lease's renewal, or its report's time
-/// (agents that keep no Lease), whichever is later. Both times are the agent's word, so each
-/// counts no later than the API server saw the object written ([`server_stamped`]): a
-/// compromised agent writing a far-future time once is not "heard" forever after.
-pub fn last_heard(
-    lease: Option<&k8s_openapi::api::coordination::v1::Lease>,
-    report: Option<&ClusterReport>,
-) -> Option<k8s_openapi::jiff::Timestamp> {
-    let renewed = lease.and_then(|lease| {
-        let claimed = lease.spec.as_ref()?.renew_time.as_ref()?.0;
-        Some(no_later_than_written(claimed, &lease.metadata))
-    });
-    let reported = report.and_then(|report| {
-        let claimed = report.spec.reported_at.as_ref()?.0;
-        Some(no_later_than_written(claimed, &report.metadata))
-    });
-    renewed.max(reported)
-}
-
-/// The latest time the API server stamped on a write of the object (`managedFields[].time`,
-/// set by the server whenever a manager changes a field), to the second.
-pub fn server_stamped(
-    metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> Option<k8s_openapi::jiff::Timestamp> {
-    metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter_map(|entry| entry.time.as_ref().map(|t| t.0))
-        .max()
-}
-
-/// `claimed`, but no later than the server's last stamp on the object plus the second its
-/// stamps are truncated to. An object without stamps (none from a real API server) keeps its
-/// claim.
-fn no_later_than_written(
-    claimed: k8s_openapi::jiff::Timestamp,
-    metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> k8s_openapi::jiff::Timestamp {
-    match server_stamped(metadata) {
-        Some(written) => {
-            let written = written
-                .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(1))
-                .unwrap_or(written);
-            claimed.min(written)
-        }
-        None => claimed,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
-        ManagedFieldsEntry, MicroTime, ObjectMeta,
-    };
-
-    fn at(second: i64) -> k8s_openapi::jiff::Timestamp {
-        k8s_openapi::jiff::Timestamp::from_second(second).unwrap()
-    }
-
-    fn written_at(second: Option<i64>) -> ObjectMeta {
-        ObjectMeta {
-            managed_fields: second.map(|s| {
-                vec![ManagedFieldsEntry {
-                    manager: Some("meridian-agent".into()),
-                    time: Some(Time(at(s))),
-                    ..Default::default()
-                }]
-            }),
-            ..Default::default()
-        }
-    }
-
-    fn lease(renewed: i64, written: Option<i64>) -> Lease {
-        Lease {
-            metadata: written_at(written),
-            spec: Some(LeaseSpec {
-                renew_time: Some(MicroTime(at(renewed))),
-                ..Default::default()
-            }),
-        }
-    }
-
-    fn report(reported: i64, written: Option<i64>) -> ClusterReport {
-        let mut report = ClusterReport::new(
-            meridian_api::names::CLUSTER_REPORT,
-            serde_json::from_value(serde_json::json!({ "clusterID": "c" })).unwrap(),
-        );
-        report.metadata = written_at(written);
-        report.spec.reported_at = Some(Time(at(reported)));
-        report
-    }
-
-    #[test]
-    fn an_agents_times_count_no_later_than_the_api_server_saw_them_written() {
-        // (lease renewTime and server stamp, report reportedAt and server stamp, heard)
-        let far_future = 4_102_444_800; // 2100-01-01
-        let cases = [
-            (
-                Some((1_000, Some(1_000))),
-                None,
-                Some(1_000),
-                "an honest renewal",
-            ),
-            (
-                None,
-                Some((1_000, Some(1_000))),
-                Some(1_000),
-                "an honest report",
-            ),
-            (
-                Some((far_future, Some(1_000))),
-                None,
-                Some(1_001),
-                "the attack: a renewal dated 2100, written at 1,000",
-            ),
-            (
-                None,
-                Some((far_future, Some(1_000))),
-                Some(1_001),
-                "a report dated 2100",
-            ),
-            (
-                Some((900, Some(1_000))),
-                Some((1_200, Some(1_200))),
-                Some(1_200),
-                "the later of the two",
-            ),
-            (
-                Some((1_000, None)),
-                None,
-                Some(1_000),
-                "no stamps (not from an API server): the claim",
-            ),
-        ];
-        for (renewed, reported, heard, what) in cases {
-            let lease = renewed.map(|(time, written)| lease(time, written));
-            let report = reported.map(|(time, written)| report(time, written));
-            assert_eq!(
-                last_heard(lease.as_ref(), report.as_ref()),
-                heard.map(at),
-                "{what}"
-            );
-        }
     }
 }

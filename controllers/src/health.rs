@@ -374,6 +374,22 @@ pub fn secret_headers(
     Ok(headers)
 }
 
+/// When a leaf's current run of failed probes began: `consecutive_failures` probes, `interval`
+/// apart, the last at `last_checked`.
+pub fn failing_since(
+    last_checked: Option<k8s_openapi::jiff::Timestamp>,
+    consecutive_failures: i32,
+    interval: std::time::Duration,
+) -> Option<k8s_openapi::jiff::Timestamp> {
+    let last = last_checked?;
+    if consecutive_failures < 1 {
+        return None;
+    }
+    let earlier = interval * (consecutive_failures as u32 - 1);
+    last.checked_sub(k8s_openapi::jiff::SignedDuration::try_from(earlier).ok()?)
+        .ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

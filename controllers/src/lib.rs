@@ -14,16 +14,20 @@
 
 pub mod applied;
 pub mod caches;
+pub mod clock;
 mod context;
 pub mod convert;
 pub mod desired;
 pub mod dns_policy;
 pub mod dns_record;
 pub mod dnssec_keys;
+mod error;
 pub mod fence;
+pub mod gateway_status;
 pub mod health;
+pub mod host_marks;
+pub mod identity;
 pub mod indexes;
-pub mod insight;
 pub mod journal;
 pub mod metrics;
 pub mod owners;
@@ -39,8 +43,10 @@ pub mod zone_mirror;
 pub mod zone_provider;
 pub mod zone_serial;
 
+pub use clock::{Clock, now};
 pub use context::{
-    Clock, Concurrency, Context, ControllerConfig, DISTRIBUTED_LABEL, Error, FIELD_MANAGER,
-    LocalCluster, POLICY_LABEL, apply_params, counted, delete_if_present, now, object_key,
+    Concurrency, Context, ControllerConfig, LocalCluster, apply_params, counted, delete_if_present,
     retry_after, with_finalizer,
 };
+pub use error::Error;
+pub use identity::{DISTRIBUTED_LABEL, FIELD_MANAGER, POLICY_LABEL, object_key};

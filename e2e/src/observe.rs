@@ -9,9 +9,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use kube::Client;
-use meridian_controllers::insight::FleetSnapshot;
 use meridian_dns::model::RecordType;
 use meridian_hub::explain_command::{Report, client, explain_snapshot};
+use meridian_hub::insight::FleetSnapshot;
 use meridian_nameserver::GeoDb;
 
 use crate::{Error, repository_root};

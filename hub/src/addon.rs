@@ -63,8 +63,8 @@ impl std::str::FromStr for AddonPlacement {
     fn from_str(value: &str) -> Result<Self, String> {
         match value.split_once('/') {
             Some((namespace, name))
-                if crate::placement::is_class_name(namespace)
-                    && crate::placement::is_class_name(name) =>
+                if meridian_api::names::is_object_name(namespace)
+                    && meridian_api::names::is_object_name(name) =>
             {
                 Ok(AddonPlacement {
                     namespace: namespace.into(),

@@ -2,18 +2,18 @@
 //! path to it. Against the live hub it reads every DNSRecord, probe, policy, cluster report and
 //! zone once; offline (`-f`) it takes a `plan` scenario, with every leaf healthy. The answer is
 //! the nameserver's own walk over what is published (`meridian_nameserver::explain`), and the
-//! why of each leaf is `meridian_controllers::insight`.
+//! why of each leaf is `crate::insight`.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::insight::{FleetSnapshot, HostView, host_views};
 use ipnet::IpNet;
 use meridian_api::kuadrant::{DNSRecord, ManagedZone};
 use meridian_api::meridian::ClusterReport;
 use meridian_controllers::convert::all_to_api;
-use meridian_controllers::insight::{FleetSnapshot, HostView, host_views};
 use meridian_dns::model::RecordType;
 use meridian_nameserver::{Explanation, GeoCode, GeoDb, Location};
 use serde::Serialize;

@@ -80,9 +80,10 @@ impl Limits {
     /// makes `accept()` fail, here or on the DNS port. A client holds at most a quarter of a
     /// port, so four clients always fit.
     pub fn within_open_files(self, open_files: u64) -> Self {
-        let share = usize::try_from(open_files.saturating_sub(FILES_RESERVED) / 8)
-            .unwrap_or(usize::MAX)
-            .max(4);
+        let share =
+            usize::try_from(open_files.saturating_sub(crate::open_files::FILES_RESERVED) / 8)
+                .unwrap_or(usize::MAX)
+                .max(4);
         let max_connections = self.max_connections.min(share);
         Limits {
             max_connections,
@@ -91,10 +92,6 @@ impl Limits {
         }
     }
 }
-
-/// Files the hub needs besides its client connections: API server connections and watches,
-/// the DNS sockets (one UDP socket per core), the runtime's own, logs.
-pub const FILES_RESERVED: u64 = 96;
 
 /// The longest request head read (the path is all that matters).
 const MAX_HEAD: usize = 8192;

@@ -10,6 +10,7 @@ pub mod controller;
 pub mod explain_command;
 pub mod http;
 pub mod http_auth;
+pub mod insight;
 pub mod leader;
 pub mod nameserver_command;
 pub mod open_files;

@@ -3,10 +3,14 @@
 //! soft limit to the hard one at start (as Go's runtime does for every Go program), and sizes
 //! what each listener may hold to that limit: the two HTTP ports
 //! ([`crate::http::Limits::within_open_files`]) and the nameserver's TCP connections
-//! ([`dns_tcp_connections`]) together stay below it, with [`crate::http::FILES_RESERVED`] left
+//! ([`dns_tcp_connections`]) together stay below it, with [`FILES_RESERVED`] left
 //! for the API clients and the DNS sockets.
 
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
+
+/// Files the hub needs besides its client connections: API server connections and watches,
+/// the DNS sockets (one UDP socket per core), the runtime's own, logs.
+pub const FILES_RESERVED: u64 = 96;
 
 /// Raises the soft limit on open files to the hard limit, and returns the limit now in force
 /// (a generous guess when it cannot be read).
@@ -29,7 +33,7 @@ pub fn limit() -> u64 {
 /// The nameserver's TCP connections within `open_files`: at most `default`, and at most half
 /// of what is left after the reserve (the HTTP ports take a quarter).
 pub fn dns_tcp_connections(open_files: u64, default: usize) -> usize {
-    let half = open_files.saturating_sub(crate::http::FILES_RESERVED) / 2;
+    let half = open_files.saturating_sub(FILES_RESERVED) / 2;
     default
         .min(usize::try_from(half).unwrap_or(usize::MAX))
         .max(8)
@@ -47,7 +51,7 @@ mod tests {
                 .within_open_files(open_files)
                 .max_connections;
             let dns = dns_tcp_connections(open_files, 150);
-            let held = (2 * http + dns) as u64 + crate::http::FILES_RESERVED;
+            let held = (2 * http + dns) as u64 + FILES_RESERVED;
             assert!(held <= open_files, "{open_files}: {held} held");
         }
         assert_eq!(dns_tcp_connections(1_048_576, 150), 150);

@@ -63,7 +63,7 @@ pub fn cluster_downstream_class(
         });
     let mut refused = Vec::new();
     for (source, value) in label.into_iter().chain(claim) {
-        if is_class_name(value) {
+        if meridian_api::names::is_object_name(value) {
             return (value.to_string(), complaint(&cluster.name_any(), &refused));
         }
         refused.push(format!("{source} {value:?} is not a GatewayClass name"));
@@ -73,17 +73,6 @@ pub fn cluster_downstream_class(
 
 fn complaint(cluster: &str, refused: &[String]) -> Option<String> {
     (!refused.is_empty()).then(|| format!("ManagedCluster {cluster}: {}", refused.join("; ")))
-}
-
-/// Whether `value` can name a GatewayClass (a DNS subdomain, as every object name).
-pub fn is_class_name(value: &str) -> bool {
-    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    (1..=253).contains(&value.len())
-        && value
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-        && edge(value.chars().next())
-        && edge(value.chars().next_back())
 }
 
 /// The value of [`GATEWAY_WORK_LABEL`] for a hub Gateway: `<namespace>.<name>` (unambiguous:

@@ -790,14 +790,14 @@ fn metrics(ctx: &Context) -> String {
     metrics.push_str(&meridian_controllers::metrics::render_undecodable(
         &ctx.caches.undecodable(),
     ));
-    let snapshot = meridian_controllers::insight::FleetSnapshot::from_caches(
+    let snapshot = crate::insight::FleetSnapshot::from_caches(
         &ctx.caches,
         (ctx.clock)(),
         ctx.config.heartbeat_timeout,
     );
-    metrics.push_str(&meridian_controllers::insight::render_gauges(
-        &meridian_controllers::insight::host_views(&snapshot, None),
-    ));
+    metrics.push_str(&crate::insight::render_gauges(&crate::insight::host_views(
+        &snapshot, None,
+    )));
     if let Some(embedded) = ctx.providers.embedded_zones() {
         metrics.push_str(&embedded.server().stats().render());
         metrics.push_str(&embedded.render_metrics());

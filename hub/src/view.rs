@@ -2,14 +2,14 @@
 //! leaf, weights as shares, GEO branches, silent and draining clusters), and the recent changes
 //! to DNS with their times and reasons. Server-rendered HTML and SVG, no script, no write
 //! action, on a port of its own (never the DNS port). Everything drawn comes from
-//! `meridian_controllers::insight`, the same views `meridian-hub explain` prints.
+//! `crate::insight`, the same views `meridian-hub explain` prints.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use crate::insight::{FleetSnapshot, HostView, host_views};
 use meridian_controllers::Context;
-use meridian_controllers::insight::{FleetSnapshot, HostView, host_views};
 use meridian_controllers::journal::Entry;
 use meridian_dns::model::{Endpoint, GEO_CODE, PRIORITY, RecordType, WEIGHT};
 use tokio::net::TcpListener;
@@ -128,7 +128,7 @@ fn index(views: &[HostView], changes: &[Entry]) -> String {
     document("Meridian: live DNS", &body)
 }
 
-fn cluster_badge(cluster: &meridian_controllers::insight::ClusterState) -> String {
+fn cluster_badge(cluster: &crate::insight::ClusterState) -> String {
     let mut badge = escape(&cluster.name);
     if cluster.silent {
         badge.push_str(" <span class=\"warn\">silent</span>");
@@ -539,7 +539,7 @@ fn short(name: &str, host: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use meridian_controllers::insight::{ClusterState, LeafView};
+    use crate::insight::{ClusterState, LeafView};
 
     fn cname(name: &str, target: &str, property: Option<(&str, &str)>) -> Endpoint {
         let mut endpoint = Endpoint::new(name, RecordType::Cname, [target.to_string()], 60);

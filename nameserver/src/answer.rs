@@ -6,28 +6,24 @@ use std::sync::Arc;
 
 use hickory_proto::dnssec::rdata::DNSSECRData;
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
+use hickory_proto::rr::rdata::HINFO;
 use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsCode, EdnsOption};
-use hickory_proto::rr::rdata::{HINFO, NS, SOA};
 use hickory_proto::rr::{Name, RData, Record, RecordType as WireType};
-use ipnet::IpNet;
 use rand::Rng;
 
-use meridian_dns::wire::{DEFAULT_TTL, TsigKey, fqdn, to_wire};
+use meridian_dns::wire::{DEFAULT_TTL, to_wire};
 
 use crate::cookie;
 use crate::dnssec::{ZoneKeys, compact_denial};
-use crate::geo::{GeoDb, Location};
-use crate::stats::{Choice, Stats};
-use crate::transfer::{History, transfer_records};
+use crate::geo::Location;
+use crate::query::{Chosen, MAX_CHAIN, QueryContext, SERVER_UDP_PAYLOAD, Transport, choose_among};
+use crate::stats::Stats;
+use crate::transfer::transfer_records;
 use crate::tsig::{self, ResponseSigner};
-use crate::zone::{Catalog, NAME_SERVER_TTL, Zone, normalize};
-use meridian_dns::model::{Endpoint, GEO_CODE, RecordType, WEIGHT, is_at_or_below};
-use meridian_dns::tree::CATCH_ALL_GEO;
+use crate::zone::apex::{name_server_glue, ns_records, soa, soa_with_serial};
+use crate::zone::{Catalog, Zone, normalize};
+use meridian_dns::model::{Endpoint, RecordType, is_at_or_below};
 
-/// The longest CNAME chain followed inside a zone.
-pub(crate) const MAX_CHAIN: usize = 16;
-/// The UDP payload size the server advertises (the DNS flag day 2020 value).
-pub(crate) const SERVER_UDP_PAYLOAD: u16 = 1232;
 /// Records per AXFR message.
 const AXFR_CHUNK: usize = 200;
 /// EDNS option code of an extended DNS error (RFC 8914).
@@ -37,42 +33,6 @@ pub(crate) const SIGNED_ZONE_TRANSFER: &str =
     "zone is signed online per query; secondaries cannot serve it";
 /// TTL of the record an ANY query gets (RFC 8482 suggests a day's worth of caching).
 const RFC8482_TTL: u32 = 3600;
-/// The SOA's timers for secondaries: ask for changes hourly, retry every 10 minutes, and keep
-/// serving when the primary cannot be reached for the zone's expire (`ZoneConfig::soa_expire`:
-/// two weeks unless the ManagedZone says otherwise, never under one). Expire is how long a
-/// secondary fails static: RFC 1912 suggests two to four weeks, zonemaster wants at least one,
-/// and the day it was before made a secondary drop the zone after one day of a hub outage.
-const SOA_REFRESH: i32 = 3600;
-const SOA_RETRY: i32 = 600;
-const _: () = assert!(
-    crate::zone::MIN_SOA_EXPIRE as i32 > SOA_REFRESH + SOA_RETRY
-        && crate::zone::DEFAULT_SOA_EXPIRE >= crate::zone::MIN_SOA_EXPIRE
-);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
-    Udp,
-    Tcp,
-}
-
-/// What the server knows about the query besides its bytes.
-#[derive(Debug, Clone, Copy)]
-pub struct QueryContext<'a> {
-    pub source: IpAddr,
-    pub transport: Transport,
-    pub geo: Option<&'a GeoDb>,
-    /// Networks allowed to transfer zones (AXFR over TCP).
-    pub transfer_allowed: &'a [IpNet],
-    /// Where answers are counted, if anywhere.
-    pub stats: Option<&'a Stats>,
-    /// Keys that sign requests (TSIG): a request signed with one gets signed responses and
-    /// may transfer zones.
-    pub tsig_keys: &'a [TsigKey],
-    /// The secret of this server's DNS cookies; none answers without cookies.
-    pub cookie_secret: Option<&'a [u8]>,
-    /// Unix time, seconds (TSIG and cookie times).
-    pub now: u64,
-}
 
 /// The response packets to `request` (several only for a zone transfer); none when the request
 /// is not worth answering (unparseable header, or itself a response).
@@ -392,18 +352,6 @@ fn types_at(zone: &Zone, name: &str, records: &[Endpoint]) -> Vec<WireType> {
     types
 }
 
-/// The apex's own sets, each as one RRset: SOA, NS and, in a signed zone, DNSKEY, CDS and
-/// CDNSKEY (their signatures are made when the zone is built).
-pub(crate) fn apex_rrsets(zone: &Zone) -> Vec<Vec<Record>> {
-    let mut rrsets = vec![vec![soa(zone)], ns_records(zone)];
-    if let Some(keys) = &zone.config.dnssec {
-        for record_type in [WireType::DNSKEY, WireType::CDS, WireType::CDNSKEY] {
-            rrsets.push(keys.apex_records(record_type));
-        }
-    }
-    rrsets
-}
-
 /// Puts after every RRset of the answer and authority sections its RRSIG: the apex's own
 /// sets' made with the zone, others' made now (denials, wildcard answers, ANY, and whatever
 /// the fast path did not answer).
@@ -462,173 +410,12 @@ fn choose_counted<'a, 'l>(
     }
 }
 
-/// What a choice among the records of one name and type needs to know of each record.
-pub(crate) trait Candidate {
-    fn set_identifier(&self) -> Option<&str>;
-    fn geo_code(&self) -> Option<&str>;
-    /// The weight; 1 when it has none or it does not parse.
-    fn weight(&self) -> u64;
-}
-
-impl Candidate for &Endpoint {
-    fn set_identifier(&self) -> Option<&str> {
-        self.set_identifier.as_deref()
-    }
-
-    fn geo_code(&self) -> Option<&str> {
-        self.property(GEO_CODE)
-    }
-
-    fn weight(&self) -> u64 {
-        self.property(WEIGHT)
-            .and_then(|w| w.parse::<u64>().ok())
-            .unwrap_or(1)
-    }
-}
-
-/// Which records answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Chosen {
-    /// All of them: they are plain.
-    All,
-    One(usize),
-    None,
-}
-
-/// The records to answer with among those of one name and type: all of them when they are
-/// plain, one GEO match, or one drawn by weight; and how a dynamic answer was chosen.
-pub(crate) fn choose_among<'l, C: Candidate>(
-    records: &[C],
-    location: impl FnOnce() -> Option<&'l Location>,
-    rng: &mut impl Rng,
-) -> (Chosen, Option<Choice>) {
-    if records.iter().all(|r| r.set_identifier().is_none()) {
-        return (Chosen::All, None);
-    }
-    if records.iter().any(|r| r.geo_code().is_some()) {
-        // Only a GEO choice needs the client's location.
-        let location = location();
-        let with_code = |code: Option<&str>, choice: Choice| {
-            code.and_then(|code| records.iter().position(|r| r.geo_code() == Some(code)))
-                .map(|index| (index, choice))
-        };
-        let chosen = with_code(
-            location.and_then(|l| l.country.as_deref()),
-            Choice::GeoCountry,
-        )
-        .or_else(|| {
-            with_code(
-                location.and_then(|l| l.continent.as_deref()),
-                Choice::GeoContinent,
-            )
-        })
-        .or_else(|| with_code(Some(CATCH_ALL_GEO), Choice::GeoCatchAll))
-        // No catch-all: the lowest set identifier, so the answer is never empty and stable.
-        .or_else(|| {
-            (0..records.len())
-                .min_by_key(|&i| records[i].set_identifier())
-                .map(|index| (index, Choice::GeoFallback))
-        });
-        return chosen.map_or((Chosen::None, None), |(index, choice)| {
-            (Chosen::One(index), Some(choice))
-        });
-    }
-    let drawn = Some(Choice::Weighted);
-    let total: u64 = records.iter().map(Candidate::weight).sum();
-    if total == 0 {
-        return (Chosen::One(rng.random_range(0..records.len())), drawn);
-    }
-    let mut draw = rng.random_range(0..total);
-    for (index, record) in records.iter().enumerate() {
-        let w = record.weight();
-        if draw < w {
-            return (Chosen::One(index), drawn);
-        }
-        draw -= w;
-    }
-    (Chosen::One(records.len() - 1), drawn)
-}
-
-/// [`choose_among`] for endpoints, with the location known.
-#[cfg(test)]
-pub(crate) fn choose<'a>(
-    records: &[&'a Endpoint],
-    location: Option<&Location>,
-    rng: &mut impl Rng,
-) -> (Vec<&'a Endpoint>, Option<Choice>) {
-    let (chosen, choice) = choose_among(records, || location, rng);
-    let chosen = match chosen {
-        Chosen::All => records.to_vec(),
-        Chosen::One(index) => vec![records[index]],
-        Chosen::None => Vec::new(),
-    };
-    (chosen, choice)
-}
-
 /// The wire type of a record type the nameserver serves (it does not serve SRV, MX or CAA).
 fn wire_type(record_type: RecordType) -> Option<WireType> {
     match record_type {
         RecordType::Srv | RecordType::Mx | RecordType::Caa => None,
         served => Some(meridian_dns::wire::wire_type(served)),
     }
-}
-
-pub(crate) fn soa(zone: &Zone) -> Record {
-    soa_with_serial(zone, zone.serial)
-}
-
-fn soa_with_serial(zone: &Zone, serial: u32) -> Record {
-    let apex = zone.apex();
-    let primary = zone
-        .config
-        .name_servers
-        .first()
-        .map_or_else(|| format!("ns1.{apex}"), |ns| ns.name.clone());
-    let rdata = SOA::new(
-        fqdn(&primary),
-        fqdn(&format!("hostmaster.{apex}")),
-        serial,
-        SOA_REFRESH,
-        SOA_RETRY,
-        i32::try_from(zone.config.soa_expire).unwrap_or(i32::MAX),
-        DEFAULT_TTL,
-    );
-    Record::from_rdata(fqdn(apex), DEFAULT_TTL, RData::SOA(rdata))
-}
-
-fn ns_records(zone: &Zone) -> Vec<Record> {
-    zone.config
-        .name_servers
-        .iter()
-        .map(|ns| {
-            Record::from_rdata(
-                fqdn(zone.apex()),
-                NAME_SERVER_TTL,
-                RData::NS(NS(fqdn(&ns.name))),
-            )
-        })
-        .collect()
-}
-
-/// The addresses of the zone's own name servers, for the additional section of an NS answer
-/// (resolvers then need no second query to reach them).
-fn name_server_glue(zone: &Zone) -> Vec<Record> {
-    let mut glue = Vec::new();
-    for ns in zone
-        .config
-        .name_servers
-        .iter()
-        .filter(|ns| ns.is_inside(zone.apex()))
-    {
-        if let Some(records) = zone.lookup(&ns.name) {
-            let addresses: Vec<&Endpoint> = records
-                .iter()
-                .filter(|r| matches!(r.record_type, RecordType::A | RecordType::Aaaa))
-                .collect();
-            glue.extend(to_wire(&fqdn(&ns.name), addresses));
-        }
-    }
-    glue
 }
 
 /// An AXFR or IXFR: for a client signed with a known key or in an allowed network, over TCP
@@ -694,7 +481,7 @@ fn transfer(
     let history = zone
         .history
         .clone()
-        .unwrap_or_else(|| Arc::new(History::after(None, zone)));
+        .unwrap_or_else(|| Arc::new(zone.history_after(None)));
     let records = transfer_records(zone, &history, client_serial, |serial| {
         soa_with_serial(zone, serial)
     });
@@ -745,93 +532,5 @@ fn encode(
     match signer {
         Some(signer) => signer.sign(&mut response),
         None => response.to_vec().ok(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use rand::SeedableRng;
-    use rand::rngs::SmallRng;
-
-    fn weighted(set: &str, weight: u32) -> Endpoint {
-        Endpoint::new(
-            "default.klb.example.com",
-            RecordType::Cname,
-            [format!("{set}.example.com")],
-            60,
-        )
-        .with_set_identifier(set)
-        .with_property(WEIGHT, weight.to_string())
-    }
-
-    fn geo(code: &str) -> Endpoint {
-        Endpoint::new(
-            "klb.example.com",
-            RecordType::Cname,
-            [format!("{}.klb.example.com", code.to_lowercase())],
-            300,
-        )
-        .with_set_identifier(code)
-        .with_property(GEO_CODE, code)
-    }
-
-    #[test]
-    fn weight_zero_is_never_chosen_while_another_is_positive() {
-        let records = [weighted("a", 0), weighted("b", 5)];
-        let refs: Vec<&Endpoint> = records.iter().collect();
-        let mut rng = SmallRng::seed_from_u64(7);
-        assert!(
-            (0..1000)
-                .all(|_| choose(&refs, None, &mut rng).0[0].set_identifier.as_deref() == Some("b"))
-        );
-        let zeros = [weighted("a", 0), weighted("b", 0)];
-        let refs: Vec<&Endpoint> = zeros.iter().collect();
-        assert_eq!(
-            choose(&refs, None, &mut rng).0.len(),
-            1,
-            "all zero: still one answer"
-        );
-    }
-
-    #[test]
-    fn geo_matches_country_then_continent_then_catch_all_then_lowest() {
-        let mut catch_all = geo("IE");
-        catch_all.set_identifier = Some("default".into());
-        catch_all.provider_specific = vec![meridian_dns::model::ProviderSpecific {
-            name: GEO_CODE.into(),
-            value: "*".into(),
-        }];
-        let records = [geo("IE"), geo("US"), geo("GEO-EU"), catch_all];
-        let refs: Vec<&Endpoint> = records.iter().collect();
-        let mut rng = SmallRng::seed_from_u64(1);
-        let at = |country: Option<&str>, continent: Option<&str>| Location {
-            country: country.and_then(crate::GeoCode::new),
-            continent: continent.and_then(crate::GeoCode::new),
-        };
-        let pick = |location: Option<Location>, rng: &mut SmallRng| {
-            choose(&refs, location.as_ref(), rng).0[0]
-                .set_identifier
-                .clone()
-                .unwrap()
-        };
-        assert_eq!(pick(Some(at(Some("US"), Some("GEO-NA"))), &mut rng), "US");
-        assert_eq!(
-            pick(Some(at(Some("FR"), Some("GEO-EU"))), &mut rng),
-            "GEO-EU"
-        );
-        assert_eq!(
-            pick(Some(at(Some("JP"), Some("GEO-AS"))), &mut rng),
-            "default"
-        );
-        assert_eq!(pick(None, &mut rng), "default");
-        let no_catch_all: Vec<&Endpoint> = records[..3].iter().collect();
-        assert_eq!(
-            choose(&no_catch_all, None, &mut rng).0[0]
-                .set_identifier
-                .as_deref(),
-            Some("GEO-EU"),
-            "lowest set identifier"
-        );
     }
 }

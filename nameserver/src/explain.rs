@@ -10,8 +10,8 @@ use serde::Serialize;
 
 use meridian_dns::model::{Endpoint, GEO_CODE, RecordType, WEIGHT, is_at_or_below};
 
-use crate::answer::{Candidate, Chosen, MAX_CHAIN, choose_among};
 use crate::geo::Location;
+use crate::query::{Candidate, Chosen, MAX_CHAIN, choose_among};
 use crate::stats::Choice;
 use crate::zone::{Zone, normalize};
 

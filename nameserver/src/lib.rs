@@ -12,12 +12,16 @@
 //! cannot choose by GEO or weight (see `transfer`).
 
 pub(crate) mod answer;
+mod clock;
 mod cookie;
 pub mod dnssec;
 pub mod explain;
 mod fast;
 pub mod geo;
+mod history;
 mod notify;
+mod prepared;
+mod query;
 pub mod rate_limit;
 pub mod server;
 pub mod stats;
@@ -25,14 +29,15 @@ mod transfer;
 mod tsig;
 mod zone;
 
-pub use answer::{QueryContext, Transport, respond};
+pub use answer::respond;
 pub use explain::{Explanation, explain};
 pub use geo::{GeoCode, GeoDb, Location};
+pub use history::serial_newer;
 pub use meridian_dns::wire::{TsigKey, TsigKeyError};
+pub use query::{QueryContext, Transport};
 pub use rate_limit::RateLimit;
 pub use server::{DEFAULT_TCP_CONNECTIONS, NameServer, ServerConfig, next_serial};
 pub use stats::Stats;
-pub use transfer::serial_newer;
 pub use zone::{
     Catalog, DEFAULT_SOA_EXPIRE, DelegationError, MIN_SOA_EXPIRE, NAME_SERVER_TTL, Zone,
     ZoneConfig, ZoneNameServer,

@@ -14,9 +14,9 @@ use tokio::net::UdpSocket;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
-use crate::answer::soa as zone_soa;
 use crate::tsig::FUDGE;
 use crate::zone::Catalog;
+use crate::zone::apex::soa as zone_soa;
 use meridian_dns::wire::TsigKey;
 
 /// Sends of one NOTIFY before the secondary is given up on until the next change.
@@ -74,7 +74,7 @@ async fn notify(secondary: SocketAddr, soa: Record, key: Option<TsigKey>) {
     // already has that serial.
     message.add_answer(soa);
     if let Some(key) = &key {
-        let now = crate::server::unix_now();
+        let now = crate::clock::unix_now();
         if message.finalize(&key.signer(FUDGE), now).is_err() {
             return;
         }

@@ -17,8 +17,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
-use crate::answer::{QueryContext, Transport, respond};
+use crate::answer::respond;
+use crate::clock::unix_now;
 use crate::geo::GeoDb;
+use crate::query::{QueryContext, Transport};
 use crate::rate_limit::{RateLimit, RateLimiter, Verdict};
 use crate::stats::{Stats, TcpClosed};
 use crate::zone::{Catalog, Zone, ZoneConfig};
@@ -271,7 +273,7 @@ impl NameServer {
 /// every change and stay close to the time.
 pub fn next_serial(serial: u32, now: u32) -> u32 {
     let next = serial.wrapping_add(1).max(1);
-    if crate::transfer::serial_newer(now, next) {
+    if crate::history::serial_newer(now, next) {
         now
     } else {
         next
@@ -305,13 +307,6 @@ async fn refresh_signatures(catalog: Arc<ArcSwap<Catalog>>) {
             next
         });
     }
-}
-
-/// Seconds since the Unix epoch.
-pub(crate) fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs())
 }
 
 /// Binds `count` UDP sockets to one address with SO_REUSEPORT (the kernel spreads clients

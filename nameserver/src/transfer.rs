@@ -1,207 +1,12 @@
 //! Zone transfers to standard secondaries (BIND, Knot, a DNS provider's secondary service):
-//! what a secondary can hold, the journal of recent changes, and the AXFR and IXFR record
-//! sequences built from them.
-//!
-//! A secondary serves plain DNS: it cannot choose by GEO or weight, and it cannot hold the
-//! several CNAMEs a weighted or GEO name has here. So a transfer carries each such name as
-//! the addresses its tree leads to (every cluster's, as the RFC2136 provider publishes them);
-//! names outside the tree travel as they are. Meridian's own servers keep answering by GEO and
-//! weight.
-
-use std::collections::{BTreeSet, VecDeque};
-use std::sync::Arc;
+//! the AXFR and IXFR record sequences, built from the zone as a secondary holds it
+//! ([`crate::zone::secondary`]) and the journal of its recent changes ([`crate::history`]).
+//! Meridian's own servers keep answering by GEO and weight.
 
 use hickory_proto::rr::Record;
 
-use crate::zone::{NAME_SERVER_TTL, Zone};
-use meridian_dns::model::{Endpoint, RecordType, is_at_or_below};
-use meridian_dns::wire::{DEFAULT_TTL, fqdn, to_wire};
-
-/// Changes the journal keeps, at most; an older serial gets the whole zone.
-const JOURNAL_CHANGES: usize = 100;
-/// Records the journal keeps across its changes, at most (a bound on its memory).
-const JOURNAL_RECORDS: usize = 200_000;
-/// The longest CNAME chain followed when a name is flattened.
-const MAX_CHAIN: usize = 16;
-
-/// One record as a secondary holds it: a name, a type and one value.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) struct PlainRecord {
-    pub name: String,
-    pub record_type: RecordType,
-    pub ttl: u32,
-    pub value: String,
-}
-
-impl PlainRecord {
-    fn new(name: &str, record_type: RecordType, ttl: u32, value: &str) -> Self {
-        PlainRecord {
-            name: name.to_string(),
-            record_type,
-            ttl: if ttl == 0 { DEFAULT_TTL } else { ttl },
-            value: value.to_string(),
-        }
-    }
-
-    pub(crate) fn to_wire(&self) -> Vec<Record> {
-        let endpoint = Endpoint::new(&self.name, self.record_type, [self.value.clone()], self.ttl);
-        to_wire(&fqdn(&self.name), vec![&endpoint])
-    }
-}
-
-/// The zone as a secondary holds it, apart from the SOA: the NS set, and every name, those
-/// with a GEO or weighted choice flattened to the addresses they lead to.
-pub(crate) fn secondary_view(zone: &Zone) -> Vec<PlainRecord> {
-    let apex = zone.apex();
-    let mut view: BTreeSet<PlainRecord> = zone
-        .config
-        .name_servers
-        .iter()
-        .map(|ns| PlainRecord::new(apex, RecordType::Ns, NAME_SERVER_TTL, &ns.name))
-        .collect();
-    let records: Vec<&Endpoint> = zone.all_records().collect();
-    for group in records.chunk_by(|a, b| a.dns_name == b.dns_name) {
-        let name = group[0].dns_name.as_str();
-        let dynamic = group.iter().any(|r| r.set_identifier.is_some());
-        for record in group {
-            let flattened = dynamic
-                && matches!(
-                    record.record_type,
-                    RecordType::A | RecordType::Aaaa | RecordType::Cname
-                );
-            if flattened || !served(record.record_type) {
-                continue;
-            }
-            for value in &record.targets {
-                view.insert(PlainRecord::new(
-                    name,
-                    record.record_type,
-                    record.record_ttl,
-                    value,
-                ));
-            }
-        }
-        if dynamic {
-            view.extend(flatten(zone, name, group));
-        }
-    }
-    view.into_iter().collect()
-}
-
-/// The record types the nameserver serves (it does not serve SRV, MX or CAA).
-fn served(record_type: RecordType) -> bool {
-    !matches!(
-        record_type,
-        RecordType::Srv | RecordType::Mx | RecordType::Caa
-    )
-}
-
-/// A GEO or weighted name as plain records: every address its tree leads to inside the zone;
-/// when it leads to none, a CNAME to the first hostname outside the zone.
-fn flatten(zone: &Zone, name: &str, records: &[&Endpoint]) -> Vec<PlainRecord> {
-    let ttl = records
-        .iter()
-        .filter(|r| r.set_identifier.is_some())
-        .map(|r| r.record_ttl)
-        .min()
-        .unwrap_or(DEFAULT_TTL);
-    let mut addresses = BTreeSet::new();
-    let mut hostnames = BTreeSet::new();
-    let mut pending: Vec<(&Endpoint, usize)> = records.iter().map(|r| (*r, 0)).collect();
-    while let Some((record, depth)) = pending.pop() {
-        match record.record_type {
-            RecordType::A | RecordType::Aaaa => {
-                for target in &record.targets {
-                    addresses.insert((record.record_type, target.as_str()));
-                }
-            }
-            RecordType::Cname => {
-                for target in &record.targets {
-                    if !is_at_or_below(target, zone.apex()) {
-                        hostnames.insert(target.as_str());
-                    } else if depth < MAX_CHAIN {
-                        let next = zone.lookup(target).unwrap_or_default();
-                        pending.extend(next.iter().map(|r| (r, depth + 1)));
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    if addresses.is_empty() {
-        return hostnames
-            .first()
-            .map(|host| PlainRecord::new(name, RecordType::Cname, ttl, host))
-            .into_iter()
-            .collect();
-    }
-    addresses
-        .into_iter()
-        .map(|(record_type, address)| PlainRecord::new(name, record_type, ttl, address))
-        .collect()
-}
-
-/// One change of the zone, from one serial to the next, as a secondary sees it.
-#[derive(Debug)]
-pub(crate) struct Change {
-    pub from: u32,
-    pub to: u32,
-    pub removed: Vec<PlainRecord>,
-    pub added: Vec<PlainRecord>,
-}
-
-/// What transfers need of a zone: its secondary view and the journal of the changes that led
-/// to it (kept only by servers that allow transfers).
-#[derive(Debug, Default)]
-pub(crate) struct History {
-    pub view: Vec<PlainRecord>,
-    journal: VecDeque<Arc<Change>>,
-}
-
-impl History {
-    /// The history of `zone`, one change after `previous` (the history of the zone it replaces,
-    /// and that zone's serial).
-    pub(crate) fn after(previous: Option<(&History, u32)>, zone: &Zone) -> History {
-        let view = secondary_view(zone);
-        let Some((previous, previous_serial)) = previous else {
-            return History {
-                view,
-                journal: VecDeque::new(),
-            };
-        };
-        let old: BTreeSet<&PlainRecord> = previous.view.iter().collect();
-        let new: BTreeSet<&PlainRecord> = view.iter().collect();
-        let change = Change {
-            from: previous_serial,
-            to: zone.serial,
-            removed: old.difference(&new).map(|r| (*r).clone()).collect(),
-            added: new.difference(&old).map(|r| (*r).clone()).collect(),
-        };
-        let mut journal = previous.journal.clone();
-        journal.push_back(Arc::new(change));
-        let size = |c: &Change| c.removed.len() + c.added.len();
-        let mut kept: usize = journal.iter().map(|c| size(c)).sum();
-        while journal.len() > JOURNAL_CHANGES || (kept > JOURNAL_RECORDS && journal.len() > 1) {
-            if let Some(dropped) = journal.pop_front() {
-                kept -= size(&dropped);
-            }
-        }
-        History { view, journal }
-    }
-
-    /// The changes from `serial` to the current one, in order; none when the journal does not
-    /// reach back that far.
-    pub(crate) fn changes_since(&self, serial: u32) -> Option<impl Iterator<Item = &Change> + '_> {
-        // The journal is contiguous: each change starts where the one before ended.
-        let start = self.journal.iter().position(|c| c.from == serial)?;
-        Some(self.journal.range(start..).map(Arc::as_ref))
-    }
-}
-
-/// Whether serial `a` is newer than `b` (RFC 1982 serial number arithmetic).
-pub fn serial_newer(a: u32, b: u32) -> bool {
-    a != b && (a.wrapping_sub(b) as i32) > 0
-}
+use crate::history::{History, PlainRecord, serial_newer};
+use crate::zone::Zone;
 
 /// What an AXFR, or an IXFR from `client_serial`, sends: the records between the opening and
 /// closing SOA, given the SOA of a serial.
@@ -237,8 +42,12 @@ pub(crate) fn transfer_records(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::JOURNAL_CHANGES;
+    use crate::zone::secondary::secondary_view;
     use crate::zone::{ZoneConfig, ZoneNameServer};
+    use meridian_dns::model::{Endpoint, RecordType};
     use meridian_dns::model::{GEO_CODE, WEIGHT};
+    use meridian_dns::wire::fqdn;
 
     fn weighted(name: &str, set: &str, target: &str, weight: u32) -> Endpoint {
         Endpoint::new(name, RecordType::Cname, [target.to_string()], 60)
@@ -359,7 +168,7 @@ mod tests {
         let mut previous: Option<(Zone, History)> = None;
         for (index, endpoints) in versions.iter().enumerate() {
             let zone = zone(100 + index as u32, endpoints.clone());
-            let history = History::after(previous.as_ref().map(|(z, h)| (h, z.serial)), &zone);
+            let history = zone.history_after(previous.as_ref().map(|(z, h)| (h, z.serial)));
             previous = Some((zone, history));
         }
         previous.unwrap()

@@ -9,7 +9,18 @@ use aws_config::provider_config::ProviderConfig;
 use aws_config::sts::AssumeRoleProvider;
 use aws_credential_types::Credentials;
 use aws_credential_types::provider::SharedCredentialsProvider;
-use aws_sdk_route53::config::Region;
+use aws_sdk_route53::config::{Region, SharedHttpClient};
+use aws_smithy_http_client::tls;
+
+/// The HTTP client of every AWS client (Route53, STS): hyper 1 and rustls on ring, the stack
+/// kube uses (the SDK's default would add aws-lc-rs to the build).
+pub fn http_client() -> SharedHttpClient {
+    aws_smithy_http_client::Builder::new()
+        .tls_provider(tls::Provider::Rustls(
+            tls::rustls_provider::CryptoMode::Ring,
+        ))
+        .build_https()
+}
 
 /// Where the calls' credentials come from.
 #[derive(Clone, PartialEq, Eq)]
@@ -72,7 +83,7 @@ pub async fn credentials_provider(identity: &AwsIdentity) -> SharedCredentialsPr
                 .region(region.clone())
                 .configure(
                     ProviderConfig::default()
-                        .with_http_client(crate::route53::http_client())
+                        .with_http_client(http_client())
                         .with_region(Some(region.clone())),
                 )
                 .build()
@@ -83,7 +94,7 @@ pub async fn credentials_provider(identity: &AwsIdentity) -> SharedCredentialsPr
         return source;
     };
     let mut sts = aws_config::defaults(BehaviorVersion::latest())
-        .http_client(crate::route53::http_client())
+        .http_client(http_client())
         .region(region.clone())
         .credentials_provider(source.clone());
     if let Some(endpoint) = &identity.sts_endpoint {

@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 
 use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_sdk_route53::Client;
-use aws_sdk_route53::config::SharedHttpClient;
 use aws_sdk_route53::config::retry::RetryConfig;
 use aws_sdk_route53::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_route53::error::{ProvideErrorMetadata, SdkError};
@@ -16,7 +15,6 @@ use aws_sdk_route53::types::{
     Change as AwsChange, ChangeAction, ChangeBatch, GeoLocation, ResourceRecord, ResourceRecordSet,
     RrType,
 };
-use aws_smithy_http_client::tls;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
@@ -46,16 +44,6 @@ impl std::fmt::Debug for Route53Credentials {
             .field("endpoint", &self.endpoint)
             .finish_non_exhaustive()
     }
-}
-
-/// The HTTP client of every Route53 client: hyper 1 and rustls on ring, the stack kube uses
-/// (the SDK's default would add aws-lc-rs to the build).
-pub fn http_client() -> SharedHttpClient {
-    aws_smithy_http_client::Builder::new()
-        .tls_provider(tls::Provider::Rustls(
-            tls::rustls_provider::CryptoMode::Ring,
-        ))
-        .build_https()
 }
 
 /// Route53 for one account.
@@ -105,7 +93,7 @@ impl Route53Provider {
         let mut builder = aws_sdk_route53::Config::builder();
         builder.set_endpoint_url(endpoint);
         let config = builder
-            .http_client(http_client())
+            .http_client(crate::aws_identity::http_client())
             .behavior_version(BehaviorVersion::latest())
             .region(Region::new(region.to_string()))
             .credentials_provider(credentials)

@@ -96,7 +96,7 @@ impl MotoServer {
         use aws_sdk_route53::config::{BehaviorVersion, Credentials, Region};
         let config = aws_sdk_route53::Config::builder()
             .behavior_version(BehaviorVersion::latest())
-            .http_client(meridian_providers::route53::http_client())
+            .http_client(meridian_providers::aws_identity::http_client())
             .region(Region::new("us-east-1"))
             .credentials_provider(Credentials::new("testing", "testing", None, None, "moto"))
             .endpoint_url(self.endpoint())

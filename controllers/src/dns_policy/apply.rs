@@ -3,15 +3,13 @@
 
 use kube::api::{Api, Patch};
 use kube::{Resource, ResourceExt};
-use meridian_api::conditions::{self, ConditionUpdate, reasons, set_condition};
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord};
-use meridian_api::upstream::Gateway;
 use serde_json::json;
 
 use super::gather::records_of;
 use crate::convert::{all_to_api, all_to_engine};
 use crate::desired::Desired;
-use crate::{Context, Error, POLICY_LABEL, apply_params, delete_if_present, now};
+use crate::{Context, Error, POLICY_LABEL, delete_if_present};
 
 /// Applies the desired DNSRecords and deletes the policy's others; returns the records as
 /// they are now.
@@ -48,7 +46,7 @@ pub async fn write_records(
                 "ownerReferences": [owner],
                 // Created with the record controller's finalizer, so its first pass publishes
                 // instead of spending a write (and a round through the queue) to add it.
-                "finalizers": [crate::dns_record::FINALIZER],
+                "finalizers": [crate::identity::RECORD_FINALIZER],
             },
             "spec": {
                 "rootHost": wanted.root_host,
@@ -112,62 +110,6 @@ fn record_matches(stored: &DNSRecord, wanted: &serde_json::Value) -> bool {
         && have.health_check == want.health_check
         && have.failback_hold_down_seconds == want.failback_hold_down_seconds
         && all_to_engine(&have.endpoints) == all_to_engine(&want.endpoints)
-}
-
-/// Sets `kuadrant.io/DNSPolicyAffected` on the Gateway, unless it already says so.
-pub async fn mark_gateway(
-    gateway: &Gateway,
-    policy: &DNSPolicy,
-    ctx: &Context,
-) -> Result<(), Error> {
-    let existing = gateway
-        .status
-        .as_ref()
-        .map(|s| s.conditions.clone())
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|c| c.type_ == conditions::DNS_POLICY_AFFECTED)
-        .collect::<Vec<_>>();
-    let mut mine = existing.clone();
-    set_condition(
-        &mut mine,
-        ConditionUpdate {
-            type_: conditions::DNS_POLICY_AFFECTED,
-            status: true,
-            reason: reasons::ACCEPTED,
-            message: format!("DNSPolicy {} applies", policy.name_any()),
-        },
-        gateway.metadata.generation,
-        &now(),
-    );
-    if mine == existing {
-        return Ok(());
-    }
-    apply_gateway_conditions(gateway, ctx, mine).await
-}
-
-/// Removes our `DNSPolicyAffected` from the Gateway.
-pub async fn unmark_gateway(gateway: &Gateway, ctx: &Context) -> Result<(), Error> {
-    apply_gateway_conditions(gateway, ctx, Vec::new()).await
-}
-
-/// Applies the Gateway's conditions as this manager's only status field: an empty list drops
-/// exactly our condition and leaves the gateway controller's alone.
-async fn apply_gateway_conditions(
-    gateway: &Gateway,
-    ctx: &Context,
-    conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
-) -> Result<(), Error> {
-    let api: Api<Gateway> =
-        Api::namespaced(ctx.client.clone(), &gateway.namespace().unwrap_or_default());
-    let patch = json!({
-        "apiVersion": Gateway::api_version(&()),
-        "kind": Gateway::kind(&()),
-        "status": { "conditions": conditions },
-    });
-    api.patch_status(&gateway.name_any(), &apply_params(), &Patch::Apply(patch))
-        .await?;
-    Ok(())
 }
 
 /// Deletes the policy's records (each withdraws its DNS as it goes); returns how many are

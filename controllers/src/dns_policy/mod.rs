@@ -25,7 +25,6 @@ use crate::caches::run_controller;
 use crate::desired::{Desired, desired_branch, desired_records};
 use crate::{Context, Error, counted, retry_after, with_finalizer};
 
-pub use apply::unmark_gateway;
 pub use gather::targets;
 
 /// The finalizer policies were given before their records learnt to follow their deletion.
@@ -100,7 +99,7 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
     };
     let desired = decide(&seen, ctx.config.distributed.is_some());
     let records = apply::write_records(policy, &desired, ctx).await?;
-    apply::mark_gateway(&seen.gateway, policy, ctx).await?;
+    crate::gateway_status::mark_gateway(&seen.gateway, policy, ctx).await?;
     let enforced = status::enforced_state(&desired, &records);
     if let Some(wait) = status::first_status_wait(
         policy,
@@ -182,7 +181,7 @@ async fn remove(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
         .gateways
         .get(Some(&gateway_namespace), &target.name)
     {
-        apply::unmark_gateway(&gateway, ctx).await?;
+        crate::gateway_status::unmark_gateway(&gateway, ctx).await?;
     }
     Ok(Action::await_change())
 }

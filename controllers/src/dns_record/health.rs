@@ -304,7 +304,7 @@ fn note_failover(
         .iter()
         .filter(|(_, result)| !result.healthy)
         .filter_map(|(_, result)| {
-            crate::insight::failing_since(
+            crate::health::failing_since(
                 result.last_checked_at.as_ref().map(|t| t.0),
                 result.consecutive_failures,
                 interval,

@@ -18,6 +18,7 @@ mod status;
 pub mod triggers;
 pub mod verify;
 
+use crate::host_marks::last_modified_name;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -44,7 +45,7 @@ use gather::{zone_provider, zone_published_count};
 use health::{agree_on_health, check_health, delete_probes, move_mark};
 use status::{domain_owners, provider_failed, ready_as_before, write_status};
 
-pub const FINALIZER: &str = "meridian.dev/dns-record";
+pub use crate::identity::RECORD_FINALIZER as FINALIZER;
 const CONTROLLER: &str = "dnsrecord";
 
 /// Reasons of the record's `Ready` condition.
@@ -141,7 +142,7 @@ async fn release_gateways(record: &DNSRecord, ctx: &Context) -> Result<(), Error
     let left =
         indexes::gateways_left_affected(&ctx.caches.gateways.state(), &ctx.caches.policies.state());
     for gateway in left {
-        crate::dns_policy::unmark_gateway(&gateway, ctx).await?;
+        crate::gateway_status::unmark_gateway(&gateway, ctx).await?;
     }
     Ok(())
 }
@@ -273,7 +274,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
             .status
             .as_ref()
             .is_some_and(|status| status.domain_owners == [owner.as_str()]);
-        let unchanged = if distributed && !ctx.mark_read_due(&record_key, sole_owner) {
+        let unchanged = if distributed && !ctx.host_marks.read_due(&record_key, sole_owner) {
             true
         } else if distributed {
             let mark = match provider
@@ -283,7 +284,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
                 Ok(mark) => mark.map(|m| m.targets.join("")),
                 Err(error) => return provider_failed(record, ctx, &provider, error).await,
             };
-            ctx.last_seen_mark(&record_key) == Some(mark)
+            ctx.host_marks.last_seen(&record_key) == Some(mark)
         } else {
             true
         };
@@ -417,9 +418,9 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         &zone.spec.domain_name,
     );
     if distributed {
-        ctx.remember_mark(&record_key, mark_after);
+        ctx.host_marks.remember(&record_key, mark_after);
         if !changes.is_empty() {
-            ctx.read_mark_next_refresh(&record_key);
+            ctx.host_marks.read_next_refresh(&record_key);
         }
     }
     let owners = domain_owners(&current, &root_host, &owner);
@@ -603,30 +604,6 @@ async fn hold_plan(
     Ok(Action::requeue(ctx.config.resync))
 }
 
-/// The TXT record whose value changes with every change any cluster makes to a host's records
-/// in distributed mode (`kuadrant.last_modified_at.<host>`).
-/// Refreshes a host that only this cluster publishes goes without a read of its mark.
-pub const SOLE_OWNER_REFRESHES_UNREAD: u32 = 9;
-
-/// Whether a distributed-mode refresh reads the host's last-modified mark, after
-/// `refreshes_unread` refreshes that did not. A host other clusters publish too is read every
-/// refresh: they change it, and report health on it. A host only this cluster publishes (as
-/// the last full look at the zone found) changes only by this cluster's hand, so its mark is
-/// read every tenth refresh: a cluster that starts publishing the same host, or an edit from
-/// outside, is seen within ten refreshes. At 100 clusters with one own host and one shared host
-/// each, that is 110 reads per refresh interval instead of 200, which keeps a fleet sharing one
-/// Route53 account under half of its 5 calls a second at the default 60 s refresh.
-pub fn mark_read_due(sole_owner: bool, refreshes_unread: u32) -> bool {
-    !sole_owner || refreshes_unread >= SOLE_OWNER_REFRESHES_UNREAD
-}
-
-pub fn last_modified_name(root_host: &str) -> String {
-    format!(
-        "kuadrant.last_modified_at.{}",
-        root_host.trim_start_matches("*.")
-    )
-}
-
 /// The next refresh: in distributed mode with ±5 % jitter, so clusters sharing a zone do not
 /// read it in step.
 fn refresh_after(resync: std::time::Duration, distributed: bool) -> std::time::Duration {
@@ -725,20 +702,4 @@ async fn withdraw(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     }
     tracing::info!(record = %record.name_any(), removed = planned.changes.deletes.len(), "withdrew records");
     Ok(Action::await_change())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_shared_host_reads_its_mark_every_refresh_a_sole_owner_every_tenth() {
-        for unread in 0..30 {
-            assert!(mark_read_due(false, unread), "shared, {unread} unread");
-        }
-        let due: Vec<u32> = (0..30)
-            .filter(|unread| mark_read_due(true, *unread))
-            .collect();
-        assert_eq!(due, (SOLE_OWNER_REFRESHES_UNREAD..30).collect::<Vec<_>>());
-    }
 }

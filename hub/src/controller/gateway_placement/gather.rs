@@ -10,7 +10,7 @@ use meridian_api::upstream::{Gateway, GatewayClass, ManifestWork};
 
 use super::PlacementContext;
 use crate::placement::{
-    DEFAULT_DOWNSTREAM_CLASS, GATEWAY_WORK_LABEL, gateway_label, is_class_name, tls_secret_names,
+    DEFAULT_DOWNSTREAM_CLASS, GATEWAY_WORK_LABEL, gateway_label, tls_secret_names,
 };
 use meridian_controllers::indexes;
 
@@ -77,7 +77,7 @@ fn downstream_class(class: Option<&GatewayClass>, ctx: &PlacementContext) -> Str
                 .get(parameters.namespace.as_deref(), &parameters.name)
         })
         .and_then(|config_map| config_map.data.as_ref()?.get("downstreamClass").cloned())
-        .filter(|class| is_class_name(class))
+        .filter(|class| meridian_api::names::is_object_name(class))
         .unwrap_or_else(|| DEFAULT_DOWNSTREAM_CLASS.to_string())
 }
 

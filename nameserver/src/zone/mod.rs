@@ -1,12 +1,15 @@
 //! Zone snapshots and the catalog of zones the server answers for.
 
+pub(crate) mod apex;
+pub(crate) mod secondary;
+
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use crate::dnssec::ZoneKeys;
-use crate::fast::{Prepared, RecordsByName};
-use crate::transfer::History;
+use crate::history::History;
+use crate::prepared::{Prepared, RecordsByName};
 use hickory_proto::rr::Record;
 use meridian_dns::model::{Endpoint, RecordType, is_at_or_below};
 
@@ -284,7 +287,7 @@ impl Zone {
         for group in records.values_mut() {
             meridian_dns::model::sort_endpoints(group);
         }
-        let now = crate::server::unix_now();
+        let now = crate::clock::unix_now();
         let prepared = Prepared::new(
             &config.apex,
             &records,
@@ -303,7 +306,7 @@ impl Zone {
             built_at: now,
         };
         if let Some(keys) = zone.config.dnssec.clone() {
-            zone.apex_signatures = crate::answer::apex_rrsets(&zone)
+            zone.apex_signatures = apex::apex_rrsets(&zone)
                 .iter()
                 .filter_map(|rrset| keys.sign(rrset, now))
                 .collect();
@@ -338,8 +341,14 @@ impl Zone {
     /// and one more change, from `previous`'s records to these.
     pub fn with_history(mut self, previous: Option<&Zone>) -> Zone {
         let previous = previous.and_then(|zone| Some((zone.history.as_deref()?, zone.serial)));
-        self.history = Some(Arc::new(History::after(previous, &self)));
+        self.history = Some(Arc::new(self.history_after(previous)));
         self
+    }
+
+    /// This zone's transfer history, one change after `previous` (the history of the zone it
+    /// replaces, and that zone's serial).
+    pub(crate) fn history_after(&self, previous: Option<(&History, u32)>) -> History {
+        History::after(previous, secondary::secondary_view(self), self.serial)
     }
 
     pub fn apex(&self) -> &str {
