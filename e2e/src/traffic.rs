@@ -17,7 +17,7 @@ use kube::Client;
 use kube::api::{Api, ListParams};
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
 use meridian_api::upstream::{Gateway, GatewayClass, HTTPRoute, MULTI_CLUSTER_GATEWAY_CLASS};
-use meridian_controllers::plan_guard::{APPROVE_ANNOTATION, HELD_REASON};
+use meridian_controllers::decide::plan_guard::{APPROVE_ANNOTATION, HELD_REASON};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

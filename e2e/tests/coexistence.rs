@@ -13,7 +13,7 @@ use kube::Client;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use meridian_api::kuadrant::DNSRecord;
-use meridian_controllers::owners::hub_record_owner;
+use meridian_controllers::zones::owners::hub_record_owner;
 use meridian_dns::model::{Endpoint, RecordType};
 use meridian_dns::plan::Registry;
 use meridian_e2e::example::{apply, ready_message};

@@ -11,7 +11,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use meridian_api::kuadrant::DNSRecord;
 use meridian_api::upstream::Gateway;
 use meridian_controllers::LocalCluster;
-use meridian_controllers::zone_provider::ProviderSettings;
+use meridian_controllers::zones::zone_provider::ProviderSettings;
 use meridian_dns::model::{Endpoint, RecordType};
 use meridian_dns::plan::Registry;
 use meridian_e2e::example::{apply, dig_host, ready_message};
@@ -150,7 +150,7 @@ async fn agent_probing_from(
         meridian_agent::probe::Prober::new(
             &[],
             source,
-            meridian_controllers::probe_policy::ProbeAddressPolicy::test_bed(),
+            meridian_controllers::decide::probe_policy::ProbeAddressPolicy::test_bed(),
         ),
     ));
     Ok(tokio::spawn(meridian_agent::distributed::run(
@@ -512,20 +512,21 @@ async fn three_clusters_share_a_route53_zone_agree_and_stay_thrifty() -> Result<
     .await?;
     agents.pop().expect("spoke-3's agent").abort();
     let zone = route53.records(&zone_id).await.unwrap();
-    let counts = meridian_controllers::owners::owner_counts(&zone);
+    let counts = meridian_controllers::zones::owners::owner_counts(&zone);
     assert_eq!(counts.len(), 3, "{counts:?}");
     let vanished = clusters[2].0.clone();
     assert!(
         counts[&vanished] >= 2,
         "its own cluster and weighted records: {counts:?}"
     );
-    let purged = meridian_controllers::owners::purge(&route53, &zone_id, "example.com", &vanished)
-        .await
-        .unwrap();
+    let purged =
+        meridian_controllers::zones::owners::purge(&route53, &zone_id, "example.com", &vanished)
+            .await
+            .unwrap();
     assert!(purged > 0);
     let zone = route53.records(&zone_id).await.unwrap();
     assert_eq!(host_records(&zone), hub_tree(&clusters[..2]));
-    assert!(!meridian_controllers::owners::owner_counts(&zone).contains_key(&vanished));
+    assert!(!meridian_controllers::zones::owners::owner_counts(&zone).contains_key(&vanished));
     for agent in agents {
         agent.abort();
     }
@@ -596,7 +597,7 @@ async fn three_clusters_agree_on_health_through_the_zone() -> Result<(), Error> 
     let provider = Rfc2136Provider::new(bind.config.clone()).unwrap();
     let reports = || async {
         let zone = provider.records("example.com").await.unwrap();
-        meridian_controllers::shared_health::read_reports(&zone, HOST)
+        meridian_controllers::decide::shared_health::read_reports(&zone, HOST)
             .into_iter()
             .map(|(address, (_, ids))| (address, ids))
             .collect::<std::collections::BTreeMap<_, _>>()

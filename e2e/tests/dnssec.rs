@@ -164,7 +164,7 @@ async fn a_signed_zone_validates_at_every_replica_through_a_rollover_and_a_leade
     assert_eq!(first.rollover.as_deref(), Some("Stable"));
     // The keys are kept in the hub's namespace (`RunArgs::local`'s), never beside the zone
     // where its team could read the key-signing key.
-    let keys_name = meridian_controllers::dnssec_keys::keys_secret_name(NAMESPACE, "zone");
+    let keys_name = meridian_controllers::zones::dnssec_keys::keys_secret_name(NAMESPACE, "zone");
     let secret = Api::<Secret>::namespaced(hub.clone(), HUB_NAMESPACE)
         .get(&keys_name)
         .await?;

@@ -150,7 +150,7 @@ async fn agent_process() {
         probe_source,
         serve_dns,
         // The test's gateways listen on loopback addresses.
-        probe_policy: meridian_controllers::probe_policy::ProbeAddressPolicy::test_bed(),
+        probe_policy: meridian_controllers::decide::probe_policy::ProbeAddressPolicy::test_bed(),
         ..meridian_agent::HubModeOptions::with_heartbeat(std::time::Duration::from_secs(2))
     };
     meridian_agent::run_hub_mode(spoke, hub, env(AGENT_ENV[0]), options)
@@ -777,7 +777,7 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
         copied.keys()
     );
     let keys = Api::<Secret>::namespaced(hub.clone(), HUB_NAMESPACE)
-        .get(&meridian_controllers::dnssec_keys::keys_secret_name(
+        .get(&meridian_controllers::zones::dnssec_keys::keys_secret_name(
             NAMESPACE, "example",
         ))
         .await?;
@@ -790,7 +790,7 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
     for (namespace, name) in [
         (
             HUB_NAMESPACE,
-            meridian_controllers::dnssec_keys::keys_secret_name(NAMESPACE, "example"),
+            meridian_controllers::zones::dnssec_keys::keys_secret_name(NAMESPACE, "example"),
         ),
         ("spoke-1", DNSSEC_KEYS_SECRET.to_string()),
         ("spoke-2", DNSSEC_KEYS_SECRET.to_string()),
@@ -1088,7 +1088,7 @@ async fn a_dns_policy_on_a_placed_gateway_answers_in_dns_and_follows_changes() -
 async fn a_record_is_published_and_withdrawn_through<P: meridian_providers::Provider>(
     (secret, providers): (
         serde_json::Value,
-        meridian_controllers::provider_args::ProviderArgs,
+        meridian_controllers::zones::provider_args::ProviderArgs,
     ),
     domain: &str,
     kind: &str,
@@ -1217,7 +1217,7 @@ async fn a_record_in_a_route53_zone_is_published_and_withdrawn_through_its_secre
         },
     });
     // Where Route53 is: the admin's setting, never the Secret's.
-    let providers = meridian_controllers::provider_args::ProviderArgs {
+    let providers = meridian_controllers::zones::provider_args::ProviderArgs {
         aws_endpoint: Some(moto.endpoint()),
         ..Default::default()
     };
@@ -1268,7 +1268,7 @@ async fn a_loadbalanced_record_in_an_azure_zone_is_published_and_withdrawn_throu
         "stringData": { "azure.json": fake.azure_json(), "ca.crt": fake.ca_pem() },
     });
     // The fake's cloud: the admin's setting, never the Secret's.
-    let providers = meridian_controllers::provider_args::ProviderArgs {
+    let providers = meridian_controllers::zones::provider_args::ProviderArgs {
         azure_resource_manager: Some(fake.url()),
         azure_authority_host: Some(fake.url()),
         ..Default::default()
@@ -1689,7 +1689,7 @@ async fn health_checks_from_every_cluster_decide_which_gateways_stay_in_dns() ->
             "prod-web",
             &PatchParams::default(),
             &Patch::Merge(json!({ "metadata": {
-                "finalizers": [meridian_controllers::dns_policy::LEGACY_FINALIZER] } })),
+                "finalizers": [meridian_controllers::reconcile::dns_policy::LEGACY_FINALIZER] } })),
         )
         .await?;
     policies

@@ -208,7 +208,7 @@ async fn meridian_as_pods_keeps_answering_when_the_hub_is_cut_off_from_its_clust
     let hub = fleet.hub.client();
     let timeout = format!("hub.clusterHeartbeatTimeoutSeconds={HEARTBEAT_TIMEOUT_SECONDS}");
     // The heartbeat deadlines in the hub's log, for a failure to explain.
-    let log = r"hub.log=info\,meridian_controllers::dns_policy::triggers=debug\,meridian_controllers::caches=debug";
+    let log = r"hub.log=info\,meridian_controllers::reconcile::dns_policy::triggers=debug\,meridian_controllers::runtime::caches=debug";
     // The hub installs the agents itself: this fleet runs no OCM addon manager.
     install_release(
         &fleet,

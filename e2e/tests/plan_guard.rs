@@ -6,7 +6,7 @@
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use meridian_api::conditions;
 use meridian_api::kuadrant::{DNSRecord, ManagedZone};
-use meridian_controllers::plan_guard::{APPROVE_ANNOTATION, HELD_REASON};
+use meridian_controllers::decide::plan_guard::{APPROVE_ANNOTATION, HELD_REASON};
 use meridian_e2e::example::{apply, dig_host};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, condition_becomes, eventually};
 use meridian_hub::run_command::{RunArgs, RunningHub};

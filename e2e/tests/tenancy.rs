@@ -12,7 +12,7 @@ use kube::api::Api;
 use kube::{Client, Config, ResourceExt};
 use meridian_api::conditions;
 use meridian_api::kuadrant::{DNSRecord, ManagedZone};
-use meridian_controllers::zone_claims::reasons::{
+use meridian_controllers::decide::zone_claims::reasons::{
     DOMAIN_CLAIMED, DOMAIN_NOT_GRANTED, PUBLIC_SUFFIX,
 };
 use meridian_e2e::example::{apply, dig_host};
@@ -563,7 +563,7 @@ async fn a_tenant_cannot_aim_probes_at_loopback_or_the_metadata_service() -> Res
     let prober = std::sync::Arc::new(meridian_agent::probe::Prober::new(
         &[],
         None,
-        meridian_controllers::probe_policy::ProbeAddressPolicy::test_bed(),
+        meridian_controllers::decide::probe_policy::ProbeAddressPolicy::test_bed(),
     ));
     let agent = tokio::spawn(meridian_agent::health::run(
         admin.clone(),

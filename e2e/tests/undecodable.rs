@@ -11,7 +11,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use meridian_api::conditions;
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
-use meridian_controllers::caches::UNDECODABLE_REASON;
+use meridian_controllers::runtime::caches::UNDECODABLE_REASON;
 use meridian_e2e::example::{apply, dig_host};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually};
 use meridian_hub::run_command::{RunArgs, RunningHub};

@@ -264,7 +264,7 @@ fn known_differences(kind: &str, object: &Value) -> Vec<Finding> {
                     if matches!(name, "weight" | "geo-code") {
                         continue;
                     }
-                    let read = meridian_controllers::convert::routing_property(name, value);
+                    let read = meridian_controllers::decide::convert::routing_property(name, value);
                     findings.push(if read.name != name {
                         Finding::ReadAs {
                             path,

@@ -13,7 +13,7 @@ use crate::insight::{FleetSnapshot, HostView, host_views};
 use ipnet::IpNet;
 use meridian_api::kuadrant::{DNSRecord, ManagedZone};
 use meridian_api::meridian::ClusterReport;
-use meridian_controllers::convert::all_to_api;
+use meridian_controllers::decide::convert::all_to_api;
 use meridian_dns::model::RecordType;
 use meridian_nameserver::{Explanation, GeoCode, GeoDb, Location};
 use serde::Serialize;
@@ -615,7 +615,7 @@ pub fn run(args: &ExplainArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use meridian_controllers::convert::all_to_engine;
+    use meridian_controllers::decide::convert::all_to_engine;
     use meridian_dns::tree::{Health, Pruned, RecordTree};
 
     fn geo_example() -> FleetSnapshot {

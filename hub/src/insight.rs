@@ -21,9 +21,9 @@ use meridian_dns::model::{Endpoint, is_at_or_below};
 use meridian_dns::tree::RecordTree;
 use serde::Serialize;
 
-use meridian_controllers::convert::all_to_engine;
-use meridian_controllers::health::PROBE_RECORD_LABEL;
-use meridian_controllers::zone_mirror::published_endpoints;
+use meridian_controllers::decide::convert::all_to_engine;
+use meridian_controllers::decide::health::PROBE_RECORD_LABEL;
+use meridian_controllers::zones::zone_mirror::published_endpoints;
 
 /// The objects a view is made of, as one moment's lists.
 #[derive(Debug, Clone, Default)]
@@ -124,7 +124,7 @@ pub struct ClusterState {
 impl FleetSnapshot {
     /// The snapshot of a hub's watch caches.
     pub fn from_caches(
-        caches: &meridian_controllers::caches::Caches,
+        caches: &meridian_controllers::runtime::caches::Caches,
         now: Timestamp,
         heartbeat_timeout: Duration,
     ) -> Self {
@@ -371,7 +371,7 @@ fn host_view(
                             consecutive_failures: c.consecutive_failures,
                             reason: c.reason.clone(),
                             last_checked_at: c.last_checked_at.as_ref().map(|t| t.0),
-                            failing_since: meridian_controllers::health::failing_since(
+                            failing_since: meridian_controllers::decide::health::failing_since(
                                 c.last_checked_at.as_ref().map(|t| t.0),
                                 c.consecutive_failures,
                                 interval,
@@ -405,7 +405,7 @@ fn host_view(
         .map(|name| {
             let report = index.reports.get(name).copied();
             let lease = index.heartbeats.get(name).copied();
-            let heard = meridian_controllers::clock::last_heard(lease, report);
+            let heard = meridian_controllers::runtime::clock::last_heard(lease, report);
             let last_heard_seconds = heard
                 .zip(snapshot.now)
                 .map(|(heard, now)| now.duration_since(heard).as_secs());
@@ -426,7 +426,7 @@ fn host_view(
         .map(|s| s.conditions.as_slice())
         .unwrap_or_default();
     let ready = conditions.iter().find(|c| c.type_ == READY);
-    let owner = meridian_controllers::owners::published_owner(record);
+    let owner = meridian_controllers::zones::owners::published_owner(record);
     HostView {
         record: format!("{namespace}/{}", record.name_any()),
         zone: snapshot
@@ -440,7 +440,8 @@ fn host_view(
             .iter()
             .find(|c| c.type_ == meridian_api::conditions::HEALTHY)
             .map(|c| c.message.clone()),
-        held_plan: meridian_controllers::plan_guard::held_message(record).map(str::to_string),
+        held_plan: meridian_controllers::decide::plan_guard::held_message(record)
+            .map(str::to_string),
         other_owners: record
             .status
             .iter()
@@ -872,13 +873,13 @@ mod tests {
         ];
         for (failures, expected) in table {
             assert_eq!(
-                meridian_controllers::health::failing_since(Some(last), failures, interval),
+                meridian_controllers::decide::health::failing_since(Some(last), failures, interval),
                 expected.map(|t| t.parse().unwrap()),
                 "{failures}"
             );
         }
         assert_eq!(
-            meridian_controllers::health::failing_since(None, 3, interval),
+            meridian_controllers::decide::health::failing_since(None, 3, interval),
             None
         );
     }

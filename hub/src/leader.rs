@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use meridian_controllers::fence::Fence;
+use meridian_controllers::runtime::fence::Fence;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;

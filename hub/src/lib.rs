@@ -201,7 +201,8 @@ mod tests {
             panic!("run parses as run")
         };
         let grants =
-            meridian_controllers::zone_claims::DomainGrants::parse(&args.domain_grants).unwrap();
+            meridian_controllers::decide::zone_claims::DomainGrants::parse(&args.domain_grants)
+                .unwrap();
         assert!(grants.allows("shop", "api.shop.example.org"));
         assert!(grants.allows("web", "web.example.com"));
         assert!(!grants.allows("web", "shop.example.com"));

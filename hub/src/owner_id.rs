@@ -1,6 +1,6 @@
 //! The hub's owner ID: what every record it publishes (without an owner of its own) is owned
 //! as at the provider, with a hash of the record's namespace and name
-//! ([`meridian_controllers::owners::hub_record_owner`]). It must come out the same after the
+//! ([`meridian_controllers::zones::owners::hub_record_owner`]). It must come out the same after the
 //! hub is restored from a backup or rebuilt from its manifests, or the new hub finds its own
 //! records owned by someone else and never changes or removes them again. So it is never an
 //! object's UID:
@@ -19,7 +19,7 @@
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
-use meridian_controllers::owners::valid_hub_owner;
+use meridian_controllers::zones::owners::valid_hub_owner;
 
 /// The ConfigMap in the hub's namespace that holds the owner ID in use.
 pub const CONFIGMAP: &str = "meridian-owner-id";

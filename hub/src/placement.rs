@@ -11,7 +11,7 @@ use kube::ResourceExt;
 use meridian_api::upstream::{Gateway, ManagedCluster};
 use serde_json::{Value, json};
 
-use meridian_controllers::desired::downstream_namespace;
+use meridian_controllers::decide::desired::downstream_namespace;
 use meridian_dns::shortcode::shortcode;
 
 /// Label on ManifestWorks naming the hub Gateway they place (`<namespace>.<name>`).

@@ -10,7 +10,7 @@ use meridian_dns::model::Endpoint;
 use meridian_dns::tree::{Address, ClusterTarget, GatewayRef, RecordTree, build_record_tree};
 use serde::{Deserialize, Serialize};
 
-use meridian_controllers::policy::routing_strategy;
+use meridian_controllers::decide::policy::routing_strategy;
 
 /// A gateway, a policy and the clusters the gateway is placed on.
 #[derive(Debug, Clone, Deserialize)]

@@ -13,7 +13,7 @@ use meridian_dns::tree::{
     Address, ClusterTarget, GatewayRef, LoadBalancing, Strategy, build_record_tree,
 };
 
-use meridian_controllers::desired::{ZoneRef, zone_for};
+use meridian_controllers::decide::desired::{ZoneRef, zone_for};
 
 /// Label on the DNSRecords of router shards: the suffix's code.
 pub const ROUTER_DNS_LABEL: &str = "meridian.dev/router-dns";

@@ -12,14 +12,17 @@ use meridian_nameserver::rate_limit::DEFAULT_RESPONSES_PER_SECOND;
 use meridian_nameserver::{GeoDb, NameServer, RateLimit, ServerConfig, ZoneNameServer};
 use tokio::net::TcpListener;
 
-use meridian_controllers::health::DEFAULT_THRESHOLD_PERCENT;
-use meridian_controllers::probe_policy::ProbePolicyArgs;
-use meridian_controllers::provider_args::ProviderArgs;
-use meridian_controllers::silence::{DEFAULT_FLEET_BRAKE_PERCENT, DEFAULT_WITHDRAWAL_PERCENT};
-use meridian_controllers::zone_claims::DomainGrants;
-use meridian_controllers::zone_provider::{EmbeddedZones, ProviderCache};
+use meridian_controllers::decide::health::DEFAULT_THRESHOLD_PERCENT;
+use meridian_controllers::decide::probe_policy::ProbePolicyArgs;
+use meridian_controllers::decide::silence::{
+    DEFAULT_FLEET_BRAKE_PERCENT, DEFAULT_WITHDRAWAL_PERCENT,
+};
+use meridian_controllers::decide::zone_claims::DomainGrants;
+use meridian_controllers::zones::provider_args::ProviderArgs;
+use meridian_controllers::zones::zone_provider::{EmbeddedZones, ProviderCache};
 use meridian_controllers::{
-    Concurrency, Context, ControllerConfig, dns_policy, dns_record, zone_mirror,
+    Concurrency, Context, ControllerConfig, reconcile::dns_policy, reconcile::dns_record,
+    zones::zone_mirror,
 };
 
 use crate::controller::gateway_placement::{AgentDelivery, AgentInstall, PlacementContext};
@@ -27,8 +30,8 @@ use crate::controller::{gateway_placement, key_copies, managed_zone, probe_heade
 use crate::leader::{self, Election};
 use crate::placement::AgentDns;
 use crate::secondaries_args::SecondariesArgs;
-use meridian_controllers::dnssec_keys::KeySource;
-use meridian_controllers::fence::{Fence, FenceLayer};
+use meridian_controllers::runtime::fence::{Fence, FenceLayer};
+use meridian_controllers::zones::dnssec_keys::KeySource;
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -787,7 +790,7 @@ async fn serve_health(
 /// sees it, and the nameserver's answers.
 fn metrics(ctx: &Context) -> String {
     let mut metrics = ctx.metrics.render();
-    metrics.push_str(&meridian_controllers::metrics::render_undecodable(
+    metrics.push_str(&meridian_controllers::runtime::metrics::render_undecodable(
         &ctx.caches.undecodable(),
     ));
     let snapshot = crate::insight::FleetSnapshot::from_caches(

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::insight::{FleetSnapshot, HostView, host_views};
 use meridian_controllers::Context;
-use meridian_controllers::journal::Entry;
+use meridian_controllers::runtime::journal::Entry;
 use meridian_dns::model::{Endpoint, GEO_CODE, PRIORITY, RecordType, WEIGHT};
 use tokio::net::TcpListener;
 

@@ -210,7 +210,7 @@ impl NameServer {
 
     /// As [`Self::publish`], under the serial `number` gives from the serial served until now
     /// (none for a new zone); returns it. The caller numbers when replicas must agree (see
-    /// `meridian_controllers::zone_provider`). The same serial again says the records did
+    /// `meridian_controllers::zones::zone_provider`). The same serial again says the records did
     /// not change: secondaries are not told, and the transfer journal stays as it was.
     pub fn publish_numbered(
         &self,

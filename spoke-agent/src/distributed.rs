@@ -5,9 +5,11 @@
 use std::sync::Arc;
 
 use kube::Client;
-use meridian_controllers::shared_health::SharedProbes;
-use meridian_controllers::zone_provider::{ProviderCache, ProviderSettings};
-use meridian_controllers::{Context, ControllerConfig, LocalCluster, dns_policy, dns_record};
+use meridian_controllers::decide::shared_health::SharedProbes;
+use meridian_controllers::zones::zone_provider::{ProviderCache, ProviderSettings};
+use meridian_controllers::{
+    Context, ControllerConfig, LocalCluster, reconcile::dns_policy, reconcile::dns_record,
+};
 
 /// Runs the controllers for `local` until the process ends, looking at each shared zone again
 /// every `refresh`.

@@ -13,11 +13,11 @@ use kube::Api;
 use kube::core::DeserializeGuard;
 use kube::runtime::watcher;
 use meridian_api::names::DNSSEC_KEYS_SECRET;
-use meridian_controllers::caches::{Caches, Scope};
-use meridian_controllers::dnssec_keys::KeySource;
-use meridian_controllers::zone_claims::DomainGrants;
-use meridian_controllers::zone_mirror;
-use meridian_controllers::zone_provider::EmbeddedZones;
+use meridian_controllers::decide::zone_claims::DomainGrants;
+use meridian_controllers::runtime::caches::{Caches, Scope};
+use meridian_controllers::zones::dnssec_keys::KeySource;
+use meridian_controllers::zones::zone_mirror;
+use meridian_controllers::zones::zone_provider::EmbeddedZones;
 use meridian_nameserver::{GeoDb, NameServer, RateLimit, ServerConfig, ZoneNameServer};
 
 /// How the agent serves DNS.

@@ -7,7 +7,7 @@
 //! key of the hub's seal (`meridian-probe-seal`). A probe whose headers have not arrived yet is
 //! not probed: probing it without them would report a failure that is not the backend's. A probe without
 //! the hub's seal (written by hand in a tenant's namespace, or changed since the hub wrote it)
-//! is never probed (see `meridian_controllers::probe_seal`).
+//! is never probed (see `meridian_controllers::decide::probe_seal`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -26,7 +26,7 @@ use tokio::sync::{mpsc, watch};
 use crate::probe::{Leaf, LeafUpdate, ProbeRunner, ProbeSpec, ProbeState, Prober, Protocol};
 
 use meridian_api::names::{PROBE_SEAL_SECRET, probe_headers_copy};
-use meridian_controllers::probe_seal;
+use meridian_controllers::decide::probe_seal;
 /// The tick the seal key is looked at on.
 const SEAL_TICK: Duration = Duration::from_secs(30);
 /// The seal key is read again every this many ticks once it is here (10 minutes).
@@ -513,7 +513,7 @@ mod tests {
 }
 
 /// Distributed mode: this cluster's probes of the addresses of the hosts it publishes, for
-/// health agreed through the zone (`meridian_controllers::shared_health`). Probes follow what the
+/// health agreed through the zone (`meridian_controllers::decide::shared_health`). Probes follow what the
 /// DNSRecord passes ask for; verdicts are kept per record and address.
 #[derive(Debug)]
 pub struct ZoneProbes {
@@ -553,7 +553,7 @@ impl ZoneProbes {
     }
 }
 
-impl meridian_controllers::shared_health::SharedProbes for ZoneProbes {
+impl meridian_controllers::decide::shared_health::SharedProbes for ZoneProbes {
     fn watch(
         &self,
         record: &str,
@@ -565,7 +565,9 @@ impl meridian_controllers::shared_health::SharedProbes for ZoneProbes {
         let addresses: Vec<String> = addresses.iter().cloned().collect();
         // Headers the check names but that cannot be read: nothing is probed.
         let wanted = match headers {
-            Some(_) => meridian_controllers::health::wanted_probes(record, host, &addresses, check),
+            Some(_) => {
+                meridian_controllers::decide::health::wanted_probes(record, host, &addresses, check)
+            }
             None => Vec::new(),
         };
         let headers: Vec<(String, String)> = headers

@@ -16,8 +16,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use meridian_controllers::probe_policy::{ProbeAddressPolicy, ProbePolicyArgs};
-use meridian_controllers::provider_args::ProviderArgs;
+use meridian_controllers::decide::probe_policy::{ProbeAddressPolicy, ProbePolicyArgs};
+use meridian_controllers::zones::provider_args::ProviderArgs;
 
 /// `meridian-agent`: the per-cluster side of Meridian.
 #[derive(Debug, Parser)]
@@ -324,7 +324,7 @@ async fn zone_owners(args: ZoneOwnersArgs) -> anyhow::Result<()> {
         .domain_name
         .trim_end_matches('.')
         .to_ascii_lowercase();
-    let provider = meridian_controllers::zone_provider::ProviderCache::without_embedded()
+    let provider = meridian_controllers::zones::zone_provider::ProviderCache::without_embedded()
         .with_settings(args.providers.settings().map_err(|e| anyhow::anyhow!(e))?)
         .for_secret(&secret, &domain)
         .await?;
@@ -332,12 +332,12 @@ async fn zone_owners(args: ZoneOwnersArgs) -> anyhow::Result<()> {
     let this_cluster = report::cluster_id(&client).await.ok();
     if let Some(owner) = &args.purge {
         let changes =
-            meridian_controllers::owners::purge(&provider, &zone_id, &domain, owner).await?;
+            meridian_controllers::zones::owners::purge(&provider, &zone_id, &domain, owner).await?;
         println!("purged {owner}: {changes} changes");
         return Ok(());
     }
     let records = provider.records(&zone_id).await?;
-    for (owner, count) in meridian_controllers::owners::owner_counts(&records) {
+    for (owner, count) in meridian_controllers::zones::owners::owner_counts(&records) {
         let marker = if this_cluster.as_deref() == Some(owner.as_str()) {
             "  (this cluster)"
         } else {

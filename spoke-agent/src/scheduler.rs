@@ -39,9 +39,11 @@ fn shard_of(router: &Router) -> Result<Shard, String> {
     Ok(Shard {
         name: router.name_any(),
         dns: router.spec.dns.trim_end_matches('.').to_ascii_lowercase(),
-        route_selector: meridian_controllers::convert::label_selector(&router.spec.route_selector)
-            .map_err(|e| format!("spec.routeSelector: {e}"))?,
-        namespace_selector: meridian_controllers::convert::label_selector(
+        route_selector: meridian_controllers::decide::convert::label_selector(
+            &router.spec.route_selector,
+        )
+        .map_err(|e| format!("spec.routeSelector: {e}"))?,
+        namespace_selector: meridian_controllers::decide::convert::label_selector(
             &router.spec.namespace_selector,
         )
         .map_err(|e| format!("spec.namespaceSelector: {e}"))?,

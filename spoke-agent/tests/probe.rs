@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use meridian_agent::probe::{ProbeSpec, ProbeState, Prober, Protocol};
-use meridian_controllers::probe_policy::ProbeAddressPolicy;
+use meridian_controllers::decide::probe_policy::ProbeAddressPolicy;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 

@@ -224,17 +224,17 @@ impl ZoneServer {
     }
 
     /// The agents' provider settings: where Route53 is (the proxy), as `--aws-endpoint` says.
-    fn providers(&self) -> meridian_controllers::zone_provider::ProviderSettings {
+    fn providers(&self) -> meridian_controllers::zones::zone_provider::ProviderSettings {
         match self {
             ZoneServer::Route53 { proxy, .. } => {
-                meridian_controllers::zone_provider::ProviderSettings {
+                meridian_controllers::zones::zone_provider::ProviderSettings {
                     aws_endpoint: Some(proxy.endpoint()),
                     ..Default::default()
                 }
             }
             // BIND listens on loopback, which RFC2136 servers reach only by the admin's leave.
             ZoneServer::Rfc2136(_) => {
-                meridian_controllers::zone_provider::ProviderSettings::test_bed()
+                meridian_controllers::zones::zone_provider::ProviderSettings::test_bed()
             }
         }
     }
@@ -383,7 +383,7 @@ async fn measure(
             meridian_agent::probe::Prober::new(
                 &[],
                 None,
-                meridian_controllers::probe_policy::ProbeAddressPolicy::test_bed(),
+                meridian_controllers::decide::probe_policy::ProbeAddressPolicy::test_bed(),
             ),
         ));
         agents.push(tokio::spawn(meridian_agent::distributed::run(

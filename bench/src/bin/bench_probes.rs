@@ -86,7 +86,7 @@ async fn measure(address: SocketAddr) -> anyhow::Result<()> {
     let prober = Arc::new(Prober::new(
         &[],
         None,
-        meridian_controllers::probe_policy::ProbeAddressPolicy::test_bed(),
+        meridian_controllers::decide::probe_policy::ProbeAddressPolicy::test_bed(),
     ));
     let leaves: std::collections::HashMap<usize, Leaf> = (0..LEAVES)
         .map(|i| {

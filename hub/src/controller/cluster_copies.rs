@@ -17,7 +17,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch};
 use kube::runtime::reflector::{ObjectRef, Store};
 use meridian_api::upstream::ManagedCluster;
-use meridian_controllers::caches::Change;
+use meridian_controllers::runtime::caches::Change;
 use meridian_controllers::{Context, Error, FIELD_MANAGER, apply_params};
 use serde_json::json;
 

@@ -24,7 +24,7 @@ use crate::placement::{
     AGENT_WORK, AgentLayout, GATEWAY_WORK_LABEL, LEAVING_SINCE, LEGACY_AGENT_ROLE, WorkFate,
     agent_hub_rbac, agent_kubeconfig, agent_manifests, agent_work,
 };
-use meridian_controllers::applied::already_applied;
+use meridian_controllers::runtime::applied::already_applied;
 use meridian_controllers::{Error, apply_params, delete_if_present};
 
 /// Lifetime of the agents' hub tokens; they are renewed at half-life.

@@ -12,7 +12,7 @@ use super::PlacementContext;
 use crate::placement::{
     DEFAULT_DOWNSTREAM_CLASS, GATEWAY_WORK_LABEL, gateway_label, tls_secret_names,
 };
-use meridian_controllers::indexes;
+use meridian_controllers::runtime::indexes;
 
 /// What the caches say about one hub Gateway.
 pub struct Seen {

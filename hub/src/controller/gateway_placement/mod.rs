@@ -92,7 +92,7 @@ pub async fn run(
 ) {
     let all = placement.shared.caches.gateways.store().clone();
     let requests = triggers::requests(&placement.shared.caches);
-    meridian_controllers::caches::run_controller(
+    meridian_controllers::runtime::caches::run_controller(
         all,
         placement.shared.config.concurrency.placement,
         requests,

@@ -15,8 +15,10 @@ use super::is_multi_cluster;
 use crate::placement::{
     AGENT_WORK, GATEWAY_WORK_LABEL, cluster_downstream_class, gateway_label, tls_secret_names,
 };
-use meridian_controllers::caches::{Caches, Change, everything_once, own_changes, triggers};
-use meridian_controllers::indexes;
+use meridian_controllers::runtime::caches::{
+    Caches, Change, everything_once, own_changes, triggers,
+};
+use meridian_controllers::runtime::indexes;
 
 /// Every Gateway once at start, its own changes, and:
 /// - a PlacementDecision → the Gateways following its Placement;

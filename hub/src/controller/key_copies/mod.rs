@@ -1,7 +1,7 @@
 //! Delivers the keys of signed embedded zones to the agents that serve DNS, so they sign with
 //! the keys every hub replica signs with. The hub copies every signed zone's keys but the KSK
 //! into `meridian-dnssec-keys` in its own namespace
-//! (`meridian_controllers::dnssec_keys::copy_data`), with its signature over each DNSKEY set,
+//! (`meridian_controllers::zones::dnssec_keys::copy_data`), with its signature over each DNSKEY set,
 //! made again before it is half its validity old, and binds each cluster's agent to the chart's ClusterRole reading that one Secret by name
 //! there (the binding is owned by the copy). Runs only when the hub's agents serve DNS
 //! (`--agent-dns-listen`); otherwise no key is copied.
@@ -27,7 +27,7 @@ use kube::runtime::controller::Action;
 use meridian_api::kuadrant::ManagedZone;
 use meridian_api::names::{DNSSEC_KEYS_SECRET, agent_zone_keys_binding};
 use meridian_api::upstream::ManagedCluster;
-use meridian_controllers::dnssec_keys::{copy_data, keys_secret_name, signing_requested};
+use meridian_controllers::zones::dnssec_keys::{copy_data, keys_secret_name, signing_requested};
 use meridian_controllers::{Context, Error, apply_params, retry_after};
 use serde_json::json;
 
@@ -39,7 +39,7 @@ const CONTROLLER: &str = "dnssec-key-copies";
 pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
     let all = ctx.caches.clusters.store().clone();
     let requests = triggers::requests(&ctx.caches, ctx.config.hub_namespace.clone());
-    meridian_controllers::caches::run_controller(
+    meridian_controllers::runtime::caches::run_controller(
         all,
         ctx.config.concurrency.light,
         requests,

@@ -7,8 +7,8 @@ use meridian_api::kuadrant::ManagedZone;
 use meridian_api::names::DNSSEC_KEYS_SECRET;
 use meridian_api::upstream::ManagedCluster;
 
-use meridian_controllers::caches::{Caches, Change, everything_once, triggers};
-use meridian_controllers::dnssec_keys::{KEYS_SECRET_TYPE, dnskey_ttl};
+use meridian_controllers::runtime::caches::{Caches, Change, everything_once, triggers};
+use meridian_controllers::zones::dnssec_keys::{KEYS_SECRET_TYPE, dnskey_ttl};
 
 use super::signed_embedded;
 use crate::controller::cluster_copies::{

@@ -27,15 +27,15 @@ use meridian_api::conditions::{self, ConditionUpdate, set_condition};
 use meridian_api::kuadrant::{
     DNSPolicy, DNSRecord, ManagedZone, ManagedZoneStatus, ZoneDnssecStatus,
 };
-use meridian_controllers::dnssec_keys;
-use meridian_controllers::zone_serial::Numbering;
+use meridian_controllers::decide::zone_serial::Numbering;
+use meridian_controllers::zones::dnssec_keys;
 use meridian_nameserver::DelegationError;
 use meridian_nameserver::dnssec::ZoneKeys;
 use meridian_providers::Provider;
 use serde_json::json;
 
 use meridian_controllers::{
-    Context, Error, FIELD_MANAGER, POLICY_LABEL, apply_params, now, object_key, plan_guard,
+    Context, Error, FIELD_MANAGER, POLICY_LABEL, apply_params, decide::plan_guard, now, object_key,
 };
 
 const CONTROLLER: &str = "managedzone";
@@ -44,7 +44,7 @@ const CONTROLLER: &str = "managedzone";
 pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
     let all = ctx.caches.zones.store().clone();
     let requests = triggers::requests(&ctx.caches);
-    meridian_controllers::caches::run_controller(
+    meridian_controllers::runtime::caches::run_controller(
         all,
         ctx.config.concurrency.light,
         requests,
@@ -262,7 +262,7 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
 }
 
 /// The keys an embedded zone is signed with and its status, when `spec.dnssec` is on: made on
-/// first use, one rollover step on when due (see `meridian_controllers::dnssec_keys`).
+/// first use, one rollover step on when due (see `meridian_controllers::zones::dnssec_keys`).
 async fn signing(
     zone: &ManagedZone,
     domain: &str,
@@ -306,7 +306,7 @@ async fn signing(
 }
 
 /// `PlansHeld`: the zone's records whose plans are over its threshold and wait for approval
-/// (`meridian_controllers::plan_guard`), or the threshold that applies.
+/// (`meridian_controllers::decide::plan_guard`), or the threshold that applies.
 fn plans_held_condition(
     zone: &ManagedZone,
     records: &[Arc<DNSRecord>],

@@ -7,12 +7,14 @@ use kube::runtime::reflector::ObjectRef;
 use meridian_api::conditions;
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
 
-use meridian_controllers::caches::{Caches, Change, everything_once, own_changes, triggers};
-use meridian_controllers::dnssec_keys::{
+use meridian_controllers::decide::plan_guard::held_message;
+use meridian_controllers::runtime::caches::{
+    Caches, Change, everything_once, own_changes, triggers,
+};
+use meridian_controllers::zones::dnssec_keys::{
     KEYS_SECRET_TYPE, ZONE_ANNOTATION, legacy_keys_secret_name,
 };
-use meridian_controllers::plan_guard::held_message;
-use meridian_controllers::{POLICY_LABEL, indexes};
+use meridian_controllers::{POLICY_LABEL, runtime::indexes};
 
 /// ManagedZone status: a zone, a record of an embedded zone (its count), a record whose plan is
 /// held or let go, a policy publishing into the zone whose `FailStatic` changes, or its provider
@@ -116,7 +118,8 @@ fn refused_by_claims(zones: &[std::sync::Arc<ManagedZone>]) -> Vec<ObjectRef<Man
             zone.status.as_ref().is_some_and(|status| {
                 status.conditions.iter().any(|c| {
                     c.type_ == conditions::READY
-                        && c.reason == meridian_controllers::zone_claims::reasons::DOMAIN_CLAIMED
+                        && c.reason
+                            == meridian_controllers::decide::zone_claims::reasons::DOMAIN_CLAIMED
                 })
             })
         })

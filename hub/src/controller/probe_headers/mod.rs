@@ -35,7 +35,7 @@ use meridian_api::names::{
     AGENT_COPIES_READER, PROBE_HEADERS_SECRET, PROBE_SEAL_SECRET, agent_copies_binding,
     probe_headers_copy,
 };
-use meridian_controllers::health::secret_headers;
+use meridian_controllers::decide::health::secret_headers;
 use meridian_controllers::{Context, Error, apply_params, delete_if_present, retry_after};
 
 use super::cluster_copies::{hub_namespace, leads_fleet_step};
@@ -115,7 +115,7 @@ pub fn readable_by(role: &Role) -> BTreeSet<String> {
 pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
     let all = ctx.caches.clusters.store().clone();
     let requests = triggers::requests(&ctx.caches, ctx.config.hub_namespace.clone());
-    meridian_controllers::caches::run_controller(
+    meridian_controllers::runtime::caches::run_controller(
         all,
         ctx.config.concurrency.light,
         requests,
@@ -277,7 +277,7 @@ mod tests {
 
     #[test]
     fn each_namespace_gets_its_own_copy_and_missing_or_refused_secrets_are_left_out() {
-        let headers_type = meridian_controllers::health::PROBE_HEADERS_SECRET_TYPE;
+        let headers_type = meridian_controllers::decide::health::PROBE_HEADERS_SECRET_TYPE;
         let source = |ns: &str, name: &str| (ns.to_string(), name.to_string());
         let sources = BTreeMap::from([
             (

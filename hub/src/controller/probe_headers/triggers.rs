@@ -7,8 +7,8 @@ use kube::runtime::reflector::ObjectRef;
 use meridian_api::kuadrant::DNSHealthCheckProbe;
 use meridian_api::upstream::ManagedCluster;
 
-use meridian_controllers::caches::{Caches, Change, everything_once, triggers};
-use meridian_controllers::indexes;
+use meridian_controllers::runtime::caches::{Caches, Change, everything_once, triggers};
+use meridian_controllers::runtime::indexes;
 
 use crate::controller::cluster_copies::{
     clusters_coming_and_going, clusters_for_copy, first_cluster,

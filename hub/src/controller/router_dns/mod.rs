@@ -25,8 +25,8 @@ use meridian_api::upstream::ManagedCluster;
 use serde_json::json;
 
 use crate::routers::{FleetZone, ROUTER_DNS_LABEL, ShardDns, ShardSighting, shard_dns};
-use meridian_controllers::convert::{all_to_api, all_to_engine};
-use meridian_controllers::desired::{ZoneRef, silence};
+use meridian_controllers::decide::convert::{all_to_api, all_to_engine};
+use meridian_controllers::decide::desired::{ZoneRef, silence};
 use meridian_controllers::{Context, Error, apply_params, delete_if_present, retry_after};
 
 const CONTROLLER: &str = "router-dns";
@@ -104,7 +104,7 @@ pub fn shards_of(
 pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
     let all = ctx.caches.zones.store().clone();
     let requests = triggers::requests(&ctx.caches);
-    meridian_controllers::caches::run_controller(
+    meridian_controllers::runtime::caches::run_controller(
         all,
         ctx.config.concurrency.light,
         requests,
@@ -124,7 +124,7 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
     let namespace = zone.namespace().unwrap_or_default();
     let now = (ctx.clock)();
     // While the fleet brake is on, the clusters it holds are live: the hub assumes it is the
-    // one cut off (`meridian_controllers::silence`).
+    // one cut off (`meridian_controllers::decide::silence`).
     let brake = ctx.fleet_brake();
     let live = |report: &ClusterReport| {
         let heard = ctx.last_heard(&report.namespace().unwrap_or_default(), Some(report));

@@ -5,7 +5,9 @@ use kube::runtime::reflector::ObjectRef;
 use meridian_api::kuadrant::ManagedZone;
 use meridian_api::meridian::ClusterReport;
 
-use meridian_controllers::caches::{Caches, Change, everything_once, own_changes, triggers};
+use meridian_controllers::runtime::caches::{
+    Caches, Change, everything_once, own_changes, triggers,
+};
 
 /// Router-shard DNS per zone: a zone, or a report whose shards changed, wakes it.
 pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedZone>>> {

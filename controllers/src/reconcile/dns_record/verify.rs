@@ -27,7 +27,7 @@ use rand::Rng;
 use super::gather::provider_of;
 use super::owner_of;
 use crate::Context;
-use crate::convert::all_to_engine;
+use crate::decide::convert::all_to_engine;
 
 /// How often the verifier looks at which zones are due (cheap: no provider call).
 const TICK: Duration = Duration::from_secs(5);

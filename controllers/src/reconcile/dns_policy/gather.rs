@@ -11,10 +11,10 @@ use meridian_api::upstream::Gateway;
 use meridian_dns::tree::GatewayRef;
 
 use crate::Context;
-use crate::desired::{ListenerRef, PlacedCluster, ZoneRef, downstream_namespace, silence};
-use crate::indexes;
-use crate::policy::routing_strategy;
-use crate::silence::{FleetBrake, SilenceRules};
+use crate::decide::desired::{ListenerRef, PlacedCluster, ZoneRef, downstream_namespace, silence};
+use crate::decide::policy::routing_strategy;
+use crate::decide::silence::{FleetBrake, SilenceRules};
+use crate::runtime::indexes;
 use meridian_dns::tree::Strategy;
 
 /// Everything a policy's records are decided from.

@@ -1,5 +1,5 @@
 //! What wakes a policy: the trigger streams, built from the pure indexes of
-//! [`crate::indexes`] over the shared caches.
+//! [`crate::runtime::indexes`] over the shared caches.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -16,9 +16,9 @@ use meridian_api::upstream::{Gateway, ManagedCluster, PlacementDecision};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
-use crate::caches::{Change, everything_once, triggers};
-use crate::desired::until_silent;
-use crate::{Context, POLICY_LABEL, indexes};
+use crate::decide::desired::until_silent;
+use crate::runtime::caches::{Change, everything_once, triggers};
+use crate::{Context, POLICY_LABEL, runtime::indexes};
 
 /// Every policy once at start, its own changes but to its status, and: its DNSRecords (not
 /// their creation); its Gateway (not its conditions); a

@@ -8,7 +8,7 @@ use meridian_api::kuadrant::{DNSPolicy, DNSPolicyStatus, DNSRecord};
 use serde_json::json;
 
 use super::gather::Refusal;
-use crate::desired::Desired;
+use crate::decide::desired::Desired;
 use crate::{Context, Error, apply_params, now};
 
 /// Reasons of `Enforced` (Gateway API policy status).
@@ -308,7 +308,7 @@ fn fail_static_reason(status: Option<&DNSPolicyStatus>) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::desired::DesiredRecord;
+    use crate::decide::desired::DesiredRecord;
     use meridian_api::kuadrant::DNSRecordStatus;
     use meridian_dns::model::{Endpoint, RecordType};
 

@@ -1,5 +1,5 @@
 //! What wakes a record: the trigger streams, built from the pure indexes of
-//! [`crate::indexes`] over the shared caches.
+//! [`crate::runtime::indexes`] over the shared caches.
 
 use std::sync::Arc;
 
@@ -10,14 +10,14 @@ use kube::runtime::reflector::ObjectRef;
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
 use meridian_api::meridian::{ClusterReport, ProbeResults};
 
-use crate::caches::{Change, everything_once, own_changes, triggers};
-use crate::health::PROBE_RECORD_LABEL;
-use crate::{Context, indexes};
+use crate::decide::health::PROBE_RECORD_LABEL;
+use crate::runtime::caches::{Change, everything_once, own_changes, triggers};
+use crate::{Context, runtime::indexes};
 
 /// What wakes a record: besides its own records it follows, from the shared caches, the
 /// deletion of its DNSPolicy, the ManagedZones they publish into and, on the hub, the probe
-/// results whose verdicts changed ([`crate::indexes::records_with_changed_verdicts`]) and the
-/// reports whose Gateway addresses changed ([`crate::indexes::records_behind_changed_gateways`]). In
+/// results whose verdicts changed ([`crate::runtime::indexes::records_with_changed_verdicts`]) and the
+/// reports whose Gateway addresses changed ([`crate::runtime::indexes::records_behind_changed_gateways`]). In
 /// distributed mode the caches hold only the records this cluster's agent wrote.
 pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSRecord>>> {
     let caches = ctx.caches.clone();

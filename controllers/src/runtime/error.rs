@@ -17,7 +17,7 @@ pub enum Error {
     Waiting(String),
     /// A write refused because this replica may no longer hold the Lease.
     #[error("fenced: {0}")]
-    Fenced(crate::fence::Fenced),
+    Fenced(crate::runtime::fence::Fenced),
     #[error("the reconcile ended abnormally: {0}")]
     Aborted(String),
 }

@@ -12,9 +12,9 @@ use meridian_providers::ProviderError;
 use serde_json::json;
 
 use super::reasons;
-use crate::convert::all_to_api;
-use crate::health::{HealthOutcome, reasons as health_reasons};
-use crate::zone_provider::ZoneProvider;
+use crate::decide::convert::all_to_api;
+use crate::decide::health::{HealthOutcome, reasons as health_reasons};
+use crate::zones::zone_provider::ZoneProvider;
 use crate::{Context, Error, apply_params, now};
 
 /// The `Ready` condition as status has it (for passes that publish nothing new).

@@ -595,12 +595,12 @@ impl Caches {
         Caches {
             scope,
             namespace: None,
-            policies: Cache::grouped_by(crate::indexes::policy_group),
-            records: Cache::grouped_by(crate::indexes::record_group),
+            policies: Cache::grouped_by(crate::runtime::indexes::policy_group),
+            records: Cache::grouped_by(crate::runtime::indexes::record_group),
             gateways: Cache::default(),
             zones: Cache::default(),
             probes: Cache::default(),
-            decisions: Cache::grouped_by(crate::indexes::decision_group),
+            decisions: Cache::grouped_by(crate::runtime::indexes::decision_group),
             clusters: Cache::default(),
             reports: Cache::default(),
             probe_results: Cache::default(),
@@ -888,7 +888,7 @@ mod tests {
 
     #[test]
     fn groups_follow_the_store_through_changes_deletions_and_relists() {
-        let cache = Cache::grouped_by(crate::indexes::policy_group);
+        let cache = Cache::grouped_by(crate::runtime::indexes::policy_group);
         let mut writer = cache.writer.lock().unwrap().take().unwrap();
         let mut relisting = false;
         let mut apply = |event| cache.apply(&mut writer, &event, &mut relisting);
@@ -947,7 +947,7 @@ mod tests {
 
     #[test]
     fn an_undecodable_object_is_skipped_and_its_last_readable_copy_stays() {
-        let cache = Cache::grouped_by(crate::indexes::policy_group);
+        let cache = Cache::grouped_by(crate::runtime::indexes::policy_group);
         let mut writer = cache.writer.lock().unwrap().take().unwrap();
         let mut relisting = false;
         let mut watch = |event| {

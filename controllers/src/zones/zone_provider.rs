@@ -23,7 +23,7 @@ use meridian_providers::rfc2136::{Rfc2136Config, Rfc2136Provider, plain_dns_reco
 use meridian_providers::route53::Route53Provider;
 use meridian_providers::{Provider, ProviderError, ZoneInfo};
 
-use crate::zone_serial::{Numbering, SerialStamp, choose_serial, content_digest};
+use crate::decide::zone_serial::{Numbering, SerialStamp, choose_serial, content_digest};
 
 pub const AWS_SECRET_TYPE: &str = "kuadrant.io/aws";
 pub const GCP_SECRET_TYPE: &str = "kuadrant.io/gcp";
@@ -66,7 +66,7 @@ struct ServedZone {
     /// [`EmbeddedZones::withhold`]). Its records are kept, not published.
     withheld: bool,
     /// Whether this server numbers the zone's changes or takes the leader's serials, and the
-    /// leader's word from status (see [`crate::zone_serial`]).
+    /// leader's word from status (see [`crate::decide::zone_serial`]).
     numbering: Numbering,
     stamp: Option<SerialStamp>,
     /// The serial served and the digest of its content, once built.
@@ -172,7 +172,7 @@ impl EmbeddedZones {
     /// Serves `zone` (empty until records arrive), so the nameserver answers for it with
     /// NXDOMAIN or NODATA instead of refusing, under the name servers it names and signed with
     /// `keys` if any; republishes it when they changed, or when it takes the leader's serial
-    /// from the zone's status (`numbering`, see [`crate::zone_serial`]). Returns the zone's
+    /// from the zone's status (`numbering`, see [`crate::decide::zone_serial`]). Returns the zone's
     /// configuration.
     pub async fn ensure_served(
         &self,
@@ -676,7 +676,7 @@ fn required(secret: &Secret, key: &'static str) -> Result<String, SecretError> {
     })
 }
 
-/// The admin's provider settings (see [`crate::provider_args`]): what no Secret may choose.
+/// The admin's provider settings (see [`crate::zones::provider_args`]): what no Secret may choose.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProviderSettings {
     /// Every Route53 zone's endpoint; the real service when `None`.
@@ -726,12 +726,12 @@ pub fn rfc2136_server_refusal(
             )
         });
     }
-    crate::probe_policy::ProbeAddressPolicy::default()
+    crate::decide::probe_policy::ProbeAddressPolicy::default()
         .refuses(server)
         .map(|refusal| {
             let kind = match refusal {
-                crate::probe_policy::Refusal::Special(kind) => kind.to_string(),
-                crate::probe_policy::Refusal::Denied(range) => range.to_string(),
+                crate::decide::probe_policy::Refusal::Special(kind) => kind.to_string(),
+                crate::decide::probe_policy::Refusal::Denied(range) => range.to_string(),
             };
             format!(
                 "server {server} is refused: {kind} addresses are RFC2136 servers only by the platform admin's --rfc2136-server-allow"

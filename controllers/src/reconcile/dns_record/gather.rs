@@ -12,10 +12,10 @@ use meridian_api::upstream::{Gateway, PlacementDecision};
 
 use super::reasons;
 use crate::Context;
-use crate::desired::silence;
-use crate::health::PROBE_RECORD_LABEL;
-use crate::indexes;
-use crate::zone_provider::ZoneProvider;
+use crate::decide::desired::silence;
+use crate::decide::health::PROBE_RECORD_LABEL;
+use crate::runtime::indexes;
+use crate::zones::zone_provider::ZoneProvider;
 
 /// The zone and its provider, or the reason (for status) why there is none.
 pub(super) async fn zone_provider(

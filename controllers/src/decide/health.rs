@@ -106,7 +106,7 @@ pub fn reported_gateway_addresses(
     reports: &[std::sync::Arc<meridian_api::meridian::ClusterReport>],
     namespace: &str,
 ) -> std::collections::BTreeSet<String> {
-    let downstream = crate::desired::downstream_namespace(namespace);
+    let downstream = crate::decide::desired::downstream_namespace(namespace);
     reports
         .iter()
         .flat_map(|report| report.spec.gateways.iter())

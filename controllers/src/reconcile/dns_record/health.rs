@@ -16,10 +16,10 @@ use meridian_dns::model::RecordType;
 use meridian_dns::tree::RecordTree;
 use serde_json::json;
 
-use crate::health::{
+use crate::decide::health::{
     HealthOutcome, PROBE_RECORD_LABEL, apply_health, probe_status, same_findings, wanted_probes,
 };
-use crate::shared_health;
+use crate::decide::shared_health;
 use crate::{Context, Error, apply_params};
 
 use super::gather::{live_results, probes_of};
@@ -34,7 +34,7 @@ pub(super) struct AgreedHealth {
 
 /// Distributed mode: probes the host's addresses from here (with the check's headers),
 /// updates this cluster's failure reports, and leaves out its own addresses the fleet agrees
-/// are failing (`crate::shared_health`).
+/// are failing (`crate::decide::shared_health`).
 pub(super) async fn agree_on_health(
     record: &DNSRecord,
     ctx: &Context,
@@ -95,7 +95,7 @@ pub(super) async fn agree_on_health(
 }
 
 /// The headers of the check's header Secret, or why there are none to send (missing, or
-/// refused by [`crate::health::secret_headers`]).
+/// refused by [`crate::decide::health::secret_headers`]).
 pub(super) fn header_problem(
     record: &DNSRecord,
     check: &HealthCheck,
@@ -109,7 +109,7 @@ pub(super) fn header_problem(
         .secrets
         .get(record.namespace().as_deref(), &reference.name)
         .ok_or_else(|| format!("header Secret {} not found", reference.name))?;
-    crate::health::secret_headers(&secret)
+    crate::decide::health::secret_headers(&secret)
 }
 
 /// TTL of the last-modified mark.
@@ -160,7 +160,7 @@ pub(super) async fn check_health(
         .zones
         .get(Some(&namespace), &record.spec.managed_zone.name)
         .is_some_and(|zone| {
-            ctx.zone_claim(&zone).holds() && crate::zone_claims::in_zone(root_host, &zone)
+            ctx.zone_claim(&zone).holds() && crate::decide::zone_claims::in_zone(root_host, &zone)
         });
     let leaves = if publishable {
         RecordTree::from_records(root_host.as_str(), requested.to_vec()).leaf_addresses()
@@ -171,7 +171,7 @@ pub(super) async fn check_health(
     // probe is written for them, and they count as failing, so they are never published
     // behind a health check.
     let gateways =
-        crate::health::reported_gateway_addresses(&ctx.caches.reports.state(), &namespace);
+        crate::decide::health::reported_gateway_addresses(&ctx.caches.reports.state(), &namespace);
     let refusal = |leaf: &str| -> Option<String> {
         if let Some(refusal) = ctx.config.probe_policy.refuses_leaf(leaf) {
             return Some(refusal.to_string());
@@ -189,12 +189,12 @@ pub(super) async fn check_health(
         .controller_owner_ref(&())
         .expect("a stored record has a UID");
     for probe in &wanted {
-        // Agents run only probes the hub sealed (see `crate::probe_seal`).
-        let seal = crate::probe_seal::seal(
+        // Agents run only probes the hub sealed (see `crate::decide::probe_seal`).
+        let seal = crate::decide::probe_seal::seal(
             &seal_key,
             &namespace,
             &probe.name,
-            crate::probe_seal::Owner {
+            crate::decide::probe_seal::Owner {
                 record: &name,
                 uid: &owner.uid,
             },
@@ -203,7 +203,9 @@ pub(super) async fn check_health(
         let current = existing.iter().find(|p| p.name_any() == probe.name);
         if current.is_some_and(|p| {
             p.spec == probe.spec
-                && p.annotations().get(crate::probe_seal::SEAL_ANNOTATION) == Some(&seal)
+                && p.annotations()
+                    .get(crate::decide::probe_seal::SEAL_ANNOTATION)
+                    == Some(&seal)
         }) {
             continue;
         }
@@ -214,7 +216,7 @@ pub(super) async fn check_health(
                 "name": probe.name,
                 "namespace": namespace,
                 "labels": { PROBE_RECORD_LABEL: name },
-                "annotations": { crate::probe_seal::SEAL_ANNOTATION: seal },
+                "annotations": { crate::decide::probe_seal::SEAL_ANNOTATION: seal },
                 "ownerReferences": [owner],
             },
             "spec": probe.spec,
@@ -280,7 +282,7 @@ pub(super) async fn check_health(
 fn note_failover(
     ctx: &Context,
     record: &DNSRecord,
-    probe: &crate::health::WantedProbe,
+    probe: &crate::decide::health::WantedProbe,
     results: &[(String, &ProbeReport)],
     before: Option<&DNSHealthCheckProbeStatus>,
     now: &DNSHealthCheckProbeStatus,
@@ -304,7 +306,7 @@ fn note_failover(
         .iter()
         .filter(|(_, result)| !result.healthy)
         .filter_map(|(_, result)| {
-            crate::health::failing_since(
+            crate::decide::health::failing_since(
                 result.last_checked_at.as_ref().map(|t| t.0),
                 result.consecutive_failures,
                 interval,

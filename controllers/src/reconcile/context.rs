@@ -12,13 +12,13 @@ use meridian_api::kuadrant::ManagedZone;
 use meridian_api::meridian::ClusterReport;
 use rand::Rng;
 
-use crate::caches::{Caches, Scope};
-use crate::clock::{Clock, last_heard, seconds_between};
-use crate::error::Error;
-use crate::host_marks::HostMarks;
-use crate::identity::{FIELD_MANAGER, object_key};
-use crate::metrics::Metrics;
-use crate::zone_provider::ProviderCache;
+use crate::decide::host_marks::HostMarks;
+use crate::runtime::caches::{Caches, Scope};
+use crate::runtime::clock::{Clock, last_heard, seconds_between};
+use crate::runtime::error::Error;
+use crate::runtime::identity::{FIELD_MANAGER, object_key};
+use crate::runtime::metrics::Metrics;
+use crate::zones::zone_provider::ProviderCache;
 
 /// Settings of the shared controllers.
 #[derive(Debug, Clone)]
@@ -34,7 +34,7 @@ pub struct ControllerConfig {
     /// leaf failing before it leaves DNS.
     pub failure_threshold_percent: u32,
     /// The fleet brake: when more than this share (percent) of the recently heard clusters
-    /// went quiet together, silence withdraws nothing ([`crate::silence`]).
+    /// went quiet together, silence withdraws nothing ([`crate::decide::silence`]).
     pub fleet_brake_percent: u32,
     /// The share (percent) of a host's clusters silence may withdraw per heartbeat timeout.
     pub silence_withdrawal_percent: u32,
@@ -44,14 +44,14 @@ pub struct ControllerConfig {
     /// How many objects each controller reconciles at once.
     pub concurrency: Concurrency,
     /// The domain suffixes the platform admin granted to namespaces (see
-    /// [`crate::zone_claims`]).
-    pub domain_grants: crate::zone_claims::DomainGrants,
-    /// The addresses health probes may not reach (see [`crate::probe_policy`]).
-    pub probe_policy: crate::probe_policy::ProbeAddressPolicy,
+    /// [`crate::decide::zone_claims`]).
+    pub domain_grants: crate::decide::zone_claims::DomainGrants,
+    /// The addresses health probes may not reach (see [`crate::decide::probe_policy`]).
+    pub probe_policy: crate::decide::probe_policy::ProbeAddressPolicy,
     /// The hub's own namespace, where it keeps the key it seals probes with (see
-    /// [`crate::probe_seal`]); `None` in distributed mode.
+    /// [`crate::decide::probe_seal`]); `None` in distributed mode.
     pub hub_namespace: Option<String>,
-    /// The hub's owner ID (`--owner-id`, see [`crate::owners::hub_record_owner`]): what a
+    /// The hub's owner ID (`--owner-id`, see [`crate::zones::owners::hub_record_owner`]): what a
     /// record without `spec.ownerID` publishes under, with its namespace and name. `None` in
     /// distributed mode, where every record names its cluster's.
     pub hub_owner: Option<String>,
@@ -108,13 +108,13 @@ impl Default for ControllerConfig {
             retry_base: Duration::from_secs(1),
             retry_cap: Duration::from_secs(120),
             heartbeat_timeout: Duration::from_secs(120),
-            failure_threshold_percent: crate::health::DEFAULT_THRESHOLD_PERCENT,
-            fleet_brake_percent: crate::silence::DEFAULT_FLEET_BRAKE_PERCENT,
-            silence_withdrawal_percent: crate::silence::DEFAULT_WITHDRAWAL_PERCENT,
+            failure_threshold_percent: crate::decide::health::DEFAULT_THRESHOLD_PERCENT,
+            fleet_brake_percent: crate::decide::silence::DEFAULT_FLEET_BRAKE_PERCENT,
+            silence_withdrawal_percent: crate::decide::silence::DEFAULT_WITHDRAWAL_PERCENT,
             distributed: None,
             concurrency: Concurrency::default(),
-            domain_grants: crate::zone_claims::DomainGrants::default(),
-            probe_policy: crate::probe_policy::ProbeAddressPolicy::default(),
+            domain_grants: crate::decide::zone_claims::DomainGrants::default(),
+            probe_policy: crate::decide::probe_policy::ProbeAddressPolicy::default(),
             hub_namespace: None,
             hub_owner: None,
         }
@@ -137,17 +137,17 @@ pub struct Context {
     pub host_marks: HostMarks,
     /// Distributed mode: the agent's probes of the hosts' addresses, and what they said at
     /// each record's last full pass.
-    pub shared_probes: Option<Arc<dyn crate::shared_health::SharedProbes>>,
+    pub shared_probes: Option<Arc<dyn crate::decide::shared_health::SharedProbes>>,
     failing_seen: Mutex<HashMap<String, BTreeSet<String>>>,
     /// Records the zone's last verification found drifted: their next pass reads the zone.
     drifted: Mutex<BTreeSet<String>>,
     /// Whether this process may write now (the hub Lease); open where nothing is elected.
     /// The client above checks it before every write request; provider batches check it
     /// through [`Context::check_fence`].
-    pub fence: Arc<crate::fence::Fence>,
+    pub fence: Arc<crate::runtime::fence::Fence>,
     /// What the brake held when last looked at, so that it lets go only once its wave is
     /// heard again (and its changes are logged); `None` while it is off.
-    brake_memory: Mutex<Option<crate::silence::BrakeMemory>>,
+    brake_memory: Mutex<Option<crate::decide::silence::BrakeMemory>>,
     /// Per policy, where each drained cluster's steps stand; a policy missing here has not
     /// been looked at since this process started.
     drains: Mutex<HashMap<String, BTreeMap<String, meridian_dns::drain::DrainState>>>,
@@ -157,7 +157,7 @@ pub struct Context {
     /// failures began and when the verdict came (the failover metrics).
     failovers: Mutex<HashMap<String, BTreeMap<String, FailoverClock>>>,
     /// What the hub changed in DNS recently, newest last (the live view).
-    pub journal: crate::journal::Journal,
+    pub journal: crate::runtime::journal::Journal,
     /// Every zone's claim, computed once per change of the zones cache: every DNSRecord
     /// reconcile asks for its zone's.
     claims: Mutex<Option<Arc<ZoneClaims>>>,
@@ -168,7 +168,7 @@ pub struct Context {
 struct ZoneClaims {
     revision: u64,
     /// By `namespace/name`, with the `resourceVersion` the claim was decided on.
-    by_zone: BTreeMap<String, (Option<String>, crate::zone_claims::Claim)>,
+    by_zone: BTreeMap<String, (Option<String>, crate::decide::zone_claims::Claim)>,
     /// The domains a zone holds.
     held: BTreeSet<String>,
 }
@@ -217,12 +217,12 @@ impl Context {
             shared_probes: None,
             failing_seen: Mutex::new(HashMap::new()),
             drifted: Mutex::new(BTreeSet::new()),
-            fence: Arc::new(crate::fence::Fence::open()),
+            fence: Arc::new(crate::runtime::fence::Fence::open()),
             brake_memory: Mutex::new(None),
             drains: Mutex::new(HashMap::new()),
             tiers: Mutex::new(HashMap::new()),
             failovers: Mutex::new(HashMap::new()),
-            journal: crate::journal::Journal::default(),
+            journal: crate::runtime::journal::Journal::default(),
             claims: Mutex::new(None),
         }
     }
@@ -235,17 +235,19 @@ impl Context {
             return claims.clone();
         }
         let zones = self.caches.zones.state();
-        let claims = crate::zone_claims::claims(&zones, &self.config.domain_grants);
+        let claims = crate::decide::zone_claims::claims(&zones, &self.config.domain_grants);
         let mut by_zone = BTreeMap::new();
         let mut held = BTreeSet::new();
         for zone in &zones {
-            let key = crate::zone_claims::claim_key(zone);
+            let key = crate::decide::zone_claims::claim_key(zone);
             let claim = claims
                 .get(&key)
                 .cloned()
-                .unwrap_or(crate::zone_claims::Claim::Holds);
+                .unwrap_or(crate::decide::zone_claims::Claim::Holds);
             if claim.holds() {
-                held.insert(crate::zone_claims::normalize(&zone.spec.domain_name));
+                held.insert(crate::decide::zone_claims::normalize(
+                    &zone.spec.domain_name,
+                ));
             }
             by_zone.insert(key, (zone.metadata.resource_version.clone(), claim));
         }
@@ -324,7 +326,7 @@ impl Context {
 
     /// The fleet brake now, from every ManagedCluster's last heartbeat (clusters never heard
     /// from do not count). Its changes are logged, and it is kept in the metrics.
-    pub fn fleet_brake(&self) -> crate::silence::FleetBrake {
+    pub fn fleet_brake(&self) -> crate::decide::silence::FleetBrake {
         let heard: Vec<k8s_openapi::jiff::Timestamp> = self
             .caches
             .clusters
@@ -336,7 +338,7 @@ impl Context {
             })
             .collect();
         let now = (self.clock)();
-        let computed = crate::silence::fleet_brake(
+        let computed = crate::decide::silence::fleet_brake(
             &heard,
             now,
             self.config.heartbeat_timeout,
@@ -348,7 +350,7 @@ impl Context {
         let (brake, was) = {
             let mut memory = self.brake_memory.lock().expect("brake memory lock");
             let was = memory.is_some();
-            let (brake, remembered) = crate::silence::brake_with_memory(
+            let (brake, remembered) = crate::decide::silence::brake_with_memory(
                 computed,
                 *memory,
                 now,
@@ -417,7 +419,7 @@ impl Context {
             },
         );
         self.metrics.failover(
-            crate::metrics::FailoverPhase::Detection,
+            crate::runtime::metrics::FailoverPhase::Detection,
             zone,
             seconds_between(first_failure.min(now), now),
         );
@@ -447,7 +449,7 @@ impl Context {
             if published.contains(address) {
                 return true;
             }
-            use crate::metrics::FailoverPhase;
+            use crate::runtime::metrics::FailoverPhase;
             self.metrics.failover(
                 FailoverPhase::Publication,
                 zone,
@@ -528,7 +530,7 @@ impl Context {
             .caches
             .secrets
             .get(Some(namespace), PROBE_SEAL_SECRET)
-            .and_then(|secret| crate::probe_seal::key_of(&secret))
+            .and_then(|secret| crate::decide::probe_seal::key_of(&secret))
         {
             return Ok(key);
         }
@@ -539,7 +541,7 @@ impl Context {
                     "name": PROBE_SEAL_SECRET, "namespace": namespace,
                     "labels": { "app.kubernetes.io/managed-by": FIELD_MANAGER },
                 },
-                "data": { crate::probe_seal::KEY_FIELD: k8s_openapi::ByteString(crate::probe_seal::new_key()) },
+                "data": { crate::decide::probe_seal::KEY_FIELD: k8s_openapi::ByteString(crate::decide::probe_seal::new_key()) },
             }))
             .expect("a Secret");
         let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
@@ -555,13 +557,16 @@ impl Context {
         ))
     }
 
-    /// `zone`'s claim on its domain among the zones in the cache (see [`crate::zone_claims`]).
-    pub fn zone_claim(&self, zone: &ManagedZone) -> crate::zone_claims::Claim {
+    /// `zone`'s claim on its domain among the zones in the cache (see [`crate::decide::zone_claims`]).
+    pub fn zone_claim(&self, zone: &ManagedZone) -> crate::decide::zone_claims::Claim {
         let claims = self.current_claims();
-        match claims.by_zone.get(&crate::zone_claims::claim_key(zone)) {
+        match claims
+            .by_zone
+            .get(&crate::decide::zone_claims::claim_key(zone))
+        {
             Some((version, claim)) if *version == zone.metadata.resource_version => claim.clone(),
             // A zone the cache has not caught up with: decided among the others as given.
-            _ => crate::zone_claims::claim_of(
+            _ => crate::decide::zone_claims::claim_of(
                 zone,
                 &self.caches.zones.state(),
                 &self.config.domain_grants,

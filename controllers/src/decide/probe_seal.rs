@@ -32,7 +32,9 @@ pub struct Owner<'a> {
 impl<'a> Owner<'a> {
     /// As the probe says: its record label and its controller owner's UID.
     pub fn of(probe: &'a DNSHealthCheckProbe) -> Option<Self> {
-        let record = probe.labels().get(crate::health::PROBE_RECORD_LABEL)?;
+        let record = probe
+            .labels()
+            .get(crate::decide::health::PROBE_RECORD_LABEL)?;
         let uid = probe
             .metadata
             .owner_references
@@ -137,7 +139,7 @@ mod tests {
             "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSHealthCheckProbe",
             "metadata": {
                 "name": name, "namespace": "shop",
-                "labels": { crate::health::PROBE_RECORD_LABEL: OWNER.record },
+                "labels": { crate::decide::health::PROBE_RECORD_LABEL: OWNER.record },
                 "ownerReferences": [{
                     "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord", "name": OWNER.record,
                     "uid": OWNER.uid, "controller": true,

@@ -11,7 +11,7 @@ use meridian_dns::tree::{
     build_record_tree,
 };
 
-use crate::silence::{Fate, Heard, Kept, SilenceRules};
+use crate::decide::silence::{Fate, Heard, Kept, SilenceRules};
 
 /// One placed cluster as the hub sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,7 +24,7 @@ pub struct PlacedCluster {
     /// The downstream Gateway as the agent reported it; `None` when not (yet) there.
     pub gateway: Option<GatewayReport>,
     /// How long the agent has been silent, when that is past the heartbeat timeout: the
-    /// cluster is then gone for DNS, unless a brake of [`crate::silence`] keeps it.
+    /// cluster is then gone for DNS, unless a brake of [`crate::decide::silence`] keeps it.
     pub silent_for: Option<std::time::Duration>,
     /// The share of its weight it has now, in percent: 100, or less while it drains
     /// ([`meridian_dns::drain`]).
@@ -258,7 +258,7 @@ fn silent_fates(
                     .is_some_and(|report| !report.addresses.is_empty()),
         })
         .collect();
-    let fates = crate::silence::fates(&heard, silence);
+    let fates = crate::decide::silence::fates(&heard, silence);
     for (cluster, fate) in clusters.iter().zip(&fates) {
         let (Some(fate), Some(silent)) = (fate, cluster.silent_for) else {
             continue;
@@ -585,7 +585,7 @@ mod tests {
 
     #[test]
     fn brakes_keep_silent_clusters_published_and_say_which() {
-        use crate::silence::{FleetBrake, SilenceRules};
+        use crate::decide::silence::{FleetBrake, SilenceRules};
         use std::time::Duration;
         let quiet = |name: &str, ip: &str, secs: u64| {
             let mut c = cluster(name, "US", Some(ip), 1);

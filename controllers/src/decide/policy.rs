@@ -73,7 +73,7 @@ fn tiers(load_balancing: &LoadBalancing) -> Result<Option<tree::Tiers>, PolicyEr
                 .effective_selector()
                 .ok_or(PolicyError::TierForm(index))?;
             Ok(tree::TierRule {
-                selector: crate::convert::label_selector(&selector)
+                selector: crate::decide::convert::label_selector(&selector)
                     .map_err(|problem| PolicyError::TierSelector { index, problem })?,
                 priority: priority(entry.priority)?,
             })
@@ -113,7 +113,7 @@ pub fn routing_strategy(
                 .effective_selector()
                 .ok_or(PolicyError::CustomForm(index))?;
             Ok(CustomWeight {
-                selector: crate::convert::label_selector(&selector)
+                selector: crate::decide::convert::label_selector(&selector)
                     .map_err(|problem| PolicyError::Selector { index, problem })?,
                 weight,
             })

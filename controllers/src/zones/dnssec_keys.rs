@@ -307,7 +307,7 @@ pub enum KeySource {
 /// keys from `source`. Without keys a signed zone is not served at all.
 pub fn signing_from_cache(
     zone: &ManagedZone,
-    secrets: &crate::caches::Cache<Secret>,
+    secrets: &crate::runtime::caches::Cache<Secret>,
     source: &KeySource,
 ) -> ZoneSigning {
     if !signing_requested(zone) {

@@ -7,7 +7,7 @@
 //! | **Watches** (shared caches) | DNSPolicies, DNSRecords, Gateways, ManagedZones; on the hub also PlacementDecisions, ManagedClusters, ClusterReports, heartbeat Leases |
 //! | **Triggered by** ([`triggers`]) | the policy (not its status); its records (not their creation); its Gateway (not its conditions); a zone of its namespace; on the hub, a decision of its Gateway's Placement, a placed cluster's labels or report (Gateways only), a heartbeat that ends a silence, and a placed cluster going silent (one timer per cluster, not per policy) |
 //! | **Gathers** ([`gather`]) | the Gateway, rival policies, the namespace's zones, the placed clusters with their labels, reports and last heartbeat: from the caches only |
-//! | **Decides** (pure) | the records: [`crate::desired::desired_records`] on the hub, [`crate::desired::desired_branch`] in distributed mode |
+//! | **Decides** (pure) | the records: [`crate::decide::desired::desired_records`] on the hub, [`crate::decide::desired::desired_branch`] in distributed mode |
 //! | **Writes** ([`apply`], [`status`]) | DNSRecords (server-side apply, only where they differ), the Gateway's `DNSPolicyAffected`, the policy's `Accepted`/`Enforced` |
 
 mod apply;
@@ -21,8 +21,8 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use meridian_api::kuadrant::DNSPolicy;
 
-use crate::caches::run_controller;
-use crate::desired::{Desired, desired_branch, desired_records};
+use crate::decide::desired::{Desired, desired_branch, desired_records};
+use crate::runtime::caches::run_controller;
 use crate::{Context, Error, counted, retry_after, with_finalizer};
 
 pub use gather::targets;
@@ -50,7 +50,7 @@ pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> 
 pub async fn reconcile(policy: Arc<DNSPolicy>, ctx: Arc<Context>) -> Result<Action, Error> {
     if !policy.finalizers().iter().any(|f| f == LEGACY_FINALIZER) {
         // No finalizer: it would cost every policy a write at creation. A deleted policy's
-        // records delete themselves ([`crate::dns_record`]).
+        // records delete themselves ([`crate::reconcile::dns_record`]).
         return counted(&*policy, &ctx, CONTROLLER, async {
             if policy.metadata.deletion_timestamp.is_some() {
                 remove(&policy, &ctx).await
@@ -99,7 +99,7 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
     };
     let desired = decide(&seen, ctx.config.distributed.is_some());
     let records = apply::write_records(policy, &desired, ctx).await?;
-    crate::gateway_status::mark_gateway(&seen.gateway, policy, ctx).await?;
+    crate::reconcile::gateway_status::mark_gateway(&seen.gateway, policy, ctx).await?;
     let enforced = status::enforced_state(&desired, &records);
     if let Some(wait) = status::first_status_wait(
         policy,
@@ -181,7 +181,7 @@ async fn remove(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
         .gateways
         .get(Some(&gateway_namespace), &target.name)
     {
-        crate::gateway_status::unmark_gateway(&gateway, ctx).await?;
+        crate::reconcile::gateway_status::unmark_gateway(&gateway, ctx).await?;
     }
     Ok(Action::await_change())
 }

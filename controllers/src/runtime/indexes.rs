@@ -306,8 +306,8 @@ pub fn cluster_changed_for_dns(old: Option<&ManagedCluster>, new: &ManagedCluste
 pub fn zone_changed_for_dns(old: Option<&ManagedZone>, new: &ManagedZone) -> bool {
     let guard = |zone: &ManagedZone| {
         [
-            crate::plan_guard::THRESHOLD_ANNOTATION,
-            crate::plan_guard::APPROVE_ANNOTATION,
+            crate::decide::plan_guard::THRESHOLD_ANNOTATION,
+            crate::decide::plan_guard::APPROVE_ANNOTATION,
         ]
         .map(|key| zone.annotations().get(key).cloned())
     };

@@ -7,8 +7,8 @@ use meridian_api::kuadrant::{DNSPolicy, DNSRecord};
 use serde_json::json;
 
 use super::gather::records_of;
-use crate::convert::{all_to_api, all_to_engine};
-use crate::desired::Desired;
+use crate::decide::convert::{all_to_api, all_to_engine};
+use crate::decide::desired::Desired;
 use crate::{Context, Error, POLICY_LABEL, delete_if_present};
 
 /// Applies the desired DNSRecords and deletes the policy's others; returns the records as
@@ -46,14 +46,14 @@ pub async fn write_records(
                 "ownerReferences": [owner],
                 // Created with the record controller's finalizer, so its first pass publishes
                 // instead of spending a write (and a round through the queue) to add it.
-                "finalizers": [crate::identity::RECORD_FINALIZER],
+                "finalizers": [crate::runtime::identity::RECORD_FINALIZER],
             },
             "spec": {
                 "rootHost": wanted.root_host,
                 "managedZone": { "name": wanted.zone },
                 "endpoints": all_to_api(&wanted.endpoints),
                 "healthCheck": policy.spec.health_check,
-                "failbackHoldDownSeconds": crate::policy::hold_down_seconds(&policy.spec.load_balancing)
+                "failbackHoldDownSeconds": crate::decide::policy::hold_down_seconds(&policy.spec.load_balancing)
                     .ok()
                     .flatten(),
             },

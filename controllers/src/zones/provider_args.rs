@@ -12,7 +12,7 @@ use ipnet::IpNet;
 
 use meridian_providers::azure::CustomCloud;
 
-use crate::zone_provider::ProviderSettings;
+use crate::zones::zone_provider::ProviderSettings;
 
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ProviderArgs {

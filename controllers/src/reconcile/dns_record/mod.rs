@@ -9,7 +9,7 @@
 //! | **Watches** (shared caches) | DNSRecords, ManagedZones, Secrets; on the hub also DNSHealthCheckProbes, ProbeResults, ClusterReports, heartbeat Leases |
 //! | **Triggered by** ([`triggers`]) | the record; its zone; the zone's provider Secret or the health check's header Secret; on the hub, a changed verdict of one of its probes; a timer at the heartbeat timeout while it has health checks |
 //! | **Gathers** ([`gather`]) | the zone and its provider (credentials from the cache); the live clusters' probe results; then the zone's records from the provider, only when something may have changed |
-//! | **Decides** (pure) | health pruning ([`crate::health`], [`crate::shared_health`]); the changes (`meridian_dns::plan`) with external-dns ownership |
+//! | **Decides** (pure) | health pruning ([`crate::decide::health`], [`crate::decide::shared_health`]); the changes (`meridian_dns::plan`) with external-dns ownership |
 //! | **Writes** ([`health`], [`status`]) | the provider's records, in batches; the record's probes and their status (hub); the record's status |
 
 mod gather;
@@ -18,7 +18,7 @@ mod status;
 pub mod triggers;
 pub mod verify;
 
-use crate::host_marks::last_modified_name;
+use crate::decide::host_marks::last_modified_name;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -33,19 +33,22 @@ use meridian_dns::plan::{PlanInput, Registry, plan};
 use meridian_dns::tree::RecordTree;
 use meridian_providers::Provider;
 
-use crate::caches::run_controller;
-use crate::convert::all_to_engine;
-use crate::health::PROBE_RECORD_LABEL;
-use crate::journal;
-use crate::shared_health;
-use crate::zone_provider::ZoneProvider;
-use crate::{Context, Error, delete_if_present, indexes, plan_guard, retry_after, with_finalizer};
+use crate::decide::convert::all_to_engine;
+use crate::decide::health::PROBE_RECORD_LABEL;
+use crate::decide::shared_health;
+use crate::runtime::caches::run_controller;
+use crate::runtime::journal;
+use crate::zones::zone_provider::ZoneProvider;
+use crate::{
+    Context, Error, decide::plan_guard, delete_if_present, retry_after, runtime::indexes,
+    with_finalizer,
+};
 
 use gather::{zone_provider, zone_published_count};
 use health::{agree_on_health, check_health, delete_probes, move_mark};
 use status::{domain_owners, provider_failed, ready_as_before, write_status};
 
-pub use crate::identity::RECORD_FINALIZER as FINALIZER;
+pub use crate::runtime::identity::RECORD_FINALIZER as FINALIZER;
 const CONTROLLER: &str = "dnsrecord";
 
 /// Reasons of the record's `Ready` condition.
@@ -142,7 +145,7 @@ async fn release_gateways(record: &DNSRecord, ctx: &Context) -> Result<(), Error
     let left =
         indexes::gateways_left_affected(&ctx.caches.gateways.state(), &ctx.caches.policies.state());
     for gateway in left {
-        crate::gateway_status::unmark_gateway(&gateway, ctx).await?;
+        crate::reconcile::gateway_status::unmark_gateway(&gateway, ctx).await?;
     }
     Ok(())
 }
@@ -151,9 +154,12 @@ pub fn error_policy(record: Arc<DNSRecord>, error: &Error, ctx: Arc<Context>) ->
     retry_after(&*record, error, &ctx, CONTROLLER)
 }
 
-/// The owner ID the record publishes under (see [`crate::owners::record_owner`]).
-pub fn owner_of(record: &DNSRecord, config: &crate::context::ControllerConfig) -> String {
-    crate::owners::record_owner(record, config.hub_owner.as_deref())
+/// The owner ID the record publishes under (see [`crate::zones::owners::record_owner`]).
+pub fn owner_of(
+    record: &DNSRecord,
+    config: &crate::reconcile::context::ControllerConfig,
+) -> String {
+    crate::zones::owners::record_owner(record, config.hub_owner.as_deref())
 }
 
 async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
@@ -203,10 +209,10 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         // Every endpoint is at or under the root host (the schema, or how the root host is
         // found), so this keeps the whole record inside the zone it names: a zone is never
         // a way to publish another domain's names.
-        Some(root_host) if !crate::zone_claims::in_zone(&root_host, &zone) => Err(format!(
+        Some(root_host) if !crate::decide::zone_claims::in_zone(&root_host, &zone) => Err(format!(
             "the root host {root_host} is not in ManagedZone {}'s domain {}: a record publishes only names at or under its zone's domain",
             zone.name_any(),
-            crate::zone_claims::normalize(&zone.spec.domain_name)
+            crate::decide::zone_claims::normalize(&zone.spec.domain_name)
         )),
         Some(root_host) => Ok(root_host),
     };
@@ -471,7 +477,7 @@ async fn adopt(
     root_host: &str,
     current: Vec<Endpoint>,
 ) -> Result<Vec<Endpoint>, Error> {
-    let earlier = crate::owners::earlier_owners(record, owner);
+    let earlier = crate::zones::owners::earlier_owners(record, owner);
     let earlier: Vec<&str> = earlier.iter().map(String::as_str).collect();
     let adopted = meridian_dns::plan::adoption(&current, &earlier, owner, root_host);
     if adopted.changes.is_empty() {
@@ -529,7 +535,7 @@ fn journal_change(
 /// zone differed from the plan (changed out of band, or a restart's empty embedded zone).
 fn why_changed(
     record: &DNSRecord,
-    health: Option<&crate::health::HealthOutcome>,
+    health: Option<&crate::decide::health::HealthOutcome>,
     notes: &[String],
 ) -> String {
     let mut why = Vec::new();
@@ -577,7 +583,7 @@ async fn hold_plan(
     record: &DNSRecord,
     ctx: &Context,
     held: &plan_guard::Held,
-    health: Option<&crate::health::HealthOutcome>,
+    health: Option<&crate::decide::health::HealthOutcome>,
 ) -> Result<Action, Error> {
     let message = held.message();
     let (_, reason_before, message_before) = ready_as_before(record);
@@ -640,9 +646,9 @@ async fn withdraw(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         // change any more, and a finalizer kept for it would never go.
         Err((
             _,
-            crate::zone_claims::reasons::DOMAIN_CLAIMED
-            | crate::zone_claims::reasons::DOMAIN_NOT_GRANTED
-            | crate::zone_claims::reasons::PUBLIC_SUFFIX,
+            crate::decide::zone_claims::reasons::DOMAIN_CLAIMED
+            | crate::decide::zone_claims::reasons::DOMAIN_NOT_GRANTED
+            | crate::decide::zone_claims::reasons::PUBLIC_SUFFIX,
             message,
         )) => {
             tracing::warn!(record = %record.name_any(), %message, "deleted without withdrawing: its zone does not hold its domain");

@@ -107,7 +107,7 @@ struct Inner {
     latency_buckets: [u64; LATENCY_BUCKETS.len()],
     latency_count: u64,
     latency_sum: f64,
-    fleet: crate::silence::FleetBrake,
+    fleet: crate::decide::silence::FleetBrake,
     failovers: BTreeMap<(FailoverPhase, String), Series>,
     drift_repairs: u64,
     leading: bool,
@@ -184,7 +184,7 @@ impl Metrics {
     }
 
     /// The fleet brake as last looked at.
-    pub fn fleet(&self, brake: &crate::silence::FleetBrake) {
+    pub fn fleet(&self, brake: &crate::decide::silence::FleetBrake) {
         self.inner.lock().expect("metrics lock").fleet = *brake;
     }
 
@@ -290,7 +290,7 @@ impl Metrics {
 }
 
 /// The objects each watched kind could not decode and skipped (see
-/// [`crate::caches::Cache::reflect`]), in Prometheus' text format.
+/// [`crate::runtime::caches::Cache::reflect`]), in Prometheus' text format.
 pub fn render_undecodable(counts: &[(&str, u64)]) -> String {
     let mut out = String::from(
         "# HELP meridian_watch_undecodable_objects_total Versions of watched objects that could not be decoded and were skipped, by kind.\n\
@@ -330,7 +330,7 @@ mod tests {
         assert!(text.contains("meridian_publish_latency_seconds_bucket{le=\"10\"} 2"));
         assert!(text.contains("meridian_publish_latency_seconds_count 2"));
         assert!(text.contains("meridian_fleet_brake_engaged 0"));
-        metrics.fleet(&crate::silence::FleetBrake {
+        metrics.fleet(&crate::decide::silence::FleetBrake {
             engaged: true,
             quiet: 3,
             heard: 4,

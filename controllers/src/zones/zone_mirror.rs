@@ -19,13 +19,13 @@ use meridian_dns::model::Endpoint;
 use meridian_dns::plan::{PlanInput, plan};
 use tokio::sync::broadcast;
 
-use crate::caches::{Caches, Change};
-use crate::convert::all_to_engine;
-use crate::dnssec_keys::{KEYS_SECRET_TYPE, KeySource, ZoneSigning, signing_from_cache};
-use crate::owners::published_owner;
-use crate::zone_claims::{Claim, DomainGrants, claim_key, claims, in_zone, normalize};
-use crate::zone_provider::{EmbeddedZones, ZoneProvider};
-use crate::zone_serial::Numbering;
+use crate::decide::convert::all_to_engine;
+use crate::decide::zone_claims::{Claim, DomainGrants, claim_key, claims, in_zone, normalize};
+use crate::decide::zone_serial::Numbering;
+use crate::runtime::caches::{Caches, Change};
+use crate::zones::dnssec_keys::{KEYS_SECRET_TYPE, KeySource, ZoneSigning, signing_from_cache};
+use crate::zones::owners::published_owner;
+use crate::zones::zone_provider::{EmbeddedZones, ZoneProvider};
 
 /// A look at every record at least this often, besides every change.
 const FULL_PASS_EVERY: Duration = Duration::from_secs(10);
@@ -59,7 +59,7 @@ pub fn published_endpoints(record: &DNSRecord) -> Vec<Endpoint> {
 /// a standby hub replica, or an agent serving DNS), signing zones with the keys `keys` names;
 /// `on_synced` runs once, after the first whole pass (the process then answers what the leader
 /// answers). `grants` are the admin's domain grants where this process has them (a hub
-/// replica); an agent has none and follows the leader's refusals (see [`crate::zone_claims`]).
+/// replica); an agent has none and follows the leader's refusals (see [`crate::decide::zone_claims`]).
 pub async fn run(
     caches: Arc<Caches>,
     embedded: Arc<EmbeddedZones>,
@@ -131,7 +131,7 @@ async fn pass(
     grants: &DomainGrants,
     mirrored: &mut BTreeMap<String, Mirrored>,
 ) {
-    // Decided as the leader decides (see `crate::zone_claims`): a zone that lost its claim is
+    // Decided as the leader decides (see `crate::decide::zone_claims`): a zone that lost its claim is
     // never served, and its records never mirrored into the apex that holds.
     let zones = caches.zones.state();
     let claims = claims(&zones, grants);

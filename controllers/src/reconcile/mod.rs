@@ -1,0 +1,7 @@
+//! The reconcilers hub and agents share, each a pipeline (gather → decide → apply → status),
+//! and the context they share.
+
+pub mod context;
+pub mod dns_policy;
+pub mod dns_record;
+pub mod gateway_status;
