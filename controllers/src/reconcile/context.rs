@@ -132,7 +132,8 @@ pub struct Context {
     /// The watch caches every reconcile reads instead of the API server.
     pub caches: Arc<Caches>,
     recorder: kube::runtime::events::Recorder,
-    failures: Mutex<HashMap<String, u32>>,
+    /// Per object, how long its next retry waits.
+    backoff: crate::runtime::backoff::Backoff,
     /// Distributed mode: what each record's host mark was and when it is next read.
     pub host_marks: HostMarks,
     /// Distributed mode: the agent's probes of the hosts' addresses, and what they said at
@@ -212,7 +213,7 @@ impl Context {
                     instance: std::env::var("HOSTNAME").ok(),
                 },
             ),
-            failures: Mutex::new(HashMap::new()),
+            backoff: Default::default(),
             host_marks: HostMarks::default(),
             shared_probes: None,
             failing_seen: Mutex::new(HashMap::new()),
@@ -477,19 +478,10 @@ impl Context {
     /// The delay before retrying `object` after a failure: exponential per consecutive
     /// failure, with full jitter, so many failing objects never retry in step.
     pub fn retry_after_failure(&self, object: &str) -> Action {
-        let attempt = {
-            let mut failures = self.failures.lock().expect("failures lock");
-            let count = failures.entry(object.to_string()).or_insert(0);
-            *count = count.saturating_add(1);
-            *count
-        };
-        let ceiling = self
-            .config
-            .retry_base
-            .saturating_mul(1 << attempt.min(16))
-            .min(self.config.retry_cap);
-        let delay = rand::rng().random_range(ceiling / 2..=ceiling);
-        Action::requeue(delay)
+        Action::requeue(
+            self.backoff
+                .failed(object, self.config.retry_base, self.config.retry_cap),
+        )
     }
 
     /// Publishes a Kubernetes Event about `object` for what users must notice. An Event that
@@ -602,7 +594,7 @@ impl Context {
 
     /// Forgets `object`'s failures after a successful reconcile.
     pub fn succeeded(&self, object: &str) {
-        self.failures.lock().expect("failures lock").remove(object);
+        self.backoff.succeeded(object);
     }
 }
 

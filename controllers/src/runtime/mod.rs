@@ -3,6 +3,7 @@
 //! metrics and the journal.
 
 pub mod applied;
+pub mod backoff;
 pub mod caches;
 pub mod clock;
 pub mod error;

@@ -10,3 +10,38 @@ pub mod key_copies;
 pub mod managed_zone;
 pub mod probe_headers;
 pub mod router_dns;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::stream::BoxStream;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{ObjectRef, Store};
+use meridian_controllers::{Context, Error};
+
+/// Runs one of the hub's light controllers (at the light concurrency) over `store` until `stop`
+/// resolves, reconciling what `requests` ask for.
+async fn run_light<K, Reconcile, Fut>(
+    store: Store<K>,
+    requests: Vec<BoxStream<'static, ObjectRef<K>>>,
+    reconcile: Reconcile,
+    error_policy: fn(Arc<K>, &Error, Arc<Context>) -> Action,
+    ctx: Arc<Context>,
+    stop: impl Future<Output = ()> + Send + 'static,
+) where
+    K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + 'static,
+    Reconcile: Fn(Arc<K>, Arc<Context>) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<Action, Error>> + Send + 'static,
+{
+    let concurrency = ctx.config.concurrency.light;
+    meridian_controllers::runtime::caches::run_controller(
+        store,
+        concurrency,
+        requests,
+        reconcile,
+        error_policy,
+        ctx,
+        stop,
+    )
+    .await;
+}

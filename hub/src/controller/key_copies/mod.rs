@@ -39,16 +39,7 @@ const CONTROLLER: &str = "dnssec-key-copies";
 pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
     let all = ctx.caches.clusters.store().clone();
     let requests = triggers::requests(&ctx.caches, ctx.config.hub_namespace.clone());
-    meridian_controllers::runtime::caches::run_controller(
-        all,
-        ctx.config.concurrency.light,
-        requests,
-        reconcile,
-        error_policy,
-        ctx,
-        stop,
-    )
-    .await;
+    super::run_light(all, requests, reconcile, error_policy, ctx, stop).await;
 }
 
 /// Whether `zone` is an embedded zone to be signed (its keys go to the agents).
@@ -57,7 +48,19 @@ pub fn signed_embedded(zone: &ManagedZone) -> bool {
 }
 
 pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
-    ctx.metrics.reconciled(CONTROLLER);
+    meridian_controllers::counted(
+        &*cluster,
+        &ctx,
+        CONTROLLER,
+        reconcile_cluster(cluster.clone(), ctx.clone()),
+    )
+    .await
+}
+
+async fn reconcile_cluster(
+    cluster: Arc<ManagedCluster>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
     if !ctx.caches.listed() {
         return Err(Error::Waiting("the first list of zones and Secrets".into()));
     }

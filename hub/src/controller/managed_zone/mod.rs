@@ -35,7 +35,7 @@ use meridian_providers::Provider;
 use serde_json::json;
 
 use meridian_controllers::{
-    Context, Error, FIELD_MANAGER, POLICY_LABEL, apply_params, decide::plan_guard, now, object_key,
+    Context, Error, FIELD_MANAGER, POLICY_LABEL, apply_params, decide::plan_guard, now,
 };
 
 const CONTROLLER: &str = "managedzone";
@@ -44,20 +44,20 @@ const CONTROLLER: &str = "managedzone";
 pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
     let all = ctx.caches.zones.store().clone();
     let requests = triggers::requests(&ctx.caches);
-    meridian_controllers::runtime::caches::run_controller(
-        all,
-        ctx.config.concurrency.light,
-        requests,
-        reconcile,
-        error_policy,
-        ctx,
-        stop,
-    )
-    .await;
+    super::run_light(all, requests, reconcile, error_policy, ctx, stop).await;
 }
 
 pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Action, Error> {
-    ctx.metrics.reconciled(CONTROLLER);
+    meridian_controllers::counted(
+        &*zone,
+        &ctx,
+        CONTROLLER,
+        reconcile_zone(zone.clone(), ctx.clone()),
+    )
+    .await
+}
+
+async fn reconcile_zone(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Action, Error> {
     let namespace = zone.namespace().unwrap_or_default();
     let domain = zone
         .spec
@@ -253,11 +253,6 @@ pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Acti
         api.patch_status(&zone.name_any(), &apply_params(), &Patch::Apply(patch))
             .await?;
     }
-    ctx.succeeded(&object_key(
-        "ManagedZone",
-        Some(&namespace),
-        &zone.name_any(),
-    ));
     Ok(Action::requeue(requeue))
 }
 
@@ -514,10 +509,7 @@ fn count_refresh_wait(
 }
 
 pub fn error_policy(zone: Arc<ManagedZone>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.metrics.failed(CONTROLLER, error.reason());
-    let key = object_key("ManagedZone", zone.namespace().as_deref(), &zone.name_any());
-    tracing::warn!(zone = %key, %error, "ManagedZone reconcile failed; retrying with backoff");
-    ctx.retry_after_failure(&key)
+    meridian_controllers::retry_after(&*zone, error, &ctx, CONTROLLER)
 }
 
 #[cfg(test)]

@@ -115,20 +115,23 @@ pub fn readable_by(role: &Role) -> BTreeSet<String> {
 pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
     let all = ctx.caches.clusters.store().clone();
     let requests = triggers::requests(&ctx.caches, ctx.config.hub_namespace.clone());
-    meridian_controllers::runtime::caches::run_controller(
-        all,
-        ctx.config.concurrency.light,
-        requests,
-        reconcile,
-        error_policy,
-        ctx,
-        stop,
-    )
-    .await;
+    super::run_light(all, requests, reconcile, error_policy, ctx, stop).await;
 }
 
 pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
-    ctx.metrics.reconciled(CONTROLLER);
+    meridian_controllers::counted(
+        &*cluster,
+        &ctx,
+        CONTROLLER,
+        reconcile_cluster(cluster.clone(), ctx.clone()),
+    )
+    .await
+}
+
+async fn reconcile_cluster(
+    cluster: Arc<ManagedCluster>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
     if !ctx.caches.listed() {
         return Err(Error::Waiting("the first list of probes".into()));
     }

@@ -104,20 +104,20 @@ pub fn shards_of(
 pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
     let all = ctx.caches.zones.store().clone();
     let requests = triggers::requests(&ctx.caches);
-    meridian_controllers::runtime::caches::run_controller(
-        all,
-        ctx.config.concurrency.light,
-        requests,
-        reconcile,
-        error_policy,
-        ctx,
-        stop,
-    )
-    .await;
+    super::run_light(all, requests, reconcile, error_policy, ctx, stop).await;
 }
 
 pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Action, Error> {
-    ctx.metrics.reconciled(CONTROLLER);
+    meridian_controllers::counted(
+        &*zone,
+        &ctx,
+        CONTROLLER,
+        reconcile_zone(zone.clone(), ctx.clone()),
+    )
+    .await
+}
+
+async fn reconcile_zone(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Action, Error> {
     if !ctx.caches.listed() {
         return Err(Error::Waiting("the first list of reports".into()));
     }
