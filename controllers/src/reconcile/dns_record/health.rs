@@ -10,9 +10,7 @@ use meridian_api::kuadrant::{
     DNSHealthCheckProbe, DNSHealthCheckProbeStatus, DNSRecord, HealthCheck,
 };
 use meridian_api::meridian::ProbeReport;
-use meridian_dns::changes::Update;
 use meridian_dns::model::Endpoint;
-use meridian_dns::model::RecordType;
 use meridian_dns::tree::RecordTree;
 use serde_json::json;
 
@@ -110,30 +108,6 @@ pub(super) fn header_problem(
         .get(record.namespace().as_deref(), &reference.name)
         .ok_or_else(|| format!("header Secret {} not found", reference.name))?;
     crate::decide::health::secret_headers(&secret)
-}
-
-/// TTL of the last-modified mark.
-pub(super) const MARK_TTL: u32 = 60;
-
-/// Adds to `changes` a new value of the host's mark, so the other clusters look again; returns
-/// the new value.
-pub(super) fn move_mark(
-    changes: &mut meridian_dns::changes::Changes,
-    mark_name: &str,
-    before: Option<&Endpoint>,
-    owner: &str,
-    ctx: &Context,
-) -> Option<String> {
-    let value = format!("{} {owner}", (ctx.clock)());
-    let mark = Endpoint::new(mark_name, RecordType::Txt, [value.clone()], MARK_TTL);
-    match before {
-        Some(old) => changes.updates.push(Update {
-            old: old.clone(),
-            new: mark,
-        }),
-        None => changes.creates.push(mark),
-    }
-    Some(value)
 }
 
 /// Keeps one probe per leaf of the record, turns the live clusters' results into each probe's

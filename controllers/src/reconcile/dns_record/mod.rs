@@ -9,16 +9,16 @@
 //! | **Watches** (shared caches) | DNSRecords, ManagedZones, Secrets; on the hub also DNSHealthCheckProbes, ProbeResults, ClusterReports, heartbeat Leases |
 //! | **Triggered by** ([`triggers`]) | the record; its zone; the zone's provider Secret or the health check's header Secret; on the hub, a changed verdict of one of its probes; a timer at the heartbeat timeout while it has health checks |
 //! | **Gathers** ([`gather`]) | the zone and its provider (credentials from the cache); the live clusters' probe results; then the zone's records from the provider, only when something may have changed |
-//! | **Decides** (pure) | health pruning ([`crate::decide::health`], [`crate::decide::shared_health`]); the changes (`meridian_dns::plan`) with external-dns ownership |
+//! | **Decides** (pure) | health pruning ([`crate::decide::health`], [`crate::decide::shared_health`]); the active tiers; then [`publication`]: the plan guard's verdict, the changes (`meridian_dns::plan`) with external-dns ownership and the host's mark, what status says |
 //! | **Writes** ([`health`], [`status`]) | the provider's records, in batches; the record's probes and their status (hub); the record's status |
 
 mod gather;
 mod health;
+pub mod publication;
 mod status;
 pub mod triggers;
 pub mod verify;
 
-use crate::decide::host_marks::last_modified_name;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -35,6 +35,7 @@ use meridian_providers::Provider;
 
 use crate::decide::convert::all_to_engine;
 use crate::decide::health::PROBE_RECORD_LABEL;
+use crate::decide::host_marks::last_modified_name;
 use crate::decide::shared_health;
 use crate::runtime::caches::run_controller;
 use crate::runtime::journal;
@@ -45,8 +46,9 @@ use crate::{
 };
 
 use gather::{zone_provider, zone_published_count};
-use health::{agree_on_health, check_health, delete_probes, move_mark};
-use status::{domain_owners, provider_failed, ready_as_before, write_status};
+use health::{agree_on_health, check_health, delete_probes};
+use publication::Publication;
+use status::{provider_failed, ready_as_before, write_status};
 
 pub use crate::runtime::identity::RECORD_FINALIZER as FINALIZER;
 const CONTROLLER: &str = "dnsrecord";
@@ -322,10 +324,6 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         Err(Error::Provider(error)) => return provider_failed(record, ctx, &provider, error).await,
         Err(error) => return Err(error),
     };
-    let mark_before = current
-        .iter()
-        .find(|e| e.dns_name == mark_name && e.record_type == RecordType::Txt)
-        .cloned();
     let mut health_changes = meridian_dns::changes::Changes::default();
     // Probe verdicts withdraw leaves in this pass (evidence, which the plan guard never holds).
     let mut health_withdraws =
@@ -348,11 +346,18 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         health_changes = agreed.changes;
         ctx.remember_failing(&record_key, failing);
     }
-    let proposed = plan_guard::Proposed {
+    let mark_next = format!("{} {owner}", (ctx.clock)());
+    let decided = publication::decide(publication::Inputs {
         record: &record_key,
         generation: record.metadata.generation,
+        owner: &owner,
+        root_host: &root_host,
+        provider: provider.kind(),
         previous: previous.as_deref(),
         desired: &desired,
+        current: &current,
+        health_changes,
+        health_withdraws,
         // Counted over every record of the zone, so only where the guard reads it: a record
         // that published nothing yet is never held.
         zone_records: if previous.is_some() {
@@ -360,47 +365,34 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         } else {
             0
         },
-        health_withdraws,
+        guard: &plan_guard::ZoneGuard::from_annotations(zone.annotations()),
+        notes: notes.clone(),
+        mark: distributed.then_some(publication::Mark {
+            name: &mark_name,
+            next: &mark_next,
+        }),
+    });
+    let write = match decided {
+        Publication::Hold(held) => return hold_plan(record, ctx, &held, health).await,
+        Publication::Write(write) => write,
     };
-    match plan_guard::judge(
-        &proposed,
-        &plan_guard::ZoneGuard::from_annotations(zone.annotations()),
-    ) {
-        plan_guard::Verdict::Apply => {}
-        plan_guard::Verdict::Approved(plan) => {
-            tracing::info!(record = %record_key, %plan, "applying a plan over the zone's threshold: approved");
-            ctx.notify(
-                record,
-                false,
-                "PlanApproved",
-                "Publish",
-                format!(
-                    "plan {plan} applied: approved by the ManagedZone annotation {}",
-                    plan_guard::APPROVE_ANNOTATION
-                ),
-            )
-            .await;
-        }
-        plan_guard::Verdict::Held(held) => return hold_plan(record, ctx, &held, health).await,
+    if let Some(plan) = &write.approved {
+        tracing::info!(record = %record_key, %plan, "applying a plan over the zone's threshold: approved");
+        ctx.notify(
+            record,
+            false,
+            "PlanApproved",
+            "Publish",
+            format!(
+                "plan {plan} applied: approved by the ManagedZone annotation {}",
+                plan_guard::APPROVE_ANNOTATION
+            ),
+        )
+        .await;
     }
-    let planned = plan(
-        &PlanInput {
-            owner: &owner,
-            root_host: &root_host,
-            desired: &desired,
-            previous: previous.as_deref(),
-        },
-        &current,
-    );
-    let mut changes = planned.changes.clone();
-    changes.append(health_changes);
-    let mut mark_after = mark_before.as_ref().map(|m| m.targets.join(""));
-    if distributed && !changes.is_empty() {
-        mark_after = move_mark(&mut changes, &mark_name, mark_before.as_ref(), &owner, ctx);
-    }
-    if !changes.is_empty() {
+    if !write.changes.is_empty() {
         ctx.check_fence()?;
-        if let Err(error) = provider.apply(&zone_id, &changes).await {
+        if let Err(error) = provider.apply(&zone_id, &write.changes).await {
             let outcome = match error {
                 meridian_providers::ProviderError::Throttled(_) => "throttled",
                 _ => "error",
@@ -414,7 +406,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
             record,
             ctx,
             &root_host,
-            &changes,
+            &write.changes,
             why_changed(record, health, &notes),
         );
     }
@@ -424,40 +416,24 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         &zone.spec.domain_name,
     );
     if distributed {
-        ctx.host_marks.remember(&record_key, mark_after);
-        if !changes.is_empty() {
+        ctx.host_marks.remember(&record_key, write.mark_after);
+        if !write.changes.is_empty() {
             ctx.host_marks.read_next_refresh(&record_key);
         }
     }
-    let owners = domain_owners(&current, &root_host, &owner);
-    let mut messages: Vec<String> = planned.problems.iter().map(ToString::to_string).collect();
-    messages.extend(notes);
-    let (ready, reason, message) = if planned.problems.is_empty() {
-        let mut message = format!(
-            "{} records published through {}",
-            desired.len(),
-            provider.kind()
-        );
-        if !messages.is_empty() {
-            message = format!("{message}; {}", messages.join("; "));
-        }
-        (true, reasons::PUBLISHED, message)
-    } else {
-        (false, reasons::PARTLY_PUBLISHED, messages.join("; "))
-    };
     write_status(
         record,
         ctx,
         Some(&desired),
-        (ready, reason, message),
+        write.ready,
         health,
-        owners,
+        write.owners,
     )
     .await?;
     // A conflict with another owner is not fought over: look again later and later (its own
     // count, which a successful pass does not reset).
     let conflict_key = format!("{record_key}/conflict");
-    if !planned.problems.is_empty() {
+    if write.conflict {
         return Ok(ctx.retry_after_failure(&conflict_key));
     }
     ctx.succeeded(&conflict_key);
@@ -696,7 +672,12 @@ async fn withdraw(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
             // The last owner leaves: its mark goes with it.
             (Some(mark), false) => changes.deletes.push(mark.clone()),
             (mark, true) => {
-                move_mark(&mut changes, &mark_name, mark, &owner, ctx);
+                let next = format!("{} {owner}", (ctx.clock)());
+                let next = publication::Mark {
+                    name: &mark_name,
+                    next: &next,
+                };
+                publication::move_mark(&mut changes, next, mark);
             }
             (None, false) => {}
         }
