@@ -80,6 +80,26 @@ where
         .await?)
 }
 
+/// Applies the ManagedZone `namespace/zone` for `domain` with no provider: the hub's embedded
+/// nameserver serves it. Returns the namespace's ManagedZone API.
+pub async fn embedded_zone(
+    client: &Client,
+    namespace: &str,
+    domain: &str,
+) -> Result<Api<meridian_api::kuadrant::ManagedZone>, Error> {
+    let zones = Api::namespaced(client.clone(), namespace);
+    apply(
+        &zones,
+        json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
+            "metadata": { "name": "zone", "namespace": namespace },
+            "spec": { "domainName": domain },
+        }),
+    )
+    .await?;
+    Ok(zones)
+}
+
 /// Server-side applies a ManagedClusterSet, ManagedClusterSetBinding or Placement.
 pub async fn apply_ocm(client: &Client, object: Value) -> Result<(), Error> {
     let object: DynamicObject = serde_json::from_value(object).expect("a valid object");

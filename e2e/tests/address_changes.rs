@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use kube::Client;
 use kube::api::Api;
-use meridian_api::kuadrant::{DNSRecord, ManagedZone};
-use meridian_e2e::example::{apply, dig_host, sign_zone};
+use meridian_api::kuadrant::DNSRecord;
+use meridian_e2e::example::{apply, dig_host, embedded_zone, sign_zone};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually};
 use meridian_hub::run_command::{RunArgs, RunningHub};
 use serde_json::json;
@@ -160,16 +160,7 @@ async fn every_server_answers_each_new_address_once_status_says_it_is_published(
     let fleet = Fleet::builder().without_ocm().start().await?;
     let hub = fleet.hub.client();
     meridian_e2e::ensure_namespace(&hub, NAMESPACE).await?;
-    let zones: Api<ManagedZone> = Api::namespaced(hub.clone(), NAMESPACE);
-    apply(
-        &zones,
-        json!({
-            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
-            "metadata": { "name": "zone", "namespace": NAMESPACE },
-            "spec": { "domainName": DOMAIN },
-        }),
-    )
-    .await?;
+    embedded_zone(&hub, NAMESPACE, DOMAIN).await?;
     let records: Api<DNSRecord> = Api::namespaced(hub.clone(), NAMESPACE);
     write_record(&records, "api".into(), "10.99.0.0".into()).await?;
     for other in 0..OTHERS {

@@ -14,7 +14,9 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use meridian_api::conditions;
 use meridian_api::kuadrant::{DNSRecord, ManagedZone};
-use meridian_e2e::example::{apply, dig_validated, one_serial_everywhere, sign_zone};
+use meridian_e2e::example::{
+    apply, dig_validated, embedded_zone, one_serial_everywhere, sign_zone,
+};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually};
 use meridian_hub::run_command::{RunArgs, RunningHub};
 use meridian_testkit::unbound::ValidatingResolver;
@@ -132,16 +134,7 @@ async fn a_signed_zone_validates_at_every_replica_through_a_rollover_and_a_leade
         ]),
     )
     .unwrap();
-    let zones: Api<ManagedZone> = Api::namespaced(hub.clone(), NAMESPACE);
-    apply(
-        &zones,
-        json!({
-            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
-            "metadata": { "name": "zone", "namespace": NAMESPACE },
-            "spec": { "domainName": DOMAIN },
-        }),
-    )
-    .await?;
+    let zones = embedded_zone(&hub, NAMESPACE, DOMAIN).await?;
     apply(
         &Api::<DNSRecord>::namespaced(hub.clone(), NAMESPACE),
         json!({

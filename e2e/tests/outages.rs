@@ -99,6 +99,32 @@ async fn ready(
     .await
 }
 
+/// The DNSRecord passes the replicas have begun, together.
+fn record_passes(replicas: &[&RunningHub]) -> u64 {
+    const LINE: &str = "meridian_reconciles_total{controller=\"dnsrecord\"} ";
+    replicas
+        .iter()
+        .filter_map(|replica| {
+            let metrics = replica.context.metrics.render();
+            let line = metrics.lines().find(|line| line.starts_with(LINE))?;
+            line[LINE.len()..].trim().parse::<u64>().ok()
+        })
+        .sum()
+}
+
+/// Waits until `count` holds still for three seconds: what it counts is over.
+async fn settled(what: &str, count: impl Fn() -> u64) -> Result<(), Error> {
+    let count = &count;
+    eventually(&format!("{what} settle"), DEFAULT_PATIENCE, || {
+        let before = count();
+        async move {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            Ok((count() == before).then_some(()))
+        }
+    })
+    .await
+}
+
 fn a(host: &str, ip: &str) -> (String, Vec<String>) {
     (host.to_string(), vec![ip.to_string()])
 }
@@ -165,11 +191,26 @@ async fn route53_unreachable_mid_change_is_retried_with_backoff_and_loses_nothin
     );
     let total = attempts.last().map_or(0, |(_, refused)| *refused);
     assert!(total > 0, "the hub kept trying");
-    // Each call is up to 8 connections (the SDK's own tries). Retried every second for two
-    // minutes would be near a thousand; with backoff doubling from 1 s to the 2 min cap it is
-    // about eight record reconciles, plus the zone's status looks: 36 on a quiet machine, 80
-    // once under a loaded CI run (more reconciles got in before their tries timed out).
-    assert!(total < 120, "retries back off: {attempts:?}");
+    // Retries back off: the gaps between them grow, so each 30 s of the outage sees fewer
+    // refused connections than the first (backoff doubling from 1 s: five tries in the first
+    // 30 s, one or none in the last). Retried at a steady pace, every window would see as
+    // many. (A bound on the total would not tell the two apart on a loaded machine, where
+    // slower tries mean fewer of them.)
+    let windows: Vec<u64> = attempts
+        .iter()
+        .scan(0, |before, (_, refused)| {
+            let window = refused - *before;
+            *before = *refused;
+            Some(window)
+        })
+        .collect();
+    println!("connections refused per 30 s of the outage: {windows:?}");
+    assert!(windows.len() >= 4, "{attempts:?}");
+    let first = windows[0];
+    assert!(
+        windows[1..].iter().all(|later| *later < first),
+        "the retries slow down: {windows:?}"
+    );
     running.stop().await;
     Ok(())
 }
@@ -279,9 +320,11 @@ async fn every_replica_answers_the_last_state_while_the_api_server_is_away() -> 
         })
         .await?;
     }
-    // Settle, then count the provider's writes from here on.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Settle, then count the provider's writes and the record passes from here on.
+    let replicas_passes = || record_passes(&[&leader, &standby]);
+    settled("the record passes", replicas_passes).await?;
     proxy.reset();
+    let passes_before = replicas_passes();
 
     // The API server and etcd freeze for two minutes; both replicas are asked throughout.
     let control_plane = fleet.hub.pids();
@@ -316,9 +359,18 @@ async fn every_replica_answers_the_last_state_while_the_api_server_is_away() -> 
         Ok((leader.is_leading() || standby.is_leading()).then_some(()))
     })
     .await?;
-    // Both records pass again after the watches come back (a resync of everything); nothing
-    // changed, so nothing is written.
-    tokio::time::sleep(Duration::from_secs(20)).await;
+    // Both records pass again once a replica leads again (its controllers start over and
+    // look at everything); nothing changed, so nothing is written. First the passes are seen
+    // to happen, and to be over; then the provider's calls are read.
+    eventually("both records pass again", DEFAULT_PATIENCE, || async {
+        Ok((replicas_passes() >= passes_before + 2).then_some(()))
+    })
+    .await?;
+    settled("the record passes", replicas_passes).await?;
+    println!(
+        "record passes after the outage: {}",
+        replicas_passes() - passes_before
+    );
     let calls = proxy.calls();
     println!(
         "provider calls after the API server came back: {calls:?}; leading: {} / {}",

@@ -7,7 +7,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use meridian_api::conditions;
 use meridian_api::kuadrant::{DNSRecord, ManagedZone};
 use meridian_controllers::decide::plan_guard::{APPROVE_ANNOTATION, HELD_REASON};
-use meridian_e2e::example::{apply, dig_host};
+use meridian_e2e::example::{apply, dig_host, embedded_zone};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, condition_becomes, eventually};
 use meridian_hub::run_command::{RunArgs, RunningHub};
 use serde_json::json;
@@ -88,16 +88,7 @@ async fn a_plan_over_the_zone_threshold_waits_for_approval() -> Result<(), Error
     let fleet = Fleet::builder().without_ocm().start().await?;
     let hub = fleet.hub.client();
     meridian_e2e::ensure_namespace(&hub, NAMESPACE).await?;
-    let zones: Api<ManagedZone> = Api::namespaced(hub.clone(), NAMESPACE);
-    apply(
-        &zones,
-        json!({
-            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
-            "metadata": { "name": "zone", "namespace": NAMESPACE },
-            "spec": { "domainName": "guard.example" },
-        }),
-    )
-    .await?;
+    let zones = embedded_zone(&hub, NAMESPACE, "guard.example").await?;
     let records: Api<DNSRecord> = Api::namespaced(hub.clone(), NAMESPACE);
     // Twelve Meridian records in the zone: ten of `big`, two of `small`.
     write_record(&records, "big", 10, "10.0.0.1").await?;

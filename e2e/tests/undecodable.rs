@@ -10,9 +10,9 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use meridian_api::conditions;
-use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
+use meridian_api::kuadrant::{DNSPolicy, DNSRecord};
 use meridian_controllers::runtime::caches::UNDECODABLE_REASON;
-use meridian_e2e::example::{apply, dig_host};
+use meridian_e2e::example::{apply, dig_host, embedded_zone};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually};
 use meridian_hub::run_command::{RunArgs, RunningHub};
 use serde_json::json;
@@ -117,16 +117,7 @@ async fn objects_the_hub_cannot_decode_are_reported_and_skipped() -> Result<(), 
     loosen_spec(&crds, "dnspolicies.kuadrant.io").await?;
     loosen_spec(&crds, "dnsrecords.kuadrant.io").await?;
 
-    let zones: Api<ManagedZone> = Api::namespaced(hub.clone(), NAMESPACE);
-    apply(
-        &zones,
-        json!({
-            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
-            "metadata": { "name": "zone", "namespace": NAMESPACE },
-            "spec": { "domainName": "skew.example" },
-        }),
-    )
-    .await?;
+    embedded_zone(&hub, NAMESPACE, "skew.example").await?;
     let records: Api<DNSRecord> = Api::namespaced(hub.clone(), NAMESPACE);
     // The API server takes both (the loosened CRDs allow them); the hub's types cannot read
     // either. Retried while the API server picks up the loosened schemas.
