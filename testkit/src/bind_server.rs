@@ -78,16 +78,7 @@ impl BindServer {
         write(
             "named.conf",
             format!(
-                r#"options {{
-  directory "{d}";
-  listen-on port {port} {{ 127.0.0.1; }};
-  listen-on-v6 {{ none; }};
-  pid-file "{d}/named.pid";
-  session-keyfile "{d}/session.key";
-  recursion no;
-  allow-query {{ any; }};
-  dnssec-validation no;
-}};
+                r#"{options}
 statistics-channels {{ inet 127.0.0.1 port {statistics_port} allow {{ 127.0.0.1; }}; }};
 key "meridian" {{ algorithm hmac-sha256; secret "{secret}"; }};
 zone "{zone}" {{
@@ -96,7 +87,8 @@ zone "{zone}" {{
   allow-update {{ key "meridian"; }};
   allow-transfer {{ key "meridian"; }};
 }};
-"#
+"#,
+                options = named_options(&dir, port, ""),
             ),
         )?;
         write(
@@ -183,4 +175,22 @@ zone "{zone}" {{
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.daemon.dir.join("named.log")).unwrap_or_default()
     }
+}
+
+/// The `options` block of a `named.conf` for a BIND the tests start: in `dir`, authoritative
+/// only, on loopback `port`, with `extra` statements.
+pub(crate) fn named_options(dir: &std::path::Path, port: u16, extra: &str) -> String {
+    let d = dir.display();
+    format!(
+        r#"options {{
+  directory "{d}";
+  listen-on port {port} {{ 127.0.0.1; }};
+  listen-on-v6 {{ none; }};
+  pid-file "{d}/named.pid";
+  session-keyfile "{d}/session.key";
+  recursion no;
+  allow-query {{ any; }};
+  dnssec-validation no;
+{extra}}};"#
+    )
 }

@@ -88,17 +88,7 @@ fn bind_config(dir: &std::path::Path, port: u16, zone: &str, primary: &Primary) 
         secret,
     } = primary;
     format!(
-        r#"options {{
-  directory "{d}";
-  listen-on port {port} {{ 127.0.0.1; }};
-  listen-on-v6 {{ none; }};
-  pid-file "{d}/named.pid";
-  session-keyfile "{d}/session.key";
-  recursion no;
-  allow-query {{ any; }};
-  dnssec-validation no;
-  notify no;
-}};
+        r#"{options}
 logging {{ category xfer-in {{ default_stderr; }}; category notify {{ default_stderr; }}; }};
 key "{key_name}" {{ algorithm {algorithm}; secret "{secret}"; }};
 zone "{zone}" {{
@@ -108,6 +98,7 @@ zone "{zone}" {{
   request-ixfr yes;
 }};
 "#,
+        options = crate::bind_server::named_options(dir, port, "  notify no;\n"),
         ip = address.ip(),
         primary_port = address.port(),
     )
