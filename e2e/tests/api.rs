@@ -99,7 +99,8 @@ async fn examples_apply_as_written_and_list_under_the_meridian_category() -> Res
         .unwrap();
     let shorthand = &azure.spec.load_balancing.weighted.custom[0];
     let selector = shorthand
-        .effective_selector()
+        .matcher()
+        .selector()
         .expect("shorthand expands to a selector");
     assert_eq!(
         selector

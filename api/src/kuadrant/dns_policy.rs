@@ -189,16 +189,14 @@ pub struct TierPriority {
 }
 
 impl TierPriority {
-    /// The label selector this entry stands for, expanding the shorthand; `None` for an entry
-    /// with neither form, which the schema rejects.
-    pub fn effective_selector(&self) -> Option<LabelSelector> {
-        shorthand_selector(
-            self.selector.as_ref(),
-            self.attribute
-                .as_deref()
-                .or(Some(crate::labels::DEFAULT_TIER_ATTRIBUTE)),
-            self.value.as_deref(),
-        )
+    /// Which clusters the entry matches (the shorthand's attribute defaults to `tier`).
+    pub fn matcher(&self) -> ClusterMatcher<'_> {
+        ClusterMatcher {
+            selector: self.selector.as_ref(),
+            attribute: self.attribute.as_deref(),
+            value: self.value.as_deref(),
+            default_attribute: Some(crate::labels::DEFAULT_TIER_ATTRIBUTE),
+        }
     }
 }
 
@@ -209,26 +207,59 @@ fn default_priority() -> i64 {
     DEFAULT_PRIORITY
 }
 
-/// The selector of an entry: its own, or the label `kuadrant.io/lb-attribute-<attribute>:
-/// <value>`.
-fn shorthand_selector(
-    selector: Option<&LabelSelector>,
-    attribute: Option<&str>,
-    value: Option<&str>,
-) -> Option<LabelSelector> {
-    match (selector, value) {
-        (Some(selector), _) => Some(selector.clone()),
-        (None, Some(value)) => Some(LabelSelector {
-            match_labels: Some(
-                [(
-                    crate::labels::lb_attribute_label(attribute),
-                    value.to_string(),
-                )]
-                .into(),
-            ),
-            match_expressions: None,
-        }),
-        (None, None) => None,
+/// The clusters a failover priority or a custom weight applies to: a label selector, or the
+/// shorthand `{attribute?, value}` for the label `kuadrant.io/lb-attribute-<attribute>:
+/// <value>`. Both entries are read and checked through it, so they take the same forms and
+/// refuse the same mistakes (the CRD's rules say the same).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClusterMatcher<'a> {
+    pub selector: Option<&'a LabelSelector>,
+    pub attribute: Option<&'a str>,
+    pub value: Option<&'a str>,
+    /// The attribute a shorthand without one means (`None`: the label's own default).
+    pub default_attribute: Option<&'static str>,
+}
+
+/// What is wrong with a [`ClusterMatcher`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatcherProblem {
+    NotExactlyOne,
+    AttributeWithoutValue,
+}
+
+impl std::fmt::Display for MatcherProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            MatcherProblem::NotExactlyOne => "needs exactly one of value and selector",
+            MatcherProblem::AttributeWithoutValue => {
+                "attribute is only allowed together with value"
+            }
+        })
+    }
+}
+
+impl ClusterMatcher<'_> {
+    /// The label selector the entry stands for, expanding the shorthand.
+    pub fn selector(&self) -> Result<LabelSelector, MatcherProblem> {
+        if self.attribute.is_some() && self.value.is_none() {
+            return Err(MatcherProblem::AttributeWithoutValue);
+        }
+        match (self.selector, self.value) {
+            (Some(selector), None) => Ok(selector.clone()),
+            (None, Some(value)) => Ok(LabelSelector {
+                match_labels: Some(
+                    [(
+                        crate::labels::lb_attribute_label(
+                            self.attribute.or(self.default_attribute),
+                        ),
+                        value.to_string(),
+                    )]
+                    .into(),
+                ),
+                match_expressions: None,
+            }),
+            _ => Err(MatcherProblem::NotExactlyOne),
+        }
     }
 }
 
@@ -296,14 +327,15 @@ pub struct CustomWeight {
 }
 
 impl CustomWeight {
-    /// The label selector this entry stands for, expanding the `{attribute, value}` shorthand;
-    /// `None` for an entry with neither form, which the schema rejects.
-    pub fn effective_selector(&self) -> Option<LabelSelector> {
-        shorthand_selector(
-            self.selector.as_ref(),
-            self.attribute.as_deref(),
-            self.value.as_deref(),
-        )
+    /// Which clusters the entry matches (the shorthand's attribute defaults to
+    /// `custom-weight`).
+    pub fn matcher(&self) -> ClusterMatcher<'_> {
+        ClusterMatcher {
+            selector: self.selector.as_ref(),
+            attribute: self.attribute.as_deref(),
+            value: self.value.as_deref(),
+            default_attribute: None,
+        }
     }
 }
 

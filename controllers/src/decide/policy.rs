@@ -3,7 +3,7 @@
 //! scenario file) gets the same checks the CRD schema makes.
 
 use meridian_api::geo::is_valid_geo_code;
-use meridian_api::kuadrant::{LoadBalancing, RoutingStrategy};
+use meridian_api::kuadrant::{ClusterMatcher, LoadBalancing, MatcherProblem, RoutingStrategy};
 use meridian_dns::tree::{self, CustomWeight, Strategy};
 
 /// Why a policy cannot be turned into a record tree; each names the field.
@@ -13,20 +13,18 @@ pub enum PolicyError {
     DefaultWeight(i64),
     #[error("loadBalancing.weighted.custom[{index}].weight must be between 0 and {max}, not {weight}", max = u32::MAX)]
     CustomWeight { index: usize, weight: i64 },
-    #[error("loadBalancing.weighted.custom[{0}] needs exactly one of value and selector")]
-    CustomForm(usize),
-    #[error("loadBalancing.weighted.custom[{0}].attribute is only allowed together with value")]
-    AttributeWithoutValue(usize),
-    #[error("loadBalancing.weighted.custom[{index}].selector: {problem}")]
-    Selector { index: usize, problem: String },
+    /// A failover priority's or custom weight's cluster matcher (`field` names the entry).
+    #[error("{field} {problem}")]
+    Matcher {
+        field: String,
+        problem: MatcherProblem,
+    },
+    #[error("{field}.selector: {problem}")]
+    Selector { field: String, problem: String },
     #[error(
         "loadBalancing.geo.defaultGeo {0:?} is not an ISO-3166 alpha-2 country code or a continent GEO-AF|AN|AS|EU|NA|OC|SA"
     )]
     DefaultGeo(String),
-    #[error("loadBalancing.failover.priorities[{0}] needs exactly one of value and selector")]
-    TierForm(usize),
-    #[error("loadBalancing.failover.priorities[{index}].selector: {problem}")]
-    TierSelector { index: usize, problem: String },
     #[error("loadBalancing.failover: priority {0} is not between 1 and 1000")]
     Priority(i64),
     #[error("loadBalancing.failover.holdDown {0:?} is not a duration of at most 1h")]
@@ -51,6 +49,20 @@ pub fn hold_down_seconds(load_balancing: &LoadBalancing) -> Result<Option<u32>, 
         .ok_or_else(|| PolicyError::HoldDown(text.clone()))
 }
 
+/// The engine's selector for a failover priority's or custom weight's clusters, the entry
+/// named `field` in errors.
+fn cluster_selector(
+    matcher: ClusterMatcher<'_>,
+    field: String,
+) -> Result<tree::LabelSelector, PolicyError> {
+    let selector = matcher.selector().map_err(|problem| PolicyError::Matcher {
+        field: field.clone(),
+        problem,
+    })?;
+    crate::decide::convert::label_selector(&selector)
+        .map_err(|problem| PolicyError::Selector { field, problem })
+}
+
 fn tiers(load_balancing: &LoadBalancing) -> Result<Option<tree::Tiers>, PolicyError> {
     let Some(failover) = &load_balancing.failover else {
         return Ok(None);
@@ -66,15 +78,11 @@ fn tiers(load_balancing: &LoadBalancing) -> Result<Option<tree::Tiers>, PolicyEr
         .iter()
         .enumerate()
         .map(|(index, entry)| {
-            if entry.selector.is_some() == entry.value.is_some() {
-                return Err(PolicyError::TierForm(index));
-            }
-            let selector = entry
-                .effective_selector()
-                .ok_or(PolicyError::TierForm(index))?;
             Ok(tree::TierRule {
-                selector: crate::decide::convert::label_selector(&selector)
-                    .map_err(|problem| PolicyError::TierSelector { index, problem })?,
+                selector: cluster_selector(
+                    entry.matcher(),
+                    format!("loadBalancing.failover.priorities[{index}]"),
+                )?,
                 priority: priority(entry.priority)?,
             })
         })
@@ -99,24 +107,15 @@ pub fn routing_strategy(
         .iter()
         .enumerate()
         .map(|(index, entry)| {
-            if entry.selector.is_some() == entry.value.is_some() {
-                return Err(PolicyError::CustomForm(index));
-            }
-            if entry.attribute.is_some() && entry.value.is_none() {
-                return Err(PolicyError::AttributeWithoutValue(index));
-            }
+            let selector = cluster_selector(
+                entry.matcher(),
+                format!("loadBalancing.weighted.custom[{index}]"),
+            )?;
             let weight = u32::try_from(entry.weight).map_err(|_| PolicyError::CustomWeight {
                 index,
                 weight: entry.weight,
             })?;
-            let selector = entry
-                .effective_selector()
-                .ok_or(PolicyError::CustomForm(index))?;
-            Ok(CustomWeight {
-                selector: crate::decide::convert::label_selector(&selector)
-                    .map_err(|problem| PolicyError::Selector { index, problem })?,
-                weight,
-            })
+            Ok(CustomWeight { selector, weight })
         })
         .collect::<Result<Vec<_>, _>>()?;
     let default_geo = match &load_balancing.geo {
@@ -293,7 +292,7 @@ mod tests {
             ),
             (
                 load_balancing(vec![attribute_only], None),
-                "custom[0].attribute",
+                "custom[0] attribute is only allowed together with value",
             ),
             (load_balancing(Vec::new(), Some("EU")), "defaultGeo \"EU\""),
             (
@@ -320,6 +319,19 @@ mod tests {
                     None,
                 ),
                 "priorities[0] needs exactly one",
+            ),
+            // The attribute of a shorthand beside a selector: refused for both kinds of entry
+            // (failover priorities once took it silently and ignored it).
+            (
+                with_tiers(
+                    vec![TierPriority {
+                        value: None,
+                        selector: Some(Default::default()),
+                        ..tier(Some("region"), "", 1)
+                    }],
+                    None,
+                ),
+                "priorities[0] attribute is only allowed together with value",
             ),
             (
                 with_tiers(vec![tier(None, "eu-west", 1)], Some("2h")),
