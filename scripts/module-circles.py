@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""Fails when the top-level modules of a crate import each other in a circle.
+"""Fails when the modules of a crate import each other in a circle.
 
 Each crate should read bottom-up: a module uses the modules below it, never one that uses it
-back. This reads every `crate::name` path in a crate's sources (test modules left out: a test
-may reach anywhere), resolves names the crate root re-exports (`pub use context::Error` makes
-`crate::Error` a use of `context`), and reports every strongly connected group of modules with
-the lines that tie them. `make test` runs it over every crate of the workspace.
+back. This reads every path that starts at `crate::`, `super::` or `self::` in a crate's
+sources (test modules and comments left out: a test may reach anywhere), follows the names
+each module imports or re-exports (`pub use runtime::error::Error` in lib.rs makes
+`crate::Error` a use of `runtime::error`; globs and `as` included), and reports every strongly
+connected group among the child modules of any module, with the lines that tie them.
+`make test` and `make lint` run it over every crate of the workspace, after its self-test.
 
     python3 scripts/module-circles.py [CRATE_DIR ...]   # default: every workspace member
-    python3 scripts/module-circles.py --self-test       # shows it finds a planted circle
+    python3 scripts/module-circles.py --self-test       # shows it finds planted circles
 """
 
 import os
@@ -16,117 +18,182 @@ import re
 import sys
 import tempfile
 
-PATH = re.compile(r"\b(crate|super|self)((?:::super)*)::(\{[^;]*?\}|\w+(?:::\w+)*)", re.S)
-REEXPORT = re.compile(r"^\s*pub(?:\([^)]*\))?\s+use\s+(\w+)::(\{[^;]*?\}|\w+)\s*;", re.M | re.S)
+ANCHOR = re.compile(r"(?<![\w:])(crate|super|self)\s*::")
+USE = re.compile(r"(?<![\w:])use\s+")
 MODULE = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;", re.M)
-TESTS = re.compile(r"^\s*#\[cfg\(test\)\]\s*\n\s*(?:pub\s+)?mod\s+\w+\s*\{", re.M)
+TESTS = re.compile(
+    r"^\s*#\[cfg\(test\)\]\s*\n(?:\s*#\[[^\]]*\]\s*\n)*\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+\w+\s*\{",
+    re.M,
+)
+ITEM = re.compile(
+    r"^\s*pub(?:\([^)]*\))?\s+(?:async\s+|const\s+|unsafe\s+)*"
+    r"(?:struct|enum|fn|const|static|type|trait|mod|union)\s+(\w+)",
+    re.M,
+)
+TOKEN = re.compile(r"\s*(\w+|\*|\{)")
+ALIAS = re.compile(r"\s+as\s+(\w+)")
+SEPARATOR = re.compile(r"\s*::")
+GROUP_NEXT = re.compile(r"\s*([,}])")
+LITERALS = re.compile(r'"(?:[^"\\]|\\.)*"')
 COMMENT = re.compile(r"//.*$", re.M)
+BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.S)
 
 
 def code_of(text):
-    """The source without comments (doc links are not uses) and from its first inline test
-    module on (by convention the end of a file; a test may reach anywhere)."""
+    """The source without test modules (from the first on: by convention the end of a file),
+    string literals and comments (doc links are not uses)."""
     match = TESTS.search(text)
     text = text if match is None else text[: match.start()]
+    text = LITERALS.sub('""', text)
+    text = BLOCK_COMMENT.sub("", text)
     return COMMENT.sub("", text)
 
 
-def split_items(group):
-    """The paths in `{a, b::c, d as e}`, or the one path given."""
-    if not group.startswith("{"):
-        return [group]
-    inner, depth, part, parts = group[1:-1], 0, "", []
-    for char in inner:
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-        if char == "," and depth == 0:
-            parts.append(part)
-            part = ""
-        else:
-            part += char
-    parts.append(part)
-    return [p.strip().split(" ")[0] for p in parts if p.strip()]
+def parse_tree(text, at):
+    """The paths of the use tree (or plain path) at `at`, each a list of segments (the last
+    may be `as:<alias>`), and where it ends. `a::{b, c::{d}, e as f}` gives a::b, a::c::d and
+    a::e with its alias."""
+    prefix = []
+    while True:
+        token = TOKEN.match(text, at)
+        if token is None:
+            return [prefix], at
+        if token.group(1) == "{":
+            at = token.end()
+            paths = []
+            while True:
+                if re.compile(r"\s*\}").match(text, at):
+                    at = re.compile(r"\s*\}").match(text, at).end()
+                    break
+                inner, at = parse_tree(text, at)
+                paths.extend(prefix + path for path in inner if path)
+                following = GROUP_NEXT.match(text, at)
+                if following is None:
+                    return paths, at
+                at = following.end()
+                if following.group(1) == "}":
+                    break
+            return paths, at
+        prefix.append(token.group(1))
+        at = token.end()
+        alias = ALIAS.match(text, at)
+        if alias:
+            return [prefix + ["as:" + alias.group(1)]], alias.end()
+        separator = SEPARATOR.match(text, at)
+        if separator is None:
+            return [prefix], at
+        at = separator.end()
 
 
 class Crate:
-    """The module tree of one crate: each module's path, file, children and re-exports."""
+    """The module tree of one crate: each module's path, file, children, items and imports."""
 
     def __init__(self, src):
         self.children = {}  # module path (tuple) -> child names
-        self.reexports = {}  # module path -> {name: child it comes from}
+        self.items = {}  # module path -> names it declares public
+        self.imports = {}  # module path -> {name: absolute segments it stands for}
+        self.globs = {}  # module path -> absolute module paths it imports with `*`
         self.files = {}  # file -> module path
+        self.code = {}  # file -> its code (see code_of)
         root = next(
             (os.path.join(src, f) for f in ("lib.rs", "main.rs") if os.path.exists(os.path.join(src, f))),
             None,
         )
         if root is not None:
             self.read((), root, src)
+            for file, module in self.files.items():
+                self.read_imports(module, self.code[file])
 
     def read(self, path, file, folder):
         """Reads the module at `path` from `file`; its children live in `folder`."""
         self.files[file] = path
         with open(file) as f:
             text = code_of(f.read())
+        self.code[file] = text
         names = MODULE.findall(text)
         self.children[path] = set(names)
-        self.reexports[path] = {
-            item.split("::")[-1]: child
-            for child, group in REEXPORT.findall(text)
-            if child in names
-            for item in split_items(group)
-        }
+        self.items[path] = set(ITEM.findall(text))
         for name in names:
-            for candidate, child_folder in (
-                (os.path.join(folder, name + ".rs"), os.path.join(folder, name)),
-                (os.path.join(folder, name, "mod.rs"), os.path.join(folder, name)),
-            ):
+            for candidate in (os.path.join(folder, name + ".rs"), os.path.join(folder, name, "mod.rs")):
                 if os.path.exists(candidate):
-                    self.read(path + (name,), candidate, child_folder)
+                    self.read(path + (name,), candidate, os.path.join(folder, name))
                     break
 
-    def resolve(self, base, segments):
-        """The module a path below `base` lands in (its deepest module, through re-exports)."""
-        path = base
-        for segment in segments:
+    def absolute(self, module, segments):
+        """`segments` of a path written in `module`, from the crate root; `None` when the path
+        leaves the crate (another crate, the standard library)."""
+        if not segments:
+            return None
+        head = segments[0]
+        if head == "crate":
+            return segments[1:]
+        if head in ("self", "super"):
+            base = list(module)
+            rest = segments
+            while rest and rest[0] in ("self", "super"):
+                if rest[0] == "super":
+                    if not base:
+                        return None
+                    base.pop()
+                rest = rest[1:]
+            return base + rest
+        if head in self.children.get(module, ()) or head in self.imports.get(module, {}):
+            return list(module) + segments
+        return None
+
+    def read_imports(self, module, text):
+        """The names `module`'s `use` statements bring in, public or not (a child sees its
+        parent's private imports as `super::name`)."""
+        imports = self.imports.setdefault(module, {})
+        globs = self.globs.setdefault(module, [])
+        for use in USE.finditer(text):
+            paths, _ = parse_tree(text, use.end())
+            for path in paths:
+                alias = path[-1][3:] if path and path[-1].startswith("as:") else None
+                path = [p for p in (path[:-1] if alias else path) if p]
+                if not path:
+                    continue
+                if path[-1] == "self":
+                    path = path[:-1]
+                target = self.absolute(module, path)
+                if target is None:
+                    continue
+                if target and target[-1] == "*":
+                    globs.append(tuple(target[:-1]))
+                elif target:
+                    imports[alias or target[-1]] = target
+
+    def resolve(self, base, segments, depth=0):
+        """The module a path below `base` lands in: its deepest module, through imports."""
+        path = tuple(base)
+        for index, segment in enumerate(segments):
+            if segment in ("self", "") or segment.startswith("as:"):
+                continue
             if segment in self.children.get(path, ()):
                 path = path + (segment,)
-            elif segment in self.reexports.get(path, {}):
-                path = path + (self.reexports[path][segment],)
-            else:
-                break
+                continue
+            if depth < 16 and segment in self.imports.get(path, {}):
+                target = self.imports[path][segment]
+                return self.resolve((), list(target) + list(segments[index + 1:]), depth + 1)
+            for glob in self.globs.get(path, []):
+                if depth < 16 and (segment in self.items.get(glob, ()) or segment in self.children.get(glob, ())):
+                    return self.resolve(glob, segments[index:], depth + 1)
+            break
         return path
 
     def edges(self):
         """(parent, from child, to child) -> the first `file:line` where one names the other."""
         found = {}
         for file, module in sorted(self.files.items()):
-            with open(file) as f:
-                text = code_of(f.read())
-            is_folder_root = os.path.basename(file) in ("mod.rs", "lib.rs", "main.rs")
-            # `super` in a folder's mod.rs is the folder's parent; in a file, the file's parent.
-            here = module if is_folder_root else module
-            for match in PATH.finditer(text):
-                anchor, supers, group = match.groups()
-                if anchor == "crate":
-                    base = ()
-                else:
-                    ups = (1 if anchor == "super" else 0) + supers.count("super")
-                    base = here[: len(here) - ups] if ups <= len(here) else ()
-                prefix, _, rest = group.partition("::{") if "::{" in group else (group, "", "")
-                heads = prefix.split("::")
-                if rest:
-                    targets = [
-                        self.resolve(self.resolve(base, heads), item.split("::"))
-                        for item in split_items("{" + rest)
-                    ]
-                elif group.startswith("{"):
-                    targets = [self.resolve(base, item.split("::")) for item in split_items(group)]
-                else:
-                    targets = [self.resolve(base, heads)]
-                line = text.count("\n", 0, match.start()) + 1
-                for target in targets:
+            text = self.code[file]
+            for anchor in ANCHOR.finditer(text):
+                paths, _ = parse_tree(text, anchor.end())
+                line = text.count("\n", 0, anchor.start()) + 1
+                for path in paths:
+                    segments = self.absolute(module, [anchor.group(1)] + path)
+                    if segments is None:
+                        continue
+                    target = self.resolve((), segments)
                     common = 0
                     while common < min(len(module), len(target)) and module[common] == target[common]:
                         common += 1
@@ -134,6 +201,15 @@ class Crate:
                         continue  # an ancestor or a descendant: not a sibling's
                     key = (module[:common], module[common], target[common])
                     found.setdefault(key, f"{file}:{line}")
+            # Names imported without an anchor (`use child::x` in a parent, or through a
+            # parent's import) are uses too.
+            for name, target in self.imports.get(module, {}).items():
+                target = self.resolve((), target)
+                common = 0
+                while common < min(len(module), len(target)) and module[common] == target[common]:
+                    common += 1
+                if common < len(module) and common < len(target):
+                    found.setdefault((module[:common], module[common], target[common]), f"{file}: use of {name}")
         return found
 
 
@@ -193,32 +269,60 @@ def workspace_members(root):
     return [os.path.join(root, m) for m in re.findall(r'"([^"]+)"', members)]
 
 
-def self_test():
+def planted(files):
+    """The report for a crate made of `files` (path below src -> text)."""
     with tempfile.TemporaryDirectory() as crate:
-        src = os.path.join(crate, "src")
-        os.makedirs(os.path.join(src, "b"))
-        files = {
-            "lib.rs": "mod a;\npub mod b;\nmod c;\npub use c::{Thing, Other as O};\n",
-            "a.rs": "use crate::b::x;\n// crate::c in a comment is no use\n",
-            "b/mod.rs": "mod inner;\nmod outer;\n",
-            "b/inner.rs": "fn f() -> crate::Thing { todo!() }\nuse super::outer::Z;\n",
-            "b/outer.rs": "use super::{inner::Y};\n",
-            "c.rs": "use crate::{a::y, d};\n#[cfg(test)]\nmod tests {\n use crate::b;\n}\n",
-        }
         for name, text in files.items():
-            with open(os.path.join(src, name), "w") as f:
+            path = os.path.join(crate, "src", name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
                 f.write(text)
-        report = check(crate)
-        assert any("crate in a circle: a, b, c" in line for line in report), report
-        assert any("crate::b in a circle: inner, outer" in line for line in report), report
-        # The test module's use of `b` and the comment's of `c` are not edges.
-        assert not any("c -> b" in line for line in report), report
-        assert not any("a -> c" in line for line in report), report
-        with open(os.path.join(src, "c.rs"), "w") as f:
-            f.write("pub struct Thing;\n")
-        with open(os.path.join(src, "b/outer.rs"), "w") as f:
-            f.write("pub struct Z;\n")
-        assert check(crate) == [], check(crate)
+        return check(crate)
+
+
+def self_test():
+    def circle(report, where, members):
+        return any(f"{where} in a circle: {members}" in line for line in report)
+
+    # Through a root re-export, a nested group, a parent's re-export seen as super::.
+    report = planted({
+        "lib.rs": "mod a;\npub mod b;\nmod c;\npub use c::{Thing, Other as O};\n",
+        "a.rs": "use crate::b::x;\n// crate::c in a comment is no use\nconst S: &str = \"crate::c\";\n",
+        "b/mod.rs": "mod inner;\nmod outer;\n",
+        "b/inner.rs": "fn f() -> crate::O { todo!() }\nuse super::outer::Z;\n",
+        "b/outer.rs": "use super::{inner::{Y}};\n",
+        "c.rs": "use crate::{a::y, d};\n#[cfg(test)]\nmod tests {\n use crate::b;\n}\n",
+    })
+    assert circle(report, "crate", "a, b, c"), report
+    assert circle(report, "crate::b", "inner, outer"), report
+    assert not any("c -> b" in line or "a -> c" in line for line in report), report
+
+    # Through a re-export of a deeper path, a glob, and a group after a path.
+    report = planted({
+        "lib.rs": "pub mod x;\npub mod y;\npub use x::deep::Error;\n",
+        "x/mod.rs": "pub mod deep;\npub mod other;\n",
+        "x/deep.rs": "pub struct Error;\n",
+        "x/other.rs": "use crate::y::*;\nfn f() -> Thing { todo!() }\n",
+        "y/mod.rs": "pub mod z;\npub use z::*;\n",
+        "y/z.rs": "pub struct Thing;\nfn g() -> crate::Error { todo!() }\n",
+    })
+    assert circle(report, "crate", "x, y"), report
+    report = planted({
+        "lib.rs": "pub mod p;\npub mod q;\n",
+        "p.rs": "use crate::q::{r, s};\n",
+        "q/mod.rs": "pub mod r;\npub mod s;\n",
+        "q/r.rs": "use super::super::p::Thing;\n",
+        "q/s.rs": "",
+    })
+    assert circle(report, "crate", "p, q"), report
+
+    # No circle: no report.
+    report = planted({
+        "lib.rs": "mod a;\nmod b;\npub use a::A;\n",
+        "a.rs": "pub struct A;\n",
+        "b.rs": "use crate::A;\n",
+    })
+    assert report == [], report
     print("module-circles: self-test passed")
 
 
