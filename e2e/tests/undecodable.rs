@@ -1,7 +1,8 @@
 //! Objects the hub cannot decode, on a real API server: a DNSPolicy and a DNSRecord written
 //! under a looser CRD than the hub's (as when another version of Meridian's CRDs is installed)
 //! are each reported (an Event on the object, a count per kind) and skipped, while the other
-//! records of the zone publish; once mended, the record publishes too.
+//! records of the zone publish; once mended, the record publishes too; unreadable again, what
+//! it published stays; deleted while unreadable, it withdraws and goes.
 //!
 //! Without the guard in the watch, one such object fails every list of its kind: the hub never
 //! becomes ready and no record publishes.
@@ -36,13 +37,18 @@ async fn loosen_spec(crds: &Api<CustomResourceDefinition>, name: &str) -> Result
     Ok(())
 }
 
+/// The API of `K` in the test's namespace, with objects read as they are (Meridian's types
+/// cannot read the ones this test writes).
+fn raw_api<K: kube::Resource<DynamicType = ()>>(client: &kube::Client) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), NAMESPACE, &ApiResource::erase::<K>(&()))
+}
+
 /// Applies `object` without reading the answer into Meridian's types (which cannot read it).
 async fn apply_raw<K: kube::Resource<DynamicType = ()>>(
     client: &kube::Client,
     object: serde_json::Value,
 ) -> Result<(), Error> {
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), NAMESPACE, &ApiResource::erase::<K>(&()));
+    let api = raw_api::<K>(client);
     let name = object["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
@@ -196,5 +202,33 @@ async fn objects_the_hub_cannot_decode_are_reported_and_skipped() -> Result<(), 
             .contains(&("DNSRecord", 1)),
         "a mended object is not counted again"
     );
+
+    // Unreadable again: what it published stays published, from its last readable copy.
+    let mut broken = record("broken", "10.0.0.9");
+    broken["spec"]["endpoints"] = json!("not a list");
+    apply_raw::<DNSRecord>(&hub, broken).await?;
+    eventually(
+        "the hub sees the unreadable version",
+        DEFAULT_PATIENCE,
+        || async {
+            let counts = running.context.caches.undecodable();
+            Ok(counts.contains(&("DNSRecord", 2)).then_some(()))
+        },
+    )
+    .await?;
+    assert_eq!(answers("broken.skew.example").await, ["10.0.0.9"]);
+
+    // Deleted while unreadable: the deletion is evidence. The record's finalizer withdraws
+    // what it published and lets it go.
+    let raw_records = raw_api::<DNSRecord>(&hub);
+    raw_records.delete("broken", &Default::default()).await?;
+    eventually(
+        "the unreadable record is deleted",
+        DEFAULT_PATIENCE,
+        || async { Ok(raw_records.get_opt("broken").await?.is_none().then_some(())) },
+    )
+    .await?;
+    assert_eq!(answers("broken.skew.example").await, Vec::<String>::new());
+    assert_eq!(answers("good.skew.example").await, ["10.0.0.1"]);
     Ok(())
 }

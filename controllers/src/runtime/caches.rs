@@ -348,7 +348,7 @@ where
                 Ok(event) => {
                     let (event, undecodable) = self.admit(event);
                     if let Some(invalid) = undecodable {
-                        self.report_undecodable(&recorder, &invalid).await;
+                        self.report_undecodable(&recorder, &invalid);
                     }
                     if let Some(event) = event {
                         self.apply(&mut writer, &event, &mut relisting);
@@ -372,20 +372,39 @@ where
         &self,
         event: watcher::Event<DeserializeGuard<K>>,
     ) -> (Option<watcher::Event<K>>, Option<InvalidObject>) {
+        // The copy of the same object (same UID: not a namesake created while the watch was
+        // down) the store holds, carrying a deletion the unreadable version says is under way:
+        // a deletion is evidence, and the object's finalizer (ours) must run its cleanup.
         let last_readable = |invalid: &InvalidObject| {
             let reference = ObjectRef::<K>::new(invalid.metadata.name.as_deref().unwrap_or(""));
             let reference = match &invalid.metadata.namespace {
                 Some(namespace) => reference.within(namespace),
                 None => reference,
             };
-            self.store.get(&reference).map(|object| (*object).clone())
+            let stored = self.store.get(&reference).filter(|stored| {
+                invalid.metadata.uid.is_none() || stored.meta().uid == invalid.metadata.uid
+            })?;
+            let mut object = (*stored).clone();
+            if invalid.metadata.deletion_timestamp.is_some() {
+                let metadata = object.meta_mut();
+                metadata.deletion_timestamp = invalid.metadata.deletion_timestamp.clone();
+                metadata.finalizers = invalid.metadata.finalizers.clone();
+                metadata.resource_version = invalid.metadata.resource_version.clone();
+            }
+            Some(object)
         };
         match event {
             watcher::Event::Apply(DeserializeGuard(Ok(object))) => {
                 self.forget_undecodable(&object);
                 (Some(watcher::Event::Apply(object)), None)
             }
-            watcher::Event::Apply(DeserializeGuard(Err(invalid))) => (None, Some(invalid)),
+            // Unchanged in the store, unless a deletion began: that wakes the controllers.
+            watcher::Event::Apply(DeserializeGuard(Err(invalid))) => (
+                last_readable(&invalid)
+                    .filter(|object| object.meta().deletion_timestamp.is_some())
+                    .map(watcher::Event::Apply),
+                Some(invalid),
+            ),
             watcher::Event::InitApply(DeserializeGuard(Ok(object))) => {
                 self.forget_undecodable(&object);
                 (Some(watcher::Event::InitApply(object)), None)
@@ -395,7 +414,10 @@ where
                 Some(invalid),
             ),
             watcher::Event::Delete(DeserializeGuard(Ok(object))) => {
-                self.forget_undecodable(&object);
+                self.undecodable_seen
+                    .lock()
+                    .expect("undecodable lock")
+                    .remove(&undecodable_key(object.meta()));
                 (Some(watcher::Event::Delete(object)), None)
             }
             watcher::Event::Delete(DeserializeGuard(Err(invalid))) => {
@@ -440,8 +462,9 @@ where
     }
 
     /// Notes an object that could not be decoded and, the first time for this version of a
-    /// namespaced one, says so in an Event on it, where its owners look.
-    async fn report_undecodable(&self, recorder: &Recorder, invalid: &InvalidObject) {
+    /// namespaced one, says so in an Event on it, where its owners look. The Event is sent on
+    /// its own task: a kind whose every object is unreadable lists without waiting for them.
+    fn report_undecodable(&self, recorder: &Recorder, invalid: &InvalidObject) {
         if !self.note_undecodable(invalid) || invalid.metadata.namespace.is_none() {
             return;
         }
@@ -456,10 +479,13 @@ where
             action: "Watch".into(),
             secondary: None,
         };
-        let guarded = DeserializeGuard::<K>(Err(invalid.clone()));
-        if let Err(error) = recorder.publish(&event, &guarded.object_ref(&())).await {
-            tracing::debug!(%error, object = %undecodable_key(&invalid.metadata), "could not publish an Event");
-        }
+        let reference = DeserializeGuard::<K>(Err(invalid.clone())).object_ref(&());
+        let recorder = recorder.clone();
+        tokio::spawn(async move {
+            if let Err(error) = recorder.publish(&event, &reference).await {
+                tracing::debug!(%error, object = ?reference.name, "could not publish an Event");
+            }
+        });
     }
 
     /// An object that decodes again is one to report anew if it breaks again.
@@ -1016,6 +1042,85 @@ mod tests {
         watch(watcher::Event::Delete(unreadable("a", "bad", "4")));
         assert_eq!(names(&cache), ["two"]);
         assert!(group(&cache, "a/api").is_empty());
+    }
+
+    /// `object` with `uid`, and (when `deleted`) a deletion under way held by a finalizer.
+    fn with_identity<K: Resource>(mut object: K, uid: &str, deleted: bool) -> K {
+        let metadata = object.meta_mut();
+        metadata.uid = Some(uid.into());
+        if deleted {
+            metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                ));
+            metadata.finalizers = Some(vec!["meridian.dev/test".into()]);
+        }
+        object
+    }
+
+    #[test]
+    fn a_deletion_of_an_unreadable_object_reaches_its_last_readable_copy_and_a_namesake_does_not() {
+        let cache: Cache<DNSPolicy> = Cache::grouped_by(crate::runtime::indexes::policy_group);
+        let mut writer = cache.writer.lock().unwrap().take().unwrap();
+        let mut relisting = false;
+        let mut watch = |event| {
+            let (event, _) = cache.admit(event);
+            let woke = event.is_some();
+            if let Some(event) = event {
+                cache.apply(&mut writer, &event, &mut relisting);
+            }
+            woke
+        };
+        watch(watcher::Event::Init);
+        watch(watcher::Event::InitApply(readable(with_identity(
+            policy("a", "one", "web"),
+            "uid-1",
+            false,
+        ))));
+        watch(watcher::Event::InitDone);
+
+        // Unreadable and not being deleted: nothing changes, nothing wakes.
+        let unreadable_one = |deleted| {
+            let DeserializeGuard(Err(mut invalid)) = unreadable("a", "one", "5") else {
+                unreachable!()
+            };
+            invalid.metadata = with_identity(
+                DNSPolicy {
+                    metadata: invalid.metadata,
+                    ..policy("a", "one", "web")
+                },
+                "uid-1",
+                deleted,
+            )
+            .metadata;
+            DeserializeGuard::<DNSPolicy>(Err(invalid))
+        };
+        assert!(!watch(watcher::Event::Apply(unreadable_one(false))));
+        let stored = cache.get(Some("a"), "one").unwrap();
+        assert!(stored.metadata.deletion_timestamp.is_none());
+
+        // Its deletion begins: the last readable copy carries it, and the controllers wake to
+        // run the finalizer's cleanup.
+        assert!(watch(watcher::Event::Apply(unreadable_one(true))));
+        let stored = cache.get(Some("a"), "one").unwrap();
+        assert!(stored.metadata.deletion_timestamp.is_some());
+        assert_eq!(
+            stored.metadata.finalizers.as_deref().unwrap(),
+            ["meridian.dev/test"]
+        );
+        assert_eq!(stored.metadata.resource_version.as_deref(), Some("5"));
+        assert_eq!(group(&cache, "a/web"), ["one"], "the readable spec stays");
+
+        // A namesake (another UID) listed unreadable after the watch was down does not take
+        // the old object's copy: it is left out.
+        watch(watcher::Event::Init);
+        let DeserializeGuard(Err(mut namesake)) = unreadable("a", "one", "9") else {
+            unreachable!()
+        };
+        namesake.metadata.uid = Some("uid-2".into());
+        watch(watcher::Event::InitApply(DeserializeGuard(Err(namesake))));
+        watch(watcher::Event::InitDone);
+        assert!(cache.get(Some("a"), "one").is_none());
     }
 
     #[test]
