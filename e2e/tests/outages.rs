@@ -99,6 +99,18 @@ async fn ready(
     .await
 }
 
+/// The DNSRecord passes that failed on a provider error, as the hub counts them.
+fn record_failures(hub: &RunningHub) -> u64 {
+    const LINE: &str =
+        "meridian_reconcile_errors_total{controller=\"dnsrecord\",reason=\"provider\"} ";
+    let metrics = hub.context.metrics.render();
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(LINE))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// The DNSRecord passes the replicas have begun, together.
 fn record_passes(replicas: &[&RunningHub]) -> u64 {
     const LINE: &str = "meridian_reconciles_total{controller=\"dnsrecord\"} ";
@@ -156,11 +168,21 @@ async fn route53_unreachable_mid_change_is_retried_with_backoff_and_loses_nothin
     record(&fleet, "shop", "zone", "shop.outage.example", "192.0.2.2").await?;
     let failing = ready(&fleet, "shop", false, "ProviderError", DEFAULT_PATIENCE).await?;
     println!("during the outage, shop says: {failing}");
+    // When the record's passes fail (the hub's own count of them), and the connections the
+    // outage refused every 30 s.
+    let mut failures: Vec<f64> = Vec::new();
+    let mut failed_before = record_failures(&running);
     let mut attempts = Vec::new();
     while outage.elapsed() < OUTAGE {
-        tokio::time::sleep(Duration::from_secs(30).min(OUTAGE.saturating_sub(outage.elapsed())))
-            .await;
-        attempts.push((outage.elapsed().as_secs(), proxy.refused()));
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let failed = record_failures(&running);
+        if failed > failed_before {
+            failures.push(outage.elapsed().as_secs_f64());
+            failed_before = failed;
+        }
+        if outage.elapsed().as_secs() >= 30 * (attempts.len() as u64 + 1) {
+            attempts.push((outage.elapsed().as_secs(), proxy.refused()));
+        }
     }
     println!("connections refused by the outage (seconds in, total): {attempts:?}");
     assert_eq!(
@@ -191,25 +213,19 @@ async fn route53_unreachable_mid_change_is_retried_with_backoff_and_loses_nothin
     );
     let total = attempts.last().map_or(0, |(_, refused)| *refused);
     assert!(total > 0, "the hub kept trying");
-    // Retries back off: the gaps between them grow, so each 30 s of the outage sees fewer
-    // refused connections than the first (backoff doubling from 1 s: five tries in the first
-    // 30 s, one or none in the last). Retried at a steady pace, every window would see as
-    // many. (A bound on the total would not tell the two apart on a loaded machine, where
-    // slower tries mean fewer of them.)
-    let windows: Vec<u64> = attempts
-        .iter()
-        .scan(0, |before, (_, refused)| {
-            let window = refused - *before;
-            *before = *refused;
-            Some(window)
-        })
-        .collect();
-    println!("connections refused per 30 s of the outage: {windows:?}");
-    assert!(windows.len() >= 4, "{attempts:?}");
-    let first = windows[0];
+    // Retries back off: the gaps between the record's failed passes grow (the backoff doubles
+    // from 1 s, drawn from the upper half of each step, to the 2 min cap), where a steady
+    // retry would keep them even. A bound on the connections would not tell the two apart on
+    // a loaded machine, where each pass's own tries take longer.
+    let gaps: Vec<f64> = failures.windows(2).map(|pair| pair[1] - pair[0]).collect();
+    println!("the record's failed passes (seconds in): {failures:.1?}; gaps {gaps:.1?}");
     assert!(
-        windows[1..].iter().all(|later| *later < first),
-        "the retries slow down: {windows:?}"
+        gaps.len() >= 2,
+        "the record failed again and again: {failures:?}"
+    );
+    assert!(
+        gaps[gaps.len() - 1] > gaps[0],
+        "the gaps between retries grow: {gaps:?}"
     );
     running.stop().await;
     Ok(())

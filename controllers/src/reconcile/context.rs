@@ -659,12 +659,7 @@ pub async fn counted<K>(
 where
     K: kube::Resource<DynamicType = ()>,
 {
-    use kube::ResourceExt;
-    let key = object_key(
-        &K::kind(&()),
-        object.namespace().as_deref(),
-        &object.name_any(),
-    );
+    let key = backoff_key(object, controller);
     ctx.metrics.reconciled(controller);
     let result = reconcile.await;
     if result.is_ok() {
@@ -680,13 +675,8 @@ pub fn retry_after<K: kube::Resource<DynamicType = ()>>(
     ctx: &Context,
     controller: &str,
 ) -> Action {
-    use kube::ResourceExt;
     ctx.metrics.failed(controller, error.reason());
-    let key = object_key(
-        &K::kind(&()),
-        object.namespace().as_deref(),
-        &object.name_any(),
-    );
+    let key = backoff_key(object, controller);
     if let Error::Stale(_) = error {
         tracing::debug!(object = %key, %error, "the cache is behind; looking again shortly");
         let delay = rand::rng().random_range(STALE_RETRY / 2..=STALE_RETRY);
@@ -694,6 +684,19 @@ pub fn retry_after<K: kube::Resource<DynamicType = ()>>(
     }
     tracing::warn!(object = %key, %error, "reconcile failed; retrying with backoff");
     ctx.retry_after_failure(&key)
+}
+
+/// What an object's backoff is kept under: per controller, since several controllers reconcile
+/// the same object (a ManagedZone's status and its router-shard DNS), and one's success must
+/// not cut short the other's backoff.
+fn backoff_key<K: kube::Resource<DynamicType = ()>>(object: &K, controller: &str) -> String {
+    use kube::ResourceExt;
+    let key = object_key(
+        &K::kind(&()),
+        object.namespace().as_deref(),
+        &object.name_any(),
+    );
+    format!("{controller} {key}")
 }
 
 /// The longest wait before looking again at an object whose cached copy was behind.
