@@ -48,7 +48,9 @@ pub use ocm::{
 };
 pub use ports::free_loopback_port;
 pub use process::{ManagedProcess, is_alive};
-pub use wait::{DEFAULT_PATIENCE, WithConditions, condition_becomes, eventually};
+pub use wait::{
+    DEFAULT_PATIENCE, WithConditions, condition_becomes, eventually, record_ready_with,
+};
 
 /// The field manager the test bed uses for its own server-side applies.
 pub const FIELD_MANAGER: &str = "meridian-testbed";

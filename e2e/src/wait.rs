@@ -80,3 +80,27 @@ where
     })
     .await
 }
+
+/// The DNSRecord `name` once its `Ready` condition has `reason` for its current generation.
+pub async fn record_ready_with(
+    records: &kube::Api<meridian_api::kuadrant::DNSRecord>,
+    name: &str,
+    reason: &str,
+) -> Result<meridian_api::kuadrant::DNSRecord, Error> {
+    eventually(
+        &format!("{name} is {reason}"),
+        DEFAULT_PATIENCE,
+        || async move {
+            let record = records.get(name).await?;
+            let done = record.status.as_ref().is_some_and(|status| {
+                status.observed_generation == record.metadata.generation
+                    && status
+                        .conditions
+                        .iter()
+                        .any(|c| c.type_ == meridian_api::conditions::READY && c.reason == reason)
+            });
+            Ok(done.then_some(record))
+        },
+    )
+    .await
+}

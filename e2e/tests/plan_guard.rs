@@ -8,7 +8,9 @@ use meridian_api::conditions;
 use meridian_api::kuadrant::{DNSRecord, ManagedZone};
 use meridian_controllers::decide::plan_guard::{APPROVE_ANNOTATION, HELD_REASON};
 use meridian_e2e::example::{apply, dig_host, embedded_zone};
-use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, condition_becomes, eventually};
+use meridian_e2e::{
+    DEFAULT_PATIENCE, Error, Fleet, condition_becomes, eventually, record_ready_with,
+};
 use meridian_hub::run_command::{RunArgs, RunningHub};
 use serde_json::json;
 
@@ -38,28 +40,6 @@ async fn write_record(
     )
     .await?;
     Ok(())
-}
-
-/// The record once its `Ready` has `reason` for its current generation.
-async fn ready_with(
-    records: &Api<DNSRecord>,
-    name: &str,
-    reason: &str,
-) -> Result<DNSRecord, Error> {
-    eventually(&format!("{name} is {reason}"), DEFAULT_PATIENCE, || {
-        let records = records.clone();
-        async move {
-            let record = records.get(name).await?;
-            let done = record.status.as_ref().is_some_and(|s| {
-                s.observed_generation == record.metadata.generation
-                    && s.conditions
-                        .iter()
-                        .any(|c| c.type_ == conditions::READY && c.reason == reason)
-            });
-            Ok(done.then_some(record))
-        }
-    })
-    .await
 }
 
 /// The zone's `PlansHeld` message once its status is `held`.
@@ -102,18 +82,18 @@ async fn a_plan_over_the_zone_threshold_waits_for_approval() -> Result<(), Error
             .await
             .unwrap()
     };
-    ready_with(&records, "big", "Published").await?;
-    ready_with(&records, "small", "Published").await?;
+    record_ready_with(&records, "big", "Published").await?;
+    record_ready_with(&records, "small", "Published").await?;
     assert_eq!(answers("h9.big.guard.example").await, ["10.0.0.1"]);
 
     // A small change (2 of 12 records) goes out at once.
     write_record(&records, "small", 2, "10.0.0.2").await?;
-    ready_with(&records, "small", "Published").await?;
+    record_ready_with(&records, "small", "Published").await?;
     assert_eq!(answers("h1.small.guard.example").await, ["10.0.0.2"]);
 
     // Deleting 8 of the zone's 12 records is held: nothing of it applied.
     write_record(&records, "big", 2, "10.0.0.1").await?;
-    let held = ready_with(&records, "big", HELD_REASON).await?;
+    let held = record_ready_with(&records, "big", HELD_REASON).await?;
     let message = ready_message(&held);
     eprintln!("held: {message}");
     assert!(message.contains("8 of the zone's 12"), "{message}");
@@ -144,7 +124,7 @@ async fn a_plan_over_the_zone_threshold_waits_for_approval() -> Result<(), Error
             &Patch::Merge(json!({ "metadata": { "annotations": { APPROVE_ANNOTATION: plan } } })),
         )
         .await?;
-    ready_with(&records, "big", "Published").await?;
+    record_ready_with(&records, "big", "Published").await?;
     eventually(
         "the approved deletion is answered",
         DEFAULT_PATIENCE,
@@ -162,9 +142,9 @@ async fn a_plan_over_the_zone_threshold_waits_for_approval() -> Result<(), Error
     // Once: the annotation approves that plan only. The zone has 4 records now, under ten:
     // grow it back first (creations are never held), then a second large change waits again.
     write_record(&records, "big", 10, "10.0.0.1").await?;
-    ready_with(&records, "big", "Published").await?;
+    record_ready_with(&records, "big", "Published").await?;
     write_record(&records, "big", 10, "10.0.0.3").await?;
-    let again = ready_with(&records, "big", HELD_REASON).await?;
+    let again = record_ready_with(&records, "big", HELD_REASON).await?;
     assert!(
         !ready_message(&again).contains(&plan),
         "another plan, another name"

@@ -10,11 +10,10 @@
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use meridian_api::conditions;
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord};
 use meridian_controllers::runtime::caches::UNDECODABLE_REASON;
 use meridian_e2e::example::{apply, dig_host, embedded_zone};
-use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually};
+use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually, record_ready_with};
 use meridian_hub::run_command::{RunArgs, RunningHub};
 use serde_json::json;
 
@@ -72,24 +71,6 @@ fn record(name: &str, ip: &str) -> serde_json::Value {
             "endpoints": [{ "dnsName": root, "recordType": "A", "recordTTL": 60, "targets": [ip] }],
         },
     })
-}
-
-/// Waits until `record` is published for its current generation.
-async fn published(records: &Api<DNSRecord>, name: &str) -> Result<(), Error> {
-    eventually(&format!("{name} is published"), DEFAULT_PATIENCE, || {
-        let records = records.clone();
-        async move {
-            let record = records.get(name).await?;
-            let done = record.status.as_ref().is_some_and(|s| {
-                s.observed_generation == record.metadata.generation
-                    && s.conditions
-                        .iter()
-                        .any(|c| c.type_ == conditions::READY && c.status == "True")
-            });
-            Ok(done.then_some(()))
-        }
-    })
-    .await
 }
 
 /// The note of the Event saying that `kind` `name` cannot be decoded, once there is one.
@@ -166,7 +147,7 @@ async fn objects_the_hub_cannot_decode_are_reported_and_skipped() -> Result<(), 
     };
 
     // The readable record publishes beside the unreadable objects.
-    published(&records, "good").await?;
+    record_ready_with(&records, "good", "Published").await?;
     assert_eq!(answers("good.skew.example").await, ["10.0.0.1"]);
 
     // Each unreadable object is reported where its owners look, and counted once.
@@ -187,12 +168,12 @@ async fn objects_the_hub_cannot_decode_are_reported_and_skipped() -> Result<(), 
 
     // A record written after them flows through the same watch.
     apply(&records, record("later", "10.0.0.2")).await?;
-    published(&records, "later").await?;
+    record_ready_with(&records, "later", "Published").await?;
     assert_eq!(answers("later.skew.example").await, ["10.0.0.2"]);
 
     // Mended, the unreadable record is read and published like any other.
     apply(&records, record("broken", "10.0.0.9")).await?;
-    published(&records, "broken").await?;
+    record_ready_with(&records, "broken", "Published").await?;
     assert_eq!(answers("broken.skew.example").await, ["10.0.0.9"]);
     assert!(
         running
