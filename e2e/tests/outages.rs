@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use kube::api::Api;
 use meridian_api::conditions;
 use meridian_api::kuadrant::{DNSRecord, ManagedZone};
+use meridian_controllers::runtime::backoff::ceiling;
 use meridian_e2e::example::{apply, dig_host};
 use meridian_e2e::route53::{Route53Zone, held_by};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually};
@@ -124,6 +125,67 @@ fn record_passes(replicas: &[&RunningHub]) -> u64 {
         .sum()
 }
 
+/// How often the retry watch reads the hub's counters.
+const SAMPLE: Duration = Duration::from_millis(100);
+
+/// The DNSRecord controller's failed passes and the passes it begins, read from the hub's
+/// counters: each wait between a failure and the next pass, with the failures in a row before
+/// it. The test's records other than the failing one are at rest (the resync is 5 min away),
+/// so every pass begun and failed is the failing record's.
+struct RetryWaits {
+    failures: u64,
+    passes: u64,
+    in_a_row: u32,
+    failed_at: Option<Instant>,
+    waits: Vec<(u32, f64)>,
+}
+
+impl RetryWaits {
+    fn new(hub: &RunningHub) -> Self {
+        RetryWaits {
+            failures: record_failures(hub),
+            passes: record_passes(&[hub]),
+            in_a_row: 0,
+            failed_at: None,
+            waits: Vec::new(),
+        }
+    }
+
+    fn sample(&mut self, hub: &RunningHub) {
+        // Passes first: one begun since the last failure ends its wait, even when that pass
+        // has failed too by now.
+        let passes = record_passes(&[hub]);
+        if passes > self.passes
+            && let Some(failed_at) = self.failed_at.take()
+        {
+            self.waits
+                .push((self.in_a_row, failed_at.elapsed().as_secs_f64()));
+        }
+        self.passes = passes;
+        let failures = record_failures(hub);
+        if failures > self.failures {
+            self.in_a_row += (failures - self.failures) as u32;
+            self.failed_at = Some(Instant::now());
+        }
+        self.failures = failures;
+    }
+}
+
+/// Runs `wait` while sampling the hub's retries.
+async fn watching_retries<T>(
+    hub: &RunningHub,
+    retries: &mut RetryWaits,
+    wait: impl std::future::Future<Output = T>,
+) -> T {
+    let mut wait = std::pin::pin!(wait);
+    loop {
+        tokio::select! {
+            done = &mut wait => return done,
+            _ = tokio::time::sleep(SAMPLE) => retries.sample(hub),
+        }
+    }
+}
+
 /// Waits until `count` holds still for three seconds: what it counts is over.
 async fn settled(what: &str, count: impl Fn() -> u64) -> Result<(), Error> {
     let count = &count;
@@ -163,23 +225,23 @@ async fn route53_unreachable_mid_change_is_retried_with_backoff_and_loses_nothin
     ready(&fleet, "keep", true, "Published", DEFAULT_PATIENCE).await?;
 
     // The outage begins, and the record changes in the middle of it.
+    let mut retries = RetryWaits::new(&running);
     proxy.set_outage(true);
     let outage = Instant::now();
     record(&fleet, "shop", "zone", "shop.outage.example", "192.0.2.2").await?;
-    let failing = ready(&fleet, "shop", false, "ProviderError", DEFAULT_PATIENCE).await?;
-    println!("during the outage, shop says: {failing}");
-    // When the record's passes fail (the hub's own count of them), and the connections the
+    // The waits between the record's failed passes and its next ones, and the connections the
     // outage refused every 30 s.
-    let mut failures: Vec<f64> = Vec::new();
-    let mut failed_before = record_failures(&running);
+    let failing = watching_retries(
+        &running,
+        &mut retries,
+        ready(&fleet, "shop", false, "ProviderError", DEFAULT_PATIENCE),
+    )
+    .await?;
+    println!("during the outage, shop says: {failing}");
     let mut attempts = Vec::new();
     while outage.elapsed() < OUTAGE {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        let failed = record_failures(&running);
-        if failed > failed_before {
-            failures.push(outage.elapsed().as_secs_f64());
-            failed_before = failed;
-        }
+        tokio::time::sleep(SAMPLE).await;
+        retries.sample(&running);
         if outage.elapsed().as_secs() >= 30 * (attempts.len() as u64 + 1) {
             attempts.push((outage.elapsed().as_secs(), proxy.refused()));
         }
@@ -197,7 +259,12 @@ async fn route53_unreachable_mid_change_is_retried_with_backoff_and_loses_nothin
     proxy.set_outage(false);
     let back = Instant::now();
     // The next try comes at the backoff's next step (at most the 2 min cap).
-    ready(&fleet, "shop", true, "Published", DEFAULT_PATIENCE * 2).await?;
+    watching_retries(
+        &running,
+        &mut retries,
+        ready(&fleet, "shop", true, "Published", DEFAULT_PATIENCE * 2),
+    )
+    .await?;
     println!(
         "converged {:.0} s after the provider came back; calls since: {:?}",
         back.elapsed().as_secs_f64(),
@@ -213,20 +280,28 @@ async fn route53_unreachable_mid_change_is_retried_with_backoff_and_loses_nothin
     );
     let total = attempts.last().map_or(0, |(_, refused)| *refused);
     assert!(total > 0, "the hub kept trying");
-    // Retries back off: the gaps between the record's failed passes grow (the backoff doubles
-    // from 1 s, drawn from the upper half of each step, to the 2 min cap), where a steady
-    // retry would keep them even. A bound on the connections would not tell the two apart on
-    // a loaded machine, where each pass's own tries take longer.
-    let gaps: Vec<f64> = failures.windows(2).map(|pair| pair[1] - pair[0]).collect();
-    println!("the record's failed passes (seconds in): {failures:.1?}; gaps {gaps:.1?}");
-    assert!(
-        gaps.len() >= 2,
-        "the record failed again and again: {failures:?}"
+    // Retries back off: after its k-th failure in a row the record waits at least half the
+    // backoff's ceiling for k (1 s doubled per failure, to the 2 min cap) before its next pass,
+    // where a steady retry would wait the same each time. Only the wait is measured, not the
+    // pass: a pass's own tries at the provider take as long as the machine makes them.
+    println!(
+        "the record's waits after its failures in a row (k, seconds): {:.1?}",
+        retries.waits
     );
     assert!(
-        gaps[gaps.len() - 1] > gaps[0],
-        "the gaps between retries grow: {gaps:?}"
+        retries.waits.len() >= 2,
+        "the record failed and was retried again and again: {:?}",
+        retries.waits
     );
+    let config = &running.context.config;
+    for &(in_a_row, wait) in &retries.waits {
+        let floor = ceiling(in_a_row, config.retry_base, config.retry_cap) / 2;
+        assert!(
+            wait >= floor.as_secs_f64() - SAMPLE.as_secs_f64(),
+            "after {in_a_row} failures in a row the record waited {wait:.1} s, under {floor:?}: {:?}",
+            retries.waits
+        );
+    }
     running.stop().await;
     Ok(())
 }

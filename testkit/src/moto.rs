@@ -7,7 +7,6 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use meridian_providers::route53::Route53Credentials;
 
@@ -48,29 +47,34 @@ fn moto_server_path() -> std::io::Result<PathBuf> {
 }
 
 impl MotoServer {
-    /// Starts moto on a free loopback port and waits until it accepts connections.
+    /// Starts moto on a free loopback port, which moto binds itself and reports once it
+    /// listens (a port picked here and handed over could be taken by another test meanwhile).
     pub fn start() -> std::io::Result<Self> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
+        use std::io::BufRead;
         let python = moto_server_path()?.with_file_name("python3");
-        let child = Command::new("setpriv")
+        let mut child = Command::new("setpriv")
             .args(["--pdeathsig", "KILL", "--"])
             .arg(python)
             .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("moto_server.py"))
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()?;
-        let server = MotoServer { child, port };
-        // moto imports for several seconds, longer on a loaded machine: wait up to 60 s.
-        for _ in 0..1200 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Ok(server);
+        let stdout = child.stdout.take().expect("stdout is piped");
+        // moto imports for several seconds, longer on a loaded machine; a moto that dies
+        // closes its stdout, so this read ends either way.
+        let mut line = String::new();
+        std::io::BufReader::new(stdout).read_line(&mut line)?;
+        let port = line.trim().parse::<u16>();
+        let mut server = MotoServer { child, port: 0 };
+        match port {
+            Ok(port) => {
+                server.port = port;
+                Ok(server)
             }
-            std::thread::sleep(Duration::from_millis(50));
+            Err(_) => Err(std::io::Error::other(format!(
+                "moto did not start (it said {line:?})"
+            ))),
         }
-        Err(std::io::Error::other("moto did not start"))
     }
 
     pub fn address(&self) -> std::net::SocketAddr {

@@ -11,7 +11,7 @@ use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
 use meridian_api::meridian::{ClusterReport, ProbeResults};
 
 use crate::decide::health::PROBE_RECORD_LABEL;
-use crate::runtime::caches::{Change, everything_once, own_changes, triggers};
+use crate::runtime::caches::{Change, everything_once, own_changes_beyond_status, triggers};
 use crate::{Context, runtime::indexes};
 
 /// What wakes a record: besides its own records it follows, from the shared caches, the
@@ -72,7 +72,8 @@ pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSRecor
     let mut requests = vec![
         everything_once(&caches.records),
         triggers(caches.policies.subscribe(), all.clone(), by_deleted_policy),
-        own_changes(&caches.records),
+        // The record's status is this controller's own write: it wakes nothing.
+        own_changes_beyond_status(&caches.records),
         triggers(caches.zones.subscribe(), all.clone(), by_zone),
         triggers(caches.secrets.subscribe(), all.clone(), by_secret),
     ];
