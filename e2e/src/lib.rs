@@ -49,7 +49,8 @@ pub use ocm::{
 pub use ports::free_loopback_port;
 pub use process::{ManagedProcess, is_alive};
 pub use wait::{
-    DEFAULT_PATIENCE, WithConditions, condition_becomes, eventually, record_ready_with,
+    DEFAULT_PATIENCE, Passes, WithConditions, condition_becomes, counter_grows, eventually,
+    hub_counter, record_ready_with,
 };
 
 /// The field manager the test bed uses for its own server-side applies.

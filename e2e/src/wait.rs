@@ -104,3 +104,73 @@ pub async fn record_ready_with(
     )
     .await
 }
+
+/// One series of a hub's counters (`name{labels}` as `/metrics` prints it), 0 before its first
+/// count.
+pub fn hub_counter(hub: &meridian_hub::run_command::RunningHub, series: &str) -> u64 {
+    counter_in(&hub.context.metrics.render(), series)
+}
+
+fn counter_in(metrics: &str, series: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|count| count.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A controller's passes on a hub, read at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Passes {
+    pub begun: u64,
+    pub ended: u64,
+}
+
+impl Passes {
+    pub fn of(hub: &meridian_hub::run_command::RunningHub, controller: &str) -> Self {
+        let metrics = hub.context.metrics.render();
+        Passes {
+            begun: counter_in(
+                &metrics,
+                &format!("meridian_reconciles_total{{controller=\"{controller}\"}}"),
+            ),
+            ended: counter_in(
+                &metrics,
+                &format!(
+                    "meridian_reconcile_duration_seconds_count{{controller=\"{controller}\"}}"
+                ),
+            ),
+        }
+    }
+
+    /// Waits until `controller` has begun `more` passes since `self` and ended every pass it
+    /// began: what those passes do is done.
+    pub async fn wait_for_more(
+        self,
+        hub: &meridian_hub::run_command::RunningHub,
+        controller: &str,
+        more: u64,
+    ) -> Result<Passes, Error> {
+        eventually(
+            &format!("{more} more {controller} passes, ended"),
+            DEFAULT_PATIENCE,
+            || async {
+                let now = Passes::of(hub, controller);
+                Ok((now.begun >= self.begun + more && now.ended == now.begun).then_some(now))
+            },
+        )
+        .await
+    }
+}
+
+/// Waits until `count` has grown by `by` from what it is now, and returns it: the proof that
+/// what it counts happened, before a test asserts that it changed nothing.
+pub async fn counter_grows(what: &str, by: u64, count: impl Fn() -> u64) -> Result<u64, Error> {
+    let start = count();
+    let count = &count;
+    eventually(what, DEFAULT_PATIENCE, || async move {
+        let now = count();
+        Ok((now >= start + by).then_some(now))
+    })
+    .await
+}

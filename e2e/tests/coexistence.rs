@@ -7,8 +7,6 @@
 //! so: Meridian in the DNSRecord's status, external-dns in its log. Distributed mode is tested
 //! the same way in `distributed.rs`.
 
-use std::time::Duration;
-
 use kube::Client;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
@@ -18,7 +16,10 @@ use meridian_dns::model::{Endpoint, RecordType};
 use meridian_dns::plan::Registry;
 use meridian_e2e::example::{apply, ready_message};
 use meridian_e2e::external_dns::{self, ExternalDns, ExternalDnsZone};
-use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, ensure_namespace, eventually};
+use meridian_e2e::{
+    DEFAULT_PATIENCE, Error, Fleet, Passes, counter_grows, ensure_namespace, eventually,
+    hub_counter,
+};
 use meridian_hub::run_command::{RunArgs, RunningHub};
 use meridian_providers::Provider;
 use meridian_providers::budget::RequestBudget;
@@ -382,6 +383,7 @@ async fn share_a_zone(zone: SharedZone, flags: &[&str], legacy: bool) -> Result<
     // record on its own, with backoff; the annotation wakes every record once more.)
     for round in 0..3 {
         sync().await?;
+        let passes = Passes::of(&hub, "dnsrecord");
         for name in ["api", "mine", "both"] {
             Api::<DNSRecord>::namespaced(client.clone(), NAMESPACE)
                 .patch(
@@ -391,7 +393,8 @@ async fn share_a_zone(zone: SharedZone, flags: &[&str], legacy: bool) -> Result<
                 )
                 .await?;
         }
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        // Each record's pass of this round has run to its end.
+        passes.wait_for_more(&hub, "dnsrecord", 3).await?;
     }
     assert_eq!(zone.records().await, after, "neither side flaps");
 
@@ -581,8 +584,15 @@ async fn records_changed_out_of_band_are_put_back_and_takeovers_reported() -> Re
         meridian_status(&client, name, |m| m.contains("published")).await?;
     }
 
-    // A later verification changes nothing more.
-    tokio::time::sleep(Duration::from_secs(15)).await;
+    // Later verifications change nothing more: two more, so one began after the repair.
+    counter_grows("two more zone verifications", 2, || {
+        hub_counter(&hub, "meridian_zone_verifications_total{outcome=\"ok\"}")
+    })
+    .await?;
+    // ...and whatever passes they woke have ended.
+    Passes::of(&hub, "dnsrecord")
+        .wait_for_more(&hub, "dnsrecord", 0)
+        .await?;
     assert_eq!(
         zone.records().await,
         repaired,

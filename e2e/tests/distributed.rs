@@ -353,6 +353,16 @@ fn loadbalanced(default_geo: &str) -> Value {
     }))
 }
 
+/// Reads of a Route53 zone among `calls` (a whole list, or a host's mark): each is a cluster
+/// looking at the zone.
+fn zone_reads(calls: &BTreeMap<String, u64>) -> u64 {
+    calls
+        .iter()
+        .filter(|(call, _)| call.starts_with("ListResourceRecordSets"))
+        .map(|(_, count)| count)
+        .sum()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_clusters_share_a_route53_zone_agree_and_stay_thrifty() -> Result<(), Error> {
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
@@ -475,14 +485,19 @@ async fn three_clusters_share_a_route53_zone_agree_and_stay_thrifty() -> Result<
         "{message}"
     );
     proxy.reset();
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    let calls = proxy.calls();
+    // Every cluster looks at the zone again and again (each look reads it): three rounds of
+    // the three clusters' 2 s refreshes.
+    let calls = eventually("the clusters look again", DEFAULT_PATIENCE, || async {
+        let calls = proxy.calls();
+        Ok((zone_reads(&calls) >= 9).then_some(calls))
+    })
+    .await?;
     let writes = calls.get("ChangeResourceRecordSets").copied().unwrap_or(0);
     assert!(
         writes <= 1,
         "a conflict is not rewritten in a loop: {calls:?}"
     );
-    eprintln!("distributed: 10 s of a defaultGeo conflict made {calls:?}");
+    eprintln!("distributed: three rounds of a defaultGeo conflict made {calls:?}");
     let zone = route53.records(&zone_id).await.unwrap();
     assert_eq!(
         host_records(&zone),
@@ -695,7 +710,19 @@ async fn three_clusters_agree_on_health_through_the_zone() -> Result<(), Error> 
         },
     )
     .await?;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Each cluster has decided on those reports: it says it publishes them all.
+    for (name, _, _) in CLUSTERS {
+        let records = Api::<DNSRecord>::namespaced(fleet.spoke(name).client(), NAMESPACE);
+        eventually(
+            &format!("{name} keeps every address"),
+            DEFAULT_PATIENCE,
+            || async {
+                let message = ready_message(&records, "prod-web-api").await?;
+                Ok(message.contains("publishing all of them").then_some(()))
+            },
+        )
+        .await?;
+    }
     dig_answers(bind.config.server, &all).await?;
     for agent in agents {
         agent.abort();
@@ -896,6 +923,7 @@ async fn a_distributed_cluster_and_external_dns_share_a_bind_zone() -> Result<()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_distributed_cluster_joins_a_host_the_dns_operator_publishes() -> Result<(), Error> {
     use meridian_providers::route53::Route53Provider;
+    use meridian_testkit::counting_proxy::CountingProxy;
     use meridian_testkit::moto::MotoServer;
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let moto = MotoServer::start().expect("moto starts");
@@ -980,7 +1008,8 @@ async fn a_distributed_cluster_joins_a_host_the_dns_operator_publishes() -> Resu
     });
     install(&spoke, secret, "10.0.0.1", loadbalanced("US")).await?;
     let owner = meridian_agent::report::cluster_id(&spoke).await?;
-    let distributed = agent_with_route53_at(&spoke, "spoke-1", "US", moto.endpoint()).await?;
+    let proxy = CountingProxy::start(moto.address(), 0).await.unwrap();
+    let distributed = agent_with_route53_at(&spoke, "spoke-1", "US", proxy.endpoint()).await?;
 
     let records = Api::<DNSRecord>::namespaced(spoke.clone(), NAMESPACE);
     let conflict = eventually(
@@ -1022,8 +1051,12 @@ async fn a_distributed_cluster_joins_a_host_the_dns_operator_publishes() -> Resu
             .contains(owner.as_str())
     );
 
-    // Looking again and again does not fight over the catch-all.
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    // Looking again and again does not fight over the catch-all: three more looks.
+    proxy.reset();
+    eventually("the cluster looks again", DEFAULT_PATIENCE, || async {
+        Ok((zone_reads(&proxy.calls()) >= 3).then_some(()))
+    })
+    .await?;
     let later = route53.records(&zone_id).await.unwrap();
     assert_eq!(as_seeded(&later), Vec::<Endpoint>::new());
     let default = |zone: &[Endpoint]| {

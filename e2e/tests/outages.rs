@@ -13,7 +13,7 @@ use meridian_api::kuadrant::{DNSRecord, ManagedZone};
 use meridian_controllers::runtime::backoff::ceiling;
 use meridian_e2e::example::{apply, dig_host};
 use meridian_e2e::route53::{Route53Zone, held_by};
-use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually};
+use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually, hub_counter};
 use meridian_hub::run_command::{RunArgs, RunningHub};
 use serde_json::{Value, json};
 
@@ -102,25 +102,21 @@ async fn ready(
 
 /// The DNSRecord passes that failed on a provider error, as the hub counts them.
 fn record_failures(hub: &RunningHub) -> u64 {
-    const LINE: &str =
-        "meridian_reconcile_errors_total{controller=\"dnsrecord\",reason=\"provider\"} ";
-    let metrics = hub.context.metrics.render();
-    metrics
-        .lines()
-        .find_map(|line| line.strip_prefix(LINE))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0)
+    hub_counter(
+        hub,
+        "meridian_reconcile_errors_total{controller=\"dnsrecord\",reason=\"provider\"}",
+    )
 }
 
 /// The DNSRecord passes the replicas have begun, together.
 fn record_passes(replicas: &[&RunningHub]) -> u64 {
-    const LINE: &str = "meridian_reconciles_total{controller=\"dnsrecord\"} ";
     replicas
         .iter()
-        .filter_map(|replica| {
-            let metrics = replica.context.metrics.render();
-            let line = metrics.lines().find(|line| line.starts_with(LINE))?;
-            line[LINE.len()..].trim().parse::<u64>().ok()
+        .map(|replica| {
+            hub_counter(
+                replica,
+                "meridian_reconciles_total{controller=\"dnsrecord\"}",
+            )
         })
         .sum()
 }

@@ -661,7 +661,9 @@ where
 {
     let key = backoff_key(object, controller);
     ctx.metrics.reconciled(controller);
+    let started = std::time::Instant::now();
     let result = reconcile.await;
+    ctx.metrics.reconcile_took(controller, started.elapsed());
     if result.is_ok() {
         ctx.succeeded(&key);
     }

@@ -15,6 +15,10 @@ const FAILOVER_BUCKETS: [f64; 12] = [
     0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 120.0, 300.0,
 ];
 
+/// Upper bounds (seconds) of the reconcile-duration histogram: from a pass that reads caches
+/// only to one that waits out a provider's retries.
+const RECONCILE_BUCKETS: [f64; 10] = [0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 120.0];
+
 /// The parts of a failover that are timed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum FailoverPhase {
@@ -102,6 +106,7 @@ pub struct Metrics {
 #[derive(Debug, Default)]
 struct Inner {
     reconciles: BTreeMap<String, u64>,
+    reconcile_durations: BTreeMap<String, Series>,
     errors: BTreeMap<(String, String), u64>,
     provider_calls: BTreeMap<(String, String), u64>,
     latency_buckets: [u64; LATENCY_BUCKETS.len()],
@@ -110,6 +115,7 @@ struct Inner {
     fleet: crate::decide::silence::FleetBrake,
     failovers: BTreeMap<(FailoverPhase, String), Series>,
     drift_repairs: u64,
+    verifications: BTreeMap<&'static str, u64>,
     leading: bool,
     leader_changes: u64,
 }
@@ -123,6 +129,17 @@ impl Metrics {
             .reconciles
             .entry(controller.to_string())
             .or_default() += 1;
+    }
+
+    /// A pass of `controller` ended (in success or failure) after `took`.
+    pub fn reconcile_took(&self, controller: &str, took: Duration) {
+        self.inner
+            .lock()
+            .expect("metrics lock")
+            .reconcile_durations
+            .entry(controller.to_string())
+            .or_default()
+            .observe(&RECONCILE_BUCKETS, took.as_secs_f64());
     }
 
     pub fn failed(&self, controller: &str, reason: &str) {
@@ -174,6 +191,17 @@ impl Metrics {
         self.inner.lock().expect("metrics lock").drift_repairs += 1;
     }
 
+    /// A zone read whole to find drift: `ok` (whatever it found) or `error` (the read failed).
+    pub fn zone_verified(&self, ok: bool) {
+        *self
+            .inner
+            .lock()
+            .expect("metrics lock")
+            .verifications
+            .entry(if ok { "ok" } else { "error" })
+            .or_default() += 1;
+    }
+
     /// Whether this replica leads now; a change counts as a leader change.
     pub fn leading(&self, leading: bool) {
         let mut inner = self.inner.lock().expect("metrics lock");
@@ -198,6 +226,16 @@ impl Metrics {
             let _ = writeln!(
                 out,
                 "meridian_reconciles_total{{controller=\"{controller}\"}} {n}"
+            );
+        }
+        out.push_str("# HELP meridian_reconcile_duration_seconds How long reconciles took, by controller (its count is the passes that ended).\n");
+        out.push_str("# TYPE meridian_reconcile_duration_seconds histogram\n");
+        for (controller, series) in &inner.reconcile_durations {
+            series.render(
+                &mut out,
+                "meridian_reconcile_duration_seconds",
+                &format!("controller=\"{controller}\""),
+                &RECONCILE_BUCKETS,
             );
         }
         out.push_str(
@@ -273,6 +311,14 @@ impl Metrics {
         out.push_str("# HELP meridian_drift_repairs_total Records found changed out of band in their zone and put back.\n");
         out.push_str("# TYPE meridian_drift_repairs_total counter\n");
         let _ = writeln!(out, "meridian_drift_repairs_total {}", inner.drift_repairs);
+        out.push_str("# HELP meridian_zone_verifications_total Zones at providers read whole to find records changed out of band, by outcome.\n");
+        out.push_str("# TYPE meridian_zone_verifications_total counter\n");
+        for (outcome, count) in &inner.verifications {
+            let _ = writeln!(
+                out,
+                "meridian_zone_verifications_total{{outcome=\"{outcome}\"}} {count}"
+            );
+        }
         out.push_str("# HELP meridian_leader 1 while this replica holds the hub Lease and runs the controllers.\n");
         out.push_str("# TYPE meridian_leader gauge\n");
         let _ = writeln!(out, "meridian_leader {}", u8::from(inner.leading));
@@ -314,12 +360,22 @@ mod tests {
         let metrics = Metrics::default();
         metrics.reconciled("dnsrecord");
         metrics.reconciled("dnsrecord");
+        metrics.reconcile_took("dnsrecord", Duration::from_millis(70));
         metrics.failed("dnspolicy", "kube");
         metrics.provider_call("embedded", "ok");
         metrics.published(Duration::from_millis(30));
         metrics.published(Duration::from_secs(3));
         let text = metrics.render();
         assert!(text.contains("meridian_reconciles_total{controller=\"dnsrecord\"} 2"));
+        assert!(text.contains(
+            "meridian_reconcile_duration_seconds_bucket{controller=\"dnsrecord\",le=\"0.05\"} 0"
+        ));
+        assert!(text.contains(
+            "meridian_reconcile_duration_seconds_bucket{controller=\"dnsrecord\",le=\"0.1\"} 1"
+        ));
+        assert!(
+            text.contains("meridian_reconcile_duration_seconds_count{controller=\"dnsrecord\"} 1")
+        );
         assert!(text.contains(
             "meridian_reconcile_errors_total{controller=\"dnspolicy\",reason=\"kube\"} 1"
         ));
@@ -368,6 +424,9 @@ mod tests {
         metrics.leading(true);
         metrics.leading(false);
         metrics.drift_repaired();
+        metrics.zone_verified(true);
+        metrics.zone_verified(true);
+        metrics.zone_verified(false);
         let text = metrics.render();
         for line in [
             "meridian_failover_detection_seconds_bucket{zone=\"example.com\",le=\"5\"} 0",
@@ -379,6 +438,8 @@ mod tests {
             "meridian_leader 0",
             "meridian_leader_changes_total 2",
             "meridian_drift_repairs_total 1",
+            "meridian_zone_verifications_total{outcome=\"ok\"} 2",
+            "meridian_zone_verifications_total{outcome=\"error\"} 1",
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }

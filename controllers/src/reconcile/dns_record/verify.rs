@@ -73,7 +73,9 @@ pub fn start(
                 if next > now {
                     continue;
                 }
-                let delay = match verify_zone(&zone, &ctx).await {
+                let verified = verify_zone(&zone, &ctx).await;
+                ctx.metrics.zone_verified(verified.is_ok());
+                let delay = match verified {
                     Ok(drifted) => {
                         for record in drifted {
                             if wake.unbounded_send(record).is_err() {
