@@ -324,6 +324,14 @@ pub async fn one_serial_everywhere<const N: usize>(
     .await
 }
 
+/// [`dig_host`] on a blocking thread, for async tests.
+pub async fn dig_host_async(server: SocketAddr, host: &str, subnet: Option<&str>) -> Vec<String> {
+    let (host, subnet) = (host.to_string(), subnet.map(str::to_string));
+    tokio::task::spawn_blocking(move || dig_host(server, &host, subnet.as_deref()))
+        .await
+        .expect("dig ran")
+}
+
 /// `dig +short` for `host A` at `server`, optionally from `subnet` (EDNS Client Subnet); the
 /// IPv4 addresses answered (CNAME chains followed), sorted.
 pub fn dig_host(server: SocketAddr, host: &str, subnet: Option<&str>) -> Vec<String> {

@@ -152,20 +152,10 @@ pub async fn install_release(
         crate::example::NAMESPACE
     );
     let tag = format!("image.tag={}", published.tag);
-    let mut args = vec![
-        "install",
-        RELEASE,
-        &published.chart,
-        "--version",
-        &published.version,
-        // The test bed's registry speaks HTTP on loopback, and asks who is pulling.
-        "--plain-http",
-        "--registry-config",
-        &published.registry_config,
+    let mut args = published_chart("install", published);
+    args.extend([
         "--set",
         &pull_secret,
-        "--namespace",
-        RELEASE_NAMESPACE,
         // The fleet installed the CRDs, as a cluster admin would apart from the chart.
         "--set",
         "crds.install=false",
@@ -183,7 +173,7 @@ pub async fn install_release(
         "geoip.volume.configMap.name=meridian-geoip",
         "--set",
         "geoip.file=country.mmdb",
-    ];
+    ]);
     for set in extra_sets {
         args.extend(["--set", set]);
     }
@@ -192,23 +182,30 @@ pub async fn install_release(
 
 /// `helm upgrade` of the release to the published chart, keeping its values but `sets`.
 pub fn upgrade_release(fleet: &Fleet, published: &Published, sets: &[&str]) -> Result<(), Error> {
-    let mut args = vec![
-        "upgrade",
+    let mut args = published_chart("upgrade", published);
+    args.push("--reuse-values");
+    for set in sets {
+        args.extend(["--set", set]);
+    }
+    run_helm(&fleet.hub, &args)
+}
+
+/// The start of a `helm install` or `upgrade` of the release from the published chart, in its
+/// namespace.
+fn published_chart<'a>(verb: &'a str, published: &'a Published) -> Vec<&'a str> {
+    vec![
+        verb,
         RELEASE,
         &published.chart,
         "--version",
         &published.version,
+        // The test bed's registry speaks HTTP on loopback, and asks who is pulling.
         "--plain-http",
         "--registry-config",
         &published.registry_config,
         "--namespace",
         RELEASE_NAMESPACE,
-        "--reuse-values",
-    ];
-    for set in sets {
-        args.extend(["--set", set]);
-    }
-    run_helm(&fleet.hub, &args)
+    ]
 }
 
 /// The image IDs of every container of the pods in `namespace`, failing unless each was

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use kube::Client;
 use kube::api::Api;
 use meridian_api::kuadrant::DNSRecord;
-use meridian_e2e::example::{apply, dig_host, embedded_zone, sign_zone};
+use meridian_e2e::example::{apply, dig_host_async, embedded_zone, sign_zone};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually};
 use meridian_hub::run_command::{RunArgs, RunningHub};
 use serde_json::json;
@@ -68,9 +68,7 @@ fn published(record: &DNSRecord, address: &str) -> bool {
 
 async fn answers(server: SocketAddr, name: &str) -> Vec<String> {
     let host = host(name);
-    tokio::task::spawn_blocking(move || dig_host(server, &host, None))
-        .await
-        .expect("dig ran")
+    dig_host_async(server, &host, None).await
 }
 
 /// Changes the address of `api` five times; after each, waits until its status says the new

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use kube::api::Api;
 use meridian_api::kuadrant::{DNSRecord, ManagedZone};
-use meridian_e2e::example::{apply, dig_host};
+use meridian_e2e::example::{apply, dig_host, dig_host_async};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, ManagedProcess, eventually};
 use meridian_hub::run_command::{RunArgs, RunningHub};
 use serde_json::json;
@@ -194,9 +194,7 @@ async fn a_leader_paused_past_its_lease_writes_nothing_after_its_successor() -> 
     let old_health = printed_address(&old, "health").await?;
     published(&records).await?;
     eventually("the old leader answers", DEFAULT_PATIENCE, || async move {
-        let seen = tokio::task::spawn_blocking(move || dig_host(old_dns, HOST, None))
-            .await
-            .unwrap();
+        let seen = dig_host_async(old_dns, HOST, None).await;
         Ok((seen == ["10.0.0.1"]).then_some(()))
     })
     .await?;
@@ -229,9 +227,7 @@ async fn a_leader_paused_past_its_lease_writes_nothing_after_its_successor() -> 
         "the new leader answers the change",
         DEFAULT_PATIENCE,
         || async move {
-            let seen = tokio::task::spawn_blocking(move || dig_host(standby_dns, HOST, None))
-                .await
-                .unwrap();
+            let seen = dig_host_async(standby_dns, HOST, None).await;
             Ok((seen == ["10.0.0.2"]).then_some(()))
         },
     )
@@ -288,9 +284,7 @@ async fn a_leader_paused_past_its_lease_writes_nothing_after_its_successor() -> 
         "the old leader, standing by, answers the change",
         DEFAULT_PATIENCE,
         || async move {
-            let seen = tokio::task::spawn_blocking(move || dig_host(old_dns, HOST, None))
-                .await
-                .unwrap();
+            let seen = dig_host_async(old_dns, HOST, None).await;
             Ok((seen == ["10.0.0.2"]).then_some(()))
         },
     )
@@ -373,9 +367,7 @@ async fn a_hub_at_its_file_limit_answers_livez_and_dns_through_a_flood_of_idle_c
     );
     published(&records).await?;
     eventually("the hub answers", DEFAULT_PATIENCE, || async move {
-        let seen = tokio::task::spawn_blocking(move || dig_host(dns, HOST, None))
-            .await
-            .unwrap();
+        let seen = dig_host_async(dns, HOST, None).await;
         Ok((seen == ["10.0.0.1"]).then_some(()))
     })
     .await?;

@@ -11,7 +11,7 @@ use kube::api::Api;
 use meridian_api::conditions;
 use meridian_api::kuadrant::{DNSRecord, ManagedZone};
 use meridian_controllers::runtime::backoff::ceiling;
-use meridian_e2e::example::{apply, dig_host};
+use meridian_e2e::example::{apply, dig_host_async};
 use meridian_e2e::route53::{Route53Zone, held_by};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually, hub_counter};
 use meridian_hub::run_command::{RunArgs, RunningHub};
@@ -399,10 +399,7 @@ async fn every_replica_answers_the_last_state_while_the_api_server_is_away() -> 
     let replicas: Vec<SocketAddr> = vec![leader.nameserver, standby.nameserver];
     for server in replicas.clone() {
         eventually("a replica answers", DEFAULT_PATIENCE, || async move {
-            let seen =
-                tokio::task::spawn_blocking(move || dig_host(server, "web.local.example", None))
-                    .await
-                    .unwrap();
+            let seen = dig_host_async(server, "web.local.example", None).await;
             Ok((seen == ["192.0.2.1"]).then_some(()))
         })
         .await?;
@@ -422,10 +419,7 @@ async fn every_replica_answers_the_last_state_while_the_api_server_is_away() -> 
     let (mut asked, mut wrong) = (0, 0);
     while outage.elapsed() < OUTAGE {
         for server in replicas.clone() {
-            let seen =
-                tokio::task::spawn_blocking(move || dig_host(server, "web.local.example", None))
-                    .await
-                    .unwrap();
+            let seen = dig_host_async(server, "web.local.example", None).await;
             asked += 1;
             if seen != ["192.0.2.1"] {
                 wrong += 1;
@@ -470,9 +464,7 @@ async fn every_replica_answers_the_last_state_while_the_api_server_is_away() -> 
         "no provider write when nothing changed"
     );
     for server in replicas {
-        let seen = tokio::task::spawn_blocking(move || dig_host(server, "web.local.example", None))
-            .await
-            .unwrap();
+        let seen = dig_host_async(server, "web.local.example", None).await;
         assert_eq!(seen, ["192.0.2.1"], "{server} still answers");
     }
     assert_eq!(

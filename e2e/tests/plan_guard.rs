@@ -7,7 +7,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use meridian_api::conditions;
 use meridian_api::kuadrant::{DNSRecord, ManagedZone};
 use meridian_controllers::decide::plan_guard::{APPROVE_ANNOTATION, HELD_REASON};
-use meridian_e2e::example::{apply, dig_host, embedded_zone};
+use meridian_e2e::example::{apply, dig_host_async, embedded_zone};
 use meridian_e2e::{
     DEFAULT_PATIENCE, Error, Fleet, condition_becomes, eventually, record_ready_with,
 };
@@ -77,11 +77,7 @@ async fn a_plan_over_the_zone_threshold_waits_for_approval() -> Result<(), Error
         .await
         .expect("the hub starts");
     let dns = running.nameserver;
-    let answers = move |host: &'static str| async move {
-        tokio::task::spawn_blocking(move || dig_host(dns, host, None))
-            .await
-            .unwrap()
-    };
+    let answers = move |host: &'static str| async move { dig_host_async(dns, host, None).await };
     record_ready_with(&records, "big", "Published").await?;
     record_ready_with(&records, "small", "Published").await?;
     assert_eq!(answers("h9.big.guard.example").await, ["10.0.0.1"]);

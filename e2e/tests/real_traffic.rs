@@ -14,7 +14,7 @@
 
 use std::time::Duration;
 
-use meridian_e2e::example::{HOST, UNITED_STATES, dig_host, with_example_spokes};
+use meridian_e2e::example::{HOST, UNITED_STATES, dig_host_async, with_example_spokes};
 use meridian_e2e::traffic::{
     Clients, Outcome, Recovery, Sample, TrafficExample, back_to, health_checked_policy,
     mark_for_drain, publish_tiered_policy, recovery, request, set_fault, tiered_policy,
@@ -65,10 +65,7 @@ async fn real_traffic_moves_off_a_failing_cluster_and_back_without_a_failed_fail
         "Unbound answers a US client with spoke-2's gateway",
         DEFAULT_PATIENCE,
         || async {
-            let answers =
-                tokio::task::spawn_blocking(move || dig_host(resolver, HOST, Some(UNITED_STATES)))
-                    .await
-                    .expect("dig ran");
+            let answers = dig_host_async(resolver, HOST, Some(UNITED_STATES)).await;
             Ok((answers == [spoke_2.clone()]).then_some(()))
         },
     )

@@ -15,7 +15,7 @@ use meridian_api::kuadrant::{DNSRecord, ManagedZone};
 use meridian_controllers::decide::zone_claims::reasons::{
     DOMAIN_CLAIMED, DOMAIN_NOT_GRANTED, PUBLIC_SUFFIX,
 };
-use meridian_e2e::example::{apply, dig_host};
+use meridian_e2e::example::{apply, dig_host_async};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, condition_becomes, eventually};
 use meridian_hub::run_command::{RunArgs, RunningHub};
 use meridian_providers::Provider;
@@ -140,9 +140,7 @@ async fn answered(
         || {
             let wanted = wanted.clone();
             async move {
-                let got = tokio::task::spawn_blocking(move || dig_host(dns, host, None))
-                    .await
-                    .expect("dig ran");
+                let got = dig_host_async(dns, host, None).await;
                 Ok((got == wanted).then_some(()))
             }
         },
@@ -152,9 +150,7 @@ async fn answered(
 
 /// The answers to `host` now.
 async fn answers(dns: std::net::SocketAddr, host: &'static str) -> Vec<String> {
-    tokio::task::spawn_blocking(move || dig_host(dns, host, None))
-        .await
-        .expect("dig ran")
+    dig_host_async(dns, host, None).await
 }
 
 /// The `Ready` condition of `name` once its reason is `reason`.

@@ -12,7 +12,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord};
 use meridian_controllers::runtime::caches::UNDECODABLE_REASON;
-use meridian_e2e::example::{apply, dig_host, embedded_zone};
+use meridian_e2e::example::{apply, dig_host_async, embedded_zone};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually, record_ready_with};
 use meridian_hub::run_command::{RunArgs, RunningHub};
 use serde_json::json;
@@ -140,11 +140,7 @@ async fn objects_the_hub_cannot_decode_are_reported_and_skipped() -> Result<(), 
         .await
         .expect("the hub starts");
     let dns = running.nameserver;
-    let answers = move |host: &'static str| async move {
-        tokio::task::spawn_blocking(move || dig_host(dns, host, None))
-            .await
-            .unwrap()
-    };
+    let answers = move |host: &'static str| async move { dig_host_async(dns, host, None).await };
 
     // The readable record publishes beside the unreadable objects.
     record_ready_with(&records, "good", "Published").await?;

@@ -895,7 +895,7 @@ pub async fn run_controller<K, Ctx, Reconcile, Fut>(
     concurrency: u16,
     triggers: Vec<BoxStream<'static, ObjectRef<K>>>,
     reconcile: Reconcile,
-    error_policy: fn(Arc<K>, &Error, Arc<Ctx>) -> Action,
+    error_policy: impl Fn(Arc<K>, &Error, Arc<Ctx>) -> Action + Send + 'static,
     context: Arc<Ctx>,
     stop: impl Future<Output = ()> + Send + 'static,
 ) where

@@ -19,27 +19,38 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use meridian_controllers::{Context, Error};
 
-/// Runs one of the hub's light controllers (at the light concurrency) over `store` until `stop`
-/// resolves, reconciling what `requests` ask for.
+/// Runs one of the hub's light controllers, `controller`, (at the light concurrency) over
+/// `store` until `stop` resolves, reconciling what `requests` ask for: each pass counted
+/// ([`meridian_controllers::counted`]), each failure retried with the object's backoff
+/// ([`meridian_controllers::retry_after`]).
 async fn run_light<K, Reconcile, Fut>(
+    controller: &'static str,
     store: Store<K>,
     requests: Vec<BoxStream<'static, ObjectRef<K>>>,
     reconcile: Reconcile,
-    error_policy: fn(Arc<K>, &Error, Arc<Context>) -> Action,
     ctx: Arc<Context>,
     stop: impl Future<Output = ()> + Send + 'static,
 ) where
     K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + 'static,
-    Reconcile: Fn(Arc<K>, Arc<Context>) -> Fut + Send + 'static,
+    Reconcile: Fn(Arc<K>, Arc<Context>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Action, Error>> + Send + 'static,
 {
     let concurrency = ctx.config.concurrency.light;
+    let reconcile = Arc::new(reconcile);
     meridian_controllers::runtime::caches::run_controller(
         store,
         concurrency,
         requests,
-        reconcile,
-        error_policy,
+        move |object: Arc<K>, ctx: Arc<Context>| {
+            let reconcile = reconcile.clone();
+            async move {
+                let pass = reconcile(object.clone(), ctx.clone());
+                meridian_controllers::counted(&*object, &ctx, controller, pass).await
+            }
+        },
+        move |object: Arc<K>, error: &Error, ctx: Arc<Context>| {
+            meridian_controllers::retry_after(&*object, error, &ctx, controller)
+        },
         ctx,
         stop,
     )

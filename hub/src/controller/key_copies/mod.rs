@@ -28,7 +28,7 @@ use meridian_api::kuadrant::ManagedZone;
 use meridian_api::names::{DNSSEC_KEYS_SECRET, agent_zone_keys_binding};
 use meridian_api::upstream::ManagedCluster;
 use meridian_controllers::zones::dnssec_keys::{copy_data, keys_secret_name, signing_requested};
-use meridian_controllers::{Context, Error, apply_params, retry_after};
+use meridian_controllers::{Context, Error, apply_params};
 use serde_json::json;
 
 use crate::placement::{AGENT_ZONE_KEYS, agent_subjects, binds_agent};
@@ -39,22 +39,12 @@ const CONTROLLER: &str = "dnssec-key-copies";
 pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
     let all = ctx.caches.clusters.store().clone();
     let requests = triggers::requests(&ctx.caches, ctx.config.hub_namespace.clone());
-    super::run_light(all, requests, reconcile, error_policy, ctx, stop).await;
+    super::run_light(CONTROLLER, all, requests, reconcile_cluster, ctx, stop).await;
 }
 
 /// Whether `zone` is an embedded zone to be signed (its keys go to the agents).
 pub fn signed_embedded(zone: &ManagedZone) -> bool {
     zone.spec.dns_provider_secret_ref.is_none() && signing_requested(zone)
-}
-
-pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
-    meridian_controllers::counted(
-        &*cluster,
-        &ctx,
-        CONTROLLER,
-        reconcile_cluster(cluster.clone(), ctx.clone()),
-    )
-    .await
 }
 
 async fn reconcile_cluster(
@@ -140,8 +130,4 @@ async fn deliver_copy(ctx: &Context, namespace: &str) -> Result<(), Error> {
         tracing::info!(zones = ?data.keys().collect::<Vec<_>>(), "delivered the keys of signed zones");
     }
     Ok(())
-}
-
-pub fn error_policy(cluster: Arc<ManagedCluster>, error: &Error, ctx: Arc<Context>) -> Action {
-    retry_after(&*cluster, error, &ctx, CONTROLLER)
 }

@@ -44,17 +44,7 @@ const CONTROLLER: &str = "managedzone";
 pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
     let all = ctx.caches.zones.store().clone();
     let requests = triggers::requests(&ctx.caches);
-    super::run_light(all, requests, reconcile, error_policy, ctx, stop).await;
-}
-
-pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Action, Error> {
-    meridian_controllers::counted(
-        &*zone,
-        &ctx,
-        CONTROLLER,
-        reconcile_zone(zone.clone(), ctx.clone()),
-    )
-    .await
+    super::run_light(CONTROLLER, all, requests, reconcile_zone, ctx, stop).await;
 }
 
 async fn reconcile_zone(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -506,10 +496,6 @@ fn count_refresh_wait(
     COUNT_REFRESH
         .checked_sub(since)
         .filter(|wait| !wait.is_zero())
-}
-
-pub fn error_policy(zone: Arc<ManagedZone>, error: &Error, ctx: Arc<Context>) -> Action {
-    meridian_controllers::retry_after(&*zone, error, &ctx, CONTROLLER)
 }
 
 #[cfg(test)]

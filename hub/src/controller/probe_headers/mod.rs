@@ -36,7 +36,7 @@ use meridian_api::names::{
     probe_headers_copy,
 };
 use meridian_controllers::decide::health::secret_headers;
-use meridian_controllers::{Context, Error, apply_params, delete_if_present, retry_after};
+use meridian_controllers::{Context, Error, apply_params, delete_if_present};
 
 use super::cluster_copies::{hub_namespace, leads_fleet_step};
 use crate::placement::{agent_subjects, binds_agent};
@@ -115,17 +115,7 @@ pub fn readable_by(role: &Role) -> BTreeSet<String> {
 pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
     let all = ctx.caches.clusters.store().clone();
     let requests = triggers::requests(&ctx.caches, ctx.config.hub_namespace.clone());
-    super::run_light(all, requests, reconcile, error_policy, ctx, stop).await;
-}
-
-pub async fn reconcile(cluster: Arc<ManagedCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
-    meridian_controllers::counted(
-        &*cluster,
-        &ctx,
-        CONTROLLER,
-        reconcile_cluster(cluster.clone(), ctx.clone()),
-    )
-    .await
+    super::run_light(CONTROLLER, all, requests, reconcile_cluster, ctx, stop).await;
 }
 
 async fn reconcile_cluster(
@@ -257,10 +247,6 @@ fn reader_binding(namespace: &str, cluster: &str, owner: &OwnerReference) -> Val
         "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": AGENT_COPIES_READER },
         "subjects": agent_subjects(cluster),
     })
-}
-
-pub fn error_policy(cluster: Arc<ManagedCluster>, error: &Error, ctx: Arc<Context>) -> Action {
-    retry_after(&*cluster, error, &ctx, CONTROLLER)
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use serde_json::json;
 use crate::routers::{FleetZone, ROUTER_DNS_LABEL, ShardDns, ShardSighting, shard_dns};
 use meridian_controllers::decide::convert::{all_to_api, all_to_engine};
 use meridian_controllers::decide::desired::{ZoneRef, silence};
-use meridian_controllers::{Context, Error, apply_params, delete_if_present, retry_after};
+use meridian_controllers::{Context, Error, apply_params, delete_if_present};
 
 const CONTROLLER: &str = "router-dns";
 
@@ -104,17 +104,7 @@ pub fn shards_of(
 pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
     let all = ctx.caches.zones.store().clone();
     let requests = triggers::requests(&ctx.caches);
-    super::run_light(all, requests, reconcile, error_policy, ctx, stop).await;
-}
-
-pub async fn reconcile(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Action, Error> {
-    meridian_controllers::counted(
-        &*zone,
-        &ctx,
-        CONTROLLER,
-        reconcile_zone(zone.clone(), ctx.clone()),
-    )
-    .await
+    super::run_light(CONTROLLER, all, requests, reconcile_zone, ctx, stop).await;
 }
 
 async fn reconcile_zone(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -197,8 +187,4 @@ async fn reconcile_zone(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Act
     Ok(Action::requeue(
         ctx.config.resync.min(ctx.config.heartbeat_timeout),
     ))
-}
-
-pub fn error_policy(zone: Arc<ManagedZone>, error: &Error, ctx: Arc<Context>) -> Action {
-    retry_after(&*zone, error, &ctx, CONTROLLER)
 }
