@@ -11,13 +11,15 @@
 //! - [`in_memory`]: a FAKE provider that keeps zones in memory under the engine's strict rules;
 //! - [`backends`]: HTTP backends for health probes, failing on demand;
 //! - [`geo_db`]: small MaxMind-format databases for GEO answers;
-//! - [`unbound`]: Unbound as a validating resolver of one signed zone (DNSSEC).
+//! - [`unbound`]: Unbound as a validating resolver of one signed zone (DNSSEC);
+//! - [`fixtures`]: the objects of Meridian's kinds (and the upstream ones it reads) as builders.
 
 pub mod azure_fake;
 pub mod backends;
 pub mod bind_server;
 pub mod cloud_dns_fake;
 pub mod counting_proxy;
+pub mod fixtures;
 pub mod geo_db;
 pub mod in_memory;
 pub mod moto;

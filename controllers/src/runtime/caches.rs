@@ -812,14 +812,7 @@ pub fn own_changes<K>(cache: &Cache<K>) -> BoxStream<'static, ObjectRef<K>>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    triggers(
-        cache.subscribe(),
-        cache.store().clone(),
-        |change| match change {
-            Change::Applied { new, .. } => vec![ObjectRef::from_obj(&**new)],
-            _ => Vec::new(),
-        },
-    )
+    own_changes_where(cache, |_, _| true)
 }
 
 /// The requests a kind's own changes make, but for changes to its status alone: for a kind
@@ -830,34 +823,27 @@ pub fn own_changes_beyond_status<K>(cache: &Cache<K>) -> BoxStream<'static, Obje
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
+    own_changes_where(cache, crate::runtime::indexes::changed_beyond_status)
+}
+
+/// The changed objects of the kind for which `wakes(old, new)` holds.
+fn own_changes_where<K>(
+    cache: &Cache<K>,
+    wakes: fn(Option<&K>, &K) -> bool,
+) -> BoxStream<'static, ObjectRef<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
     triggers(
         cache.subscribe(),
         cache.store().clone(),
-        |change| match change {
-            Change::Applied { old, new } if changed_beyond_status(old.as_deref(), new) => {
+        move |change| match change {
+            Change::Applied { old, new } if wakes(old.as_deref(), new) => {
                 vec![ObjectRef::from_obj(&**new)]
             }
             _ => Vec::new(),
         },
     )
-}
-
-/// Whether `new` differs from `old` in more than its status: its spec (the generation counts
-/// spec changes of a kind with a status subresource) or the metadata a reconcile reads. A kind
-/// without generations always counts as changed.
-pub fn changed_beyond_status<K: Resource>(old: Option<&K>, new: &K) -> bool {
-    let Some(old) = old else {
-        return true;
-    };
-    let (old, new) = (old.meta(), new.meta());
-    old.generation.is_none()
-        || old.generation != new.generation
-        || old.uid != new.uid
-        || old.deletion_timestamp != new.deletion_timestamp
-        || old.finalizers != new.finalizers
-        || old.labels != new.labels
-        || old.annotations != new.annotations
-        || old.owner_references != new.owner_references
 }
 
 /// Every object of the kind, once, when a controller starts (its subscriptions begin after
@@ -933,55 +919,6 @@ mod tests {
     use super::*;
     use kube::ResourceExt;
     use meridian_api::kuadrant::DNSPolicySpec;
-
-    #[test]
-    fn a_status_write_alone_is_no_change_of_the_object() {
-        let record = |generation: Option<i64>| {
-            let mut record: DNSRecord = serde_json::from_value(serde_json::json!({
-                "apiVersion": "kuadrant.io/v1alpha1",
-                "kind": "DNSRecord",
-                "metadata": { "name": "web", "namespace": "dns", "uid": "u1", "resourceVersion": "1" },
-                "spec": { "managedZone": { "name": "zone" }, "endpoints": [] },
-            }))
-            .expect("a minimal record");
-            record.metadata.generation = generation;
-            record
-        };
-        let old = record(Some(1));
-        let mut status_only = old.clone();
-        status_only.metadata.resource_version = Some("2".into());
-        status_only.status = Some(Default::default());
-        assert!(!changed_beyond_status(Some(&old), &status_only));
-
-        let mut spec = status_only.clone();
-        spec.metadata.generation = Some(2);
-        let mut annotated = status_only.clone();
-        annotated
-            .annotations_mut()
-            .insert("test/round".into(), "1".into());
-        let mut deleting = status_only.clone();
-        deleting.metadata.deletion_timestamp = Some(
-            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()),
-        );
-        let mut released = status_only.clone();
-        released.metadata.finalizers = Some(vec!["meridian.dev/x".into()]);
-        let mut recreated = status_only.clone();
-        recreated.metadata.uid = Some("u2".into());
-        for (what, new) in [
-            ("spec", &spec),
-            ("annotations", &annotated),
-            ("deletion", &deleting),
-            ("finalizers", &released),
-            ("uid", &recreated),
-        ] {
-            assert!(changed_beyond_status(Some(&old), new), "{what}");
-        }
-        assert!(changed_beyond_status(None, &old), "a new object");
-        assert!(
-            changed_beyond_status(Some(&record(None)), &record(None)),
-            "without generations every change counts"
-        );
-    }
 
     fn policy(namespace: &str, name: &str, gateway: &str) -> DNSPolicy {
         let spec: DNSPolicySpec = serde_json::from_value(serde_json::json!({

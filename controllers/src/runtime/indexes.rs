@@ -1,17 +1,18 @@
-//! Pure indexes over the watch caches: which clusters a placement decided, which Gateways and
-//! DNSPolicies a change to a cluster, a placement or a zone concerns, and whether a change to a
-//! report or a cluster is one the policies read at all. The controllers' triggers are built
-//! from these, so a change reconciles only what it can affect.
+//! Pure indexes over the watch caches that several controllers share: which clusters a
+//! placement decided, which Gateways, DNSPolicies and records a change to a cluster, a
+//! placement, a zone or a Secret concerns, and whether a zone or an object changed beyond its
+//! status. The controllers' triggers are built from these and from each controller's own
+//! predicates, which sit beside its triggers (`reconcile/*/triggers.rs`, the hub's
+//! `controller/*/triggers.rs`), so a change reconciles only what it can affect.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
-use meridian_api::kuadrant::{DNSHealthCheckProbe, DNSPolicy, DNSRecord, ManagedZone};
+use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
 use meridian_api::labels::PLACEMENT_LABEL;
-use meridian_api::meridian::{ClusterReport, ProbeResults};
-use meridian_api::upstream::{Gateway, ManagedCluster, PlacementDecision};
+use meridian_api::upstream::{Gateway, PlacementDecision};
 
 /// A Placement: its namespace and name.
 pub type PlacementKey = (String, String);
@@ -283,21 +284,6 @@ pub fn policies_in_namespace(
         .collect()
 }
 
-/// Whether a report changed in what the DNSPolicies read of it: the cluster ID and the
-/// Gateways. Probe results and router shards are other controllers' business, and the report's
-/// time is the heartbeat's.
-pub fn report_changed_for_policies(old: Option<&ClusterReport>, new: &ClusterReport) -> bool {
-    old.is_none_or(|old| {
-        old.spec.cluster_id != new.spec.cluster_id || old.spec.gateways != new.spec.gateways
-    })
-}
-
-/// Whether a ManagedCluster changed in what DNS reads of it: its labels (geo code, custom
-/// weights). Its status changes with every OCM lease renewal and concerns nobody here.
-pub fn cluster_changed_for_dns(old: Option<&ManagedCluster>, new: &ManagedCluster) -> bool {
-    old.is_none_or(|old| old.labels() != new.labels())
-}
-
 /// Whether a ManagedZone changed in what records and policies read of it: its spec (domain,
 /// provider Secret, ID), its plan guard's annotations (threshold, approvals) or its being
 /// deleted. Its status (the record count, rewritten as
@@ -318,139 +304,26 @@ pub fn zone_changed_for_dns(old: Option<&ManagedZone>, new: &ManagedZone) -> boo
     })
 }
 
-/// Whether a Gateway changed in what policies read of it: spec, labels (its placement),
-/// annotations, being deleted, and status but its conditions (addresses and listeners, which
-/// an agent's policies read in distributed mode). The conditions are other controllers' and
-/// our own `DNSPolicyAffected`: reading its write as a change would wake the policy that just
-/// wrote it.
-pub fn gateway_changed_for_dns(old: Option<&Gateway>, new: &Gateway) -> bool {
+/// Whether an object changed beyond its status: its spec (the generation counts spec changes of
+/// a kind with a status subresource), or the metadata a reconcile reads (labels, annotations,
+/// finalizers, owners, being deleted, a new object under the same name). For a kind whose
+/// status only its own controller writes (DNSPolicy, DNSRecord), a write of it read back as a
+/// change would reconcile the object again at once: often from a cache that had not yet seen
+/// the write, which then wrote the same status again; and for a failing object, outside its
+/// backoff. A kind without generations always counts as changed.
+pub fn changed_beyond_status<K: kube::Resource>(old: Option<&K>, new: &K) -> bool {
     let Some(old) = old else {
         return true;
     };
-    // No status and a status of conditions only are the same to DNS.
-    let without_conditions = |gateway: &Gateway| {
-        let mut status = gateway.status.clone().unwrap_or_default();
-        status.conditions.clear();
-        status
-    };
-    old.spec != new.spec
-        || old.labels() != new.labels()
-        || old.annotations() != new.annotations()
-        || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
-        || without_conditions(old) != without_conditions(new)
-}
-
-/// Whether a policy changed beyond its status: its generation (spec), labels, annotations,
-/// finalizers or being deleted. Its status is what it writes itself; a write of it read back
-/// as a change reconciled the policy again, often from a cache that had not yet seen the
-/// write, which then wrote the same status again.
-pub fn policy_changed_beyond_status(old: Option<&DNSPolicy>, new: &DNSPolicy) -> bool {
-    old.is_none_or(|old| {
-        old.metadata.generation != new.metadata.generation
-            || old.labels() != new.labels()
-            || old.annotations() != new.annotations()
-            || old.finalizers() != new.finalizers()
-            || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
-    })
-}
-
-/// Whether a DNSRecord changed in what its policy reads: its status (published, ready), its
-/// spec or labels (someone else's edit, which the policy undoes), being deleted. A record's
-/// creation is not: its policy created it, and the status that follows wakes the policy.
-pub fn record_changed_for_policy(old: Option<&DNSRecord>, new: &DNSRecord) -> bool {
-    old.is_some_and(|old| {
-        old.status != new.status
-            || old.spec != new.spec
-            || old.labels() != new.labels()
-            || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
-    })
-}
-
-/// Whether a heartbeat brings a cluster back: it was not heard from within `timeout` before
-/// this renewal (or never), so the policies that left it out must look again.
-pub fn heartbeat_revives(
-    previous: Option<k8s_openapi::jiff::Timestamp>,
-    renewed: Option<k8s_openapi::jiff::Timestamp>,
-    timeout: std::time::Duration,
-) -> bool {
-    match (previous, renewed) {
-        (_, None) => false,
-        (None, Some(_)) => true,
-        (Some(previous), Some(renewed)) => {
-            std::time::Duration::try_from(renewed.duration_since(previous)).unwrap_or_default()
-                > timeout
-        }
-    }
-}
-
-/// The health-checked DNSRecords whose tenants' downstream Gateways changed addresses between
-/// two versions of a cluster's report: only a reported Gateway address of the record's own
-/// namespace (`kuadrant-<namespace>`) gets a probe, so a new one must reach the record at once,
-/// not at the next resync.
-pub fn records_behind_changed_gateways(
-    records: &[Arc<DNSRecord>],
-    old: Option<&ClusterReport>,
-    new: Option<&ClusterReport>,
-) -> Vec<ObjectRef<DNSRecord>> {
-    let addresses = |report: Option<&ClusterReport>| -> BTreeMap<String, BTreeSet<String>> {
-        let mut by_namespace: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for gateway in report.iter().flat_map(|r| &r.spec.gateways) {
-            by_namespace
-                .entry(gateway.namespace.clone())
-                .or_default()
-                .extend(gateway.addresses.iter().map(|a| a.value.clone()));
-        }
-        by_namespace
-    };
-    let (before, after) = (addresses(old), addresses(new));
-    let changed: BTreeSet<String> = before
-        .keys()
-        .chain(after.keys())
-        .filter(|namespace| before.get(*namespace) != after.get(*namespace))
-        .filter_map(|namespace| namespace.strip_prefix("kuadrant-").map(String::from))
-        .collect();
-    records
-        .iter()
-        .filter(|record| record.spec.health_check.is_some())
-        .filter(|record| changed.contains(&record.namespace().unwrap_or_default()))
-        .map(|record| ObjectRef::from_obj(&**record))
-        .collect()
-}
-
-/// The DNSRecords whose probes' verdicts differ between two versions of a shard of probe
-/// results (probe name → the record it belongs to, from the probe cache).
-pub fn records_with_changed_verdicts(
-    old: Option<&ProbeResults>,
-    new: Option<&ProbeResults>,
-    record_of_probe: impl Fn(&str, &str) -> Option<String>,
-) -> Vec<ObjectRef<DNSRecord>> {
-    let verdicts = |report: Option<&ProbeResults>| -> BTreeMap<(String, String), bool> {
-        report
-            .map(|r| {
-                r.spec
-                    .probes
-                    .iter()
-                    .map(|p| ((p.namespace.clone(), p.name.clone()), p.healthy))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let (before, after) = (verdicts(old), verdicts(new));
-    let changed: BTreeSet<&(String, String)> = before
-        .keys()
-        .chain(after.keys())
-        .filter(|probe| before.get(*probe) != after.get(*probe))
-        .collect();
-    let records: BTreeSet<(String, String)> = changed
-        .into_iter()
-        .filter_map(|(namespace, probe)| {
-            Some((namespace.clone(), record_of_probe(namespace, probe)?))
-        })
-        .collect();
-    records
-        .into_iter()
-        .map(|(namespace, name)| ObjectRef::new(&name).within(&namespace))
-        .collect()
+    let (old, new) = (old.meta(), new.meta());
+    old.generation.is_none()
+        || old.generation != new.generation
+        || old.uid != new.uid
+        || old.deletion_timestamp != new.deletion_timestamp
+        || old.finalizers != new.finalizers
+        || old.labels != new.labels
+        || old.annotations != new.annotations
+        || old.owner_references != new.owner_references
 }
 
 /// The ManagedZones whose provider credentials are the Secret `namespace/secret`.
@@ -499,144 +372,25 @@ pub fn records_using_secret(
         .collect()
 }
 
-/// Whether some health probe sends the headers of the Secret `namespace/secret`.
-pub fn probes_send_headers_of(
-    probes: &[Arc<DNSHealthCheckProbe>],
-    namespace: &str,
-    secret: &str,
-) -> bool {
-    probes.iter().any(|p| {
-        p.namespace().as_deref() == Some(namespace)
-            && p.spec
-                .additional_headers_ref
-                .as_ref()
-                .is_some_and(|r| r.name == secret)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_reported_gateway_address_wakes_its_tenants_health_checked_records_only() {
-        let record = |namespace: &str, name: &str, checked: bool| -> Arc<DNSRecord> {
-            let mut spec = serde_json::json!({
-                "rootHost": "api.example.com", "managedZone": { "name": "zone" }, "endpoints": [],
-            });
-            if checked {
-                spec["healthCheck"] = serde_json::json!({ "port": 443, "protocol": "HTTPS" });
-            }
-            Arc::new(
-                serde_json::from_value(serde_json::json!({
-                    "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
-                    "metadata": { "name": name, "namespace": namespace }, "spec": spec,
-                }))
-                .unwrap(),
-            )
-        };
-        let report = |addresses: &[(&str, &str)]| -> ClusterReport {
-            let gateways: Vec<serde_json::Value> = addresses
-                .iter()
-                .map(|(namespace, address)| {
-                    serde_json::json!({
-                        "name": "web", "namespace": namespace,
-                        "addresses": [{ "type": "IPAddress", "value": address }],
-                    })
-                })
-                .collect();
-            serde_json::from_value(serde_json::json!({
-                "apiVersion": "meridian.dev/v1alpha1", "kind": "ClusterReport",
-                "metadata": { "name": "agent", "namespace": "spoke-1" },
-                "spec": { "clusterID": "c", "gateways": gateways },
-            }))
-            .unwrap()
-        };
-        let records = [
-            record("shop", "checked", true),
-            record("shop", "unchecked", false),
-            record("other", "checked", true),
-        ];
-        let woken = |old: Option<&ClusterReport>, new: Option<&ClusterReport>| -> Vec<String> {
-            records_behind_changed_gateways(&records, old, new)
-                .into_iter()
-                .map(|r| format!("{}/{}", r.namespace.unwrap_or_default(), r.name))
-                .collect()
-        };
-        let before = report(&[
-            ("kuadrant-shop", "192.0.2.10"),
-            ("kuadrant-other", "192.0.2.20"),
-        ]);
-        let moved = report(&[
-            ("kuadrant-shop", "192.0.2.11"),
-            ("kuadrant-other", "192.0.2.20"),
-        ]);
-        assert_eq!(
-            woken(None, Some(&before)),
-            ["shop/checked", "other/checked"]
-        );
-        assert_eq!(woken(Some(&before), Some(&moved)), ["shop/checked"]);
-        assert!(
-            woken(Some(&moved), Some(&moved)).is_empty(),
-            "a heartbeat wakes nothing"
-        );
-        assert_eq!(woken(Some(&moved), None), ["shop/checked", "other/checked"]);
-        // A Gateway outside the downstream namespaces names no tenant.
-        assert!(woken(None, Some(&report(&[("shop", "192.0.2.30")]))).is_empty());
-    }
-    use meridian_api::kuadrant::DNSPolicySpec;
-    use meridian_api::meridian::{ClusterReportSpec, GatewayReport, ProbeReport, ProbeResultsSpec};
-    use meridian_api::upstream::{ClusterDecision, GatewaySpec, PlacementDecisionStatus};
+    use meridian_testkit::fixtures;
 
     fn decision(namespace: &str, placement: &str, clusters: &[&str]) -> Arc<PlacementDecision> {
-        let mut d = PlacementDecision::default();
-        d.metadata.name = Some(format!("{placement}-decision-1"));
-        d.metadata.namespace = Some(namespace.into());
-        d.metadata.labels = Some([(PLACEMENT_LABEL.to_string(), placement.to_string())].into());
-        d.status = Some(PlacementDecisionStatus {
-            decisions: clusters
-                .iter()
-                .map(|c| ClusterDecision {
-                    cluster_name: c.to_string(),
-                    reason: String::new(),
-                })
-                .collect(),
-        });
-        Arc::new(d)
+        fixtures::placement_decision(namespace, placement, clusters).arc()
     }
 
     fn gateway(namespace: &str, name: &str, placement: Option<&str>) -> Arc<Gateway> {
-        let mut g = Gateway::new(
-            name,
-            GatewaySpec {
-                gateway_class_name: "kuadrant-multi-cluster-gateway-instance-per-cluster".into(),
-                listeners: Vec::new(),
-                extra: Default::default(),
-            },
-        );
-        g.metadata.namespace = Some(namespace.into());
-        g.metadata.labels =
-            placement.map(|p| [(PLACEMENT_LABEL.to_string(), p.to_string())].into());
-        Arc::new(g)
+        let gateway = fixtures::gateway(namespace, name);
+        match placement {
+            Some(placement) => gateway.placement(placement).arc(),
+            None => gateway.arc(),
+        }
     }
 
     fn policy(namespace: &str, name: &str, gateway: &str) -> Arc<DNSPolicy> {
-        let spec: DNSPolicySpec = serde_json::from_value(serde_json::json!({
-            "targetRef": { "group": "gateway.networking.k8s.io", "kind": "Gateway", "name": gateway },
-        }))
-        .expect("a minimal policy");
-        let mut p = DNSPolicy::new(name, spec);
-        p.metadata.namespace = Some(namespace.into());
-        Arc::new(p)
-    }
-
-    fn names<K: kube::Resource>(refs: Vec<ObjectRef<K>>) -> Vec<String> {
-        let mut names: Vec<String> = refs
-            .into_iter()
-            .map(|r| format!("{}/{}", r.namespace.unwrap_or_default(), r.name))
-            .collect();
-        names.sort();
-        names
+        fixtures::dns_policy(namespace, name, gateway).arc()
     }
 
     #[test]
@@ -690,7 +444,7 @@ mod tests {
         ];
         for (cluster, expected) in cases {
             assert_eq!(
-                names(policies_on_cluster(
+                fixtures::names(policies_on_cluster(
                     &policies, &gateways, &decisions, cluster
                 )),
                 expected,
@@ -699,12 +453,12 @@ mod tests {
         }
         let placements: BTreeSet<PlacementKey> = [("gw".to_string(), "web".to_string())].into();
         assert_eq!(
-            names(policies_of_placements(&policies, &gateways, &placements)),
+            fixtures::names(policies_of_placements(&policies, &gateways, &placements)),
             ["gw/web-dns"],
             "a placement's decision concerns the policies of its Gateways"
         );
         assert_eq!(
-            names(policies_in_namespace(&policies, "team")),
+            fixtures::names(policies_in_namespace(&policies, "team")),
             ["team/team-dns"],
             "a zone concerns the policies of its namespace"
         );
@@ -716,128 +470,8 @@ mod tests {
         p.spec.target_ref.namespace = Some("team".into());
         let targets: BTreeSet<(String, String)> = [("team".into(), "web-gw".into())].into();
         assert_eq!(
-            names(policies_targeting(&[Arc::new(p)], &targets)),
+            fixtures::names(policies_targeting(&[Arc::new(p)], &targets)),
             ["gw/cross"]
-        );
-    }
-
-    fn report(gateway_ip: &str, at: i64) -> ClusterReport {
-        let mut r = ClusterReport::new(
-            "agent",
-            ClusterReportSpec {
-                cluster_id: "id".into(),
-                reported_at: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                    k8s_openapi::jiff::Timestamp::from_second(at).unwrap(),
-                )),
-                gateways: vec![GatewayReport {
-                    namespace: "kuadrant-gw".into(),
-                    name: "web-gw".into(),
-                    addresses: vec![meridian_api::meridian::ReportedAddress {
-                        type_: "IPAddress".into(),
-                        value: gateway_ip.into(),
-                    }],
-                    listeners: Vec::new(),
-                }],
-                router_shards: Vec::new(),
-            },
-        );
-        r.metadata.namespace = Some("c1".into());
-        r
-    }
-
-    fn results(verdicts: &[(&str, bool)], at: i64) -> ProbeResults {
-        let mut r = ProbeResults::new(
-            "agent-probes-0",
-            ProbeResultsSpec {
-                shard: 0,
-                shards: 1,
-                probes: verdicts
-                    .iter()
-                    .map(|(name, healthy)| ProbeReport {
-                        namespace: "gw".into(),
-                        name: name.to_string(),
-                        healthy: *healthy,
-                        consecutive_failures: at as i32,
-                        reason: None,
-                        last_checked_at: None,
-                    })
-                    .collect(),
-            },
-        );
-        r.metadata.namespace = Some("c1".into());
-        r
-    }
-
-    #[test]
-    fn only_report_changes_the_policies_read_wake_them() {
-        let base = report("10.0.0.1", 100);
-        let mut shards_only = base.clone();
-        shards_only.spec.router_shards = vec![meridian_api::meridian::RouterShardReport {
-            name: "default".into(),
-            dns: "apps.c1.example.com".into(),
-            addresses: vec!["10.0.0.9".into()],
-            routes: Vec::new(),
-        }];
-        let cases = [
-            (report("10.0.0.1", 200), false, "a newer time only"),
-            (shards_only, false, "router shards only"),
-            (report("10.0.0.2", 100), true, "a gateway address"),
-        ];
-        for (new, wakes, what) in cases {
-            assert_eq!(
-                report_changed_for_policies(Some(&base), &new),
-                wakes,
-                "{what}"
-            );
-        }
-        assert!(report_changed_for_policies(None, &base), "a first report");
-    }
-
-    #[test]
-    fn only_verdict_changes_wake_the_records_of_their_probes() {
-        let record_of = |_: &str, probe: &str| match probe {
-            "p1" | "p2" => Some("web-dns-api".to_string()),
-            "p3" => Some("api-dns-api".to_string()),
-            _ => None,
-        };
-        let base = results(&[("p1", true), ("p3", true)], 100);
-        let cases = [
-            (
-                results(&[("p1", true), ("p3", true)], 999),
-                vec![],
-                "counts and times",
-            ),
-            (
-                results(&[("p1", false), ("p3", true)], 100),
-                vec!["gw/web-dns-api"],
-                "one verdict",
-            ),
-            (
-                results(&[("p1", true)], 100),
-                vec!["gw/api-dns-api"],
-                "a probe gone",
-            ),
-            (
-                results(&[("p1", true), ("p3", true), ("p9", false)], 100),
-                vec![],
-                "a probe of no known record",
-            ),
-        ];
-        for (new, expected, what) in cases {
-            assert_eq!(
-                names(records_with_changed_verdicts(
-                    Some(&base),
-                    Some(&new),
-                    record_of
-                )),
-                expected,
-                "{what}"
-            );
-        }
-        assert_eq!(
-            names(records_with_changed_verdicts(Some(&base), None, record_of)),
-            ["gw/api-dns-api", "gw/web-dns-api"],
-            "a deleted shard"
         );
     }
 
@@ -871,31 +505,15 @@ mod tests {
     }
 
     fn bare_record(namespace: &str, name: &str) -> DNSRecord {
-        let spec = serde_json::from_value(serde_json::json!({
-            "rootHost": "api.example.com",
-            "managedZone": { "name": "example" },
-        }))
-        .expect("a minimal record");
-        let mut record = DNSRecord::new(name, spec);
-        record.metadata.namespace = Some(namespace.into());
-        record
+        record(namespace, name).build()
+    }
+
+    fn record(namespace: &str, name: &str) -> fixtures::Fixture<DNSRecord> {
+        fixtures::dns_record(namespace, name, "example").root_host("api.example.com")
     }
 
     fn owned_record(namespace: &str, name: &str, owner: &DNSPolicy) -> Arc<DNSRecord> {
-        use kube::Resource;
-        let mut record = bare_record(namespace, name);
-        record.metadata.owner_references = Some(vec![
-            owner
-                .controller_owner_ref(&())
-                .expect("the policy has a UID"),
-        ]);
-        Arc::new(record)
-    }
-
-    fn with_uid(policy: Arc<DNSPolicy>, uid: &str) -> Arc<DNSPolicy> {
-        let mut policy = (*policy).clone();
-        policy.metadata.uid = Some(uid.into());
-        Arc::new(policy)
+        record(namespace, name).owned_by(owner).arc()
     }
 
     #[test]
@@ -967,9 +585,15 @@ mod tests {
 
     #[test]
     fn records_of_deleted_policies_are_found_by_owner_uid() {
-        let kept = with_uid(policy("gw", "web", "web"), "uid-web");
-        let deleted = with_uid(policy("gw", "api", "api"), "uid-api");
-        let recreated = with_uid(policy("gw", "api", "api"), "uid-api-2");
+        let kept = fixtures::dns_policy("gw", "web", "web")
+            .uid("uid-web")
+            .arc();
+        let deleted = fixtures::dns_policy("gw", "api", "api")
+            .uid("uid-api")
+            .arc();
+        let recreated = fixtures::dns_policy("gw", "api", "api")
+            .uid("uid-api-2")
+            .arc();
         let unowned = bare_record("gw", "by-hand");
         let mut owned_by_other_kind = (*owned_record("gw", "other", &kept)).clone();
         owned_by_other_kind
@@ -985,7 +609,7 @@ mod tests {
             Arc::new(owned_by_other_kind),
         ];
         assert_eq!(
-            names(records_of_deleted_policies(
+            fixtures::names(records_of_deleted_policies(
                 &records,
                 std::slice::from_ref(&kept)
             )),
@@ -993,7 +617,7 @@ mod tests {
             "only the record whose policy is gone; records nobody's policy wrote are left alone"
         );
         assert_eq!(
-            names(records_of_deleted_policies(
+            fixtures::names(records_of_deleted_policies(
                 &records,
                 &[kept.clone(), recreated]
             )),
@@ -1009,7 +633,7 @@ mod tests {
             let mut g = (*gateway(namespace, name, None)).clone();
             g.status = Some(Default::default());
             g.status.as_mut().unwrap().conditions =
-                vec![condition("kuadrant.io/DNSPolicyAffected")];
+                vec![fixtures::condition("kuadrant.io/DNSPolicyAffected")];
             Arc::new(g)
         };
         let mut elsewhere = (*policy("policies", "shop", "shop")).clone();
@@ -1032,78 +656,13 @@ mod tests {
         );
     }
 
-    fn condition(type_: &str) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
-        let mut conditions = Vec::new();
-        meridian_api::conditions::set_condition(
-            &mut conditions,
-            meridian_api::conditions::ConditionUpdate {
-                type_,
-                status: true,
-                reason: "Test",
-                message: String::new(),
-            },
-            None,
-            &crate::now(),
-        );
-        conditions.remove(0)
-    }
-
-    #[test]
-    fn gateway_conditions_do_not_concern_dns() {
-        use meridian_api::upstream::{GatewayStatus, GatewayStatusAddress};
-        let gateway = (*gateway("gateways", "api", Some("everywhere"))).clone();
-        let mut affected = gateway.clone();
-        affected.status = Some(GatewayStatus::default());
-        affected.status.as_mut().unwrap().conditions = vec![condition("DNSPolicyAffected")];
-        let mut programmed = affected.clone();
-        programmed
-            .status
-            .as_mut()
-            .unwrap()
-            .conditions
-            .push(condition("Programmed"));
-        let mut addressed = affected.clone();
-        addressed.status.as_mut().unwrap().addresses = vec![GatewayStatusAddress {
-            type_: None,
-            value: "10.0.0.1".into(),
-        }];
-        let mut moved = gateway.clone();
-        moved.metadata.labels = Some([(PLACEMENT_LABEL.into(), "elsewhere".into())].into());
-        let mut finalized = gateway.clone();
-        finalized.metadata.finalizers = Some(vec!["meridian.dev/gateway-placement".into()]);
-        let mut deleting = gateway.clone();
-        deleting.metadata.deletion_timestamp = Some(crate::now());
-        let cases: [(Option<&Gateway>, &Gateway, bool, &str); 7] = [
-            (None, &gateway, true, "a new Gateway"),
-            (Some(&gateway), &affected, false, "our DNSPolicyAffected"),
-            (
-                Some(&affected),
-                &programmed,
-                false,
-                "another controller's condition",
-            ),
-            (
-                Some(&affected),
-                &addressed,
-                true,
-                "an address (distributed mode reads it)",
-            ),
-            (Some(&gateway), &moved, true, "another placement"),
-            (Some(&gateway), &finalized, false, "placement's finalizer"),
-            (Some(&gateway), &deleting, true, "being deleted"),
-        ];
-        for (old, new, changed, case) in cases {
-            assert_eq!(gateway_changed_for_dns(old, new), changed, "{case}");
-        }
-    }
-
     #[test]
     fn a_policy_status_write_does_not_wake_the_policy() {
         let mut stored = (*policy("gateways", "api", "api")).clone();
         stored.metadata.generation = Some(1);
         let mut with_status = stored.clone();
         with_status.status = Some(Default::default());
-        with_status.status.as_mut().unwrap().conditions = vec![condition("Enforced")];
+        with_status.status.as_mut().unwrap().conditions = vec![fixtures::condition("Enforced")];
         let mut edited = stored.clone();
         edited.metadata.generation = Some(2);
         let mut finalized = stored.clone();
@@ -1118,75 +677,57 @@ mod tests {
             (Some(&stored), &deleting, true, "being deleted"),
         ];
         for (old, new, changed, case) in cases {
-            assert_eq!(policy_changed_beyond_status(old, new), changed, "{case}");
+            assert_eq!(changed_beyond_status(old, new), changed, "{case}");
         }
     }
 
     #[test]
-    fn a_record_wakes_its_policy_when_it_changes_not_when_it_is_created() {
-        use meridian_api::kuadrant::{DNSRecordSpec, DNSRecordStatus};
-        let spec: DNSRecordSpec = serde_json::from_value(serde_json::json!({
-            "rootHost": "api.example.com",
-            "managedZone": { "name": "example" },
-        }))
-        .expect("a minimal record");
-        let mut record = DNSRecord::new("api-http", spec);
-        record.metadata.namespace = Some("gateways".into());
-        let mut published = record.clone();
-        published.status = Some(DNSRecordStatus {
-            observed_generation: Some(1),
-            ..Default::default()
-        });
-        let mut edited = record.clone();
-        edited.spec.root_host = "www.example.com".into();
-        let mut deleting = record.clone();
-        deleting.metadata.deletion_timestamp = Some(crate::now());
-        let mut finalized = record.clone();
-        finalized.metadata.finalizers = Some(vec!["meridian.dev/dns-record".into()]);
-        let cases: [(Option<&DNSRecord>, &DNSRecord, bool, &str); 5] = [
-            (None, &record, false, "created (by its policy)"),
-            (Some(&record), &published, true, "published"),
-            (Some(&record), &edited, true, "edited by someone"),
-            (Some(&record), &deleting, true, "being deleted"),
-            (Some(&record), &finalized, false, "its finalizer"),
-        ];
-        for (old, new, changed, case) in cases {
-            assert_eq!(record_changed_for_policy(old, new), changed, "{case}");
-        }
-    }
-
-    #[test]
-    fn cluster_status_changes_do_not_concern_dns() {
-        let mut cluster = ManagedCluster::new("c1", Default::default());
-        cluster.metadata.labels =
-            Some([("kuadrant.io/lb-attribute-geo-code".into(), "IE".into())].into());
-        let mut status_only = cluster.clone();
+    fn a_record_status_write_alone_is_no_change_of_the_record() {
+        let record = |generation: Option<i64>| {
+            let mut record: DNSRecord = serde_json::from_value(serde_json::json!({
+                "apiVersion": "kuadrant.io/v1alpha1",
+                "kind": "DNSRecord",
+                "metadata": { "name": "web", "namespace": "dns", "uid": "u1", "resourceVersion": "1" },
+                "spec": { "managedZone": { "name": "zone" }, "endpoints": [] },
+            }))
+            .expect("a minimal record");
+            record.metadata.generation = generation;
+            record
+        };
+        let old = record(Some(1));
+        let mut status_only = old.clone();
         status_only.metadata.resource_version = Some("2".into());
-        let mut relabelled = cluster.clone();
-        relabelled.metadata.labels =
-            Some([("kuadrant.io/lb-attribute-geo-code".into(), "US".into())].into());
-        assert!(!cluster_changed_for_dns(Some(&cluster), &status_only));
-        assert!(cluster_changed_for_dns(Some(&cluster), &relabelled));
-        assert!(cluster_changed_for_dns(None, &cluster));
-    }
+        status_only.status = Some(Default::default());
+        assert!(!changed_beyond_status(Some(&old), &status_only));
 
-    #[test]
-    fn a_heartbeat_wakes_policies_only_when_it_ends_a_silence() {
-        let at = |s: i64| Some(k8s_openapi::jiff::Timestamp::from_second(s).unwrap());
-        let timeout = std::time::Duration::from_secs(120);
-        let cases = [
-            (at(100), at(130), false, "a regular renewal"),
-            (at(100), at(221), true, "back after more than the timeout"),
-            (None, at(100), true, "a first heartbeat"),
-            (at(100), None, false, "no renewal time"),
-        ];
-        for (previous, renewed, wakes, what) in cases {
-            assert_eq!(
-                heartbeat_revives(previous, renewed, timeout),
-                wakes,
-                "{what}"
-            );
+        let mut spec = status_only.clone();
+        spec.metadata.generation = Some(2);
+        let mut annotated = status_only.clone();
+        annotated
+            .annotations_mut()
+            .insert("test/round".into(), "1".into());
+        let mut deleting = status_only.clone();
+        deleting.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()),
+        );
+        let mut released = status_only.clone();
+        released.metadata.finalizers = Some(vec!["meridian.dev/x".into()]);
+        let mut recreated = status_only.clone();
+        recreated.metadata.uid = Some("u2".into());
+        for (what, new) in [
+            ("spec", &spec),
+            ("annotations", &annotated),
+            ("deletion", &deleting),
+            ("finalizers", &released),
+            ("uid", &recreated),
+        ] {
+            assert!(changed_beyond_status(Some(&old), new), "{what}");
         }
+        assert!(changed_beyond_status(None, &old), "a new object");
+        assert!(
+            changed_beyond_status(Some(&record(None)), &record(None)),
+            "without generations every change counts"
+        );
     }
 
     fn from_json<K: serde::de::DeserializeOwned>(value: serde_json::Value) -> Arc<K> {
@@ -1242,30 +783,15 @@ mod tests {
         ];
         for (namespace, secret, want_zones, want_records) in cases {
             assert_eq!(
-                names(zones_using_secret(&zones, namespace, secret)),
+                fixtures::names(zones_using_secret(&zones, namespace, secret)),
                 want_zones,
                 "zones of {namespace}/{secret}"
             );
             assert_eq!(
-                names(records_using_secret(&records, &zones, namespace, secret)),
+                fixtures::names(records_using_secret(&records, &zones, namespace, secret)),
                 want_records,
                 "records of {namespace}/{secret}"
             );
         }
-    }
-
-    #[test]
-    fn only_a_secret_a_probe_names_is_one_whose_headers_are_sent() {
-        let probe = from_json::<DNSHealthCheckProbe>(serde_json::json!({
-            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSHealthCheckProbe",
-            "metadata": { "name": "p", "namespace": "a" },
-            "spec": { "address": "192.0.2.1", "host": "api.example.com", "port": 443,
-                      "protocol": "HTTPS", "path": "/", "interval": "10s",
-                      "additionalHeadersRef": { "name": "probe-auth" } },
-        }));
-        let probes = [probe];
-        assert!(probes_send_headers_of(&probes, "a", "probe-auth"));
-        assert!(!probes_send_headers_of(&probes, "b", "probe-auth"));
-        assert!(!probes_send_headers_of(&probes, "a", "other"));
     }
 }

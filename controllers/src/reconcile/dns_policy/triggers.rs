@@ -1,5 +1,6 @@
-//! What wakes a policy: the trigger streams, built from the pure indexes of
-//! [`crate::runtime::indexes`] over the shared caches.
+//! What wakes a policy: the trigger streams over the shared caches, built from pure predicates:
+//! the policy's own below (which changes to reports, clusters, Gateways and records concern
+//! it), and the indexes several controllers share in [`crate::runtime::indexes`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use crate::decide::desired::until_silent;
-use crate::runtime::caches::{Change, everything_once, triggers};
+use crate::runtime::caches::{Change, everything_once, own_changes_beyond_status, triggers};
 use crate::{Context, POLICY_LABEL, runtime::indexes};
 
 /// Every policy once at start, its own changes but to its status, and: its DNSRecords (not
@@ -32,7 +33,7 @@ pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSPolic
         move |change: &Change<Gateway>| {
             let gateway = match change {
                 Change::Applied { old, new } => {
-                    if !indexes::gateway_changed_for_dns(old.as_deref(), new) {
+                    if !gateway_changed_for_dns(old.as_deref(), new) {
                         return Vec::new();
                     }
                     new
@@ -49,11 +50,7 @@ pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSPolic
     };
     let by_record = |change: &Change<DNSRecord>| {
         let record = match change {
-            Change::Applied { old, new }
-                if indexes::record_changed_for_policy(old.as_deref(), new) =>
-            {
-                new
-            }
+            Change::Applied { old, new } if record_changed_for_policy(old.as_deref(), new) => new,
             Change::Deleted(record) => record,
             _ => return Vec::new(),
         };
@@ -84,18 +81,8 @@ pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSPolic
     };
     let mut requests = vec![
         everything_once(&caches.policies),
-        triggers(
-            caches.policies.subscribe(),
-            all.clone(),
-            |change| match change {
-                Change::Applied { old, new }
-                    if indexes::policy_changed_beyond_status(old.as_deref(), new) =>
-                {
-                    vec![ObjectRef::from_obj(&**new)]
-                }
-                _ => Vec::new(),
-            },
-        ),
+        // The policy's status is this controller's own write: it wakes nothing.
+        own_changes_beyond_status(&caches.policies),
         triggers(caches.records.subscribe(), all.clone(), by_record),
         triggers(caches.gateways.subscribe(), all.clone(), by_gateway),
         triggers(caches.zones.subscribe(), all.clone(), by_zone),
@@ -141,9 +128,7 @@ fn hub_triggers(
     let by_cluster = {
         let on_cluster = on_cluster.clone();
         move |change: &Change<ManagedCluster>| match change {
-            Change::Applied { old, new }
-                if indexes::cluster_changed_for_dns(old.as_deref(), new) =>
-            {
+            Change::Applied { old, new } if cluster_changed_for_dns(old.as_deref(), new) => {
                 on_cluster(&new.name_any())
             }
             Change::Deleted(cluster) => on_cluster(&cluster.name_any()),
@@ -153,9 +138,7 @@ fn hub_triggers(
     let by_report = {
         let on_cluster = on_cluster.clone();
         move |change: &Change<ClusterReport>| match change {
-            Change::Applied { old, new }
-                if indexes::report_changed_for_policies(old.as_deref(), new) =>
-            {
+            Change::Applied { old, new } if report_changed_for_policies(old.as_deref(), new) => {
                 on_cluster(&new.namespace().unwrap_or_default())
             }
             Change::Deleted(report) => on_cluster(&report.namespace().unwrap_or_default()),
@@ -166,7 +149,7 @@ fn hub_triggers(
     let by_heartbeat = move |change: &Change<Lease>| match change {
         Change::Applied { old, new } => {
             let renewed = |lease: &Lease| lease.spec.as_ref()?.renew_time.as_ref().map(|t| t.0);
-            if indexes::heartbeat_revives(old.as_deref().and_then(renewed), renewed(new), timeout) {
+            if heartbeat_revives(old.as_deref().and_then(renewed), renewed(new), timeout) {
                 on_cluster(&new.namespace().unwrap_or_default())
             } else {
                 Vec::new()
@@ -361,6 +344,230 @@ impl Silences {
                     return Some(cluster);
                 }
             }
+        }
+    }
+}
+
+/// Whether a report changed in what the DNSPolicies read of it: the cluster ID and the
+/// Gateways. Probe results and router shards are other controllers' business, and the report's
+/// time is the heartbeat's.
+pub fn report_changed_for_policies(old: Option<&ClusterReport>, new: &ClusterReport) -> bool {
+    old.is_none_or(|old| {
+        old.spec.cluster_id != new.spec.cluster_id || old.spec.gateways != new.spec.gateways
+    })
+}
+
+/// Whether a ManagedCluster changed in what DNS reads of it: its labels (geo code, custom
+/// weights). Its status changes with every OCM lease renewal and concerns nobody here.
+pub fn cluster_changed_for_dns(old: Option<&ManagedCluster>, new: &ManagedCluster) -> bool {
+    old.is_none_or(|old| old.labels() != new.labels())
+}
+
+/// Whether a Gateway changed in what policies read of it: spec, labels (its placement),
+/// annotations, being deleted, and status but its conditions (addresses and listeners, which
+/// an agent's policies read in distributed mode). The conditions are other controllers' and
+/// our own `DNSPolicyAffected`: reading its write as a change would wake the policy that just
+/// wrote it.
+pub fn gateway_changed_for_dns(old: Option<&Gateway>, new: &Gateway) -> bool {
+    let Some(old) = old else {
+        return true;
+    };
+    // No status and a status of conditions only are the same to DNS.
+    let without_conditions = |gateway: &Gateway| {
+        let mut status = gateway.status.clone().unwrap_or_default();
+        status.conditions.clear();
+        status
+    };
+    old.spec != new.spec
+        || old.labels() != new.labels()
+        || old.annotations() != new.annotations()
+        || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
+        || without_conditions(old) != without_conditions(new)
+}
+
+/// Whether a DNSRecord changed in what its policy reads: its status (published, ready), its
+/// spec or labels (someone else's edit, which the policy undoes), being deleted. A record's
+/// creation is not: its policy created it, and the status that follows wakes the policy.
+pub fn record_changed_for_policy(old: Option<&DNSRecord>, new: &DNSRecord) -> bool {
+    old.is_some_and(|old| {
+        old.status != new.status
+            || old.spec != new.spec
+            || old.labels() != new.labels()
+            || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
+    })
+}
+
+/// Whether a heartbeat brings a cluster back: it was not heard from within `timeout` before
+/// this renewal (or never), so the policies that left it out must look again.
+pub fn heartbeat_revives(
+    previous: Option<k8s_openapi::jiff::Timestamp>,
+    renewed: Option<k8s_openapi::jiff::Timestamp>,
+    timeout: std::time::Duration,
+) -> bool {
+    match (previous, renewed) {
+        (_, None) => false,
+        (None, Some(_)) => true,
+        (Some(previous), Some(renewed)) => {
+            std::time::Duration::try_from(renewed.duration_since(previous)).unwrap_or_default()
+                > timeout
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_api::labels::PLACEMENT_LABEL;
+    use meridian_testkit::fixtures;
+
+    /// spoke c1's report at `at` (seconds), its one Gateway at `gateway_ip`.
+    fn report(gateway_ip: &str, at: i64) -> ClusterReport {
+        let mut report = fixtures::cluster_report("c1", "id")
+            .gateway("kuadrant-gw", "web-gw", gateway_ip)
+            .build();
+        report.spec.reported_at = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::from_second(at).unwrap(),
+        ));
+        report
+    }
+
+    #[test]
+    fn only_report_changes_the_policies_read_wake_them() {
+        let base = report("10.0.0.1", 100);
+        let mut shards_only = base.clone();
+        shards_only.spec.router_shards = vec![meridian_api::meridian::RouterShardReport {
+            name: "default".into(),
+            dns: "apps.c1.example.com".into(),
+            addresses: vec!["10.0.0.9".into()],
+            routes: Vec::new(),
+        }];
+        let cases = [
+            (report("10.0.0.1", 200), false, "a newer time only"),
+            (shards_only, false, "router shards only"),
+            (report("10.0.0.2", 100), true, "a gateway address"),
+        ];
+        for (new, wakes, what) in cases {
+            assert_eq!(
+                report_changed_for_policies(Some(&base), &new),
+                wakes,
+                "{what}"
+            );
+        }
+        assert!(report_changed_for_policies(None, &base), "a first report");
+    }
+
+    #[test]
+    fn gateway_conditions_do_not_concern_dns() {
+        use meridian_api::upstream::{GatewayStatus, GatewayStatusAddress};
+        let gateway = fixtures::gateway("gateways", "api")
+            .placement("everywhere")
+            .build();
+        let mut affected = gateway.clone();
+        affected.status = Some(GatewayStatus::default());
+        affected.status.as_mut().unwrap().conditions =
+            vec![fixtures::condition("DNSPolicyAffected")];
+        let mut programmed = affected.clone();
+        programmed
+            .status
+            .as_mut()
+            .unwrap()
+            .conditions
+            .push(fixtures::condition("Programmed"));
+        let mut addressed = affected.clone();
+        addressed.status.as_mut().unwrap().addresses = vec![GatewayStatusAddress {
+            type_: None,
+            value: "10.0.0.1".into(),
+        }];
+        let mut moved = gateway.clone();
+        moved.metadata.labels = Some([(PLACEMENT_LABEL.into(), "elsewhere".into())].into());
+        let mut finalized = gateway.clone();
+        finalized.metadata.finalizers = Some(vec!["meridian.dev/gateway-placement".into()]);
+        let mut deleting = gateway.clone();
+        deleting.metadata.deletion_timestamp = Some(crate::now());
+        let cases: [(Option<&Gateway>, &Gateway, bool, &str); 7] = [
+            (None, &gateway, true, "a new Gateway"),
+            (Some(&gateway), &affected, false, "our DNSPolicyAffected"),
+            (
+                Some(&affected),
+                &programmed,
+                false,
+                "another controller's condition",
+            ),
+            (
+                Some(&affected),
+                &addressed,
+                true,
+                "an address (distributed mode reads it)",
+            ),
+            (Some(&gateway), &moved, true, "another placement"),
+            (Some(&gateway), &finalized, false, "placement's finalizer"),
+            (Some(&gateway), &deleting, true, "being deleted"),
+        ];
+        for (old, new, changed, case) in cases {
+            assert_eq!(gateway_changed_for_dns(old, new), changed, "{case}");
+        }
+    }
+
+    #[test]
+    fn cluster_status_changes_do_not_concern_dns() {
+        let mut cluster = ManagedCluster::new("c1", Default::default());
+        cluster.metadata.labels =
+            Some([("kuadrant.io/lb-attribute-geo-code".into(), "IE".into())].into());
+        let mut status_only = cluster.clone();
+        status_only.metadata.resource_version = Some("2".into());
+        let mut relabelled = cluster.clone();
+        relabelled.metadata.labels =
+            Some([("kuadrant.io/lb-attribute-geo-code".into(), "US".into())].into());
+        assert!(!cluster_changed_for_dns(Some(&cluster), &status_only));
+        assert!(cluster_changed_for_dns(Some(&cluster), &relabelled));
+        assert!(cluster_changed_for_dns(None, &cluster));
+    }
+
+    #[test]
+    fn a_heartbeat_wakes_policies_only_when_it_ends_a_silence() {
+        let at = |s: i64| Some(k8s_openapi::jiff::Timestamp::from_second(s).unwrap());
+        let timeout = std::time::Duration::from_secs(120);
+        let cases = [
+            (at(100), at(130), false, "a regular renewal"),
+            (at(100), at(221), true, "back after more than the timeout"),
+            (None, at(100), true, "a first heartbeat"),
+            (at(100), None, false, "no renewal time"),
+        ];
+        for (previous, renewed, wakes, what) in cases {
+            assert_eq!(
+                heartbeat_revives(previous, renewed, timeout),
+                wakes,
+                "{what}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_record_wakes_its_policy_when_it_changes_not_when_it_is_created() {
+        use meridian_api::kuadrant::DNSRecordStatus;
+        let record = fixtures::dns_record("gateways", "api-http", "example")
+            .root_host("api.example.com")
+            .build();
+        let mut published = record.clone();
+        published.status = Some(DNSRecordStatus {
+            observed_generation: Some(1),
+            ..Default::default()
+        });
+        let mut edited = record.clone();
+        edited.spec.root_host = "www.example.com".into();
+        let mut deleting = record.clone();
+        deleting.metadata.deletion_timestamp = Some(crate::now());
+        let mut finalized = record.clone();
+        finalized.metadata.finalizers = Some(vec!["meridian.dev/dns-record".into()]);
+        let cases: [(Option<&DNSRecord>, &DNSRecord, bool, &str); 5] = [
+            (None, &record, false, "created (by its policy)"),
+            (Some(&record), &published, true, "published"),
+            (Some(&record), &edited, true, "edited by someone"),
+            (Some(&record), &deleting, true, "being deleted"),
+            (Some(&record), &finalized, false, "its finalizer"),
+        ];
+        for (old, new, changed, case) in cases {
+            assert_eq!(record_changed_for_policy(old, new), changed, "{case}");
         }
     }
 }

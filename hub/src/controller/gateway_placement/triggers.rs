@@ -237,15 +237,6 @@ mod tests {
         }))
     }
 
-    fn names(refs: Vec<ObjectRef<Gateway>>) -> Vec<String> {
-        let mut names: Vec<String> = refs
-            .into_iter()
-            .map(|r| format!("{}/{}", r.namespace.unwrap_or_default(), r.name))
-            .collect();
-        names.sort();
-        names
-    }
-
     #[test]
     fn a_secret_a_class_parameters_and_works_wake_only_the_gateways_they_serve() {
         let gateways = [
@@ -254,11 +245,11 @@ mod tests {
             gateway("other", "web", "everywhere", "web-cert"),
         ];
         assert_eq!(
-            names(gateways_using_secret(&gateways, "gw", "web-cert")),
+            meridian_testkit::fixtures::names(gateways_using_secret(&gateways, "gw", "web-cert")),
             ["gw/web"]
         );
         assert_eq!(
-            names(gateways_using_secret(&gateways, "gw", "nothing")),
+            meridian_testkit::fixtures::names(gateways_using_secret(&gateways, "gw", "nothing")),
             Vec::<String>::new()
         );
 
@@ -326,7 +317,7 @@ mod tests {
         ];
         for (work, expected, what) in cases {
             assert_eq!(
-                names(gateways_served_by(&gateways, &decisions, &work)),
+                meridian_testkit::fixtures::names(gateways_served_by(&gateways, &decisions, &work)),
                 expected,
                 "{what}"
             );

@@ -1,4 +1,5 @@
-//! What wakes the controller: the trigger streams, built from pure indexes over the caches.
+//! What wakes the controller: the trigger streams over the caches, and the pure predicate of
+//! which Secrets are probe header sources.
 
 use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Secret;
@@ -8,7 +9,6 @@ use meridian_api::kuadrant::DNSHealthCheckProbe;
 use meridian_api::upstream::ManagedCluster;
 
 use meridian_controllers::runtime::caches::{Caches, Change, everything_once, triggers};
-use meridian_controllers::runtime::indexes;
 
 use crate::controller::cluster_copies::{
     clusters_coming_and_going, clusters_for_copy, first_cluster,
@@ -52,7 +52,7 @@ pub fn requests(
                 return Vec::new();
             };
             let (namespace, name) = (secret.namespace().unwrap_or_default(), secret.name_any());
-            if indexes::probes_send_headers_of(&probes.state(), &namespace, &name) {
+            if probes_send_headers_of(&probes.state(), &namespace, &name) {
                 // A source changed: the copies hold it.
                 return first_cluster(&clusters);
             }
@@ -71,4 +71,41 @@ pub fn requests(
         triggers(caches.probes.subscribe(), all.clone(), by_probe),
         triggers(caches.secrets.subscribe(), all, by_secret),
     ]
+}
+
+/// Whether some health probe sends the headers of the Secret `namespace/secret`.
+pub fn probes_send_headers_of(
+    probes: &[std::sync::Arc<DNSHealthCheckProbe>],
+    namespace: &str,
+    secret: &str,
+) -> bool {
+    probes.iter().any(|p| {
+        p.namespace().as_deref() == Some(namespace)
+            && p.spec
+                .additional_headers_ref
+                .as_ref()
+                .is_some_and(|r| r.name == secret)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_secret_a_probe_names_is_one_whose_headers_are_sent() {
+        let probe: DNSHealthCheckProbe = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSHealthCheckProbe",
+            "metadata": { "name": "p", "namespace": "a" },
+            "spec": { "address": "192.0.2.1", "host": "api.example.com", "port": 443,
+                      "protocol": "HTTPS", "path": "/", "interval": "10s",
+                      "additionalHeadersRef": { "name": "probe-auth" } },
+        }))
+        .expect("a probe");
+        let probe = std::sync::Arc::new(probe);
+        let probes = [probe];
+        assert!(probes_send_headers_of(&probes, "a", "probe-auth"));
+        assert!(!probes_send_headers_of(&probes, "b", "probe-auth"));
+        assert!(!probes_send_headers_of(&probes, "a", "other"));
+    }
 }
