@@ -17,7 +17,7 @@ use meridian_api::kuadrant::{DNSRecord, ManagedZone};
 use meridian_e2e::example::{
     apply, dig_validated, embedded_zone, one_serial_everywhere, sign_zone,
 };
-use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually};
+use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, Passes, eventually};
 use meridian_hub::run_command::{RunArgs, RunningHub};
 use meridian_testkit::unbound::ValidatingResolver;
 use serde_json::json;
@@ -364,7 +364,10 @@ async fn a_signed_zone_validates_at_every_replica_through_a_rollover_and_a_leade
         Ok(standby.is_leading().then_some(()))
     })
     .await?;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The new leader has replanned the record (as a standby it reconciled nothing).
+    Passes { begun: 0, ended: 0 }
+        .wait_for_more(&standby, "dnsrecord", 1)
+        .await?;
     geo_validates(&at_standby, "the new leader").await;
     assert_eq!(
         zone_dnssec(&zones).await?.ds.as_deref(),

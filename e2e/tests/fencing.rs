@@ -249,8 +249,26 @@ async fn a_leader_paused_past_its_lease_writes_nothing_after_its_successor() -> 
         },
     )
     .await?;
-    // Give anything it had in flight time to land, were it to.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Whatever it had in flight has ended: every pass it began, of every controller.
+    eventually(
+        "the old leader's passes have ended",
+        DEFAULT_PATIENCE,
+        || async move {
+            let metrics = http_get(old_health, "/metrics");
+            let in_flight: Vec<&str> = ["dnsrecord", "dnspolicy"]
+                .into_iter()
+                .filter(|controller| {
+                    let begun = format!("meridian_reconciles_total{{controller=\"{controller}\"}}");
+                    let ended = format!(
+                        "meridian_reconcile_duration_seconds_count{{controller=\"{controller}\"}}"
+                    );
+                    metric(&metrics, &begun) != metric(&metrics, &ended)
+                })
+                .collect();
+            Ok(in_flight.is_empty().then_some(()))
+        },
+    )
+    .await?;
     let log = std::fs::read_to_string(old.log_path()).unwrap_or_default();
     let refused = log.lines().filter(|l| l.contains("write refused")).count()
         + log.lines().filter(|l| l.contains("fenced:")).count();

@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -165,8 +165,13 @@ struct Seen {
 }
 
 /// Asks from each place in turn through the DNS Service until told to stop, filing each answer
-/// under the phase current at the time.
-async fn ask(hub: Client, phase: Arc<std::sync::Mutex<String>>, asking: Arc<AtomicBool>) -> Seen {
+/// under the phase current at the time, and counting the rounds over every place in `rounds`.
+async fn ask(
+    hub: Client,
+    phase: Arc<std::sync::Mutex<String>>,
+    asking: Arc<AtomicBool>,
+    rounds: Arc<AtomicU32>,
+) -> Seen {
     let mut seen = Seen::default();
     while asking.load(Ordering::SeqCst) {
         for (place, subnet) in PLACES {
@@ -182,6 +187,7 @@ async fn ask(hub: Client, phase: Arc<std::sync::Mutex<String>>, asking: Arc<Atom
                 .or_default()
                 .insert(answer);
         }
+        rounds.fetch_add(1, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     seen
@@ -244,7 +250,26 @@ async fn meridian_as_pods_keeps_answering_when_the_hub_is_cut_off_from_its_clust
 
     let phase = Arc::new(std::sync::Mutex::new("0 everyone heard".to_string()));
     let asking = Arc::new(AtomicBool::new(true));
-    let client = tokio::spawn(ask(hub.clone(), phase.clone(), asking.clone()));
+    let rounds = Arc::new(AtomicU32::new(0));
+    let client = tokio::spawn(ask(
+        hub.clone(),
+        phase.clone(),
+        asking.clone(),
+        rounds.clone(),
+    ));
+    // Until the client has asked from every place three more times: a phase's own answers.
+    let asked_in_phase = || {
+        let from = rounds.load(Ordering::SeqCst);
+        let rounds = rounds.clone();
+        eventually(
+            "three rounds of questions in this phase",
+            DEFAULT_PATIENCE,
+            move || {
+                let now = rounds.load(Ordering::SeqCst);
+                async move { Ok((now >= from + 3).then_some(())) }
+            },
+        )
+    };
     let enter = |name: &str| {
         println!("phase: {name}");
         *phase.lock().unwrap() = name.to_string();
@@ -275,7 +300,7 @@ async fn meridian_as_pods_keeps_answering_when_the_hub_is_cut_off_from_its_clust
     )
     .await?;
     enter("2 spoke-3 withdrawn");
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    asked_in_phase().await?;
     // A phase of its own while France's answer comes back, so that phase 2 holds only answers
     // given while spoke-3 was withdrawn.
     enter("2b spoke-3 reconnected");
@@ -290,14 +315,13 @@ async fn meridian_as_pods_keeps_answering_when_the_hub_is_cut_off_from_its_clust
     signal_agent(&fleet, "spoke-3", "STOP");
     let braked = fail_static(&hub, conditions::fail_static::FLEET_BRAKE).await?;
     println!("{}: {braked}", elapsed());
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    asked_in_phase().await?;
     enter("4 two of three reconnected");
     signal_agent(&fleet, "spoke-2", "CONT");
     signal_agent(&fleet, "spoke-3", "CONT");
     let released = fail_static(&hub, conditions::fail_static::NONE_KEPT).await?;
     println!("{}: {released}", elapsed());
-    // Long enough for the client to ask from every place in this phase.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    asked_in_phase().await?;
 
     // All three cut off: the same.
     enter("5 all cut off");
@@ -307,14 +331,14 @@ async fn meridian_as_pods_keeps_answering_when_the_hub_is_cut_off_from_its_clust
     let braked = fail_static(&hub, conditions::fail_static::FLEET_BRAKE).await?;
     println!("{}: {braked}", elapsed());
     assert!(braked.contains("spoke-1"), "{braked}");
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    asked_in_phase().await?;
     enter("6 all reconnected");
     for spoke in ["spoke-1", "spoke-2", "spoke-3"] {
         signal_agent(&fleet, spoke, "CONT");
     }
     let released = fail_static(&hub, conditions::fail_static::NONE_KEPT).await?;
     println!("{}: {released}", elapsed());
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    asked_in_phase().await?;
     asking.store(false, Ordering::SeqCst);
     let seen = client.await.unwrap();
 
