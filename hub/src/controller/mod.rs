@@ -19,8 +19,8 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use meridian_controllers::{Context, Error};
 
-/// Runs one of the hub's light controllers, `controller`, (at the light concurrency) over
-/// `store` until `stop` resolves, reconciling what `requests` ask for: each pass counted
+/// Runs the hub's light controller named `controller` (at the light concurrency) over `store`
+/// until `stop` resolves, reconciling what `requests` ask for: each pass counted
 /// ([`meridian_controllers::counted`]), each failure retried with the object's backoff
 /// ([`meridian_controllers::retry_after`]).
 async fn run_light<K, Reconcile, Fut>(
@@ -32,21 +32,17 @@ async fn run_light<K, Reconcile, Fut>(
     stop: impl Future<Output = ()> + Send + 'static,
 ) where
     K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + 'static,
-    Reconcile: Fn(Arc<K>, Arc<Context>) -> Fut + Send + Sync + 'static,
+    Reconcile: Fn(Arc<K>, Arc<Context>) -> Fut + Send + 'static,
     Fut: Future<Output = Result<Action, Error>> + Send + 'static,
 {
     let concurrency = ctx.config.concurrency.light;
-    let reconcile = Arc::new(reconcile);
     meridian_controllers::runtime::caches::run_controller(
         store,
         concurrency,
         requests,
         move |object: Arc<K>, ctx: Arc<Context>| {
-            let reconcile = reconcile.clone();
-            async move {
-                let pass = reconcile(object.clone(), ctx.clone());
-                meridian_controllers::counted(&*object, &ctx, controller, pass).await
-            }
+            let pass = reconcile(object.clone(), ctx.clone());
+            async move { meridian_controllers::counted(&*object, &ctx, controller, pass).await }
         },
         move |object: Arc<K>, error: &Error, ctx: Arc<Context>| {
             meridian_controllers::retry_after(&*object, error, &ctx, controller)
