@@ -14,8 +14,11 @@ import os
 import sys
 
 import moto.route53.models as route53
-from moto.moto_server.threaded_moto_server import MotoRequestHandler
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+from moto.moto_server.werkzeug_app import (
+    DomainDispatcherApplication,
+    MotoRequestHandler,
+    create_backend_app,
+)
 from werkzeug.serving import make_server
 
 _change_resource_record_sets = route53.Route53Backend.change_resource_record_sets

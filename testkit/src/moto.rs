@@ -7,6 +7,7 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use meridian_providers::route53::Route53Credentials;
 
@@ -49,31 +50,45 @@ fn moto_server_path() -> std::io::Result<PathBuf> {
 impl MotoServer {
     /// Starts moto on a free loopback port, which moto binds itself and reports once it
     /// listens (a port picked here and handed over could be taken by another test meanwhile).
+    /// moto imports for several seconds, longer on a loaded machine: it has 60 s.
     pub fn start() -> std::io::Result<Self> {
         use std::io::BufRead;
         let python = moto_server_path()?.with_file_name("python3");
+        // moto's own log, for a failure to start (a pipe nobody drains would fill and stall it).
+        let log = tempfile::NamedTempFile::new()?;
         let mut child = Command::new("setpriv")
             .args(["--pdeathsig", "KILL", "--"])
             .arg(python)
             .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("moto_server.py"))
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(log.reopen()?)
             .spawn()?;
         let stdout = child.stdout.take().expect("stdout is piped");
-        // moto imports for several seconds, longer on a loaded machine; a moto that dies
-        // closes its stdout, so this read ends either way.
-        let mut line = String::new();
-        std::io::BufReader::new(stdout).read_line(&mut line)?;
-        let port = line.trim().parse::<u16>();
+        // The server owns the process from here: it is killed however this ends.
         let mut server = MotoServer { child, port: 0 };
-        match port {
+        let (said, first_line) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            // A moto that dies closes its stdout: the read ends either way.
+            let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+            let _ = said.send(line);
+        });
+        let line = first_line
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_default();
+        match line.trim().parse::<u16>() {
             Ok(port) => {
                 server.port = port;
                 Ok(server)
             }
-            Err(_) => Err(std::io::Error::other(format!(
-                "moto did not start (it said {line:?})"
-            ))),
+            Err(_) => {
+                let log = std::fs::read_to_string(log.path()).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(20).collect();
+                Err(std::io::Error::other(format!(
+                    "moto did not start within 60 s (it said {line:?}); its log ends:\n{}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                )))
+            }
         }
     }
 

@@ -593,6 +593,17 @@ impl Context {
     }
 
     /// Forgets `object`'s failures after a successful reconcile.
+    /// Whether `object`'s last pass under `controller` failed. A pass after a failure may read
+    /// a cached copy from before the failure's own status write (its status is no trigger):
+    /// such a pass writes its status even when the cache already says the same.
+    pub fn failed_last<K: kube::Resource<DynamicType = ()>>(
+        &self,
+        object: &K,
+        controller: &str,
+    ) -> bool {
+        self.backoff.failing(&backoff_key(object, controller))
+    }
+
     pub fn succeeded(&self, object: &str) {
         self.backoff.succeeded(object);
     }

@@ -28,6 +28,14 @@ impl Backoff {
         rand::rng().random_range(ceiling / 2..=ceiling)
     }
 
+    /// Whether `object`'s last pass failed (a success since would have forgotten it).
+    pub fn failing(&self, object: &str) -> bool {
+        self.failures
+            .lock()
+            .expect("failures lock")
+            .contains_key(object)
+    }
+
     /// Forgets `object`'s failures: its next failure waits as its first did.
     pub fn succeeded(&self, object: &str) {
         self.failures.lock().expect("failures lock").remove(object);
@@ -70,7 +78,9 @@ mod tests {
 
         // Another object's failures are its own; a success starts this one over.
         assert!(backoff.failed("b", BASE, CAP) <= ceiling(1, BASE, CAP));
+        assert!(backoff.failing("a") && !backoff.failing("c"));
         backoff.succeeded("a");
+        assert!(!backoff.failing("a"));
         assert!(backoff.failed("a", BASE, CAP) <= ceiling(1, BASE, CAP));
     }
 }

@@ -130,7 +130,10 @@ pub(super) async fn write_status(
         ),
         None => status.conditions.retain(|c| c.type_ != conditions::HEALTHY),
     }
-    if record.status.as_ref() == Some(&status) {
+    // The first success after failures writes even a status the cache already holds: the
+    // cached copy may predate the last failure's write, and no status change wakes a record.
+    let recovering = ready && ctx.failed_last(record, super::CONTROLLER);
+    if record.status.as_ref() == Some(&status) && !recovering {
         return Ok(());
     }
     let api: Api<DNSRecord> =

@@ -73,9 +73,7 @@ pub fn start(
                 if next > now {
                     continue;
                 }
-                let verified = verify_zone(&zone, &ctx).await;
-                ctx.metrics.zone_verified(verified.is_ok());
-                let delay = match verified {
+                let delay = match verify_zone(&zone, &ctx).await {
                     Ok(drifted) => {
                         for record in drifted {
                             if wake.unbounded_send(record).is_err() {
@@ -127,13 +125,17 @@ async fn verify_zone(
     if records.is_empty() {
         return Ok(Vec::new());
     }
-    let (provider, zone_id) = provider_of(zone, ctx)
-        .await
-        .map_err(|(_, message)| message)?;
-    let current = provider
-        .records(&zone_id)
-        .await
-        .map_err(|e| e.to_string())?;
+    // Counted once the zone is read (or could not be): a zone with nothing published to
+    // verify reads nothing.
+    let read = async {
+        let (provider, zone_id) = provider_of(zone, ctx)
+            .await
+            .map_err(|(_, message)| message)?;
+        provider.records(&zone_id).await.map_err(|e| e.to_string())
+    }
+    .await;
+    ctx.metrics.zone_verified(read.is_ok());
+    let current = read?;
     let registry = Registry::read(&current);
     let mut drifted = Vec::new();
     for record in records {
