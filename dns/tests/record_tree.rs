@@ -9,6 +9,7 @@ use meridian_dns::tree::{
     Address, ClusterTarget, CustomWeight, GatewayRef, Health, LabelSelector, LoadBalancing, Pruned,
     RecordTree, Strategy, TierRule, Tiers, TreeError, build_branch, build_record_tree,
 };
+use meridian_testkit::trees::{GEO_LABEL, cluster, weighted};
 
 const C1: &str = "20qri0-a8xcra.klb.api.example.com";
 const C2: &str = "2pj3we-a8xcra.klb.api.example.com";
@@ -18,38 +19,6 @@ fn gateway() -> GatewayRef {
     GatewayRef {
         name: "TestName".into(),
         namespace: "TestNamespace".into(),
-    }
-}
-
-fn cluster(n: u32, labels: &[(&str, &str)], addresses: &[&str]) -> ClusterTarget {
-    ClusterTarget {
-        name: format!("cluster-{n}"),
-        cluster_id: format!("test-cluster-{n}"),
-        labels: labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        addresses: addresses
-            .iter()
-            .map(|a| {
-                if a.parse::<std::net::IpAddr>().is_ok() {
-                    Address::parse(Some("IPAddress"), a).unwrap()
-                } else {
-                    Address::parse(Some("Hostname"), a).unwrap()
-                }
-            })
-            .collect(),
-        attached_routes: None,
-        weight_percent: 100,
-    }
-}
-
-fn weighted(default_weight: u32) -> LoadBalancing {
-    LoadBalancing {
-        default_weight,
-        custom: Vec::new(),
-        default_geo: None,
-        tiers: None,
     }
 }
 
@@ -122,16 +91,8 @@ fn weighted_only_puts_every_cluster_in_the_default_geo() {
 #[test]
 fn geo_groups_clusters_and_the_catch_all_points_at_the_default_geo() {
     let clusters = [
-        cluster(
-            1,
-            &[("kuadrant.io/lb-attribute-geo-code", "IE")],
-            &["172.31.0.1"],
-        ),
-        cluster(
-            2,
-            &[("kuadrant.io/lb-attribute-geo-code", "US")],
-            &["172.31.0.2"],
-        ),
+        cluster(1, &[(GEO_LABEL, "IE")], &["172.31.0.1"]),
+        cluster(2, &[(GEO_LABEL, "US")], &["172.31.0.2"]),
         cluster(3, &[], &["172.31.0.3"]), // no label: the default geo
     ];
     let policy = LoadBalancing {
@@ -159,7 +120,7 @@ fn geo_with_custom_weights_first_matching_entry_wins() {
         cluster(
             1,
             &[
-                ("kuadrant.io/lb-attribute-geo-code", "GEO-EU"),
+                (GEO_LABEL, "GEO-EU"),
                 ("kuadrant.io/lb-attribute-cloud", "Azure"),
             ],
             &["172.31.0.1"],
@@ -167,7 +128,7 @@ fn geo_with_custom_weights_first_matching_entry_wins() {
         cluster(
             2,
             &[
-                ("kuadrant.io/lb-attribute-geo-code", "GEO-EU"),
+                (GEO_LABEL, "GEO-EU"),
                 ("kuadrant.io/lb-attribute-custom-weight", "GCP"),
             ],
             &["172.31.0.2"],
@@ -175,7 +136,7 @@ fn geo_with_custom_weights_first_matching_entry_wins() {
         cluster(
             3,
             &[
-                ("kuadrant.io/lb-attribute-geo-code", "GEO-NA"),
+                (GEO_LABEL, "GEO-NA"),
                 ("kuadrant.io/lb-attribute-cloud", "Azure"),
                 ("kuadrant.io/lb-attribute-custom-weight", "GCP"),
             ],
@@ -241,7 +202,7 @@ fn tiers_put_each_clusters_priority_on_its_weighted_record_within_its_geo() {
         tiers: Some(tiers),
         ..weighted(120)
     };
-    let ie = "kuadrant.io/lb-attribute-geo-code";
+    let ie = GEO_LABEL;
     let clusters = [
         cluster(
             1,
@@ -282,16 +243,8 @@ fn tiers_put_each_clusters_priority_on_its_weighted_record_within_its_geo() {
 #[test]
 fn an_empty_default_geo_falls_back_to_the_lowest_geo_and_says_so() {
     let clusters = [
-        cluster(
-            1,
-            &[("kuadrant.io/lb-attribute-geo-code", "US")],
-            &["172.31.0.1"],
-        ),
-        cluster(
-            2,
-            &[("kuadrant.io/lb-attribute-geo-code", "CA")],
-            &["172.31.0.2"],
-        ),
+        cluster(1, &[(GEO_LABEL, "US")], &["172.31.0.1"]),
+        cluster(2, &[(GEO_LABEL, "CA")], &["172.31.0.2"]),
     ];
     let policy = LoadBalancing {
         default_geo: Some("IE".into()),
@@ -491,21 +444,9 @@ fn pruned(strategy: Strategy, clusters: &[ClusterTarget], health: &[(&str, Healt
 #[test]
 fn pruning_removes_unhealthy_leaves_and_their_childless_parents() {
     let clusters = [
-        cluster(
-            1,
-            &[("kuadrant.io/lb-attribute-geo-code", "IE")],
-            &["172.31.0.1"],
-        ),
-        cluster(
-            2,
-            &[("kuadrant.io/lb-attribute-geo-code", "US")],
-            &["172.31.0.2"],
-        ),
-        cluster(
-            3,
-            &[("kuadrant.io/lb-attribute-geo-code", "US")],
-            &["172.31.0.3", "172.31.0.4"],
-        ),
+        cluster(1, &[(GEO_LABEL, "IE")], &["172.31.0.1"]),
+        cluster(2, &[(GEO_LABEL, "US")], &["172.31.0.2"]),
+        cluster(3, &[(GEO_LABEL, "US")], &["172.31.0.3", "172.31.0.4"]),
     ];
     let policy = Strategy::LoadBalanced(LoadBalancing {
         default_geo: Some("IE".into()),
@@ -581,21 +522,9 @@ fn pruning_an_unhealthy_hostname_removes_its_geo_record() {
 #[test]
 fn a_tree_rebuilt_from_its_records_has_the_same_leaves_and_prunes_the_same() {
     let clusters = [
-        cluster(
-            1,
-            &[("kuadrant.io/lb-attribute-geo-code", "IE")],
-            &["172.31.0.1"],
-        ),
-        cluster(
-            2,
-            &[("kuadrant.io/lb-attribute-geo-code", "US")],
-            &["lb.example.net"],
-        ),
-        cluster(
-            3,
-            &[("kuadrant.io/lb-attribute-geo-code", "US")],
-            &["172.31.0.3", "172.31.0.1"],
-        ),
+        cluster(1, &[(GEO_LABEL, "IE")], &["172.31.0.1"]),
+        cluster(2, &[(GEO_LABEL, "US")], &["lb.example.net"]),
+        cluster(3, &[(GEO_LABEL, "US")], &["172.31.0.3", "172.31.0.1"]),
     ];
     let policy = Strategy::LoadBalanced(weighted(120));
     let built = build_record_tree("api.example.com", &gateway(), &policy, &clusters).unwrap();
@@ -625,21 +554,9 @@ fn a_tree_rebuilt_from_its_records_has_the_same_leaves_and_prunes_the_same() {
 #[test]
 fn branches_add_up_to_the_whole_tree_and_keep_the_configured_catch_all() {
     let clusters = [
-        cluster(
-            1,
-            &[("kuadrant.io/lb-attribute-geo-code", "IE")],
-            &["172.31.0.1"],
-        ),
-        cluster(
-            2,
-            &[("kuadrant.io/lb-attribute-geo-code", "US")],
-            &["172.31.0.2"],
-        ),
-        cluster(
-            3,
-            &[("kuadrant.io/lb-attribute-geo-code", "US")],
-            &["172.31.0.3"],
-        ),
+        cluster(1, &[(GEO_LABEL, "IE")], &["172.31.0.1"]),
+        cluster(2, &[(GEO_LABEL, "US")], &["172.31.0.2"]),
+        cluster(3, &[(GEO_LABEL, "US")], &["172.31.0.3"]),
     ];
     let policy = Strategy::LoadBalanced(LoadBalancing {
         default_geo: Some("IE".into()),
@@ -682,11 +599,7 @@ fn branches_add_up_to_the_whole_tree_and_keep_the_configured_catch_all() {
 
 #[test]
 fn renders_text_and_dot() {
-    let clusters = [cluster(
-        1,
-        &[("kuadrant.io/lb-attribute-geo-code", "IE")],
-        &["172.31.0.1"],
-    )];
+    let clusters = [cluster(1, &[(GEO_LABEL, "IE")], &["172.31.0.1"])];
     let policy = Strategy::LoadBalanced(LoadBalancing {
         default_geo: Some("IE".into()),
         ..weighted(120)
@@ -710,16 +623,8 @@ fn renders_text_and_dot() {
 #[test]
 fn a_policy_ttl_reaches_every_record_a_failover_changes_but_the_host_cname() {
     let clusters = [
-        cluster(
-            1,
-            &[("kuadrant.io/lb-attribute-geo-code", "IE")],
-            &["172.31.0.1"],
-        ),
-        cluster(
-            2,
-            &[("kuadrant.io/lb-attribute-geo-code", "US")],
-            &["172.31.0.2"],
-        ),
+        cluster(1, &[(GEO_LABEL, "IE")], &["172.31.0.1"]),
+        cluster(2, &[(GEO_LABEL, "US")], &["172.31.0.2"]),
     ];
     let strategy = Strategy::LoadBalanced(LoadBalancing {
         default_geo: Some("IE".into()),

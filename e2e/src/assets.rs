@@ -141,6 +141,15 @@ fn build_script_dir() -> Result<PathBuf, Error> {
 
 /// The path a test-bed script prints when asked where it puts things (`script` relative to the
 /// repository root).
+/// A test-bed tool's folder: the one `env` names, else the one `script` builds it in (asked with
+/// `--print-dir`).
+pub(crate) fn testbed_dir(env: &str, script: &str) -> Result<PathBuf, Error> {
+    match std::env::var_os(env) {
+        Some(dir) => Ok(PathBuf::from(dir)),
+        None => script_answer(script, "--print-dir"),
+    }
+}
+
 pub(crate) fn script_answer(script: &str, question: &str) -> Result<PathBuf, Error> {
     let script = repository_root().join(script);
     let output = Command::new("bash")

@@ -15,7 +15,7 @@ use meridian_dns::model::Endpoint;
 use meridian_dns::plan::Registry;
 use serde_json::json;
 
-use crate::{Error, free_loopback_port, install_crds, load_crds, repository_root};
+use crate::{Error, free_loopback_port, install_crds, load_crds};
 
 /// Where `make test` puts external-dns and its CRD (`e2e/testbed/external-dns.sh --print-dir`).
 pub const EXTERNAL_DNS_DIR_ENV: &str = "MERIDIAN_EXTERNAL_DNS_DIR";
@@ -62,18 +62,7 @@ pub struct ExternalDns {
 impl ExternalDns {
     /// external-dns as built for the test bed, owning records as `owner`.
     pub fn locate(owner: &str) -> Result<Self, Error> {
-        let dir = match std::env::var_os(EXTERNAL_DNS_DIR_ENV) {
-            Some(dir) => PathBuf::from(dir),
-            None => {
-                let script = repository_root().join("e2e/testbed/external-dns.sh");
-                let output = std::process::Command::new("bash")
-                    .arg(&script)
-                    .arg("--print-dir")
-                    .output()
-                    .map_err(Error::io(format!("running {}", script.display())))?;
-                PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
-            }
-        };
+        let dir = crate::assets::testbed_dir(EXTERNAL_DNS_DIR_ENV, "e2e/testbed/external-dns.sh")?;
         let binary = dir.join("external-dns");
         if !binary.exists() {
             return Err(Error::MissingAsset {

@@ -53,6 +53,15 @@ pub use wait::{
     hub_counter, record_ready_with,
 };
 
+/// Sends a test's logs, filtered by `filter` (`RUST_LOG` syntax), to the test's own output, so
+/// they show with the test that failed. The first test in a binary to ask sets the filter.
+pub fn test_logs(filter: &str) {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_test_writer()
+        .try_init();
+}
+
 /// The field manager the test bed uses for its own server-side applies.
 pub const FIELD_MANAGER: &str = "meridian-testbed";
 

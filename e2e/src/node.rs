@@ -51,10 +51,7 @@ impl NodeAssets {
     /// Finds the binaries `e2e/testbed/nodes.sh` built, and checks for containerd, runc and the
     /// CNI plugins (`make packages` installs them).
     pub fn locate() -> Result<Self, Error> {
-        let dir = match std::env::var_os(NODE_DIR_ENV) {
-            Some(dir) => PathBuf::from(dir),
-            None => crate::assets::script_answer("e2e/testbed/nodes.sh", "--print-dir")?,
-        };
+        let dir = crate::assets::testbed_dir(NODE_DIR_ENV, "e2e/testbed/nodes.sh")?;
         let assets = NodeAssets {
             kubelet: dir.join("kubelet"),
             kube_controller_manager: dir.join("kube-controller-manager"),

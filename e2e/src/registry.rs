@@ -275,10 +275,7 @@ fn stdout_of(
 
 /// Where `registry` and `crane` are: `MERIDIAN_REGISTRY_DIR`, else what the script says.
 fn tools_dir() -> Result<PathBuf, Error> {
-    let dir = match std::env::var_os(REGISTRY_DIR_ENV) {
-        Some(dir) => PathBuf::from(dir),
-        None => crate::assets::script_answer("e2e/testbed/registry.sh", "--print-dir")?,
-    };
+    let dir = crate::assets::testbed_dir(REGISTRY_DIR_ENV, "e2e/testbed/registry.sh")?;
     let registry = dir.join("registry");
     if !registry.exists() {
         return Err(Error::MissingAsset {

@@ -23,9 +23,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::example::{GATEWAY, HOST, NAMESPACE, RunningExample, SPOKES, ZONE_DOMAIN, apply};
 use crate::process::ManagedProcess;
-use crate::{
-    ControlPlane, DEFAULT_PATIENCE, Error, Fleet, ensure_namespace, eventually, repository_root,
-};
+use crate::{ControlPlane, DEFAULT_PATIENCE, Error, Fleet, ensure_namespace, eventually};
 
 /// Where `make test` puts Traefik (`e2e/testbed/traefik.sh --print-dir`).
 pub const TRAEFIK_DIR_ENV: &str = "MERIDIAN_TRAEFIK_DIR";
@@ -160,18 +158,7 @@ pub async fn mark_for_drain(hub: &kube::Client, cluster: &str, drain: bool) -> R
 }
 
 fn traefik_binary() -> Result<PathBuf, Error> {
-    let dir = match std::env::var_os(TRAEFIK_DIR_ENV) {
-        Some(dir) => PathBuf::from(dir),
-        None => {
-            let script = repository_root().join("e2e/testbed/traefik.sh");
-            let output = std::process::Command::new("bash")
-                .arg(&script)
-                .arg("--print-dir")
-                .output()
-                .map_err(Error::io(format!("running {}", script.display())))?;
-            PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
-        }
-    };
+    let dir = crate::assets::testbed_dir(TRAEFIK_DIR_ENV, "e2e/testbed/traefik.sh")?;
     let binary = dir.join("traefik");
     if binary.exists() {
         Ok(binary)

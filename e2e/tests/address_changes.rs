@@ -151,10 +151,7 @@ fn print_lags(what: &str, servers: &[(&str, SocketAddr)], lags: &[Vec<Duration>]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_server_answers_each_new_address_once_status_says_it_is_published()
 -> Result<(), Error> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("warn")
-        .with_test_writer()
-        .try_init();
+    meridian_e2e::test_logs("warn");
     let fleet = Fleet::builder().without_ocm().start().await?;
     let hub = fleet.hub.client();
     meridian_e2e::ensure_namespace(&hub, NAMESPACE).await?;

@@ -116,10 +116,7 @@ async fn geo_validates(resolver: &ValidatingResolver, what: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signed_zone_validates_at_every_replica_through_a_rollover_and_a_leader_change()
 -> Result<(), Error> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("warn,meridian_controllers=info")
-        .with_test_writer()
-        .try_init();
+    meridian_e2e::test_logs("warn,meridian_controllers=info");
     let fleet = Fleet::builder().without_ocm().start().await?;
     let hub = fleet.hub.client();
     meridian_e2e::ensure_namespace(&hub, NAMESPACE).await?;

@@ -333,10 +333,7 @@ struct Scene {
 }
 
 async fn start_scene() -> Result<Scene, Error> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("warn,meridian_hub=info")
-        .with_test_writer()
-        .try_init();
+    meridian_e2e::test_logs("warn,meridian_hub=info");
     let fleet = with_example_spokes(Fleet::builder()).start().await?;
     let hub = fleet.hub.client();
     let geoip_dir = tempfile::tempdir().unwrap();
@@ -1470,10 +1467,7 @@ async fn answers_now(nameserver: SocketAddr) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_checks_from_every_cluster_decide_which_gateways_stay_in_dns() -> Result<(), Error> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("warn,meridian_hub=info")
-        .with_test_writer()
-        .try_init();
+    meridian_e2e::test_logs("warn,meridian_hub=info");
     // The probe interval and threshold; MERIDIAN_E2E_HEALTH_INTERVAL=30s and
     // MERIDIAN_E2E_HEALTH_THRESHOLD=3 measure the defaults' time to withdraw.
     let interval = std::env::var("MERIDIAN_E2E_HEALTH_INTERVAL").unwrap_or_else(|_| "5s".into());

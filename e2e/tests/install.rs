@@ -51,10 +51,7 @@ use serde_json::json;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_uninstall_cleanly()
 -> Result<(), Error> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("warn,kube_client=off,meridian_e2e=info")
-        .with_test_writer()
-        .try_init();
+    meridian_e2e::test_logs("warn,kube_client=off,meridian_e2e=info");
     let images = built_images()?;
     let (hub_image, agent_image) = (
         image_named(&images, "/meridian-hub"),

@@ -196,10 +196,7 @@ async fn ask(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn meridian_as_pods_keeps_answering_when_the_hub_is_cut_off_from_its_clusters()
 -> Result<(), Error> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("warn,kube_client=off,meridian_e2e=info")
-        .with_test_writer()
-        .try_init();
+    meridian_e2e::test_logs("warn,kube_client=off,meridian_e2e=info");
     let images = built_images()?;
     let (hub_image, agent_image) = (
         image_named(&images, "/meridian-hub"),

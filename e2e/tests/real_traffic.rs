@@ -30,10 +30,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_traffic_moves_off_a_failing_cluster_and_back_without_a_failed_failback()
 -> Result<(), Error> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("warn,kube_client=off,meridian_e2e=info")
-        .with_test_writer()
-        .try_init();
+    meridian_e2e::test_logs("warn,kube_client=off,meridian_e2e=info");
     let images = built_images()?;
     let app_image = image_named(&images, "/meridian-demo-app");
     let fleet = with_example_spokes(Fleet::builder())

@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::{Name, RData, RecordType as WireType};
-use meridian_dns::model::{Endpoint, GEO_CODE, RecordType, WEIGHT};
+use meridian_dns::model::{Endpoint, RecordType};
 use meridian_nameserver::{NameServer, ServerConfig, TsigKey, ZoneConfig, ZoneNameServer};
 use meridian_testkit::bind_server::free_dns_port;
 use meridian_testkit::secondaries::{Kind, Primary, Secondary};
+use meridian_testkit::trees::{geo_policy, three_clusters, tree};
 use tokio::net::UdpSocket;
 
 const ZONE: &str = "example.com";
@@ -39,54 +40,11 @@ fn zone_config() -> ZoneConfig {
 /// A GEO name over weighted names (what secondaries get flattened), a plain name, and enough
 /// filler that a transfer spans several messages (each one signed, chained to the last).
 fn records(version: u32) -> Vec<Endpoint> {
-    let mut records = vec![
-        Endpoint::new(
-            "api.example.com",
-            RecordType::Cname,
-            ["klb.api.example.com".to_string()],
-            300,
-        ),
-        Endpoint::new(
-            "klb.api.example.com",
-            RecordType::Cname,
-            ["ie.klb.api.example.com".to_string()],
-            300,
-        )
-        .with_set_identifier("IE")
-        .with_property(GEO_CODE, "IE"),
-        Endpoint::new(
-            "klb.api.example.com",
-            RecordType::Cname,
-            ["us.klb.api.example.com".to_string()],
-            300,
-        )
-        .with_set_identifier("default")
-        .with_property(GEO_CODE, "*"),
-    ];
-    for (name, set, target, weight) in [
-        ("ie", "c1", "c1", 120),
-        ("ie", "c2", "c2", 60),
-        ("us", "c3", "c3", 10),
-    ] {
-        records.push(
-            Endpoint::new(
-                format!("{name}.klb.api.example.com"),
-                RecordType::Cname,
-                [format!("{target}.klb.api.example.com")],
-                60,
-            )
-            .with_set_identifier(set)
-            .with_property(WEIGHT, weight.to_string()),
-        );
-    }
-    for cluster in 1..=3 {
-        records.push(Endpoint::new(
-            format!("c{cluster}.klb.api.example.com"),
-            RecordType::A,
-            [format!("203.0.113.{cluster}")],
-            60,
-        ));
-    }
+    let mut records = tree(
+        "api.example.com",
+        &geo_policy(),
+        &three_clusters(["203.0.113.1", "203.0.113.2", "203.0.113.3"]),
+    );
     for n in 0..400 {
         records.push(Endpoint::new(
             format!("filler-{n}.example.com"),

@@ -514,39 +514,15 @@ mod tests {
 
     #[test]
     fn records_round_trip_through_route53_shapes() {
-        let records = [
-            Endpoint::new(
-                "klb.api.example.com",
-                RecordType::Cname,
-                ["ie.klb.api.example.com".to_string()],
-                300,
-            )
-            .with_set_identifier("IE")
-            .with_property(GEO_CODE, "IE"),
-            Endpoint::new(
-                "klb.api.example.com",
-                RecordType::Cname,
-                ["eu.klb.api.example.com".to_string()],
-                300,
-            )
-            .with_set_identifier("GEO-EU")
-            .with_property(GEO_CODE, "GEO-EU"),
-            Endpoint::new(
-                "klb.api.example.com",
-                RecordType::Cname,
-                ["ie.klb.api.example.com".to_string()],
-                300,
-            )
-            .with_set_identifier("default")
-            .with_property(GEO_CODE, "*"),
-            Endpoint::new(
-                "ie.klb.api.example.com",
-                RecordType::Cname,
-                ["c1.example.com".to_string()],
-                60,
-            )
-            .with_set_identifier("c1")
-            .with_property(WEIGHT, "120"),
+        use meridian_testkit::trees::{four_clusters, geo_policy_weighing_azure, tree};
+        // Every shape of a GEO/weighted tree (GEO choices, the catch-all, weighted choices, A
+        // and CNAME leaves), an ownership record and a wildcard.
+        let mut records = tree(
+            "api.example.com",
+            &geo_policy_weighing_azure(30),
+            &four_clusters(),
+        );
+        records.extend([
             Endpoint::new(
                 "kuadrant-x-a-api.example.com",
                 RecordType::Txt,
@@ -559,7 +535,7 @@ mod tests {
                 ["192.0.2.1".to_string()],
                 60,
             ),
-        ];
+        ]);
         for record in records {
             let mut rrset = to_rrset(&record).unwrap();
             rrset.name = rrset.name.replace('*', "\\052") + ".";

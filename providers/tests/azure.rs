@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 mod support;
 use support::{
-    converge, four_clusters, geo_policy, leave_foreign_records_alone, published,
+    converge, four_clusters, geo_policy, leave_foreign_records_alone, plan_at, published,
     replan_reweight_and_remove, switch_simple_and_loadbalanced, tree,
 };
 
@@ -364,22 +364,13 @@ async fn when_a_write_fails_nothing_is_deleted_and_the_old_answer_stays() {
     let provider = provider(&fake);
     let host = "shop.example.com";
     let ips = [
-        support::cluster(1, "IE", "192.0.2.1", "AWS"),
-        support::cluster(2, "US", "192.0.2.2", "AWS"),
+        support::cluster_on(1, "IE", "AWS", "192.0.2.1"),
+        support::cluster_on(2, "US", "AWS", "192.0.2.2"),
     ];
     let simple = tree(host, &meridian_dns::tree::Strategy::Simple, &ips);
     converge(&provider, ZONE, "hub", host, &simple, None).await;
     let loadbalanced = tree(host, &geo_policy(30), &ips);
-    let current = provider.records(ZONE).await.unwrap();
-    let planned = plan(
-        &PlanInput {
-            owner: "hub",
-            root_host: host,
-            desired: &loadbalanced,
-            previous: Some(&simple),
-        },
-        &current,
-    );
+    let planned = plan_at(&provider, ZONE, "hub", host, &loadbalanced, Some(&simple)).await;
     let Err(ProviderError::PartlyApplied(problems)) = provider.apply(ZONE, &planned.changes).await
     else {
         panic!("the profile quota stops the switch");

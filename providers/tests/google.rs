@@ -9,13 +9,13 @@ use std::time::Duration;
 
 mod support;
 use support::{
-    cluster, converge, four_clusters, geo_policy, leave_foreign_records_alone, published,
-    replan_reweight_and_remove, switch_simple_and_loadbalanced, tree,
+    cluster_on, converge, count_read, four_clusters, geo_policy, leave_foreign_records_alone,
+    numbered, only_the_bad_record_fails, plan_many, published, replan_reweight_and_remove,
+    switch_simple_and_loadbalanced, tree,
 };
 
 use meridian_dns::changes::{Changes, Update};
 use meridian_dns::model::{Endpoint, RecordType};
-use meridian_dns::plan::{PlanInput, plan};
 use meridian_providers::budget::{Backoff, RequestBudget};
 use meridian_providers::google::{
     CLOUD_DNS_REQUESTS_PER_SECOND, GeoRegions, GoogleAuth, GoogleCredentials, GoogleProvider,
@@ -198,30 +198,7 @@ async fn a_stale_cache_never_overwrites_someone_elses_change() {
 async fn more_changes_than_one_call_takes_are_split_into_calls() {
     let fake = FakeCloudDns::start(PROJECT, &[]);
     let (provider, _, zone) = provider_and_zone(&fake).await;
-    let desired: Vec<Endpoint> = (0..250)
-        .map(|i| {
-            Endpoint::new(
-                format!("h{i}.bulk.example.com"),
-                RecordType::A,
-                [format!("10.0.{}.{}", i / 250, i % 250)],
-                60,
-            )
-        })
-        .collect();
-    let planned = plan(
-        &PlanInput {
-            owner: "hub",
-            root_host: "bulk.example.com",
-            desired: &desired,
-            previous: None,
-        },
-        &provider.records(&zone).await.unwrap(),
-    );
-    assert_eq!(
-        planned.changes.len(),
-        500,
-        "250 records and their ownership records"
-    );
+    let planned = plan_many(&provider, &zone, "bulk.example.com", 250).await;
     let before = fake.requests();
     provider.apply(&zone, &planned.changes).await.unwrap();
     let after = fake.requests();
@@ -230,31 +207,15 @@ async fn more_changes_than_one_call_takes_are_split_into_calls() {
         |counts: &BTreeMap<String, u64>| counts.get("create-change").copied().unwrap_or(0);
     assert_eq!(changes(&after) - changes(&before), 5);
     assert_eq!(after.get("create-change-refused"), None);
-    let records = provider.records(&zone).await.unwrap();
-    assert_eq!(
-        records
-            .iter()
-            .filter(|r| r.record_type == RecordType::A)
-            .count(),
-        250,
-        "all records, read across pages"
-    );
+    let a_records = count_read(&provider, &zone, |r| r.record_type == RecordType::A).await;
+    assert_eq!(a_records, 250, "all records, read across pages");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_record_blocks_only_itself() {
     let fake = FakeCloudDns::start(PROJECT, &[]);
     let (provider, _, zone) = provider_and_zone(&fake).await;
-    let good: Vec<Endpoint> = (0..5)
-        .map(|i| {
-            Endpoint::new(
-                format!("good{i}.example.com"),
-                RecordType::A,
-                ["192.0.2.1".to_string()],
-                60,
-            )
-        })
-        .collect();
+    let good = numbered("good", "example.com", 5);
     // Outside the zone: Cloud DNS refuses it, and with it the whole change.
     let outside = Endpoint::new(
         "www.example.org",
@@ -264,38 +225,13 @@ async fn a_bad_record_blocks_only_itself() {
     );
     let mut creates = good.clone();
     creates.push(outside);
-    let error = provider
-        .apply(
-            &zone,
-            &Changes {
-                creates,
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap_err();
-    match &error {
-        ProviderError::PartlyApplied(failures) => {
-            assert_eq!(failures.len(), 1, "{failures:?}");
-            assert!(failures[0].starts_with("www.example.org"), "{failures:?}");
-            assert!(failures[0].contains("is not in zone"), "{failures:?}");
-        }
-        other => panic!("expected a partial failure, got {other}"),
-    }
-    let names: Vec<String> = provider
-        .records(&zone)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| r.dns_name)
-        .collect();
-    for record in &good {
-        assert!(
-            names.contains(&record.dns_name),
-            "{} landed despite its neighbour",
-            record.dns_name
-        );
-    }
+    let changes = Changes {
+        creates,
+        ..Default::default()
+    };
+    let failure =
+        only_the_bad_record_fails(&provider, &zone, &changes, "www.example.org", &good).await;
+    assert!(failure.contains("is not in zone"), "{failure}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -306,7 +242,7 @@ async fn what_cloud_dns_cannot_hold_is_refused_before_any_call() {
     let unmapped = tree(
         "api.example.com",
         &geo_policy(30),
-        &[cluster(5, "JP", "192.0.2.5", "AWS")],
+        &[cluster_on(5, "JP", "AWS", "192.0.2.5")],
     );
     let error = provider
         .apply(

@@ -3,59 +3,27 @@
 
 use base64::Engine as _;
 mod support;
-use support::{converge, published};
+use support::{converge, plan_at, published};
 
 use meridian_dns::changes::Changes;
 use meridian_dns::model::{Endpoint, RecordType, is_at_or_below};
 use meridian_dns::plan::{PlanInput, plan};
-use meridian_dns::tree::{
-    Address, ClusterTarget, GatewayRef, LoadBalancing, Strategy, build_record_tree,
-};
+use meridian_dns::tree::ClusterTarget;
 use meridian_providers::rfc2136::{Rfc2136Provider, plain_dns_records};
 use meridian_providers::{Provider, ProviderError};
 use meridian_testkit::bind_server::BindServer;
+use meridian_testkit::trees::{geo_policy, three_clusters, tree};
 
 async fn start_bind() -> BindServer {
     BindServer::start("example.com").await.unwrap()
 }
 
 fn clusters() -> Vec<ClusterTarget> {
-    [
-        ("IE", "192.0.2.1"),
-        ("US", "192.0.2.2"),
-        ("GEO-EU", "2001:db8::3"),
-    ]
-    .iter()
-    .enumerate()
-    .map(|(i, (geo, ip))| ClusterTarget {
-        name: format!("c{i}"),
-        cluster_id: format!("test-cluster-{i}"),
-        labels: [(
-            "kuadrant.io/lb-attribute-geo-code".to_string(),
-            geo.to_string(),
-        )]
-        .into(),
-        addresses: vec![Address::parse(None, ip).unwrap()],
-        attached_routes: None,
-        weight_percent: 100,
-    })
-    .collect()
+    three_clusters(["192.0.2.1", "192.0.2.2", "2001:db8::3"])
 }
 
 fn geo_tree(host: &str, clusters: &[ClusterTarget]) -> Vec<Endpoint> {
-    let gateway = GatewayRef {
-        name: "prod-web".into(),
-        namespace: "gateways".into(),
-    };
-    let strategy = Strategy::LoadBalanced(LoadBalancing {
-        default_weight: 120,
-        custom: Vec::new(),
-        default_geo: Some("IE".into()),
-        tiers: None,
-    });
-    build_record_tree(host, &gateway, &strategy, clusters)
-        .unwrap()
-        .endpoints()
+    tree(host, &geo_policy(), clusters)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -98,15 +66,15 @@ async fn a_flattened_tree_lands_updates_and_leaves_others_alone() {
     );
     converge(&provider, "example.com", "hub", host, &desired, None).await;
     assert_eq!(published(&provider, "example.com", host).await, desired);
-    let again = plan(
-        &PlanInput {
-            owner: "hub",
-            root_host: host,
-            desired: &desired,
-            previous: Some(&desired),
-        },
-        &provider.records("example.com").await.unwrap(),
-    );
+    let again = plan_at(
+        &provider,
+        "example.com",
+        "hub",
+        host,
+        &desired,
+        Some(&desired),
+    )
+    .await;
     assert!(
         again.changes.is_empty(),
         "what BIND holds reads back exactly: {:#?}",

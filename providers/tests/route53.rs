@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 mod support;
 use support::{
-    cluster, converge, geo_policy, leave_foreign_records_alone, published,
-    replan_reweight_and_remove, switch_simple_and_loadbalanced, tree,
+    cluster_on, converge, count_read, geo_policy, leave_foreign_records_alone, numbered,
+    only_the_bad_record_fails, plan_many, published, replan_reweight_and_remove,
+    switch_simple_and_loadbalanced, tree,
 };
 
 use meridian_dns::changes::Changes;
 use meridian_dns::model::{Endpoint, RecordType};
-use meridian_dns::plan::{PlanInput, plan};
 use meridian_dns::tree::ClusterTarget;
 use meridian_providers::aws_identity::{AssumedRole, AwsIdentity, AwsSource};
 use meridian_providers::budget::RequestBudget;
@@ -50,9 +50,9 @@ async fn provider_through(
 
 fn clusters() -> Vec<ClusterTarget> {
     vec![
-        cluster(1, "IE", "192.0.2.1", "Azure"),
-        cluster(2, "US", "192.0.2.2", "AWS"),
-        cluster(3, "GEO-EU", "lb-3.elb.example.net", "AWS"),
+        cluster_on(1, "IE", "Azure", "192.0.2.1"),
+        cluster_on(2, "US", "AWS", "192.0.2.2"),
+        cluster_on(3, "GEO-EU", "AWS", "lb-3.elb.example.net"),
     ]
 }
 
@@ -90,68 +90,24 @@ async fn foreign_and_unowned_records_are_never_touched() {
 async fn more_than_a_thousand_changes_are_split_into_batches() {
     let moto = MotoServer::start().unwrap();
     let (provider, budget, zone) = provider_with_zone(&moto, "bulk.example.com").await;
-    let desired: Vec<Endpoint> = (0..700)
-        .map(|i| {
-            Endpoint::new(
-                format!("h{i}.bulk.example.com"),
-                RecordType::A,
-                [format!("10.0.{}.{}", i / 250, i % 250)],
-                60,
-            )
-        })
-        .collect();
-    let planned = plan(
-        &PlanInput {
-            owner: "hub",
-            root_host: "bulk.example.com",
-            desired: &desired,
-            previous: None,
-        },
-        &provider.records(&zone).await.unwrap(),
-    );
-    assert_eq!(
-        planned.changes.len(),
-        1400,
-        "700 records and their ownership records"
-    );
+    let planned = plan_many(&provider, &zone, "bulk.example.com", 700).await;
     let calls_before = budget.spent();
     provider.apply(&zone, &planned.changes).await.unwrap();
     // Creates go out as UPSERTs, whose values count twice. Each name's pair (an A value of ~9
     // characters, a quoted ownership value of 69) costs ~156 of the 32,000 characters a call may
     // carry, so at most ~205 pairs fit in a call: 700 pairs take four calls.
     assert_eq!(budget.spent() - calls_before, 4);
-    let records = provider.records(&zone).await.unwrap();
-    assert_eq!(
-        records
-            .iter()
-            .filter(|r| r.record_type == RecordType::A)
-            .count(),
-        700,
-        "all records, read across pages"
-    );
-    assert_eq!(
-        records
-            .iter()
-            .filter(|r| r.dns_name.starts_with("kuadrant-"))
-            .count(),
-        700
-    );
+    let a_records = count_read(&provider, &zone, |r| r.record_type == RecordType::A).await;
+    assert_eq!(a_records, 700, "all records, read across pages");
+    let owners = count_read(&provider, &zone, |r| r.dns_name.starts_with("kuadrant-")).await;
+    assert_eq!(owners, 700);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_record_blocks_only_itself() {
     let moto = MotoServer::start().unwrap();
     let (provider, _, zone) = provider_with_zone(&moto, "example.com").await;
-    let good: Vec<Endpoint> = (0..5)
-        .map(|i| {
-            Endpoint::new(
-                format!("good{i}.example.com"),
-                RecordType::A,
-                ["192.0.2.1".to_string()],
-                60,
-            )
-        })
-        .collect();
+    let good = numbered("good", "example.com", 5);
     // Deleting a record that is not there is refused by Route53, and fails the whole batch.
     let missing = Endpoint::new(
         "missing.example.com",
@@ -164,31 +120,7 @@ async fn a_bad_record_blocks_only_itself() {
         deletes: vec![missing],
         ..Default::default()
     };
-    let error = provider.apply(&zone, &changes).await.unwrap_err();
-    match &error {
-        ProviderError::PartlyApplied(failures) => {
-            assert_eq!(failures.len(), 1, "{failures:?}");
-            assert!(
-                failures[0].starts_with("missing.example.com"),
-                "{failures:?}"
-            );
-        }
-        other => panic!("expected a partial failure, got {other}"),
-    }
-    let names: Vec<String> = provider
-        .records(&zone)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| r.dns_name)
-        .collect();
-    for record in &good {
-        assert!(
-            names.contains(&record.dns_name),
-            "{} landed despite its neighbour",
-            record.dns_name
-        );
-    }
+    only_the_bad_record_fails(&provider, &zone, &changes, "missing.example.com", &good).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,7 +12,8 @@
 //! - [`backends`]: HTTP backends for health probes, failing on demand;
 //! - [`geo_db`]: small MaxMind-format databases for GEO answers;
 //! - [`unbound`]: Unbound as a validating resolver of one signed zone (DNSSEC);
-//! - [`fixtures`]: the objects of Meridian's kinds (and the upstream ones it reads) as builders.
+//! - [`fixtures`]: the objects of Meridian's kinds (and the upstream ones it reads) as builders;
+//! - [`trees`]: the GEO/weighted record tree tests publish, and the clusters it is built from.
 
 pub mod azure_fake;
 pub mod backends;
@@ -24,6 +25,7 @@ pub mod geo_db;
 pub mod in_memory;
 pub mod moto;
 pub mod secondaries;
+pub mod trees;
 pub mod unbound;
 
 /// Runs a fake's Python script under `command` and returns it with the ports it prints on its

@@ -21,8 +21,8 @@ use meridian_dns::changes::{Changes, Update};
 use meridian_dns::model::{Endpoint, RecordType, is_at_or_below};
 use meridian_dns::plan::{PlanInput, Registry, host_records, plan, published_zone};
 use meridian_dns::tree::{
-    Address, ClusterTarget, CustomWeight, GatewayRef, Health, LabelSelector, LoadBalancing, Pruned,
-    Strategy, TierRule, Tiers, build_record_tree,
+    ClusterTarget, Health, LabelSelector, LoadBalancing, Pruned, Strategy, TierRule, Tiers,
+    build_record_tree,
 };
 use meridian_providers::Provider;
 use meridian_providers::azure::{AZURE_REQUESTS_PER_SECOND, AzureProvider};
@@ -37,80 +37,41 @@ use meridian_testkit::azure_fake::{FakeAzure, FakeAzureOptions};
 use meridian_testkit::cloud_dns_fake::FakeCloudDns;
 use meridian_testkit::counting_proxy::CountingProxy;
 use meridian_testkit::moto::MotoServer;
+use meridian_testkit::trees;
 
 const HOSTS: usize = 1000;
 const OWNER: &str = "bench-hub";
 /// The drift verifier's default interval.
 const VERIFY_INTERVAL_SECONDS: f64 = 600.0;
 
+/// A host's GEO + weighted tree on three clusters (IE on Azure, the US, GEO-EU), the Azure one
+/// weighing `azure_weight`.
 fn tree(host: &str, azure_weight: u32) -> Vec<Endpoint> {
-    let gateway = GatewayRef {
-        name: "prod-web".into(),
-        namespace: "gateways".into(),
-    };
-    let clusters: Vec<ClusterTarget> = [("IE", "Azure"), ("US", "AWS"), ("GEO-EU", "AWS")]
-        .iter()
-        .enumerate()
-        .map(|(i, (geo, cloud))| ClusterTarget {
-            name: format!("c{i}"),
-            cluster_id: format!("cluster-{i}"),
-            labels: BTreeMap::from([
-                (
-                    "kuadrant.io/lb-attribute-geo-code".to_string(),
-                    geo.to_string(),
-                ),
-                (
-                    "kuadrant.io/lb-attribute-cloud".to_string(),
-                    cloud.to_string(),
-                ),
-            ]),
-            addresses: vec![Address::parse(None, &format!("192.0.2.{}", i + 1)).unwrap()],
-            attached_routes: None,
-            weight_percent: 100,
-        })
-        .collect();
-    let azure = LabelSelector {
-        match_labels: [("kuadrant.io/lb-attribute-cloud".into(), "Azure".into())].into(),
-        ..Default::default()
-    };
-    let strategy = Strategy::LoadBalanced(LoadBalancing {
-        default_weight: 120,
-        custom: vec![CustomWeight {
-            selector: azure,
-            weight: azure_weight,
-        }],
-        default_geo: Some("IE".into()),
-        tiers: None,
-    });
-    build_record_tree(host, &gateway, &strategy, &clusters)
-        .unwrap()
-        .endpoints()
+    let clusters = [
+        trees::cluster_on(1, "IE", "Azure", "192.0.2.1"),
+        trees::cluster_on(2, "US", "AWS", "192.0.2.2"),
+        trees::cluster_on(3, "GEO-EU", "AWS", "192.0.2.3"),
+    ];
+    trees::tree(
+        host,
+        &trees::geo_policy_weighing_azure(azure_weight),
+        &clusters,
+    )
 }
 
 /// A host with priority tiers: c0 (tier 1) and c1 (tier 2), in one geo; what the hub publishes
 /// with `c0_healthy` (the active tier only, as [`meridian_dns::tiers`] chooses it).
 fn tiered(host: &str, c0_healthy: bool, published: Option<&[Endpoint]>) -> Vec<Endpoint> {
-    let gateway = GatewayRef {
-        name: "prod-web".into(),
-        namespace: "gateways".into(),
-    };
     let clusters: Vec<ClusterTarget> = (0..2)
-        .map(|i| ClusterTarget {
-            name: format!("c{i}"),
-            cluster_id: format!("cluster-{i}"),
-            labels: BTreeMap::from([(
-                "kuadrant.io/lb-attribute-tier".to_string(),
-                format!("t{i}"),
-            )]),
-            addresses: vec![Address::parse(None, &format!("192.0.2.{}", i + 1)).unwrap()],
-            attached_routes: None,
-            weight_percent: 100,
+        .map(|i| {
+            trees::cluster(
+                i,
+                &[("kuadrant.io/lb-attribute-tier", &format!("t{i}"))],
+                &[&format!("192.0.2.{}", i + 1)],
+            )
         })
         .collect();
     let strategy = Strategy::LoadBalanced(LoadBalancing {
-        default_weight: 120,
-        custom: Vec::new(),
-        default_geo: None,
         tiers: Some(Tiers {
             rules: vec![TierRule {
                 selector: LabelSelector {
@@ -121,8 +82,9 @@ fn tiered(host: &str, c0_healthy: bool, published: Option<&[Endpoint]>) -> Vec<E
             }],
             default_priority: 2,
         }),
+        ..trees::weighted(120)
     });
-    let requested = build_record_tree(host, &gateway, &strategy, &clusters).unwrap();
+    let requested = build_record_tree(host, &trees::gateway(), &strategy, &clusters).unwrap();
     let health = BTreeMap::from([(
         "192.0.2.1".to_string(),
         if c0_healthy {
@@ -483,7 +445,7 @@ async fn run_phases<P: Provider>(
     counter.take();
     assert_eq!(served.len(), 1, "one tier's record serves: {served:?}");
     assert!(
-        served[0].starts_with(&meridian_dns::shortcode::shortcode("cluster-1", 6)),
+        served[0].starts_with(&meridian_dns::shortcode::shortcode("test-cluster-1", 6)),
         "the second tier serves: {served:?}"
     );
 

@@ -1,7 +1,7 @@
 //! What every reconcile shares: the client, the providers, the settings, the metrics, the
 //! watch caches, and the helpers for finalizers, backoff and Events.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ use rand::Rng;
 
 use crate::decide::host_marks::HostMarks;
 use crate::runtime::caches::{Caches, Scope};
-use crate::runtime::clock::{Clock, last_heard, seconds_between};
+use crate::runtime::clock::{Clock, last_heard};
 use crate::runtime::error::Error;
 use crate::runtime::identity::{FIELD_MANAGER, object_key};
 use crate::runtime::metrics::Metrics;
@@ -139,24 +139,16 @@ pub struct Context {
     /// Distributed mode: the agent's probes of the hosts' addresses, and what they said at
     /// each record's last full pass.
     pub shared_probes: Option<Arc<dyn crate::decide::shared_health::SharedProbes>>,
-    failing_seen: Mutex<HashMap<String, BTreeSet<String>>>,
-    /// Records the zone's last verification found drifted: their next pass reads the zone.
-    drifted: Mutex<BTreeSet<String>>,
     /// Whether this process may write now (the hub Lease); open where nothing is elected.
     /// The client above checks it before every write request; provider batches check it
     /// through [`Context::check_fence`].
     pub fence: Arc<crate::runtime::fence::Fence>,
-    /// What the brake held when last looked at, so that it lets go only once its wave is
-    /// heard again (and its changes are logged); `None` while it is off.
-    brake_memory: Mutex<Option<crate::decide::silence::BrakeMemory>>,
-    /// Per policy, where each drained cluster's steps stand; a policy missing here has not
-    /// been looked at since this process started.
-    drains: Mutex<HashMap<String, BTreeMap<String, meridian_dns::drain::DrainState>>>,
-    /// Per DNSRecord, what its priority tiers remember between passes.
-    tiers: Mutex<HashMap<String, meridian_dns::tiers::TierMemory>>,
-    /// Per DNSRecord, the leaves judged unhealthy that are still in the zone: when their
-    /// failures began and when the verdict came (the failover metrics).
-    failovers: Mutex<HashMap<String, BTreeMap<String, FailoverClock>>>,
+    /// What the fleet brake held when last looked at ([`crate::reconcile::fleet_brake`]).
+    pub brake_memory: crate::reconcile::memory::brake::FleetBrakeMemory,
+    /// Per policy, where its drained clusters' steps stand.
+    pub drains: crate::reconcile::memory::drains::DrainMemory,
+    /// What each DNSRecord's pass remembers for its next.
+    pub record_memory: crate::reconcile::memory::records::RecordMemory,
     /// What the hub changed in DNS recently, newest last (the live view).
     pub journal: crate::runtime::journal::Journal,
     /// Every zone's claim, computed once per change of the zones cache: every DNSRecord
@@ -172,13 +164,6 @@ struct ZoneClaims {
     by_zone: BTreeMap<String, (Option<String>, crate::decide::zone_claims::Claim)>,
     /// The domains a zone holds.
     held: BTreeSet<String>,
-}
-
-/// When a leaf's failover began and was decided.
-#[derive(Debug, Clone, Copy)]
-struct FailoverClock {
-    first_failure: k8s_openapi::jiff::Timestamp,
-    verdict: k8s_openapi::jiff::Timestamp,
 }
 
 impl std::fmt::Debug for Context {
@@ -216,13 +201,10 @@ impl Context {
             backoff: Default::default(),
             host_marks: HostMarks::default(),
             shared_probes: None,
-            failing_seen: Mutex::new(HashMap::new()),
-            drifted: Mutex::new(BTreeSet::new()),
             fence: Arc::new(crate::runtime::fence::Fence::open()),
-            brake_memory: Mutex::new(None),
-            drains: Mutex::new(HashMap::new()),
-            tiers: Mutex::new(HashMap::new()),
-            failovers: Mutex::new(HashMap::new()),
+            brake_memory: Default::default(),
+            drains: Default::default(),
+            record_memory: Default::default(),
             journal: crate::runtime::journal::Journal::default(),
             claims: Mutex::new(None),
         }
@@ -261,218 +243,9 @@ impl Context {
         fresh
     }
 
-    /// Takes each of a policy's clusters one drain step further where one is due (`marked`:
-    /// whether its ManagedCluster carries the drain label); returns the clusters that drain or
-    /// return, with where they stand.
-    pub fn drain_steps(
-        &self,
-        policy: &str,
-        marked: &[(String, bool)],
-        step_seconds: u64,
-    ) -> BTreeMap<String, meridian_dns::drain::DrainState> {
-        let now = (self.clock)().as_second().max(0) as u64;
-        let mut drains = self.drains.lock().expect("drain memory lock");
-        let restarted = !drains.contains_key(policy);
-        let states = drains.entry(policy.to_string()).or_default();
-        for (cluster, marked) in marked {
-            let before = states.get(cluster).copied();
-            match meridian_dns::drain::drain_step(before, *marked, now, step_seconds, restarted) {
-                Some(state) => {
-                    if before.map(|b| b.percent) != Some(state.percent) {
-                        tracing::info!(
-                            policy,
-                            cluster,
-                            percent = state.percent,
-                            draining = state.draining,
-                            "drain step"
-                        );
-                    }
-                    states.insert(cluster.clone(), state);
-                }
-                None => {
-                    states.remove(cluster);
-                }
-            }
-        }
-        states.retain(|cluster, _| marked.iter().any(|(name, _)| name == cluster));
-        states.clone()
-    }
-
-    /// Chooses the active priority tier of each weighted set of a record (see
-    /// [`meridian_dns::tiers`]), remembering what the choice needs between passes.
-    pub fn choose_tiers(
-        &self,
-        record: &str,
-        healthy: &[meridian_dns::model::Endpoint],
-        requested: &[meridian_dns::model::Endpoint],
-        published: Option<&[meridian_dns::model::Endpoint]>,
-        hold_down: u64,
-    ) -> meridian_dns::tiers::TierChoice {
-        let now = (self.clock)().as_second().max(0) as u64;
-        let mut tiers = self.tiers.lock().expect("tier memory lock");
-        let memory = tiers.entry(record.to_string()).or_default();
-        meridian_dns::tiers::choose_tiers(
-            healthy,
-            requested,
-            published,
-            memory,
-            meridian_dns::tiers::TierClock { now, hold_down },
-        )
-    }
-
     /// Refuses a provider batch unless this replica still holds the Lease.
     pub fn check_fence(&self) -> Result<(), Error> {
         self.fence.check().map_err(Error::Fenced)
-    }
-
-    /// The fleet brake now, from every ManagedCluster's last heartbeat (clusters never heard
-    /// from do not count). Its changes are logged, and it is kept in the metrics.
-    pub fn fleet_brake(&self) -> crate::decide::silence::FleetBrake {
-        let heard: Vec<k8s_openapi::jiff::Timestamp> = self
-            .caches
-            .clusters
-            .state()
-            .iter()
-            .filter_map(|cluster| {
-                let name = kube::ResourceExt::name_any(cluster.as_ref());
-                self.last_heard(&name, self.report_of(&name).as_deref())
-            })
-            .collect();
-        let now = (self.clock)();
-        let computed = crate::decide::silence::fleet_brake(
-            &heard,
-            now,
-            self.config.heartbeat_timeout,
-            self.config.fleet_brake_percent,
-        );
-        // Lingers half a timeout after the wave would let go: two renewals of the agents (every
-        // quarter of it), enough for the whole wave to be heard again.
-        // The brake is on exactly while there is a memory of what it holds.
-        let (brake, was) = {
-            let mut memory = self.brake_memory.lock().expect("brake memory lock");
-            let was = memory.is_some();
-            let (brake, remembered) = crate::decide::silence::brake_with_memory(
-                computed,
-                *memory,
-                now,
-                self.config.heartbeat_timeout / 2,
-            );
-            *memory = remembered;
-            (brake, was)
-        };
-        self.metrics.fleet(&brake);
-        if brake.engaged && !was {
-            tracing::warn!(
-                quiet = brake.quiet,
-                heard = brake.heard,
-                threshold_percent = self.config.fleet_brake_percent,
-                "fleet brake on: most clusters went quiet together; the hub assumes it is the one cut off and withdraws nothing for silence"
-            );
-        } else if was && !brake.engaged {
-            tracing::info!(
-                quiet = brake.quiet,
-                heard = brake.heard,
-                "fleet brake off: enough clusters are heard again; silence withdraws under the usual limits"
-            );
-        }
-        brake
-    }
-
-    /// Marks `record` as drifted: its next pass reads the zone even in the steady state.
-    pub fn mark_drifted(&self, record: &str) {
-        self.drifted
-            .lock()
-            .expect("drifted lock")
-            .insert(record.to_string());
-    }
-
-    /// Whether `record` was marked drifted, clearing the mark.
-    pub fn take_drifted(&self, record: &str) -> bool {
-        self.drifted.lock().expect("drifted lock").remove(record)
-    }
-
-    /// Whether the agent's probes of `record`'s addresses say what they said at its last full
-    /// pass.
-    pub fn failing_unchanged(&self, record: &str, failing: &BTreeSet<String>) -> bool {
-        self.failing_seen.lock().expect("failing lock").get(record) == Some(failing)
-    }
-
-    /// A leaf of `record` judged unhealthy now, its failures begun at `first_failure`: counts
-    /// its detection time, once per run of failures.
-    pub fn failover_detected(
-        &self,
-        record: &str,
-        address: &str,
-        first_failure: k8s_openapi::jiff::Timestamp,
-        zone: &str,
-    ) {
-        let now = (self.clock)();
-        let mut failovers = self.failovers.lock().expect("failovers lock");
-        let leaves = failovers.entry(record.to_string()).or_default();
-        if leaves.contains_key(address) {
-            return;
-        }
-        leaves.insert(
-            address.to_string(),
-            FailoverClock {
-                first_failure: first_failure.min(now),
-                verdict: now,
-            },
-        );
-        self.metrics.failover(
-            crate::runtime::metrics::FailoverPhase::Detection,
-            zone,
-            seconds_between(first_failure.min(now), now),
-        );
-    }
-
-    /// A leaf of `record` judged healthy (or no longer judged): a failover of it that had not
-    /// reached the zone is over.
-    pub fn failover_called_off(&self, record: &str, address: &str) {
-        let mut failovers = self.failovers.lock().expect("failovers lock");
-        if let Some(leaves) = failovers.get_mut(record) {
-            leaves.remove(address);
-            if leaves.is_empty() {
-                failovers.remove(record);
-            }
-        }
-    }
-
-    /// `record` now publishes only the leaves `published` in `zone`: every failover of a leaf
-    /// not among them has reached the zone, and its publication and whole times count.
-    pub fn failovers_published(&self, record: &str, published: &[String], zone: &str) {
-        let now = (self.clock)();
-        let mut failovers = self.failovers.lock().expect("failovers lock");
-        let Some(leaves) = failovers.get_mut(record) else {
-            return;
-        };
-        leaves.retain(|address, clock| {
-            if published.contains(address) {
-                return true;
-            }
-            use crate::runtime::metrics::FailoverPhase;
-            self.metrics.failover(
-                FailoverPhase::Publication,
-                zone,
-                seconds_between(clock.verdict, now),
-            );
-            self.metrics.failover(
-                FailoverPhase::Whole,
-                zone,
-                seconds_between(clock.first_failure, now),
-            );
-            false
-        });
-        if leaves.is_empty() {
-            failovers.remove(record);
-        }
-    }
-
-    pub fn remember_failing(&self, record: &str, failing: BTreeSet<String>) {
-        self.failing_seen
-            .lock()
-            .expect("failing lock")
-            .insert(record.to_string(), failing);
     }
 
     /// The delay before retrying `object` after a failure: exponential per consecutive

@@ -4,4 +4,6 @@
 pub mod context;
 pub mod dns_policy;
 pub mod dns_record;
+pub mod fleet_brake;
 pub mod gateway_status;
+pub mod memory;

@@ -78,7 +78,9 @@ impl Series {
 
     fn render(&self, out: &mut String, name: &str, labels: &str, bounds: &[f64]) {
         let sep = if labels.is_empty() { "" } else { "," };
-        for (bound, n) in bounds.iter().zip(&self.buckets) {
+        // A series not yet observed has every bucket at 0.
+        let counts = self.buckets.iter().chain(std::iter::repeat(&0));
+        for (bound, n) in bounds.iter().zip(counts) {
             let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{bound}\"}} {n}");
         }
         let _ = writeln!(
@@ -109,9 +111,7 @@ struct Inner {
     reconcile_durations: BTreeMap<String, Series>,
     errors: BTreeMap<(String, String), u64>,
     provider_calls: BTreeMap<(String, String), u64>,
-    latency_buckets: [u64; LATENCY_BUCKETS.len()],
-    latency_count: u64,
-    latency_sum: f64,
+    latency: Series,
     fleet: crate::decide::silence::FleetBrake,
     failovers: BTreeMap<(FailoverPhase, String), Series>,
     drift_repairs: u64,
@@ -164,15 +164,11 @@ impl Metrics {
 
     /// Time from a record's change being seen to its publication.
     pub fn published(&self, latency: Duration) {
-        let seconds = latency.as_secs_f64();
-        let mut inner = self.inner.lock().expect("metrics lock");
-        for (bucket, bound) in inner.latency_buckets.iter_mut().zip(LATENCY_BUCKETS) {
-            if seconds <= bound {
-                *bucket += 1;
-            }
-        }
-        inner.latency_count += 1;
-        inner.latency_sum += seconds;
+        self.inner
+            .lock()
+            .expect("metrics lock")
+            .latency
+            .observe(&LATENCY_BUCKETS, latency.as_secs_f64());
     }
 
     /// How long one part of a failover took in `zone`.
@@ -220,117 +216,115 @@ impl Metrics {
     pub fn render(&self) -> String {
         let inner = self.inner.lock().expect("metrics lock");
         let mut out = String::new();
-        out.push_str("# HELP meridian_reconciles_total Reconciles by controller.\n");
-        out.push_str("# TYPE meridian_reconciles_total counter\n");
+        let mut family = self::family(
+            &mut out,
+            "meridian_reconciles_total",
+            "counter",
+            "Reconciles by controller.",
+        );
         for (controller, n) in &inner.reconciles {
-            let _ = writeln!(
-                out,
-                "meridian_reconciles_total{{controller=\"{controller}\"}} {n}"
-            );
+            family.sample(&format!("controller=\"{controller}\""), n);
         }
-        out.push_str("# HELP meridian_reconcile_duration_seconds How long reconciles took, by controller (its count is the passes that ended).\n");
-        out.push_str("# TYPE meridian_reconcile_duration_seconds histogram\n");
+        let mut family = self::family(
+            &mut out,
+            "meridian_reconcile_duration_seconds",
+            "histogram",
+            "How long reconciles took, by controller (its count is the passes that ended).",
+        );
         for (controller, series) in &inner.reconcile_durations {
-            series.render(
-                &mut out,
-                "meridian_reconcile_duration_seconds",
+            family.histogram(
                 &format!("controller=\"{controller}\""),
+                series,
                 &RECONCILE_BUCKETS,
             );
         }
-        out.push_str(
-            "# HELP meridian_reconcile_errors_total Failed reconciles by controller and reason.\n",
+        let mut family = self::family(
+            &mut out,
+            "meridian_reconcile_errors_total",
+            "counter",
+            "Failed reconciles by controller and reason.",
         );
-        out.push_str("# TYPE meridian_reconcile_errors_total counter\n");
         for ((controller, reason), n) in &inner.errors {
-            let _ = writeln!(
-                out,
-                "meridian_reconcile_errors_total{{controller=\"{controller}\",reason=\"{reason}\"}} {n}"
+            family.sample(
+                &format!("controller=\"{controller}\",reason=\"{reason}\""),
+                n,
             );
         }
-        out.push_str("# HELP meridian_provider_calls_total Change batches sent to providers.\n");
-        out.push_str("# TYPE meridian_provider_calls_total counter\n");
+        let mut family = self::family(
+            &mut out,
+            "meridian_provider_calls_total",
+            "counter",
+            "Change batches sent to providers.",
+        );
         for ((provider, outcome), n) in &inner.provider_calls {
-            let _ = writeln!(
-                out,
-                "meridian_provider_calls_total{{provider=\"{provider}\",outcome=\"{outcome}\"}} {n}"
-            );
+            family.sample(&format!("provider=\"{provider}\",outcome=\"{outcome}\""), n);
         }
-        out.push_str(
-            "# HELP meridian_publish_latency_seconds From a DNSRecord change to its publication.\n",
-        );
-        out.push_str("# TYPE meridian_publish_latency_seconds histogram\n");
-        for (bound, n) in LATENCY_BUCKETS.iter().zip(inner.latency_buckets) {
-            let _ = writeln!(
-                out,
-                "meridian_publish_latency_seconds_bucket{{le=\"{bound}\"}} {n}"
-            );
-        }
-        let _ = writeln!(
-            out,
-            "meridian_publish_latency_seconds_bucket{{le=\"+Inf\"}} {}",
-            inner.latency_count
-        );
-        let _ = writeln!(
-            out,
-            "meridian_publish_latency_seconds_sum {}",
-            inner.latency_sum
-        );
-        let _ = writeln!(
-            out,
-            "meridian_publish_latency_seconds_count {}",
-            inner.latency_count
-        );
+        self::family(
+            &mut out,
+            "meridian_publish_latency_seconds",
+            "histogram",
+            "From a DNSRecord change to its publication.",
+        )
+        .histogram("", &inner.latency, &LATENCY_BUCKETS);
         let fleet = &inner.fleet;
-        out.push_str("# HELP meridian_fleet_brake_engaged 1 while most recently heard clusters went quiet together and silence withdraws nothing.\n");
-        out.push_str("# TYPE meridian_fleet_brake_engaged gauge\n");
-        let _ = writeln!(
-            out,
-            "meridian_fleet_brake_engaged {}",
-            u8::from(fleet.engaged)
-        );
-        out.push_str("# HELP meridian_fleet_quiet_clusters Clusters of the latest wave of quiet (not heard for more than half the heartbeat timeout).\n");
-        out.push_str("# TYPE meridian_fleet_quiet_clusters gauge\n");
-        let _ = writeln!(out, "meridian_fleet_quiet_clusters {}", fleet.quiet);
-        out.push_str("# HELP meridian_fleet_heard_clusters Clusters heard when the latest wave of silence began.\n");
-        out.push_str("# TYPE meridian_fleet_heard_clusters gauge\n");
-        let _ = writeln!(out, "meridian_fleet_heard_clusters {}", fleet.heard);
+        self::family(
+            &mut out,
+            "meridian_fleet_brake_engaged",
+            "gauge",
+            "1 while most recently heard clusters went quiet together and silence withdraws nothing.",
+        )
+        .sample("", u8::from(fleet.engaged));
+        self::family(
+            &mut out,
+            "meridian_fleet_quiet_clusters",
+            "gauge",
+            "Clusters of the latest wave of quiet (not heard for more than half the heartbeat timeout).",
+        )
+        .sample("", fleet.quiet);
+        self::family(
+            &mut out,
+            "meridian_fleet_heard_clusters",
+            "gauge",
+            "Clusters heard when the latest wave of silence began.",
+        )
+        .sample("", fleet.heard);
         for phase in FailoverPhase::ALL {
             let (name, help) = phase.metric();
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} histogram");
+            let mut family = self::family(&mut out, name, "histogram", help);
             for ((_, zone), series) in inner.failovers.iter().filter(|((p, _), _)| *p == phase) {
-                series.render(
-                    &mut out,
-                    name,
-                    &format!("zone=\"{zone}\""),
-                    &FAILOVER_BUCKETS,
-                );
+                family.histogram(&format!("zone=\"{zone}\""), series, &FAILOVER_BUCKETS);
             }
         }
-        out.push_str("# HELP meridian_drift_repairs_total Records found changed out of band in their zone and put back.\n");
-        out.push_str("# TYPE meridian_drift_repairs_total counter\n");
-        let _ = writeln!(out, "meridian_drift_repairs_total {}", inner.drift_repairs);
-        out.push_str("# HELP meridian_zone_verifications_total Zones at providers read whole to find records changed out of band, by outcome.\n");
-        out.push_str("# TYPE meridian_zone_verifications_total counter\n");
+        self::family(
+            &mut out,
+            "meridian_drift_repairs_total",
+            "counter",
+            "Records found changed out of band in their zone and put back.",
+        )
+        .sample("", inner.drift_repairs);
+        let mut family = self::family(
+            &mut out,
+            "meridian_zone_verifications_total",
+            "counter",
+            "Zones at providers read whole to find records changed out of band, by outcome.",
+        );
         for (outcome, count) in &inner.verifications {
-            let _ = writeln!(
-                out,
-                "meridian_zone_verifications_total{{outcome=\"{outcome}\"}} {count}"
-            );
+            family.sample(&format!("outcome=\"{outcome}\""), count);
         }
-        out.push_str("# HELP meridian_leader 1 while this replica holds the hub Lease and runs the controllers.\n");
-        out.push_str("# TYPE meridian_leader gauge\n");
-        let _ = writeln!(out, "meridian_leader {}", u8::from(inner.leading));
-        out.push_str(
-            "# HELP meridian_leader_changes_total Times this replica took or lost the hub Lease.\n",
-        );
-        out.push_str("# TYPE meridian_leader_changes_total counter\n");
-        let _ = writeln!(
-            out,
-            "meridian_leader_changes_total {}",
-            inner.leader_changes
-        );
+        self::family(
+            &mut out,
+            "meridian_leader",
+            "gauge",
+            "1 while this replica holds the hub Lease and runs the controllers.",
+        )
+        .sample("", u8::from(inner.leading));
+        self::family(
+            &mut out,
+            "meridian_leader_changes_total",
+            "counter",
+            "Times this replica took or lost the hub Lease.",
+        )
+        .sample("", inner.leader_changes);
         out
     }
 }
@@ -338,17 +332,47 @@ impl Metrics {
 /// The objects each watched kind could not decode and skipped (see
 /// [`crate::runtime::caches::Cache::reflect`]), in Prometheus' text format.
 pub fn render_undecodable(counts: &[(&str, u64)]) -> String {
-    let mut out = String::from(
-        "# HELP meridian_watch_undecodable_objects_total Versions of watched objects that could not be decoded and were skipped, by kind.\n\
-         # TYPE meridian_watch_undecodable_objects_total counter\n",
+    let mut out = String::new();
+    let mut family = family(
+        &mut out,
+        "meridian_watch_undecodable_objects_total",
+        "counter",
+        "Versions of watched objects that could not be decoded and were skipped, by kind.",
     );
     for (kind, n) in counts {
-        let _ = writeln!(
-            out,
-            "meridian_watch_undecodable_objects_total{{kind=\"{kind}\"}} {n}"
-        );
+        family.sample(&format!("kind=\"{kind}\""), n);
     }
     out
+}
+
+/// Writes a metric family's help and type lines to `out`, and returns the writer of its samples.
+fn family<'a>(out: &'a mut String, name: &'a str, kind: &str, help: &str) -> Family<'a> {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    Family { out, name }
+}
+
+/// The samples of one metric family, written after its help and type.
+struct Family<'a> {
+    out: &'a mut String,
+    name: &'a str,
+}
+
+impl Family<'_> {
+    /// One sample; `labels` is `key="value",…`, empty for none.
+    fn sample(&mut self, labels: &str, value: impl std::fmt::Display) {
+        let name = self.name;
+        let _ = if labels.is_empty() {
+            writeln!(self.out, "{name} {value}")
+        } else {
+            writeln!(self.out, "{name}{{{labels}}} {value}")
+        };
+    }
+
+    /// One histogram's buckets, sum and count.
+    fn histogram(&mut self, labels: &str, series: &Series, bounds: &[f64]) {
+        series.render(self.out, self.name, labels, bounds);
+    }
 }
 
 #[cfg(test)]

@@ -2,16 +2,38 @@
 //! the clusters and policy they publish. Each test file uses a part of it.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
-
 use meridian_dns::changes::Changes;
 use meridian_dns::model::{Endpoint, RecordType, is_at_or_below, sort_endpoints};
-use meridian_dns::plan::{PlanInput, plan};
-use meridian_dns::tree::{
-    Address, ClusterTarget, CustomWeight, GatewayRef, LabelSelector, LoadBalancing, Strategy,
-    build_record_tree,
+use meridian_dns::plan::{Plan, PlanInput, plan};
+use meridian_dns::tree::{ClusterTarget, Strategy};
+use meridian_providers::{Provider, ProviderError};
+// Each test file uses a part of the shared tree.
+#[allow(unused_imports)]
+pub use meridian_testkit::trees::{
+    cluster_on, four_clusters, gateway, geo_policy_weighing_azure as geo_policy, tree,
 };
-use meridian_providers::Provider;
+
+/// The engine's plan of `desired` for `owner` at `host`, against the zone as the provider holds
+/// it.
+pub async fn plan_at<P: Provider>(
+    provider: &P,
+    zone: &str,
+    owner: &str,
+    host: &str,
+    desired: &[Endpoint],
+    previous: Option<&[Endpoint]>,
+) -> Plan {
+    let current = provider.records(zone).await.unwrap();
+    plan(
+        &PlanInput {
+            owner,
+            root_host: host,
+            desired,
+            previous,
+        },
+        &current,
+    )
+}
 
 /// Plans `desired` for `owner` against the zone as the provider holds it, and applies the plan.
 pub async fn converge<P: Provider>(
@@ -22,18 +44,86 @@ pub async fn converge<P: Provider>(
     desired: &[Endpoint],
     previous: Option<&[Endpoint]>,
 ) {
-    let current = provider.records(zone).await.unwrap();
-    let planned = plan(
-        &PlanInput {
-            owner,
-            root_host: host,
-            desired,
-            previous,
-        },
-        &current,
-    );
+    let planned = plan_at(provider, zone, owner, host, desired, previous).await;
     assert!(planned.problems.is_empty(), "{:?}", planned.problems);
     provider.apply(zone, &planned.changes).await.unwrap();
+}
+
+/// `count` A records, `{prefix}{i}.{domain}`, each with an address of its own.
+pub fn numbered(prefix: &str, domain: &str, count: usize) -> Vec<Endpoint> {
+    (0..count)
+        .map(|i| {
+            Endpoint::new(
+                format!("{prefix}{i}.{domain}"),
+                RecordType::A,
+                [format!("10.0.{}.{}", i / 250, i % 250)],
+                60,
+            )
+        })
+        .collect()
+}
+
+/// The plan that fills an empty zone with `count` numbered records at or below `domain`: each
+/// record and its ownership record.
+pub async fn plan_many<P: Provider>(provider: &P, zone: &str, domain: &str, count: usize) -> Plan {
+    let desired = numbered("h", domain, count);
+    let planned = plan_at(provider, zone, "hub", domain, &desired, None).await;
+    assert_eq!(
+        planned.changes.len(),
+        2 * count,
+        "{count} records and their ownership records"
+    );
+    planned
+}
+
+/// How many records of `zone` the provider reads back (across its pages) that `keep` keeps.
+pub async fn count_read<P: Provider>(
+    provider: &P,
+    zone: &str,
+    keep: impl Fn(&Endpoint) -> bool,
+) -> usize {
+    provider
+        .records(zone)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| keep(r))
+        .count()
+}
+
+/// Applies `changes`, of which only the record named `bad` is refused by the provider: the
+/// apply is a partial failure naming `bad` alone, and every record of `landed` is in the zone
+/// after it. Returns what the provider said of `bad`.
+pub async fn only_the_bad_record_fails<P: Provider>(
+    provider: &P,
+    zone: &str,
+    changes: &Changes,
+    bad: &str,
+    landed: &[Endpoint],
+) -> String {
+    let failure = match provider.apply(zone, changes).await {
+        Err(ProviderError::PartlyApplied(failures)) => {
+            assert_eq!(failures.len(), 1, "{failures:?}");
+            assert!(failures[0].starts_with(bad), "{failures:?}");
+            failures[0].clone()
+        }
+        other => panic!("expected a partial failure, got {other:?}"),
+    };
+    let names: Vec<String> = provider
+        .records(zone)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.dns_name)
+        .collect();
+    for record in landed {
+        assert!(
+            names.contains(&record.dns_name),
+            "{} landed despite its neighbour",
+            record.dns_name
+        );
+    }
+    failure
 }
 
 /// The zone's records at or below `host`, without ownership records, sorted.
@@ -50,81 +140,12 @@ pub async fn published<P: Provider>(provider: &P, zone: &str, host: &str) -> Vec
     records
 }
 
-/// The Gateway every test tree is built for.
-pub fn gateway() -> GatewayRef {
-    GatewayRef {
-        name: "prod-web".into(),
-        namespace: "gateways".into(),
-    }
-}
-
-pub fn cluster(n: u32, geo: &str, address: &str, cloud: &str) -> ClusterTarget {
-    let hostname = address.parse::<std::net::IpAddr>().is_err();
-    ClusterTarget {
-        name: format!("c{n}"),
-        cluster_id: format!("test-cluster-{n}"),
-        labels: BTreeMap::from([
-            (
-                "kuadrant.io/lb-attribute-geo-code".to_string(),
-                geo.to_string(),
-            ),
-            (
-                "kuadrant.io/lb-attribute-cloud".to_string(),
-                cloud.to_string(),
-            ),
-        ]),
-        addresses: vec![
-            Address::parse(
-                Some(if hostname { "Hostname" } else { "IPAddress" }),
-                address,
-            )
-            .unwrap(),
-        ],
-        attached_routes: None,
-        weight_percent: 100,
-    }
-}
-
-/// Four clusters: two in IE (one of them on Azure), one in the US, and one in GEO-EU behind a
-/// hostname, so a GEO tree has a weighted group of two, groups of one, and a CNAME leaf.
-pub fn four_clusters() -> Vec<ClusterTarget> {
-    vec![
-        cluster(1, "IE", "192.0.2.1", "Azure"),
-        cluster(2, "US", "192.0.2.2", "AWS"),
-        cluster(4, "IE", "192.0.2.4", "AWS"),
-        cluster(3, "GEO-EU", "lb-3.elb.example.net", "AWS"),
-    ]
-}
-
-pub fn geo_policy(azure_weight: u32) -> Strategy {
-    let azure = LabelSelector {
-        match_labels: [("kuadrant.io/lb-attribute-cloud".into(), "Azure".into())].into(),
-        ..Default::default()
-    };
-    Strategy::LoadBalanced(LoadBalancing {
-        default_weight: 120,
-        custom: vec![CustomWeight {
-            selector: azure,
-            weight: azure_weight,
-        }],
-        default_geo: Some("IE".into()),
-        tiers: None,
-    })
-}
-
-/// The records of `host`'s tree for `clusters`.
-pub fn tree(host: &str, strategy: &Strategy, clusters: &[ClusterTarget]) -> Vec<Endpoint> {
-    build_record_tree(host, &gateway(), strategy, clusters)
-        .unwrap()
-        .endpoints()
-}
-
 /// Simple → load-balanced → simple on one live name; each switch (A ↔ CNAME) lands whole.
 pub async fn switch_simple_and_loadbalanced<P: Provider>(provider: &P, zone: &str) {
     let host = "shop.example.com";
     let ips = [
-        cluster(1, "IE", "192.0.2.1", "AWS"),
-        cluster(2, "US", "192.0.2.2", "AWS"),
+        cluster_on(1, "IE", "AWS", "192.0.2.1"),
+        cluster_on(2, "US", "AWS", "192.0.2.2"),
     ];
     let simple = tree(host, &Strategy::Simple, &ips);
     let loadbalanced = tree(host, &geo_policy(30), &ips);
@@ -191,16 +212,7 @@ pub async fn replan_reweight_and_remove<P: Provider>(
     desired: &[Endpoint],
     clusters: &[ClusterTarget],
 ) {
-    let current = provider.records(zone).await.unwrap();
-    let again = plan(
-        &PlanInput {
-            owner: "hub",
-            root_host: host,
-            desired,
-            previous: Some(desired),
-        },
-        &current,
-    );
+    let again = plan_at(provider, zone, "hub", host, desired, Some(desired)).await;
     assert!(
         again.changes.is_empty(),
         "a converged zone plans no change: {:#?}",

@@ -1,10 +1,12 @@
 //! What enforcing a policy reads, all from the shared caches: its Gateway, the rival
 //! policies, the namespace's zones, and on the hub the clusters its Gateway is placed on.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use meridian_api::kuadrant::{DNSPolicy, DNSRecord, DrainingCluster};
+use meridian_api::kuadrant::{DNSPolicy, DNSRecord};
 use meridian_api::labels::{DRAIN_LABEL, PLACEMENT_LABEL};
 use meridian_api::meridian::GatewayReport;
 use meridian_api::upstream::Gateway;
@@ -13,11 +15,14 @@ use meridian_dns::tree::GatewayRef;
 use crate::Context;
 use crate::decide::desired::{ListenerRef, PlacedCluster, ZoneRef, downstream_namespace, silence};
 use crate::decide::policy::routing_strategy;
-use crate::decide::silence::{FleetBrake, SilenceRules};
+use crate::decide::silence::{BrakeMemory, FleetBrake, SilenceRules};
+use crate::reconcile::fleet_brake;
 use crate::runtime::indexes;
+use meridian_dns::drain::DrainState;
 use meridian_dns::tree::Strategy;
 
 /// Everything a policy's records are decided from.
+#[derive(Debug)]
 pub struct Seen {
     pub gateway: Arc<Gateway>,
     pub gateway_ref: GatewayRef,
@@ -31,12 +36,32 @@ pub struct Seen {
     pub zones: Vec<ZoneRef>,
     /// On the hub, the clusters the Gateway is placed on; in distributed mode, this cluster.
     pub clusters: Vec<PlacedCluster>,
-    /// How the silent ones among them are weighed.
+    /// How the silent ones among them are weighed, but for the fleet brake (decided).
     pub silence: SilenceRules,
-    /// The clusters draining or returning, for status.
-    pub draining: Vec<DrainingCluster>,
-    /// When the next drain step is due.
-    pub drain_recheck: Option<std::time::Duration>,
+    /// The fleet's heartbeats, when one of the clusters is silent.
+    pub fleet: Option<FleetSeen>,
+    /// Whether each cluster's ManagedCluster carries the drain label.
+    pub marked_for_drain: Vec<(String, bool)>,
+    /// Where the clusters' drains stood after the policy's last pass; `None` when there was
+    /// none since this process started.
+    pub drains: Option<BTreeMap<String, DrainState>>,
+    /// Drains step a TTL apart, so resolvers' caches of one step expire before the next.
+    pub drain_step_seconds: u64,
+    /// The time the pass is decided at.
+    pub now: Timestamp,
+    pub now_seconds: u64,
+    /// `DNSPolicy/namespace/name`: the policy's key in the memories.
+    pub key: String,
+}
+
+/// What the fleet brake is decided from.
+#[derive(Debug)]
+pub struct FleetSeen {
+    /// Every cluster's last heartbeat.
+    pub heard: Vec<Timestamp>,
+    /// What the brake held when last looked at.
+    pub recalled: Option<BrakeMemory>,
+    pub threshold_percent: u32,
 }
 
 /// Why a policy cannot be enforced; what was published stays published.
@@ -145,7 +170,7 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
             hostname: l.hostname.clone(),
         })
         .collect();
-    let mut clusters = match &ctx.config.distributed {
+    let clusters = match &ctx.config.distributed {
         None => placed_clusters(&gateway, ctx),
         // This cluster's branch alone, from the Gateway the policy targets here.
         Some(local) => vec![PlacedCluster {
@@ -157,49 +182,26 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
             weight_percent: 100,
         }],
     };
-    // Drains step a TTL apart, so resolvers' caches of one step expire before the next.
-    let step_seconds = u64::from(answer_ttl.unwrap_or(meridian_dns::tree::LEAF_TTL));
-    let marked: Vec<(String, bool)> = clusters
+    let marked_for_drain: Vec<(String, bool)> = clusters
         .iter()
         .map(|c| (c.name.clone(), is_marked_for_drain(&c.labels)))
         .collect();
-    let policy_key = crate::object_key("DNSPolicy", Some(&namespace), &policy.name_any());
-    let drains = ctx.drain_steps(&policy_key, &marked, step_seconds);
-    let now = (ctx.clock)().as_second().max(0) as u64;
-    let mut draining = Vec::new();
-    let mut drain_recheck: Option<std::time::Duration> = None;
-    for cluster in &mut clusters {
-        if let Some(state) = drains.get(&cluster.name) {
-            cluster.weight_percent = state.percent;
-            draining.push(DrainingCluster {
-                cluster: cluster.name.clone(),
-                weight_percent: state.percent,
-                phase: if state.draining {
-                    "Draining"
-                } else {
-                    "Returning"
-                }
-                .to_string(),
-            });
-            if let Some(next) = meridian_dns::drain::next_step_in(state, now, step_seconds) {
-                let next = std::time::Duration::from_secs(next);
-                drain_recheck = Some(drain_recheck.map_or(next, |r| r.min(next)));
-            }
-        }
-    }
-    // The fleet is only looked at when one of these clusters is silent: a steady fleet costs
-    // no walk over every cluster.
-    let brake = if clusters.iter().any(|c| c.silent_for.is_some()) {
-        ctx.fleet_brake()
-    } else {
-        FleetBrake::default()
-    };
+    let key = crate::object_key("DNSPolicy", Some(&namespace), &policy.name_any());
+    let fleet = clusters
+        .iter()
+        .any(|c| c.silent_for.is_some())
+        .then(|| FleetSeen {
+            heard: fleet_brake::heard(ctx),
+            recalled: ctx.brake_memory.recalled(),
+            threshold_percent: ctx.config.fleet_brake_percent,
+        });
     let silence = SilenceRules {
         timeout: ctx.config.heartbeat_timeout,
         health_checked: policy.spec.health_check.is_some(),
-        brake,
+        brake: FleetBrake::default(),
         withdrawal_percent: ctx.config.silence_withdrawal_percent,
     };
+    let now = (ctx.clock)();
     Ok(Seen {
         silence,
         gateway_ref: GatewayRef {
@@ -213,8 +215,13 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
         answer_ttl,
         zones,
         clusters,
-        draining,
-        drain_recheck,
+        fleet,
+        marked_for_drain,
+        drains: ctx.drains.recalled(&key),
+        drain_step_seconds: u64::from(answer_ttl.unwrap_or(meridian_dns::tree::LEAF_TTL)),
+        now,
+        now_seconds: now.as_second().max(0) as u64,
+        key,
     })
 }
 

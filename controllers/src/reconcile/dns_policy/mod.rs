@@ -7,10 +7,12 @@
 //! | **Watches** (shared caches) | DNSPolicies, DNSRecords, Gateways, ManagedZones; on the hub also PlacementDecisions, ManagedClusters, ClusterReports, heartbeat Leases |
 //! | **Triggered by** ([`triggers`]) | the policy (not its status); its records (not their creation); its Gateway (not its conditions); a zone of its namespace; on the hub, a decision of its Gateway's Placement, a placed cluster's labels or report (Gateways only), a heartbeat that ends a silence, and a placed cluster going silent (one timer per cluster, not per policy) |
 //! | **Gathers** ([`gather`]) | the Gateway, rival policies, the namespace's zones, the placed clusters with their labels, reports and last heartbeat: from the caches only |
-//! | **Decides** (pure) | the records: [`crate::decide::desired::desired_records`] on the hub, [`crate::decide::desired::desired_branch`] in distributed mode |
+//! | **Decides** (pure, [`decide`]) | the drain steps due; the fleet brake when a cluster is silent ([`crate::reconcile::fleet_brake`]); the records: [`crate::decide::desired::desired_records`] on the hub, [`crate::decide::desired::desired_branch`] in distributed mode |
+//! | **Remembers** ([`crate::reconcile::memory`]) | the drain steps and what the brake holds, for the next pass |
 //! | **Writes** ([`apply`], [`status`]) | DNSRecords (server-side apply, only where they differ), the Gateway's `DNSPolicyAffected`, the policy's `Accepted`/`Enforced` |
 
 mod apply;
+pub mod decide;
 mod gather;
 mod status;
 pub mod triggers;
@@ -21,7 +23,6 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use meridian_api::kuadrant::DNSPolicy;
 
-use crate::decide::desired::{Desired, desired_branch, desired_records};
 use crate::runtime::caches::run_controller;
 use crate::{Context, Error, counted, retry_after, with_finalizer};
 
@@ -97,7 +98,12 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
             }));
         }
     };
-    let desired = decide(&seen, ctx.config.distributed.is_some());
+    let decision = decide::decide(&seen, ctx.config.distributed.is_some());
+    ctx.drains.keep(&seen.key, &decision.drains);
+    if let Some(look) = &decision.brake {
+        crate::reconcile::fleet_brake::remember(ctx, look);
+    }
+    let desired = decision.desired;
     let records = apply::write_records(policy, &desired, ctx).await?;
     crate::reconcile::gateway_status::mark_gateway(&seen.gateway, policy, ctx).await?;
     let enforced = status::enforced_state(&desired, &records);
@@ -117,48 +123,16 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
         status::accepted(),
         enforced,
         Some(fail_static),
-        Some(&seen.draining),
+        Some(&decision.draining),
     )
     .await?;
     // A silent cluster kept by a brake is looked at again when the brake may let it go, a
     // draining one when its next step is due.
-    let recheck = [desired.recheck_after, seen.drain_recheck]
+    let recheck = [desired.recheck_after, decision.drain_recheck]
         .into_iter()
         .flatten()
         .fold(ctx.config.resync, std::time::Duration::min);
     Ok(Action::requeue(recheck))
-}
-
-/// The records a policy wants, from what was gathered (pure): the whole tree on the hub,
-/// this cluster's branch in distributed mode.
-fn decide(seen: &gather::Seen, distributed: bool) -> Desired {
-    let section = seen.section.as_deref();
-    let mut desired = if distributed {
-        desired_branch(
-            &seen.gateway_ref,
-            &seen.listeners,
-            section,
-            &seen.strategy,
-            &seen.clusters[0],
-            &seen.zones,
-        )
-    } else {
-        desired_records(
-            &seen.gateway_ref,
-            &seen.listeners,
-            section,
-            &seen.strategy,
-            &seen.clusters,
-            &seen.zones,
-            &seen.silence,
-        )
-    };
-    if let Some(ttl) = seen.answer_ttl {
-        for record in &mut desired.records {
-            meridian_dns::tree::set_answer_ttl(&mut record.endpoints, &record.root_host, ttl);
-        }
-    }
-    desired
 }
 
 /// Deletes the policy's DNSRecords and waits until they are gone (each withdraws its DNS as

@@ -268,7 +268,7 @@ fn note_failover(
     );
     let address = &probe.spec.address;
     if now.healthy != Some(false) {
-        ctx.failover_called_off(&record_key, address);
+        ctx.record_memory.failovers.called_off(&record_key, address);
         return;
     }
     if before.and_then(|b| b.healthy) == Some(false) {
@@ -299,7 +299,14 @@ fn note_failover(
         )
         .map(|z| z.spec.domain_name.clone())
         .unwrap_or_default();
-    ctx.failover_detected(&record_key, address, first_failure, &zone);
+    ctx.record_memory.failovers.detected(
+        &ctx.metrics,
+        &record_key,
+        address,
+        first_failure,
+        (ctx.clock)(),
+        &zone,
+    );
 }
 
 /// A probe's status is rewritten when its findings change, and otherwise only to refresh

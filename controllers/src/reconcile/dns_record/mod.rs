@@ -235,15 +235,18 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     let distributed = ctx.config.distributed.is_some();
     // Of each weighted set with priorities, only the active tier is published (for every
     // provider: it is what they all can serve, and one failover costs one set's change).
-    let tiers = ctx.choose_tiers(
+    let tiers = ctx.record_memory.tiers.choose(
         &record_key,
         healthy_endpoints,
         &requested,
         previous.as_deref(),
-        record
-            .spec
-            .failback_hold_down_seconds
-            .map_or(meridian_dns::tiers::DEFAULT_HOLD_DOWN, u64::from),
+        meridian_dns::tiers::TierClock {
+            now: (ctx.clock)().as_second().max(0) as u64,
+            hold_down: record
+                .spec
+                .failback_hold_down_seconds
+                .map_or(meridian_dns::tiers::DEFAULT_HOLD_DOWN, u64::from),
+        },
     );
     let (mut desired, mut notes) = provider.publishable(&root_host, &tiers.endpoints);
     notes.extend(tier_notes(&tiers, distributed));
@@ -265,11 +268,13 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     let shared = shared_check.zip(ctx.shared_probes.as_ref());
     let failing = shared.map(|(_, probes)| probes.failing(&record_key));
     // What this cluster's probes say changed since the last full pass: look at the zone.
-    let health_unchanged = failing
-        .as_ref()
-        .is_none_or(|failing| ctx.failing_unchanged(&record_key, failing));
+    let health_unchanged = failing.as_ref().is_none_or(|failing| {
+        ctx.record_memory
+            .probes_seen
+            .unchanged(&record_key, failing)
+    });
     // A verification pass of the zone found this record drifted: read and re-plan it.
-    let drifted = ctx.take_drifted(&record_key);
+    let drifted = ctx.record_memory.drifted.take(&record_key);
     if published_as_desired
         && health_unchanged
         && !drifted
@@ -344,7 +349,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         desired = agreed.endpoints;
         notes.extend(agreed.notes);
         health_changes = agreed.changes;
-        ctx.remember_failing(&record_key, failing);
+        ctx.record_memory.probes_seen.remember(&record_key, failing);
     }
     let mark_next = format!("{} {owner}", (ctx.clock)());
     let decided = publication::decide(publication::Inputs {
@@ -410,9 +415,11 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
             why_changed(record, health, &notes),
         );
     }
-    ctx.failovers_published(
+    ctx.record_memory.failovers.published(
+        &ctx.metrics,
         &record_key,
         &RecordTree::from_records(root_host.as_str(), desired.clone()).leaf_addresses(),
+        (ctx.clock)(),
         &zone.spec.domain_name,
     );
     if distributed {

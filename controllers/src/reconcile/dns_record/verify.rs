@@ -155,7 +155,7 @@ async fn verify_zone(
         );
         let found: Vec<String> = found.iter().map(ToString::to_string).collect();
         tracing::info!(record = %key, drift = %found.join("; "), "records changed out of band; re-planning");
-        ctx.mark_drifted(&key);
+        ctx.record_memory.drifted.mark(&key);
         ctx.metrics.drift_repaired();
         drifted.push(ObjectRef::from_obj(&*record));
     }

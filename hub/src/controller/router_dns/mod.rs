@@ -115,7 +115,7 @@ async fn reconcile_zone(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Act
     let now = (ctx.clock)();
     // While the fleet brake is on, the clusters it holds are live: the hub assumes it is the
     // one cut off (`meridian_controllers::decide::silence`).
-    let brake = ctx.fleet_brake();
+    let brake = meridian_controllers::reconcile::fleet_brake::current(&ctx);
     let live = |report: &ClusterReport| {
         let heard = ctx.last_heard(&report.namespace().unwrap_or_default(), Some(report));
         heard.is_some()

@@ -1,0 +1,177 @@
+//! Decide (pure): from what was gathered, the drain steps due, the fleet brake when a cluster
+//! is silent, and the records the policy wants. What the decision says to remember is kept by
+//! [`super::enforce`] after it; nothing here reads a cache, a clock or a memory.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use meridian_api::kuadrant::DrainingCluster;
+use meridian_dns::drain::{DrainState, drain_step, next_step_in};
+
+use super::gather::Seen;
+use crate::decide::desired::{Desired, desired_branch, desired_records};
+use crate::decide::silence::SilenceRules;
+use crate::reconcile::fleet_brake::{self, BrakeLook};
+
+/// What enforcing a policy does, decided.
+#[derive(Debug)]
+pub struct Decision {
+    /// The records the policy wants.
+    pub desired: Desired,
+    /// Where each draining or returning cluster stands after this pass: the policy's drain
+    /// memory for the next.
+    pub drains: BTreeMap<String, DrainState>,
+    /// The clusters draining or returning, for status.
+    pub draining: Vec<DrainingCluster>,
+    /// When the next drain step is due.
+    pub drain_recheck: Option<Duration>,
+    /// The fleet brake, when one of the clusters is silent (a steady fleet never looks).
+    pub brake: Option<BrakeLook>,
+}
+
+/// Takes each cluster one drain step further where one is due (`marked`: whether its
+/// ManagedCluster carries the drain label), from where the last pass left them (`None`: the
+/// policy has not been looked at since this process started). Returns the clusters that drain
+/// or return, with where they stand.
+pub fn step_drains(
+    recalled: Option<&BTreeMap<String, DrainState>>,
+    marked: &[(String, bool)],
+    now: u64,
+    step_seconds: u64,
+) -> BTreeMap<String, DrainState> {
+    let restarted = recalled.is_none();
+    marked
+        .iter()
+        .filter_map(|(cluster, marked)| {
+            let before = recalled.and_then(|states| states.get(cluster)).copied();
+            drain_step(before, *marked, now, step_seconds, restarted)
+                .map(|state| (cluster.clone(), state))
+        })
+        .collect()
+}
+
+/// The policy's decision, from what was gathered: the whole tree on the hub, this cluster's
+/// branch in distributed mode.
+pub fn decide(seen: &Seen, distributed: bool) -> Decision {
+    let drains = step_drains(
+        seen.drains.as_ref(),
+        &seen.marked_for_drain,
+        seen.now_seconds,
+        seen.drain_step_seconds,
+    );
+    let mut clusters = seen.clusters.clone();
+    let mut draining = Vec::new();
+    let mut drain_recheck: Option<Duration> = None;
+    for cluster in &mut clusters {
+        let Some(state) = drains.get(&cluster.name) else {
+            continue;
+        };
+        cluster.weight_percent = state.percent;
+        draining.push(DrainingCluster {
+            cluster: cluster.name.clone(),
+            weight_percent: state.percent,
+            phase: if state.draining {
+                "Draining"
+            } else {
+                "Returning"
+            }
+            .to_string(),
+        });
+        if let Some(next) = next_step_in(state, seen.now_seconds, seen.drain_step_seconds) {
+            let next = Duration::from_secs(next);
+            drain_recheck = Some(drain_recheck.map_or(next, |r| r.min(next)));
+        }
+    }
+    // The fleet is only looked at when one of these clusters is silent: a steady fleet costs
+    // no walk over every cluster.
+    let brake = seen.fleet.as_ref().map(|fleet| {
+        fleet_brake::decide(
+            &fleet.heard,
+            fleet.recalled,
+            seen.now,
+            seen.silence.timeout,
+            fleet.threshold_percent,
+        )
+    });
+    let silence = SilenceRules {
+        brake: brake.map(|look| look.brake).unwrap_or_default(),
+        ..seen.silence
+    };
+    let section = seen.section.as_deref();
+    let mut desired = if distributed {
+        desired_branch(
+            &seen.gateway_ref,
+            &seen.listeners,
+            section,
+            &seen.strategy,
+            &clusters[0],
+            &seen.zones,
+        )
+    } else {
+        desired_records(
+            &seen.gateway_ref,
+            &seen.listeners,
+            section,
+            &seen.strategy,
+            &clusters,
+            &seen.zones,
+            &silence,
+        )
+    };
+    if let Some(ttl) = seen.answer_ttl {
+        for record in &mut desired.records {
+            meridian_dns::tree::set_answer_ttl(&mut record.endpoints, &record.root_host, ttl);
+        }
+    }
+    Decision {
+        desired,
+        drains,
+        draining,
+        drain_recheck,
+        brake,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn marked(pairs: &[(&str, bool)]) -> Vec<(String, bool)> {
+        pairs.iter().map(|(c, m)| (c.to_string(), *m)).collect()
+    }
+
+    #[test]
+    fn drains_step_a_ttl_apart_and_return_the_same_way() {
+        let step = 60;
+        // A mark first seen takes the first step at once; the next waits a step.
+        let first = step_drains(Some(&BTreeMap::new()), &marked(&[("a", true)]), 1_000, step);
+        let a = first["a"];
+        assert!(a.draining && a.percent < 100, "{a:?}");
+        let early = step_drains(Some(&first), &marked(&[("a", true)]), 1_030, step);
+        assert_eq!(early["a"].percent, a.percent, "not due yet");
+        let later = step_drains(Some(&first), &marked(&[("a", true)]), 1_060, step);
+        assert!(later["a"].percent < a.percent, "{later:?}");
+        // The mark taken off: it returns, a step at a time, and is forgotten at full weight.
+        let mut states = later;
+        let mut now = 1_060;
+        for _ in 0..10 {
+            now += step;
+            states = step_drains(Some(&states), &marked(&[("a", false)]), now, step);
+        }
+        assert!(states.is_empty(), "{states:?}");
+    }
+
+    #[test]
+    fn after_a_restart_a_marked_cluster_is_taken_as_drained_and_an_unmarked_one_is_left_alone() {
+        let states = step_drains(None, &marked(&[("a", true), ("b", false)]), 1_000, 60);
+        assert_eq!(states["a"].percent, 0);
+        assert!(!states.contains_key("b"));
+    }
+
+    #[test]
+    fn a_cluster_no_longer_placed_is_forgotten() {
+        let first = step_drains(Some(&BTreeMap::new()), &marked(&[("a", true)]), 1_000, 60);
+        let gone = step_drains(Some(&first), &marked(&[("b", false)]), 1_060, 60);
+        assert!(gone.is_empty(), "{gone:?}");
+    }
+}
