@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use meridian_api::upstream::Gateway;
+use meridian_testkit::fixtures;
 use serde_json::{Value, json};
 
 use crate::{DEFAULT_PATIENCE, Error, FleetBuilder, OcmDynamicApis, ensure_namespace, eventually};
@@ -90,11 +91,7 @@ pub async fn embedded_zone(
     let zones = Api::namespaced(client.clone(), namespace);
     apply(
         &zones,
-        json!({
-            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
-            "metadata": { "name": "zone", "namespace": namespace },
-            "spec": { "domainName": domain },
-        }),
+        fixtures::managed_zone(namespace, "zone", domain).json(),
     )
     .await?;
     Ok(zones)
@@ -180,25 +177,18 @@ pub async fn install(hub: &Client) -> Result<(), Error> {
     }))
     .await?;
     apply_ocm(hub, placement(&[])).await?;
-    apply(&Api::<Gateway>::namespaced(hub.clone(), NAMESPACE), json!({
-        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-        "metadata": { "name": GATEWAY, "namespace": NAMESPACE, "labels": { PLACEMENT_LABEL: "everywhere" } },
-        "spec": {
-            "gatewayClassName": "kuadrant-multi-cluster-gateway-instance-per-cluster",
-            "listeners": [
-                { "name": "api", "hostname": HOST, "port": 80, "protocol": "HTTP" },
-                { "name": "elsewhere", "hostname": "www.example.org", "port": 80, "protocol": "HTTP" },
-            ],
-        },
-    }))
+    apply(
+        &Api::<Gateway>::namespaced(hub.clone(), NAMESPACE),
+        fixtures::gateway(NAMESPACE, GATEWAY)
+            .placement("everywhere")
+            .listener("api", HOST, 80, "HTTP")
+            .listener("elsewhere", "www.example.org", 80, "HTTP")
+            .json(),
+    )
     .await?;
     apply(
         &Api::<meridian_api::kuadrant::ManagedZone>::namespaced(hub.clone(), NAMESPACE),
-        json!({
-            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
-            "metadata": { "name": "example", "namespace": NAMESPACE },
-            "spec": { "domainName": ZONE_DOMAIN },
-        }),
+        fixtures::managed_zone(NAMESPACE, "example", ZONE_DOMAIN).json(),
     )
     .await?;
     apply(
@@ -222,13 +212,7 @@ pub async fn serve_gateway(spoke: &Client, ip: &str) -> Result<(), Error> {
         },
     )
     .await?;
-    let status = json!({
-        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-        "status": {
-            "addresses": [{ "type": "IPAddress", "value": ip }],
-            "listeners": [{ "name": "api", "attachedRoutes": 1, "supportedKinds": [], "conditions": [] }],
-        },
-    });
+    let status = fixtures::gateway_status(&[ip], &[("api", 1)]);
     gateways
         .patch_status(
             GATEWAY,

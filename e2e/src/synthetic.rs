@@ -20,6 +20,7 @@ use kube::{Client, Resource};
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
 use meridian_api::meridian::ClusterReport;
 use meridian_api::upstream::{Gateway, ManagedCluster, PlacementDecision};
+use meridian_testkit::fixtures;
 use serde_json::{Value, json};
 
 use crate::Error;
@@ -265,15 +266,10 @@ pub async fn write_fleet(
             apply(
                 &Api::<Gateway>::namespaced(client.clone(), NAMESPACE),
                 &gateway,
-                json!({
-                    "apiVersion": Gateway::api_version(&()), "kind": "Gateway",
-                    "metadata": { "name": gateway, "namespace": NAMESPACE,
-                        "labels": { meridian_api::labels::PLACEMENT_LABEL: gateway } },
-                    "spec": {
-                        "gatewayClassName": meridian_api::upstream::MULTI_CLUSTER_GATEWAY_CLASS,
-                        "listeners": [{ "name": "http", "hostname": fleet.host(j), "port": 80, "protocol": "HTTP" }],
-                    },
-                }),
+                fixtures::gateway(NAMESPACE, &gateway)
+                    .placement(&gateway)
+                    .listener("http", &fleet.host(j), 80, "HTTP")
+                    .json(),
             )
             .await?;
             apply(

@@ -15,6 +15,7 @@ use meridian_api::kuadrant::DNSRecord;
 use meridian_e2e::example::{apply, dig_host_async, embedded_zone, sign_zone};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually};
 use meridian_hub::run_command::{RunArgs, RunningHub};
+use meridian_testkit::fixtures;
 use serde_json::json;
 
 const NAMESPACE: &str = "changes";
@@ -45,12 +46,10 @@ async fn write_record(
     let (name, address) = (name.as_str(), address.as_str());
     apply(
         records,
-        json!({
-            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
-            "metadata": { "name": name, "namespace": NAMESPACE },
-            "spec": { "rootHost": host(name), "managedZone": { "name": "zone" },
-                      "endpoints": endpoints(name, address) },
-        }),
+        fixtures::dns_record(NAMESPACE, name, "zone")
+            .root_host(&host(name))
+            .endpoints(endpoints(name, address))
+            .json(),
     )
     .await
 }

@@ -26,6 +26,7 @@ use meridian_providers::budget::RequestBudget;
 use meridian_providers::rfc2136::Rfc2136Provider;
 use meridian_providers::route53::Route53Provider;
 use meridian_testkit::bind_server::BindServer;
+use meridian_testkit::fixtures;
 use meridian_testkit::moto::MotoServer;
 use serde_json::{Value, json};
 
@@ -174,15 +175,10 @@ async fn want_from_meridian(client: &Client, name: &str, address: &str) -> Resul
     let host = format!("{name}.{ZONE}");
     apply(
         &Api::<DNSRecord>::namespaced(client.clone(), NAMESPACE),
-        json!({
-            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
-            "metadata": { "name": name, "namespace": NAMESPACE },
-            "spec": {
-                "rootHost": host,
-                "managedZone": { "name": "shared" },
-                "endpoints": [{ "dnsName": host, "recordType": "A", "targets": [address], "recordTTL": 300 }],
-            },
-        }),
+        fixtures::dns_record(NAMESPACE, name, "shared")
+            .root_host(&host)
+            .endpoint_for(&host, "A", &[address], 300)
+            .json(),
     )
     .await?;
     Ok(())

@@ -20,6 +20,7 @@ use meridian_providers::Provider;
 use meridian_providers::rfc2136::Rfc2136Provider;
 use meridian_testkit::backends::{Backends, start_backends};
 use meridian_testkit::bind_server::BindServer;
+use meridian_testkit::fixtures;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
@@ -53,37 +54,25 @@ async fn install(
     .await?;
     apply(
         &Api::<meridian_api::kuadrant::ManagedZone>::namespaced(client.clone(), NAMESPACE),
-        json!({
-            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
-            "metadata": { "name": "example", "namespace": NAMESPACE },
-            "spec": { "domainName": "example.com", "dnsProviderSecretRef": { "name": "zone" } },
-        }),
+        fixtures::managed_zone(NAMESPACE, "example", "example.com")
+            .at_provider("zone")
+            .json(),
     )
     .await?;
     let gateways = Api::<Gateway>::namespaced(client.clone(), NAMESPACE);
     apply(
         &gateways,
-        json!({
-            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-            "metadata": { "name": "prod-web", "namespace": NAMESPACE },
-            "spec": {
-                "gatewayClassName": "istio",
-                "listeners": [{ "name": "api", "hostname": HOST, "port": 80, "protocol": "HTTP" }],
-            },
-        }),
+        fixtures::gateway(NAMESPACE, "prod-web")
+            .class("istio")
+            .listener("api", HOST, 80, "HTTP")
+            .json(),
     )
     .await?;
     gateways
         .patch_status(
             "prod-web",
             &PatchParams::apply("gateway-implementation").force(),
-            &Patch::Apply(json!({
-                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-                "status": {
-                    "addresses": [{ "type": "IPAddress", "value": address }],
-                    "listeners": [{ "name": "api", "attachedRoutes": 1, "supportedKinds": [], "conditions": [] }],
-                },
-            })),
+            &Patch::Apply(fixtures::gateway_status(&[address], &[("api", 1)])),
         )
         .await?;
     apply(
@@ -277,13 +266,7 @@ async fn three_clusters_share_a_bind_zone_without_a_hub() -> Result<(), Error> {
         .patch_status(
             "prod-web",
             &PatchParams::apply("gateway-implementation").force(),
-            &Patch::Apply(json!({
-                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-                "status": {
-                    "addresses": [{ "type": "IPAddress", "value": "10.0.0.33" }],
-                    "listeners": [{ "name": "api", "attachedRoutes": 1, "supportedKinds": [], "conditions": [] }],
-                },
-            })),
+            &Patch::Apply(fixtures::gateway_status(&["10.0.0.33"], &[("api", 1)])),
         )
         .await?;
     dig_answers(bind.config.server, &["10.0.0.1", "10.0.0.2", "10.0.0.33"]).await?;
@@ -747,11 +730,9 @@ async fn a_hub_and_a_distributed_cluster_share_one_host() -> Result<(), Error> {
     .await?;
     apply(
         &Api::<meridian_api::kuadrant::ManagedZone>::namespaced(hub.clone(), NAMESPACE),
-        json!({
-            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
-            "metadata": { "name": "example", "namespace": NAMESPACE },
-            "spec": { "domainName": "example.com", "dnsProviderSecretRef": { "name": "zone" } },
-        }),
+        fixtures::managed_zone(NAMESPACE, "example", "example.com")
+            .at_provider("zone")
+            .json(),
     )
     .await?;
     let mut args = meridian_hub::run_command::RunArgs::local(fleet.hub.kubeconfig_path());
@@ -763,15 +744,10 @@ async fn a_hub_and_a_distributed_cluster_share_one_host() -> Result<(), Error> {
     let hub_records = Api::<DNSRecord>::namespaced(hub.clone(), NAMESPACE);
     apply(
         &hub_records,
-        json!({
-            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
-            "metadata": { "name": "prod-web-api", "namespace": NAMESPACE },
-            "spec": {
-                "rootHost": HOST,
-                "managedZone": { "name": "example" },
-                "endpoints": [{ "dnsName": HOST, "recordType": "A", "targets": ["10.0.0.9"], "recordTTL": 60 }],
-            },
-        }),
+        fixtures::dns_record(NAMESPACE, "prod-web-api", "example")
+            .root_host(HOST)
+            .endpoint(HOST, "A", &["10.0.0.9"])
+            .json(),
     )
     .await?;
     dig_answers(bind.config.server, &["10.0.0.9"]).await?;

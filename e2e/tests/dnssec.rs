@@ -19,6 +19,7 @@ use meridian_e2e::example::{
 };
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, Passes, eventually};
 use meridian_hub::run_command::{RunArgs, RunningHub};
+use meridian_testkit::fixtures;
 use meridian_testkit::unbound::ValidatingResolver;
 use serde_json::json;
 
@@ -134,11 +135,10 @@ async fn a_signed_zone_validates_at_every_replica_through_a_rollover_and_a_leade
     let zones = embedded_zone(&hub, NAMESPACE, DOMAIN).await?;
     apply(
         &Api::<DNSRecord>::namespaced(hub.clone(), NAMESPACE),
-        json!({
-            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
-            "metadata": { "name": "api", "namespace": NAMESPACE },
-            "spec": { "rootHost": HOST, "managedZone": { "name": "zone" }, "endpoints": geo_endpoints() },
-        }),
+        fixtures::dns_record(NAMESPACE, "api", "zone")
+            .root_host(HOST)
+            .endpoints(geo_endpoints())
+            .json(),
     )
     .await?;
 

@@ -17,6 +17,7 @@ use meridian_api::kuadrant::{DNSRecord, ManagedZone};
 use meridian_e2e::example::{apply, dig_host, dig_host_async};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, ManagedProcess, eventually};
 use meridian_hub::run_command::{RunArgs, RunningHub};
+use meridian_testkit::fixtures;
 use serde_json::json;
 
 const NAMESPACE: &str = "dns";
@@ -105,11 +106,10 @@ async fn record_endpoints(records: &Api<DNSRecord>, address: &str) -> Result<(),
         json!([{ "dnsName": HOST, "recordType": "A", "recordTTL": 60, "targets": [address] }]);
     apply(
         records,
-        json!({
-            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
-            "metadata": { "name": "api", "namespace": NAMESPACE },
-            "spec": { "rootHost": HOST, "managedZone": { "name": "zone" }, "endpoints": endpoints },
-        }),
+        fixtures::dns_record(NAMESPACE, "api", "zone")
+            .root_host(HOST)
+            .endpoints(endpoints)
+            .json(),
     )
     .await?;
     Ok(())
@@ -145,11 +145,7 @@ async fn fleet_with_a_record() -> Result<(Fleet, Api<DNSRecord>), Error> {
     meridian_e2e::ensure_namespace(&hub, NAMESPACE).await?;
     apply(
         &Api::<ManagedZone>::namespaced(hub.clone(), NAMESPACE),
-        json!({
-            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
-            "metadata": { "name": "zone", "namespace": NAMESPACE },
-            "spec": { "domainName": "fenced.example" },
-        }),
+        fixtures::managed_zone(NAMESPACE, "zone", "fenced.example").json(),
     )
     .await?;
     let records: Api<DNSRecord> = Api::namespaced(hub, NAMESPACE);

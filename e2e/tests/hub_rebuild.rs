@@ -23,6 +23,7 @@ use meridian_e2e::route53::Route53Zone;
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, ensure_namespace, eventually};
 use meridian_hub::run_command::RunningHub;
 use meridian_providers::Provider;
+use meridian_testkit::fixtures;
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "team-a";
@@ -41,11 +42,9 @@ async fn tenant(client: &Client, route53: &Route53Zone) -> Result<(), Error> {
     .await?;
     apply(
         &Api::<ManagedZone>::namespaced(client.clone(), NAMESPACE),
-        json!({
-            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
-            "metadata": { "name": "zone", "namespace": NAMESPACE },
-            "spec": { "domainName": DOMAIN, "dnsProviderSecretRef": { "name": "route53" } },
-        }),
+        fixtures::managed_zone(NAMESPACE, "zone", DOMAIN)
+            .at_provider("route53")
+            .json(),
     )
     .await?;
     let records = Api::<DNSRecord>::namespaced(client.clone(), NAMESPACE);

@@ -15,6 +15,7 @@ use meridian_e2e::example::{apply, dig_host_async};
 use meridian_e2e::route53::{Route53Zone, held_by};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually, hub_counter};
 use meridian_hub::run_command::{RunArgs, RunningHub};
+use meridian_testkit::fixtures;
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "dns";
@@ -58,14 +59,10 @@ async fn zone(fleet: &Fleet, name: &str, domain: &str, secret: Option<Value>) ->
 async fn record(fleet: &Fleet, name: &str, zone: &str, host: &str, ip: &str) -> Result<(), Error> {
     apply(
         &Api::<DNSRecord>::namespaced(fleet.hub.client(), NAMESPACE),
-        json!({
-            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
-            "metadata": { "name": name, "namespace": NAMESPACE },
-            "spec": {
-                "rootHost": host, "managedZone": { "name": zone },
-                "endpoints": [{ "dnsName": host, "recordType": "A", "recordTTL": 60, "targets": [ip] }],
-            },
-        }),
+        fixtures::dns_record(NAMESPACE, name, zone)
+            .root_host(host)
+            .endpoint(host, "A", &[ip])
+            .json(),
     )
     .await?;
     Ok(())

@@ -12,6 +12,7 @@ use meridian_e2e::{
     DEFAULT_PATIENCE, Error, Fleet, condition_becomes, eventually, record_ready_with,
 };
 use meridian_hub::run_command::{RunArgs, RunningHub};
+use meridian_testkit::fixtures;
 use serde_json::json;
 
 const NAMESPACE: &str = "dns";
@@ -32,11 +33,10 @@ async fn write_record(
     let root = format!("{name}.guard.example");
     apply(
         records,
-        json!({
-            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
-            "metadata": { "name": name, "namespace": NAMESPACE },
-            "spec": { "rootHost": root, "managedZone": { "name": "zone" }, "endpoints": endpoints(&root, hosts, ip) },
-        }),
+        fixtures::dns_record(NAMESPACE, name, "zone")
+            .root_host(&root)
+            .endpoints(endpoints(&root, hosts, ip))
+            .json(),
     )
     .await?;
     Ok(())

@@ -14,6 +14,7 @@ use meridian_api::meridian::{RouteBinding, Router};
 use meridian_api::upstream::Route;
 use meridian_e2e::example::{apply, dig_host};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, ensure_namespace, eventually};
+use meridian_testkit::fixtures;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
@@ -454,11 +455,7 @@ async fn a_generated_route_host_resolves_to_its_shard_through_the_hub() -> Resul
     ensure_namespace(&hub, "infra").await?;
     apply(
         &Api::<meridian_api::kuadrant::ManagedZone>::namespaced(hub.clone(), "infra"),
-        json!({
-            "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
-            "metadata": { "name": "apps", "namespace": "infra" },
-            "spec": { "domainName": "apps.example.com" },
-        }),
+        fixtures::managed_zone("infra", "apps", "apps.example.com").json(),
     )
     .await?;
     let mut args = meridian_hub::run_command::RunArgs::local(fleet.hub.kubeconfig_path());

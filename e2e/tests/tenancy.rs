@@ -21,6 +21,7 @@ use meridian_hub::run_command::{RunArgs, RunningHub};
 use meridian_providers::Provider;
 use meridian_providers::rfc2136::Rfc2136Provider;
 use meridian_testkit::bind_server::BindServer;
+use meridian_testkit::fixtures;
 use serde_json::json;
 
 const VICTIM: &str = "shop";
@@ -31,23 +32,15 @@ const ATTACKER_ADDRESS: &str = "192.0.2.66";
 
 /// A zone `name` for `domain` in `namespace`.
 fn zone(namespace: &str, name: &str, domain: &str) -> serde_json::Value {
-    json!({
-        "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
-        "metadata": { "name": name, "namespace": namespace },
-        "spec": { "domainName": domain },
-    })
+    fixtures::managed_zone(namespace, name, domain).json()
 }
 
 /// A record `name` in zone `zone` answering `host` with `address`.
 fn record(namespace: &str, name: &str, zone: &str, host: &str, address: &str) -> serde_json::Value {
-    json!({
-        "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
-        "metadata": { "name": name, "namespace": namespace },
-        "spec": {
-            "rootHost": host, "managedZone": { "name": zone },
-            "endpoints": [{ "dnsName": host, "recordType": "A", "recordTTL": 60, "targets": [address] }],
-        },
-    })
+    fixtures::dns_record(namespace, name, zone)
+        .root_host(host)
+        .endpoint(host, "A", &[address])
+        .json()
 }
 
 /// The tenant's namespace and its rights there: every verb on Meridian's kinds and Secrets, as
@@ -619,8 +612,8 @@ async fn a_tenant_cannot_reach_another_namespaces_gateway_or_its_work() -> Resul
     use meridian_api::kuadrant::DNSPolicy;
     use meridian_api::upstream::{Gateway, ManifestWork};
     use meridian_e2e::example::{
-        CLUSTER_SET, FRANCE, GATEWAY, IRELAND, NAMESPACE, PLACEMENT_LABEL, RunningExample,
-        UNITED_STATES, apply_ocm, dig, with_example_spokes,
+        CLUSTER_SET, FRANCE, GATEWAY, IRELAND, NAMESPACE, RunningExample, UNITED_STATES, apply_ocm,
+        dig, with_example_spokes,
     };
     use meridian_hub::placement::{gateway_work_name, legacy_gateway_work_name};
 
@@ -718,14 +711,10 @@ async fn a_tenant_cannot_reach_another_namespaces_gateway_or_its_work() -> Resul
     // 1. A Gateway whose work had the victim's work name.
     apply(
         &Api::<Gateway>::namespaced(tenant.clone(), COLLIDING),
-        json!({
-            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-            "metadata": { "name": TENANT_GATEWAY, "namespace": COLLIDING, "labels": { PLACEMENT_LABEL: "everywhere" } },
-            "spec": {
-                "gatewayClassName": "kuadrant-multi-cluster-gateway-instance-per-cluster",
-                "listeners": [{ "name": "web", "hostname": "web.mallory.test", "port": 80, "protocol": "HTTP" }],
-            },
-        }),
+        fixtures::gateway(COLLIDING, TENANT_GATEWAY)
+            .placement("everywhere")
+            .listener("web", "web.mallory.test", 80, "HTTP")
+            .json(),
     )
     .await?;
     // 2. A policy of the tenant's own on the victim's Gateway.

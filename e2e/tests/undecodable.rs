@@ -15,6 +15,7 @@ use meridian_controllers::runtime::caches::UNDECODABLE_REASON;
 use meridian_e2e::example::{apply, dig_host_async, embedded_zone};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually, record_ready_with};
 use meridian_hub::run_command::{RunArgs, RunningHub};
+use meridian_testkit::fixtures;
 use serde_json::json;
 
 const NAMESPACE: &str = "dns";
@@ -63,14 +64,10 @@ async fn apply_raw<K: kube::Resource<DynamicType = ()>>(
 
 fn record(name: &str, ip: &str) -> serde_json::Value {
     let root = format!("{name}.skew.example");
-    json!({
-        "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
-        "metadata": { "name": name, "namespace": NAMESPACE },
-        "spec": {
-            "rootHost": root, "managedZone": { "name": "zone" },
-            "endpoints": [{ "dnsName": root, "recordType": "A", "recordTTL": 60, "targets": [ip] }],
-        },
-    })
+    fixtures::dns_record(NAMESPACE, name, "zone")
+        .root_host(&root)
+        .endpoint(&root, "A", &[ip])
+        .json()
 }
 
 /// The note of the Event saying that `kind` `name` cannot be decoded, once there is one.

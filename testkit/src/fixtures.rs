@@ -115,14 +115,30 @@ impl Fixture<DNSRecord> {
         self.with(json!({ "spec": { "rootHost": host } }))
     }
 
-    /// One more endpoint: `name` of `record_type` with `targets`.
-    pub fn endpoint(mut self, name: &str, record_type: &str, targets: &[&str]) -> Self {
+    /// One more endpoint: `name` of `record_type` with `targets`, for 60 s.
+    pub fn endpoint(self, name: &str, record_type: &str, targets: &[&str]) -> Self {
+        self.endpoint_for(name, record_type, targets, 60)
+    }
+
+    /// One more endpoint: `name` of `record_type` with `targets`, for `ttl` seconds.
+    pub fn endpoint_for(
+        mut self,
+        name: &str,
+        record_type: &str,
+        targets: &[&str],
+        ttl: u32,
+    ) -> Self {
         push(
             &mut self.value,
             &["spec", "endpoints"],
-            json!({ "dnsName": name, "recordType": record_type, "targets": targets, "recordTTL": 60 }),
+            json!({ "dnsName": name, "recordType": record_type, "targets": targets, "recordTTL": ttl }),
         );
         self
+    }
+
+    /// Its endpoints, as the API takes them (a list of `{dnsName, recordType, targets, …}`).
+    pub fn endpoints(self, endpoints: Value) -> Self {
+        self.with(json!({ "spec": { "endpoints": endpoints } }))
     }
 
     /// Health checks of its leaves on `port` over `protocol` (`HTTP` or `HTTPS`).
@@ -182,6 +198,46 @@ impl Fixture<Gateway> {
     pub fn placement(self, placement: &str) -> Self {
         self.label(PLACEMENT_LABEL, placement)
     }
+
+    /// Of the GatewayClass `class` (a cluster's own implementation, say) instead.
+    pub fn class(self, class: &str) -> Self {
+        self.with(json!({ "spec": { "gatewayClassName": class } }))
+    }
+
+    /// One more listener: `name` for `hostname` on `port` over `protocol`.
+    pub fn listener(mut self, name: &str, hostname: &str, port: u16, protocol: &str) -> Self {
+        push(
+            &mut self.value,
+            &["spec", "listeners"],
+            json!({ "name": name, "hostname": hostname, "port": port, "protocol": protocol }),
+        );
+        self
+    }
+}
+
+/// A Gateway's status as its implementation writes it (a server-side apply of the status):
+/// `addresses` (IPs, else hostnames), and each listener of `listeners` with its attached routes.
+pub fn gateway_status(addresses: &[&str], listeners: &[(&str, i32)]) -> Value {
+    let addresses: Vec<Value> = addresses
+        .iter()
+        .map(|address| {
+            let kind = match address.parse::<std::net::IpAddr>() {
+                Ok(_) => "IPAddress",
+                Err(_) => "Hostname",
+            };
+            json!({ "type": kind, "value": address })
+        })
+        .collect();
+    let listeners: Vec<Value> = listeners
+        .iter()
+        .map(|(name, routes)| {
+            json!({ "name": name, "attachedRoutes": routes, "supportedKinds": [], "conditions": [] })
+        })
+        .collect();
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "status": { "addresses": addresses, "listeners": listeners },
+    })
 }
 
 /// The PlacementDecision of OCM's Placement `placement` in `namespace`, deciding `clusters`.

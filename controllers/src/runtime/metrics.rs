@@ -216,14 +216,37 @@ impl Metrics {
     pub fn render(&self) -> String {
         let inner = self.inner.lock().expect("metrics lock");
         let mut out = String::new();
-        let mut family = self::family(
-            &mut out,
-            "meridian_reconciles_total",
-            "counter",
-            "Reconciles by controller.",
-        );
-        for (controller, n) in &inner.reconciles {
-            family.sample(&format!("controller=\"{controller}\""), n);
+        let counters: [(&str, &str, Samples); 4] = [
+            (
+                "meridian_reconciles_total",
+                "Reconciles by controller.",
+                labelled(&inner.reconciles, |c| format!("controller=\"{c}\"")),
+            ),
+            (
+                "meridian_reconcile_errors_total",
+                "Failed reconciles by controller and reason.",
+                labelled(&inner.errors, |(c, r)| {
+                    format!("controller=\"{c}\",reason=\"{r}\"")
+                }),
+            ),
+            (
+                "meridian_provider_calls_total",
+                "Change batches sent to providers.",
+                labelled(&inner.provider_calls, |(p, o)| {
+                    format!("provider=\"{p}\",outcome=\"{o}\"")
+                }),
+            ),
+            (
+                "meridian_zone_verifications_total",
+                "Zones at providers read whole to find records changed out of band, by outcome.",
+                labelled(&inner.verifications, |o| format!("outcome=\"{o}\"")),
+            ),
+        ];
+        for (name, help, samples) in counters {
+            let mut family = self::family(&mut out, name, "counter", help);
+            for (labels, n) in samples {
+                family.sample(&labels, n);
+            }
         }
         let mut family = self::family(
             &mut out,
@@ -238,27 +261,6 @@ impl Metrics {
                 &RECONCILE_BUCKETS,
             );
         }
-        let mut family = self::family(
-            &mut out,
-            "meridian_reconcile_errors_total",
-            "counter",
-            "Failed reconciles by controller and reason.",
-        );
-        for ((controller, reason), n) in &inner.errors {
-            family.sample(
-                &format!("controller=\"{controller}\",reason=\"{reason}\""),
-                n,
-            );
-        }
-        let mut family = self::family(
-            &mut out,
-            "meridian_provider_calls_total",
-            "counter",
-            "Change batches sent to providers.",
-        );
-        for ((provider, outcome), n) in &inner.provider_calls {
-            family.sample(&format!("provider=\"{provider}\",outcome=\"{outcome}\""), n);
-        }
         self::family(
             &mut out,
             "meridian_publish_latency_seconds",
@@ -266,28 +268,6 @@ impl Metrics {
             "From a DNSRecord change to its publication.",
         )
         .histogram("", &inner.latency, &LATENCY_BUCKETS);
-        let fleet = &inner.fleet;
-        self::family(
-            &mut out,
-            "meridian_fleet_brake_engaged",
-            "gauge",
-            "1 while most recently heard clusters went quiet together and silence withdraws nothing.",
-        )
-        .sample("", u8::from(fleet.engaged));
-        self::family(
-            &mut out,
-            "meridian_fleet_quiet_clusters",
-            "gauge",
-            "Clusters of the latest wave of quiet (not heard for more than half the heartbeat timeout).",
-        )
-        .sample("", fleet.quiet);
-        self::family(
-            &mut out,
-            "meridian_fleet_heard_clusters",
-            "gauge",
-            "Clusters heard when the latest wave of silence began.",
-        )
-        .sample("", fleet.heard);
         for phase in FailoverPhase::ALL {
             let (name, help) = phase.metric();
             let mut family = self::family(&mut out, name, "histogram", help);
@@ -295,36 +275,48 @@ impl Metrics {
                 family.histogram(&format!("zone=\"{zone}\""), series, &FAILOVER_BUCKETS);
             }
         }
-        self::family(
-            &mut out,
-            "meridian_drift_repairs_total",
-            "counter",
-            "Records found changed out of band in their zone and put back.",
-        )
-        .sample("", inner.drift_repairs);
-        let mut family = self::family(
-            &mut out,
-            "meridian_zone_verifications_total",
-            "counter",
-            "Zones at providers read whole to find records changed out of band, by outcome.",
-        );
-        for (outcome, count) in &inner.verifications {
-            family.sample(&format!("outcome=\"{outcome}\""), count);
+        let fleet = &inner.fleet;
+        let scalars: [(&str, &str, &str, u64); 6] = [
+            (
+                "meridian_fleet_brake_engaged",
+                "gauge",
+                "1 while most recently heard clusters went quiet together and silence withdraws nothing.",
+                u64::from(fleet.engaged),
+            ),
+            (
+                "meridian_fleet_quiet_clusters",
+                "gauge",
+                "Clusters of the latest wave of quiet (not heard for more than half the heartbeat timeout).",
+                fleet.quiet as u64,
+            ),
+            (
+                "meridian_fleet_heard_clusters",
+                "gauge",
+                "Clusters heard when the latest wave of silence began.",
+                fleet.heard as u64,
+            ),
+            (
+                "meridian_drift_repairs_total",
+                "counter",
+                "Records found changed out of band in their zone and put back.",
+                inner.drift_repairs,
+            ),
+            (
+                "meridian_leader",
+                "gauge",
+                "1 while this replica holds the hub Lease and runs the controllers.",
+                u64::from(inner.leading),
+            ),
+            (
+                "meridian_leader_changes_total",
+                "counter",
+                "Times this replica took or lost the hub Lease.",
+                inner.leader_changes,
+            ),
+        ];
+        for (name, kind, help, value) in scalars {
+            self::family(&mut out, name, kind, help).sample("", value);
         }
-        self::family(
-            &mut out,
-            "meridian_leader",
-            "gauge",
-            "1 while this replica holds the hub Lease and runs the controllers.",
-        )
-        .sample("", u8::from(inner.leading));
-        self::family(
-            &mut out,
-            "meridian_leader_changes_total",
-            "counter",
-            "Times this replica took or lost the hub Lease.",
-        )
-        .sample("", inner.leader_changes);
         out
     }
 }
@@ -343,6 +335,14 @@ pub fn render_undecodable(counts: &[(&str, u64)]) -> String {
         family.sample(&format!("kind=\"{kind}\""), n);
     }
     out
+}
+
+/// A family's samples: each one's labels (`key="value",…`) and value.
+type Samples = Vec<(String, u64)>;
+
+/// A labelled counter's samples: each key's labels (as `label(key)` writes them) and count.
+fn labelled<K>(counts: &BTreeMap<K, u64>, label: impl Fn(&K) -> String) -> Samples {
+    counts.iter().map(|(key, n)| (label(key), *n)).collect()
 }
 
 /// Writes a metric family's help and type lines to `out`, and returns the writer of its samples.
