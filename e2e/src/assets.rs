@@ -139,8 +139,6 @@ fn build_script_dir() -> Result<PathBuf, Error> {
     script_answer("e2e/testbed/build.sh", "--print-dir")
 }
 
-/// The path a test-bed script prints when asked where it puts things (`script` relative to the
-/// repository root).
 /// A test-bed tool's folder: the one `env` names, else the one `script` builds it in (asked with
 /// `--print-dir`).
 pub(crate) fn testbed_dir(env: &str, script: &str) -> Result<PathBuf, Error> {
@@ -150,6 +148,8 @@ pub(crate) fn testbed_dir(env: &str, script: &str) -> Result<PathBuf, Error> {
     }
 }
 
+/// The path a test-bed script prints when asked where it puts things (`script` relative to the
+/// repository root).
 pub(crate) fn script_answer(script: &str, question: &str) -> Result<PathBuf, Error> {
     let script = repository_root().join(script);
     let output = Command::new("bash")

@@ -256,20 +256,36 @@ pub fn dig(server: SocketAddr, subnet: Option<&str>) -> Vec<String> {
     dig_host(server, HOST, subnet)
 }
 
+/// `dig` asking `server` (its address and port) with `options`, two tries of two seconds,
+/// for the answers alone.
+pub fn dig_at(server: SocketAddr, options: &[&str]) -> Command {
+    let mut command = Command::new("dig");
+    command
+        .arg(format!("@{}", server.ip()))
+        .args(["-p", &server.port().to_string()])
+        .args(options)
+        .args(["+time=2", "+tries=2", "+short"]);
+    command
+}
+
+/// `dig +short` for `name` and `kind` at `server`: the answer lines, sorted.
+pub fn dig_short(server: SocketAddr, name: &str, kind: &str) -> Vec<String> {
+    let output = dig_at(server, &[])
+        .args([name, kind])
+        .output()
+        .expect("dig runs (Debian dnsutils)");
+    let mut lines: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with(';'))
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    lines
+}
+
 /// The SOA serial `server` serves for the zone at `apex`.
 pub fn soa_serial(server: SocketAddr, apex: &str) -> Option<u32> {
-    let output = Command::new("dig")
-        .arg(format!("@{}", server.ip()))
-        .args([
-            "-p",
-            &server.port().to_string(),
-            "+time=2",
-            "+tries=2",
-            "+short",
-        ])
-        .args([apex, "SOA"])
-        .output()
-        .ok()?;
+    let output = dig_at(server, &[]).args([apex, "SOA"]).output().ok()?;
     // "mname rname serial refresh retry expire minimum"
     String::from_utf8_lossy(&output.stdout)
         .lines()
@@ -319,14 +335,7 @@ pub async fn dig_host_async(server: SocketAddr, host: &str, subnet: Option<&str>
 /// `dig +short` for `host A` at `server`, optionally from `subnet` (EDNS Client Subnet); the
 /// IPv4 addresses answered (CNAME chains followed), sorted.
 pub fn dig_host(server: SocketAddr, host: &str, subnet: Option<&str>) -> Vec<String> {
-    let mut command = Command::new("dig");
-    command.arg(format!("@{}", server.ip())).args([
-        "-p",
-        &server.port().to_string(),
-        "+time=2",
-        "+tries=2",
-        "+short",
-    ]);
+    let mut command = dig_at(server, &[]);
     if let Some(subnet) = subnet {
         command.arg(format!("+subnet={subnet}"));
     }

@@ -43,6 +43,14 @@ pub fn image_named(images: &[BuiltImage], name: &str) -> BuiltImage {
         .unwrap_or_else(|| panic!("make images built {name}"))
 }
 
+/// Meridian's hub and agent images of `images`.
+pub fn hub_and_agent(images: &[BuiltImage]) -> (BuiltImage, BuiltImage) {
+    (
+        image_named(images, "/meridian-hub"),
+        image_named(images, "/meridian-agent"),
+    )
+}
+
 /// The lock `scripts/images.sh` holds while it builds, so a test waits for a build under way.
 const BUILD_LOCK: &str = ".build.lock";
 

@@ -40,7 +40,7 @@ pub use control_plane::{ControlPlane, client_from_kubeconfig};
 pub use crds::{install_crds, load_crds};
 pub use error::Error;
 pub use fleet::{Fleet, FleetBuilder};
-pub use images::{BuiltImage, built_images, image_named};
+pub use images::{BuiltImage, built_images, hub_and_agent, image_named};
 pub use node::{Node, NodeAssets, NodeFootprint};
 pub use ocm::{
     AGENT_NAMESPACE, HUB_NAMESPACE, OcmDynamicApis, ensure_namespace, hub_kubeconfig_dir,
@@ -60,6 +60,29 @@ pub fn test_logs(filter: &str) {
         .with_env_filter(filter)
         .with_test_writer()
         .try_init();
+}
+
+/// Writes `through_status` to `name`'s status subresource, then `through_main` to the object
+/// itself, both as merge patches; returns the object after each. What a test of the status
+/// subresource checks: that neither write reaches what the other owns.
+pub async fn patch_status_then_main<K>(
+    api: &kube::Api<K>,
+    name: &str,
+    through_status: serde_json::Value,
+    through_main: serde_json::Value,
+) -> Result<(K, K), Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    use kube::api::{Patch, PatchParams};
+    let params = PatchParams::default();
+    let after_status = api
+        .patch_status(name, &params, &Patch::Merge(&through_status))
+        .await?;
+    let after_main = api
+        .patch(name, &params, &Patch::Merge(&through_main))
+        .await?;
+    Ok((after_status, after_main))
 }
 
 /// The field manager the test bed uses for its own server-side applies.

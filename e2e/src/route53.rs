@@ -1,12 +1,9 @@
 //! A Route53 zone on moto for the tests that publish to Route53: reached by the hub through a
 //! proxy that counts calls by action and can play an outage, and by the test straight.
 
-use std::sync::Arc;
-
 use meridian_dns::model::{Endpoint, RecordType};
 use meridian_hub::run_command::RunArgs;
 use meridian_providers::Provider;
-use meridian_providers::budget::RequestBudget;
 use meridian_providers::route53::Route53Provider;
 use meridian_testkit::counting_proxy::CountingProxy;
 use meridian_testkit::moto::MotoServer;
@@ -34,10 +31,7 @@ impl Route53Zone {
     pub async fn start(domain: &str) -> Self {
         let moto = MotoServer::start().expect("moto starts");
         moto.create_zone(domain).await.expect("a zone");
-        let direct = Route53Provider::new(
-            &moto.credentials(&moto.endpoint()),
-            Arc::new(RequestBudget::per_second(100)),
-        );
+        let direct = moto.provider(100);
         let zone_id = direct.list_zones().await.expect("moto lists its zones")[0]
             .id
             .clone();

@@ -467,6 +467,17 @@ impl ExampleGateways {
     }
 }
 
+/// The example fleet with a node per spoke holding the demo app's image, and that image.
+pub async fn fleet_with_the_app() -> Result<(Fleet, crate::BuiltImage), Error> {
+    let images = crate::built_images()?;
+    let app_image = crate::image_named(&images, "/meridian-demo-app");
+    let fleet = crate::example::with_example_spokes(Fleet::builder())
+        .with_nodes([app_image.archive.clone()])
+        .start()
+        .await?;
+    Ok((fleet, app_image))
+}
+
 /// The example with real traffic: the hub and agents in this process (as
 /// [`RunningExample`]), [`ExampleGateways`], and Unbound in front of the hub's nameserver.
 #[derive(Debug)]

@@ -172,6 +172,16 @@ const INVALID: &[(&str, &str, &[&str])] = &[
         &["exactly one of value and selector"],
     ),
     (
+        "excluded addresses that are neither IPs, CIDR ranges nor hostnames",
+        "kind: DNSPolicy\nspec: {targetRef: {name: gw}, excludeAddresses: ['10.0.0.300/8', '10.0.0.300', 'not an address']}",
+        &["spec.excludeAddresses", "must be IP addresses, CIDR ranges"],
+    ),
+    (
+        "more than 20 excluded addresses",
+        "kind: DNSPolicy\nspec: {targetRef: {name: gw}, excludeAddresses: [10.0.0.1, 10.0.0.2, 10.0.0.3, 10.0.0.4, 10.0.0.5, 10.0.0.6, 10.0.0.7, 10.0.0.8, 10.0.0.9, 10.0.0.10, 10.0.0.11, 10.0.0.12, 10.0.0.13, 10.0.0.14, 10.0.0.15, 10.0.0.16, 10.0.0.17, 10.0.0.18, 10.0.0.19, 10.0.0.20, 10.0.0.21]}",
+        &["spec.excludeAddresses", "must have at most 20 items"],
+    ),
+    (
         "negative default weight",
         "kind: DNSPolicy\nspec: {targetRef: {name: gw}, loadBalancing: {weighted: {defaultWeight: -1}}}",
         &[
@@ -534,13 +544,10 @@ async fn exercise_status(cluster: &ControlPlane) -> Result<(), Error> {
 
     let condition = json!({"type": "Accepted", "status": "True", "reason": "Accepted", "message": "ok", "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1});
     let through_status = json!({"spec": {"routingStrategy": "simple"}, "status": {"conditions": [condition], "observedGeneration": 1}});
-    let after = policies
-        .patch_status(
-            "statused",
-            &PatchParams::default(),
-            &Patch::Merge(&through_status),
-        )
-        .await?;
+    let through_main = json!({"status": {"observedGeneration": 99}});
+    let (after, after_main) =
+        meridian_e2e::patch_status_then_main(&policies, "statused", through_status, through_main)
+            .await?;
     assert_eq!(
         after.spec.routing_strategy,
         RoutingStrategy::Loadbalanced,
@@ -553,16 +560,8 @@ async fn exercise_status(cluster: &ControlPlane) -> Result<(), Error> {
         Some(true)
     );
 
-    let through_main = json!({"status": {"observedGeneration": 99}});
-    let after = policies
-        .patch(
-            "statused",
-            &PatchParams::default(),
-            &Patch::Merge(&through_main),
-        )
-        .await?;
     assert_eq!(
-        after.status.unwrap().observed_generation,
+        after_main.status.unwrap().observed_generation,
         Some(1),
         "status is not writable through the main resource"
     );

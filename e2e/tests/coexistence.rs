@@ -22,7 +22,6 @@ use meridian_e2e::{
 };
 use meridian_hub::run_command::{RunArgs, RunningHub};
 use meridian_providers::Provider;
-use meridian_providers::budget::RequestBudget;
 use meridian_providers::rfc2136::Rfc2136Provider;
 use meridian_providers::route53::Route53Provider;
 use meridian_testkit::bind_server::BindServer;
@@ -54,10 +53,7 @@ impl SharedZone {
     async fn moto() -> Result<Self, Error> {
         let moto = MotoServer::start().map_err(|e| Error::Component(e.to_string()))?;
         moto.create_zone(ZONE).await.map_err(Error::Component)?;
-        let provider = Route53Provider::new(
-            &moto.credentials(&moto.endpoint()),
-            std::sync::Arc::new(RequestBudget::per_second(1000)),
-        );
+        let provider = moto.provider(1000);
         let zone_id = provider
             .list_zones()
             .await

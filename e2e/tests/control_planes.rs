@@ -203,29 +203,16 @@ async fn status_subresource_ignores_spec(api: &Api<DynamicObject>) -> Result<(),
     .await?;
 
     let through_status = json!({"spec": {"color": "purple"}, "status": {"observedColor": "red"}});
-    let after = api
-        .patch_status(
-            "statused",
-            &PatchParams::default(),
-            &Patch::Merge(&through_status),
-        )
-        .await?;
+    let through_main = json!({"status": {"observedColor": "forged"}});
+    let (after, after_main) =
+        meridian_e2e::patch_status_then_main(api, "statused", through_status, through_main).await?;
     assert_eq!(
         after.data["spec"]["color"], "red",
         "spec is not writable through /status"
     );
     assert_eq!(after.data["status"]["observedColor"], "red");
-
-    let through_main = json!({"status": {"observedColor": "forged"}});
-    let after = api
-        .patch(
-            "statused",
-            &PatchParams::default(),
-            &Patch::Merge(&through_main),
-        )
-        .await?;
     assert_eq!(
-        after.data["status"]["observedColor"], "red",
+        after_main.data["status"]["observedColor"], "red",
         "status is not writable through the main resource"
     );
     Ok(())

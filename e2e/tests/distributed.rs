@@ -21,6 +21,7 @@ use meridian_providers::rfc2136::Rfc2136Provider;
 use meridian_testkit::backends::{Backends, start_backends};
 use meridian_testkit::bind_server::BindServer;
 use meridian_testkit::fixtures;
+use meridian_testkit::zone_id_of;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
@@ -349,7 +350,6 @@ fn zone_reads(calls: &BTreeMap<String, u64>) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_clusters_share_a_route53_zone_agree_and_stay_thrifty() -> Result<(), Error> {
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
-    use meridian_providers::route53::Route53Provider;
     use meridian_testkit::counting_proxy::CountingProxy;
     use meridian_testkit::moto::MotoServer;
 
@@ -379,18 +379,8 @@ async fn three_clusters_share_a_route53_zone_agree_and_stay_thrifty() -> Result<
         ));
         agents.push(agent_with_route53_at(&client, name, geo, proxy.endpoint()).await?);
     }
-    let route53 = Route53Provider::new(
-        &moto.credentials(&moto.endpoint()),
-        std::sync::Arc::new(meridian_providers::budget::RequestBudget::per_second(1000)),
-    );
-    let zone_id = route53
-        .list_zones()
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|z| z.domain == "example.com")
-        .expect("the zone is listed")
-        .id;
+    let route53 = moto.provider(1000);
+    let zone_id = zone_id_of(&route53, "example.com").await;
 
     // The branches add up to exactly the tree a hub would publish for the three clusters:
     // the same names, GEO groups and weights.
@@ -898,7 +888,6 @@ async fn a_distributed_cluster_and_external_dns_share_a_bind_zone() -> Result<()
 /// US) without fighting over it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_distributed_cluster_joins_a_host_the_dns_operator_publishes() -> Result<(), Error> {
-    use meridian_providers::route53::Route53Provider;
     use meridian_testkit::counting_proxy::CountingProxy;
     use meridian_testkit::moto::MotoServer;
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
@@ -906,18 +895,8 @@ async fn a_distributed_cluster_joins_a_host_the_dns_operator_publishes() -> Resu
     moto.create_zone("example.com")
         .await
         .map_err(Error::Component)?;
-    let route53 = Route53Provider::new(
-        &moto.credentials(&moto.endpoint()),
-        std::sync::Arc::new(meridian_providers::budget::RequestBudget::per_second(1000)),
-    );
-    let zone_id = route53
-        .list_zones()
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|z| z.domain == "example.com")
-        .expect("the zone is listed")
-        .id;
+    let route53 = moto.provider(1000);
+    let zone_id = zone_id_of(&route53, "example.com").await;
     let text = std::fs::read_to_string(
         meridian_e2e::repository_root().join("dns/tests/fixtures/dns-operator-zone.json"),
     )

@@ -90,6 +90,26 @@ async fn zone_dnssec(
         .unwrap_or_default())
 }
 
+/// Waits until `resolver` validates an answer for the test's host, asked from `subnet` (the
+/// zone is signed and served by then).
+async fn first_validates(
+    resolver: &ValidatingResolver,
+    subnet: &'static str,
+    what: &str,
+) -> Result<(), Error> {
+    let address = resolver.address;
+    eventually(
+        &format!("{what}'s answers validate"),
+        DEFAULT_PATIENCE,
+        || async move {
+            let (validated, addresses) =
+                ask_async(address, "api.signed.example.", "A", Some(subnet)).await;
+            Ok((validated && !addresses.is_empty()).then_some(()))
+        },
+    )
+    .await
+}
+
 /// Every place's answer validates and is the place's address, at `resolver`.
 async fn geo_validates(resolver: &ValidatingResolver, what: &str) {
     for (place, subnet, expected) in PLACES {
@@ -181,37 +201,9 @@ async fn a_signed_zone_validates_at_every_replica_through_a_rollover_and_a_leade
     let at_standby = ValidatingResolver::start(DOMAIN, &[standby.nameserver], &ds)
         .await
         .map_err(Error::Component)?;
-    eventually(
-        "the leader's answers validate",
-        DEFAULT_PATIENCE,
-        || async {
-            let (validated, addresses) = ask_async(
-                at_leader.address,
-                "api.signed.example.",
-                "A",
-                Some(PLACES[0].1),
-            )
-            .await;
-            Ok((validated && !addresses.is_empty()).then_some(()))
-        },
-    )
-    .await?;
+    first_validates(&at_leader, PLACES[0].1, "the leader").await?;
     geo_validates(&at_leader, "the leader").await;
-    eventually(
-        "the standby's answers validate",
-        DEFAULT_PATIENCE,
-        || async {
-            let (validated, addresses) = ask_async(
-                at_standby.address,
-                "api.signed.example.",
-                "A",
-                Some(PLACES[1].1),
-            )
-            .await;
-            Ok((validated && !addresses.is_empty()).then_some(()))
-        },
-    )
-    .await?;
+    first_validates(&at_standby, PLACES[1].1, "the standby").await?;
     geo_validates(&at_standby, "the standby").await;
 
     // A ZSK rollover while clients ask both replicas every 100 ms: no answer may fail.

@@ -311,16 +311,7 @@ async fn a_leader_paused_past_its_lease_writes_nothing_after_its_successor() -> 
 
 /// `dig +tcp` for the test's host: the addresses answered.
 fn dig_tcp(server: SocketAddr) -> Vec<String> {
-    let output = std::process::Command::new("dig")
-        .arg(format!("@{}", server.ip()))
-        .args([
-            "-p",
-            &server.port().to_string(),
-            "+tcp",
-            "+time=2",
-            "+tries=2",
-            "+short",
-        ])
+    let output = meridian_e2e::example::dig_at(server, &["+tcp"])
         .args([HOST, "A"])
         .output()
         .expect("dig runs");

@@ -22,8 +22,8 @@ use meridian_api::names::DNSSEC_KEYS_SECRET;
 use meridian_api::upstream::{Gateway, ManagedCluster, ManagedClusterAddOn, ManifestWork};
 use meridian_e2e::example::{
     FRANCE, GEO_LABEL, HOST, IRELAND, NAMESPACE, SPOKES, UNITED_STATES, apply_ocm,
-    client_from_file, delivered_hub_kubeconfig, dig, install, one_serial_everywhere, placement,
-    serve_gateway, with_example_spokes, write_geoip,
+    client_from_file, delivered_hub_kubeconfig, dig, dig_short, install, one_serial_everywhere,
+    placement, serve_gateway, with_example_spokes, write_geoip,
 };
 use meridian_e2e::{
     DEFAULT_PATIENCE, Error, Fleet, ManagedProcess, Passes, condition_becomes, eventually, observe,
@@ -87,6 +87,26 @@ async fn start_agent_probing_from(
         vec![format!("{PROBE_SOURCE_ENV}={source}")],
     )
     .await
+}
+
+/// Each spoke's Gateway served at its address of `gateway_ips`, and its agent probing from its
+/// address of `sources`.
+async fn serve_and_probe(
+    fleet: &Fleet,
+    gateway_ips: &[std::net::IpAddr; 3],
+    sources: &[&str; 3],
+    dir: &Path,
+) -> Result<Vec<ManagedProcess>, Error> {
+    let mut agents = Vec::new();
+    for (index, spoke) in ["spoke-1", "spoke-2", "spoke-3"].into_iter().enumerate() {
+        serve_gateway(
+            &fleet.spoke(spoke).client(),
+            &gateway_ips[index].to_string(),
+        )
+        .await?;
+        agents.push(start_agent_probing_from(fleet, spoke, dir, sources[index]).await?);
+    }
+    Ok(agents)
 }
 
 /// The agent as its own process, with `env` (`NAME=VALUE`) besides the clients'.
@@ -208,29 +228,6 @@ async fn answers_become(
         }
     })
     .await
-}
-
-/// `dig +short` for `name` and `kind` at `server`: the answer lines, sorted.
-fn dig_short(server: SocketAddr, name: &str, kind: &str) -> Vec<String> {
-    let output = std::process::Command::new("dig")
-        .arg(format!("@{}", server.ip()))
-        .args([
-            "-p",
-            &server.port().to_string(),
-            "+time=2",
-            "+tries=2",
-            "+short",
-        ])
-        .args([name, kind])
-        .output()
-        .expect("dig runs (Debian dnsutils)");
-    let mut lines: Vec<String> = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter(|l| !l.is_empty() && !l.starts_with(';'))
-        .map(str::to_string)
-        .collect();
-    lines.sort();
-    lines
 }
 
 /// A plain HTTP/1.1 GET; the whole response.
@@ -1334,18 +1331,13 @@ async fn a_record_is_published_and_withdrawn_through<P: meridian_providers::Prov
 async fn a_record_in_a_route53_zone_is_published_and_withdrawn_through_its_secret()
 -> Result<(), Error> {
     use meridian_providers::Provider;
-    use meridian_providers::budget::RequestBudget;
-    use meridian_providers::route53::Route53Provider;
     use meridian_testkit::moto::MotoServer;
 
     let moto = MotoServer::start().expect("moto starts");
     moto.create_zone("example.net")
         .await
         .expect("a hosted zone");
-    let route53 = Route53Provider::new(
-        &moto.credentials(&moto.endpoint()),
-        std::sync::Arc::new(RequestBudget::per_second(100)),
-    );
+    let route53 = moto.provider(100);
     let zone_id = route53.list_zones().await.unwrap()[0].id.clone();
     let shop = meridian_dns::model::Endpoint::new(
         "shop.example.net",
@@ -1385,7 +1377,6 @@ async fn a_record_in_a_route53_zone_is_published_and_withdrawn_through_its_secre
 async fn a_loadbalanced_record_in_an_azure_zone_is_published_and_withdrawn_through_its_secret()
 -> Result<(), Error> {
     use meridian_providers::azure::AzureProvider;
-    use meridian_providers::budget::RequestBudget;
     use meridian_testkit::azure_fake::{FakeAzure, FakeAzureOptions};
 
     let fake = FakeAzure::start(&FakeAzureOptions {
@@ -1394,7 +1385,7 @@ async fn a_loadbalanced_record_in_an_azure_zone_is_published_and_withdrawn_throu
     });
     let azure = AzureProvider::new(
         &fake.credentials(),
-        std::sync::Arc::new(RequestBudget::per_second(100)),
+        std::sync::Arc::new(meridian_providers::budget::RequestBudget::per_second(100)),
         AzureProvider::default_retry(),
     )
     .unwrap();
@@ -1530,15 +1521,7 @@ async fn health_checks_from_every_cluster_decide_which_gateways_stay_in_dns() ->
     .await?;
     let running = start_hub(fleet.hub.kubeconfig_path(), &geoip).await;
     let nameserver = running.nameserver;
-    let mut agents = Vec::new();
-    for (index, spoke) in ["spoke-1", "spoke-2", "spoke-3"].into_iter().enumerate() {
-        serve_gateway(
-            &fleet.spoke(spoke).client(),
-            &gateway_ips[index].to_string(),
-        )
-        .await?;
-        agents.push(start_agent_probing_from(&fleet, spoke, dir.path(), sources[index]).await?);
-    }
+    let mut agents = serve_and_probe(&fleet, &gateway_ips, &sources, dir.path()).await?;
     let all = ["127.0.1.1", "127.0.1.2", "127.0.1.3"];
     answers_become(nameserver, None, &all).await?;
 
@@ -2024,15 +2007,7 @@ async fn priority_tiers_fail_over_at_once_fail_back_after_the_hold_down_and_drai
     .await?;
     let running = start_hub(fleet.hub.kubeconfig_path(), &geoip).await;
     let nameserver = running.nameserver;
-    let mut agents = Vec::new();
-    for (index, spoke) in ["spoke-1", "spoke-2", "spoke-3"].into_iter().enumerate() {
-        serve_gateway(
-            &fleet.spoke(spoke).client(),
-            &gateway_ips[index].to_string(),
-        )
-        .await?;
-        agents.push(start_agent_probing_from(&fleet, spoke, dir.path(), sources[index]).await?);
-    }
+    let agents = serve_and_probe(&fleet, &gateway_ips, &sources, dir.path()).await?;
     let (ie, us, eu) = ("127.0.6.1", "127.0.6.2", "127.0.6.3");
     answers_become(nameserver, None, &[ie]).await?;
     // The standby tiers' clusters are probed (their leaves are in the record) but not answered.

@@ -172,24 +172,11 @@ async fn export(client: &Client) -> Result<Vec<Value>, Error> {
             .get("route53")
             .await?,
     )];
+    let all = Default::default();
     let zones = Api::<ManagedZone>::namespaced(client.clone(), NAMESPACE);
-    exported.extend(
-        zones
-            .list(&Default::default())
-            .await?
-            .items
-            .into_iter()
-            .map(clean),
-    );
+    exported.extend(zones.list(&all).await?.items.into_iter().map(clean));
     let records = Api::<DNSRecord>::namespaced(client.clone(), NAMESPACE);
-    exported.extend(
-        records
-            .list(&Default::default())
-            .await?
-            .items
-            .into_iter()
-            .map(clean),
-    );
+    exported.extend(records.list(&all).await?.items.into_iter().map(clean));
     Ok(exported)
 }
 

@@ -53,10 +53,7 @@ async fn helm_installs_meridian_as_pods_that_answer_upgrade_without_a_gap_and_un
 -> Result<(), Error> {
     meridian_e2e::test_logs("warn,kube_client=off,meridian_e2e=info");
     let images = built_images()?;
-    let (hub_image, agent_image) = (
-        image_named(&images, "/meridian-hub"),
-        image_named(&images, "/meridian-agent"),
-    );
+    let (hub_image, agent_image) = meridian_e2e::hub_and_agent(&images);
     // The images and the chart are pushed to the test bed's registry, with the tag the upgrade
     // below moves to (a re-tagged release of the same images); the nodes import only the demo
     // app, and pull Meridian's images.

@@ -76,17 +76,19 @@ fn agent_pids(fleet: &Fleet, spoke: &str) -> Vec<u32> {
     agents
 }
 
-fn signal_agent(fleet: &Fleet, spoke: &str, signal: &str) {
-    let pids = agent_pids(fleet, spoke);
-    assert!(!pids.is_empty(), "{spoke}'s agent process is found");
-    for pid in pids {
-        let status = std::process::Command::new("kill")
-            .args([format!("-{signal}"), pid.to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(status.success(), "kill -{signal} {pid}");
+fn signal_agents(fleet: &Fleet, spokes: &[&str], signal: &str) {
+    for spoke in spokes {
+        let pids = agent_pids(fleet, spoke);
+        assert!(!pids.is_empty(), "{spoke}'s agent process is found");
+        for pid in pids {
+            let status = std::process::Command::new("kill")
+                .args([format!("-{signal}"), pid.to_string()])
+                .status()
+                .expect("kill runs");
+            assert!(status.success(), "kill -{signal} {pid}");
+        }
+        println!("{spoke}: agent {signal}");
     }
-    println!("{spoke}: agent {signal}");
 }
 
 /// The message of the policy's condition `type_` once `holds` says it is the one awaited.
@@ -198,10 +200,7 @@ async fn meridian_as_pods_keeps_answering_when_the_hub_is_cut_off_from_its_clust
 -> Result<(), Error> {
     meridian_e2e::test_logs("warn,kube_client=off,meridian_e2e=info");
     let images = built_images()?;
-    let (hub_image, agent_image) = (
-        image_named(&images, "/meridian-hub"),
-        image_named(&images, "/meridian-agent"),
-    );
+    let (hub_image, agent_image) = meridian_e2e::hub_and_agent(&images);
     let registry = Registry::start().await?;
     let published = publish(&registry, &images, &[hub_image.tag()])?;
     let fleet = with_example_spokes(Fleet::builder())
@@ -277,7 +276,7 @@ async fn meridian_as_pods_keeps_answering_when_the_hub_is_cut_off_from_its_clust
     // One cluster cut off, no healthCheck: its silence withdraws it at the timeout (a third of
     // the fleet is no brake), and France is answered by another cluster.
     enter("1 spoke-3 cut off");
-    signal_agent(&fleet, "spoke-3", "STOP");
+    signal_agents(&fleet, &["spoke-3"], "STOP");
     let withdrawn = enforced_says(&hub, "spoke-3: no heartbeat from its agent").await;
     if withdrawn.is_err() {
         explain(&fleet).await;
@@ -301,38 +300,32 @@ async fn meridian_as_pods_keeps_answering_when_the_hub_is_cut_off_from_its_clust
     // A phase of its own while France's answer comes back, so that phase 2 holds only answers
     // given while spoke-3 was withdrawn.
     enter("2b spoke-3 reconnected");
-    signal_agent(&fleet, "spoke-3", "CONT");
+    signal_agents(&fleet, &["spoke-3"], "CONT");
     answers_become(&hub, Some(FRANCE), &[eu.as_str()]).await?;
     fail_static(&hub, conditions::fail_static::NONE_KEPT).await?;
 
     // Two of three cut off at once: they are quiet before either is silent, so the fleet
     // brake holds both from the start, and nothing changes for anyone.
     enter("3 two of three cut off");
-    signal_agent(&fleet, "spoke-2", "STOP");
-    signal_agent(&fleet, "spoke-3", "STOP");
+    signal_agents(&fleet, &["spoke-2", "spoke-3"], "STOP");
     let braked = fail_static(&hub, conditions::fail_static::FLEET_BRAKE).await?;
     println!("{}: {braked}", elapsed());
     asked_in_phase().await?;
     enter("4 two of three reconnected");
-    signal_agent(&fleet, "spoke-2", "CONT");
-    signal_agent(&fleet, "spoke-3", "CONT");
+    signal_agents(&fleet, &["spoke-2", "spoke-3"], "CONT");
     let released = fail_static(&hub, conditions::fail_static::NONE_KEPT).await?;
     println!("{}: {released}", elapsed());
     asked_in_phase().await?;
 
     // All three cut off: the same.
     enter("5 all cut off");
-    for spoke in ["spoke-1", "spoke-2", "spoke-3"] {
-        signal_agent(&fleet, spoke, "STOP");
-    }
+    signal_agents(&fleet, &["spoke-1", "spoke-2", "spoke-3"], "STOP");
     let braked = fail_static(&hub, conditions::fail_static::FLEET_BRAKE).await?;
     println!("{}: {braked}", elapsed());
     assert!(braked.contains("spoke-1"), "{braked}");
     asked_in_phase().await?;
     enter("6 all reconnected");
-    for spoke in ["spoke-1", "spoke-2", "spoke-3"] {
-        signal_agent(&fleet, spoke, "CONT");
-    }
+    signal_agents(&fleet, &["spoke-1", "spoke-2", "spoke-3"], "CONT");
     let released = fail_static(&hub, conditions::fail_static::NONE_KEPT).await?;
     println!("{}: {released}", elapsed());
     asked_in_phase().await?;

@@ -14,12 +14,13 @@
 
 use std::time::Duration;
 
-use meridian_e2e::example::{HOST, UNITED_STATES, dig_host_async, with_example_spokes};
+use meridian_e2e::example::{HOST, UNITED_STATES, dig_host_async};
 use meridian_e2e::traffic::{
-    Clients, Outcome, Recovery, Sample, TrafficExample, back_to, health_checked_policy,
-    mark_for_drain, publish_tiered_policy, recovery, request, set_fault, tiered_policy,
+    Clients, Outcome, Recovery, Sample, TrafficExample, back_to, fleet_with_the_app,
+    health_checked_policy, mark_for_drain, publish_tiered_policy, recovery, request, set_fault,
+    tiered_policy,
 };
-use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, built_images, eventually, image_named};
+use meridian_e2e::{DEFAULT_PATIENCE, Error, eventually};
 
 /// Client workers, each sending a request every `PERIOD`.
 const WORKERS: usize = 4;
@@ -31,12 +32,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
 async fn real_traffic_moves_off_a_failing_cluster_and_back_without_a_failed_failback()
 -> Result<(), Error> {
     meridian_e2e::test_logs("warn,kube_client=off,meridian_e2e=info");
-    let images = built_images()?;
-    let app_image = image_named(&images, "/meridian-demo-app");
-    let fleet = with_example_spokes(Fleet::builder())
-        .with_nodes([app_image.archive.clone()])
-        .start()
-        .await?;
+    let (fleet, app_image) = fleet_with_the_app().await?;
     let traffic = TrafficExample::start(
         &fleet,
         &app_image.reference,

@@ -768,14 +768,18 @@ mod tests {
     #[test]
     fn a_client_whose_geo_branch_is_out_of_dns_is_told_why_it_goes_elsewhere() {
         let mut snapshot = geo_example();
-        let healthy = explain_snapshot(
-            &snapshot,
-            "api.example.com",
-            RecordType::A,
-            located("IE", "GEO-EU"),
-            Vec::new(),
-        )
-        .unwrap();
+        // A client in Ireland asking for the host.
+        let from_dublin = |snapshot: &FleetSnapshot| {
+            explain_snapshot(
+                snapshot,
+                "api.example.com",
+                RecordType::A,
+                located("IE", "GEO-EU"),
+                Vec::new(),
+            )
+            .unwrap()
+        };
+        let healthy = from_dublin(&snapshot);
         assert_eq!(
             healthy.answer.answers.keys().collect::<Vec<_>>(),
             ["172.31.0.1"]
@@ -798,14 +802,7 @@ mod tests {
         };
         record.status.as_mut().unwrap().endpoints = all_to_api(&published);
         snapshot.records[index] = Arc::new(record);
-        let report = explain_snapshot(
-            &snapshot,
-            "api.example.com",
-            RecordType::A,
-            located("IE", "GEO-EU"),
-            Vec::new(),
-        )
-        .unwrap();
+        let report = from_dublin(&snapshot);
         assert_eq!(
             report.answer.answers.keys().collect::<Vec<_>>(),
             ["172.31.1.1"],

@@ -10,6 +10,7 @@ use meridian_dns::model::Endpoint;
 use meridian_dns::tree::{Address, ClusterTarget, GatewayRef, RecordTree, build_record_tree};
 use serde::{Deserialize, Serialize};
 
+use meridian_controllers::decide::exclude::Exclusions;
 use meridian_controllers::decide::policy::routing_strategy;
 
 /// A gateway, a policy and the clusters the gateway is placed on.
@@ -49,6 +50,9 @@ pub struct ScenarioPolicy {
     pub target_ref: Option<serde_json::Value>,
     #[serde(default)]
     pub health_check: Option<serde_json::Value>,
+    /// Addresses never published, as the policy's `excludeAddresses`.
+    #[serde(default)]
+    pub exclude_addresses: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -138,6 +142,8 @@ pub fn plan_scenario(scenario: &Scenario) -> anyhow::Result<PlanOutput> {
         &scenario.policy.load_balancing,
     )
     .map_err(|error| anyhow::anyhow!("invalid policy: {error}"))?;
+    let excluded = Exclusions::parse(&scenario.policy.exclude_addresses)
+        .map_err(|error| anyhow::anyhow!("invalid policy: {error}"))?;
     let gateway = GatewayRef {
         name: scenario.gateway.name.clone(),
         namespace: scenario.gateway.namespace.clone(),
@@ -150,7 +156,7 @@ pub fn plan_scenario(scenario: &Scenario) -> anyhow::Result<PlanOutput> {
         let clusters = scenario
             .clusters
             .iter()
-            .map(|cluster| cluster_target(cluster, &listener.name))
+            .map(|cluster| cluster_target(cluster, &listener.name, &excluded))
             .collect::<anyhow::Result<Vec<_>>>()?;
         let tree = build_record_tree(host, &gateway, &strategy, &clusters)
             .map_err(|error| anyhow::anyhow!("listener {}: {error}", listener.name))?;
@@ -165,10 +171,15 @@ pub fn plan_scenario(scenario: &Scenario) -> anyhow::Result<PlanOutput> {
     Ok(PlanOutput { records })
 }
 
-fn cluster_target(cluster: &ScenarioCluster, listener: &str) -> anyhow::Result<ClusterTarget> {
+fn cluster_target(
+    cluster: &ScenarioCluster,
+    listener: &str,
+    excluded: &Exclusions,
+) -> anyhow::Result<ClusterTarget> {
     let addresses = cluster
         .addresses
         .iter()
+        .filter(|a| !excluded.excludes(&a.value))
         .map(|a| Address::parse(a.type_.as_deref(), &a.value))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|error| anyhow::anyhow!("cluster {}: {error}", cluster.name))?;

@@ -81,6 +81,38 @@ clusters:
 }
 
 #[test]
+fn excluded_addresses_are_planned_as_the_hub_publishes_them() {
+    let scenario = "
+gateway: {name: prod-web, namespace: gateways, listeners: [{name: api, hostname: api.example.com}]}
+policy: {routingStrategy: simple, excludeAddresses: [10.0.0.0/8, 172.31.0.2]}
+clusters:
+  - {name: c1, clusterID: test-cluster-1, addresses: [{value: 172.31.0.2}, {value: 172.31.0.1}, {value: 10.1.2.3}]}
+";
+    let output = hub(&["plan", "-f", "-", "-o", "json"], Some(scenario));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        json["records"][0]["endpoints"][0]["targets"],
+        serde_json::json!(["172.31.0.1"]),
+        "{json}"
+    );
+    let refused = hub(
+        &["plan", "-f", "-"],
+        Some(&scenario.replace("10.0.0.0/8", "'10.0.0.0/33'")),
+    );
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("excludeAddresses"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+}
+
+#[test]
 fn bad_input_is_a_message_and_a_failure_never_a_panic() {
     let gateway =
         "gateway: {name: gw, namespace: ns, listeners: [{name: api, hostname: api.example.com}]}\n";

@@ -19,7 +19,7 @@ use tokio::net::UdpSocket;
 
 mod common;
 
-use common::{EU_IP, IE_IP, US_IP, example_zone};
+use common::{EU_IP, IE_IP, US_IP, a_records, example_zone};
 
 /// Client subnets the GEO database places in Ireland, the US and France.
 const PLACES: [(&str, &str, &str); 3] = [
@@ -98,17 +98,6 @@ async fn ask_over_tcp(resolver: SocketAddr, bytes: &[u8]) -> Message {
     Message::from_vec(&answer).unwrap()
 }
 
-fn addresses(response: &Message) -> Vec<String> {
-    response
-        .answers
-        .iter()
-        .filter_map(|record| match &record.data {
-            RData::A(a) => Some(a.0.to_string()),
-            _ => None,
-        })
-        .collect()
-}
-
 /// Every question the validators are asked, and what a validated answer holds.
 async fn assert_validated(resolver: &ValidatingResolver, what: &str) {
     let address = resolver.address;
@@ -123,18 +112,18 @@ async fn assert_validated(resolver: &ValidatingResolver, what: &str) {
     for (place, subnet, expected) in PLACES {
         let response = ask(address, "api.example.com.", WireType::A, Some(subnet)).await;
         validated(&response, &format!("api.example.com from {place}"));
-        assert_eq!(addresses(&response), [expected], "{what}: from {place}");
+        assert_eq!(a_records(&response), [expected], "{what}: from {place}");
         let response = ask(address, "x.apps.example.com.", WireType::A, Some(subnet)).await;
         validated(&response, &format!("the wildcard from {place}"));
         assert_eq!(
-            addresses(&response),
+            a_records(&response),
             [expected],
             "{what}: wildcard from {place}"
         );
     }
     let weighted = ask(address, "w.example.com.", WireType::A, None).await;
     validated(&weighted, "the weighted name");
-    let answer = addresses(&weighted);
+    let answer = a_records(&weighted);
     assert!(
         answer == ["198.18.0.1"] || answer == ["198.18.0.3"],
         "{what}: weighted {answer:?}"
@@ -164,7 +153,7 @@ async fn assert_validated(resolver: &ValidatingResolver, what: &str) {
             matches!(
                 response.metadata.response_code,
                 ResponseCode::NoError | ResponseCode::NXDomain
-            ) && addresses(&response).is_empty(),
+            ) && a_records(&response).is_empty(),
             "{what}: {question}: {response:?}"
         );
     }
@@ -307,7 +296,7 @@ async fn a_tampered_answer_fails_validation() {
         ResponseCode::ServFail,
         "a forged address must not reach the client: {forged:?}"
     );
-    assert!(addresses(&forged).is_empty());
+    assert!(a_records(&forged).is_empty());
     assert!(
         resolver.log().contains("validation failure"),
         "Unbound says why: {}",

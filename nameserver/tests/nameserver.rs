@@ -18,7 +18,7 @@ use tokio::net::UdpSocket;
 
 mod common;
 
-use common::{EU_IP, IE_IP, US_IP, example_zone};
+use common::{EU_IP, IE_IP, US_IP, a_records, example_zone};
 
 fn geo_database() -> GeoDb {
     GeoDb::from_bytes(write_database(&[
@@ -631,17 +631,6 @@ async fn query(
             return response;
         }
     }
-}
-
-fn a_records(response: &Message) -> Vec<String> {
-    response
-        .answers
-        .iter()
-        .filter_map(|r| match &r.data {
-            RData::A(a) => Some(a.0.to_string()),
-            _ => None,
-        })
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,7 +14,9 @@ use meridian_dns::model::{Endpoint, RecordType};
 use meridian_nameserver::{NameServer, ServerConfig, TsigKey, ZoneConfig, ZoneNameServer};
 use meridian_testkit::bind_server::free_dns_port;
 use meridian_testkit::secondaries::{Kind, Primary, Secondary};
-use meridian_testkit::trees::{geo_policy, three_clusters, tree};
+use meridian_testkit::trees::{GEO_LABEL, cluster, geo_policy, tree};
+
+mod common;
 use tokio::net::UdpSocket;
 
 const ZONE: &str = "example.com";
@@ -40,10 +42,12 @@ fn zone_config() -> ZoneConfig {
 /// A GEO name over weighted names (what secondaries get flattened), a plain name, and enough
 /// filler that a transfer spans several messages (each one signed, chained to the last).
 fn records(version: u32) -> Vec<Endpoint> {
+    // Two clusters in IE (a weighted set of two), one in the US.
+    let in_geo = |n: u32, geo: &str| cluster(n, &[(GEO_LABEL, geo)], &[&format!("203.0.113.{n}")]);
     let mut records = tree(
         "api.example.com",
         &geo_policy(),
-        &three_clusters(["203.0.113.1", "203.0.113.2", "203.0.113.3"]),
+        &[in_geo(1, "IE"), in_geo(2, "IE"), in_geo(3, "US")],
     );
     for n in 0..400 {
         records.push(Endpoint::new(
@@ -91,14 +95,7 @@ async fn addresses(server: SocketAddr, name: &str) -> BTreeSet<String> {
     let Some(response) = ask(server, name, WireType::A).await else {
         return BTreeSet::new();
     };
-    response
-        .answers
-        .iter()
-        .filter_map(|r| match &r.data {
-            RData::A(a) => Some(a.0.to_string()),
-            _ => None,
-        })
-        .collect()
+    common::a_records(&response).into_iter().collect()
 }
 
 /// Waits until every secondary serves `serial`; returns how long each took.

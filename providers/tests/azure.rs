@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 mod support;
 use support::{
-    converge, four_clusters, geo_policy, leave_foreign_records_alone, plan_at, published,
-    replan_reweight_and_remove, switch_simple_and_loadbalanced, tree,
+    converge, create, four_clusters, geo_policy, leave_foreign_records_alone, plan_at,
+    publish_tree, published, replan_reweight_and_remove, switch_simple_and_loadbalanced, tree,
+    weighted,
 };
 
 use meridian_dns::changes::{Changes, Update};
@@ -64,13 +65,14 @@ async fn a_geo_then_weighted_tree_is_nested_traffic_manager_profiles() {
         [ZONE]
     );
     let host = "api.example.com";
-    let desired = tree(host, &geo_policy(30), &four_clusters());
-    converge(&provider, ZONE, "hub", host, &desired, None).await;
-    assert_eq!(
-        published(&provider, ZONE, host).await,
-        desired,
-        "what Azure holds reads back exactly as the tree (across pages of 7)"
-    );
+    let desired = publish_tree(
+        &provider,
+        ZONE,
+        host,
+        &four_clusters(),
+        "what Azure holds reads back exactly as the tree (across pages of 7)",
+    )
+    .await;
 
     // Azure's own shapes: klb is a Geographic profile whose IE and US endpoints nest the
     // weighted profiles of ie.klb and us.klb, `*` is WORLD on IE's endpoint, and the GEO-EU
@@ -285,23 +287,14 @@ async fn a_bad_record_blocks_only_itself() {
         60,
     );
     // Refused before any call: Traffic Manager weights start at 1.
-    let zero = Endpoint::new(
+    let zero = weighted(
         "w.example.com",
         RecordType::Cname,
-        ["a.example.net".to_string()],
-        60,
-    )
-    .with_set_identifier("a.example.net")
-    .with_property("weight", "0");
-    let result = provider
-        .apply(
-            ZONE,
-            &Changes {
-                creates: vec![good.clone(), too_many, zero.clone()],
-                ..Default::default()
-            },
-        )
-        .await;
+        "a.example.net",
+        "a.example.net",
+        "0",
+    );
+    let result = create(&provider, ZONE, vec![good.clone(), too_many, zero.clone()]).await;
     let Err(ProviderError::PartlyApplied(problems)) = result else {
         panic!("two records fail: {result:?}");
     };

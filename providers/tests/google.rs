@@ -9,8 +9,8 @@ use std::time::Duration;
 
 mod support;
 use support::{
-    cluster_on, converge, count_read, four_clusters, geo_policy, leave_foreign_records_alone,
-    numbered, only_the_bad_record_fails, plan_many, published, replan_reweight_and_remove,
+    cluster_on, count_read, four_clusters, geo_policy, leave_foreign_records_alone, numbered,
+    only_the_bad_record_fails, plan_many, publish_tree, replan_reweight_and_remove,
     switch_simple_and_loadbalanced, tree,
 };
 
@@ -22,6 +22,7 @@ use meridian_providers::google::{
 };
 use meridian_providers::{Provider, ProviderError};
 use meridian_testkit::cloud_dns_fake::FakeCloudDns;
+use meridian_testkit::zone_id_of;
 
 const PROJECT: &str = "meridian-test";
 
@@ -59,14 +60,8 @@ fn geo_regions() -> GeoRegions {
 async fn provider_and_zone(fake: &FakeCloudDns) -> (GoogleProvider, Arc<RequestBudget>, String) {
     let budget = Arc::new(RequestBudget::per_second(1000));
     let provider = provider(fake, budget.clone()).await;
-    let zone = provider
-        .list_zones()
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|z| z.domain == "example.com")
-        .expect("the zone is listed");
-    (provider, budget, zone.id)
+    let zone = zone_id_of(&provider, "example.com").await;
+    (provider, budget, zone)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -74,13 +69,14 @@ async fn a_weighted_geo_tree_is_one_record_set_per_name_created_updated_and_remo
     let fake = FakeCloudDns::start(PROJECT, &["--page-size", "7"]);
     let (provider, _, zone) = provider_and_zone(&fake).await;
     let host = "api.example.com";
-    let desired = tree(host, &geo_policy(30), &four_clusters());
-    converge(&provider, &zone, "hub", host, &desired, None).await;
-    assert_eq!(
-        published(&provider, &zone, host).await,
-        desired,
-        "what Cloud DNS holds reads back exactly as the tree (across pages of 7)"
-    );
+    let desired = publish_tree(
+        &provider,
+        &zone,
+        host,
+        &four_clusters(),
+        "what Cloud DNS holds reads back exactly as the tree (across pages of 7)",
+    )
+    .await;
 
     // Cloud DNS's own shapes: one GEO set, `*` merged into IE's region, and one WRR set.
     let geo = fake.record_set("klb.api.example.com.", "CNAME");
@@ -278,13 +274,14 @@ async fn throttling_is_absorbed_with_backoff_within_the_budget() {
     });
     let zone = provider.list_zones().await.unwrap()[0].id.clone();
     let host = "api.example.com";
-    let desired = tree(host, &geo_policy(30), &four_clusters());
-    converge(&provider, &zone, "hub", host, &desired, None).await;
-    assert_eq!(
-        published(&provider, &zone, host).await,
-        desired,
-        "converged despite throttling"
-    );
+    publish_tree(
+        &provider,
+        &zone,
+        host,
+        &four_clusters(),
+        "converged despite throttling",
+    )
+    .await;
     let requests = fake.requests();
     let throttled = requests["throttled"];
     let answered: u64 = requests

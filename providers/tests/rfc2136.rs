@@ -3,7 +3,7 @@
 
 use base64::Engine as _;
 mod support;
-use support::{converge, plan_at, published};
+use support::{converge, create, plan_at, published, weighted};
 
 use meridian_dns::changes::Changes;
 use meridian_dns::model::{Endpoint, RecordType, is_at_or_below};
@@ -13,6 +13,7 @@ use meridian_providers::rfc2136::{Rfc2136Provider, plain_dns_records};
 use meridian_providers::{Provider, ProviderError};
 use meridian_testkit::bind_server::BindServer;
 use meridian_testkit::trees::{geo_policy, three_clusters, tree};
+use meridian_testkit::zone_id_of;
 
 async fn start_bind() -> BindServer {
     BindServer::start("example.com").await.unwrap()
@@ -105,22 +106,8 @@ async fn a_flattened_tree_lands_updates_and_leaves_others_alone() {
 async fn weighted_records_and_a_wrong_key_are_refused() {
     let bind = start_bind().await;
     let provider = Rfc2136Provider::new(bind.config.clone()).unwrap();
-    let weighted = Endpoint::new(
-        "w.example.com",
-        RecordType::A,
-        ["192.0.2.1".to_string()],
-        60,
-    )
-    .with_set_identifier("a")
-    .with_property("weight", "10");
-    let error = provider
-        .apply(
-            "example.com",
-            &Changes {
-                creates: vec![weighted],
-                ..Default::default()
-            },
-        )
+    let choice = weighted("w.example.com", RecordType::A, "192.0.2.1", "a", "10");
+    let error = create(&provider, "example.com", vec![choice])
         .await
         .unwrap_err();
     assert!(
@@ -161,26 +148,14 @@ async fn weighted_records_and_a_wrong_key_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_plan_lands_identically_on_bind_and_route53() {
-    use meridian_providers::budget::RequestBudget;
-    use meridian_providers::route53::Route53Provider;
     use meridian_testkit::moto::MotoServer;
 
     let bind = start_bind().await;
     let rfc2136 = Rfc2136Provider::new(bind.config.clone()).unwrap();
     let moto = MotoServer::start().unwrap();
     moto.create_zone("example.com").await.unwrap();
-    let route53 = Route53Provider::new(
-        &moto.credentials(&moto.endpoint()),
-        std::sync::Arc::new(RequestBudget::per_second(1000)),
-    );
-    let zone_id = route53
-        .list_zones()
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|z| z.domain == "example.com")
-        .unwrap()
-        .id;
+    let route53 = moto.provider(1000);
+    let zone_id = zone_id_of(&route53, "example.com").await;
 
     // What plain DNS can express: the flattened tree, with its ownership records.
     let host = "api.example.com";

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 mod support;
 use support::{
-    cluster_on, converge, count_read, geo_policy, leave_foreign_records_alone, numbered,
-    only_the_bad_record_fails, plan_many, published, replan_reweight_and_remove,
-    switch_simple_and_loadbalanced, tree,
+    cluster_on, count_read, create, leave_foreign_records_alone, numbered,
+    only_the_bad_record_fails, plan_many, publish_tree, replan_reweight_and_remove,
+    switch_simple_and_loadbalanced, weighted,
 };
 
 use meridian_dns::changes::Changes;
@@ -18,6 +18,7 @@ use meridian_providers::budget::RequestBudget;
 use meridian_providers::route53::Route53Provider;
 use meridian_providers::{Provider, ProviderError};
 use meridian_testkit::moto::MotoServer;
+use meridian_testkit::zone_id_of;
 
 /// A provider with a generous budget (tests are not about pacing) and a new zone.
 async fn provider_with_zone(
@@ -38,14 +39,8 @@ async fn provider_through(
     let provider = Route53Provider::new(&moto.credentials(endpoint), budget.clone());
     moto.create_zone(domain).await.unwrap();
     provider.invalidate_zones();
-    let zone = provider
-        .list_zones()
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|z| z.domain == domain)
-        .expect("the new zone is listed");
-    (provider, budget, zone.id)
+    let zone = zone_id_of(&provider, domain).await;
+    (provider, budget, zone)
 }
 
 fn clusters() -> Vec<ClusterTarget> {
@@ -61,13 +56,14 @@ async fn a_weighted_geo_tree_is_created_updated_and_removed() {
     let moto = MotoServer::start().unwrap();
     let (provider, _, zone) = provider_with_zone(&moto, "example.com").await;
     let host = "api.example.com";
-    let desired = tree(host, &geo_policy(30), &clusters());
-    converge(&provider, &zone, "hub", host, &desired, None).await;
-    assert_eq!(
-        published(&provider, &zone, host).await,
-        desired,
-        "what Route53 holds is exactly the tree"
-    );
+    let desired = publish_tree(
+        &provider,
+        &zone,
+        host,
+        &clusters(),
+        "what Route53 holds is exactly the tree",
+    )
+    .await;
 
     replan_reweight_and_remove(&provider, &zone, host, &desired, &clusters()).await;
 }
@@ -128,24 +124,8 @@ async fn invalid_records_are_refused_before_any_call() {
     let moto = MotoServer::start().unwrap();
     let (provider, budget, zone) = provider_with_zone(&moto, "example.com").await;
     let calls_before = budget.spent();
-    let heavy = Endpoint::new(
-        "w.example.com",
-        RecordType::A,
-        ["192.0.2.1".to_string()],
-        60,
-    )
-    .with_set_identifier("a")
-    .with_property("weight", "300");
-    let error = provider
-        .apply(
-            &zone,
-            &Changes {
-                creates: vec![heavy],
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap_err();
+    let heavy = weighted("w.example.com", RecordType::A, "192.0.2.1", "a", "300");
+    let error = create(&provider, &zone, vec![heavy]).await.unwrap_err();
     assert!(matches!(error, ProviderError::Invalid(_)), "{error}");
     assert_eq!(budget.spent(), calls_before, "no request was made");
     // The zone list is cached: listing again costs nothing.
@@ -173,13 +153,14 @@ async fn throttling_is_absorbed_with_backoff_within_the_budget() {
     let spent_before = budget.spent();
 
     let host = "api.example.com";
-    let desired = tree(host, &geo_policy(30), &clusters());
-    converge(&provider, &zone, "hub", host, &desired, None).await;
-    assert_eq!(
-        published(&provider, &zone, host).await,
-        desired,
-        "converged despite throttling"
-    );
+    publish_tree(
+        &provider,
+        &zone,
+        host,
+        &clusters(),
+        "converged despite throttling",
+    )
+    .await;
 
     let answered: u64 = proxy.calls().values().sum();
     let attempts = budget.spent() - spent_before;

@@ -28,6 +28,18 @@ pub mod secondaries;
 pub mod trees;
 pub mod unbound;
 
+/// The ID of the zone for `domain` at `provider` (which must list it).
+pub async fn zone_id_of<P: meridian_providers::Provider>(provider: &P, domain: &str) -> String {
+    provider
+        .list_zones()
+        .await
+        .unwrap_or_else(|error| panic!("the provider lists its zones: {error}"))
+        .into_iter()
+        .find(|zone| zone.domain.trim_end_matches('.') == domain.trim_end_matches('.'))
+        .unwrap_or_else(|| panic!("the zone {domain} is listed"))
+        .id
+}
+
 /// Runs a fake's Python script under `command` and returns it with the ports it prints on its
 /// first line (`listening on <port> [<port> ...]`).
 pub(crate) fn spawn_fake(mut command: std::process::Command) -> (std::process::Child, Vec<u16>) {

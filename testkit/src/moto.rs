@@ -110,6 +110,16 @@ impl MotoServer {
         }
     }
 
+    /// A Route53 provider talking to moto directly, allowed `per_second` requests a second.
+    pub fn provider(&self, per_second: u32) -> meridian_providers::route53::Route53Provider {
+        meridian_providers::route53::Route53Provider::new(
+            &self.credentials(&self.endpoint()),
+            std::sync::Arc::new(meridian_providers::budget::RequestBudget::per_second(
+                per_second,
+            )),
+        )
+    }
+
     /// Creates a hosted zone directly in moto (not through any proxy).
     pub async fn create_zone(&self, domain: &str) -> Result<(), String> {
         use aws_sdk_route53::config::{BehaviorVersion, Credentials, Region};

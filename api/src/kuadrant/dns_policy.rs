@@ -3,7 +3,7 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use super::HealthCheck;
-use crate::validation::DURATION_PATTERN;
+use crate::validation::{DNS_NAME_PATTERN, DURATION_PATTERN};
 
 /// DNS load balancing for the listeners of one Gateway: how the hostname's record tree is
 /// shaped (simple, or weighted and GEO load balanced) and how its endpoints are health checked.
@@ -67,7 +67,24 @@ pub struct DNSPolicySpec {
     #[schemars(regex(pattern = DURATION_PATTERN))]
     #[x_kube(validation = Rule::new("duration(self) >= duration('1s') && duration(self) <= duration('24h')").message("ttl must be between 1s and 24h"))]
     pub ttl: Option<String>,
+
+    /// Gateway addresses this policy never publishes, up to 20: IP addresses, CIDR ranges
+    /// (IPv4 or IPv6) and hostnames (as Kuadrant's `kuadrant.io/v1` DNSPolicy takes them). A
+    /// cluster whose every address is excluded adds nothing to the records, and the policy's
+    /// `Enforced` message says so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 20), inner(length(min = 1, max = 253)))]
+    #[x_kube(validation = Rule::new(EXCLUDED_ADDRESSES_RULE.clone()).message("excludeAddresses[] must be IP addresses, CIDR ranges (192.0.2.0/24, 2001:db8::/32) or lowercase hostnames"))]
+    pub exclude_addresses: Vec<String>,
 }
+
+/// CEL: every excluded address is an IP, a CIDR range or a DNS name.
+static EXCLUDED_ADDRESSES_RULE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    // A name whose last label is all digits is a mistyped address (`10.0.0.300`), not a name.
+    format!(
+        "self.all(a, isIP(a) || isCIDR(a) || (a.matches(r'{DNS_NAME_PATTERN}') && !a.matches(r'(^|\\.)[0-9]+\\.?$')))"
+    )
+});
 
 /// The object a policy attaches to. Only Gateway API Gateways are supported.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]

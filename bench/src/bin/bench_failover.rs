@@ -17,12 +17,12 @@ use clap::Parser;
 use kube::Api;
 use kube::api::ListParams;
 use meridian_api::meridian::ProbeResults;
-use meridian_e2e::example::{HOST, with_example_spokes};
+use meridian_e2e::example::HOST;
 use meridian_e2e::traffic::{
     Clients, Outcome, Recovery, Sample, TrafficExample, back_to, health_checked_policy,
     mark_for_drain, publish_tiered_policy, recovery, request, resolve, set_fault, tiered_policy,
 };
-use meridian_e2e::{Fleet, built_images, eventually, image_named};
+use meridian_e2e::{Fleet, eventually};
 
 const INTERVAL_SECONDS: u64 = 5;
 const FAILURE_THRESHOLD: u64 = 2;
@@ -118,12 +118,7 @@ struct FailoverRow {
 }
 
 async fn failover(args: Args) -> anyhow::Result<()> {
-    let images = built_images()?;
-    let app_image = image_named(&images, "/meridian-demo-app");
-    let fleet = with_example_spokes(Fleet::builder())
-        .with_nodes([app_image.archive.clone()])
-        .start()
-        .await?;
+    let (fleet, app_image) = meridian_e2e::traffic::fleet_with_the_app().await?;
     let mut traffic = TrafficExample::start(
         &fleet,
         &app_image.reference,

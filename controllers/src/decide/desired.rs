@@ -86,6 +86,8 @@ pub struct Desired {
     pub problems: Vec<String>,
     /// Clusters that add nothing yet, and why.
     pub waiting: Vec<String>,
+    /// Addresses left out by the policy's `excludeAddresses`, per cluster.
+    pub excluded: Vec<String>,
     /// Silent clusters still published, and which brake keeps each (fail static).
     pub kept_silent: Vec<String>,
     /// Whether the fleet brake keeps any of them.
@@ -113,6 +115,11 @@ pub fn zone_for<'a>(host: &str, zones: &'a [ZoneRef]) -> Option<&'a ZoneRef> {
         }
         candidate = candidate.split_once('.')?.1;
     }
+}
+
+/// What the policy says of a cluster whose Gateway reports no address.
+pub fn no_addresses_yet(cluster: &str) -> String {
+    format!("{cluster}: the Gateway has no addresses yet")
 }
 
 /// Name of the DNSRecord for a listener.
@@ -191,9 +198,9 @@ fn desired_with(
                 downstream_namespace(&gateway.namespace),
                 gateway.name
             )),
-            (Some(_), Some(report)) if report.addresses.is_empty() => desired.waiting.push(
-                format!("{}: the Gateway has no addresses yet", cluster.name),
-            ),
+            (Some(_), Some(report)) if report.addresses.is_empty() => {
+                desired.waiting.push(no_addresses_yet(&cluster.name))
+            }
             _ => {}
         }
     }

@@ -4,6 +4,7 @@
 
 pub mod convert;
 pub mod desired;
+pub mod exclude;
 pub mod health;
 pub mod host_marks;
 pub mod plan_guard;

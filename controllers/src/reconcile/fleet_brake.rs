@@ -1,7 +1,7 @@
 //! The fleet brake as the reconcilers use it, in the pipeline's three steps: [`heard`] gathers
 //! every cluster's last heartbeat, [`decide`] (pure) computes the brake with what it held when
-//! last looked at, and [`remember`] keeps that memory, logs the brake's changes and sets its
-//! metrics. The rules are [`crate::decide::silence`]'s.
+//! last looked at, and [`remember`] looks again under the memory's lock and keeps what it holds,
+//! logs the brake's changes and sets its metrics. The rules are [`crate::decide::silence`]'s.
 
 use std::time::Duration;
 
@@ -45,17 +45,24 @@ pub fn decide(
     BrakeLook { brake, memory }
 }
 
-/// Apply: keeps what the brake holds for the next look, sets its metrics and logs when it
-/// turns on or off.
-pub fn remember(ctx: &Context, look: &BrakeLook) {
-    let was = ctx.brake_memory.keep(look.memory);
+/// Apply: looks at the brake again under the memory's lock, from the same heartbeats and time
+/// as the decide, and keeps what it holds for the next look (another reconcile may have looked
+/// since this one gathered: the memory is always the latest look's). Sets its metrics and logs
+/// when it turns on or off. Returns the look kept.
+pub fn remember(ctx: &Context, heard: &[Timestamp], now: Timestamp) -> BrakeLook {
+    let timeout = ctx.config.heartbeat_timeout;
+    let percent = ctx.config.fleet_brake_percent;
+    let (look, was) = ctx.brake_memory.update(|recalled| {
+        let look = decide(heard, recalled, now, timeout, percent);
+        (look, look.memory)
+    });
     let brake = look.brake;
     ctx.metrics.fleet(&brake);
     if brake.engaged && !was {
         tracing::warn!(
             quiet = brake.quiet,
             heard = brake.heard,
-            threshold_percent = ctx.config.fleet_brake_percent,
+            threshold_percent = percent,
             "fleet brake on: most clusters went quiet together; the hub assumes it is the one cut off and withdraws nothing for silence"
         );
     } else if was && !brake.engaged {
@@ -65,28 +72,19 @@ pub fn remember(ctx: &Context, look: &BrakeLook) {
             "fleet brake off: enough clusters are heard again; silence withdraws under the usual limits"
         );
     }
+    look
 }
 
-/// The three steps at once, for a reconcile that needs the brake and nothing else of silence.
+/// Gather and apply at once, for a reconcile that needs the brake and nothing else of silence.
 pub fn current(ctx: &Context) -> FleetBrake {
-    let look = decide(
-        &heard(ctx),
-        ctx.brake_memory.recalled(),
-        (ctx.clock)(),
-        ctx.config.heartbeat_timeout,
-        ctx.config.fleet_brake_percent,
-    );
-    remember(ctx, &look);
-    look.brake
+    remember(ctx, &heard(ctx), (ctx.clock)()).brake
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn at(second: i64) -> Timestamp {
-        Timestamp::from_second(second).unwrap()
-    }
+    use crate::runtime::clock::at;
 
     #[test]
     fn a_look_keeps_the_brake_on_after_its_wave_is_heard_until_the_linger_ends() {

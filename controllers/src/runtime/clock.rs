@@ -72,6 +72,12 @@ fn no_later_than_written(
     }
 }
 
+/// Tests' instants: `second` seconds after the epoch.
+#[cfg(test)]
+pub(crate) fn at(second: i64) -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::from_second(second).expect("a test instant")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,10 +85,6 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
         ManagedFieldsEntry, MicroTime, ObjectMeta,
     };
-
-    fn at(second: i64) -> k8s_openapi::jiff::Timestamp {
-        k8s_openapi::jiff::Timestamp::from_second(second).unwrap()
-    }
 
     fn written_at(second: Option<i64>) -> ObjectMeta {
         ObjectMeta {

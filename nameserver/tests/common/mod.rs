@@ -1,5 +1,9 @@
-//! What the nameserver's integration tests share: the zone they serve.
+//! What the nameserver's integration tests share: the zone they serve, and how they read
+//! answers. Each test file uses a part of it.
+#![allow(dead_code)]
 
+use hickory_proto::op::Message;
+use hickory_proto::rr::RData;
 use meridian_dns::model::{Endpoint, RecordType};
 use meridian_testkit::trees::{geo_policy, three_clusters, tree};
 
@@ -44,4 +48,16 @@ pub fn example_zone() -> Vec<Endpoint> {
         60,
     ));
     records
+}
+
+/// The IPv4 addresses of a response's answers, in its order.
+pub fn a_records(response: &Message) -> Vec<String> {
+    response
+        .answers
+        .iter()
+        .filter_map(|record| match &record.data {
+            RData::A(a) => Some(a.0.to_string()),
+            _ => None,
+        })
+        .collect()
 }

@@ -49,6 +49,49 @@ pub async fn converge<P: Provider>(
     provider.apply(zone, &planned.changes).await.unwrap();
 }
 
+/// Publishes the GEO tree of `host` on `clusters` (the Azure ones weighing 30) for "hub" into
+/// an empty zone, and checks the provider reads back exactly it (`what` says what is checked).
+/// Returns the tree.
+pub async fn publish_tree<P: Provider>(
+    provider: &P,
+    zone: &str,
+    host: &str,
+    clusters: &[ClusterTarget],
+    what: &str,
+) -> Vec<Endpoint> {
+    let desired = tree(host, &geo_policy(30), clusters);
+    converge(provider, zone, "hub", host, &desired, None).await;
+    assert_eq!(published(provider, zone, host).await, desired, "{what}");
+    desired
+}
+
+/// A weighted choice of `name`: a `record_type` record to `target`, the set `set`, weighing
+/// `weight` (as written, so a test can write a weight a provider refuses).
+pub fn weighted(
+    name: &str,
+    record_type: RecordType,
+    target: &str,
+    set: &str,
+    weight: &str,
+) -> Endpoint {
+    Endpoint::new(name, record_type, [target.to_string()], 60)
+        .with_set_identifier(set)
+        .with_property("weight", weight)
+}
+
+/// Creates `records` in `zone`, in one apply.
+pub async fn create<P: Provider>(
+    provider: &P,
+    zone: &str,
+    records: Vec<Endpoint>,
+) -> Result<(), ProviderError> {
+    let changes = Changes {
+        creates: records,
+        ..Default::default()
+    };
+    provider.apply(zone, &changes).await
+}
+
 /// `count` A records, `{prefix}{i}.{domain}`, each with an address of its own.
 pub fn numbered(prefix: &str, domain: &str, count: usize) -> Vec<Endpoint> {
     (0..count)

@@ -1,5 +1,5 @@
 //! Decide (pure): from what was gathered, the drain steps due, the fleet brake when a cluster
-//! is silent, and the records the policy wants. What the decision says to remember is kept by
+//! is silent, the addresses the policy excludes, and the records the policy wants. What the decision says to remember is kept by
 //! [`super::enforce`] after it; nothing here reads a cache, a clock or a memory.
 
 use std::collections::BTreeMap;
@@ -9,7 +9,7 @@ use meridian_api::kuadrant::DrainingCluster;
 use meridian_dns::drain::{DrainState, drain_step, next_step_in};
 
 use super::gather::Seen;
-use crate::decide::desired::{Desired, desired_branch, desired_records};
+use crate::decide::desired::{Desired, desired_branch, desired_records, no_addresses_yet};
 use crate::decide::silence::SilenceRules;
 use crate::reconcile::fleet_brake::{self, BrakeLook};
 
@@ -60,6 +60,7 @@ pub fn decide(seen: &Seen, distributed: bool) -> Decision {
         seen.drain_step_seconds,
     );
     let mut clusters = seen.clusters.clone();
+    let excluded = seen.excluded.apply(&mut clusters);
     let mut draining = Vec::new();
     let mut drain_recheck: Option<Duration> = None;
     for cluster in &mut clusters {
@@ -118,6 +119,14 @@ pub fn decide(seen: &Seen, distributed: bool) -> Decision {
             &silence,
         )
     };
+    // A cluster excluded whole has no address because the policy said so, not "yet".
+    desired.waiting.retain(|note| {
+        !excluded
+            .emptied
+            .iter()
+            .any(|cluster| *note == no_addresses_yet(cluster))
+    });
+    desired.excluded = excluded.notes;
     if let Some(ttl) = seen.answer_ttl {
         for record in &mut desired.records {
             meridian_dns::tree::set_answer_ttl(&mut record.endpoints, &record.root_host, ttl);
@@ -135,6 +144,95 @@ pub fn decide(seen: &Seen, distributed: bool) -> Decision {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decide::desired::{ListenerRef, PlacedCluster, ZoneRef};
+    use crate::decide::exclude::Exclusions;
+    use meridian_api::meridian::{GatewayReport, ReportedAddress};
+    use meridian_dns::tree::{GatewayRef, Strategy};
+    use meridian_testkit::fixtures;
+
+    fn placed(name: &str, address: &str) -> PlacedCluster {
+        PlacedCluster {
+            name: name.into(),
+            labels: Default::default(),
+            cluster_id: Some(format!("id-{name}")),
+            gateway: Some(GatewayReport {
+                name: "web".into(),
+                namespace: "kuadrant-shop".into(),
+                addresses: vec![ReportedAddress {
+                    type_: "IPAddress".into(),
+                    value: address.into(),
+                }],
+                listeners: Vec::new(),
+            }),
+            silent_for: None,
+            weight_percent: 100,
+        }
+    }
+
+    fn seen(clusters: Vec<PlacedCluster>, excluded: &[&str]) -> Seen {
+        let now = k8s_openapi::jiff::Timestamp::from_second(1_000).unwrap();
+        Seen {
+            gateway: fixtures::gateway("shop", "web").arc(),
+            gateway_ref: GatewayRef {
+                name: "web".into(),
+                namespace: "shop".into(),
+            },
+            listeners: vec![ListenerRef {
+                name: "api".into(),
+                hostname: Some("api.example.com".into()),
+            }],
+            section: None,
+            strategy: Strategy::Simple,
+            answer_ttl: None,
+            excluded: Exclusions::parse(
+                &excluded.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+            )
+            .unwrap(),
+            zones: vec![ZoneRef {
+                name: "zone".into(),
+                domain: "example.com".into(),
+            }],
+            clusters,
+            silence: SilenceRules::immediate(),
+            fleet: None,
+            marked_for_drain: Vec::new(),
+            drains: Some(BTreeMap::new()),
+            drain_step_seconds: 60,
+            now,
+            now_seconds: 1_000,
+            key: "DNSPolicy/shop/p".into(),
+        }
+    }
+
+    #[test]
+    fn excluded_addresses_are_not_published_and_status_says_why_not_yet() {
+        let clusters = vec![
+            placed("spoke-1", "10.0.0.1"),
+            placed("spoke-2", "192.0.2.2"),
+        ];
+        let decision = decide(&seen(clusters.clone(), &["10.0.0.0/8"]), false);
+        let targets: Vec<&String> = decision.desired.records[0]
+            .endpoints
+            .iter()
+            .flat_map(|e| &e.targets)
+            .collect();
+        assert_eq!(targets, ["192.0.2.2"]);
+        assert!(
+            decision.desired.waiting.is_empty(),
+            "{:?}",
+            decision.desired.waiting
+        );
+        assert_eq!(decision.desired.excluded.len(), 1);
+        assert!(
+            decision.desired.excluded[0].starts_with("spoke-1: every address"),
+            "{:?}",
+            decision.desired.excluded
+        );
+        // Without the exclusion both are published, and nothing is said.
+        let decision = decide(&seen(clusters, &[]), false);
+        assert_eq!(decision.desired.records[0].endpoints[0].targets.len(), 2);
+        assert!(decision.desired.excluded.is_empty());
+    }
 
     fn marked(pairs: &[(&str, bool)]) -> Vec<(String, bool)> {
         pairs.iter().map(|(c, m)| (c.to_string(), *m)).collect()

@@ -14,6 +14,7 @@ use meridian_dns::tree::GatewayRef;
 
 use crate::Context;
 use crate::decide::desired::{ListenerRef, PlacedCluster, ZoneRef, downstream_namespace, silence};
+use crate::decide::exclude::Exclusions;
 use crate::decide::policy::routing_strategy;
 use crate::decide::silence::{BrakeMemory, FleetBrake, SilenceRules};
 use crate::reconcile::fleet_brake;
@@ -32,6 +33,8 @@ pub struct Seen {
     pub strategy: Strategy,
     /// The policy's `ttl` for the records health and choices change, seconds.
     pub answer_ttl: Option<u32>,
+    /// The Gateway addresses the policy never publishes.
+    pub excluded: Exclusions,
     /// The namespace's zones, by name.
     pub zones: Vec<ZoneRef>,
     /// On the hub, the clusters the Gateway is placed on; in distributed mode, this cluster.
@@ -147,6 +150,7 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
     let strategy = routing_strategy(policy.spec.routing_strategy, &policy.spec.load_balancing)
         .map_err(|problem| Refusal::Invalid(problem.to_string()))?;
     let answer_ttl = answer_ttl(policy.spec.ttl.as_deref()).map_err(Refusal::Invalid)?;
+    let excluded = Exclusions::parse(&policy.spec.exclude_addresses).map_err(Refusal::Invalid)?;
 
     let mut zones: Vec<ZoneRef> = ctx
         .caches
@@ -213,6 +217,7 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
         section: target.section_name.clone(),
         strategy,
         answer_ttl,
+        excluded,
         zones,
         clusters,
         fleet,

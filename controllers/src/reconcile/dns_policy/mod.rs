@@ -100,8 +100,8 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
     };
     let decision = decide::decide(&seen, ctx.config.distributed.is_some());
     ctx.drains.keep(&seen.key, &decision.drains);
-    if let Some(look) = &decision.brake {
-        crate::reconcile::fleet_brake::remember(ctx, look);
+    if let Some(fleet) = &seen.fleet {
+        crate::reconcile::fleet_brake::remember(ctx, &fleet.heard, seen.now);
     }
     let desired = decision.desired;
     let records = apply::write_records(policy, &desired, ctx).await?;

@@ -86,6 +86,7 @@ pub fn enforced_state(desired: &Desired, records: &[DNSRecord]) -> Condition {
         .collect();
     let mut notes = desired.problems.clone();
     notes.extend(desired.waiting.iter().cloned());
+    notes.extend(desired.excluded.iter().cloned());
     notes.extend(desired.kept_silent.iter().cloned());
     // Health pruning is the records' business; the policy repeats what it left out.
     notes.extend(records.iter().filter_map(|r| {

@@ -16,9 +16,18 @@ impl FleetBrakeMemory {
         *self.0.lock().expect("brake memory lock")
     }
 
-    /// Keeps `memory` for the next look; returns whether the brake was on before it.
-    pub fn keep(&self, memory: Option<BrakeMemory>) -> bool {
-        std::mem::replace(&mut *self.0.lock().expect("brake memory lock"), memory).is_some()
+    /// Looks at the brake with what it holds now, under one lock, so that reconciles looking
+    /// at once never lose each other's memory: `look` returns its result and the memory to keep.
+    /// Returns that result, and whether the brake was on before.
+    pub fn update<T>(
+        &self,
+        look: impl FnOnce(Option<BrakeMemory>) -> (T, Option<BrakeMemory>),
+    ) -> (T, bool) {
+        let mut memory = self.0.lock().expect("brake memory lock");
+        let was = memory.is_some();
+        let (result, kept) = look(*memory);
+        *memory = kept;
+        (result, was)
     }
 }
 
@@ -34,9 +43,15 @@ mod tests {
             held_heard_since: Timestamp::from_second(10_000).unwrap(),
             released_at: None,
         };
-        assert!(!memory.keep(Some(held)), "off before");
+        let (seen, was) = memory.update(|recalled| (recalled, Some(held)));
+        assert_eq!((seen, was), (None, false), "off before");
         assert_eq!(memory.recalled(), Some(held));
-        assert!(memory.keep(None), "on before");
+        let (seen, was) = memory.update(|recalled| (recalled, None));
+        assert_eq!(
+            (seen, was),
+            (Some(held), true),
+            "on before, and seen as it was kept"
+        );
         assert_eq!(memory.recalled(), None);
     }
 }

@@ -172,9 +172,7 @@ impl Drifted {
 mod tests {
     use super::*;
 
-    fn at(second: i64) -> Timestamp {
-        Timestamp::from_second(second).unwrap()
-    }
+    use crate::runtime::clock::at;
 
     #[test]
     fn a_failover_counts_its_detection_once_and_its_publication_when_the_leaf_leaves() {
