@@ -241,8 +241,37 @@ def run(jobs, waiting, running, done, kinds, logs) -> int:
     )
     if failed:
         print("failed: " + ", ".join(b.label for b in failed))
+        for binary in failed:
+            for reason in why_failed(binary.log.read_text(errors="replace")):
+                print(f"  {binary.label}: {reason}")
         return 1
     return 0
+
+
+PANIC = re.compile(r"^thread '([^']*)' panicked at (.*)$")
+
+
+def why_failed(text: str, lines_each: int = 6, most: int = 5) -> list[str]:
+    """Each panic in a failed binary's output, as its test and the first lines of its message
+    (with the error a test returned):
+    the summary then says why a test failed even when only the log's head and tail are kept
+    (a long test's output can push its panic far from either)."""
+    reasons = []
+    lines = text.splitlines()
+    for index, line in enumerate(lines):
+        found = PANIC.match(line)
+        if not found:
+            continue
+        # A test that returns an error prints it (`Error: …`) just before its panic.
+        message = [l.strip()[:300] for l in lines[max(0, index - 3) : index] if l.startswith("Error: ")]
+        for following in lines[index + 1 : index + 1 + lines_each]:
+            if not following.strip() or following.startswith("note: run with"):
+                break
+            message.append(following.strip()[:200])
+        reasons.append(f"{found.group(1)} at {found.group(2)} " + " / ".join(message))
+        if len(reasons) == most:
+            break
+    return reasons
 
 
 if __name__ == "__main__":
