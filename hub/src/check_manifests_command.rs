@@ -86,7 +86,7 @@ pub fn run(args: &CheckManifestsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn yaml_files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
+pub(crate) fn yaml_files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
     if path.is_file() {
         return Ok(vec![path.to_path_buf()]);
     }
@@ -104,8 +104,15 @@ fn yaml_files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
 }
 
 /// The findings for one object, or `None` when it is not one of the `kuadrant.io/v1alpha1`
-/// kinds Meridian serves.
+/// kinds Meridian serves (nor a Kuadrant `kuadrant.io/v1` DNSPolicy, which is refused with the
+/// way over).
 pub fn check_object(object: &Value, crds: &[CustomResourceDefinition]) -> Option<Vec<Finding>> {
+    if object["apiVersion"] == "kuadrant.io/v1" && object["kind"] == "DNSPolicy" {
+        return Some(vec![Finding::Refused {
+            path: "apiVersion".into(),
+            fix: "kuadrant.io/v1 is Kuadrant's DNSPolicy, which Meridian does not serve (its CRD serves kuadrant.io/v1alpha1 under the same name): `meridian-hub convert` writes Meridian's objects from it (docs/migrating-from-kuadrant.md)".into(),
+        }]);
+    }
     if object["apiVersion"] != "kuadrant.io/v1alpha1" {
         return None;
     }

@@ -7,6 +7,7 @@
 pub mod addon;
 pub mod check_manifests_command;
 pub mod controller;
+pub mod convert;
 pub mod explain_command;
 pub mod http;
 pub mod http_auth;
@@ -59,6 +60,9 @@ pub enum Command {
     /// Check a directory of manifests written for multicluster-gateway-controller: say what
     /// Meridian would refuse, drop or read differently (offline).
     CheckManifests(check_manifests_command::CheckManifestsArgs),
+    /// Convert Kuadrant `kuadrant.io/v1` DNSPolicies, from each cluster of a fleet, into
+    /// Meridian's objects; print what changes (offline).
+    Convert(convert::ConvertArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -104,6 +108,7 @@ impl Cli {
             Command::Routers(args) => routers_command(&args),
             Command::Uninstall(args) => uninstall_command::run(args),
             Command::CheckManifests(args) => check_manifests_command::run(&args),
+            Command::Convert(args) => convert::run(&args),
         }
     }
 }
