@@ -165,9 +165,11 @@ async fn a_signed_zone_validates_at_every_replica_through_a_rollover_and_a_leade
     let leader = RunningHub::start(&hub_args(fleet.hub.kubeconfig_path(), &geoip))
         .await
         .expect("the leader starts");
-    // DNSSEC on once the zone is served; rollover steps of 4 s (the DNSKEY TTL follows at
-    // 2 s, so a resolver sees each step in time).
-    let ds = sign_zone(&hub, NAMESPACE, "zone", Some("4s")).await?;
+    // DNSSEC on once the zone is served; rollover steps of 8 s (the DNSKEY TTL follows at
+    // 4 s, so a resolver sees each step in time). Steps are timed in whole seconds and reach
+    // the standby through a Secret watch, so a step can be a second short and seen late by a
+    // loaded API server: with 4 s steps the margin over the TTL was barely a second.
+    let ds = sign_zone(&hub, NAMESPACE, "zone", Some("8s")).await?;
     let first = zone_dnssec(&zones).await?;
     eprintln!("status.dnssec.ds: {ds}");
     assert_eq!(first.algorithm.as_deref(), Some("ECDSAP256SHA256"));
