@@ -5,8 +5,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 /// Gateway API policy condition: the policy is valid and attached to its target.
 pub const ACCEPTED: &str = "Accepted";
-/// Gateway API policy condition: what the policy asks for is in effect in DNS.
+/// Gateway API policy condition before v1.5: what the policy asks for is in effect in DNS. Kept
+/// beside [`PROGRAMMED`] for the manifests and dashboards that read it; deprecated.
 pub const ENFORCED: &str = "Enforced";
+/// Gateway API policy condition (GEP-713 as of v1.5): what the policy asks for is programmed
+/// into DNS. Reasons in [`programmed`].
+pub const PROGRAMMED: &str = "Programmed";
 /// A record or zone is published / usable.
 pub const READY: &str = "Ready";
 /// A record's endpoints pass their health checks.
@@ -20,8 +24,17 @@ pub const FAIL_STATIC: &str = "meridian.dev/FailStatic";
 /// ManagedZone: plans of its records over the zone's change threshold wait for approval (True),
 /// or none does (False).
 pub const PLANS_HELD: &str = "meridian.dev/PlansHeld";
-/// Condition Meridian sets on a Gateway targeted by a DNSPolicy.
-pub const DNS_POLICY_AFFECTED: &str = "kuadrant.io/DNSPolicyAffected";
+/// Condition Meridian sets on a Gateway targeted by a DNSPolicy, in Meridian's own domain
+/// (GEP-713's `<domain>/<Kind>Affected`): another controller's condition of the same meaning
+/// never collides with it.
+pub const DNS_POLICY_AFFECTED: &str = "meridian.dev/DNSPolicyAffected";
+/// The same condition in Kuadrant's domain, as earlier releases wrote it: written beside
+/// [`DNS_POLICY_AFFECTED`] only when the hub is asked to (`--kuadrant-gateway-condition`), for
+/// tools written for multicluster-gateway-controller. Kuadrant writes it too, so on a Gateway
+/// both target the two would fight.
+pub const KUADRANT_DNS_POLICY_AFFECTED: &str = "kuadrant.io/DNSPolicyAffected";
+/// The `controllerName` of Meridian's entries in a policy's `status.ancestors[]`.
+pub const CONTROLLER_NAME: &str = "meridian.dev/dns-controller";
 
 /// Reasons of the `Accepted` condition, as Gateway API policy attachment defines them.
 pub mod reasons {
@@ -29,6 +42,18 @@ pub mod reasons {
     pub const CONFLICTED: &str = "Conflicted";
     pub const INVALID: &str = "Invalid";
     pub const TARGET_NOT_FOUND: &str = "TargetNotFound";
+}
+
+/// Reasons of the [`PROGRAMMED`] condition (GEP-713).
+pub mod programmed {
+    /// Every record the policy asks for is published.
+    pub const PROGRAMMED: &str = "Programmed";
+    /// Some of its records are published, others wait (the message says which and why).
+    pub const PARTIALLY_PROGRAMMED: &str = "PartiallyProgrammed";
+    /// Nothing is published for it yet, or it is refused (`Accepted` says why).
+    pub const RECONCILING: &str = "Reconciling";
+    /// Another policy holds its Gateway.
+    pub const OVERRIDDEN: &str = "Overridden";
 }
 
 /// Reasons of the [`FAIL_STATIC`] condition.

@@ -128,7 +128,14 @@ async fn examples_apply_as_written_and_list_under_the_meridian_category() -> Res
     );
     let table = String::from_utf8_lossy(&listed.stdout);
     for column in [
-        "TARGET", "STRATEGY", "ACCEPTED", "ENFORCED", "DOMAIN", "PROVIDER", "RECORDS", "READY",
+        "TARGET",
+        "STRATEGY",
+        "ACCEPTED",
+        "PROGRAMMED",
+        "DOMAIN",
+        "PROVIDER",
+        "RECORDS",
+        "READY",
         "DNS",
     ] {
         assert!(

@@ -341,6 +341,30 @@ async fn start_scene() -> Result<Scene, Error> {
     let gateways: Api<Gateway> = Api::namespaced(hub.clone(), NAMESPACE);
     let zones: Api<ManagedZone> = Api::namespaced(hub.clone(), NAMESPACE);
     let policies: Api<DNSPolicy> = Api::namespaced(hub.clone(), NAMESPACE);
+    // The Gateway as an earlier release left it: its condition in Kuadrant's domain, written by
+    // the hub's field manager. The hub started below moves it to Meridian's domain.
+    let before = gateways
+        .patch_status(
+            "prod-web",
+            &meridian_controllers::apply_params(),
+            &kube::api::Patch::Apply(serde_json::json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                "status": { "conditions": [{
+                    "type": conditions::KUADRANT_DNS_POLICY_AFFECTED, "status": "True",
+                    "reason": "Accepted", "message": "DNSPolicy prod-web applies",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }] },
+            })),
+        )
+        .await?;
+    assert_eq!(
+        before.status.as_ref().and_then(|s| condition_status(
+            &s.conditions,
+            conditions::KUADRANT_DNS_POLICY_AFFECTED
+        )),
+        Some(true),
+        "the earlier release's condition is on the Gateway before the hub starts"
+    );
 
     let running = start_hub(fleet.hub.kubeconfig_path(), &geoip).await;
     let nameserver = running.nameserver;
@@ -470,6 +494,38 @@ async fn a_dns_policy_on_a_placed_gateway_answers_by_geo_and_explains_its_answer
         Some(Some(true)),
         "the Gateway says a DNSPolicy affects it"
     );
+    let kuadrant_domain = gateway
+        .status
+        .as_ref()
+        .and_then(|s| condition_status(&s.conditions, conditions::KUADRANT_DNS_POLICY_AFFECTED));
+    assert_eq!(
+        kuadrant_domain, None,
+        "the earlier release's Kuadrant-domain condition moved to Meridian's"
+    );
+    // Gateway API v1.5 policy status: Programmed, and the Gateway as the policy's ancestor.
+    let status = enforced.status.as_ref().unwrap();
+    assert_eq!(
+        condition_status(&status.conditions, conditions::PROGRAMMED),
+        Some(true)
+    );
+    let [ancestor] = status.ancestors.as_slice() else {
+        panic!("one ancestor: {:?}", status.ancestors)
+    };
+    assert_eq!(ancestor.controller_name, conditions::CONTROLLER_NAME);
+    assert_eq!(
+        (
+            ancestor.ancestor_ref.kind.as_str(),
+            ancestor.ancestor_ref.name.as_str()
+        ),
+        ("Gateway", "prod-web")
+    );
+    for type_ in [conditions::ACCEPTED, conditions::PROGRAMMED] {
+        assert_eq!(
+            condition_status(&ancestor.conditions, type_),
+            Some(true),
+            "{type_}"
+        );
+    }
     let zone = zones.get("example").await?;
     assert_eq!(
         zone.status.as_ref().and_then(|s| s.provider.as_deref()),

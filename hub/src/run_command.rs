@@ -247,6 +247,20 @@ pub struct RunArgs {
     #[arg(long, env = "MERIDIAN_OWNER_ID")]
     pub owner_id: Option<String>,
 
+    /// Also write the Gateway condition in Kuadrant's domain (`kuadrant.io/DNSPolicyAffected`)
+    /// beside Meridian's (`meridian.dev/DNSPolicyAffected`), as releases before Gateway API v1.5
+    /// status did, for tools written for multicluster-gateway-controller. Off by default:
+    /// Kuadrant writes that condition too, and two controllers writing one type on one Gateway
+    /// fight over it.
+    #[arg(
+        long,
+        env = "MERIDIAN_KUADRANT_GATEWAY_CONDITION",
+        default_value_t = false,
+        action = clap::ArgAction::Set,
+        value_name = "BOOL"
+    )]
+    pub kuadrant_gateway_condition: bool,
+
     #[command(flatten)]
     pub probes: ProbePolicyArgs,
 }
@@ -290,6 +304,7 @@ impl RunArgs {
             drain_seconds: 0,
             domain_grants: Vec::new(),
             owner_id: None,
+            kuadrant_gateway_condition: false,
             probes: ProbePolicyArgs::default(),
             cluster_heartbeat_timeout_seconds: 120,
             failure_threshold_percent: DEFAULT_THRESHOLD_PERCENT,
@@ -485,6 +500,7 @@ impl RunningHub {
             probe_policy: probe_policy.clone(),
             hub_namespace: Some(args.lease_namespace.clone()),
             hub_owner: Some(owner_id),
+            kuadrant_gateway_condition: args.kuadrant_gateway_condition,
             ..ControllerConfig::default()
         };
         // The controllers write through a client that checks the fence before every write;

@@ -30,9 +30,9 @@ use crate::validation::{DNS_NAME_PATTERN, DURATION_PATTERN};
         json_path = ".status.conditions[?(@.type==\"Accepted\")].status"
     ),
     printcolumn(
-        name = "Enforced",
+        name = "Programmed",
         type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Enforced\")].status"
+        json_path = ".status.conditions[?(@.type==\"Programmed\")].status"
     ),
     printcolumn(
         name = "Age",
@@ -370,9 +370,16 @@ pub struct GeoLoadBalancing {
 #[derive(Serialize, Deserialize, schemars::JsonSchema, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct DNSPolicyStatus {
-    /// `Accepted` (reasons Accepted, Conflicted, Invalid, TargetNotFound) and `Enforced`.
+    /// `Accepted` (reasons Accepted, Conflicted, Invalid, TargetNotFound), `Programmed`
+    /// (Programmed, PartiallyProgrammed, Reconciling, Overridden), `Enforced` (deprecated: what
+    /// Gateway API said before v1.5) and `meridian.dev/FailStatic`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// Gateway API v1.5 policy status (GEP-713): the Gateway the policy targets, with
+    /// `Accepted` and `Programmed` as controller `meridian.dev/dns-controller` sees them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub ancestors: Vec<PolicyAncestorStatus>,
     /// The generation the conditions describe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
@@ -380,6 +387,34 @@ pub struct DNSPolicyStatus {
     /// they have now.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub draining: Vec<DrainingCluster>,
+}
+
+/// One ancestor of a policy (GEP-713's `PolicyAncestorStatus`).
+#[derive(Serialize, Deserialize, schemars::JsonSchema, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyAncestorStatus {
+    /// The object the policy attaches to.
+    pub ancestor_ref: ParentReference,
+    /// The controller that wrote this entry.
+    pub controller_name: String,
+    /// `Accepted` and `Programmed` for this ancestor.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8))]
+    pub conditions: Vec<Condition>,
+}
+
+/// A reference to a Gateway (Gateway API's `ParentReference`).
+#[derive(Serialize, Deserialize, schemars::JsonSchema, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ParentReference {
+    pub group: String,
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+    /// The listener, for a policy that targets one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub section_name: Option<String>,
 }
 
 /// A cluster whose traffic is moving away (or back) in steps.

@@ -55,6 +55,11 @@ pub struct ControllerConfig {
     /// record without `spec.ownerID` publishes under, with its namespace and name. `None` in
     /// distributed mode, where every record names its cluster's.
     pub hub_owner: Option<String>,
+    /// Also write the Gateway condition in Kuadrant's domain (`kuadrant.io/DNSPolicyAffected`),
+    /// as releases before Gateway API v1.5 status did, for tools written for
+    /// multicluster-gateway-controller. Meridian's own (`meridian.dev/DNSPolicyAffected`) is
+    /// always written.
+    pub kuadrant_gateway_condition: bool,
 }
 
 /// Reconciles each controller runs at once. A cold start finds every object due together;
@@ -117,6 +122,7 @@ impl Default for ControllerConfig {
             probe_policy: crate::decide::probe_policy::ProbeAddressPolicy::default(),
             hub_namespace: None,
             hub_owner: None,
+            kuadrant_gateway_condition: false,
         }
     }
 }

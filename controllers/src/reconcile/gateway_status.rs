@@ -1,7 +1,11 @@
-//! The condition DNSPolicies set on the Gateways they target (`kuadrant.io/DNSPolicyAffected`),
-//! written as this field manager's only status field of the Gateway: the policy controller
-//! marks a Gateway, and whichever of the policy or record controllers sees the last policy go
-//! unmarks it.
+//! The condition DNSPolicies set on the Gateways they target (`meridian.dev/DNSPolicyAffected`,
+//! and `kuadrant.io/DNSPolicyAffected` beside it when configured), written as this field
+//! manager's only status field of the Gateway: the policy controller marks a Gateway, and
+//! whichever of the policy or record controllers sees the last policy go unmarks it.
+//!
+//! Each write applies the whole set this field manager wants, so an upgrade from a release that
+//! wrote only the Kuadrant-domain condition replaces it with Meridian's in one write: no reader
+//! sees the Gateway with neither.
 
 use kube::api::{Api, Patch};
 use kube::{Resource, ResourceExt};
@@ -11,39 +15,77 @@ use meridian_api::upstream::Gateway;
 use serde_json::json;
 
 use crate::{Context, Error, apply_params, now};
-/// Sets `kuadrant.io/DNSPolicyAffected` on the Gateway, unless it already says so.
+/// The Gateway condition types this controller writes.
+pub fn affected_types(kuadrant_too: bool) -> &'static [&'static str] {
+    if kuadrant_too {
+        &[
+            conditions::DNS_POLICY_AFFECTED,
+            conditions::KUADRANT_DNS_POLICY_AFFECTED,
+        ]
+    } else {
+        &[conditions::DNS_POLICY_AFFECTED]
+    }
+}
+
+/// The Gateway's conditions of the `wanted` types, set for `policy`, and whether they differ
+/// from what the Gateway says now (a condition of a type no longer wanted counts as a
+/// difference: the apply removes it).
+pub fn affected_conditions(
+    gateway: &Gateway,
+    policy: &DNSPolicy,
+    wanted: &[&str],
+    time: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> (
+    Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+    bool,
+) {
+    let said = gateway
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let existing: Vec<_> = said
+        .iter()
+        .filter(|c| affected_types(true).contains(&c.type_.as_str()))
+        .cloned()
+        .collect();
+    let mut mine: Vec<_> = existing
+        .iter()
+        .filter(|c| wanted.contains(&c.type_.as_str()))
+        .cloned()
+        .collect();
+    for type_ in wanted {
+        set_condition(
+            &mut mine,
+            ConditionUpdate {
+                type_,
+                status: true,
+                reason: reasons::ACCEPTED,
+                message: format!("DNSPolicy {} applies", policy.name_any()),
+            },
+            gateway.metadata.generation,
+            time,
+        );
+    }
+    let changed = mine != existing;
+    (mine, changed)
+}
+
+/// Sets the DNSPolicyAffected condition(s) on the Gateway, unless it already says so.
 pub async fn mark_gateway(
     gateway: &Gateway,
     policy: &DNSPolicy,
     ctx: &Context,
 ) -> Result<(), Error> {
-    let existing = gateway
-        .status
-        .as_ref()
-        .map(|s| s.conditions.clone())
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|c| c.type_ == conditions::DNS_POLICY_AFFECTED)
-        .collect::<Vec<_>>();
-    let mut mine = existing.clone();
-    set_condition(
-        &mut mine,
-        ConditionUpdate {
-            type_: conditions::DNS_POLICY_AFFECTED,
-            status: true,
-            reason: reasons::ACCEPTED,
-            message: format!("DNSPolicy {} applies", policy.name_any()),
-        },
-        gateway.metadata.generation,
-        &now(),
-    );
-    if mine == existing {
+    let wanted = affected_types(ctx.config.kuadrant_gateway_condition);
+    let (mine, changed) = affected_conditions(gateway, policy, wanted, &now());
+    if !changed {
         return Ok(());
     }
     apply_gateway_conditions(gateway, ctx, mine).await
 }
 
-/// Removes our `DNSPolicyAffected` from the Gateway.
+/// Removes our `DNSPolicyAffected` condition(s) from the Gateway.
 pub async fn unmark_gateway(gateway: &Gateway, ctx: &Context) -> Result<(), Error> {
     apply_gateway_conditions(gateway, ctx, Vec::new()).await
 }
@@ -65,4 +107,92 @@ async fn apply_gateway_conditions(
     api.patch_status(&gateway.name_any(), &apply_params(), &Patch::Apply(patch))
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    use meridian_testkit::fixtures;
+
+    fn gateway_saying(types: &[&str]) -> Gateway {
+        let mut conditions: Vec<Condition> = vec![fixtures::condition("Programmed")];
+        conditions.extend(types.iter().map(|t| {
+            let mut c = fixtures::condition(t);
+            c.reason = reasons::ACCEPTED.into();
+            c.message = "DNSPolicy p applies".into();
+            c.observed_generation = Some(1);
+            c
+        }));
+        fixtures::gateway("team", "gw")
+            .generation(1)
+            .with(json!({ "status": { "conditions": conditions } }))
+            .build()
+    }
+
+    /// An upgrade from a release that wrote Kuadrant's domain: the one apply carries Meridian's
+    /// condition and not Kuadrant's, so the move is one write with no gap; with the chart value
+    /// on, both. The gateway controller's own conditions are never in our set.
+    #[test]
+    fn an_upgrade_moves_the_gateway_condition_to_meridians_domain_in_one_write() {
+        let policy = fixtures::dns_policy("team", "p", "gw").build();
+        let time = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+        for (said, kuadrant_too, wanted, changed) in [
+            (
+                &[conditions::KUADRANT_DNS_POLICY_AFFECTED][..],
+                false,
+                &[conditions::DNS_POLICY_AFFECTED][..],
+                true,
+            ),
+            (
+                &[conditions::DNS_POLICY_AFFECTED],
+                false,
+                &[conditions::DNS_POLICY_AFFECTED],
+                false,
+            ),
+            (
+                &[conditions::KUADRANT_DNS_POLICY_AFFECTED],
+                true,
+                &[
+                    conditions::DNS_POLICY_AFFECTED,
+                    conditions::KUADRANT_DNS_POLICY_AFFECTED,
+                ],
+                true,
+            ),
+            (
+                &[
+                    conditions::DNS_POLICY_AFFECTED,
+                    conditions::KUADRANT_DNS_POLICY_AFFECTED,
+                ],
+                true,
+                &[
+                    conditions::DNS_POLICY_AFFECTED,
+                    conditions::KUADRANT_DNS_POLICY_AFFECTED,
+                ],
+                false,
+            ),
+            (
+                &[
+                    conditions::DNS_POLICY_AFFECTED,
+                    conditions::KUADRANT_DNS_POLICY_AFFECTED,
+                ],
+                false,
+                &[conditions::DNS_POLICY_AFFECTED],
+                true,
+            ),
+            (&[], false, &[conditions::DNS_POLICY_AFFECTED], true),
+        ] {
+            let gateway = gateway_saying(said);
+            let (mine, differs) =
+                affected_conditions(&gateway, &policy, affected_types(kuadrant_too), &time);
+            let types: std::collections::BTreeSet<&str> =
+                mine.iter().map(|c| c.type_.as_str()).collect();
+            assert_eq!(
+                types,
+                wanted.iter().copied().collect(),
+                "{said:?} kuadrant_too={kuadrant_too}"
+            );
+            assert_eq!(differs, changed, "{said:?} kuadrant_too={kuadrant_too}");
+        }
+    }
 }

@@ -190,7 +190,11 @@ pub fn gateways_left_affected(
                 status
                     .conditions
                     .iter()
-                    .any(|c| c.type_ == meridian_api::conditions::DNS_POLICY_AFFECTED)
+                    // Either domain: a Gateway an older release marked in Kuadrant's loses it too.
+                    .any(|c| {
+                        crate::reconcile::gateway_status::affected_types(true)
+                            .contains(&c.type_.as_str())
+                    })
             })
         })
         .filter(|g| {

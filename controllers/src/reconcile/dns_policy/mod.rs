@@ -9,7 +9,7 @@
 //! | **Gathers** ([`gather`]) | the Gateway, rival policies, the namespace's zones, the placed clusters with their labels, reports and last heartbeat: from the caches only |
 //! | **Decides** (pure, [`decide`]) | the drain steps due; the fleet brake when a cluster is silent ([`crate::reconcile::fleet_brake`]); the records: [`crate::decide::desired::desired_records`] on the hub, [`crate::decide::desired::desired_branch`] in distributed mode |
 //! | **Remembers** ([`crate::reconcile::memory`]) | the drain steps and what the brake holds, for the next pass |
-//! | **Writes** ([`apply`], [`status`]) | DNSRecords (server-side apply, only where they differ), the Gateway's `DNSPolicyAffected`, the policy's `Accepted`/`Enforced` |
+//! | **Writes** ([`apply`], [`status`]) | DNSRecords (server-side apply, only where they differ), the Gateway's `DNSPolicyAffected`, the policy's `Accepted`/`Programmed`/`Enforced` and `status.ancestors[]` |
 
 mod apply;
 pub mod decide;
@@ -89,7 +89,8 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
         Ok(seen) => seen,
         Err(refusal) => {
             let (accepted, enforced) = status::refused(&refusal);
-            status::write_status(policy, ctx, accepted, enforced, None, None).await?;
+            let programmed = status::programmed(&accepted, &enforced, 0);
+            status::write_status(policy, ctx, accepted, enforced, programmed, None, None).await?;
             return Ok(Action::requeue(match refusal {
                 // The Gateway watch brings the policy back when the Gateway appears; the
                 // retry is a safety net.
@@ -117,11 +118,18 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
         return Ok(Action::requeue(wait));
     }
     let fail_static = status::fail_static(&desired);
+    let accepted = status::accepted();
+    let programmed = status::programmed(
+        &accepted,
+        &enforced,
+        status::published_records(&desired, &records),
+    );
     status::write_status(
         policy,
         ctx,
-        status::accepted(),
+        accepted,
         enforced,
+        programmed,
         Some(fail_static),
         Some(&decision.draining),
     )

@@ -1,10 +1,13 @@
-//! What enforcing a policy says: `Accepted` and `Enforced`, decided by pure functions from
-//! what was gathered, decided and written.
+//! What enforcing a policy says: `Accepted`, `Programmed` (with `Enforced`, its pre-v1.5
+//! name) and the Gateway API v1.5 `status.ancestors[]`, decided by pure functions from what was
+//! gathered, decided and written.
 
 use kube::api::{Api, Patch};
 use kube::{Resource, ResourceExt};
 use meridian_api::conditions::{self, ConditionUpdate, condition_status, reasons, set_condition};
-use meridian_api::kuadrant::{DNSPolicy, DNSPolicyStatus, DNSRecord};
+use meridian_api::kuadrant::{
+    DNSPolicy, DNSPolicyStatus, DNSRecord, ParentReference, PolicyAncestorStatus,
+};
 use serde_json::json;
 
 use super::gather::Refusal;
@@ -73,15 +76,7 @@ pub fn enforced_state(desired: &Desired, records: &[DNSRecord]) -> Condition {
     let not_ready: Vec<String> = desired
         .records
         .iter()
-        .filter(|wanted| {
-            !records.iter().any(|r| {
-                r.name_any() == wanted.name
-                    && r.status.as_ref().is_some_and(|s| {
-                        s.observed_generation == r.metadata.generation
-                            && condition_status(&s.conditions, conditions::READY) == Some(true)
-                    })
-            })
-        })
+        .filter(|wanted| !is_ready(&wanted.name, records))
         .map(|r| r.name.clone())
         .collect();
     let mut notes = desired.problems.clone();
@@ -126,6 +121,105 @@ pub fn enforced_state(desired: &Desired, records: &[DNSRecord]) -> Condition {
         waiting.extend(notes);
         (false, enforced::UNKNOWN, waiting.join("; "))
     }
+}
+
+/// Whether the record `name` says it is published, at its current generation.
+fn is_ready(name: &str, records: &[DNSRecord]) -> bool {
+    records.iter().any(|r| {
+        r.name_any() == name
+            && r.status.as_ref().is_some_and(|s| {
+                s.observed_generation == r.metadata.generation
+                    && condition_status(&s.conditions, conditions::READY) == Some(true)
+            })
+    })
+}
+
+/// How many of the wanted records are published and serve someone.
+pub fn published_records(desired: &Desired, records: &[DNSRecord]) -> usize {
+    desired
+        .records
+        .iter()
+        .filter(|wanted| !wanted.endpoints.is_empty() && is_ready(&wanted.name, records))
+        .count()
+}
+
+/// `Programmed` (GEP-713, Gateway API v1.5), from `Accepted`, `Enforced` and how many records
+/// are published: `Programmed` when enforced, `PartiallyProgrammed` (still True) while some
+/// records are out and others wait, `Reconciling` while none is or the policy is refused, and
+/// `Overridden` when another policy holds the Gateway.
+pub fn programmed(accepted: &Condition, enforced: &Condition, published: usize) -> Condition {
+    use conditions::programmed::*;
+    if !accepted.0 {
+        let reason = if accepted.1 == reasons::CONFLICTED {
+            OVERRIDDEN
+        } else {
+            RECONCILING
+        };
+        return (false, reason, accepted.2.clone());
+    }
+    match (enforced.0, published) {
+        (true, _) => (true, PROGRAMMED, enforced.2.clone()),
+        (false, 0) => (false, RECONCILING, enforced.2.clone()),
+        (false, _) => (true, PARTIALLY_PROGRAMMED, enforced.2.clone()),
+    }
+}
+
+/// The policy's entry in `status.ancestors[]`: its Gateway, this controller's name, and
+/// `Accepted` and `Programmed`. Entries other controllers wrote stay; a condition's
+/// `lastTransitionTime` moves only when its status does.
+pub fn with_ancestor(
+    ancestors: &[PolicyAncestorStatus],
+    policy: &DNSPolicy,
+    accepted: &Condition,
+    programmed: &Condition,
+    time: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> Vec<PolicyAncestorStatus> {
+    let target = &policy.spec.target_ref;
+    let ancestor_ref = ParentReference {
+        group: target.group.clone(),
+        kind: target.kind.clone(),
+        namespace: Some(
+            target
+                .namespace
+                .clone()
+                .unwrap_or_else(|| policy.namespace().unwrap_or_default()),
+        ),
+        name: target.name.clone(),
+        section_name: target.section_name.clone(),
+    };
+    let mut conditions_now = ancestors
+        .iter()
+        .find(|a| {
+            a.controller_name == conditions::CONTROLLER_NAME && a.ancestor_ref == ancestor_ref
+        })
+        .map(|a| a.conditions.clone())
+        .unwrap_or_default();
+    for (type_, (ok, reason, message)) in [
+        (conditions::ACCEPTED, accepted),
+        (conditions::PROGRAMMED, programmed),
+    ] {
+        set_condition(
+            &mut conditions_now,
+            ConditionUpdate {
+                type_,
+                status: *ok,
+                reason,
+                message: message.clone(),
+            },
+            policy.metadata.generation,
+            time,
+        );
+    }
+    ancestors
+        .iter()
+        .filter(|a| a.controller_name != conditions::CONTROLLER_NAME)
+        .cloned()
+        .chain([PolicyAncestorStatus {
+            ancestor_ref,
+            controller_name: conditions::CONTROLLER_NAME.to_string(),
+            conditions: conditions_now,
+        }])
+        .collect()
 }
 
 /// How long a new policy's first status may wait for its records to be published.
@@ -200,13 +294,14 @@ pub fn fail_static(desired: &Desired) -> Condition {
     (true, reason, desired.kept_silent.join("; "))
 }
 
-/// Writes the policy's conditions when they change; `fail_static` is left as it was when
-/// `None` (a refused policy decides nothing about clusters).
+/// Writes the policy's conditions and its ancestor entry when they change; `fail_static` is
+/// left as it was when `None` (a refused policy decides nothing about clusters).
 pub async fn write_status(
     policy: &DNSPolicy,
     ctx: &Context,
     accepted: Condition,
     enforced_state: Condition,
+    programmed: Condition,
     fail_static: Option<Condition>,
     draining: Option<&[meridian_api::kuadrant::DrainingCluster]>,
 ) -> Result<(), Error> {
@@ -218,8 +313,10 @@ pub async fn write_status(
     status.observed_generation = generation;
     let time = now();
     let braked_before = fail_static_reason(policy.status.as_ref());
+    status.ancestors = with_ancestor(&status.ancestors, policy, &accepted, &programmed, &time);
     for (type_, (ok, reason, message)) in [
         (conditions::ACCEPTED, Some(accepted)),
+        (conditions::PROGRAMMED, Some(programmed)),
         (conditions::ENFORCED, Some(enforced_state)),
         (conditions::FAIL_STATIC, fail_static),
     ]
@@ -575,6 +672,130 @@ mod tests {
             let (accepted, enforced) = refused(&refusal);
             assert_eq!(accepted, (false, reason, message.to_string()));
             assert!(!enforced.0);
+            // Gateway API v1.5: a refused policy is not programmed; one whose Gateway another
+            // policy holds is overridden.
+            let programmed = programmed(&accepted, &enforced, 0);
+            let expected = if reason == reasons::CONFLICTED {
+                conditions::programmed::OVERRIDDEN
+            } else {
+                conditions::programmed::RECONCILING
+            };
+            assert_eq!(programmed, (false, expected, message.to_string()));
         }
+    }
+
+    #[test]
+    fn programmed_follows_what_is_published() {
+        use conditions::programmed::*;
+        let desired = Desired {
+            records: vec![wanted("gw-api", true), wanted("gw-www", true)],
+            ..Default::default()
+        };
+        // (records stored, published, Programmed)
+        let cases = [
+            (
+                vec![stored("gw-api", true), stored("gw-www", true)],
+                2,
+                (true, PROGRAMMED),
+            ),
+            (
+                vec![stored("gw-api", true), stored("gw-www", false)],
+                1,
+                (true, PARTIALLY_PROGRAMMED),
+            ),
+            (
+                vec![stored("gw-api", true)],
+                1,
+                (true, PARTIALLY_PROGRAMMED),
+            ),
+            (vec![stored("gw-api", false)], 0, (false, RECONCILING)),
+            (vec![], 0, (false, RECONCILING)),
+        ];
+        for (records, published, (status, reason)) in cases {
+            let enforced = enforced_state(&desired, &records);
+            assert_eq!(published_records(&desired, &records), published);
+            let said = programmed(&accepted(), &enforced, published);
+            assert_eq!((said.0, said.1), (status, reason), "{records:?}");
+            assert_eq!(said.2, enforced.2, "Programmed says what Enforced says");
+        }
+        // A record out with no cluster serving it is not published.
+        let empty = Desired {
+            records: vec![wanted("gw-api", false)],
+            ..Default::default()
+        };
+        assert_eq!(published_records(&empty, &[stored("gw-api", true)]), 0);
+    }
+
+    #[test]
+    fn the_ancestor_entry_names_the_gateway_and_keeps_other_controllers_entries() {
+        let mut policy = policy(false);
+        policy.metadata.generation = Some(3);
+        let time = now();
+        let other = PolicyAncestorStatus {
+            ancestor_ref: ParentReference {
+                group: "gateway.networking.k8s.io".into(),
+                kind: "Gateway".into(),
+                namespace: Some("gw".into()),
+                name: "web".into(),
+                section_name: None,
+            },
+            controller_name: "example.com/another".into(),
+            conditions: Vec::new(),
+        };
+        let first = with_ancestor(
+            std::slice::from_ref(&other),
+            &policy,
+            &accepted(),
+            &(
+                true,
+                conditions::programmed::PROGRAMMED,
+                "2 DNSRecords published".into(),
+            ),
+            &time,
+        );
+        assert_eq!(first.len(), 2);
+        assert_eq!(first[0], other);
+        let ours = &first[1];
+        assert_eq!(ours.controller_name, "meridian.dev/dns-controller");
+        assert_eq!(
+            (
+                ours.ancestor_ref.kind.as_str(),
+                ours.ancestor_ref.namespace.as_deref(),
+                ours.ancestor_ref.name.as_str()
+            ),
+            (
+                "Gateway",
+                policy.metadata.namespace.as_deref(),
+                policy.spec.target_ref.name.as_str()
+            )
+        );
+        let types: Vec<_> = ours
+            .conditions
+            .iter()
+            .map(|c| (c.type_.as_str(), c.status.as_str(), c.observed_generation))
+            .collect();
+        assert_eq!(
+            types,
+            [
+                ("Accepted", "True", Some(3)),
+                ("Programmed", "True", Some(3))
+            ]
+        );
+        // Written again later with the same verdicts: one entry of ours, transition times kept.
+        let later = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            time.0 + k8s_openapi::jiff::SignedDuration::from_secs(60),
+        );
+        let again = with_ancestor(
+            &first,
+            &policy,
+            &accepted(),
+            &(
+                true,
+                conditions::programmed::PROGRAMMED,
+                "2 DNSRecords published".into(),
+            ),
+            &later,
+        );
+        assert_eq!(again, first);
     }
 }
