@@ -33,6 +33,10 @@ pub const DNS_POLICY_AFFECTED: &str = "meridian.dev/DNSPolicyAffected";
 /// tools written for multicluster-gateway-controller. Kuadrant writes it too, so on a Gateway
 /// both target the two would fight.
 pub const KUADRANT_DNS_POLICY_AFFECTED: &str = "kuadrant.io/DNSPolicyAffected";
+/// Both domains' DNSPolicyAffected conditions, Meridian's first: what this controller may
+/// have written on a Gateway.
+pub const DNS_POLICY_AFFECTED_TYPES: [&str; 2] =
+    [DNS_POLICY_AFFECTED, KUADRANT_DNS_POLICY_AFFECTED];
 /// The `controllerName` of Meridian's entries in a policy's `status.ancestors[]`.
 pub const CONTROLLER_NAME: &str = "meridian.dev/dns-controller";
 

@@ -540,6 +540,225 @@ async fn a_dns_policy_on_a_placed_gateway_answers_by_geo_and_explains_its_answer
 }
 
 /// What a spoke agent may do with the hub credentials the hub delivered to it.
+/// Listener-level policies (GEP-713). On the Gateway the Gateway-wide GEO policy covers, a
+/// policy for one listener takes that listener's record over in place (the record's UID never
+/// changes, so its DNS never lapses) and publishes its own tree, while the GEO policy keeps the
+/// other listener; a younger policy for the same listener is Conflicted; deleting the listener
+/// policy hands the record back the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_policy_takes_its_listener_from_the_gateway_wide_one_and_hands_it_back()
+-> Result<(), Error> {
+    let scene = start_scene().await?;
+    let Scene {
+        fleet,
+        nameserver,
+        gateways,
+        zones,
+        policies,
+        records,
+        ..
+    } = scene;
+    const SHOP: &str = "shop.example.com";
+    // Moving a host between a GEO tree and a simple record changes most of this small zone,
+    // which the zone's plan threshold would hold for approval (tested on its own); here the
+    // admin lets every plan through.
+    zones
+        .patch(
+            "example",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "annotations": {
+                meridian_controllers::decide::plan_guard::THRESHOLD_ANNOTATION: "100",
+            } } })),
+        )
+        .await?;
+    let dig_until = |host: &'static str,
+                     subnet: Option<&'static str>,
+                     expected: Vec<&'static str>| async move {
+        let what = format!("{host} from {subnet:?} answers {expected:?}");
+        eventually(&what, DEFAULT_PATIENCE, || {
+            let expected = expected.clone();
+            async move {
+                let seen = meridian_e2e::example::dig_host_async(nameserver, host, subnet).await;
+                if seen != expected {
+                    eprintln!("{host} from {subnet:?}: {seen:?}, waiting for {expected:?}");
+                }
+                Ok((seen == expected).then_some(()))
+            }
+        })
+        .await
+    };
+    // A second listener in the zone: the Gateway-wide GEO policy publishes it too.
+    meridian_e2e::example::apply(
+        &gateways,
+        fixtures::gateway(NAMESPACE, "prod-web")
+            .placement("everywhere")
+            .listener("api", HOST, 80, "HTTP")
+            .listener("elsewhere", "www.example.org", 80, "HTTP")
+            .listener("shop", SHOP, 80, "HTTP")
+            .json(),
+    )
+    .await?;
+    // Each spoke's gateway implementation attaches a route to the new listener (a listener
+    // with none is not published).
+    for spoke in ["spoke-1", "spoke-2", "spoke-3"] {
+        let downstream: Api<Gateway> = Api::namespaced(
+            fleet.spoke(spoke).client(),
+            &format!("kuadrant-{NAMESPACE}"),
+        );
+        eventually(
+            "the shop listener reaches the spoke",
+            DEFAULT_PATIENCE,
+            || {
+                let downstream = downstream.clone();
+                async move {
+                    let gateway = downstream.get("prod-web").await?;
+                    Ok(gateway
+                        .spec
+                        .listeners
+                        .iter()
+                        .any(|l| l.name == "shop")
+                        .then_some(()))
+                }
+            },
+        )
+        .await?;
+        downstream
+            .patch_status(
+                "prod-web",
+                &PatchParams::apply("gateway-implementation").force(),
+                &Patch::Apply(fixtures::gateway_status(
+                    &[spoke_ip(spoke)],
+                    &[("api", 1), ("shop", 1)],
+                )),
+            )
+            .await?;
+    }
+    dig_until(SHOP, Some(UNITED_STATES), vec!["10.0.0.2"]).await?;
+    dig_until(HOST, Some(IRELAND), vec!["10.0.0.1"]).await?;
+    let api_record = records.get("prod-web-api").await?;
+    let policy_of = |record: &DNSRecord| {
+        record
+            .labels()
+            .get(meridian_controllers::POLICY_LABEL)
+            .cloned()
+    };
+    assert_eq!(policy_of(&api_record).as_deref(), Some("prod-web"));
+
+    // A simple policy for the api listener alone: every client gets every cluster.
+    let api_policy = fixtures::dns_policy(NAMESPACE, "api-simple", "prod-web").with(
+        json!({ "spec": { "targetRef": { "sectionName": "api" }, "routingStrategy": "simple" } }),
+    );
+    meridian_e2e::example::apply(&policies, api_policy.json()).await?;
+    dig_until(
+        HOST,
+        Some(IRELAND),
+        vec!["10.0.0.1", "10.0.0.2", "10.0.0.3"],
+    )
+    .await?;
+    let taken = records.get("prod-web-api").await?;
+    assert_eq!(policy_of(&taken).as_deref(), Some("api-simple"));
+    assert_eq!(
+        taken.uid(),
+        api_record.uid(),
+        "taken over in place, never deleted"
+    );
+    assert_eq!(
+        taken
+            .owner_references()
+            .iter()
+            .map(|o| o.name.as_str())
+            .collect::<Vec<_>>(),
+        ["api-simple"]
+    );
+    // The GEO policy keeps the shop listener.
+    dig_until(SHOP, Some(UNITED_STATES), vec!["10.0.0.2"]).await?;
+    let programmed = |name: &'static str| {
+        let policies = policies.clone();
+        move || {
+            let policies = policies.clone();
+            async move {
+                let policy = policies.get(name).await?;
+                let status = policy.status.clone().unwrap_or_default();
+                Ok(
+                    (condition_status(&status.conditions, conditions::PROGRAMMED) == Some(true))
+                        .then_some(status),
+                )
+            }
+        }
+    };
+    let status = eventually(
+        "api-simple is Programmed",
+        DEFAULT_PATIENCE,
+        programmed("api-simple"),
+    )
+    .await?;
+    assert_eq!(
+        status.ancestors[0].ancestor_ref.section_name.as_deref(),
+        Some("api"),
+        "its ancestor is the listener"
+    );
+    eventually(
+        "prod-web is Programmed",
+        DEFAULT_PATIENCE,
+        programmed("prod-web"),
+    )
+    .await?;
+
+    // A younger policy for the same listener is refused; the older keeps it.
+    let rival = fixtures::dns_policy(NAMESPACE, "api-too", "prod-web")
+        .with(json!({ "spec": { "targetRef": { "sectionName": "api" } } }));
+    meridian_e2e::example::apply(&policies, rival.json()).await?;
+    let refused = eventually("api-too is Conflicted", DEFAULT_PATIENCE, || {
+        let policies = policies.clone();
+        async move {
+            let policy = policies.get("api-too").await?;
+            let status = policy.status.unwrap_or_default();
+            let conflicted = status.conditions.iter().any(|c| {
+                c.type_ == conditions::ACCEPTED && c.reason == conditions::reasons::CONFLICTED
+            });
+            Ok(conflicted.then_some(status))
+        }
+    })
+    .await?;
+    let overridden = refused
+        .conditions
+        .iter()
+        .find(|c| c.type_ == conditions::PROGRAMMED)
+        .map(|c| (c.status.clone(), c.reason.clone()));
+    assert_eq!(overridden, Some(("False".into(), "Overridden".into())));
+    policies.delete("api-too", &DeleteParams::default()).await?;
+
+    // The listener policy goes: the GEO policy takes the record back in place.
+    policies
+        .delete("api-simple", &DeleteParams::default())
+        .await?;
+    dig_until(HOST, Some(IRELAND), vec!["10.0.0.1"]).await?;
+    let back = records.get("prod-web-api").await?;
+    assert_eq!(policy_of(&back).as_deref(), Some("prod-web"));
+    assert_eq!(
+        back.uid(),
+        api_record.uid(),
+        "handed back in place, never deleted"
+    );
+    eventually("api-simple is gone", DEFAULT_PATIENCE, || {
+        let policies = policies.clone();
+        async move {
+            Ok(policies
+                .get_opt("api-simple")
+                .await?
+                .is_none()
+                .then_some(()))
+        }
+    })
+    .await?;
+    assert_eq!(
+        records.get("prod-web-api").await?.uid(),
+        api_record.uid(),
+        "the record outlived the policy that held it"
+    );
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agents_hub_credentials_write_its_own_report_and_nothing_else() -> Result<(), Error> {
     // Bound whole first: the fields a test does not name live until its end.
@@ -1870,7 +2089,7 @@ async fn health_checks_from_every_cluster_decide_which_gateways_stay_in_dns() ->
             "prod-web",
             &PatchParams::default(),
             &Patch::Merge(json!({ "metadata": {
-                "finalizers": [meridian_controllers::reconcile::dns_policy::LEGACY_FINALIZER] } })),
+                "finalizers": [meridian_controllers::reconcile::dns_policy::FINALIZER] } })),
         )
         .await?;
     policies

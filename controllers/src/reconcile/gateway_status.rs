@@ -17,14 +17,8 @@ use serde_json::json;
 use crate::{Context, Error, apply_params, now};
 /// The Gateway condition types this controller writes.
 pub fn affected_types(kuadrant_too: bool) -> &'static [&'static str] {
-    if kuadrant_too {
-        &[
-            conditions::DNS_POLICY_AFFECTED,
-            conditions::KUADRANT_DNS_POLICY_AFFECTED,
-        ]
-    } else {
-        &[conditions::DNS_POLICY_AFFECTED]
-    }
+    let all = &conditions::DNS_POLICY_AFFECTED_TYPES;
+    if kuadrant_too { all } else { &all[..1] }
 }
 
 /// The Gateway's conditions of the `wanted` types, set for `policy`, and whether they differ

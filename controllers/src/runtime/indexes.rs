@@ -192,7 +192,7 @@ pub fn gateways_left_affected(
                     .iter()
                     // Either domain: a Gateway an older release marked in Kuadrant's loses it too.
                     .any(|c| {
-                        crate::reconcile::gateway_status::affected_types(true)
+                        meridian_api::conditions::DNS_POLICY_AFFECTED_TYPES
                             .contains(&c.type_.as_str())
                     })
             })

@@ -289,16 +289,6 @@ impl Group<'_> {
             );
             return None;
         }
-        if let Some(section) = &target.section_name {
-            self.changes(
-                None,
-                "spec.targetRef.sectionName",
-                format!(
-                    "the policy covers listener {section} only in Kuadrant; Meridian does not select listeners yet, so it covers every listener of Gateway {}",
-                    target.name
-                ),
-            );
-        }
         let health_check = self.agreed("spec.healthCheck", |p| p.spec.health_check.clone());
         let health_check = health_check.map(|h| self.health_check(&h, options));
         let load_balancing = self.load_balancing();
@@ -949,16 +939,9 @@ mod tests {
 
     #[test]
     fn what_would_change_answers_is_said_and_counted() {
-        let mut section = lb("GEO-EU", 120, true);
-        section["targetRef"]["sectionName"] = json!("api");
         let mut headers = lb("IE", 120, true);
         headers["healthCheck"] = json!({"additionalHeadersRef": {"name": "token"}});
         let cases: Vec<(&str, Vec<ClusterManifests>, &str)> = vec![
-            (
-                "sectionName",
-                vec![cluster("a", &[policy("t", "p", section)])],
-                "sectionName",
-            ),
             (
                 "headers",
                 vec![cluster("a", &[policy("t", "p", headers)])],
@@ -1068,6 +1051,25 @@ mod tests {
             );
             assert!(conversion.changes_answers() > 0, "{what}");
         }
+    }
+
+    #[test]
+    fn a_listener_policy_keeps_its_listener() {
+        let mut spec = lb("IE", 120, true);
+        spec["targetRef"]["sectionName"] = json!("api");
+        let conversion = convert(
+            &[cluster("a", &[policy("t", "p", spec)])],
+            &options(&["example.com"]),
+        );
+        assert_eq!(conversion.changes_answers(), 0, "{:?}", conversion.findings);
+        assert_eq!(
+            conversion.policies[0]
+                .spec
+                .target_ref
+                .section_name
+                .as_deref(),
+            Some("api")
+        );
     }
 
     /// Two teams convert policies naming the same cluster: one team's geo must not quietly

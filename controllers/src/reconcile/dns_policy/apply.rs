@@ -11,11 +11,13 @@ use crate::decide::convert::{all_to_api, all_to_engine};
 use crate::decide::desired::Desired;
 use crate::{Context, Error, POLICY_LABEL, delete_if_present};
 
-/// Applies the desired DNSRecords and deletes the policy's others; returns the records as
-/// they are now.
+/// Applies the desired DNSRecords and deletes the policy's others, but those `handed_over` to
+/// the policies now holding their listeners (each takes its record over in place); returns the
+/// records as they are now.
 pub async fn write_records(
     policy: &DNSPolicy,
     desired: &Desired,
+    handed_over: &[String],
     ctx: &Context,
 ) -> Result<Vec<DNSRecord>, Error> {
     let namespace = policy.namespace().unwrap_or_default();
@@ -78,6 +80,7 @@ pub async fn write_records(
     for stale in existing
         .iter()
         .filter(|r| !desired.records.iter().any(|w| w.name == r.name_any()))
+        .filter(|r| !handed_over.contains(&r.name_any()))
         .filter(|r| r.metadata.deletion_timestamp.is_none())
     {
         tracing::info!(record = %stale.name_any(), "deleting the DNSRecord of a removed listener");
@@ -112,15 +115,20 @@ fn record_matches(stored: &DNSRecord, wanted: &serde_json::Value) -> bool {
         && all_to_engine(&have.endpoints) == all_to_engine(&want.endpoints)
 }
 
-/// Deletes the policy's records (each withdraws its DNS as it goes); returns how many are
-/// still there.
-pub async fn delete_records(policy: &DNSPolicy, ctx: &Context) -> Result<usize, Error> {
+/// Deletes the policy's records (each withdraws its DNS as it goes) but those `handed_back`
+/// to another policy; returns how many are still the policy's.
+pub async fn delete_records(
+    policy: &DNSPolicy,
+    handed_back: &[String],
+    ctx: &Context,
+) -> Result<usize, Error> {
     let api: Api<DNSRecord> =
         Api::namespaced(ctx.client.clone(), &policy.namespace().unwrap_or_default());
     let records = records_of(policy, ctx);
     for record in records
         .iter()
         .filter(|r| r.metadata.deletion_timestamp.is_none())
+        .filter(|r| !handed_back.contains(&r.name_any()))
     {
         delete_if_present(&api, &record.name_any()).await?;
     }

@@ -182,6 +182,7 @@ mod tests {
                 hostname: Some("api.example.com".into()),
             }],
             section: None,
+            handed_over: Vec::new(),
             strategy: Strategy::Simple,
             answer_ttl: None,
             excluded: Exclusions::parse(

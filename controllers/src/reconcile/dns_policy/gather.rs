@@ -30,6 +30,9 @@ pub struct Seen {
     pub listeners: Vec<ListenerRef>,
     /// The listener the policy targets, when it names one.
     pub section: Option<String>,
+    /// The records of the listeners policies targeting them hold: left to them, never
+    /// deleted by this policy (the holder takes each over in place, so its DNS never lapses).
+    pub handed_over: Vec<String>,
     pub strategy: Strategy,
     /// The policy's `ttl` for the records health and choices change, seconds.
     pub answer_ttl: Option<u32>,
@@ -81,7 +84,56 @@ pub fn targets(policy: &DNSPolicy, namespace: &str, name: &str) -> bool {
     target_name == name && target_namespace == namespace
 }
 
-/// The policy that holds a Gateway when several target it: the oldest, then by name.
+/// The listeners of its Gateway a policy leaves to others: a policy targeting one listener
+/// (`sectionName`) holds that listener, and a Gateway-wide policy covers the listeners no
+/// section-targeted policy holds (GEP-713: the more specific target wins). Between equals
+/// (two policies for one listener, or two Gateway-wide ones) the oldest holds, then by name,
+/// and the others are refused as `Conflicted`. `rivals` are the policies of the policy's
+/// namespace targeting its Gateway, itself among them; `gateway` names it for messages.
+pub fn coverage(
+    policy: &DNSPolicy,
+    rivals: &[DNSPolicy],
+    listeners: &[String],
+    gateway: &str,
+) -> Result<Vec<String>, Refusal> {
+    let section = policy.spec.target_ref.section_name.as_deref();
+    if let Some(section) = section
+        && !listeners.iter().any(|l| l == section)
+    {
+        return Err(Refusal::TargetNotFound {
+            gateway: format!("{gateway} listener {section}"),
+        });
+    }
+    let equals: Vec<DNSPolicy> = rivals
+        .iter()
+        .filter(|p| p.spec.target_ref.section_name.as_deref() == section)
+        .cloned()
+        .collect();
+    if let Some(holder) = holder(&equals)
+        && holder.uid() != policy.uid()
+    {
+        return Err(Refusal::Conflicted {
+            gateway: match section {
+                Some(section) => format!("{gateway} listener {section}"),
+                None => gateway.to_string(),
+            },
+            holder: holder.name_any(),
+        });
+    }
+    if section.is_some() {
+        return Ok(Vec::new());
+    }
+    let taken: std::collections::BTreeSet<String> = rivals
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| p.spec.target_ref.section_name.clone())
+        .filter(|s| listeners.contains(s))
+        .collect();
+    Ok(taken.into_iter().collect())
+}
+
+/// The policy that holds a Gateway (or a listener) when several target it: the oldest, then by
+/// name.
 fn holder(policies: &[DNSPolicy]) -> Option<&DNSPolicy> {
     policies
         .iter()
@@ -113,6 +165,55 @@ pub fn target_namespace(policy: &DNSPolicy) -> Result<String, Refusal> {
     }
 }
 
+/// The policies of `policy`'s namespace that target its Gateway (in `gateway_namespace`),
+/// itself among them.
+pub fn rivals(policy: &DNSPolicy, gateway_namespace: &str, ctx: &Context) -> Vec<DNSPolicy> {
+    let namespace = policy.namespace().unwrap_or_default();
+    let target = &policy.spec.target_ref;
+    ctx.caches
+        .policies
+        .group(&indexes::group_key(gateway_namespace, &target.name))
+        .iter()
+        .filter(|p| p.metadata.namespace.as_deref() == Some(namespace.as_str()))
+        .filter(|p| targets(p, gateway_namespace, &target.name))
+        .map(|p| (**p).clone())
+        .collect()
+}
+
+/// How long a deleted section-targeted policy waits for the Gateway-wide policy to take its
+/// listener's record over before it deletes the record anyway.
+pub const HANDOVER_GRACE: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// The records a deleted `policy` leaves for another to take over in place, rather than
+/// withdraw: its listener's, when it targets one and a Gateway-wide policy not being deleted
+/// targets the same Gateway (which covers the listener once this one is gone), for
+/// [`HANDOVER_GRACE`] after the deletion.
+pub fn handed_back(policy: &DNSPolicy, rivals: &[DNSPolicy], now: Timestamp) -> Vec<String> {
+    let Some(section) = policy.spec.target_ref.section_name.as_deref() else {
+        return Vec::new();
+    };
+    let successor = rivals.iter().any(|p| {
+        p.uid() != policy.uid()
+            && p.metadata.deletion_timestamp.is_none()
+            && p.spec.target_ref.section_name.is_none()
+    });
+    let within_grace = policy
+        .metadata
+        .deletion_timestamp
+        .as_ref()
+        .is_none_or(|deleted| {
+            now.duration_since(deleted.0).as_secs() < HANDOVER_GRACE.as_secs() as i64
+        });
+    if successor && within_grace {
+        vec![crate::decide::desired::record_name(
+            &policy.spec.target_ref.name,
+            section,
+        )]
+    } else {
+        Vec::new()
+    }
+}
+
 pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
     let namespace = policy.namespace().unwrap_or_default();
     let target = &policy.spec.target_ref;
@@ -130,23 +231,19 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
             gateway: format!("{gateway_namespace}/{}", target.name),
         });
     };
-    let rivals: Vec<DNSPolicy> = ctx
-        .caches
-        .policies
-        .group(&indexes::group_key(&gateway_namespace, &target.name))
+    let rivals = rivals(policy, &gateway_namespace, ctx);
+    let names: Vec<String> = gateway
+        .spec
+        .listeners
         .iter()
-        .filter(|p| p.metadata.namespace.as_deref() == Some(namespace.as_str()))
-        .filter(|p| targets(p, &gateway_namespace, &target.name))
-        .map(|p| (**p).clone())
+        .map(|l| l.name.clone())
         .collect();
-    if let Some(holder) = holder(&rivals)
-        && holder.uid() != policy.uid()
-    {
-        return Err(Refusal::Conflicted {
-            gateway: format!("{gateway_namespace}/{}", target.name),
-            holder: holder.name_any(),
-        });
-    }
+    let taken = coverage(
+        policy,
+        &rivals,
+        &names,
+        &format!("{gateway_namespace}/{}", target.name),
+    )?;
     let strategy = routing_strategy(policy.spec.routing_strategy, &policy.spec.load_balancing)
         .map_err(|problem| Refusal::Invalid(problem.to_string()))?;
     let answer_ttl = answer_ttl(policy.spec.ttl.as_deref()).map_err(Refusal::Invalid)?;
@@ -169,6 +266,7 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
         .spec
         .listeners
         .iter()
+        .filter(|l| !taken.contains(&l.name))
         .map(|l| ListenerRef {
             name: l.name.clone(),
             hostname: l.hostname.clone(),
@@ -213,6 +311,10 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
             namespace: gateway_namespace,
         },
         gateway,
+        handed_over: taken
+            .iter()
+            .map(|listener| crate::decide::desired::record_name(&target.name, listener))
+            .collect(),
         listeners,
         section: target.section_name.clone(),
         strategy,
@@ -332,5 +434,101 @@ mod tests {
         };
         assert!(message.contains("targetRef.namespace shop"), "{message}");
         assert!(message.contains("namespace mallory"), "{message}");
+    }
+
+    /// `name` created at second `created`, for `section` (or the whole Gateway).
+    fn on_web(name: &str, created: i64, section: Option<&str>) -> DNSPolicy {
+        let mut policy = policy("shop", None);
+        policy.metadata.name = Some(name.into());
+        policy.metadata.uid = Some(format!("uid-{name}"));
+        policy.metadata.creation_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                Timestamp::from_second(created).unwrap(),
+            ));
+        policy.spec.target_ref.section_name = section.map(str::to_string);
+        policy
+    }
+
+    #[test]
+    fn a_listener_policy_takes_its_listener_and_equals_conflict_oldest_first() {
+        let listeners = ["api".to_string(), "www".to_string(), "shop".to_string()];
+        let wide = on_web("wide", 10, None);
+        let wide_later = on_web("wide-later", 20, None);
+        let api = on_web("api", 30, Some("api"));
+        let api_older = on_web("api-older", 5, Some("api"));
+        let www = on_web("www", 40, Some("www"));
+        let nowhere = on_web("nowhere", 50, Some("missing"));
+        let mut deleting = on_web("shop", 1, Some("shop"));
+        deleting.metadata.deletion_timestamp = deleting.metadata.creation_timestamp.clone();
+        let all = [
+            wide.clone(),
+            wide_later.clone(),
+            api.clone(),
+            api_older.clone(),
+            www.clone(),
+            nowhere.clone(),
+            deleting.clone(),
+        ];
+        let conflicted = |holder: &str, gateway: &str| {
+            Err(Refusal::Conflicted {
+                gateway: gateway.into(),
+                holder: holder.into(),
+            })
+        };
+        let cases: [(&DNSPolicy, Result<Vec<String>, Refusal>); 7] = [
+            // The Gateway-wide holder leaves every listener a listener policy targets (the
+            // one being deleted leaves its own back).
+            (&wide, Ok(vec!["api".into(), "www".into()])),
+            (&wide_later, conflicted("wide", "shop/web")),
+            (&api, conflicted("api-older", "shop/web listener api")),
+            (&api_older, Ok(vec![])),
+            (&www, Ok(vec![])),
+            (
+                &nowhere,
+                Err(Refusal::TargetNotFound {
+                    gateway: "shop/web listener missing".into(),
+                }),
+            ),
+            // A policy being deleted holds nothing: an equal younger one takes over.
+            (&on_web("shop-new", 60, Some("shop")), Ok(vec![])),
+        ];
+        for (policy, expected) in cases {
+            let mut rivals = all.to_vec();
+            if !rivals.iter().any(|r| r.uid() == policy.uid()) {
+                rivals.push(policy.clone());
+            }
+            assert_eq!(
+                coverage(policy, &rivals, &listeners, "shop/web"),
+                expected,
+                "{}",
+                policy.name_any()
+            );
+        }
+    }
+
+    #[test]
+    fn a_deleted_listener_policy_hands_its_record_back_to_the_gateway_wide_one_for_a_while() {
+        let mut api = on_web("api", 30, Some("api"));
+        let deleted_at = Timestamp::from_second(100).unwrap();
+        api.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(deleted_at),
+        );
+        let wide = on_web("wide", 10, None);
+        let grace = HANDOVER_GRACE.as_secs() as i64;
+        let at = |seconds: i64| Timestamp::from_second(100 + seconds).unwrap();
+        assert_eq!(
+            handed_back(&api, &[api.clone(), wide.clone()], at(1)),
+            ["web-api"]
+        );
+        assert!(handed_back(&api, &[api.clone(), wide.clone()], at(grace)).is_empty());
+        // No Gateway-wide policy to take it, or that one is going too: withdrawn.
+        assert!(handed_back(&api, std::slice::from_ref(&api), at(1)).is_empty());
+        let mut going = wide.clone();
+        going.metadata.deletion_timestamp = api.metadata.deletion_timestamp.clone();
+        assert!(handed_back(&api, &[api.clone(), going], at(1)).is_empty());
+        // A Gateway-wide policy hands nothing back.
+        let mut wide_deleted = wide.clone();
+        wide_deleted.metadata.deletion_timestamp = api.metadata.deletion_timestamp.clone();
+        assert!(handed_back(&wide_deleted, &[wide_deleted.clone(), api.clone()], at(1)).is_empty());
     }
 }

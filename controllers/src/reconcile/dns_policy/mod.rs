@@ -28,8 +28,11 @@ use crate::{Context, Error, counted, retry_after, with_finalizer};
 
 pub use gather::targets;
 
-/// The finalizer policies were given before their records learnt to follow their deletion.
-pub const LEGACY_FINALIZER: &str = "meridian.dev/dns-policy";
+/// The finalizer of a policy for one listener (`sectionName`): its deletion waits until the
+/// Gateway-wide policy has taken its record over, so the listener's DNS passes between them
+/// without a gap (without it the record, left with no owner, would withdraw). Policies
+/// enforced by releases before records learnt to follow their policy's deletion carry it too.
+pub const FINALIZER: &str = "meridian.dev/dns-policy";
 const CONTROLLER: &str = "dnspolicy";
 
 /// Runs the DNSPolicy controller until `stop`.
@@ -49,7 +52,8 @@ pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> 
 }
 
 pub async fn reconcile(policy: Arc<DNSPolicy>, ctx: Arc<Context>) -> Result<Action, Error> {
-    if !policy.finalizers().iter().any(|f| f == LEGACY_FINALIZER) {
+    let held = policy.finalizers().iter().any(|f| f == FINALIZER);
+    if !held && policy.spec.target_ref.section_name.is_none() {
         // No finalizer: it would cost every policy a write at creation. A deleted policy's
         // records delete themselves ([`crate::reconcile::dns_record`]).
         return counted(&*policy, &ctx, CONTROLLER, async {
@@ -61,12 +65,12 @@ pub async fn reconcile(policy: Arc<DNSPolicy>, ctx: Arc<Context>) -> Result<Acti
         })
         .await;
     }
-    // A policy enforced before keeps its finalizer until it is deleted.
+    // A policy for one listener, or one enforced by an earlier release, holds the finalizer.
     with_finalizer(
         policy,
         &ctx,
         CONTROLLER,
-        LEGACY_FINALIZER,
+        FINALIZER,
         |policy| {
             let ctx = &ctx;
             async move { enforce(&policy, ctx).await }
@@ -105,7 +109,7 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
         crate::reconcile::fleet_brake::remember(ctx, &fleet.heard, seen.now);
     }
     let desired = decision.desired;
-    let records = apply::write_records(policy, &desired, ctx).await?;
+    let records = apply::write_records(policy, &desired, &seen.handed_over, ctx).await?;
     crate::reconcile::gateway_status::mark_gateway(&seen.gateway, policy, ctx).await?;
     let enforced = status::enforced_state(&desired, &records);
     if let Some(wait) = status::first_status_wait(
@@ -145,23 +149,45 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
 
 /// Deletes the policy's DNSRecords and waits until they are gone (each withdraws its DNS as
 /// it goes), then takes the policy's condition off its Gateway.
+///
+/// A policy for one listener of a Gateway that a Gateway-wide policy also targets leaves its
+/// record to that policy, which takes it over in place ([`gather::handed_back`]): the
+/// listener's DNS passes from one to the other without being withdrawn.
 async fn remove(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
-    let remaining = apply::delete_records(policy, ctx).await?;
-    if remaining > 0 {
-        return Err(Error::Waiting(format!(
-            "{remaining} DNSRecords of DNSPolicy {} are withdrawing",
-            policy.name_any()
-        )));
-    }
-    let target = &policy.spec.target_ref;
     // A policy naming another namespace's Gateway never marked it, and does not unmark it.
-    let Ok(gateway_namespace) = gather::target_namespace(policy) else {
+    let gateway_namespace = gather::target_namespace(policy).ok();
+    let rivals = gateway_namespace
+        .as_deref()
+        .map(|namespace| gather::rivals(policy, namespace, ctx))
+        .unwrap_or_default();
+    let handed_back = gather::handed_back(policy, &rivals, (ctx.clock)());
+    let remaining = apply::delete_records(policy, &handed_back, ctx).await?;
+    if remaining > 0 {
+        return Err(Error::Waiting(if handed_back.is_empty() {
+            format!(
+                "{remaining} DNSRecords of DNSPolicy {} are withdrawing",
+                policy.name_any()
+            )
+        } else {
+            format!(
+                "DNSRecord {} of DNSPolicy {} is being taken over by the Gateway-wide policy",
+                handed_back.join(", "),
+                policy.name_any()
+            )
+        }));
+    }
+    let Some(gateway_namespace) = gateway_namespace else {
         return Ok(Action::await_change());
     };
-    if let Some(gateway) = ctx
-        .caches
-        .gateways
-        .get(Some(&gateway_namespace), &target.name)
+    // Another policy still on the Gateway keeps its condition.
+    let others = rivals
+        .iter()
+        .any(|p| p.uid() != policy.uid() && p.metadata.deletion_timestamp.is_none());
+    if !others
+        && let Some(gateway) = ctx
+            .caches
+            .gateways
+            .get(Some(&gateway_namespace), &policy.spec.target_ref.name)
     {
         crate::reconcile::gateway_status::unmark_gateway(&gateway, ctx).await?;
     }

@@ -48,6 +48,29 @@ pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSPolic
             indexes::policies_targeting(&rivals, &[target].into())
         }
     };
+    // A policy appearing, changing or going changes which listeners its rivals on the same
+    // Gateway cover (a section-targeted one takes its listener from a Gateway-wide one) and
+    // which of equals holds the Gateway.
+    let by_rival = {
+        let caches = caches.clone();
+        move |change: &Change<DNSPolicy>| {
+            let policy = match change {
+                Change::Applied { old, new } if policy_changed_for_rivals(old.as_deref(), new) => {
+                    new
+                }
+                Change::Deleted(policy) => policy,
+                _ => return Vec::new(),
+            };
+            let (namespace, name) = indexes::policy_target(policy);
+            let target = (namespace.to_string(), name.to_string());
+            let rivals = caches.policies.group(&indexes::group_key(namespace, name));
+            let own = ObjectRef::from_obj(&**policy);
+            indexes::policies_targeting(&rivals, &[target].into())
+                .into_iter()
+                .filter(|rival| *rival != own)
+                .collect()
+        }
+    };
     let by_record = |change: &Change<DNSRecord>| {
         let record = match change {
             Change::Applied { old, new } if record_changed_for_policy(old.as_deref(), new) => new,
@@ -85,6 +108,7 @@ pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSPolic
         own_changes_beyond_status(&caches.policies),
         triggers(caches.records.subscribe(), all.clone(), by_record),
         triggers(caches.gateways.subscribe(), all.clone(), by_gateway),
+        triggers(caches.policies.subscribe(), all.clone(), by_rival),
         triggers(caches.zones.subscribe(), all.clone(), by_zone),
     ];
     if ctx.config.distributed.is_none() {
@@ -357,6 +381,16 @@ pub fn report_changed_for_policies(old: Option<&ClusterReport>, new: &ClusterRep
     })
 }
 
+/// Whether a policy changed in what its rivals on the same Gateway read of it: it is new, its
+/// spec changed (its generation), or it is being deleted. Its status is nobody else's concern.
+pub fn policy_changed_for_rivals(old: Option<&DNSPolicy>, new: &DNSPolicy) -> bool {
+    old.is_none_or(|old| {
+        old.metadata.generation != new.metadata.generation
+            || old.metadata.deletion_timestamp.is_some()
+                != new.metadata.deletion_timestamp.is_some()
+    })
+}
+
 /// Whether a ManagedCluster changed in what DNS reads of it: its labels (geo code, custom
 /// weights). Its status changes with every OCM lease renewal and concerns nobody here.
 pub fn cluster_changed_for_dns(old: Option<&ManagedCluster>, new: &ManagedCluster) -> bool {
@@ -419,6 +453,32 @@ mod tests {
     use super::*;
     use meridian_api::labels::PLACEMENT_LABEL;
     use meridian_testkit::fixtures;
+
+    #[test]
+    fn rivals_wake_for_a_new_policy_a_spec_change_or_a_deletion_not_for_status() {
+        let policy = fixtures::dns_policy("shop", "api", "web").generation(1);
+        let base = policy.build();
+        let mut status_only = base.clone();
+        status_only.status = Some(Default::default());
+        let respecified = policy.clone().generation(2).build();
+        let mut deleting = base.clone();
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::from_second(1).unwrap(),
+            ));
+        for (old, new, wakes) in [
+            (None, &base, true),
+            (Some(&base), &status_only, false),
+            (Some(&base), &respecified, true),
+            (Some(&base), &deleting, true),
+        ] {
+            assert_eq!(
+                policy_changed_for_rivals(old, new),
+                wakes,
+                "{old:?} -> {new:?}"
+            );
+        }
+    }
 
     /// spoke c1's report at `at` (seconds), its one Gateway at `gateway_ip`.
     fn report(gateway_ip: &str, at: i64) -> ClusterReport {
