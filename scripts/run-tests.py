@@ -248,7 +248,8 @@ def run(jobs, waiting, running, done, kinds, logs) -> int:
     return 0
 
 
-PANIC = re.compile(r"^thread '([^']*)' panicked at (.*)$")
+# `thread 'name' panicked at …`, with the thread's ID after its name since Rust 1.88.
+PANIC = re.compile(r"^thread '([^']*)'(?: \(\d+\))? panicked at (.*)$")
 
 
 def why_failed(text: str, lines_each: int = 6, most: int = 5) -> list[str]:
@@ -265,7 +266,7 @@ def why_failed(text: str, lines_each: int = 6, most: int = 5) -> list[str]:
         # A test that returns an error prints it (`Error: …`) just before its panic.
         message = [l.strip()[:300] for l in lines[max(0, index - 3) : index] if l.startswith("Error: ")]
         for following in lines[index + 1 : index + 1 + lines_each]:
-            if not following.strip() or following.startswith("note: run with"):
+            if not following.strip() or following.startswith(("note: run with", "stack backtrace:")):
                 break
             message.append(following.strip()[:200])
         reasons.append(f"{found.group(1)} at {found.group(2)} " + " / ".join(message))

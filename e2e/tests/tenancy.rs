@@ -663,7 +663,9 @@ async fn a_tenant_cannot_reach_another_namespaces_gateway_or_its_work() -> Resul
             .status
             .iter()
             .flat_map(|s| s.conditions.iter())
-            .filter(|c| c.type_.starts_with("kuadrant.io/"))
+            .filter(|c| {
+                meridian_api::conditions::DNS_POLICY_AFFECTED_TYPES.contains(&c.type_.as_str())
+            })
             .map(|c| (c.type_.clone(), c.status.clone(), c.message.clone()))
             .collect();
         conditions.sort();

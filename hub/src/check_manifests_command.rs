@@ -92,7 +92,12 @@ pub(crate) fn yaml_files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
     }
     let mut files = Vec::new();
     for entry in std::fs::read_dir(path)? {
-        let path = entry?.path();
+        let entry = entry?;
+        // A link is not followed: a link to a parent directory would recurse forever.
+        if entry.file_type()?.is_symlink() {
+            continue;
+        }
+        let path = entry.path();
         if path.is_dir() {
             files.extend(yaml_files(&path)?);
         } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {

@@ -10,7 +10,6 @@
 use kube::api::{Api, Patch};
 use kube::{Resource, ResourceExt};
 use meridian_api::conditions::{self, ConditionUpdate, reasons, set_condition};
-use meridian_api::kuadrant::DNSPolicy;
 use meridian_api::upstream::Gateway;
 use serde_json::json;
 
@@ -21,12 +20,31 @@ pub fn affected_types(kuadrant_too: bool) -> &'static [&'static str] {
     if kuadrant_too { all } else { &all[..1] }
 }
 
-/// The Gateway's conditions of the `wanted` types, set for `policy`, and whether they differ
-/// from what the Gateway says now (a condition of a type no longer wanted counts as a
-/// difference: the apply removes it).
+/// Whether this field manager wrote the Gateway's condition `type_` (its managed fields say
+/// so). Kuadrant writes `kuadrant.io/DNSPolicyAffected` too: that one is not ours to compare
+/// or remove. A Gateway read without managed fields (a test's) counts every one as ours.
+fn written_by_us(gateway: &Gateway, type_: &str) -> bool {
+    let Some(entries) = gateway.metadata.managed_fields.as_ref() else {
+        return true;
+    };
+    let key = format!("k:{{\"type\":\"{type_}\"}}");
+    entries.iter().any(|entry| {
+        entry.manager.as_deref() == Some(crate::FIELD_MANAGER)
+            && entry.fields_v1.as_ref().is_some_and(|fields| {
+                fields.0["f:status"]["f:conditions"]
+                    .as_object()
+                    .is_some_and(|owned| owned.contains_key(&key))
+            })
+    })
+}
+
+/// The Gateway's conditions of the `wanted` types, saying `policies` apply, and whether they
+/// differ from what this controller wrote there before (a condition of ours of a type no
+/// longer wanted counts as a difference: the apply removes it). The message names every
+/// policy on the Gateway, so that a Gateway-wide policy and a listener's write the same one.
 pub fn affected_conditions(
     gateway: &Gateway,
-    policy: &DNSPolicy,
+    policies: &[String],
     wanted: &[&str],
     time: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
 ) -> (
@@ -41,8 +59,13 @@ pub fn affected_conditions(
     let existing: Vec<_> = said
         .iter()
         .filter(|c| affected_types(true).contains(&c.type_.as_str()))
+        .filter(|c| written_by_us(gateway, &c.type_))
         .cloned()
         .collect();
+    let message = match policies {
+        [one] => format!("DNSPolicy {one} applies"),
+        many => format!("DNSPolicies {} apply", many.join(", ")),
+    };
     let mut mine: Vec<_> = existing
         .iter()
         .filter(|c| wanted.contains(&c.type_.as_str()))
@@ -55,7 +78,7 @@ pub fn affected_conditions(
                 type_,
                 status: true,
                 reason: reasons::ACCEPTED,
-                message: format!("DNSPolicy {} applies", policy.name_any()),
+                message: message.clone(),
             },
             gateway.metadata.generation,
             time,
@@ -68,11 +91,11 @@ pub fn affected_conditions(
 /// Sets the DNSPolicyAffected condition(s) on the Gateway, unless it already says so.
 pub async fn mark_gateway(
     gateway: &Gateway,
-    policy: &DNSPolicy,
+    policies: &[String],
     ctx: &Context,
 ) -> Result<(), Error> {
     let wanted = affected_types(ctx.config.kuadrant_gateway_condition);
-    let (mine, changed) = affected_conditions(gateway, policy, wanted, &now());
+    let (mine, changed) = affected_conditions(gateway, policies, wanted, &now());
     if !changed {
         return Ok(());
     }
@@ -129,7 +152,7 @@ mod tests {
     /// on, both. The gateway controller's own conditions are never in our set.
     #[test]
     fn an_upgrade_moves_the_gateway_condition_to_meridians_domain_in_one_write() {
-        let policy = fixtures::dns_policy("team", "p", "gw").build();
+        let policy = vec!["p".to_string()];
         let time = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
         for (said, kuadrant_too, wanted, changed) in [
             (
@@ -188,5 +211,47 @@ mod tests {
             );
             assert_eq!(differs, changed, "{said:?} kuadrant_too={kuadrant_too}");
         }
+    }
+
+    /// Kuadrant's own `kuadrant.io/DNSPolicyAffected` on a Gateway both target is not ours:
+    /// it is neither compared (no write every pass) nor removed.
+    #[test]
+    fn kuadrants_own_condition_is_left_alone() {
+        let mut gateway = gateway_saying(&[
+            conditions::DNS_POLICY_AFFECTED,
+            conditions::KUADRANT_DNS_POLICY_AFFECTED,
+        ]);
+        let owned = |manager: &str, type_: &str| {
+            serde_json::from_value::<
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry,
+            >(json!({
+                "manager": manager, "operation": "Apply", "subresource": "status",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": { "f:status": { "f:conditions": {
+                    format!("k:{{\"type\":\"{type_}\"}}"): { ".": {} } } } },
+            }))
+            .unwrap()
+        };
+        gateway.metadata.managed_fields = Some(vec![
+            owned(crate::FIELD_MANAGER, conditions::DNS_POLICY_AFFECTED),
+            owned(
+                "kuadrant-operator",
+                conditions::KUADRANT_DNS_POLICY_AFFECTED,
+            ),
+        ]);
+        let time = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+        let (mine, differs) =
+            affected_conditions(&gateway, &["p".into()], affected_types(false), &time);
+        assert!(!differs, "nothing of ours changes: no write");
+        assert_eq!(mine.len(), 1);
+        assert_eq!(mine[0].type_, conditions::DNS_POLICY_AFFECTED);
+        // Two policies on the Gateway: one message, whichever writes it.
+        let (both, _) = affected_conditions(
+            &gateway,
+            &["api".into(), "wide".into()],
+            affected_types(false),
+            &time,
+        );
+        assert_eq!(both[0].message, "DNSPolicies api, wide apply");
     }
 }

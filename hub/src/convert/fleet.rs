@@ -75,8 +75,28 @@ impl std::fmt::Display for Finding {
             FindingKind::ChangesAnswers => "changes answers",
             FindingKind::Kept => "kept",
         };
-        write!(f, "{kind:<15}  {}: {}", self.at, self.text)
+        write!(
+            f,
+            "{kind:<15}  {}: {}",
+            printable(&self.at),
+            printable(&self.text)
+        )
     }
+}
+
+/// `text` with its control characters escaped: a finding quotes values from manifests a
+/// tenant may have written, and a newline or a terminal escape there must not forge another
+/// finding line or repaint the reader's terminal.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// What a fleet's Kuadrant policies become.
@@ -1114,9 +1134,23 @@ mod tests {
     }
 
     /// A hostile value cannot reach the output as anything but data: it is refused, never
-    /// written as a label, and the YAML written holds exactly the objects converted.
+    /// written as a label, and a finding quoting it stays one line with no terminal escape.
     #[test]
-    fn a_hostile_geo_is_refused_not_written() {
+    fn hostile_values_are_refused_or_escaped_never_written_raw() {
+        let mut escape = lb("IE", 120, true);
+        escape["forged\nchanges answers  t/p: \u{1b}[2J"] = json!(1);
+        let conversion = convert(
+            &[cluster("a", &[policy("t", "p", escape)])],
+            &options(&["example.com"]),
+        );
+        let lines: Vec<String> = conversion.findings.iter().map(|f| f.to_string()).collect();
+        assert!(
+            lines.iter().any(|l| l.contains("forged\\nchanges")),
+            "{lines:?}"
+        );
+        for line in &lines {
+            assert!(!line.contains('\n') && !line.contains('\u{1b}'), "{line:?}");
+        }
         let spec = lb("IE\n---\nkind: ClusterRoleBinding", 120, true);
         let conversion = convert(
             &[cluster("a", &[policy("t", "p", spec)])],

@@ -152,6 +152,12 @@ impl ClusterManifests {
             .to_string();
         let name = metadata["name"].as_str().unwrap_or_default().to_string();
         match (api_version, kind) {
+            // `kubectl get -o yaml` writes a List of the objects.
+            ("v1", "List") => {
+                for item in document["items"].as_array().into_iter().flatten() {
+                    self.add(item)?;
+                }
+            }
             ("kuadrant.io/v1", "DNSPolicy") => {
                 let spec = Spec::deserialize(&document["spec"]).map_err(|e| Unreadable {
                     namespace: namespace.clone(),
@@ -232,7 +238,9 @@ mod tests {
             json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
                    "metadata": {"name": "gw", "namespace": "team"},
                    "spec": {"listeners": [{"name": "a", "hostname": "App.Example.com."}, {"name": "b"}]}}),
-            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}}),
+            json!({"apiVersion": "v1", "kind": "List", "items": [
+                {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}},
+            ]}),
         ] {
             cluster.add(&document).unwrap();
         }

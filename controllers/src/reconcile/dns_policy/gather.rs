@@ -123,13 +123,53 @@ pub fn coverage(
     if section.is_some() {
         return Ok(Vec::new());
     }
+    // Only a listener policy that can be enforced takes its listener: an invalid one would
+    // leave the listener's record to nobody.
     let taken: std::collections::BTreeSet<String> = rivals
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| is_valid(p))
         .filter_map(|p| p.spec.target_ref.section_name.clone())
         .filter(|s| listeners.contains(s))
         .collect();
     Ok(taken.into_iter().collect())
+}
+
+/// The listeners whose records the policy leaves to others rather than delete: for a
+/// Gateway-wide policy, those listener policies hold (`taken`); for a listener's, every other
+/// listener when a Gateway-wide policy covers them (its `sectionName` moved, or went: the old
+/// listener's record passes to that policy in place instead of being withdrawn).
+fn handed_over(
+    policy: &DNSPolicy,
+    rivals: &[DNSPolicy],
+    listeners: &[String],
+    taken: &[String],
+) -> Vec<String> {
+    let Some(section) = policy.spec.target_ref.section_name.as_deref() else {
+        return taken.to_vec();
+    };
+    let covered = rivals.iter().any(|p| {
+        p.uid() != policy.uid()
+            && p.metadata.deletion_timestamp.is_none()
+            && p.spec.target_ref.section_name.is_none()
+            && is_valid(p)
+    });
+    if !covered {
+        return Vec::new();
+    }
+    listeners
+        .iter()
+        .filter(|l| *l != section)
+        .cloned()
+        .collect()
+}
+
+/// Whether the policy's own fields can be enforced (what [`gather`] refuses as `Invalid`).
+pub fn is_valid(policy: &DNSPolicy) -> bool {
+    target_namespace(policy).is_ok()
+        && routing_strategy(policy.spec.routing_strategy, &policy.spec.load_balancing).is_ok()
+        && answer_ttl(policy.spec.ttl.as_deref()).is_ok()
+        && Exclusions::parse(&policy.spec.exclude_addresses).is_ok()
 }
 
 /// The policy that holds a Gateway (or a listener) when several target it: the oldest, then by
@@ -185,17 +225,20 @@ pub fn rivals(policy: &DNSPolicy, gateway_namespace: &str, ctx: &Context) -> Vec
 pub const HANDOVER_GRACE: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// The records a deleted `policy` leaves for another to take over in place, rather than
-/// withdraw: its listener's, when it targets one and a Gateway-wide policy not being deleted
-/// targets the same Gateway (which covers the listener once this one is gone), for
-/// [`HANDOVER_GRACE`] after the deletion.
+/// withdraw: its listener's, when it targets one and a valid policy not being deleted will
+/// cover the listener once this one is gone (the Gateway-wide one, or another for the same
+/// listener), for [`HANDOVER_GRACE`] after the deletion.
 pub fn handed_back(policy: &DNSPolicy, rivals: &[DNSPolicy], now: Timestamp) -> Vec<String> {
     let Some(section) = policy.spec.target_ref.section_name.as_deref() else {
         return Vec::new();
     };
+    // The Gateway-wide policy, or another policy for the same listener, takes it next.
     let successor = rivals.iter().any(|p| {
         p.uid() != policy.uid()
             && p.metadata.deletion_timestamp.is_none()
-            && p.spec.target_ref.section_name.is_none()
+            && is_valid(p)
+            && (p.spec.target_ref.section_name.is_none()
+                || p.spec.target_ref.section_name.as_deref() == Some(section))
     });
     let within_grace = policy
         .metadata
@@ -311,7 +354,7 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
             namespace: gateway_namespace,
         },
         gateway,
-        handed_over: taken
+        handed_over: handed_over(policy, &rivals, &names, &taken)
             .iter()
             .map(|listener| crate::decide::desired::record_name(&target.name, listener))
             .collect(),

@@ -110,7 +110,15 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
     }
     let desired = decision.desired;
     let records = apply::write_records(policy, &desired, &seen.handed_over, ctx).await?;
-    crate::reconcile::gateway_status::mark_gateway(&seen.gateway, policy, ctx).await?;
+    // Every policy on the Gateway, so that its condition says the same whoever writes it.
+    let mut on_gateway: Vec<String> = gather::rivals(policy, &seen.gateway_ref.namespace, ctx)
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| p.name_any())
+        .collect();
+    on_gateway.sort();
+    on_gateway.dedup();
+    crate::reconcile::gateway_status::mark_gateway(&seen.gateway, &on_gateway, ctx).await?;
     let enforced = status::enforced_state(&desired, &records);
     if let Some(wait) = status::first_status_wait(
         policy,

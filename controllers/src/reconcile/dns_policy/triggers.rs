@@ -72,17 +72,25 @@ pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSPolic
         }
     };
     let by_record = |change: &Change<DNSRecord>| {
-        let record = match change {
-            Change::Applied { old, new } if record_changed_for_policy(old.as_deref(), new) => new,
-            Change::Deleted(record) => record,
+        let (record, before) = match change {
+            Change::Applied { old, new } if record_changed_for_policy(old.as_deref(), new) => {
+                (new, old.as_deref())
+            }
+            Change::Deleted(record) => (record, None),
             _ => return Vec::new(),
         };
-        record
-            .labels()
-            .get(POLICY_LABEL)
-            .map(|policy| ObjectRef::new(policy).within(&record.namespace().unwrap_or_default()))
+        // A record taken over by another policy (a listener's passing between a Gateway-wide
+        // policy and a listener policy) concerns the one that had it too: its status, or its
+        // deletion waiting for the hand-over.
+        let namespace = record.namespace().unwrap_or_default();
+        let mut policies: Vec<ObjectRef<DNSPolicy>> = [Some(&**record), before]
             .into_iter()
-            .collect()
+            .flatten()
+            .filter_map(|r| r.labels().get(POLICY_LABEL))
+            .map(|policy| ObjectRef::new(policy).within(&namespace))
+            .collect();
+        policies.dedup();
+        policies
     };
     let by_zone = {
         let policies = all.clone();
