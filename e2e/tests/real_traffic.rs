@@ -17,8 +17,8 @@ use std::time::Duration;
 use meridian_e2e::example::{HOST, UNITED_STATES, dig_host_async};
 use meridian_e2e::traffic::{
     Clients, Outcome, Recovery, Sample, TrafficExample, back_to, fleet_with_the_app,
-    health_checked_policy, mark_for_drain, publish_tiered_policy, recovery, request, set_fault,
-    tiered_policy,
+    health_checked_policy, mark_for_drain, publish_tiered_policy, recovery, request, resolve,
+    set_fault, tiered_policy,
 };
 use meridian_e2e::{DEFAULT_PATIENCE, Error, eventually};
 
@@ -165,6 +165,177 @@ async fn real_traffic_moves_off_a_failing_cluster_and_back_without_a_failed_fail
     let undrain = recovery(&samples, returned);
     report("tiers: spoke-1 back from the drain", &undrain);
     assert_eq!(undrain.failed, 0, "{undrain:?}");
+
+    drop(clients);
+    traffic.stop().await;
+    Ok(())
+}
+
+/// The wildcard listener the wildcard test adds to the example Gateway, and the hosts of the
+/// routes on it (both to the demo app).
+const WILDCARD: &str = "*.apps.example.com";
+const SHOP: &str = "shop.apps.example.com";
+const BLOG: &str = "blog.apps.example.com";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wildcard_listener_is_probed_through_its_routes_and_fails_over_with_real_traffic()
+-> Result<(), Error> {
+    use kube::api::{Api, Patch, PatchParams};
+    use meridian_api::kuadrant::{DNSHealthCheckProbe, DNSRecord};
+    use meridian_api::upstream::{Gateway, HTTPRoute};
+    use meridian_e2e::example::{GATEWAY, NAMESPACE, SPOKES};
+    use meridian_e2e::traffic::{APP, spoke_namespace};
+
+    meridian_e2e::test_logs("warn,kube_client=off,meridian_e2e=info");
+    let (fleet, app_image) = fleet_with_the_app().await?;
+    let traffic = TrafficExample::start(
+        &fleet,
+        &app_image.reference,
+        health_checked_policy(30, "5s", 2, "5s"),
+        Duration::from_secs(10),
+    )
+    .await?;
+    let resolver = traffic.resolver.address();
+    let hub = fleet.hub.client();
+
+    // The example Gateway gains a wildcard listener on the same port.
+    let gateways: Api<Gateway> = Api::namespaced(hub.clone(), NAMESPACE);
+    let mut listeners = serde_json::to_value(&gateways.get(GATEWAY).await?.spec.listeners)
+        .expect("listeners are JSON");
+    if let Some(list) = listeners.as_array_mut() {
+        list.push(serde_json::json!({ "name": "apps", "hostname": WILDCARD, "port": 80, "protocol": "HTTP" }));
+    }
+    gateways
+        .patch(
+            GATEWAY,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({ "spec": { "listeners": listeners } })),
+        )
+        .await?;
+
+    // With no route on it yet, the wildcard is published unprobed, and its status says so.
+    let records: Api<DNSRecord> = Api::namespaced(hub.clone(), NAMESPACE);
+    let record = format!("{GATEWAY}-apps");
+    eventually(
+        "the wildcard's record says it is not health-checked for want of routes",
+        DEFAULT_PATIENCE,
+        || {
+            let (records, record) = (records.clone(), record.clone());
+            async move {
+                let status = records.get_opt(&record).await?.and_then(|r| r.status);
+                Ok(status
+                    .filter(|s| {
+                        s.conditions.iter().any(|c| {
+                            c.message.contains("not health-checked") && c.message.contains(WILDCARD)
+                        })
+                    })
+                    .map(|_| ()))
+            }
+        },
+    )
+    .await?;
+    let spoke_1: std::net::Ipv4Addr = traffic.gateways.gateway("spoke-1").address();
+    eventually(
+        "a host under the wildcard resolves to spoke-1's gateway (the default GEO's)",
+        DEFAULT_PATIENCE,
+        || async {
+            let answers = resolve(resolver, SHOP, REQUEST_TIMEOUT).await;
+            Ok((answers == Ok(vec![spoke_1])).then_some(()))
+        },
+    )
+    .await?;
+
+    // Every spoke routes two hosts under the wildcard to its demo app; Traefik accepts them.
+    for (spoke, _, _, _) in SPOKES {
+        let routes: Api<HTTPRoute> =
+            Api::namespaced(fleet.spoke(spoke).client(), &spoke_namespace());
+        meridian_e2e::example::apply(
+            &routes,
+            serde_json::json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                "metadata": { "name": "apps", "namespace": spoke_namespace() },
+                "spec": {
+                    "parentRefs": [{ "name": GATEWAY, "sectionName": "apps" }],
+                    "hostnames": [SHOP, BLOG],
+                    "rules": [{ "backendRefs": [{ "name": APP, "port": 80 }] }],
+                },
+            }),
+        )
+        .await?;
+    }
+    // The hub probes each gateway address through both hosts, never the wildcard itself.
+    let probes: Api<DNSHealthCheckProbe> = Api::namespaced(hub.clone(), NAMESPACE);
+    let addresses: Vec<String> = SPOKES
+        .iter()
+        .map(|(spoke, _, _, _)| traffic.gateways.address(spoke))
+        .collect();
+    eventually(
+        "every gateway address is probed through both route hosts, and every probe passes",
+        DEFAULT_PATIENCE,
+        || {
+            let (probes, record, addresses) = (probes.clone(), record.clone(), addresses.clone());
+            async move {
+                let list = probes
+                    .list(&kube::api::ListParams::default().labels(&format!(
+                        "{}={record}",
+                        meridian_controllers::decide::health::PROBE_RECORD_LABEL
+                    )))
+                    .await?;
+                let mut asked: Vec<(String, String)> = list
+                    .items
+                    .iter()
+                    .filter(|p| p.status.as_ref().and_then(|s| s.healthy) == Some(true))
+                    .map(|p| (p.spec.address.clone(), p.spec.host.clone()))
+                    .collect();
+                asked.sort();
+                let mut wanted: Vec<(String, String)> = addresses
+                    .iter()
+                    .flat_map(|a| [(a.clone(), BLOG.to_string()), (a.clone(), SHOP.to_string())])
+                    .collect();
+                wanted.sort();
+                Ok((asked == wanted && list.items.len() == wanted.len()).then_some(()))
+            }
+        },
+    )
+    .await?;
+    eventually(
+        "the wildcard's record no longer says it is unprobed",
+        DEFAULT_PATIENCE,
+        || {
+            let (records, record) = (records.clone(), record.clone());
+            async move {
+                let status = records.get_opt(&record).await?.and_then(|r| r.status);
+                Ok(status
+                    .filter(|s| {
+                        !s.conditions
+                            .iter()
+                            .any(|c| c.message.contains("not health-checked"))
+                    })
+                    .map(|_| ()))
+            }
+        },
+    )
+    .await?;
+
+    // spoke-1's app fails, for both hosts: the wildcard's traffic moves off spoke-1.
+    let clients = Clients::start(WORKERS, resolver, SHOP, PERIOD, REQUEST_TIMEOUT);
+    let mut samples: Vec<Sample> = Vec::new();
+    wait_until_served_only_by(&clients, &mut samples, "spoke-1").await?;
+    let fault = clients.now();
+    set_fault(traffic.gateways.app_pod("spoke-1"), "unavailable").await?;
+    wait_until_served_only_by_others(&clients, &mut samples, "spoke-1").await?;
+    let failover = recovery(&samples, fault);
+    report("wildcard: spoke-1's routes answer 503", &failover);
+    assert!(failover.failed > 0, "the fault was seen: {failover:?}");
+    assert!(failover.until_100.is_some(), "{failover:?}");
+
+    // It recovers: the wildcard's traffic comes back to spoke-1.
+    let recovered = clients.now();
+    set_fault(traffic.gateways.app_pod("spoke-1"), "none").await?;
+    wait_until_served_only_by(&clients, &mut samples, "spoke-1").await?;
+    let failback = recovery(&samples, recovered);
+    report("wildcard: spoke-1 recovers (failback)", &failback);
+    assert!(failback.served_by.contains_key("spoke-1"));
 
     drop(clients);
     traffic.stop().await;

@@ -3,7 +3,8 @@
 //! bindings sticky across restarts, generates hosts, resolves host conflicts the way OpenShift
 //! does, reschedules the routes of a deleted shard, and says why a route cannot be scheduled.
 //! End to end, the hub publishes `*.<shard suffix>` and `dig` resolves a generated route host
-//! through the embedded nameserver.
+//! through the embedded nameserver, and an HTTPRoute's host under the suffix, which is not
+//! scheduled.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -487,9 +488,41 @@ async fn a_generated_route_host_resolves_to_its_shard_through_the_hub() -> Resul
         )));
     }
     let spoke_1 = fleet.spoke("spoke-1").client();
+    // An HTTPRoute under the shard's suffix, created before the Route: once the Route is bound,
+    // a scheduling pass has seen the HTTPRoute too.
+    let http_routes = Api::<meridian_api::upstream::HTTPRoute>::namespaced(spoke_1.clone(), SHOP);
+    let blog = "blog.shard1.apps.example.com";
+    apply(
+        &http_routes,
+        json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": { "name": "blog", "namespace": SHOP },
+            "spec": { "parentRefs": [{ "name": "shard1", "namespace": "routers" }], "hostnames": [blog] },
+        }),
+    )
+    .await?;
     route(&spoke_1, "web", json!({}), None).await?;
     let generated = "shop-web.shard1.apps.example.com";
     ingress_becomes(&spoke_1, "web", &[("public-spoke-1", generated, true, "")]).await?;
+    // HTTPRoutes choose their Gateways by parentRefs: none is bound to a shard, and the agent
+    // writes nothing into its status (docs/routers.md, "HTTPRoutes are not scheduled").
+    assert_eq!(
+        bindings(&spoke_1).await?,
+        [(
+            "web".to_string(),
+            "public-spoke-1".to_string(),
+            generated.to_string()
+        )]
+    );
+    let untouched = http_routes.get("blog").await?;
+    assert!(
+        untouched
+            .status
+            .as_ref()
+            .is_none_or(|s| s.parents.is_empty()),
+        "{:?}",
+        untouched.status
+    );
 
     // The route's generated host resolves to the shard's routers, across both clusters.
     let nameserver = running.nameserver;
@@ -514,6 +547,15 @@ async fn a_generated_route_host_resolves_to_its_shard_through_the_hub() -> Resul
     assert_eq!(
         seen.into_iter().collect::<Vec<_>>(),
         ["127.0.3.1", "127.0.3.2"]
+    );
+    // The HTTPRoute's host, on a Gateway the shard's routers serve, resolves to them through
+    // the shard's wildcard without being scheduled.
+    let answers = tokio::task::spawn_blocking(move || dig(nameserver, blog))
+        .await
+        .unwrap();
+    assert!(
+        answers.len() == 1 && ["127.0.3.1", "127.0.3.2"].contains(&answers[0].as_str()),
+        "{answers:?}"
     );
 
     // `meridian-hub routers` shows the shard, its clusters, its route and its DNS.

@@ -580,6 +580,9 @@ pub fn agent_manifests(
             "metadata": { "name": spoke_role },
             "rules": [
                 { "apiGroups": ["gateway.networking.k8s.io"], "resources": ["gateways"], "verbs": ["get", "list", "watch"] },
+                // The hostnames of HTTPRoutes on wildcard listeners, which the hub probes them
+                // through (routes may attach from any namespace the listener allows: read only).
+                { "apiGroups": ["gateway.networking.k8s.io"], "resources": ["httproutes"], "verbs": ["get", "list", "watch"] },
                 // The cluster ID (kube-system's UID) and the namespace labels routers select.
                 { "apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"] },
                 // Route scheduling: routes and their status, routers and their Services, bindings.

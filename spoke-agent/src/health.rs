@@ -566,7 +566,14 @@ impl meridian_controllers::decide::shared_health::SharedProbes for ZoneProbes {
         // Headers the check names but that cannot be read: nothing is probed.
         let wanted = match headers {
             Some(_) => {
-                meridian_controllers::decide::health::wanted_probes(record, host, &addresses, check)
+                // Hub-less, a wildcard is not probed: no hub gathers route hostnames.
+                meridian_controllers::decide::health::wanted_probes(
+                    record,
+                    host,
+                    &addresses,
+                    check,
+                    &Default::default(),
+                )
             }
             None => Vec::new(),
         };

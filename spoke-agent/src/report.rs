@@ -19,7 +19,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use meridian_api::meridian::{ClusterReport, ClusterReportSpec, GatewayReport, RouterShardReport};
-use meridian_api::upstream::Gateway;
+use meridian_api::upstream::{Gateway, HTTPRoute};
 use rand::Rng;
 use serde_json::json;
 
@@ -33,11 +33,12 @@ pub const REPORT_REFRESH_HEARTBEATS: u32 = 10;
 /// Downstream Gateways live in namespaces with this prefix (`kuadrant-<hub namespace>`).
 pub const DOWNSTREAM_PREFIX: &str = "kuadrant-";
 
-/// The report for a set of Gateways, in a stable order (so an unchanged cluster writes an
-/// unchanged report).
+/// The report for a set of Gateways and the HTTPRoutes of the cluster, in a stable order (so
+/// an unchanged cluster writes an unchanged report).
 pub fn cluster_report(
     cluster_id: &str,
     gateways: &[Gateway],
+    routes: &[HTTPRoute],
     findings: &Findings,
     reported_at: Option<Time>,
 ) -> ClusterReportSpec {
@@ -47,7 +48,7 @@ pub fn cluster_report(
             g.namespace()
                 .is_some_and(|ns| ns.starts_with(DOWNSTREAM_PREFIX))
         })
-        .map(GatewayReport::from_gateway)
+        .map(|gateway| GatewayReport::from_gateway(gateway, routes))
         .collect();
     reports.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     ClusterReportSpec {
@@ -154,6 +155,17 @@ pub async fn run(
     .applied_objects();
     let mut gateways = std::pin::pin!(gateways);
     let mut known: BTreeMap<(String, String), Gateway> = BTreeMap::new();
+    // The hostnames of routes on wildcard listeners travel with the report: the hub probes
+    // those listeners through them.
+    let routes = watcher(
+        Api::<HTTPRoute>::all(spoke.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .applied_objects();
+    let mut routes = std::pin::pin!(routes);
+    let mut known_routes: BTreeMap<(String, String), HTTPRoute> = BTreeMap::new();
+    let mut routes_open = true;
     let mut deletions = tokio::time::interval(heartbeat.min(Duration::from_secs(10)));
     let mut next_heartbeat = tokio::time::Instant::now();
     let mut next_refresh = tokio::time::Instant::now();
@@ -176,6 +188,14 @@ pub async fn run(
                 Some(Err(error)) => tracing::warn!(%error, "watching Gateways failed; the watch restarts with backoff"),
                 None => anyhow::bail!("the Gateway watch ended"),
             },
+            event = routes.next(), if routes_open => match event {
+                Some(Ok(route)) => {
+                    known_routes.insert((route.namespace().unwrap_or_default(), route.name_any()), route);
+                }
+                // A cluster without the HTTPRoute CRD keeps reporting its Gateways.
+                Some(Err(error)) => tracing::debug!(%error, "watching HTTPRoutes failed; the watch restarts with backoff"),
+                None => routes_open = false,
+            },
             _ = heartbeats.tick() => {
                 lease_renewed = renew_heartbeat(&hub, &cluster_name, heartbeat).await;
             }
@@ -184,11 +204,23 @@ pub async fn run(
                 if let Ok(list) = Api::<Gateway>::all(spoke.clone()).list(&Default::default()).await {
                     known = list.items.into_iter().map(|g| ((g.namespace().unwrap_or_default(), g.name_any()), g)).collect();
                 }
+                if let Ok(list) = Api::<HTTPRoute>::all(spoke.clone()).list(&Default::default()).await {
+                    known_routes = list.items.into_iter().map(|r| ((r.namespace().unwrap_or_default(), r.name_any()), r)).collect();
+                }
             }
         }
         let current: Vec<Gateway> = known.values().cloned().collect();
+        let current_routes: Vec<HTTPRoute> = known_routes.values().cloned().collect();
         let gateways_unchanged = written.as_ref().is_some_and(|w| {
-            cluster_report(&cluster_id, &current, &Findings::default(), None).gateways == w.gateways
+            cluster_report(
+                &cluster_id,
+                &current,
+                &current_routes,
+                &Findings::default(),
+                None,
+            )
+            .gateways
+                == w.gateways
         });
         let now = tokio::time::Instant::now();
         // With a renewed Lease, an unchanged report waits for its refresh; without one, the
@@ -207,6 +239,7 @@ pub async fn run(
         let spec = cluster_report(
             &cluster_id,
             &current,
+            &current_routes,
             &findings,
             Some(Time(k8s_openapi::jiff::Timestamp::now())),
         );
@@ -272,7 +305,7 @@ mod tests {
             gateway("kuadrant-a", "web", Some("192.0.2.1")),
             gateway("kuadrant-a", "pending", None),
         ];
-        let report = cluster_report("id-1", &gateways, &Findings::default(), None);
+        let report = cluster_report("id-1", &gateways, &[], &Findings::default(), None);
         let names: Vec<(&str, &str)> = report
             .gateways
             .iter()

@@ -67,9 +67,13 @@ pub struct GatewayReport {
 }
 
 impl GatewayReport {
-    /// A Gateway as the hub needs to know it: its addresses, and per listener the host and the
-    /// routes attached.
-    pub fn from_gateway(gateway: &crate::upstream::Gateway) -> Self {
+    /// A Gateway as the hub needs to know it: its addresses, and per listener the host, the
+    /// routes attached and, for a wildcard listener, the hostnames of `routes` to probe it
+    /// through ([`route_hostnames`]).
+    pub fn from_gateway(
+        gateway: &crate::upstream::Gateway,
+        routes: &[crate::upstream::HTTPRoute],
+    ) -> Self {
         use kube::ResourceExt;
         let status = gateway.status.clone().unwrap_or_default();
         GatewayReport {
@@ -95,10 +99,92 @@ impl GatewayReport {
                         .iter()
                         .find(|l| l.name == listener.name)
                         .map_or(0, |l| l.attached_routes),
+                    route_hostnames: route_hostnames(gateway, listener, routes),
                 })
                 .collect(),
         }
     }
+}
+
+/// The most route hostnames a wildcard listener's report carries, and the hub probes each of
+/// its addresses through: enough that one broken app does not decide for the whole listener,
+/// few enough that a listener with thousands of routes costs every cluster a handful of
+/// probes per address, not thousands. (The schema's `maxItems` below says the same.)
+pub const MAX_ROUTE_HOSTNAMES: usize = 3;
+
+/// Whether `host` is a concrete name a wildcard listener hostname covers, as Gateway API
+/// matches listener wildcards (`*.apps.example.com` covers `shop.apps.example.com` and
+/// `a.shop.apps.example.com`, not `apps.example.com`), and one a probe can send as its Host and
+/// SNI: letters, digits and hyphens in labels of at most 63, at most 253 in all.
+pub fn covered_by_wildcard(wildcard: &str, host: &str) -> bool {
+    let Some(suffix) = wildcard.strip_prefix('*').filter(|s| s.starts_with('.')) else {
+        return false;
+    };
+    host.len() > suffix.len()
+        && host.len() <= 253
+        && host
+            .to_ascii_lowercase()
+            .ends_with(&suffix.to_ascii_lowercase())
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+}
+
+/// The hostnames a wildcard listener is probed through: those of the HTTPRoutes its
+/// implementation accepted on it (`status.parents`, `Accepted=True`, for this Gateway and this
+/// listener or the whole Gateway) that the wildcard covers, lower-cased, the first
+/// [`MAX_ROUTE_HOSTNAMES`] in order. Routes in the Gateway's own namespace come first, and
+/// routes of other namespaces count only when it has none: a team allowed to attach routes to
+/// a shared listener cannot fill the sample with hosts that fail and so take the listener out
+/// of DNS while the owner's apps serve. Empty for a listener that is not a wildcard.
+pub fn route_hostnames(
+    gateway: &crate::upstream::Gateway,
+    listener: &crate::upstream::Listener,
+    routes: &[crate::upstream::HTTPRoute],
+) -> Vec<String> {
+    use kube::ResourceExt;
+    let Some(wildcard) = listener.hostname.as_deref().filter(|h| h.starts_with("*.")) else {
+        return Vec::new();
+    };
+    let (gateway_namespace, gateway_name) =
+        (gateway.namespace().unwrap_or_default(), gateway.name_any());
+    let accepted = |route: &crate::upstream::HTTPRoute| {
+        let route_namespace = route.namespace().unwrap_or_default();
+        route.status.iter().flat_map(|s| &s.parents).any(|parent| {
+            let reference = &parent.parent_ref;
+            let kind = reference.extra.get("kind").and_then(|k| k.as_str());
+            kind.is_none_or(|k| k == "Gateway")
+                && reference.name == gateway_name
+                && reference.namespace.as_deref().unwrap_or(&route_namespace) == gateway_namespace
+                && reference
+                    .section_name
+                    .as_deref()
+                    .is_none_or(|section| section == listener.name)
+                && parent
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == "Accepted" && c.status == "True")
+        })
+    };
+    let hosts = |own: bool| -> std::collections::BTreeSet<String> {
+        routes
+            .iter()
+            .filter(|route| (route.namespace().unwrap_or_default() == gateway_namespace) == own)
+            .filter(|route| accepted(route))
+            .flat_map(|route| &route.spec.hostnames)
+            .filter(|host| covered_by_wildcard(wildcard, host))
+            .map(|host| host.to_ascii_lowercase())
+            .collect()
+    };
+    let mut chosen = hosts(true);
+    if chosen.is_empty() {
+        chosen = hosts(false);
+    }
+    chosen.into_iter().take(MAX_ROUTE_HOSTNAMES).collect()
 }
 
 /// An address as Gateway API writes it: `IPAddress` or `Hostname`.
@@ -125,6 +211,11 @@ pub struct ListenerReport {
     pub hostname: Option<String>,
     #[serde(default)]
     pub attached_routes: i32,
+    /// For a wildcard listener: the concrete hostnames of routes attached to it that the hub
+    /// probes its addresses through ([`route_hostnames`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 3), inner(length(max = 253)))]
+    pub route_hostnames: Vec<String>,
 }
 
 /// One router shard on the cluster.
@@ -160,4 +251,182 @@ pub struct ClusterReportStatus {
     pub conditions: Vec<Condition>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::{Gateway, HTTPRoute};
+
+    const WILDCARD: &str = "*.apps.example.com";
+
+    #[test]
+    fn a_wildcard_covers_concrete_names_below_it_and_nothing_a_probe_cannot_send() {
+        let cases = [
+            ("shop.apps.example.com", true),
+            ("Shop.APPS.example.com", true),
+            ("a.shop.apps.example.com", true),
+            ("apps.example.com", false),
+            ("xapps.example.com", false),
+            ("shop.apps.example.org", false),
+            ("*.shop.apps.example.com", false),
+            ("shop_1.apps.example.com", false),
+            ("shop.apps.example.com\r\nX-Injected: 1", false),
+            ("a..apps.example.com", false),
+        ];
+        for (host, covered) in cases {
+            assert_eq!(covered_by_wildcard(WILDCARD, host), covered, "{host:?}");
+        }
+        let long = format!("{}.apps.example.com", vec!["a".repeat(63); 4].join("."));
+        assert!(!covered_by_wildcard(WILDCARD, &long), "over 253 characters");
+        assert!(!covered_by_wildcard("api.example.com", "x.api.example.com"));
+    }
+
+    fn gateway() -> Gateway {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": { "name": "web", "namespace": "kuadrant-gateways" },
+            "spec": { "gatewayClassName": "traefik", "listeners": [
+                { "name": "apps", "hostname": WILDCARD, "port": 80, "protocol": "HTTP" },
+                { "name": "api", "hostname": "api.example.com", "port": 80, "protocol": "HTTP" },
+            ] },
+        }))
+        .expect("a Gateway")
+    }
+
+    /// A route accepted (or not) by its implementation on `parent` (`gateway[/section]`, in
+    /// `parent_namespace` when given).
+    fn route(
+        namespace: &str,
+        name: &str,
+        hostnames: &[&str],
+        parent: (&str, Option<&str>, Option<&str>),
+        accepted: bool,
+    ) -> HTTPRoute {
+        let (gateway, parent_namespace, section) = parent;
+        let reference = serde_json::json!({ "name": gateway, "namespace": parent_namespace, "sectionName": section });
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": { "name": name, "namespace": namespace },
+            "spec": { "parentRefs": [reference], "hostnames": hostnames },
+            "status": { "parents": [{
+                "parentRef": reference, "controllerName": "traefik.io/gateway-controller",
+                "conditions": [{
+                    "type": "Accepted", "status": if accepted { "True" } else { "False" },
+                    "reason": "Accepted", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }],
+            }] },
+        }))
+        .expect("an HTTPRoute")
+    }
+
+    fn hosts(routes: &[HTTPRoute], listener: usize) -> Vec<String> {
+        let gateway = gateway();
+        route_hostnames(&gateway, &gateway.spec.listeners[listener], routes)
+    }
+
+    const OWN: &str = "kuadrant-gateways";
+
+    #[test]
+    fn a_wildcard_listener_reports_the_accepted_hostnames_of_its_own_routes() {
+        let routes = [
+            route(
+                OWN,
+                "shop",
+                &["shop.apps.example.com"],
+                ("web", None, Some("apps")),
+                true,
+            ),
+            route(
+                OWN,
+                "blog",
+                &["Blog.apps.example.com", "blog.example.org"],
+                ("web", None, None),
+                true,
+            ),
+            // Not accepted, on another listener, on another Gateway: not attached here.
+            route(
+                OWN,
+                "pending",
+                &["pending.apps.example.com"],
+                ("web", None, None),
+                false,
+            ),
+            route(
+                OWN,
+                "elsewhere",
+                &["api2.apps.example.com"],
+                ("web", None, Some("api")),
+                true,
+            ),
+            route(
+                OWN,
+                "other",
+                &["other.apps.example.com"],
+                ("other-gateway", None, None),
+                true,
+            ),
+            // A wildcard route hostname names no one host either.
+            route(
+                OWN,
+                "wild",
+                &["*.team.apps.example.com"],
+                ("web", None, None),
+                true,
+            ),
+        ];
+        assert_eq!(
+            hosts(&routes, 0),
+            ["blog.apps.example.com", "shop.apps.example.com"]
+        );
+        assert!(
+            hosts(&routes, 1).is_empty(),
+            "a concrete listener is probed by its own name"
+        );
+        assert!(hosts(&[], 0).is_empty());
+    }
+
+    #[test]
+    fn another_namespaces_routes_cannot_crowd_out_the_owners_and_the_sample_is_bounded() {
+        let owner = route(
+            OWN,
+            "shop",
+            &["shop.apps.example.com"],
+            ("web", Some(OWN), None),
+            true,
+        );
+        // A team allowed to attach to the shared listener names hosts that sort first and
+        // would all fail: while the Gateway's own namespace has routes, they are not sampled.
+        let crowd = route(
+            "team-b",
+            "crowd",
+            &[
+                "a1.apps.example.com",
+                "a2.apps.example.com",
+                "a3.apps.example.com",
+                "a4.apps.example.com",
+            ],
+            ("web", Some(OWN), None),
+            true,
+        );
+        assert_eq!(hosts(&[owner, crowd.clone()], 0), ["shop.apps.example.com"]);
+        // With no route of its own, the others' are what the listener serves: the first three.
+        assert_eq!(
+            hosts(std::slice::from_ref(&crowd), 0),
+            [
+                "a1.apps.example.com",
+                "a2.apps.example.com",
+                "a3.apps.example.com"
+            ]
+        );
+        // A route of another namespace whose parentRef names no namespace points at its own.
+        let unqualified = route(
+            "team-b",
+            "r",
+            &["b.apps.example.com"],
+            ("web", None, None),
+            true,
+        );
+        assert!(hosts(&[unqualified], 0).is_empty());
+    }
 }

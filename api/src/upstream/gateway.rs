@@ -112,6 +112,7 @@ pub struct ParametersReference {
     version = "v1",
     kind = "HTTPRoute",
     namespaced,
+    status = "HTTPRouteStatus",
     schema = "disabled"
 )]
 #[serde(rename_all = "camelCase")]
@@ -120,6 +121,27 @@ pub struct HTTPRouteSpec {
     pub parent_refs: Vec<ParentReference>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hostnames: Vec<String>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// A route's status: per parent, whether its implementation accepted the route.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct HTTPRouteStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parents: Vec<HTTPRouteParentStatus>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HTTPRouteParentStatus {
+    pub parent_ref: ParentReference,
+    #[serde(default)]
+    pub controller_name: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
     #[serde(flatten)]
     pub extra: Extra,
 }

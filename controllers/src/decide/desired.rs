@@ -439,6 +439,7 @@ mod tests {
                     name: "api".into(),
                     hostname: Some("api.example.com".into()),
                     attached_routes: routes,
+                    route_hostnames: Vec::new(),
                 }],
             }),
             silent_for: None,

@@ -7,7 +7,7 @@
 //! clusters' reports, and what a record publishes given its leaves' verdicts. The DNSRecord
 //! controller does the reading and writing around it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use meridian_api::kuadrant::{
     ClusterProbeResult, DNSHealthCheckProbeSpec, DNSHealthCheckProbeStatus, HealthCheck,
@@ -61,39 +61,143 @@ pub struct WantedProbe {
     pub spec: DNSHealthCheckProbeSpec,
 }
 
-/// The probes of a record's leaves. A wildcard host is not probed: there is no one host to
-/// ask for.
+/// The probes of a record's leaves: one per leaf, asking for the record's host. A wildcard
+/// host names no one host to ask for, so each leaf of a wildcard is probed through the
+/// concrete hostnames `route_hosts` gives for it ([`wildcard_probe_hosts`]), one probe per
+/// host; a leaf with none gets no probe.
 pub fn wanted_probes(
     record: &str,
     root_host: &str,
     leaves: &[String],
     check: &HealthCheck,
+    route_hosts: &BTreeMap<String, BTreeSet<String>>,
 ) -> Vec<WantedProbe> {
-    if root_host.starts_with("*.") {
-        return Vec::new();
-    }
     // Object names stop at 253 characters; the leaf's code takes 9 of them.
     let prefix: String = record.chars().take(240).collect();
+    let prefix = prefix.trim_end_matches(['-', '.']);
+    let probe = |name: String, host: &str, address: &String| WantedProbe {
+        name,
+        spec: DNSHealthCheckProbeSpec {
+            port: check.port,
+            host: host.to_string(),
+            address: address.clone(),
+            path: check.endpoint.clone(),
+            protocol: check.protocol,
+            interval: check.interval.clone(),
+            additional_headers_ref: check.additional_headers_ref.clone(),
+            expected_responses: check.expected_responses.clone(),
+            allow_insecure_certificate: check.allow_insecure_certificates,
+            failure_threshold: check.failure_threshold,
+        },
+    };
+    if !root_host.starts_with("*.") {
+        return leaves
+            .iter()
+            .map(|address| {
+                probe(
+                    format!("{prefix}-{}", shortcode(address, 8)),
+                    root_host,
+                    address,
+                )
+            })
+            .collect();
+    }
     leaves
         .iter()
-        .map(|address| WantedProbe {
-            name: format!(
-                "{}-{}",
-                prefix.trim_end_matches(['-', '.']),
-                shortcode(address, 8)
-            ),
-            spec: DNSHealthCheckProbeSpec {
-                port: check.port,
-                host: root_host.to_string(),
-                address: address.clone(),
-                path: check.endpoint.clone(),
-                protocol: check.protocol,
-                interval: check.interval.clone(),
-                additional_headers_ref: check.additional_headers_ref.clone(),
-                expected_responses: check.expected_responses.clone(),
-                allow_insecure_certificate: check.allow_insecure_certificates,
-                failure_threshold: check.failure_threshold,
-            },
+        .flat_map(|address| {
+            route_hosts
+                .get(address)
+                .into_iter()
+                .flatten()
+                .map(move |host| (address, host))
+        })
+        .map(|(address, host)| {
+            let code = shortcode(&format!("{address} {host}"), 8);
+            probe(format!("{prefix}-{code}"), host, address)
+        })
+        .collect()
+}
+
+/// The concrete hosts each address of wildcard host `root_host` is probed through: the route
+/// hostnames the clusters report for the listeners with that hostname on the downstream
+/// Gateways of hub namespace `namespace`, at most
+/// [`MAX_ROUTE_HOSTNAMES`](meridian_api::meridian::MAX_ROUTE_HOSTNAMES) per address. Each is
+/// checked again here (an agent may lie): a host the wildcard does not cover is never probed,
+/// so a report cannot aim the fleet's probes, as `Host` or SNI, at a name outside the
+/// tenant's wildcard. Empty for a host that is not a wildcard.
+pub fn wildcard_probe_hosts(
+    reports: &[std::sync::Arc<meridian_api::meridian::ClusterReport>],
+    namespace: &str,
+    root_host: &str,
+) -> BTreeMap<String, BTreeSet<String>> {
+    use meridian_api::meridian::{MAX_ROUTE_HOSTNAMES, covered_by_wildcard};
+    let mut hosts: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    if !root_host.starts_with("*.") {
+        return hosts;
+    }
+    let downstream = crate::decide::desired::downstream_namespace(namespace);
+    for gateway in reports
+        .iter()
+        .flat_map(|report| &report.spec.gateways)
+        .filter(|gateway| gateway.namespace == downstream)
+    {
+        let reported: BTreeSet<String> = gateway
+            .listeners
+            .iter()
+            .filter(|l| {
+                l.hostname
+                    .as_deref()
+                    .is_some_and(|h| h.eq_ignore_ascii_case(root_host))
+            })
+            .flat_map(|l| &l.route_hostnames)
+            .filter(|host| covered_by_wildcard(root_host, host))
+            .take(MAX_ROUTE_HOSTNAMES)
+            .map(|host| host.to_ascii_lowercase())
+            .collect();
+        if reported.is_empty() {
+            continue;
+        }
+        for address in &gateway.addresses {
+            let address = hosts.entry(address.value.to_ascii_lowercase()).or_default();
+            address.extend(reported.iter().cloned());
+        }
+    }
+    for chosen in hosts.values_mut() {
+        // Several clusters (or Gateways) behind one address: still a bounded sample.
+        *chosen = std::mem::take(chosen)
+            .into_iter()
+            .take(MAX_ROUTE_HOSTNAMES)
+            .collect();
+    }
+    hosts
+}
+
+/// A leaf's verdict from the verdicts of its probes (one per probed host: one for a concrete
+/// host, up to three route hostnames for a wildcard's). The rule: healthy when any host is
+/// healthy (the gateway serves, and one team's broken app must not take a shared wildcard
+/// out of DNS for the others); unhealthy only when every host is judged unhealthy (each by
+/// the fleet's quorum, [`aggregate`]); no verdict otherwise.
+pub fn leaf_verdicts<'a>(
+    probes: impl IntoIterator<Item = (&'a str, Option<bool>)>,
+) -> BTreeMap<String, Option<bool>> {
+    let mut by_leaf: BTreeMap<String, Vec<Option<bool>>> = BTreeMap::new();
+    for (address, verdict) in probes {
+        by_leaf
+            .entry(address.to_string())
+            .or_default()
+            .push(verdict);
+    }
+    by_leaf
+        .into_iter()
+        .map(|(address, verdicts)| {
+            let verdict = if verdicts.contains(&Some(true)) {
+                Some(true)
+            } else if verdicts.iter().all(|v| *v == Some(false)) {
+                Some(false)
+            } else {
+                None
+            };
+            (address, verdict)
         })
         .collect()
 }
@@ -577,9 +681,10 @@ mod tests {
     }
 
     #[test]
-    fn one_probe_per_leaf_with_the_checks_settings_and_none_for_wildcards() {
+    fn one_probe_per_leaf_with_the_checks_settings_and_none_for_wildcards_without_routes() {
         let leaves = vec!["10.0.0.1".to_string(), "lb.example.net".to_string()];
-        let probes = wanted_probes("prod-web-api", HOST, &leaves, &check());
+        let none = BTreeMap::new();
+        let probes = wanted_probes("prod-web-api", HOST, &leaves, &check(), &none);
         assert_eq!(probes.len(), 2);
         assert_ne!(probes[0].name, probes[1].name);
         assert!(
@@ -600,13 +705,174 @@ mod tests {
         assert_eq!(spec.expected_responses, [200, 201]);
         assert_eq!((spec.failure_threshold, spec.interval.as_str()), (3, "30s"));
         assert_eq!(
-            wanted_probes("prod-web-api", HOST, &leaves, &check()),
+            wanted_probes("prod-web-api", HOST, &leaves, &check(), &none),
             probes,
             "names are stable"
         );
-        assert!(wanted_probes("w", "*.example.com", &leaves, &check()).is_empty());
+        assert_eq!(
+            probes[0].name,
+            format!("prod-web-api-{}", shortcode("10.0.0.1", 8)),
+            "a concrete host's probes keep the names they had before wildcards were probed"
+        );
+        assert!(wanted_probes("w", "*.example.com", &leaves, &check(), &none).is_empty());
         let long = "r".repeat(300);
-        assert!(wanted_probes(&long, HOST, &leaves, &check())[0].name.len() <= 253);
+        assert!(
+            wanted_probes(&long, HOST, &leaves, &check(), &none)[0]
+                .name
+                .len()
+                <= 253
+        );
+    }
+
+    #[test]
+    fn a_wildcard_leaf_is_probed_once_per_route_hostname_and_a_leaf_without_any_is_not() {
+        let leaves = vec!["10.0.0.1".to_string(), "10.0.0.2".to_string()];
+        let hosts: BTreeMap<String, BTreeSet<String>> = [(
+            "10.0.0.1".to_string(),
+            ["blog.apps.example.com", "shop.apps.example.com"]
+                .map(String::from)
+                .into(),
+        )]
+        .into();
+        let probes = wanted_probes("w", "*.apps.example.com", &leaves, &check(), &hosts);
+        let asked: Vec<(&str, &str)> = probes
+            .iter()
+            .map(|p| (p.spec.address.as_str(), p.spec.host.as_str()))
+            .collect();
+        assert_eq!(
+            asked,
+            [
+                ("10.0.0.1", "blog.apps.example.com"),
+                ("10.0.0.1", "shop.apps.example.com")
+            ]
+        );
+        assert_ne!(probes[0].name, probes[1].name);
+        assert_eq!(
+            wanted_probes("w", "*.apps.example.com", &leaves, &check(), &hosts),
+            probes,
+            "names are stable"
+        );
+        // A concrete host ignores route hostnames: it is asked for by its own name.
+        let concrete = wanted_probes("w", HOST, &leaves, &check(), &hosts);
+        assert!(concrete.iter().all(|p| p.spec.host == HOST));
+        assert_eq!(concrete.len(), 2);
+    }
+
+    fn wildcard_report(
+        cluster: &str,
+        namespace: &str,
+        address: &str,
+        listener_host: &str,
+        route_hosts: &[&str],
+    ) -> std::sync::Arc<meridian_api::meridian::ClusterReport> {
+        std::sync::Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "meridian.dev/v1alpha1", "kind": "ClusterReport",
+                "metadata": { "name": "agent", "namespace": cluster },
+                "spec": { "clusterID": cluster, "gateways": [{
+                    "name": "web", "namespace": namespace,
+                    "addresses": [{ "value": address }],
+                    "listeners": [{ "name": "apps", "hostname": listener_host, "attachedRoutes": 2, "routeHostnames": route_hosts }],
+                }] },
+            }))
+            .expect("a report"),
+        )
+    }
+
+    #[test]
+    fn a_wildcard_is_probed_only_through_hosts_it_covers_on_its_own_namespaces_gateways() {
+        const WILDCARD: &str = "*.apps.example.com";
+        let reports = [
+            wildcard_report(
+                "spoke-1",
+                "kuadrant-gateways",
+                "192.0.2.1",
+                WILDCARD,
+                &["shop.apps.example.com", "Blog.Apps.example.com"],
+            ),
+            // A lying agent aims the fleet at names outside the wildcard, and at more than
+            // the sample.
+            wildcard_report(
+                "spoke-2",
+                "kuadrant-gateways",
+                "192.0.2.2",
+                WILDCARD,
+                &[
+                    "metadata.google.internal",
+                    "apps.example.com",
+                    "a.apps.example.com\r\nX-Injected: 1",
+                    "a.apps.example.com",
+                    "b.apps.example.com",
+                    "c.apps.example.com",
+                    "d.apps.example.com",
+                ],
+            ),
+            // Another tenant's Gateway, and another listener host, give nothing here.
+            wildcard_report(
+                "spoke-3",
+                "kuadrant-other",
+                "192.0.2.3",
+                WILDCARD,
+                &["x.apps.example.com"],
+            ),
+            wildcard_report(
+                "spoke-4",
+                "kuadrant-gateways",
+                "192.0.2.4",
+                "*.web.example.com",
+                &["x.web.example.com"],
+            ),
+        ];
+        let hosts = wildcard_probe_hosts(&reports, "gateways", WILDCARD);
+        let hosts: Vec<(&str, Vec<&str>)> = hosts
+            .iter()
+            .map(|(a, h)| (a.as_str(), h.iter().map(String::as_str).collect()))
+            .collect();
+        assert_eq!(
+            hosts,
+            [
+                (
+                    "192.0.2.1",
+                    vec!["blog.apps.example.com", "shop.apps.example.com"]
+                ),
+                (
+                    "192.0.2.2",
+                    vec![
+                        "a.apps.example.com",
+                        "b.apps.example.com",
+                        "c.apps.example.com"
+                    ]
+                ),
+            ],
+            "only what the wildcard covers, and at most three"
+        );
+        assert!(wildcard_probe_hosts(&reports, "gateways", "api.example.com").is_empty());
+    }
+
+    #[test]
+    fn a_leaf_is_unhealthy_only_when_every_host_it_is_probed_through_is() {
+        let cases: &[(&[Option<bool>], Option<bool>)] = &[
+            (&[Some(true)], Some(true)),
+            (&[Some(false)], Some(false)),
+            (&[None], None),
+            (&[Some(false), Some(true)], Some(true)),
+            (&[Some(false), Some(false), Some(false)], Some(false)),
+            (&[Some(false), None], None),
+            (&[None, Some(true)], Some(true)),
+        ];
+        for (probes, expected) in cases {
+            let verdicts = leaf_verdicts(probes.iter().map(|v| ("192.0.2.1", *v)));
+            assert_eq!(verdicts["192.0.2.1"], *expected, "{probes:?}");
+        }
+        let two = leaf_verdicts([
+            ("192.0.2.1", Some(false)),
+            ("192.0.2.2", Some(true)),
+            ("192.0.2.1", Some(false)),
+        ]);
+        assert_eq!(
+            two,
+            verdicts(&[("192.0.2.1", Some(false)), ("192.0.2.2", Some(true))])
+        );
     }
 
     #[test]

@@ -155,7 +155,22 @@ pub(super) async fn check_health(
     };
     let (leaves, refused): (Vec<String>, Vec<String>) =
         leaves.into_iter().partition(|leaf| refusal(leaf).is_none());
-    let wanted = wanted_probes(&name, root_host, &leaves, check);
+    // A wildcard is probed through the hostnames of the routes on its listener; a leaf with
+    // none reported is published unprobed, as a wildcard always was, and status says so.
+    let route_hosts = crate::decide::health::wildcard_probe_hosts(
+        &ctx.caches.reports.state(),
+        &namespace,
+        root_host,
+    );
+    let unprobed: Vec<&String> = if root_host.starts_with("*.") {
+        leaves
+            .iter()
+            .filter(|leaf| !route_hosts.contains_key(&leaf.to_ascii_lowercase()))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let wanted = wanted_probes(&name, root_host, &leaves, check, &route_hosts);
     let seal_key = ctx.probe_seal_key().await?;
     let existing = probes_of(record, ctx);
     let api: Api<DNSHealthCheckProbe> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -202,7 +217,8 @@ pub(super) async fn check_health(
     delete_probes(record, ctx, &keep).await?;
 
     let results = live_results(record, ctx);
-    let mut verdicts = BTreeMap::new();
+    let mut probe_verdicts = Vec::new();
+    let mut judged = Vec::new();
     for probe in &wanted {
         let results: Vec<(String, &ProbeReport)> = results
             .iter()
@@ -224,8 +240,25 @@ pub(super) async fn check_health(
             api.patch_status(&probe.name, &apply_params(), &Patch::Apply(patch))
                 .await?;
         }
-        note_failover(ctx, record, probe, &results, current.as_ref(), &status);
-        verdicts.insert(probe.spec.address.clone(), status.healthy);
+        probe_verdicts.push((probe.spec.address.as_str(), status.healthy));
+        judged.push((probe, results, current, status));
+    }
+    let mut verdicts = crate::decide::health::leaf_verdicts(probe_verdicts);
+    for (probe, results, before, status) in &judged {
+        // A wildcard leaf fails over when all its hosts fail, not when one does.
+        let leaf_failing = verdicts.get(&probe.spec.address) == Some(&Some(false));
+        let status = if leaf_failing || status.healthy != Some(false) {
+            status.clone()
+        } else {
+            DNSHealthCheckProbeStatus {
+                healthy: Some(true),
+                ..status.clone()
+            }
+        };
+        note_failover(ctx, record, probe, results, before.as_ref(), &status);
+    }
+    for leaf in &unprobed {
+        verdicts.insert((*leaf).clone(), Some(true));
     }
     for leaf in &refused {
         verdicts.insert(leaf.clone(), Some(false));
@@ -236,6 +269,13 @@ pub(super) async fn check_health(
         outcome
             .message
             .push_str(&format!("; probes wait for their headers: {problem}"));
+    }
+    if !unprobed.is_empty() {
+        let leaves: Vec<&str> = unprobed.iter().map(|leaf| leaf.as_str()).collect();
+        outcome.message.push_str(&format!(
+            "; not health-checked, published as they are: {} (no cluster reports an accepted HTTPRoute with a hostname under {root_host} on its listener)",
+            leaves.join(", ")
+        ));
     }
     if !refused.is_empty() {
         let why: Vec<String> = refused

@@ -114,7 +114,8 @@ pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSRecor
     requests
 }
 
-/// The health-checked DNSRecords whose tenants' downstream Gateways changed addresses between
+/// The health-checked DNSRecords whose tenants' downstream Gateways changed addresses (or the
+/// route hostnames a wildcard is probed through) between
 /// two versions of a cluster's report: only a reported Gateway address of the record's own
 /// namespace (`kuadrant-<namespace>`) gets a probe, so a new one must reach the record at once,
 /// not at the next resync.
@@ -126,10 +127,22 @@ pub fn records_behind_changed_gateways(
     let addresses = |report: Option<&ClusterReport>| -> BTreeMap<String, BTreeSet<String>> {
         let mut by_namespace: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for gateway in report.iter().flat_map(|r| &r.spec.gateways) {
+            // The route hostnames a wildcard is probed through count as much as addresses.
+            let hosts = gateway.listeners.iter().flat_map(|l| {
+                l.route_hostnames
+                    .iter()
+                    .map(|host| format!("{}/{host}", l.hostname.as_deref().unwrap_or_default()))
+            });
             by_namespace
                 .entry(gateway.namespace.clone())
                 .or_default()
-                .extend(gateway.addresses.iter().map(|a| a.value.clone()));
+                .extend(
+                    gateway
+                        .addresses
+                        .iter()
+                        .map(|a| a.value.clone())
+                        .chain(hosts),
+                );
         }
         by_namespace
     };
