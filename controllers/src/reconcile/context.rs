@@ -498,6 +498,29 @@ pub fn apply_params() -> PatchParams {
     PatchParams::apply(FIELD_MANAGER).force()
 }
 
+/// Deletes `object` only as the cache saw it (its UID and resourceVersion as preconditions):
+/// one changed meanwhile (another policy took a record over in place) is left alone, and its
+/// change wakes the caller to look again. One already gone is fine.
+pub async fn delete_if_unchanged<K>(api: &kube::Api<K>, object: &K) -> Result<(), Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let meta = object.meta();
+    let params = kube::api::DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version.clone(),
+        }),
+        ..Default::default()
+    };
+    let name = meta.name.clone().unwrap_or_default();
+    match api.delete(&name, &params).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
+        Err(error) => Err(error.into()),
+    }
+}
+
 /// Deletes an object; one already gone is fine (a cache may not have heard of the deletion
 /// yet, or another pass got there first).
 pub async fn delete_if_present<K>(api: &kube::Api<K>, name: &str) -> Result<(), Error>

@@ -9,7 +9,8 @@ use serde_json::json;
 use super::gather::records_of;
 use crate::decide::convert::{all_to_api, all_to_engine};
 use crate::decide::desired::Desired;
-use crate::{Context, Error, POLICY_LABEL, delete_if_present};
+use crate::reconcile::context::delete_if_unchanged;
+use crate::{Context, Error, POLICY_LABEL};
 
 /// Applies the desired DNSRecords and deletes the policy's others, but those `handed_over` to
 /// the policies now holding their listeners (each takes its record over in place); returns the
@@ -34,7 +35,7 @@ pub async fn write_records(
             // rootHost is immutable: the old record withdraws its DNS as it is deleted, and
             // the new one is written on the next pass.
             if old.metadata.deletion_timestamp.is_none() {
-                delete_if_present(&api, &wanted.name).await?;
+                delete_if_unchanged(&api, old).await?;
             }
             continue;
         }
@@ -84,7 +85,7 @@ pub async fn write_records(
         .filter(|r| r.metadata.deletion_timestamp.is_none())
     {
         tracing::info!(record = %stale.name_any(), "deleting the DNSRecord of a removed listener");
-        delete_if_present(&api, &stale.name_any()).await?;
+        delete_if_unchanged(&api, stale).await?;
     }
     Ok(records)
 }
@@ -130,7 +131,8 @@ pub async fn delete_records(
         .filter(|r| r.metadata.deletion_timestamp.is_none())
         .filter(|r| !handed_back.contains(&r.name_any()))
     {
-        delete_if_present(&api, &record.name_any()).await?;
+        // As cached: a record a rival took over in the same instant is not withdrawn.
+        delete_if_unchanged(&api, record).await?;
     }
     Ok(records.len())
 }

@@ -127,6 +127,7 @@ pub fn decide(seen: &Seen, distributed: bool) -> Decision {
             .any(|cluster| *note == no_addresses_yet(cluster))
     });
     desired.excluded = excluded.notes;
+    refuse_foreign(&mut desired, &seen.foreign_records);
     if let Some(ttl) = seen.answer_ttl {
         for record in &mut desired.records {
             meridian_dns::tree::set_answer_ttl(&mut record.endpoints, &record.root_host, ttl);
@@ -139,6 +140,21 @@ pub fn decide(seen: &Seen, distributed: bool) -> Decision {
         drain_recheck,
         brake,
     }
+}
+
+/// Leaves out the records another owner holds under the name this policy's would have, and
+/// says why: what that owner publishes stays as it is.
+fn refuse_foreign(desired: &mut Desired, foreign: &BTreeMap<String, String>) {
+    desired.records.retain(|record| {
+        let Some(holder) = foreign.get(&record.name) else {
+            return true;
+        };
+        desired.problems.push(format!(
+            "listener {}: DNSRecord {} exists and is held by {holder}; it is not overwritten (rename the listener or the Gateway, or remove that record)",
+            record.listener, record.name
+        ));
+        false
+    });
 }
 
 #[cfg(test)]
@@ -183,6 +199,7 @@ mod tests {
             }],
             section: None,
             handed_over: Vec::new(),
+            foreign_records: BTreeMap::new(),
             strategy: Strategy::Simple,
             answer_ttl: None,
             excluded: Exclusions::parse(
@@ -233,6 +250,25 @@ mod tests {
         let decision = decide(&seen(clusters, &[]), false);
         assert_eq!(decision.desired.records[0].endpoints[0].targets.len(), 2);
         assert!(decision.desired.excluded.is_empty());
+    }
+
+    #[test]
+    fn a_record_another_owner_holds_under_the_listeners_name_is_left_alone_and_named() {
+        let clusters = vec![placed("spoke-1", "192.0.2.1")];
+        let mut seen = seen(clusters, &[]);
+        assert_eq!(decide(&seen, false).desired.records[0].name, "web-api");
+        // Another Gateway `web-api`'s policy (or a hand-written record) holds `web-api`.
+        seen.foreign_records = [(
+            "web-api".to_string(),
+            "DNSPolicy other, which targets another Gateway".to_string(),
+        )]
+        .into();
+        let desired = decide(&seen, false).desired;
+        assert!(desired.records.is_empty(), "{:?}", desired.records);
+        assert_eq!(
+            desired.problems,
+            ["listener api: DNSRecord web-api exists and is held by DNSPolicy other, which targets another Gateway; it is not overwritten (rename the listener or the Gateway, or remove that record)"]
+        );
     }
 
     fn marked(pairs: &[(&str, bool)]) -> Vec<(String, bool)> {

@@ -33,6 +33,9 @@ pub struct Seen {
     /// The records of the listeners policies targeting them hold: left to them, never
     /// deleted by this policy (the holder takes each over in place, so its DNS never lapses).
     pub handed_over: Vec<String>,
+    /// Records named as this policy's would be (`<gateway>-<listener>`) that another holds:
+    /// name → who. Never overwritten ([`foreign_records`]).
+    pub foreign_records: BTreeMap<String, String>,
     pub strategy: Strategy,
     /// The policy's `ttl` for the records health and choices change, seconds.
     pub answer_ttl: Option<u32>,
@@ -358,6 +361,7 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
             .iter()
             .map(|listener| crate::decide::desired::record_name(&target.name, listener))
             .collect(),
+        foreign_records: foreign_records(policy, &rivals, &listeners, ctx),
         listeners,
         section: target.section_name.clone(),
         strategy,
@@ -373,6 +377,39 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
         now_seconds: now.as_second().max(0) as u64,
         key,
     })
+}
+
+/// The records this policy's listeners would be written as that exist and are held by
+/// neither this policy nor another policy on the same Gateway (which hands records over in
+/// place): a record written by hand, the hub's own, or another Gateway's (`a` + `b-c` and `a-b`
+/// + `c` both make `a-b-c`). Name → who holds it. Applying would take such a record over and
+/// rewrite what another owner publishes.
+fn foreign_records(
+    policy: &DNSPolicy,
+    rivals: &[DNSPolicy],
+    listeners: &[ListenerRef],
+    ctx: &Context,
+) -> BTreeMap<String, String> {
+    let namespace = policy.namespace().unwrap_or_default();
+    let gateway = &policy.spec.target_ref.name;
+    listeners
+        .iter()
+        .filter_map(|listener| {
+            let name = crate::decide::desired::record_name(gateway, &listener.name);
+            let record = ctx.caches.records.get(Some(&namespace), &name)?;
+            let holder = record.labels().get(crate::POLICY_LABEL).cloned();
+            let ours = holder.as_deref().is_some_and(|holder| {
+                holder == policy.name_any() || rivals.iter().any(|p| p.name_any() == holder)
+            });
+            (!ours).then(|| {
+                let who = match holder {
+                    Some(other) => format!("DNSPolicy {other}, which targets another Gateway"),
+                    None => "no DNSPolicy (written by hand or by the hub)".to_string(),
+                };
+                (name, who)
+            })
+        })
+        .collect()
 }
 
 /// Whether a ManagedCluster's labels mark it for drain: the drain label with any value but
