@@ -121,6 +121,21 @@ async fn renew_heartbeat(hub: &Client, cluster_name: &str, heartbeat: Duration) 
     }
 }
 
+/// An HTTPRoute as the report reads it: hostnames, parents and their conditions; its rules,
+/// annotations and managed fields are dropped before they are stored.
+fn slim_route(route: &mut HTTPRoute) {
+    route.metadata.managed_fields = None;
+    route.metadata.annotations = None;
+    route.spec.extra.clear();
+    if let Some(status) = &mut route.status {
+        status.extra.clear();
+        for parent in &mut status.parents {
+            parent.extra.clear();
+            parent.conditions.retain(|c| c.type_ == "Accepted");
+        }
+    }
+}
+
 /// What the agent's other loops add to the report.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Findings {
@@ -156,15 +171,19 @@ pub async fn run(
     let mut gateways = std::pin::pin!(gateways);
     let mut known: BTreeMap<(String, String), Gateway> = BTreeMap::new();
     // The hostnames of routes on wildcard listeners travel with the report: the hub probes
-    // those listeners through them.
+    // those listeners through them. A cluster may hold thousands of routes: the store keeps
+    // only what the report reads (hostnames, parents, acceptance), and follows deletions
+    // itself.
+    let (route_store, route_writer) = kube::runtime::reflector::store();
     let routes = watcher(
         Api::<HTTPRoute>::all(spoke.clone()),
         watcher::Config::default(),
     )
     .default_backoff()
-    .applied_objects();
+    .modify(slim_route)
+    .reflect(route_writer)
+    .touched_objects();
     let mut routes = std::pin::pin!(routes);
-    let mut known_routes: BTreeMap<(String, String), HTTPRoute> = BTreeMap::new();
     let mut routes_open = true;
     let mut deletions = tokio::time::interval(heartbeat.min(Duration::from_secs(10)));
     let mut next_heartbeat = tokio::time::Instant::now();
@@ -189,9 +208,7 @@ pub async fn run(
                 None => anyhow::bail!("the Gateway watch ended"),
             },
             event = routes.next(), if routes_open => match event {
-                Some(Ok(route)) => {
-                    known_routes.insert((route.namespace().unwrap_or_default(), route.name_any()), route);
-                }
+                Some(Ok(_)) => {}
                 // A cluster without the HTTPRoute CRD keeps reporting its Gateways.
                 Some(Err(error)) => tracing::debug!(%error, "watching HTTPRoutes failed; the watch restarts with backoff"),
                 None => routes_open = false,
@@ -204,13 +221,14 @@ pub async fn run(
                 if let Ok(list) = Api::<Gateway>::all(spoke.clone()).list(&Default::default()).await {
                     known = list.items.into_iter().map(|g| ((g.namespace().unwrap_or_default(), g.name_any()), g)).collect();
                 }
-                if let Ok(list) = Api::<HTTPRoute>::all(spoke.clone()).list(&Default::default()).await {
-                    known_routes = list.items.into_iter().map(|r| ((r.namespace().unwrap_or_default(), r.name_any()), r)).collect();
-                }
             }
         }
         let current: Vec<Gateway> = known.values().cloned().collect();
-        let current_routes: Vec<HTTPRoute> = known_routes.values().cloned().collect();
+        let current_routes: Vec<HTTPRoute> = route_store
+            .state()
+            .iter()
+            .map(|route| (**route).clone())
+            .collect();
         let gateways_unchanged = written.as_ref().is_some_and(|w| {
             cluster_report(
                 &cluster_id,

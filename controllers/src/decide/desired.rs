@@ -127,6 +127,14 @@ pub fn record_name(gateway: &str, listener: &str) -> String {
     format!("{gateway}-{listener}")
 }
 
+/// What a policy's status says of a listener's record it leaves alone because `holder` holds
+/// a record of that name.
+pub fn foreign_record_note(listener: &str, record: &str, holder: &str) -> String {
+    format!(
+        "listener {listener}: DNSRecord {record} exists and is held by {holder}; it is not overwritten (rename the listener or the Gateway, or remove that record)"
+    )
+}
+
 /// The records for every listener that has a hostname in a zone.
 pub fn desired_records(
     gateway: &GatewayRef,

@@ -106,7 +106,7 @@ pub fn wanted_probes(
         .iter()
         .flat_map(|address| {
             route_hosts
-                .get(address)
+                .get(&address.to_ascii_lowercase())
                 .into_iter()
                 .flatten()
                 .map(move |host| (address, host))
@@ -121,55 +121,79 @@ pub fn wanted_probes(
 /// The concrete hosts each address of wildcard host `root_host` is probed through: the route
 /// hostnames the clusters report for the listeners with that hostname on the downstream
 /// Gateways of hub namespace `namespace`, at most
-/// [`MAX_ROUTE_HOSTNAMES`](meridian_api::meridian::MAX_ROUTE_HOSTNAMES) per address. Each is
-/// checked again here (an agent may lie): a host the wildcard does not cover is never probed,
-/// so a report cannot aim the fleet's probes, as `Host` or SNI, at a name outside the
-/// tenant's wildcard. Empty for a host that is not a wildcard.
+/// [`MAX_ROUTE_HOSTNAMES`](meridian_api::meridian::MAX_ROUTE_HOSTNAMES) per address. `reports`
+/// are those of the clusters that speak for the record (its voters); the caller filters. Each
+/// host is checked again here (an agent may lie): one the wildcard does not cover is never
+/// probed, so a report cannot aim the fleet's `Host` or SNI outside the tenant's wildcard.
+/// Where several clusters report one address, the sample takes each cluster's hosts in turn,
+/// so a lying cluster claiming another's address cannot push out the hosts its owner reports
+/// (and one healthy host keeps a leaf). Empty for a host that is not a wildcard.
 pub fn wildcard_probe_hosts(
     reports: &[std::sync::Arc<meridian_api::meridian::ClusterReport>],
     namespace: &str,
     root_host: &str,
 ) -> BTreeMap<String, BTreeSet<String>> {
     use meridian_api::meridian::{MAX_ROUTE_HOSTNAMES, covered_by_wildcard};
-    let mut hosts: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     if !root_host.starts_with("*.") {
-        return hosts;
+        return BTreeMap::new();
     }
     let downstream = crate::decide::desired::downstream_namespace(namespace);
-    for gateway in reports
-        .iter()
-        .flat_map(|report| &report.spec.gateways)
-        .filter(|gateway| gateway.namespace == downstream)
-    {
-        let reported: BTreeSet<String> = gateway
-            .listeners
+    // Address → cluster → that cluster's hosts for it, sorted.
+    let mut reported: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for report in reports {
+        let cluster = report.metadata.namespace.clone().unwrap_or_default();
+        for gateway in report
+            .spec
+            .gateways
             .iter()
-            .filter(|l| {
-                l.hostname
-                    .as_deref()
-                    .is_some_and(|h| h.eq_ignore_ascii_case(root_host))
-            })
-            .flat_map(|l| &l.route_hostnames)
-            .filter(|host| covered_by_wildcard(root_host, host))
-            .take(MAX_ROUTE_HOSTNAMES)
-            .map(|host| host.to_ascii_lowercase())
-            .collect();
-        if reported.is_empty() {
-            continue;
-        }
-        for address in &gateway.addresses {
-            let address = hosts.entry(address.value.to_ascii_lowercase()).or_default();
-            address.extend(reported.iter().cloned());
+            .filter(|gateway| gateway.namespace == downstream)
+        {
+            let hosts: BTreeSet<String> = gateway
+                .listeners
+                .iter()
+                .filter(|l| {
+                    l.hostname
+                        .as_deref()
+                        .is_some_and(|h| h.eq_ignore_ascii_case(root_host))
+                })
+                .flat_map(|l| &l.route_hostnames)
+                .filter(|host| covered_by_wildcard(root_host, host))
+                .take(MAX_ROUTE_HOSTNAMES)
+                .map(|host| host.to_ascii_lowercase())
+                .collect();
+            if hosts.is_empty() {
+                continue;
+            }
+            for address in &gateway.addresses {
+                reported
+                    .entry(address.value.to_ascii_lowercase())
+                    .or_default()
+                    .entry(cluster.clone())
+                    .or_default()
+                    .extend(hosts.iter().cloned());
+            }
         }
     }
-    for chosen in hosts.values_mut() {
-        // Several clusters (or Gateways) behind one address: still a bounded sample.
-        *chosen = std::mem::take(chosen)
-            .into_iter()
-            .take(MAX_ROUTE_HOSTNAMES)
-            .collect();
-    }
-    hosts
+    reported
+        .into_iter()
+        .map(|(address, by_cluster)| {
+            let lists: Vec<Vec<&String>> =
+                by_cluster.values().map(|h| h.iter().collect()).collect();
+            let mut chosen = BTreeSet::new();
+            let longest = lists.iter().map(Vec::len).max().unwrap_or(0);
+            'turns: for turn in 0..longest {
+                for list in &lists {
+                    if chosen.len() == MAX_ROUTE_HOSTNAMES {
+                        break 'turns;
+                    }
+                    if let Some(host) = list.get(turn) {
+                        chosen.insert((*host).clone());
+                    }
+                }
+            }
+            (address, chosen)
+        })
+        .collect()
 }
 
 /// A leaf's verdict from the verdicts of its probes (one per probed host: one for a concrete
@@ -752,6 +776,19 @@ mod tests {
             probes,
             "names are stable"
         );
+        // A leaf spelt in capitals (a gateway hostname) is the same leaf.
+        let upper = wanted_probes(
+            "w",
+            "*.apps.example.com",
+            &["LB.Example.NET".to_string()],
+            &check(),
+            &[(
+                "lb.example.net".to_string(),
+                ["a.apps.example.com".to_string()].into(),
+            )]
+            .into(),
+        );
+        assert_eq!(upper.len(), 1);
         // A concrete host ignores route hostnames: it is asked for by its own name.
         let concrete = wanted_probes("w", HOST, &leaves, &check(), &hosts);
         assert!(concrete.iter().all(|p| p.spec.host == HOST));
@@ -847,6 +884,31 @@ mod tests {
             "only what the wildcard covers, and at most three"
         );
         assert!(wildcard_probe_hosts(&reports, "gateways", "api.example.com").is_empty());
+
+        // A lying cluster claims spoke-1's address with hosts that sort first: the sample
+        // takes each cluster's hosts in turn, so spoke-1's own stay in it.
+        let mut with_liar = reports.to_vec();
+        with_liar.push(wildcard_report(
+            "spoke-5",
+            "kuadrant-gateways",
+            "192.0.2.1",
+            WILDCARD,
+            &[
+                "0.apps.example.com",
+                "00.apps.example.com",
+                "000.apps.example.com",
+            ],
+        ));
+        let hosts = wildcard_probe_hosts(&with_liar, "gateways", WILDCARD);
+        let sample: Vec<&str> = hosts["192.0.2.1"].iter().map(String::as_str).collect();
+        assert_eq!(
+            sample,
+            [
+                "0.apps.example.com",
+                "blog.apps.example.com",
+                "shop.apps.example.com"
+            ]
+        );
     }
 
     #[test]

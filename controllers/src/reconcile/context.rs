@@ -499,8 +499,9 @@ pub fn apply_params() -> PatchParams {
 }
 
 /// Deletes `object` only as the cache saw it (its UID and resourceVersion as preconditions):
-/// one changed meanwhile (another policy took a record over in place) is left alone, and its
-/// change wakes the caller to look again. One already gone is fine.
+/// one changed meanwhile (another policy took a record over in place) is left alone, and the
+/// caller looks again shortly, once the cache has the change ([`Error::Stale`]). One already
+/// gone is fine.
 pub async fn delete_if_unchanged<K>(api: &kube::Api<K>, object: &K) -> Result<(), Error>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
@@ -516,7 +517,10 @@ where
     let name = meta.name.clone().unwrap_or_default();
     match api.delete(&name, &params).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Err(Error::Stale(format!(
+            "{name} changed since it was read; not deleted"
+        ))),
         Err(error) => Err(error.into()),
     }
 }

@@ -14,13 +14,15 @@ use crate::{Context, Error, POLICY_LABEL};
 
 /// Applies the desired DNSRecords and deletes the policy's others, but those `handed_over` to
 /// the policies now holding their listeners (each takes its record over in place); returns the
-/// records as they are now.
+/// records as they are now, and the records left alone because another owner holds their name
+/// (name, and why; read from the API server before the first write, since the cache may not
+/// show them: in distributed mode it holds only the agents' records).
 pub async fn write_records(
     policy: &DNSPolicy,
     desired: &Desired,
     handed_over: &[String],
     ctx: &Context,
-) -> Result<Vec<DNSRecord>, Error> {
+) -> Result<(Vec<DNSRecord>, Vec<(String, String)>), Error> {
     let namespace = policy.namespace().unwrap_or_default();
     let api: Api<DNSRecord> = Api::namespaced(ctx.client.clone(), &namespace);
     let existing = records_of(policy, ctx);
@@ -28,6 +30,7 @@ pub async fn write_records(
         .controller_owner_ref(&())
         .expect("a stored policy has a UID");
     let mut records = Vec::new();
+    let mut refused = Vec::new();
     for wanted in &desired.records {
         if let Some(old) = existing.iter().find(|r| r.name_any() == wanted.name)
             && (old.spec.root_host != wanted.root_host || old.spec.managed_zone.name != wanted.zone)
@@ -73,6 +76,18 @@ pub async fn write_records(
             records.push(old.clone());
             continue;
         }
+        if !existing.iter().any(|r| r.name_any() == wanted.name)
+            && let Some(stored) = api.get_opt(&wanted.name).await?
+            && let Some(holder) = super::gather::foreign_holder(&stored, policy, ctx)
+        {
+            let note = crate::decide::desired::foreign_record_note(
+                &wanted.listener,
+                &wanted.name,
+                &holder,
+            );
+            refused.push((wanted.name.clone(), note));
+            continue;
+        }
         let written = api
             .patch(&wanted.name, &crate::apply_params(), &Patch::Apply(record))
             .await?;
@@ -87,7 +102,7 @@ pub async fn write_records(
         tracing::info!(record = %stale.name_any(), "deleting the DNSRecord of a removed listener");
         delete_if_unchanged(&api, stale).await?;
     }
-    Ok(records)
+    Ok((records, refused))
 }
 
 /// Whether a stored record already says what applying `wanted` would: our labels and owner,

@@ -149,10 +149,13 @@ fn refuse_foreign(desired: &mut Desired, foreign: &BTreeMap<String, String>) {
         let Some(holder) = foreign.get(&record.name) else {
             return true;
         };
-        desired.problems.push(format!(
-            "listener {}: DNSRecord {} exists and is held by {holder}; it is not overwritten (rename the listener or the Gateway, or remove that record)",
-            record.listener, record.name
-        ));
+        desired
+            .problems
+            .push(crate::decide::desired::foreign_record_note(
+                &record.listener,
+                &record.name,
+                holder,
+            ));
         false
     });
 }
@@ -267,7 +270,9 @@ mod tests {
         assert!(desired.records.is_empty(), "{:?}", desired.records);
         assert_eq!(
             desired.problems,
-            ["listener api: DNSRecord web-api exists and is held by DNSPolicy other, which targets another Gateway; it is not overwritten (rename the listener or the Gateway, or remove that record)"]
+            [
+                "listener api: DNSRecord web-api exists and is held by DNSPolicy other, which targets another Gateway; it is not overwritten (rename the listener or the Gateway, or remove that record)"
+            ]
         );
     }
 

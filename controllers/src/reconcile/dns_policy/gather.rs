@@ -361,7 +361,7 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
             .iter()
             .map(|listener| crate::decide::desired::record_name(&target.name, listener))
             .collect(),
-        foreign_records: foreign_records(policy, &rivals, &listeners, ctx),
+        foreign_records: foreign_records(policy, &listeners, ctx),
         listeners,
         section: target.section_name.clone(),
         strategy,
@@ -379,14 +379,11 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
     })
 }
 
-/// The records this policy's listeners would be written as that exist and are held by
-/// neither this policy nor another policy on the same Gateway (which hands records over in
-/// place): a record written by hand, the hub's own, or another Gateway's (`a` + `b-c` and `a-b`
-/// + `c` both make `a-b-c`). Name → who holds it. Applying would take such a record over and
-/// rewrite what another owner publishes.
+/// The records this policy's listeners would be written as that exist and that another owner
+/// holds ([`foreign_holder`]): name → who. Applying would take such a record over and
+/// rewrite what its owner publishes.
 fn foreign_records(
     policy: &DNSPolicy,
-    rivals: &[DNSPolicy],
     listeners: &[ListenerRef],
     ctx: &Context,
 ) -> BTreeMap<String, String> {
@@ -397,19 +394,28 @@ fn foreign_records(
         .filter_map(|listener| {
             let name = crate::decide::desired::record_name(gateway, &listener.name);
             let record = ctx.caches.records.get(Some(&namespace), &name)?;
-            let holder = record.labels().get(crate::POLICY_LABEL).cloned();
-            let ours = holder.as_deref().is_some_and(|holder| {
-                holder == policy.name_any() || rivals.iter().any(|p| p.name_any() == holder)
-            });
-            (!ours).then(|| {
-                let who = match holder {
-                    Some(other) => format!("DNSPolicy {other}, which targets another Gateway"),
-                    None => "no DNSPolicy (written by hand or by the hub)".to_string(),
-                };
-                (name, who)
-            })
+            Some((name, foreign_holder(&record, policy, ctx)?))
         })
         .collect()
+}
+
+/// Who holds `record` when it is neither this policy's nor free to take: `None` when it is
+/// this policy's, another's on the same Gateway (they hand records over in place), or a
+/// policy's that no longer exists (it goes with that policy). A record with no policy's label
+/// (written by hand, or the hub's own) or of a policy on another Gateway (`a` + `b-c` and
+/// `a-b` + `c` both make `a-b-c`) is another owner's.
+pub fn foreign_holder(record: &DNSRecord, policy: &DNSPolicy, ctx: &Context) -> Option<String> {
+    let namespace = policy.namespace().unwrap_or_default();
+    let Some(holder) = record.labels().get(crate::POLICY_LABEL) else {
+        return Some("no DNSPolicy (written by hand or by the hub)".to_string());
+    };
+    if *holder == policy.name_any() {
+        return None;
+    }
+    let other = ctx.caches.policies.get(Some(&namespace), holder)?;
+    let (gateway_namespace, gateway) = indexes::policy_target(policy);
+    (!targets(&other, gateway_namespace, gateway))
+        .then(|| format!("DNSPolicy {holder}, which targets another Gateway"))
 }
 
 /// Whether a ManagedCluster's labels mark it for drain: the drain label with any value but

@@ -108,8 +108,12 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
     if let Some(fleet) = &seen.fleet {
         crate::reconcile::fleet_brake::remember(ctx, &fleet.heard, seen.now);
     }
-    let desired = decision.desired;
-    let records = apply::write_records(policy, &desired, &seen.handed_over, ctx).await?;
+    let mut desired = decision.desired;
+    let (records, refused) = apply::write_records(policy, &desired, &seen.handed_over, ctx).await?;
+    for (name, note) in refused {
+        desired.records.retain(|r| r.name != name);
+        desired.problems.push(note);
+    }
     // Every policy on the Gateway, so that its condition says the same whoever writes it.
     let mut on_gateway: Vec<String> = gather::rivals(policy, &seen.gateway_ref.namespace, ctx)
         .iter()

@@ -71,26 +71,50 @@ pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSPolic
                 .collect()
         }
     };
-    let by_record = |change: &Change<DNSRecord>| {
-        let (record, before) = match change {
-            Change::Applied { old, new } if record_changed_for_policy(old.as_deref(), new) => {
-                (new, old.as_deref())
+    let by_record = {
+        let policies_store = all.clone();
+        move |change: &Change<DNSRecord>| {
+            let (record, before) = match change {
+                Change::Applied { old, new } if record_changed_for_policy(old.as_deref(), new) => {
+                    (new, old.as_deref())
+                }
+                Change::Deleted(record) => (record, None),
+                _ => return Vec::new(),
+            };
+            // A record taken over by another policy (a listener's passing between a Gateway-wide
+            // policy and a listener policy) concerns the one that had it too: its status, or its
+            // deletion waiting for the hand-over.
+            let namespace = record.namespace().unwrap_or_default();
+            let mut policies: Vec<ObjectRef<DNSPolicy>> = [Some(&**record), before]
+                .into_iter()
+                .flatten()
+                .filter_map(|r| r.labels().get(POLICY_LABEL))
+                .map(|policy| ObjectRef::new(policy).within(&namespace))
+                .collect();
+            // A record going, or changing hands, frees its name for a policy that left it alone
+            // as another's (`gather::foreign_records`): the policies whose `<gateway>-<listener>`
+            // it could be look again.
+            let freed = match change {
+                Change::Deleted(_) => true,
+                _ => before.is_some_and(|b| {
+                    b.labels().get(POLICY_LABEL) != record.labels().get(POLICY_LABEL)
+                }),
+            };
+            if freed {
+                let name = record.name_any();
+                policies.extend(
+                    policies_store
+                        .state()
+                        .iter()
+                        .filter(|p| p.namespace().as_deref() == Some(namespace.as_str()))
+                        .filter(|p| name.starts_with(&format!("{}-", p.spec.target_ref.name)))
+                        .map(|p| ObjectRef::from_obj(&**p)),
+                );
             }
-            Change::Deleted(record) => (record, None),
-            _ => return Vec::new(),
-        };
-        // A record taken over by another policy (a listener's passing between a Gateway-wide
-        // policy and a listener policy) concerns the one that had it too: its status, or its
-        // deletion waiting for the hand-over.
-        let namespace = record.namespace().unwrap_or_default();
-        let mut policies: Vec<ObjectRef<DNSPolicy>> = [Some(&**record), before]
-            .into_iter()
-            .flatten()
-            .filter_map(|r| r.labels().get(POLICY_LABEL))
-            .map(|policy| ObjectRef::new(policy).within(&namespace))
-            .collect();
-        policies.dedup();
-        policies
+            policies.sort_by(|a, b| a.name.cmp(&b.name));
+            policies.dedup();
+            policies
+        }
     };
     let by_zone = {
         let policies = all.clone();

@@ -88,6 +88,30 @@ pub(super) async fn provider_of(
 /// of those, only the clusters the record is placed on ([`indexes::record_voters`]).
 pub(super) fn live_results(record: &DNSRecord, ctx: &Context) -> Vec<(String, ClusterResults)> {
     let now = (ctx.clock)();
+    let voters = voters(record, ctx);
+    let mut by_cluster: BTreeMap<String, Vec<Arc<ProbeResults>>> = BTreeMap::new();
+    for shard in ctx.caches.probe_results.state() {
+        by_cluster
+            .entry(shard.namespace().unwrap_or_default())
+            .or_default()
+            .push(shard);
+    }
+    by_cluster
+        .into_iter()
+        .filter(|(cluster, _)| voters.contains(cluster))
+        .filter(|(cluster, _)| {
+            let report = ctx.report_of(cluster);
+            let heard = ctx.last_heard(cluster, report.as_deref());
+            heard.is_some() && silence(heard, now, ctx.config.heartbeat_timeout).is_none()
+        })
+        .map(|(cluster, shards)| (cluster, ClusterResults::new(shards)))
+        .collect()
+}
+
+/// The ManagedClusters that speak for `record` ([`indexes::record_voters`]): their probe
+/// results vote on its leaves, and their reports say which route hosts a wildcard's leaves
+/// are probed through. A namespace that is not a ManagedCluster's is never one.
+pub(super) fn voters(record: &DNSRecord, ctx: &Context) -> std::collections::BTreeSet<String> {
     let namespace = record.namespace();
     let policy = record
         .labels()
@@ -122,24 +146,9 @@ pub(super) fn live_results(record: &DNSRecord, ctx: &Context) -> Vec<(String, Cl
                 .group(&indexes::group_key(namespace, placement))
         })
         .collect();
-    let voters = indexes::record_voters(record, policy.flatten().as_deref(), &gateways, &decisions);
-    let mut by_cluster: BTreeMap<String, Vec<Arc<ProbeResults>>> = BTreeMap::new();
-    for shard in ctx.caches.probe_results.state() {
-        by_cluster
-            .entry(shard.namespace().unwrap_or_default())
-            .or_default()
-            .push(shard);
-    }
-    by_cluster
+    indexes::record_voters(record, policy.flatten().as_deref(), &gateways, &decisions)
         .into_iter()
-        .filter(|(cluster, _)| voters.contains(cluster))
-        .filter(|(cluster, _)| ctx.caches.clusters.get(None, cluster).is_some())
-        .filter(|(cluster, _)| {
-            let report = ctx.report_of(cluster);
-            let heard = ctx.last_heard(cluster, report.as_deref());
-            heard.is_some() && silence(heard, now, ctx.config.heartbeat_timeout).is_none()
-        })
-        .map(|(cluster, shards)| (cluster, ClusterResults::new(shards)))
+        .filter(|cluster| ctx.caches.clusters.get(None, cluster).is_some())
         .collect()
 }
 

@@ -157,11 +157,27 @@ pub(super) async fn check_health(
         leaves.into_iter().partition(|leaf| refusal(leaf).is_none());
     // A wildcard is probed through the hostnames of the routes on its listener; a leaf with
     // none reported is published unprobed, as a wildcard always was, and status says so.
-    let route_hosts = crate::decide::health::wildcard_probe_hosts(
-        &ctx.caches.reports.state(),
-        &namespace,
-        root_host,
-    );
+    // Only the reports of the clusters that speak for the record: another cluster's agent
+    // cannot choose the hosts this tenant's leaves are probed through.
+    let route_hosts = if root_host.starts_with("*.") {
+        let voters = super::gather::voters(record, ctx);
+        let reports: Vec<_> = ctx
+            .caches
+            .reports
+            .state()
+            .into_iter()
+            .filter(|report| {
+                report
+                    .metadata
+                    .namespace
+                    .as_ref()
+                    .is_some_and(|cluster| voters.contains(cluster))
+            })
+            .collect();
+        crate::decide::health::wildcard_probe_hosts(&reports, &namespace, root_host)
+    } else {
+        BTreeMap::new()
+    };
     let unprobed: Vec<&String> = if root_host.starts_with("*.") {
         leaves
             .iter()
@@ -241,21 +257,19 @@ pub(super) async fn check_health(
                 .await?;
         }
         probe_verdicts.push((probe.spec.address.as_str(), status.healthy));
-        judged.push((probe, results, current, status));
+        judged.push(Judged {
+            probe,
+            results,
+            before: current.and_then(|c| c.healthy),
+        });
     }
     let mut verdicts = crate::decide::health::leaf_verdicts(probe_verdicts);
-    for (probe, results, before, status) in &judged {
-        // A wildcard leaf fails over when all its hosts fail, not when one does.
-        let leaf_failing = verdicts.get(&probe.spec.address) == Some(&Some(false));
-        let status = if leaf_failing || status.healthy != Some(false) {
-            status.clone()
-        } else {
-            DNSHealthCheckProbeStatus {
-                healthy: Some(true),
-                ..status.clone()
-            }
-        };
-        note_failover(ctx, record, probe, results, before.as_ref(), &status);
+    for (address, verdict) in &verdicts {
+        let probes: Vec<&Judged> = judged
+            .iter()
+            .filter(|judged| &judged.probe.spec.address == address)
+            .collect();
+        note_failover(ctx, record, address, *verdict, &probes);
     }
     for leaf in &unprobed {
         verdicts.insert((*leaf).clone(), Some(true));
@@ -290,44 +304,53 @@ pub(super) async fn check_health(
     Ok(outcome)
 }
 
-/// Times a failover's detection when a leaf's verdict turns unhealthy: from the earliest
-/// first failure among the clusters that see it failing. A verdict that turns healthy again
-/// calls off a failover that had not reached the zone.
+/// One probe of a leaf, judged: the clusters' results and the verdict its status held before.
+struct Judged<'a> {
+    probe: &'a crate::decide::health::WantedProbe,
+    results: Vec<(String, &'a ProbeReport)>,
+    before: Option<bool>,
+}
+
+/// Times a failover's detection when a leaf's verdict turns unhealthy: from when its last
+/// host began failing (a wildcard's leaf fails when all its hosts do), each host's failure
+/// dated by the earliest first failure among the clusters that see it. A verdict that turns
+/// healthy again calls off a failover that had not reached the zone.
 fn note_failover(
     ctx: &Context,
     record: &DNSRecord,
-    probe: &crate::decide::health::WantedProbe,
-    results: &[(String, &ProbeReport)],
-    before: Option<&DNSHealthCheckProbeStatus>,
-    now: &DNSHealthCheckProbeStatus,
+    address: &str,
+    verdict: Option<bool>,
+    probes: &[&Judged],
 ) {
     let record_key = crate::object_key(
         "DNSRecord",
         record.namespace().as_deref(),
         &record.name_any(),
     );
-    let address = &probe.spec.address;
-    if now.healthy != Some(false) {
+    if verdict != Some(false) {
         ctx.record_memory.failovers.called_off(&record_key, address);
         return;
     }
-    if before.and_then(|b| b.healthy) == Some(false) {
+    if probes.iter().all(|judged| judged.before == Some(false)) {
         return; // judged unhealthy before this process looked: its start is unknown
     }
-    let interval = meridian_api::duration::parse_duration(&probe.spec.interval)
-        .unwrap_or(std::time::Duration::from_secs(30));
-    let Some(first_failure) = results
-        .iter()
-        .filter(|(_, result)| !result.healthy)
-        .filter_map(|(_, result)| {
-            crate::decide::health::failing_since(
-                result.last_checked_at.as_ref().map(|t| t.0),
-                result.consecutive_failures,
-                interval,
-            )
-        })
-        .min()
-    else {
+    let host_failing_since = |judged: &&Judged| {
+        let interval = meridian_api::duration::parse_duration(&judged.probe.spec.interval)
+            .unwrap_or(std::time::Duration::from_secs(30));
+        judged
+            .results
+            .iter()
+            .filter(|(_, result)| !result.healthy)
+            .filter_map(|(_, result)| {
+                crate::decide::health::failing_since(
+                    result.last_checked_at.as_ref().map(|t| t.0),
+                    result.consecutive_failures,
+                    interval,
+                )
+            })
+            .min()
+    };
+    let Some(first_failure) = probes.iter().filter_map(host_failing_since).max() else {
         return;
     };
     let zone = ctx

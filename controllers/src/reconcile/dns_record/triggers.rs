@@ -127,22 +127,22 @@ pub fn records_behind_changed_gateways(
     let addresses = |report: Option<&ClusterReport>| -> BTreeMap<String, BTreeSet<String>> {
         let mut by_namespace: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for gateway in report.iter().flat_map(|r| &r.spec.gateways) {
-            // The route hostnames a wildcard is probed through count as much as addresses.
+            // Per Gateway: its addresses, and the route hostnames its wildcards are probed
+            // through (a host moving between two Gateways of a namespace is a change).
+            let addresses = gateway
+                .addresses
+                .iter()
+                .map(|a| format!("{} {}", gateway.name, a.value));
             let hosts = gateway.listeners.iter().flat_map(|l| {
-                l.route_hostnames
-                    .iter()
-                    .map(|host| format!("{}/{host}", l.hostname.as_deref().unwrap_or_default()))
+                l.route_hostnames.iter().map(|host| {
+                    let listener = l.hostname.as_deref().unwrap_or_default();
+                    format!("{} {listener} {host}", gateway.name)
+                })
             });
             by_namespace
                 .entry(gateway.namespace.clone())
                 .or_default()
-                .extend(
-                    gateway
-                        .addresses
-                        .iter()
-                        .map(|a| a.value.clone())
-                        .chain(hosts),
-                );
+                .extend(addresses.chain(hosts));
         }
         by_namespace
     };
@@ -269,6 +269,21 @@ mod tests {
         assert_eq!(woken(Some(&moved), None), ["shop/checked", "other/checked"]);
         // A Gateway outside the downstream namespaces names no tenant.
         assert!(woken(None, Some(&report(&[("shop", "192.0.2.30")]))).is_empty());
+        // A wildcard's route hostname appearing (it is probed through it) is a change too.
+        let mut routed = moved.clone();
+        let shop = routed
+            .spec
+            .gateways
+            .iter_mut()
+            .find(|g| g.namespace == "kuadrant-shop")
+            .expect("shop's Gateway");
+        shop.listeners.push(meridian_api::meridian::ListenerReport {
+            name: "apps".into(),
+            hostname: Some("*.apps.example.com".into()),
+            attached_routes: 1,
+            route_hostnames: vec!["shop.apps.example.com".into()],
+        });
+        assert_eq!(woken(Some(&moved), Some(&routed)), ["shop/checked"]);
     }
 
     #[test]
