@@ -31,15 +31,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_traffic_moves_off_a_failing_cluster_and_back_without_a_failed_failback()
 -> Result<(), Error> {
-    meridian_e2e::test_logs("warn,kube_client=off,meridian_e2e=info");
-    let (fleet, app_image) = fleet_with_the_app().await?;
-    let traffic = TrafficExample::start(
-        &fleet,
-        &app_image.reference,
-        health_checked_policy(30, "5s", 2, "5s"),
-        Duration::from_secs(10),
-    )
-    .await?;
+    let (fleet, traffic) = health_checked_example().await?;
     let resolver = traffic.resolver.address();
 
     // Clients from no GEO in particular get the default, IE: spoke-1, through its Traefik.
@@ -186,15 +178,7 @@ async fn a_wildcard_listener_is_probed_through_its_routes_and_fails_over_with_re
     use meridian_e2e::example::{GATEWAY, NAMESPACE, SPOKES};
     use meridian_e2e::traffic::{APP, spoke_namespace};
 
-    meridian_e2e::test_logs("warn,kube_client=off,meridian_e2e=info");
-    let (fleet, app_image) = fleet_with_the_app().await?;
-    let traffic = TrafficExample::start(
-        &fleet,
-        &app_image.reference,
-        health_checked_policy(30, "5s", 2, "5s"),
-        Duration::from_secs(10),
-    )
-    .await?;
+    let (fleet, traffic) = health_checked_example().await?;
     let resolver = traffic.resolver.address();
     let hub = fleet.hub.client();
 
@@ -340,6 +324,21 @@ async fn a_wildcard_listener_is_probed_through_its_routes_and_fails_over_with_re
     drop(clients);
     traffic.stop().await;
     Ok(())
+}
+
+/// The example fleet serving real traffic: Traefik and the demo app on every spoke, the
+/// policy health-checking it every 5 s (2 failures, answers' TTL 5 s).
+async fn health_checked_example() -> Result<(meridian_e2e::Fleet, TrafficExample), Error> {
+    meridian_e2e::test_logs("warn,kube_client=off,meridian_e2e=info");
+    let (fleet, app_image) = fleet_with_the_app().await?;
+    let traffic = TrafficExample::start(
+        &fleet,
+        &app_image.reference,
+        health_checked_policy(30, "5s", 2, "5s"),
+        Duration::from_secs(10),
+    )
+    .await?;
+    Ok((fleet, traffic))
 }
 
 /// How long a recovered better tier must stay healthy before it takes traffic back.
