@@ -156,9 +156,10 @@ pub(super) async fn check_health(
     let (leaves, refused): (Vec<String>, Vec<String>) =
         leaves.into_iter().partition(|leaf| refusal(leaf).is_none());
     // A wildcard is probed through the hostnames of the routes on its listener; a leaf with
-    // none reported is published unprobed, as a wildcard always was, and status says so.
-    // Only the reports of the clusters that speak for the record: another cluster's agent
-    // cannot choose the hosts this tenant's leaves are probed through.
+    // none reported has nothing to be probed through and is published unprobed (it waited
+    // for a verdict that never came before), and status says so. Only the reports of the
+    // clusters that speak for the record count: another cluster's agent cannot choose the
+    // hosts this tenant's leaves are probed through.
     let route_hosts = if root_host.starts_with("*.") {
         let voters = super::gather::voters(record, ctx);
         let reports: Vec<_> = ctx
