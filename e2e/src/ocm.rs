@@ -443,9 +443,12 @@ pub async fn accept(hub: &Client, cluster: &str) -> Result<(), Error> {
     )
     .await?;
     let clusters = Api::<DynamicObject>::all_with(hub.clone(), &OcmDynamicApis::managed_cluster());
+    // The agent creates its ManagedCluster with its own retry backoff: once a clean-clone CI
+    // run (two test binaries on two cores) waited more than DEFAULT_PATIENCE for it after the
+    // CSR was approved. More patience costs nothing when it comes at once.
     eventually(
         &format!("{cluster}'s ManagedCluster exists"),
-        DEFAULT_PATIENCE,
+        DEFAULT_PATIENCE * 3,
         || async { Ok(clusters.get_opt(cluster).await?) },
     )
     .await?;

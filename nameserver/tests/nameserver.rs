@@ -903,9 +903,12 @@ async fn one_client_holds_a_few_tcp_connections_and_others_still_get_in() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_pipelines_and_never_reads_loses_its_connection_and_its_slot() {
     use tokio::io::AsyncWriteExt;
+    // The stalled write's timeout is all the time the check that nobody else gets in has:
+    // long enough that a loaded machine (CI runs two test binaries on two cores) does not
+    // free the slot before the check connects (at 1 s it did, twice).
     let config = ServerConfig {
         max_tcp_connections: 1,
-        tcp_idle: std::time::Duration::from_secs(1),
+        tcp_idle: std::time::Duration::from_secs(5),
         ..ServerConfig::default()
     };
     let server = serving_example(config).await;
