@@ -474,6 +474,14 @@ pub fn retry_after<K: kube::Resource<DynamicType = ()>>(
         let delay = rand::rng().random_range(STALE_RETRY / 2..=STALE_RETRY);
         return Action::requeue(delay);
     }
+    // The write was refused by this replica's fence (the fence layer logged it): the Lease
+    // lapsed for a moment (a slow renewal) or moved. The object is not at fault, so its backoff
+    // does not grow: once a renewal lands it is written at the next look; a replica that lost
+    // the Lease stops its controllers.
+    if error.is_fenced() {
+        let delay = rand::rng().random_range(FENCED_RETRY / 2..=FENCED_RETRY);
+        return Action::requeue(delay);
+    }
     tracing::warn!(object = %key, %error, "reconcile failed; retrying with backoff");
     ctx.retry_after_failure(&key)
 }
@@ -493,6 +501,9 @@ fn backoff_key<K: kube::Resource<DynamicType = ()>>(object: &K, controller: &str
 
 /// The longest wait before looking again at an object whose cached copy was behind.
 const STALE_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The longest wait before looking again at an object whose write the fence refused.
+const FENCED_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
 
 pub fn apply_params() -> PatchParams {
     PatchParams::apply(FIELD_MANAGER).force()

@@ -35,4 +35,37 @@ impl Error {
             Error::Aborted(_) => "aborted",
         }
     }
+
+    /// Whether this replica's own fence refused the write: a provider batch checked
+    /// ([`Error::Fenced`]), or a request the client's fence layer never sent (a
+    /// [`kube::Error::Service`] carrying the refusal). The Lease lapsed or moved; the object is
+    /// not at fault.
+    pub fn is_fenced(&self) -> bool {
+        match self {
+            Error::Fenced(_) => true,
+            Error::Kube(kube::Error::Service(error)) => error
+                .downcast_ref::<crate::runtime::fence::Fenced>()
+                .is_some(),
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::fence::Fenced;
+
+    #[test]
+    fn a_refusal_of_the_fence_is_told_apart_however_it_came() {
+        let expired = Fenced::Expired {
+            term: 2,
+            late_ms: 40,
+        };
+        assert!(Error::Fenced(expired.clone()).is_fenced());
+        assert!(Error::Kube(kube::Error::Service(Box::new(expired))).is_fenced());
+        let other: tower::BoxError = "connection reset".into();
+        assert!(!Error::Kube(kube::Error::Service(other)).is_fenced());
+        assert!(!Error::Waiting("the first list".into()).is_fenced());
+    }
 }
