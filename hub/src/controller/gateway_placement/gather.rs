@@ -6,7 +6,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use meridian_api::labels::PLACEMENT_LABEL;
-use meridian_api::upstream::{Gateway, GatewayClass, ManifestWork};
+use meridian_api::upstream::{Gateway, GatewayClass, ManifestWork, PlacementDecision};
 
 use super::PlacementContext;
 use crate::placement::{
@@ -18,6 +18,10 @@ use meridian_controllers::runtime::indexes;
 pub struct Seen {
     /// The clusters its Placement decided that are still in OCM.
     pub placed: BTreeSet<String>,
+    /// Its Placement has no PlacementDecision at all: OCM has not decided yet (it writes one,
+    /// empty if need be, for every Placement it schedules), or the Placement is gone. Not
+    /// evidence that any cluster left.
+    pub undecided: bool,
     /// Its ManifestWorks, on clusters it is or was placed on.
     pub works: Vec<Arc<ManifestWork>>,
     /// Its GatewayClass, when there is one.
@@ -31,16 +35,15 @@ pub struct Seen {
 pub fn gather(gateway: &Gateway, ctx: &PlacementContext) -> Seen {
     let caches = &ctx.caches;
     let namespace = gateway.namespace().unwrap_or_default();
-    let decided = match gateway.labels().get(PLACEMENT_LABEL) {
-        Some(placement) => indexes::decided_clusters(
-            &caches
+    let placement = gateway.labels().get(PLACEMENT_LABEL).map(String::as_str);
+    let decisions = placement
+        .map(|placement| {
+            caches
                 .decisions
-                .group(&indexes::group_key(&namespace, placement)),
-            &namespace,
-            placement,
-        ),
-        None => BTreeSet::new(),
-    };
+                .group(&indexes::group_key(&namespace, placement))
+        })
+        .unwrap_or_default();
+    let (decided, undecided) = decided(&namespace, placement, &decisions);
     // A cluster gone from OCM gets no work.
     let placed = decided
         .into_iter()
@@ -57,11 +60,37 @@ pub fn gather(gateway: &Gateway, ctx: &PlacementContext) -> Seen {
         .collect();
     Seen {
         placed,
+        undecided,
         works: works_of(gateway, ctx),
         class,
         downstream_class,
         tls_secrets,
     }
+}
+
+/// The clusters the Gateway's Placement (`placement`, its label) decided, and whether the
+/// Placement is undecided: named, with no PlacementDecision at all. A Gateway without the label
+/// is placed nowhere, which is decided.
+fn decided(
+    namespace: &str,
+    placement: Option<&str>,
+    decisions: &[Arc<PlacementDecision>],
+) -> (BTreeSet<String>, bool) {
+    let Some(placement) = placement else {
+        return (BTreeSet::new(), false);
+    };
+    let of_placement: Vec<Arc<PlacementDecision>> = decisions
+        .iter()
+        .filter(|d| {
+            d.namespace().as_deref() == Some(namespace)
+                && d.labels().get(PLACEMENT_LABEL).map(String::as_str) == Some(placement)
+        })
+        .cloned()
+        .collect();
+    (
+        indexes::decided_clusters(&of_placement, namespace, placement),
+        of_placement.is_empty(),
+    )
 }
 
 /// The fleet's downstream class: the `downstreamClass` key of a ConfigMap the GatewayClass
@@ -93,4 +122,80 @@ pub fn works_of(gateway: &Gateway, ctx: &PlacementContext) -> Vec<Arc<ManifestWo
         .into_iter()
         .filter(|work| work.labels().get(GATEWAY_WORK_LABEL) == Some(&label))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decision(namespace: &str, placement: &str, clusters: &[&str]) -> Arc<PlacementDecision> {
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "cluster.open-cluster-management.io/v1beta1",
+                "kind": "PlacementDecision",
+                "metadata": {
+                    "name": format!("{placement}-decision-1"), "namespace": namespace,
+                    "labels": { PLACEMENT_LABEL: placement },
+                },
+                "status": { "decisions": clusters.iter()
+                    .map(|c| serde_json::json!({ "clusterName": c, "reason": "" }))
+                    .collect::<Vec<_>>() },
+            }))
+            .expect("a PlacementDecision"),
+        )
+    }
+
+    #[test]
+    fn only_a_placement_with_no_decision_at_all_is_undecided() {
+        let placed = |clusters: &[&str]| clusters.iter().map(|c| c.to_string()).collect();
+        let cases: [(
+            Option<&str>,
+            Vec<Arc<PlacementDecision>>,
+            BTreeSet<String>,
+            bool,
+        ); 6] = [
+            // No label: placed nowhere, and that is a decision.
+            (
+                None,
+                vec![decision("shop", "everywhere", &["spoke-1"])],
+                placed(&[]),
+                false,
+            ),
+            // OCM has not written the Placement's decision yet (or the Placement is gone).
+            (Some("everywhere"), vec![], placed(&[]), true),
+            // Another Placement's decision, or the same name in another namespace, is not its.
+            (
+                Some("everywhere"),
+                vec![decision("shop", "elsewhere", &["spoke-1"])],
+                placed(&[]),
+                true,
+            ),
+            (
+                Some("everywhere"),
+                vec![decision("other", "everywhere", &["spoke-1"])],
+                placed(&[]),
+                true,
+            ),
+            // OCM decided no cluster: the clusters left.
+            (
+                Some("everywhere"),
+                vec![decision("shop", "everywhere", &[])],
+                placed(&[]),
+                false,
+            ),
+            (
+                Some("everywhere"),
+                vec![decision("shop", "everywhere", &["spoke-1", "spoke-2"])],
+                placed(&["spoke-1", "spoke-2"]),
+                false,
+            ),
+        ];
+        for (placement, decisions, clusters, undecided) in cases {
+            assert_eq!(
+                decided("shop", placement, &decisions),
+                (clusters, undecided),
+                "{placement:?} {decisions:?}"
+            );
+        }
+    }
 }

@@ -3,7 +3,9 @@
 //! the Meridian agent installed on each placed cluster with hub credentials scoped to that
 //! cluster's namespace. A cluster that leaves the placement is withdrawn from DNS at once (the
 //! DNSPolicy controller follows the same decisions) and its ManifestWork is deleted after the
-//! grace period; at once when the ManagedCluster is gone or the hub Gateway is deleted.
+//! grace period; at once when the ManagedCluster is gone or the hub Gateway is deleted. A
+//! Placement with no PlacementDecision at all (OCM has not decided yet, or the Placement is
+//! gone) is not evidence: the Gateway's works stay as they are until there is one.
 //!
 //! | | |
 //! |---|---|
@@ -137,10 +139,15 @@ async fn place(gateway: &Gateway, ctx: &PlacementContext) -> Result<Action, Erro
     // Clusters that left first (DNS withdraws them at once; marking them is one write each):
     // the work stays for the grace period, then goes.
     let mut next_look = ctx.config.resync;
+    if seen.undecided && !seen.works.is_empty() {
+        // Fail static: no decision is no evidence, so every work stays as it is (none marked
+        // leaving, none written) until OCM decides.
+        tracing::info!(gateway = %gateway.name_any(), works = seen.works.len(), "its Placement has no decision yet; its works stay as they are");
+    }
     for work in &seen.works {
         let cluster = work.namespace().unwrap_or_default();
         let fate = work_fate(
-            seen.placed.contains(&cluster),
+            seen.placed.contains(&cluster) || seen.undecided,
             ctx.caches.clusters.get(None, &cluster).is_some(),
             work.annotations()
                 .get(crate::placement::LEAVING_SINCE)
