@@ -8,8 +8,9 @@ when measured. This runs up to JOBS binaries side by side instead, each as `carg
 binary's output once it ends (all of it when it failed). Every test still runs, whole; only the
 binaries overlap.
 
-Binaries that start real nodes (a hub and spokes with containerd and kubelets, `--exclusive`)
-run one at a time: each takes most of the machine while its pods start. Binaries whose tests
+The heaviest binaries (`--exclusive`: those that start real nodes, a hub and spokes with
+containerd and kubelets, and those that run several fleets at once) run one at a time: each
+takes most of the machine. Binaries whose tests
 freeze servers and time out against them (`--alone`) run with nothing beside them.
 
 Usage: run-tests.py [--jobs N] [--exclusive NAME,...] [--alone NAME,...] [--first NAME,...]

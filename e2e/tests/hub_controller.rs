@@ -2429,6 +2429,25 @@ async fn an_earlier_hubs_work_is_handed_over_without_the_spokes_gateway_leaving(
     let gateway = Api::<Gateway>::namespaced(hub.clone(), NAMESPACE)
         .get(GATEWAY)
         .await?;
+    // The earlier hub placed spoke-1 on OCM's decision: the new one starts from it too (before
+    // OCM decides, a first decision may still be empty, and with this test's 3 s grace the
+    // new hub would rightly withdraw the work it names).
+    let decisions: Api<meridian_api::upstream::PlacementDecision> =
+        Api::namespaced(hub.clone(), NAMESPACE);
+    eventually("OCM places spoke-1", DEFAULT_PATIENCE, || async {
+        let placed = decisions
+            .list(&Default::default())
+            .await?
+            .items
+            .iter()
+            .any(|d| {
+                d.status
+                    .as_ref()
+                    .is_some_and(|s| s.decisions.iter().any(|c| c.cluster_name == "spoke-1"))
+            });
+        Ok(placed.then_some(()))
+    })
+    .await?;
     // What the earlier hub wrote: the same work, under the old name.
     let legacy_name = legacy_gateway_work_name(NAMESPACE, GATEWAY);
     let mut legacy = gateway_work(&gateway, "istio", &[], "spoke-1");
