@@ -148,12 +148,14 @@ mod tests {
     #[test]
     fn only_a_placement_with_no_decision_at_all_is_undecided() {
         let placed = |clusters: &[&str]| clusters.iter().map(|c| c.to_string()).collect();
-        let cases: [(
-            Option<&str>,
+        // The Placement, its decisions, and what they decide: the clusters, whether undecided.
+        type Case<'a> = (
+            Option<&'a str>,
             Vec<Arc<PlacementDecision>>,
             BTreeSet<String>,
             bool,
-        ); 6] = [
+        );
+        let cases: [Case; 6] = [
             // No label: placed nowhere, and that is a decision.
             (
                 None,
