@@ -365,6 +365,26 @@ async fn start_scene() -> Result<Scene, Error> {
         Some(true),
         "the earlier release's condition is on the Gateway before the hub starts"
     );
+    // A gateway controller's status for the listener `api` (not for `elsewhere`): the hub adds
+    // its condition to that entry and makes none for `elsewhere`, whose entry would need the
+    // fields only such a controller knows.
+    gateways
+        .patch_status(
+            "prod-web",
+            &PatchParams::apply("a-gateway-controller").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                "status": { "listeners": [{
+                    "name": "api", "attachedRoutes": 2,
+                    "supportedKinds": [{ "group": "gateway.networking.k8s.io", "kind": "HTTPRoute" }],
+                    "conditions": [{
+                        "type": "Programmed", "status": "True", "reason": "Programmed",
+                        "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z",
+                    }],
+                }] },
+            })),
+        )
+        .await?;
 
     let running = start_hub(fleet.hub.kubeconfig_path(), &geoip).await;
     let nameserver = running.nameserver;
@@ -501,6 +521,34 @@ async fn a_dns_policy_on_a_placed_gateway_answers_by_geo_and_explains_its_answer
     assert_eq!(
         kuadrant_domain, None,
         "the earlier release's Kuadrant-domain condition moved to Meridian's"
+    );
+    // The listener the gateway controller lists names the policy that covers it, beside the
+    // controller's own fields; the one it does not list got no entry.
+    let listeners = gateway
+        .status
+        .as_ref()
+        .map(|s| s.listeners.clone())
+        .unwrap_or_default();
+    let api = listeners
+        .iter()
+        .find(|l| l.name == "api")
+        .expect("the controller's entry for api stays");
+    let affected = api
+        .conditions
+        .iter()
+        .find(|c| c.type_ == conditions::DNS_POLICY_AFFECTED)
+        .expect("the listener says a DNSPolicy affects it");
+    assert_eq!(affected.message, "DNSPolicy prod-web applies");
+    assert_eq!(
+        condition_status(&api.conditions, "Programmed"),
+        Some(true),
+        "the controller's condition stays"
+    );
+    assert_eq!(api.attached_routes, 2);
+    assert!(api.extra.contains_key("supportedKinds"), "{api:?}");
+    assert!(
+        !listeners.iter().any(|l| l.name == "elsewhere"),
+        "{listeners:?}"
     );
     // Gateway API v1.5 policy status: Programmed, and the Gateway as the policy's ancestor.
     let status = enforced.status.as_ref().unwrap();

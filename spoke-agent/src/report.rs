@@ -308,6 +308,7 @@ mod tests {
             listeners: vec![ListenerStatus {
                 name: "api".into(),
                 attached_routes: 2,
+                conditions: Vec::new(),
                 extra: Default::default(),
             }],
             ..Default::default()

@@ -66,6 +66,10 @@ pub struct ListenerStatus {
     pub name: String,
     #[serde(default)]
     pub attached_routes: i32,
+    /// The listener's conditions: the serving controller's, and `DNSPolicyAffected` of the
+    /// policy that covers the listener.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
     #[serde(flatten)]
     pub extra: Extra,
 }

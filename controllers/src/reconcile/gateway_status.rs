@@ -6,7 +6,18 @@
 //! Each write applies the whole set this field manager wants, so an upgrade from a release that
 //! wrote only the Kuadrant-domain condition replaces it with Meridian's in one write: no reader
 //! sees the Gateway with neither.
+//!
+//! The same condition goes on each listener a policy covers (`status.listeners[].conditions`),
+//! naming that listener's policy: its own where a policy targets it by `sectionName`, else the
+//! Gateway-wide one. Only on listeners the Gateway's controller already lists in its status: an
+//! entry needs `supportedKinds` and `attachedRoutes`, which only the controller serving the
+//! listener knows, so this never creates one. A hub Gateway of the multi-cluster class is
+//! served by no controller on the hub (its copies are, downstream), so its listeners carry
+//! none; its Gateway-level condition names every policy.
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch};
 use kube::{Resource, ResourceExt};
 use meridian_api::conditions::{self, ConditionUpdate, reasons, set_condition};
@@ -20,51 +31,55 @@ pub fn affected_types(kuadrant_too: bool) -> &'static [&'static str] {
     if kuadrant_too { all } else { &all[..1] }
 }
 
-/// Whether this field manager wrote the Gateway's condition `type_` (its managed fields say
-/// so). Kuadrant writes `kuadrant.io/DNSPolicyAffected` too: that one is not ours to compare
-/// or remove. A Gateway read without managed fields (a test's) counts every one as ours.
-fn written_by_us(gateway: &Gateway, type_: &str) -> bool {
+/// Whether this field manager wrote the condition `type_` of the Gateway, or of its listener
+/// `listener` (its managed fields say so). Kuadrant writes `kuadrant.io/DNSPolicyAffected`
+/// too: that one is not ours to compare or remove. A Gateway read without managed fields (a
+/// test's) counts every one as ours.
+fn written_by_us(gateway: &Gateway, listener: Option<&str>, type_: &str) -> bool {
     let Some(entries) = gateway.metadata.managed_fields.as_ref() else {
         return true;
     };
-    let key = format!("k:{{\"type\":\"{type_}\"}}");
+    let key = format!("k:{}", json!({ "type": type_ }));
     entries.iter().any(|entry| {
         entry.manager.as_deref() == Some(crate::FIELD_MANAGER)
             && entry.fields_v1.as_ref().is_some_and(|fields| {
-                fields.0["f:status"]["f:conditions"]
+                let status = &fields.0["f:status"];
+                let conditions = match listener {
+                    None => &status["f:conditions"],
+                    Some(name) => {
+                        &status["f:listeners"][format!("k:{}", json!({ "name": name }))]
+                            ["f:conditions"]
+                    }
+                };
+                conditions
                     .as_object()
                     .is_some_and(|owned| owned.contains_key(&key))
             })
     })
 }
 
-/// The Gateway's conditions of the `wanted` types, saying `policies` apply, and whether they
-/// differ from what this controller wrote there before (a condition of ours of a type no
-/// longer wanted counts as a difference: the apply removes it). The message names every
-/// policy on the Gateway, so that a Gateway-wide policy and a listener's write the same one.
-pub fn affected_conditions(
-    gateway: &Gateway,
-    policies: &[String],
-    wanted: &[&str],
-    time: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
-) -> (
-    Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
-    bool,
-) {
-    let said = gateway
-        .status
-        .as_ref()
-        .map(|s| s.conditions.clone())
-        .unwrap_or_default();
-    let existing: Vec<_> = said
+/// `conditions` cut to ours: of the DNSPolicyAffected types, written by this field manager
+/// (on the Gateway, or on `listener`).
+fn ours(gateway: &Gateway, listener: Option<&str>, conditions: &[Condition]) -> Vec<Condition> {
+    conditions
         .iter()
         .filter(|c| affected_types(true).contains(&c.type_.as_str()))
-        .filter(|c| written_by_us(gateway, &c.type_))
+        .filter(|c| written_by_us(gateway, listener, &c.type_))
         .cloned()
-        .collect();
-    let message = match policies {
-        [one] => format!("DNSPolicy {one} applies"),
-        many => format!("DNSPolicies {} apply", many.join(", ")),
+        .collect()
+}
+
+/// `existing` (ours) changed to say, in each `wanted` type, that `message` holds; or to say
+/// nothing, with no `message`.
+fn affected(
+    existing: &[Condition],
+    message: Option<&str>,
+    wanted: &[&str],
+    generation: Option<i64>,
+    time: &Time,
+) -> Vec<Condition> {
+    let Some(message) = message else {
+        return Vec::new();
     };
     let mut mine: Vec<_> = existing
         .iter()
@@ -78,48 +93,132 @@ pub fn affected_conditions(
                 type_,
                 status: true,
                 reason: reasons::ACCEPTED,
-                message: message.clone(),
+                message: message.to_string(),
             },
-            gateway.metadata.generation,
+            generation,
             time,
         );
     }
+    mine
+}
+
+/// The Gateway's conditions of the `wanted` types, saying `policies` apply, and whether they
+/// differ from what this controller wrote there before (a condition of ours of a type no
+/// longer wanted counts as a difference: the apply removes it). The message names every
+/// policy on the Gateway, so that a Gateway-wide policy and a listener's write the same one.
+pub fn affected_conditions(
+    gateway: &Gateway,
+    policies: &[String],
+    wanted: &[&str],
+    time: &Time,
+) -> (Vec<Condition>, bool) {
+    let said = gateway
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    let existing = ours(gateway, None, said);
+    let message = match policies {
+        [one] => format!("DNSPolicy {one} applies"),
+        many => format!("DNSPolicies {} apply", many.join(", ")),
+    };
+    let mine = affected(
+        &existing,
+        Some(&message),
+        wanted,
+        gateway.metadata.generation,
+        time,
+    );
     let changed = mine != existing;
     (mine, changed)
 }
 
-/// Sets the DNSPolicyAffected condition(s) on the Gateway, unless it already says so.
+/// Each listener's conditions of ours, by listener name.
+pub type ListenerConditions = BTreeMap<String, Vec<Condition>>;
+
+/// The conditions of ours on the Gateway's listeners: each listener its controller lists in its
+/// status and a policy covers (`holders`: listener → policy) says so in the `wanted` types;
+/// and whether that differs from what this field manager wrote there (a listener no policy
+/// covers any more loses ours).
+pub fn listener_conditions(
+    gateway: &Gateway,
+    holders: &BTreeMap<String, String>,
+    wanted: &[&str],
+    time: &Time,
+) -> (ListenerConditions, bool) {
+    let listed = gateway
+        .status
+        .as_ref()
+        .map(|s| s.listeners.as_slice())
+        .unwrap_or_default();
+    let mut all = ListenerConditions::new();
+    let mut changed = false;
+    for listener in listed {
+        let existing = ours(gateway, Some(&listener.name), &listener.conditions);
+        let message = holders
+            .get(&listener.name)
+            .map(|policy| format!("DNSPolicy {policy} applies"));
+        let mine = affected(
+            &existing,
+            message.as_deref(),
+            wanted,
+            gateway.metadata.generation,
+            time,
+        );
+        changed |= mine != existing;
+        if !mine.is_empty() {
+            all.insert(listener.name.clone(), mine);
+        }
+    }
+    (all, changed)
+}
+
+/// Sets the DNSPolicyAffected condition(s) on the Gateway (naming `policies`, every policy on
+/// it) and on its listeners (naming each one's policy, `holders`), unless they already say so.
 pub async fn mark_gateway(
     gateway: &Gateway,
     policies: &[String],
+    holders: &BTreeMap<String, String>,
     ctx: &Context,
 ) -> Result<(), Error> {
     let wanted = affected_types(ctx.config.kuadrant_gateway_condition);
-    let (mine, changed) = affected_conditions(gateway, policies, wanted, &now());
-    if !changed {
+    let time = now();
+    let (mine, changed) = affected_conditions(gateway, policies, wanted, &time);
+    let (listeners, listeners_changed) = listener_conditions(gateway, holders, wanted, &time);
+    if !changed && !listeners_changed {
         return Ok(());
     }
-    apply_gateway_conditions(gateway, ctx, mine).await
+    apply_gateway_conditions(gateway, ctx, mine, listeners).await
 }
 
-/// Removes our `DNSPolicyAffected` condition(s) from the Gateway.
+/// Removes our `DNSPolicyAffected` condition(s) from the Gateway and its listeners.
 pub async fn unmark_gateway(gateway: &Gateway, ctx: &Context) -> Result<(), Error> {
-    apply_gateway_conditions(gateway, ctx, Vec::new()).await
+    apply_gateway_conditions(gateway, ctx, Vec::new(), ListenerConditions::new()).await
 }
 
-/// Applies the Gateway's conditions as this manager's only status field: an empty list drops
-/// exactly our condition and leaves the gateway controller's alone.
+/// Applies the Gateway's conditions and its listeners' as this manager's only status fields:
+/// what it no longer applies (a listener left out, an empty list) is dropped, and the gateway
+/// controller's conditions and listener fields are left alone. Listeners with none of ours
+/// are left out rather than sent empty: an entry sent is one this manager then co-owns.
 async fn apply_gateway_conditions(
     gateway: &Gateway,
     ctx: &Context,
-    conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+    conditions: Vec<Condition>,
+    listeners: ListenerConditions,
 ) -> Result<(), Error> {
     let api: Api<Gateway> =
         Api::namespaced(ctx.client.clone(), &gateway.namespace().unwrap_or_default());
+    let mut status = json!({ "conditions": conditions });
+    if !listeners.is_empty() {
+        status["listeners"] = listeners
+            .into_iter()
+            .map(|(name, conditions)| json!({ "name": name, "conditions": conditions }))
+            .collect();
+    }
     let patch = json!({
         "apiVersion": Gateway::api_version(&()),
         "kind": Gateway::kind(&()),
-        "status": { "conditions": conditions },
+        "status": status,
     });
     api.patch_status(&gateway.name_any(), &apply_params(), &Patch::Apply(patch))
         .await?;
@@ -129,7 +228,6 @@ async fn apply_gateway_conditions(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
     use meridian_testkit::fixtures;
 
     fn gateway_saying(types: &[&str]) -> Gateway {
@@ -211,6 +309,81 @@ mod tests {
             );
             assert_eq!(differs, changed, "{said:?} kuadrant_too={kuadrant_too}");
         }
+    }
+
+    /// A listener says which policy covers it, only where the Gateway's controller lists it;
+    /// a listener no policy covers any more loses ours, and the controller's conditions are
+    /// never ours.
+    #[test]
+    fn a_listener_names_its_policy_only_where_its_controller_lists_it() {
+        let time = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+        let ours_saying = |message: &str| {
+            let mut c = fixtures::condition(conditions::DNS_POLICY_AFFECTED);
+            c.reason = reasons::ACCEPTED.into();
+            c.message = message.into();
+            c.observed_generation = Some(1);
+            c.last_transition_time = time.clone();
+            c
+        };
+        let listed = |listeners: Vec<(&str, Vec<Condition>)>| {
+            let listeners: Vec<_> = listeners
+                .into_iter()
+                .map(|(name, conditions)| {
+                    json!({
+                        "name": name, "attachedRoutes": 1, "conditions": conditions,
+                        "supportedKinds": [{ "kind": "HTTPRoute" }],
+                    })
+                })
+                .collect();
+            fixtures::gateway("team", "gw")
+                .generation(1)
+                .with(json!({ "status": { "listeners": listeners } }))
+                .build()
+        };
+        let gateway = listed(vec![
+            ("api", vec![fixtures::condition("Programmed")]),
+            ("web", vec![ours_saying("DNSPolicy wide applies")]),
+        ]);
+        let holders: BTreeMap<String, String> =
+            [("api", "api-geo"), ("web", "wide"), ("unlisted", "wide")]
+                .into_iter()
+                .map(|(l, p)| (l.to_string(), p.to_string()))
+                .collect();
+        let wanted = affected_types(false);
+        let (mine, changed) = listener_conditions(&gateway, &holders, wanted, &time);
+        assert!(changed, "api is new");
+        let said: BTreeMap<&str, Vec<&str>> = mine
+            .iter()
+            .map(|(l, cs)| (l.as_str(), cs.iter().map(|c| c.message.as_str()).collect()))
+            .collect();
+        assert_eq!(
+            said,
+            BTreeMap::from([
+                ("api", vec!["DNSPolicy api-geo applies"]),
+                ("web", vec!["DNSPolicy wide applies"]),
+            ]),
+            "no entry is made for a listener its controller does not list"
+        );
+        assert!(
+            mine.values()
+                .flatten()
+                .all(|c| c.type_ == conditions::DNS_POLICY_AFFECTED)
+        );
+
+        // Written: the next pass changes nothing.
+        let written = listed(vec![
+            (
+                "api",
+                vec![fixtures::condition("Programmed"), mine["api"][0].clone()],
+            ),
+            ("web", mine["web"].clone()),
+        ]);
+        assert!(!listener_conditions(&written, &holders, wanted, &time).1);
+
+        // The policies go: ours goes from every listener, the controller's stays its own.
+        let (none, changed) = listener_conditions(&written, &BTreeMap::new(), wanted, &time);
+        assert!(changed);
+        assert!(none.is_empty(), "{none:?}");
     }
 
     /// Kuadrant's own `kuadrant.io/DNSPolicyAffected` on a Gateway both target is not ours:

@@ -138,6 +138,34 @@ pub fn coverage(
     Ok(taken.into_iter().collect())
 }
 
+/// Which policy covers each of the Gateway's `listeners`, by [`coverage`]'s rules: the
+/// listener's own (`sectionName`) where it holds the listener and can be enforced, else the
+/// Gateway-wide one where it does. `rivals` are every policy targeting the Gateway. A listener
+/// no policy covers is left out.
+pub fn listener_holders(
+    rivals: &[DNSPolicy],
+    listeners: &[String],
+) -> std::collections::BTreeMap<String, String> {
+    let enforceable = |section: Option<&str>| {
+        let equals: Vec<DNSPolicy> = rivals
+            .iter()
+            .filter(|p| p.spec.target_ref.section_name.as_deref() == section)
+            .cloned()
+            .collect();
+        holder(&equals)
+            .filter(|p| is_valid(p))
+            .map(ResourceExt::name_any)
+    };
+    let gateway_wide = enforceable(None);
+    listeners
+        .iter()
+        .filter_map(|listener| {
+            let policy = enforceable(Some(listener)).or_else(|| gateway_wide.clone())?;
+            Some((listener.clone(), policy))
+        })
+        .collect()
+}
+
 /// The listeners whose records the policy leaves to others rather than delete: for a
 /// Gateway-wide policy, those listener policies hold (`taken`); for a listener's, every other
 /// listener when a Gateway-wide policy covers them (its `sectionName` moved, or went: the old
@@ -590,6 +618,49 @@ mod tests {
                 policy.name_any()
             );
         }
+    }
+
+    #[test]
+    fn each_listener_names_the_policy_that_covers_it() {
+        let listeners = [
+            "api".to_string(),
+            "www".to_string(),
+            "shop".to_string(),
+            "bad".to_string(),
+        ];
+        let mut deleting = on_web("shop", 1, Some("shop"));
+        deleting.metadata.deletion_timestamp = deleting.metadata.creation_timestamp.clone();
+        let mut invalid = on_web("bad", 1, Some("bad"));
+        invalid.spec.ttl = Some("soon".into());
+        let rivals = [
+            on_web("wide-later", 20, None),
+            on_web("wide", 10, None),
+            on_web("api", 30, Some("api")),
+            on_web("api-older", 5, Some("api")),
+            on_web("nowhere", 50, Some("missing")),
+            deleting,
+            invalid,
+        ];
+        let holders = listener_holders(&rivals, &listeners);
+        let expected: std::collections::BTreeMap<String, String> = [
+            // The oldest of equals, as coverage has it.
+            ("api", "api-older"),
+            // No listener policy: the Gateway-wide holder.
+            ("www", "wide"),
+            // One being deleted, or one that cannot be enforced, leaves it to the Gateway-wide.
+            ("shop", "wide"),
+            ("bad", "wide"),
+        ]
+        .into_iter()
+        .map(|(l, p)| (l.to_string(), p.to_string()))
+        .collect();
+        assert_eq!(holders, expected);
+        // With no Gateway-wide policy, a listener no policy holds is left out.
+        let only_api = [on_web("api", 30, Some("api"))];
+        assert_eq!(
+            listener_holders(&only_api, &listeners),
+            [("api".to_string(), "api".to_string())].into()
+        );
     }
 
     #[test]

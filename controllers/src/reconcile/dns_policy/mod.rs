@@ -114,15 +114,26 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
         desired.records.retain(|r| r.name != name);
         desired.problems.push(note);
     }
-    // Every policy on the Gateway, so that its condition says the same whoever writes it.
-    let mut on_gateway: Vec<String> = gather::rivals(policy, &seen.gateway_ref.namespace, ctx)
+    // Every policy on the Gateway, and each listener's, so that its conditions say the same
+    // whoever writes them.
+    let rivals = gather::rivals(policy, &seen.gateway_ref.namespace, ctx);
+    let mut on_gateway: Vec<String> = rivals
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .map(|p| p.name_any())
         .collect();
     on_gateway.sort();
     on_gateway.dedup();
-    crate::reconcile::gateway_status::mark_gateway(&seen.gateway, &on_gateway, ctx).await?;
+    let listeners: Vec<String> = seen
+        .gateway
+        .spec
+        .listeners
+        .iter()
+        .map(|l| l.name.clone())
+        .collect();
+    let holders = gather::listener_holders(&rivals, &listeners);
+    crate::reconcile::gateway_status::mark_gateway(&seen.gateway, &on_gateway, &holders, ctx)
+        .await?;
     let enforced = status::enforced_state(&desired, &records);
     if let Some(wait) = status::first_status_wait(
         policy,

@@ -430,10 +430,10 @@ pub fn cluster_changed_for_dns(old: Option<&ManagedCluster>, new: &ManagedCluste
 }
 
 /// Whether a Gateway changed in what policies read of it: spec, labels (its placement),
-/// annotations, being deleted, and status but its conditions (addresses and listeners, which
-/// an agent's policies read in distributed mode). The conditions are other controllers' and
-/// our own `DNSPolicyAffected`: reading its write as a change would wake the policy that just
-/// wrote it.
+/// annotations, being deleted, and status but its conditions and its listeners' (addresses and
+/// listeners, which an agent's policies read in distributed mode). The conditions are other
+/// controllers' and our own `DNSPolicyAffected`: reading its write as a change would wake the
+/// policy that just wrote it.
 pub fn gateway_changed_for_dns(old: Option<&Gateway>, new: &Gateway) -> bool {
     let Some(old) = old else {
         return true;
@@ -442,6 +442,9 @@ pub fn gateway_changed_for_dns(old: Option<&Gateway>, new: &Gateway) -> bool {
     let without_conditions = |gateway: &Gateway| {
         let mut status = gateway.status.clone().unwrap_or_default();
         status.conditions.clear();
+        for listener in &mut status.listeners {
+            listener.conditions.clear();
+        }
         status
     };
     old.spec != new.spec
@@ -570,14 +573,37 @@ mod tests {
             type_: None,
             value: "10.0.0.1".into(),
         }];
+        let listed = |conditions: &[&str]| {
+            let mut listed = affected.clone();
+            listed.status.as_mut().unwrap().listeners =
+                vec![meridian_api::upstream::ListenerStatus {
+                    name: "api".into(),
+                    conditions: conditions.iter().map(|c| fixtures::condition(c)).collect(),
+                    ..Default::default()
+                }];
+            listed
+        };
+        let (listed_bare, listed_affected) = (listed(&[]), listed(&["DNSPolicyAffected"]));
         let mut moved = gateway.clone();
         moved.metadata.labels = Some([(PLACEMENT_LABEL.into(), "elsewhere".into())].into());
         let mut finalized = gateway.clone();
         finalized.metadata.finalizers = Some(vec!["meridian.dev/gateway-placement".into()]);
         let mut deleting = gateway.clone();
         deleting.metadata.deletion_timestamp = Some(crate::now());
-        let cases: [(Option<&Gateway>, &Gateway, bool, &str); 7] = [
+        let cases: [(Option<&Gateway>, &Gateway, bool, &str); 9] = [
             (None, &gateway, true, "a new Gateway"),
+            (
+                Some(&affected),
+                &listed_bare,
+                true,
+                "a listener listed (distributed mode reads it)",
+            ),
+            (
+                Some(&listed_bare),
+                &listed_affected,
+                false,
+                "our listener's DNSPolicyAffected",
+            ),
             (Some(&gateway), &affected, false, "our DNSPolicyAffected"),
             (
                 Some(&affected),
