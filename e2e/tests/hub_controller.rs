@@ -456,11 +456,14 @@ async fn a_dns_policy_on_a_placed_gateway_answers_by_geo_and_explains_its_answer
     // Bound whole first: the fields a test does not name live until its end.
     let scene = start_scene().await?;
     let Scene {
+        fleet,
         hub,
         geoip,
         nameserver,
         gateways,
         zones,
+        policies,
+        records,
         enforced,
         ..
     } = scene;
@@ -583,6 +586,133 @@ async fn a_dns_policy_on_a_placed_gateway_answers_by_geo_and_explains_its_answer
     assert!(
         addons.get_opt("meridian").await?.is_some(),
         "Meridian is registered as an OCM addon"
+    );
+    listener_sets_add_listeners_the_gateway_admits(&fleet, &hub, nameserver, &gateways, &zones)
+        .await?;
+    eventually(
+        "the policy says why another namespace's ListenerSet adds nothing",
+        DEFAULT_PATIENCE,
+        || async {
+            let policy = policies.get("prod-web").await?;
+            let says = policy
+                .status
+                .iter()
+                .flat_map(|s| s.conditions.iter())
+                .any(|c| c.message.contains("ListenerSet mallory/steal adds nothing"));
+            Ok(says.then_some(()))
+        },
+    )
+    .await?;
+    assert!(
+        records
+            .get_opt("prod-web-mallory.steal.admin")
+            .await?
+            .is_none(),
+        "another namespace's ListenerSet publishes nothing"
+    );
+    Ok(())
+}
+
+/// ListenerSets (Gateway API v1.5): the hub Gateway admits those of its own namespace. One of
+/// them adds a listener, which the Gateway-wide policy publishes like the Gateway's own and
+/// the hub copies beside the downstream Gateway on every spoke. One in another namespace
+/// naming the Gateway (a tenant reaching for a hostname of the Gateway's zone) adds nothing.
+async fn listener_sets_add_listeners_the_gateway_admits(
+    fleet: &Fleet,
+    hub: &Client,
+    nameserver: SocketAddr,
+    gateways: &Api<Gateway>,
+    zones: &Api<ManagedZone>,
+) -> Result<(), Error> {
+    use meridian_api::upstream::ListenerSet;
+    use meridian_e2e::example::GATEWAY;
+    const SHOP: &str = "shop.example.com";
+    const STOLEN: &str = "admin.example.com";
+    // A new GEO tree is most of this small zone, which the plan threshold would hold for
+    // approval (tested on its own); here the admin lets every plan through.
+    zones
+        .patch(
+            "example",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "annotations": {
+                meridian_controllers::decide::plan_guard::THRESHOLD_ANNOTATION: "100",
+            } } })),
+        )
+        .await?;
+    gateways
+        .patch(
+            GATEWAY,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "allowedListeners": {
+                "namespaces": { "from": "Same" },
+            } } })),
+        )
+        .await?;
+    let listener_set = |namespace: &str, name: &str, listener: &str, host: &str| {
+        json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
+            "metadata": { "name": name, "namespace": namespace },
+            "spec": {
+                "parentRef": { "name": GATEWAY, "namespace": NAMESPACE },
+                "listeners": [{ "name": listener, "hostname": host, "port": 80, "protocol": "HTTP" }],
+            },
+        })
+    };
+    meridian_e2e::ensure_namespace(hub, "mallory").await?;
+    meridian_e2e::example::apply(
+        &Api::<ListenerSet>::namespaced(hub.clone(), "mallory"),
+        listener_set("mallory", "steal", "admin", STOLEN),
+    )
+    .await?;
+    meridian_e2e::example::apply(
+        &Api::<ListenerSet>::namespaced(hub.clone(), NAMESPACE),
+        listener_set(NAMESPACE, "extra", "shop", SHOP),
+    )
+    .await?;
+    eventually(
+        "the ListenerSet's host answers by GEO",
+        DEFAULT_PATIENCE,
+        || async move {
+            let seen =
+                meridian_e2e::example::dig_host_async(nameserver, SHOP, Some(UNITED_STATES)).await;
+            Ok((seen == ["10.0.0.2"]).then_some(()))
+        },
+    )
+    .await?;
+    assert!(
+        meridian_e2e::example::dig_host_async(nameserver, STOLEN, Some(UNITED_STATES))
+            .await
+            .is_empty(),
+        "nothing answers for the hostname another namespace's ListenerSet names"
+    );
+    // The copy beside the downstream Gateway, which admits its own namespace's alone.
+    let downstream = format!("kuadrant-{NAMESPACE}");
+    let spoke = fleet.spoke("spoke-1").client();
+    let copy = eventually(
+        "the ListenerSet is copied to the spoke",
+        DEFAULT_PATIENCE,
+        || {
+            let sets = Api::<ListenerSet>::namespaced(spoke.clone(), &downstream);
+            async move { Ok(sets.get_opt("extra").await?) }
+        },
+    )
+    .await?;
+    assert_eq!(copy.spec.parent_ref.name, GATEWAY);
+    assert_eq!(copy.spec.listeners.len(), 1);
+    assert_eq!(copy.spec.listeners[0].hostname.as_deref(), Some(SHOP));
+    let copied_gateway = Api::<Gateway>::namespaced(spoke.clone(), &downstream)
+        .get(GATEWAY)
+        .await?;
+    assert_eq!(
+        copied_gateway.spec.extra.get("allowedListeners"),
+        Some(&json!({ "namespaces": { "from": "Same" } }))
+    );
+    assert!(
+        Api::<ListenerSet>::namespaced(spoke, &downstream)
+            .get_opt("mallory.steal")
+            .await?
+            .is_none(),
+        "another namespace's ListenerSet is not copied"
     );
     Ok(())
 }
@@ -2498,7 +2628,7 @@ async fn an_earlier_hubs_work_is_handed_over_without_the_spokes_gateway_leaving(
     .await?;
     // What the earlier hub wrote: the same work, under the old name.
     let legacy_name = legacy_gateway_work_name(NAMESPACE, GATEWAY);
-    let mut legacy = gateway_work(&gateway, "istio", &[], "spoke-1");
+    let mut legacy = gateway_work(&gateway, "istio", &[], &[], "spoke-1");
     legacy["metadata"]["name"] = json!(legacy_name);
     let works: Api<ManifestWork> = Api::namespaced(hub.clone(), "spoke-1");
     works

@@ -5,7 +5,8 @@
 //! it published stays; deleted while unreadable, it withdraws and goes.
 //!
 //! Without the guard in the watch, one such object fails every list of its kind: the hub never
-//! becomes ready and no record publishes.
+//! becomes ready and no record publishes. The hub runs on an API server that serves no
+//! ListenerSet, which it must not wait for either.
 
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -132,6 +133,23 @@ async fn objects_the_hub_cannot_decode_are_reported_and_skipped() -> Result<(), 
     assert!(policies.list(&Default::default()).await.is_err());
     assert!(records.list(&Default::default()).await.is_err());
     apply(&records, record("good", "10.0.0.1")).await?;
+    // An API server that serves no ListenerSet (Gateway API before v1.5): the hub reads none,
+    // and waits for nothing, rather than never becoming ready.
+    crds.delete(
+        "listenersets.gateway.networking.k8s.io",
+        &Default::default(),
+    )
+    .await?;
+    eventually("ListenerSets are not served", DEFAULT_PATIENCE, || {
+        let sets: Api<meridian_api::upstream::ListenerSet> = Api::all(hub.clone());
+        async move {
+            match sets.list(&Default::default()).await {
+                Err(kube::Error::Api(status)) if status.code == 404 => Ok(Some(())),
+                _ => Ok(None),
+            }
+        }
+    })
+    .await?;
 
     let running = RunningHub::start(&RunArgs::local(fleet.hub.kubeconfig_path()))
         .await

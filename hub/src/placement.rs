@@ -8,10 +8,11 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use meridian_api::upstream::{Gateway, ManagedCluster};
+use meridian_api::upstream::{Gateway, Listener, ManagedCluster};
 use serde_json::{Value, json};
 
 use meridian_controllers::decide::desired::downstream_namespace;
+use meridian_controllers::decide::listener_sets::SetListener;
 use meridian_dns::shortcode::shortcode;
 
 /// Label on ManifestWorks naming the hub Gateway they place (`<namespace>.<name>`).
@@ -110,12 +111,20 @@ pub fn legacy_gateway_work_name(namespace: &str, name: &str) -> String {
 }
 
 /// Secrets the Gateway's listeners use for TLS (`tls.certificateRefs`, kind Secret, in the
-/// Gateway's namespace).
-pub fn tls_secret_names(gateway: &Gateway) -> Vec<String> {
+/// Gateway's namespace), and those of the listeners ListenerSets of its namespace add (`sets`):
+/// a ListenerSet of another namespace names its own namespace's Secrets, which the hub does
+/// not copy.
+pub fn tls_secret_names(gateway: &Gateway, sets: &[SetListener]) -> Vec<String> {
+    let namespace = gateway.namespace().unwrap_or_default();
+    let of_sets = sets
+        .iter()
+        .filter(|l| l.namespace == namespace)
+        .map(|l| &l.listener);
     let mut names: Vec<String> = gateway
         .spec
         .listeners
         .iter()
+        .chain(of_sets)
         .filter_map(|l| l.extra.get("tls"))
         .filter_map(|tls| tls.get("certificateRefs").and_then(Value::as_array))
         .flatten()
@@ -129,17 +138,33 @@ pub fn tls_secret_names(gateway: &Gateway) -> Vec<String> {
 }
 
 /// The ManifestWork placing `gateway` on a cluster: the downstream namespace, the Gateway
-/// (same listeners, the downstream class) and copies of its TLS Secrets.
+/// (same listeners, the downstream class), copies of the ListenerSets attached to it (`sets`,
+/// their listeners as attached) and of its TLS Secrets.
 pub fn gateway_work(
     gateway: &Gateway,
     downstream_class: &str,
     secrets: &[Secret],
+    sets: &[SetListener],
     cluster: &str,
 ) -> Value {
     let namespace = gateway.namespace().unwrap_or_default();
     let downstream = downstream_namespace(&namespace);
     let mut spec = serde_json::to_value(&gateway.spec).expect("a Gateway spec serializes");
     spec["gatewayClassName"] = json!(downstream_class);
+    // The downstream copy admits the ListenerSets copied beside it, and nothing else: never a
+    // ListenerSet someone on the spoke writes.
+    match spec.as_object_mut() {
+        Some(spec) if sets.is_empty() => {
+            spec.remove("allowedListeners");
+        }
+        Some(spec) => {
+            spec.insert(
+                "allowedListeners".into(),
+                json!({ "namespaces": { "from": "Same" } }),
+            );
+        }
+        None => {}
+    }
     let mut manifests = vec![
         json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": downstream } }),
         json!({
@@ -149,6 +174,7 @@ pub fn gateway_work(
             "spec": spec,
         }),
     ];
+    manifests.extend(listener_set_copies(gateway, sets, &downstream));
     for secret in secrets {
         manifests.push(json!({
             "apiVersion": "v1",
@@ -178,6 +204,43 @@ pub fn gateway_work(
             },
         },
     })
+}
+
+/// The ListenerSets of `sets` as copies in the downstream namespace, each naming the downstream
+/// Gateway, with the listeners attached: `<set>` for a ListenerSet of the Gateway's namespace,
+/// `<namespace>.<set>` for another's (as their listeners are keyed).
+fn listener_set_copies(gateway: &Gateway, sets: &[SetListener], downstream: &str) -> Vec<Value> {
+    let namespace = gateway.namespace().unwrap_or_default();
+    let mut copies: Vec<(String, Vec<&SetListener>)> = Vec::new();
+    for listener in sets {
+        let name = if listener.namespace == namespace {
+            listener.set.clone()
+        } else {
+            format!("{}.{}", listener.namespace, listener.set)
+        };
+        match copies.iter_mut().find(|(copy, _)| *copy == name) {
+            Some((_, listeners)) => listeners.push(listener),
+            None => copies.push((name, vec![listener])),
+        }
+    }
+    copies
+        .into_iter()
+        .map(|(name, listeners)| {
+            let listeners: Vec<&Listener> = listeners.iter().map(|l| &l.listener).collect();
+            json!({
+                "apiVersion": "gateway.networking.k8s.io/v1",
+                "kind": "ListenerSet",
+                "metadata": { "name": name, "namespace": downstream },
+                "spec": {
+                    "parentRef": {
+                        "group": "gateway.networking.k8s.io", "kind": "Gateway",
+                        "name": gateway.name_any(),
+                    },
+                    "listeners": listeners,
+                },
+            })
+        })
+        .collect()
 }
 
 /// What to do with a cluster's ManifestWork for a Gateway.
@@ -782,7 +845,7 @@ mod tests {
             );
         }
     }
-    use meridian_api::upstream::{GatewaySpec, Listener};
+    use meridian_api::upstream::GatewaySpec;
 
     fn at(seconds: i64) -> Timestamp {
         Timestamp::from_second(seconds).unwrap()
@@ -849,11 +912,11 @@ mod tests {
             },
         );
         gateway.metadata.namespace = Some("gateways".into());
-        assert_eq!(tls_secret_names(&gateway), ["api-cert"]);
+        assert_eq!(tls_secret_names(&gateway, &[]), ["api-cert"]);
         let mut secret = Secret::default();
         secret.metadata.name = Some("api-cert".into());
         secret.type_ = Some("kubernetes.io/tls".into());
-        let work = gateway_work(&gateway, "istio", &[secret], "spoke-1");
+        let work = gateway_work(&gateway, "istio", &[secret], &[], "spoke-1");
         assert_eq!(work["metadata"]["namespace"], "spoke-1");
         assert_eq!(
             work["metadata"]["labels"][GATEWAY_WORK_LABEL],
@@ -873,6 +936,99 @@ mod tests {
             orphaned["resource"], "namespaces",
             "the shared namespace outlives the work"
         );
+        assert!(
+            manifests[1]["spec"].get("allowedListeners").is_none(),
+            "no ListenerSet: the downstream Gateway admits none"
+        );
+    }
+
+    /// The ListenerSets attached to a hub Gateway go beside its copy, naming it, with the
+    /// listeners attached; the copy admits its own namespace's alone, whatever the hub Gateway
+    /// admits, so nobody on the spoke adds listeners to it.
+    #[test]
+    fn attached_listener_sets_are_copied_beside_the_downstream_gateway() {
+        let listener = |name: &str, host: &str, tls: Option<&str>| {
+            let mut listener = Listener {
+                name: name.into(),
+                hostname: Some(host.into()),
+                port: 443,
+                protocol: "HTTPS".into(),
+                extra: Default::default(),
+            };
+            if let Some(secret) = tls {
+                listener.extra.insert(
+                    "tls".into(),
+                    json!({ "certificateRefs": [{ "name": secret }] }),
+                );
+            }
+            listener
+        };
+        let set_listener = |namespace: &str, set: &str, l: Listener| SetListener {
+            key: if namespace == "gateways" {
+                format!("{set}.{}", l.name)
+            } else {
+                format!("{namespace}.{set}.{}", l.name)
+            },
+            namespace: namespace.into(),
+            set: set.into(),
+            listener: l,
+        };
+        let mut gateway = Gateway::new(
+            "prod-web",
+            GatewaySpec {
+                gateway_class_name: "kuadrant-multi-cluster-gateway-instance-per-cluster".into(),
+                listeners: vec![listener("api", "api.example.com", None)],
+                extra: [(
+                    "allowedListeners".to_string(),
+                    json!({ "namespaces": { "from": "All" } }),
+                )]
+                .into(),
+            },
+        );
+        gateway.metadata.namespace = Some("gateways".into());
+        let sets = [
+            set_listener(
+                "gateways",
+                "extra",
+                listener("a", "a.example.com", Some("a-cert")),
+            ),
+            set_listener("gateways", "extra", listener("b", "b.example.com", None)),
+            set_listener(
+                "shop",
+                "extra",
+                listener("c", "c.example.com", Some("shop-cert")),
+            ),
+        ];
+        // Only the Gateway namespace's Secrets are copied.
+        assert_eq!(tls_secret_names(&gateway, &sets), ["a-cert"]);
+        let work = gateway_work(&gateway, "istio", &[], &sets, "spoke-1");
+        let manifests = work["spec"]["workload"]["manifests"].as_array().unwrap();
+        assert_eq!(
+            manifests[1]["spec"]["allowedListeners"],
+            json!({ "namespaces": { "from": "Same" } })
+        );
+        let copies: Vec<&Value> = manifests
+            .iter()
+            .filter(|m| m["kind"] == "ListenerSet")
+            .collect();
+        assert_eq!(copies.len(), 2);
+        assert_eq!(copies[0]["metadata"]["name"], "extra");
+        assert_eq!(copies[1]["metadata"]["name"], "shop.extra");
+        for copy in &copies {
+            assert_eq!(copy["metadata"]["namespace"], "kuadrant-gateways");
+            assert_eq!(copy["spec"]["parentRef"]["name"], "prod-web");
+            assert!(copy["spec"]["parentRef"].get("namespace").is_none());
+        }
+        let names = |copy: &Value| -> Vec<String> {
+            copy["spec"]["listeners"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| l["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(names(copies[0]), ["a", "b"]);
+        assert_eq!(names(copies[1]), ["c"]);
     }
 
     #[test]

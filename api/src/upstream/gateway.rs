@@ -39,6 +39,39 @@ pub struct Listener {
     pub extra: Extra,
 }
 
+/// `gateway.networking.k8s.io/v1` ListenerSet (Gateway API v1.5): listeners added to a parent
+/// Gateway that admits them (`spec.allowedListeners`). Meridian publishes them like the
+/// Gateway's own and copies them to the spokes beside it.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "gateway.networking.k8s.io",
+    version = "v1",
+    kind = "ListenerSet",
+    namespaced,
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerSetSpec {
+    pub parent_ref: ParentGatewayReference,
+    #[serde(default)]
+    pub listeners: Vec<Listener>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// A ListenerSet's parent: a Gateway, in the ListenerSet's namespace unless named.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ParentGatewayReference {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct GatewayStatus {

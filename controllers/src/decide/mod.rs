@@ -7,6 +7,7 @@ pub mod desired;
 pub mod exclude;
 pub mod health;
 pub mod host_marks;
+pub mod listener_sets;
 pub mod plan_guard;
 pub mod policy;
 pub mod probe_policy;

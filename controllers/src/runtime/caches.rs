@@ -28,7 +28,7 @@ use kube::{Api, Client, Resource};
 use meridian_api::kuadrant::{DNSHealthCheckProbe, DNSPolicy, DNSRecord, ManagedZone};
 use meridian_api::meridian::{ClusterReport, ProbeResults};
 use meridian_api::upstream::{
-    Gateway, GatewayClass, ManagedCluster, ManifestWork, PlacementDecision,
+    Gateway, GatewayClass, ListenerSet, ManagedCluster, ManifestWork, PlacementDecision,
 };
 use serde::de::DeserializeOwned;
 use tokio::sync::broadcast;
@@ -361,6 +361,34 @@ where
         }
     }
 
+    /// [`Cache::reflect`] for a kind the API server may not serve (a CRD of a newer release
+    /// than the cluster's) or the process may not read (RBAC of an earlier release): when its
+    /// first list finds no such resource, or is forbidden, the cache is listed empty and
+    /// nothing is watched, so nothing waits for it; the kind is looked for again only when the
+    /// process restarts.
+    pub async fn reflect_if_served(&self, api: Api<DeserializeGuard<K>>, config: watcher::Config) {
+        let probe = kube::api::ListParams::default().limit(1);
+        match api.list_metadata(&probe).await {
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 403 => {
+                let Some(mut writer) = self.writer.lock().expect("writer lock").take() else {
+                    return;
+                };
+                if status.code == 404 {
+                    tracing::info!(kind = %K::kind(&()), "not served by the API server; none are read until a restart");
+                } else {
+                    tracing::warn!(kind = %K::kind(&()), "not allowed to list them (RBAC); none are read until a restart");
+                }
+                let mut relisting = false;
+                self.apply(&mut writer, &watcher::Event::Init, &mut relisting);
+                self.apply(&mut writer, &watcher::Event::InitDone, &mut relisting);
+                // The store's readers hold it as long as the process runs: so does its writer.
+                std::future::pending::<()>().await;
+            }
+            // Served (or not known yet, the watch retries): watched as any other kind.
+            _ => self.reflect(api, config).await,
+        }
+    }
+
     /// What a watch event of guarded objects does to the store, and the object it could not
     /// decode, if that is one to report.
     ///
@@ -577,6 +605,8 @@ pub struct Caches {
     pub gateway_classes: Cache<GatewayClass>,
     /// The ManifestWorks the hub writes (and every other, which it leaves alone).
     pub works: Cache<ManifestWork>,
+    /// ListenerSets, grouped by the Gateway they name (empty where the API server serves none).
+    pub listener_sets: Cache<ListenerSet>,
 }
 
 /// The API of a namespaced kind in `namespace`, or in every namespace.
@@ -635,6 +665,7 @@ impl Caches {
             config_maps: Cache::default(),
             gateway_classes: Cache::default(),
             works: Cache::default(),
+            listener_sets: Cache::grouped_by(crate::runtime::indexes::listener_set_group),
         }
     }
 
@@ -687,7 +718,9 @@ impl Caches {
                         .reflect(Api::all(client.clone()), all().fields(CONFIG_MAPS_READ)),
                     self.gateway_classes
                         .reflect(Api::all(client.clone()), all()),
-                    self.works.reflect(Api::all(client), all()),
+                    self.works.reflect(Api::all(client.clone()), all()),
+                    self.listener_sets
+                        .reflect_if_served(Api::all(client), all()),
                 );
             }
         }
@@ -714,6 +747,7 @@ impl Caches {
             self.config_maps.wait_until_listed().await;
             self.gateway_classes.wait_until_listed().await;
             self.works.wait_until_listed().await;
+            self.listener_sets.wait_until_listed().await;
         }
     }
 
@@ -748,6 +782,7 @@ impl Caches {
                 of("ConfigMap", &self.config_maps),
                 of("GatewayClass", &self.gateway_classes),
                 of("ManifestWork", &self.works),
+                of("ListenerSet", &self.listener_sets),
             ]);
         }
         kinds

@@ -65,6 +65,17 @@ pub fn decision_group(decision: &PlacementDecision) -> Option<String> {
     ))
 }
 
+/// A ListenerSet's group in the ListenerSet cache: the Gateway it names (in its own namespace
+/// unless it names another).
+pub fn listener_set_group(set: &meridian_api::upstream::ListenerSet) -> Option<String> {
+    let parent = &set.spec.parent_ref;
+    let namespace = parent
+        .namespace
+        .as_deref()
+        .or(set.metadata.namespace.as_deref())?;
+    Some(group_key(namespace, &parent.name))
+}
+
 /// The Placement a PlacementDecision belongs to.
 pub fn placement_of(decision: &PlacementDecision) -> Option<PlacementKey> {
     Some((

@@ -127,6 +127,12 @@ pub fn decide(seen: &Seen, distributed: bool) -> Decision {
             .any(|cluster| *note == no_addresses_yet(cluster))
     });
     desired.excluded = excluded.notes;
+    // What the ListenerSets add is the Gateway-wide policy's to publish, and to explain.
+    if seen.section.is_none() {
+        desired
+            .problems
+            .extend(seen.listener_set_problems.iter().cloned());
+    }
     refuse_foreign(&mut desired, &seen.foreign_records);
     if let Some(ttl) = seen.answer_ttl {
         for record in &mut desired.records {
@@ -200,6 +206,7 @@ mod tests {
                 name: "api".into(),
                 hostname: Some("api.example.com".into()),
             }],
+            listener_set_problems: Vec::new(),
             section: None,
             handed_over: Vec::new(),
             foreign_records: BTreeMap::new(),

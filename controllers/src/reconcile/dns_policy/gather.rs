@@ -27,7 +27,10 @@ use meridian_dns::tree::Strategy;
 pub struct Seen {
     pub gateway: Arc<Gateway>,
     pub gateway_ref: GatewayRef,
+    /// The Gateway's listeners, then those its ListenerSets add (keyed `<set>.<listener>`).
     pub listeners: Vec<ListenerRef>,
+    /// Why ListenerSets naming the Gateway add nothing, or some of their listeners nothing.
+    pub listener_set_problems: Vec<String>,
     /// The listener the policy targets, when it names one.
     pub section: Option<String>,
     /// The records of the listeners policies targeting them hold: left to them, never
@@ -336,7 +339,7 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
         .collect();
     // In the order the API server lists them, so equal candidates resolve the same way.
     zones.sort_by(|a, b| a.name.cmp(&b.name));
-    let listeners: Vec<ListenerRef> = gateway
+    let mut listeners: Vec<ListenerRef> = gateway
         .spec
         .listeners
         .iter()
@@ -346,6 +349,18 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
             hostname: l.hostname.clone(),
         })
         .collect();
+    // The listeners of the ListenerSets the Gateway admits, as its own (a policy for one
+    // listener of the Gateway covers none of them).
+    let sets = crate::decide::listener_sets::attached(
+        &gateway,
+        &ctx.caches
+            .listener_sets
+            .group(&indexes::group_key(&gateway_namespace, &target.name)),
+    );
+    listeners.extend(sets.listeners.iter().map(|l| ListenerRef {
+        name: l.key.clone(),
+        hostname: l.listener.hostname.clone(),
+    }));
     let clusters = match &ctx.config.distributed {
         None => placed_clusters(&gateway, ctx),
         // This cluster's branch alone, from the Gateway the policy targets here.
@@ -391,6 +406,7 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
             .collect(),
         foreign_records: foreign_records(policy, &listeners, ctx),
         listeners,
+        listener_set_problems: sets.problems,
         section: target.section_name.clone(),
         strategy,
         answer_ttl,

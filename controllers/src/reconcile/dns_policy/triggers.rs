@@ -13,7 +13,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
 use meridian_api::meridian::ClusterReport;
-use meridian_api::upstream::{Gateway, ManagedCluster, PlacementDecision};
+use meridian_api::upstream::{Gateway, ListenerSet, ManagedCluster, PlacementDecision};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
@@ -22,9 +22,10 @@ use crate::runtime::caches::{Change, everything_once, own_changes_beyond_status,
 use crate::{Context, POLICY_LABEL, runtime::indexes};
 
 /// Every policy once at start, its own changes but to its status, and: its DNSRecords (not
-/// their creation); its Gateway (not its conditions); a
-/// ManagedZone of its namespace; and on the hub, a change to the placement of its Gateway or
-/// in what a placed cluster says (labels, report, coming back after a silence).
+/// their creation); its Gateway (not its conditions, nor its listeners'); a
+/// ManagedZone of its namespace; and on the hub, a change to the placement of its Gateway, to
+/// a ListenerSet naming it, or in what a placed cluster says (labels, report, coming back
+/// after a silence).
 pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSPolicy>>> {
     let caches = &ctx.caches;
     let all = caches.policies.store().clone();
@@ -201,6 +202,38 @@ fn hub_triggers(
             _ => Vec::new(),
         }
     };
+    // A ListenerSet adds, changes or takes away listeners of the Gateway it names (of both, when
+    // it moves from one to another).
+    let by_listener_set = {
+        let caches = caches.clone();
+        move |change: &Change<ListenerSet>| {
+            let sets: Vec<&ListenerSet> = match change {
+                Change::Applied { old, new }
+                    if listener_set_changed_for_dns(old.as_deref(), new) =>
+                {
+                    [old.as_deref(), Some(&**new)]
+                        .into_iter()
+                        .flatten()
+                        .collect()
+                }
+                Change::Deleted(set) => vec![&**set],
+                _ => return Vec::new(),
+            };
+            let mut policies: Vec<ObjectRef<DNSPolicy>> = sets
+                .into_iter()
+                .filter_map(indexes::listener_set_group)
+                .flat_map(|gateway| {
+                    let (namespace, name) = gateway.split_once('/').unwrap_or_default();
+                    let target = (namespace.to_string(), name.to_string());
+                    let rivals = caches.policies.group(&gateway);
+                    indexes::policies_targeting(&rivals, &[target].into())
+                })
+                .collect();
+            policies.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+            policies.dedup();
+            policies
+        }
+    };
     let timeout = ctx.config.heartbeat_timeout;
     let by_heartbeat = move |change: &Change<Lease>| match change {
         Change::Applied { old, new } => {
@@ -217,7 +250,8 @@ fn hub_triggers(
         triggers(caches.decisions.subscribe(), all.clone(), by_decision),
         triggers(caches.clusters.subscribe(), all.clone(), by_cluster),
         triggers(caches.reports.subscribe(), all.clone(), by_report),
-        triggers(caches.heartbeats.subscribe(), all, by_heartbeat),
+        triggers(caches.heartbeats.subscribe(), all.clone(), by_heartbeat),
+        triggers(caches.listener_sets.subscribe(), all, by_listener_set),
         silences(ctx),
     ]
 }
@@ -454,6 +488,14 @@ pub fn gateway_changed_for_dns(old: Option<&Gateway>, new: &Gateway) -> bool {
         || without_conditions(old) != without_conditions(new)
 }
 
+/// Whether a ListenerSet changed in what policies read of it: its spec (parent and listeners),
+/// being deleted. Its status is the gateway controller's.
+pub fn listener_set_changed_for_dns(old: Option<&ListenerSet>, new: &ListenerSet) -> bool {
+    old.is_none_or(|old| {
+        old.spec != new.spec || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
+    })
+}
+
 /// Whether a DNSRecord changed in what its policy reads: its status (published, ready), its
 /// spec or labels (someone else's edit, which the policy undoes), being deleted. A record's
 /// creation is not: its policy created it, and the status that follows wakes the policy.
@@ -549,6 +591,47 @@ mod tests {
             );
         }
         assert!(report_changed_for_policies(None, &base), "a first report");
+    }
+
+    #[test]
+    fn a_listener_set_concerns_dns_by_its_spec_and_deletion_not_its_status() {
+        let set = |parent: &str, host: &str| -> ListenerSet {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
+                "metadata": { "name": "extra", "namespace": "shop" },
+                "spec": {
+                    "parentRef": { "name": parent },
+                    "listeners": [{ "name": "a", "hostname": host, "port": 80, "protocol": "HTTP" }],
+                },
+            }))
+            .unwrap()
+        };
+        let first = set("web", "a.example.com");
+        let mut status_only = serde_json::to_value(&first).unwrap();
+        status_only["status"] = serde_json::json!({ "conditions": [] });
+        let status_only: ListenerSet = serde_json::from_value(status_only).unwrap();
+        let mut deleting = first.clone();
+        deleting.metadata.deletion_timestamp = Some(crate::now());
+        let cases = [
+            (None, &first, true, "a new ListenerSet"),
+            (Some(&first), &status_only, false, "its status"),
+            (
+                Some(&first),
+                &set("web", "b.example.com"),
+                true,
+                "a listener",
+            ),
+            (
+                Some(&first),
+                &set("api", "a.example.com"),
+                true,
+                "another parent",
+            ),
+            (Some(&first), &deleting, true, "being deleted"),
+        ];
+        for (old, new, changed, case) in cases {
+            assert_eq!(listener_set_changed_for_dns(old, new), changed, "{case}");
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@ use super::PlacementContext;
 use crate::placement::{
     DEFAULT_DOWNSTREAM_CLASS, GATEWAY_WORK_LABEL, gateway_label, tls_secret_names,
 };
+use meridian_controllers::decide::listener_sets::{self, SetListener};
 use meridian_controllers::runtime::indexes;
 
 /// What the caches say about one hub Gateway.
@@ -30,6 +31,8 @@ pub struct Seen {
     pub downstream_class: String,
     /// The TLS Secrets its listeners name that exist.
     pub tls_secrets: Vec<Secret>,
+    /// The listeners the ListenerSets it admits add, copied beside it.
+    pub set_listeners: Vec<SetListener>,
 }
 
 pub fn gather(gateway: &Gateway, ctx: &PlacementContext) -> Seen {
@@ -53,7 +56,14 @@ pub fn gather(gateway: &Gateway, ctx: &PlacementContext) -> Seen {
         .gateway_classes
         .get(None, &gateway.spec.gateway_class_name);
     let downstream_class = downstream_class(class.as_deref(), ctx);
-    let tls_secrets = tls_secret_names(gateway)
+    let set_listeners = listener_sets::attached(
+        gateway,
+        &caches
+            .listener_sets
+            .group(&indexes::group_key(&namespace, &gateway.name_any())),
+    )
+    .listeners;
+    let tls_secrets = tls_secret_names(gateway, &set_listeners)
         .iter()
         .filter_map(|secret| caches.secrets.get(Some(&namespace), secret))
         .map(|secret| (*secret).clone())
@@ -65,6 +75,7 @@ pub fn gather(gateway: &Gateway, ctx: &PlacementContext) -> Seen {
         class,
         downstream_class,
         tls_secrets,
+        set_listeners,
     }
 }
 

@@ -9,10 +9,10 @@
 //!
 //! | | |
 //! |---|---|
-//! | **Watches** (shared caches) | Gateways, PlacementDecisions, ManagedClusters, Secrets, GatewayClasses, ConfigMaps, ManifestWorks |
-//! | **Triggered by** ([`triggers`]) | the Gateway; a decision of its Placement; a cluster joining or leaving OCM, or changing its downstream class; its TLS Secret; a GatewayClass or its parameters; a work of its changed or deleted by someone else |
-//! | **Gathers** ([`gather`]) | the placed clusters, the Gateway's works, the fleet's downstream class, the TLS Secrets, from the caches only |
-//! | **Decides** (`crate::placement`, pure) | each work's fate (keep, mark leaving, wait, delete), each cluster's downstream class (its label, its ClusterClaim, the fleet's), the downstream Gateway's work, the agent's RBAC and work |
+//! | **Watches** (shared caches) | Gateways, PlacementDecisions, ManagedClusters, Secrets, GatewayClasses, ConfigMaps, ManifestWorks, ListenerSets |
+//! | **Triggered by** ([`triggers`]) | the Gateway; a decision of its Placement; a cluster joining or leaving OCM, or changing its downstream class; its TLS Secret; a GatewayClass or its parameters; a work of its changed or deleted by someone else; a ListenerSet naming it |
+//! | **Gathers** ([`gather`]) | the placed clusters, the Gateway's works, the fleet's downstream class, the TLS Secrets, the listeners of the ListenerSets it admits, from the caches only |
+//! | **Decides** (`crate::placement`, pure) | each work's fate (keep, mark leaving, wait, delete), each cluster's downstream class (its label, its ClusterClaim, the fleet's), the downstream Gateway's work (with its ListenerSets' copies), the agent's RBAC and work |
 //! | **Writes** ([`apply`], [`status`]) | ManifestWorks (only where they differ from the cache), the agent's RBAC, token and addon registration when due; GatewayClass `Accepted`; Events |
 
 mod apply;
@@ -178,7 +178,13 @@ async fn place(gateway: &Gateway, ctx: &PlacementContext) -> Result<Action, Erro
             ctx.notify(gateway, true, "InvalidDownstreamClass", "Place", note)
                 .await;
         }
-        let work = gateway_work(gateway, &class, &seen.tls_secrets, cluster);
+        let work = gateway_work(
+            gateway,
+            &class,
+            &seen.tls_secrets,
+            &seen.set_listeners,
+            cluster,
+        );
         apply::work(cluster, &work_name, work, ctx).await?;
         if let Some(look) = apply::install_agent(cluster, ctx).await? {
             next_look = next_look.min(look);

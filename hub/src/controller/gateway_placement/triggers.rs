@@ -8,13 +8,14 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use meridian_api::upstream::{
-    Gateway, GatewayClass, ManagedCluster, ManifestWork, PlacementDecision,
+    Gateway, GatewayClass, ListenerSet, ManagedCluster, ManifestWork, PlacementDecision,
 };
 
 use super::is_multi_cluster;
 use crate::placement::{
     AGENT_WORK, GATEWAY_WORK_LABEL, cluster_downstream_class, gateway_label, tls_secret_names,
 };
+use meridian_controllers::decide::listener_sets;
 use meridian_controllers::runtime::caches::{
     Caches, Change, everything_once, own_changes, triggers,
 };
@@ -60,15 +61,45 @@ pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<Gateway>>> 
         }
     };
     let by_secret = {
-        let gateways = all.clone();
+        let (gateways, sets) = (all.clone(), caches.listener_sets.store().clone());
         move |change: &Change<Secret>| match change.object() {
             Some(secret) => gateways_using_secret(
                 &gateways.state(),
+                &sets.state(),
                 &secret.namespace().unwrap_or_default(),
                 &secret.name_any(),
             ),
             None => Vec::new(),
         }
+    };
+    // A ListenerSet adds, changes or takes away listeners of the Gateway it names (of both,
+    // when it moves from one to another).
+    let by_listener_set = move |change: &Change<ListenerSet>| {
+        let sets: Vec<&ListenerSet> = match change {
+            Change::Applied { old, new }
+                if old.as_deref().is_none_or(|old| {
+                    old.spec != new.spec
+                        || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
+                }) =>
+            {
+                [old.as_deref(), Some(&**new)]
+                    .into_iter()
+                    .flatten()
+                    .collect()
+            }
+            Change::Deleted(set) => vec![&**set],
+            _ => return Vec::new(),
+        };
+        let mut gateways: Vec<ObjectRef<Gateway>> = sets
+            .into_iter()
+            .filter_map(indexes::listener_set_group)
+            .filter_map(|key| {
+                let (namespace, name) = key.split_once('/')?;
+                Some(ObjectRef::new(name).within(namespace))
+            })
+            .collect();
+        gateways.dedup();
+        gateways
     };
     let by_class = {
         let multi_cluster = multi_cluster.clone();
@@ -98,7 +129,8 @@ pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<Gateway>>> 
         triggers(caches.secrets.subscribe(), all.clone(), by_secret),
         triggers(caches.gateway_classes.subscribe(), all.clone(), by_class),
         triggers(caches.config_maps.subscribe(), all.clone(), by_parameters),
-        triggers(caches.works.subscribe(), all, by_work),
+        triggers(caches.works.subscribe(), all.clone(), by_work),
+        triggers(caches.listener_sets.subscribe(), all, by_listener_set),
     ]
 }
 
@@ -131,16 +163,31 @@ pub fn changed_by_others(change: &Change<ManifestWork>) -> Option<&ManifestWork>
     }
 }
 
-/// The hub Gateways whose downstream copies carry the TLS Secret `namespace/secret`.
+/// The hub Gateways whose downstream copies carry the TLS Secret `namespace/secret`: for their
+/// own listeners, or for those the ListenerSets they admit add.
 pub fn gateways_using_secret(
     gateways: &[Arc<Gateway>],
+    sets: &[Arc<ListenerSet>],
     namespace: &str,
     secret: &str,
 ) -> Vec<ObjectRef<Gateway>> {
     gateways
         .iter()
         .filter(|g| is_multi_cluster(g) && g.namespace().as_deref() == Some(namespace))
-        .filter(|g| tls_secret_names(g).iter().any(|name| name == secret))
+        .filter(|g| {
+            let naming: Vec<Arc<ListenerSet>> = sets
+                .iter()
+                .filter(|s| {
+                    indexes::listener_set_group(s).as_deref()
+                        == Some(indexes::group_key(namespace, &g.name_any()).as_str())
+                })
+                .cloned()
+                .collect();
+            let added = listener_sets::attached(g, &naming).listeners;
+            tls_secret_names(g, &added)
+                .iter()
+                .any(|name| name == secret)
+        })
         .map(|g| ObjectRef::from_obj(&**g))
         .collect()
 }
@@ -245,11 +292,51 @@ mod tests {
             gateway("other", "web", "everywhere", "web-cert"),
         ];
         assert_eq!(
-            meridian_testkit::fixtures::names(gateways_using_secret(&gateways, "gw", "web-cert")),
+            meridian_testkit::fixtures::names(gateways_using_secret(
+                &gateways,
+                &[],
+                "gw",
+                "web-cert"
+            )),
             ["gw/web"]
         );
         assert_eq!(
-            meridian_testkit::fixtures::names(gateways_using_secret(&gateways, "gw", "nothing")),
+            meridian_testkit::fixtures::names(gateways_using_secret(
+                &gateways,
+                &[],
+                "gw",
+                "nothing"
+            )),
+            Vec::<String>::new()
+        );
+        // A ListenerSet's certificate wakes the Gateway that admits it, and no other.
+        let set = |namespace: &str| -> Arc<ListenerSet> {
+            from_json(json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
+                "metadata": { "name": "extra", "namespace": namespace },
+                "spec": {
+                    "parentRef": { "name": "web", "namespace": "gw" },
+                    "listeners": [{ "name": "a", "hostname": "a.example.com", "port": 443, "protocol": "HTTPS",
+                                    "tls": { "certificateRefs": [{ "name": "set-cert" }] } }],
+                },
+            }))
+        };
+        let mut admitting = (*gateway("gw", "web", "everywhere", "web-cert")).clone();
+        admitting.spec.extra.insert(
+            "allowedListeners".into(),
+            json!({ "namespaces": { "from": "Same" } }),
+        );
+        let with_admitting = [Arc::new(admitting), gateways[1].clone()];
+        let names = |gateways: &[Arc<Gateway>], sets: &[Arc<ListenerSet>]| {
+            meridian_testkit::fixtures::names(gateways_using_secret(
+                gateways, sets, "gw", "set-cert",
+            ))
+        };
+        assert_eq!(names(&with_admitting, &[set("gw")]), ["gw/web"]);
+        // Not admitted (the default), or from another namespace (whose Secrets are not copied).
+        assert_eq!(names(&gateways, &[set("gw")]), Vec::<String>::new());
+        assert_eq!(
+            names(&with_admitting, &[set("mallory")]),
             Vec::<String>::new()
         );
 
