@@ -198,16 +198,14 @@ pub async fn release(client: &Client, election: &Election) -> Result<(), kube::E
 /// lease duration; then closes the fence and returns, and the caller must stop. Between a
 /// failed renewal and the end, the fence closes by itself when its deadline passes.
 ///
-/// Renewals are paced from when the last one was sent, not from when its answer came: the
-/// fence counts from the send, so on a slow API server (a renewal taking a second) pacing from
-/// the answer would add that second to every gap, and the fence would lapse between renewals
-/// that all succeed.
+/// Each renewal waits a third of the lease after the last one's answer, not after its send:
+/// after an API server outage longer than the lease, the leader's hung renewal is not followed
+/// at once by another, so a standby sees the Lease lapsed and takes it, and the controllers
+/// start over from a fresh look.
 pub async fn hold(client: &Client, election: &Election, fence: &Fence) {
     let mut last_renewal = tokio::time::Instant::now();
-    let mut last_sent = last_renewal;
     loop {
-        tokio::time::sleep_until(last_sent + election.renew_every()).await;
-        last_sent = tokio::time::Instant::now();
+        tokio::time::sleep(election.renew_every()).await;
         match try_lead(client, election).await {
             Ok(Standing::Leading { term, sent }) => {
                 fence.renewed(term, sent, election.lease_duration);
