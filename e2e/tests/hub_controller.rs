@@ -598,7 +598,7 @@ async fn a_dns_policy_on_a_placed_gateway_answers_by_geo_and_explains_its_answer
                 .status
                 .iter()
                 .flat_map(|s| s.conditions.iter())
-                .any(|c| c.message.contains("ListenerSet mallory/steal adds nothing"));
+                .any(|c| c.message.contains("naming the Gateway add nothing (the Gateway admits ListenerSets of its own namespace only): mallory/steal"));
             Ok(says.then_some(()))
         },
     )
@@ -610,6 +610,21 @@ async fn a_dns_policy_on_a_placed_gateway_answers_by_geo_and_explains_its_answer
             .is_none(),
         "another namespace's ListenerSet publishes nothing"
     );
+    Ok(())
+}
+
+/// The admin lets every plan of the scene's zone through: a change to most of this small zone
+/// would otherwise be held for approval (tested on its own).
+async fn let_every_plan_through(zones: &Api<ManagedZone>) -> Result<(), Error> {
+    zones
+        .patch(
+            "example",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "annotations": {
+                meridian_controllers::decide::plan_guard::THRESHOLD_ANNOTATION: "100",
+            } } })),
+        )
+        .await?;
     Ok(())
 }
 
@@ -628,17 +643,8 @@ async fn listener_sets_add_listeners_the_gateway_admits(
     use meridian_e2e::example::GATEWAY;
     const SHOP: &str = "shop.example.com";
     const STOLEN: &str = "admin.example.com";
-    // A new GEO tree is most of this small zone, which the plan threshold would hold for
-    // approval (tested on its own); here the admin lets every plan through.
-    zones
-        .patch(
-            "example",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "metadata": { "annotations": {
-                meridian_controllers::decide::plan_guard::THRESHOLD_ANNOTATION: "100",
-            } } })),
-        )
-        .await?;
+    // A new GEO tree is most of this small zone.
+    let_every_plan_through(zones).await?;
     gateways
         .patch(
             GATEWAY,
@@ -688,12 +694,18 @@ async fn listener_sets_add_listeners_the_gateway_admits(
     // The copy beside the downstream Gateway, which admits its own namespace's alone.
     let downstream = format!("kuadrant-{NAMESPACE}");
     let spoke = fleet.spoke("spoke-1").client();
+    let copies = Api::<ListenerSet>::namespaced(spoke.clone(), &downstream);
     let copy = eventually(
         "the ListenerSet is copied to the spoke",
         DEFAULT_PATIENCE,
         || {
-            let sets = Api::<ListenerSet>::namespaced(spoke.clone(), &downstream);
-            async move { Ok(sets.get_opt("extra").await?) }
+            let copies = copies.clone();
+            async move {
+                let listed = copies.list(&Default::default()).await?.items;
+                Ok(listed
+                    .into_iter()
+                    .find(|c| c.name_any().starts_with("extra-")))
+            }
         },
     )
     .await?;
@@ -707,11 +719,17 @@ async fn listener_sets_add_listeners_the_gateway_admits(
         copied_gateway.spec.extra.get("allowedListeners"),
         Some(&json!({ "namespaces": { "from": "Same" } }))
     );
-    assert!(
-        Api::<ListenerSet>::namespaced(spoke, &downstream)
-            .get_opt("mallory.steal")
-            .await?
-            .is_none(),
+    let copied: Vec<String> = copies
+        .list(&Default::default())
+        .await?
+        .items
+        .iter()
+        .flat_map(|c| c.spec.listeners.iter())
+        .filter_map(|l| l.hostname.clone())
+        .collect();
+    assert_eq!(
+        copied,
+        [SHOP],
         "another namespace's ListenerSet is not copied"
     );
     Ok(())
@@ -737,18 +755,8 @@ async fn a_listener_policy_takes_its_listener_from_the_gateway_wide_one_and_hand
         ..
     } = scene;
     const SHOP: &str = "shop.example.com";
-    // Moving a host between a GEO tree and a simple record changes most of this small zone,
-    // which the zone's plan threshold would hold for approval (tested on its own); here the
-    // admin lets every plan through.
-    zones
-        .patch(
-            "example",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "metadata": { "annotations": {
-                meridian_controllers::decide::plan_guard::THRESHOLD_ANNOTATION: "100",
-            } } })),
-        )
-        .await?;
+    // Moving a host between a GEO tree and a simple record changes most of this small zone.
+    let_every_plan_through(&zones).await?;
     let dig_until = |host: &'static str,
                      subnet: Option<&'static str>,
                      expected: Vec<&'static str>| async move {

@@ -206,21 +206,14 @@ pub fn gateway_work(
     })
 }
 
-/// The ListenerSets of `sets` as copies in the downstream namespace, each naming the downstream
-/// Gateway, with the listeners attached: `<set>` for a ListenerSet of the Gateway's namespace,
-/// `<namespace>.<set>` for another's (as their listeners are keyed).
+/// The ListenerSets of `sets` as copies in the downstream namespace (named as
+/// [`SetListener::copy`] says), each naming the downstream Gateway, with the listeners attached.
 fn listener_set_copies(gateway: &Gateway, sets: &[SetListener], downstream: &str) -> Vec<Value> {
-    let namespace = gateway.namespace().unwrap_or_default();
     let mut copies: Vec<(String, Vec<&SetListener>)> = Vec::new();
     for listener in sets {
-        let name = if listener.namespace == namespace {
-            listener.set.clone()
-        } else {
-            format!("{}.{}", listener.namespace, listener.set)
-        };
-        match copies.iter_mut().find(|(copy, _)| *copy == name) {
+        match copies.iter_mut().find(|(copy, _)| *copy == listener.copy) {
             Some((_, listeners)) => listeners.push(listener),
-            None => copies.push((name, vec![listener])),
+            None => copies.push((listener.copy.clone(), vec![listener])),
         }
     }
     copies
@@ -971,7 +964,9 @@ mod tests {
             },
             namespace: namespace.into(),
             set: set.into(),
+            copy: format!("{namespace}-{set}-copy"),
             listener: l,
+            publish: true,
         };
         let mut gateway = Gateway::new(
             "prod-web",
@@ -1012,8 +1007,8 @@ mod tests {
             .filter(|m| m["kind"] == "ListenerSet")
             .collect();
         assert_eq!(copies.len(), 2);
-        assert_eq!(copies[0]["metadata"]["name"], "extra");
-        assert_eq!(copies[1]["metadata"]["name"], "shop.extra");
+        assert_eq!(copies[0]["metadata"]["name"], "gateways-extra-copy");
+        assert_eq!(copies[1]["metadata"]["name"], "shop-extra-copy");
         for copy in &copies {
             assert_eq!(copy["metadata"]["namespace"], "kuadrant-gateways");
             assert_eq!(copy["spec"]["parentRef"]["name"], "prod-web");

@@ -10,8 +10,8 @@
 //! The same condition goes on each listener a policy covers (`status.listeners[].conditions`),
 //! naming that listener's policy: its own where a policy targets it by `sectionName`, else the
 //! Gateway-wide one. Only on listeners the Gateway's controller already lists in its status: an
-//! entry needs `supportedKinds` and `attachedRoutes`, which only the controller serving the
-//! listener knows, so this never creates one. A hub Gateway of the multi-cluster class is
+//! entry needs `attachedRoutes`, which only the controller serving the listener knows, so this
+//! never creates one; and only where the listener has room for it among its 8 conditions. A hub Gateway of the multi-cluster class is
 //! served by no controller on the hub (its copies are, downstream), so its listeners carry
 //! none; its Gateway-level condition names every policy.
 
@@ -133,11 +133,15 @@ pub fn affected_conditions(
     (mine, changed)
 }
 
+/// The most conditions a listener's status holds (the Gateway CRD's `maxItems`).
+const MAX_LISTENER_CONDITIONS: usize = 8;
+
 /// Each listener's conditions of ours, by listener name.
 pub type ListenerConditions = BTreeMap<String, Vec<Condition>>;
 
 /// The conditions of ours on the Gateway's listeners: each listener its controller lists in its
-/// status and a policy covers (`holders`: listener → policy) says so in the `wanted` types;
+/// status and a policy covers (`holders`: listener → policy) says so in the `wanted` types,
+/// where the listener has room for them;
 /// and whether that differs from what this field manager wrote there (a listener no policy
 /// covers any more loses ours).
 pub fn listener_conditions(
@@ -155,8 +159,11 @@ pub fn listener_conditions(
     let mut changed = false;
     for listener in listed {
         let existing = ours(gateway, Some(&listener.name), &listener.conditions);
+        // A listener holds at most 8 conditions: ours never takes the controller's room.
+        let theirs = listener.conditions.len() - existing.len();
         let message = holders
             .get(&listener.name)
+            .filter(|_| theirs + wanted.len() <= MAX_LISTENER_CONDITIONS)
             .map(|policy| format!("DNSPolicy {policy} applies"));
         let mine = affected(
             &existing,
@@ -188,7 +195,16 @@ pub async fn mark_gateway(
     if !changed && !listeners_changed {
         return Ok(());
     }
-    apply_gateway_conditions(gateway, ctx, mine, listeners).await
+    match apply_gateway_conditions(gateway, ctx, mine.clone(), listeners).await {
+        // A listener the controller just dropped, which the cache still lists: the entry would
+        // lack the fields only the controller writes. The Gateway's own condition goes alone;
+        // the Gateway's next change brings the listeners' again.
+        Err(Error::Kube(kube::Error::Api(status))) if status.code == 422 => {
+            tracing::warn!(gateway = %gateway.name_any(), message = %status.message, "the listeners' conditions were refused; writing the Gateway's alone");
+            apply_gateway_conditions(gateway, ctx, mine, ListenerConditions::new()).await
+        }
+        written => written,
+    }
 }
 
 /// Removes our `DNSPolicyAffected` condition(s) from the Gateway and its listeners.

@@ -61,6 +61,16 @@ impl<K> Change<K> {
             Change::Relisted => None,
         }
     }
+
+    /// The object before and after the change (none before a creation, none after a
+    /// deletion); none at all for a relist.
+    pub fn before_after(&self) -> Option<(Option<&K>, Option<&K>)> {
+        match self {
+            Change::Applied { old, new } => Some((old.as_deref(), Some(&**new))),
+            Change::Deleted(old) => Some((Some(&**old), None)),
+            Change::Relisted => None,
+        }
+    }
 }
 
 impl<K> Clone for Change<K> {
@@ -90,6 +100,9 @@ pub struct Cache<K: Resource<DynamicType = ()> + Clone + 'static> {
     /// `namespace/name`, and how many were.
     undecodable_seen: std::sync::Mutex<HashMap<String, String>>,
     undecodable: AtomicU64,
+    /// False while the kind is neither served nor readable and the cache stands empty for it
+    /// ([`Cache::reflect_if_served`]): its emptiness is then no evidence that nothing exists.
+    readable: AtomicBool,
 }
 
 /// The reason of the Event on an object the watch cannot decode.
@@ -231,6 +244,7 @@ where
             writer: std::sync::Mutex::new(Some(writer)),
             changes: broadcast::channel(CHANGE_BUFFER).0,
             listed: AtomicBool::new(false),
+            readable: AtomicBool::new(true),
             groups: Groups::new(key_of),
             revision: AtomicU64::new(0),
             undecodable_seen: Default::default(),
@@ -331,9 +345,24 @@ where
     /// such object fails every list of the kind, and every controller reading it (and the
     /// process's readiness) waits forever.
     pub async fn reflect(&self, api: Api<DeserializeGuard<K>>, config: watcher::Config) {
-        let Some(mut writer) = self.writer.lock().expect("writer lock").take() else {
+        let Some(writer) = self.writer.lock().expect("writer lock").take() else {
             return;
         };
+        self.watch_into(writer, api, config).await;
+    }
+
+    /// Whether what the cache holds is what exists: false while the kind stands empty because
+    /// it could not be read ([`Cache::reflect_if_served`]).
+    pub fn readable(&self) -> bool {
+        self.readable.load(Ordering::SeqCst)
+    }
+
+    async fn watch_into(
+        &self,
+        mut writer: Writer<K>,
+        api: Api<DeserializeGuard<K>>,
+        config: watcher::Config,
+    ) {
         let recorder = Recorder::new(
             api.clone().into_client(),
             Reporter {
@@ -352,6 +381,10 @@ where
                     }
                     if let Some(event) = event {
                         self.apply(&mut writer, &event, &mut relisting);
+                        if matches!(event, watcher::Event::InitDone) {
+                            // A complete list of what exists.
+                            self.readable.store(true, Ordering::SeqCst);
+                        }
                     }
                 }
                 Err(error) => {
@@ -362,31 +395,45 @@ where
     }
 
     /// [`Cache::reflect`] for a kind the API server may not serve (a CRD of a newer release
-    /// than the cluster's) or the process may not read (RBAC of an earlier release): when its
-    /// first list finds no such resource, or is forbidden, the cache is listed empty and
-    /// nothing is watched, so nothing waits for it; the kind is looked for again only when the
-    /// process restarts.
+    /// than the cluster's) or the process may not read (RBAC of an earlier release). While a
+    /// list finds no such resource, or is forbidden, the cache stands listed and empty, so
+    /// nothing waits for it, but not [`Cache::readable`]: readers must not take its emptiness
+    /// for evidence (a CRD being installed, RBAC arriving after the pod). It looks again every
+    /// minute or two, and watches the kind as any other once it can.
     pub async fn reflect_if_served(&self, api: Api<DeserializeGuard<K>>, config: watcher::Config) {
+        use rand::Rng;
+        let Some(mut writer) = self.writer.lock().expect("writer lock").take() else {
+            return;
+        };
         let probe = kube::api::ListParams::default().limit(1);
-        match api.list_metadata(&probe).await {
-            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 403 => {
-                let Some(mut writer) = self.writer.lock().expect("writer lock").take() else {
-                    return;
-                };
-                if status.code == 404 {
-                    tracing::info!(kind = %K::kind(&()), "not served by the API server; none are read until a restart");
-                } else {
-                    tracing::warn!(kind = %K::kind(&()), "not allowed to list them (RBAC); none are read until a restart");
+        let mut standing_empty = false;
+        loop {
+            match api.list_metadata(&probe).await {
+                Err(kube::Error::Api(status)) if status.code == 404 || status.code == 403 => {
+                    if !standing_empty {
+                        if status.code == 404 {
+                            tracing::info!(kind = %K::kind(&()), "not served by the API server; none are read until it is");
+                        } else {
+                            tracing::warn!(kind = %K::kind(&()), "not allowed to list them (RBAC); none are read until it is");
+                        }
+                        self.readable.store(false, Ordering::SeqCst);
+                        let mut relisting = false;
+                        self.apply(&mut writer, &watcher::Event::Init, &mut relisting);
+                        self.apply(&mut writer, &watcher::Event::InitDone, &mut relisting);
+                        standing_empty = true;
+                    }
+                    let wait = rand::rng().random_range(60..=120);
+                    tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
                 }
-                let mut relisting = false;
-                self.apply(&mut writer, &watcher::Event::Init, &mut relisting);
-                self.apply(&mut writer, &watcher::Event::InitDone, &mut relisting);
-                // The store's readers hold it as long as the process runs: so does its writer.
-                std::future::pending::<()>().await;
+                // Served (or not known yet: the watch retries).
+                _ => break,
             }
-            // Served (or not known yet, the watch retries): watched as any other kind.
-            _ => self.reflect(api, config).await,
         }
+        if standing_empty {
+            tracing::info!(kind = %K::kind(&()), "now readable; watching");
+        }
+        // Readable again at the watch's first complete list.
+        self.watch_into(writer, api, config).await;
     }
 
     /// What a watch event of guarded objects does to the store, and the object it could not

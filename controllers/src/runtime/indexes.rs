@@ -76,6 +76,30 @@ pub fn listener_set_group(set: &meridian_api::upstream::ListenerSet) -> Option<S
     Some(group_key(namespace, &parent.name))
 }
 
+/// The Gateways a change to a ListenerSet concerns, as `(namespace, name)`: the one it names,
+/// and the one it named `before` when it moved (`before` is none for a new ListenerSet,
+/// `after` none for a deleted one). A change to its status or metadata alone concerns none.
+pub fn gateways_of_listener_set_change(
+    before: Option<&meridian_api::upstream::ListenerSet>,
+    after: Option<&meridian_api::upstream::ListenerSet>,
+) -> BTreeSet<(String, String)> {
+    if let (Some(before), Some(after)) = (before, after)
+        && before.spec == after.spec
+        && before.metadata.deletion_timestamp == after.metadata.deletion_timestamp
+    {
+        return BTreeSet::new();
+    }
+    [before, after]
+        .into_iter()
+        .flatten()
+        .filter_map(listener_set_group)
+        .filter_map(|key| {
+            let (namespace, name) = key.split_once('/')?;
+            Some((namespace.to_string(), name.to_string()))
+        })
+        .collect()
+}
+
 /// The Placement a PlacementDecision belongs to.
 pub fn placement_of(decision: &PlacementDecision) -> Option<PlacementKey> {
     Some((
@@ -390,6 +414,69 @@ pub fn records_using_secret(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listener_set_concerns_its_gateways_by_its_spec_and_deletion() {
+        use meridian_api::upstream::ListenerSet;
+        let set = |parent: &str, host: &str| -> ListenerSet {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
+                "metadata": { "name": "extra", "namespace": "shop" },
+                "spec": {
+                    "parentRef": { "name": parent },
+                    "listeners": [{ "name": "a", "hostname": host, "port": 80, "protocol": "HTTP" }],
+                },
+            }))
+            .unwrap()
+        };
+        let first = set("web", "a.example.com");
+        let mut labelled = first.clone();
+        labelled.metadata.labels = Some([("team".to_string(), "a".to_string())].into());
+        let mut deleting = first.clone();
+        deleting.metadata.deletion_timestamp = Some(crate::now());
+        let (listener, moved) = (set("web", "b.example.com"), set("api", "a.example.com"));
+        let gateways = |names: &[&str]| -> BTreeSet<(String, String)> {
+            names
+                .iter()
+                .map(|n| ("shop".to_string(), n.to_string()))
+                .collect()
+        };
+        let cases = [
+            (None, Some(&first), gateways(&["web"]), "a new ListenerSet"),
+            (
+                Some(&first),
+                Some(&labelled),
+                gateways(&[]),
+                "its metadata alone",
+            ),
+            (
+                Some(&first),
+                Some(&listener),
+                gateways(&["web"]),
+                "a listener",
+            ),
+            (
+                Some(&first),
+                Some(&moved),
+                gateways(&["web", "api"]),
+                "moved to another Gateway",
+            ),
+            (
+                Some(&first),
+                Some(&deleting),
+                gateways(&["web"]),
+                "being deleted",
+            ),
+            (Some(&first), None, gateways(&["web"]), "deleted"),
+        ];
+        for (before, after, expected, case) in cases {
+            assert_eq!(
+                gateways_of_listener_set_change(before, after),
+                expected,
+                "{case}"
+            );
+        }
+    }
     use meridian_testkit::fixtures;
 
     fn decision(namespace: &str, placement: &str, clusters: &[&str]) -> Arc<PlacementDecision> {

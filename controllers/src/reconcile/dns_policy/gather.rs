@@ -357,10 +357,41 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
             .listener_sets
             .group(&indexes::group_key(&gateway_namespace, &target.name)),
     );
-    listeners.extend(sets.listeners.iter().map(|l| ListenerRef {
-        name: l.key.clone(),
-        hostname: l.listener.hostname.clone(),
-    }));
+    listeners.extend(
+        sets.listeners
+            .iter()
+            .filter(|l| l.publish)
+            .map(|l| ListenerRef {
+                name: l.key.clone(),
+                hostname: l.listener.hostname.clone(),
+            }),
+    );
+    let mut listener_set_problems = sets.problems;
+    let mut handed_over: Vec<String> = handed_over(policy, &rivals, &names, &taken)
+        .iter()
+        .map(|listener| crate::decide::desired::record_name(&target.name, listener))
+        .collect();
+    // Fail static: while ListenerSets cannot be read (not served, or not allowed), the records
+    // their listeners published stay as they are: every record of the policy that none of
+    // the Gateway's own listeners makes.
+    if !ctx.caches.listener_sets.readable() && target.section_name.is_none() {
+        let own: std::collections::BTreeSet<String> = names
+            .iter()
+            .map(|listener| crate::decide::desired::record_name(&target.name, listener))
+            .collect();
+        let kept: Vec<String> = records_of(policy, ctx)
+            .iter()
+            .map(ResourceExt::name_any)
+            .filter(|name| !own.contains(name))
+            .collect();
+        if !kept.is_empty() {
+            listener_set_problems.push(format!(
+                "ListenerSets cannot be read (not served, or not allowed): DNSRecords {} stay as they are",
+                kept.join(", ")
+            ));
+        }
+        handed_over.extend(kept);
+    }
     let clusters = match &ctx.config.distributed {
         None => placed_clusters(&gateway, ctx),
         // This cluster's branch alone, from the Gateway the policy targets here.
@@ -400,13 +431,10 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
             namespace: gateway_namespace,
         },
         gateway,
-        handed_over: handed_over(policy, &rivals, &names, &taken)
-            .iter()
-            .map(|listener| crate::decide::desired::record_name(&target.name, listener))
-            .collect(),
+        handed_over,
         foreign_records: foreign_records(policy, &listeners, ctx),
         listeners,
-        listener_set_problems: sets.problems,
+        listener_set_problems,
         section: target.section_name.clone(),
         strategy,
         answer_ttl,

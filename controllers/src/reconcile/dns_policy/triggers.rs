@@ -207,26 +207,15 @@ fn hub_triggers(
     let by_listener_set = {
         let caches = caches.clone();
         move |change: &Change<ListenerSet>| {
-            let sets: Vec<&ListenerSet> = match change {
-                Change::Applied { old, new }
-                    if listener_set_changed_for_dns(old.as_deref(), new) =>
-                {
-                    [old.as_deref(), Some(&**new)]
-                        .into_iter()
-                        .flatten()
-                        .collect()
-                }
-                Change::Deleted(set) => vec![&**set],
-                _ => return Vec::new(),
+            let Some((before, after)) = change.before_after() else {
+                return Vec::new();
             };
-            let mut policies: Vec<ObjectRef<DNSPolicy>> = sets
-                .into_iter()
-                .filter_map(indexes::listener_set_group)
-                .flat_map(|gateway| {
-                    let (namespace, name) = gateway.split_once('/').unwrap_or_default();
-                    let target = (namespace.to_string(), name.to_string());
-                    let rivals = caches.policies.group(&gateway);
-                    indexes::policies_targeting(&rivals, &[target].into())
+            let gateways = indexes::gateways_of_listener_set_change(before, after);
+            let mut policies: Vec<ObjectRef<DNSPolicy>> = gateways
+                .iter()
+                .flat_map(|(namespace, name)| {
+                    let rivals = caches.policies.group(&indexes::group_key(namespace, name));
+                    indexes::policies_targeting(&rivals, &gateways)
                 })
                 .collect();
             policies.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
@@ -488,14 +477,6 @@ pub fn gateway_changed_for_dns(old: Option<&Gateway>, new: &Gateway) -> bool {
         || without_conditions(old) != without_conditions(new)
 }
 
-/// Whether a ListenerSet changed in what policies read of it: its spec (parent and listeners),
-/// being deleted. Its status is the gateway controller's.
-pub fn listener_set_changed_for_dns(old: Option<&ListenerSet>, new: &ListenerSet) -> bool {
-    old.is_none_or(|old| {
-        old.spec != new.spec || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
-    })
-}
-
 /// Whether a DNSRecord changed in what its policy reads: its status (published, ready), its
 /// spec or labels (someone else's edit, which the policy undoes), being deleted. A record's
 /// creation is not: its policy created it, and the status that follows wakes the policy.
@@ -591,47 +572,6 @@ mod tests {
             );
         }
         assert!(report_changed_for_policies(None, &base), "a first report");
-    }
-
-    #[test]
-    fn a_listener_set_concerns_dns_by_its_spec_and_deletion_not_its_status() {
-        let set = |parent: &str, host: &str| -> ListenerSet {
-            serde_json::from_value(serde_json::json!({
-                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
-                "metadata": { "name": "extra", "namespace": "shop" },
-                "spec": {
-                    "parentRef": { "name": parent },
-                    "listeners": [{ "name": "a", "hostname": host, "port": 80, "protocol": "HTTP" }],
-                },
-            }))
-            .unwrap()
-        };
-        let first = set("web", "a.example.com");
-        let mut status_only = serde_json::to_value(&first).unwrap();
-        status_only["status"] = serde_json::json!({ "conditions": [] });
-        let status_only: ListenerSet = serde_json::from_value(status_only).unwrap();
-        let mut deleting = first.clone();
-        deleting.metadata.deletion_timestamp = Some(crate::now());
-        let cases = [
-            (None, &first, true, "a new ListenerSet"),
-            (Some(&first), &status_only, false, "its status"),
-            (
-                Some(&first),
-                &set("web", "b.example.com"),
-                true,
-                "a listener",
-            ),
-            (
-                Some(&first),
-                &set("api", "a.example.com"),
-                true,
-                "another parent",
-            ),
-            (Some(&first), &deleting, true, "being deleted"),
-        ];
-        for (old, new, changed, case) in cases {
-            assert_eq!(listener_set_changed_for_dns(old, new), changed, "{case}");
-        }
     }
 
     #[test]

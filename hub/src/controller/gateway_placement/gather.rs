@@ -33,6 +33,9 @@ pub struct Seen {
     pub tls_secrets: Vec<Secret>,
     /// The listeners the ListenerSets it admits add, copied beside it.
     pub set_listeners: Vec<SetListener>,
+    /// Whether ListenerSets can be read: while not, a work's copies are no evidence of what
+    /// exists, and its works stay as they are.
+    pub sets_readable: bool,
 }
 
 pub fn gather(gateway: &Gateway, ctx: &PlacementContext) -> Seen {
@@ -76,6 +79,7 @@ pub fn gather(gateway: &Gateway, ctx: &PlacementContext) -> Seen {
         downstream_class,
         tls_secrets,
         set_listeners,
+        sets_readable: caches.listener_sets.readable(),
     }
 }
 

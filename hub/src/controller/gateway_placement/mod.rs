@@ -178,14 +178,32 @@ async fn place(gateway: &Gateway, ctx: &PlacementContext) -> Result<Action, Erro
             ctx.notify(gateway, true, "InvalidDownstreamClass", "Place", note)
                 .await;
         }
-        let work = gateway_work(
-            gateway,
-            &class,
-            &seen.tls_secrets,
-            &seen.set_listeners,
-            cluster,
-        );
-        apply::work(cluster, &work_name, work, ctx).await?;
+        // Fail static: while ListenerSets cannot be read, a work that carries copies of some
+        // stays as it is rather than lose them.
+        let carries_sets = || {
+            ctx.caches
+                .works
+                .get(Some(cluster), &work_name)
+                .is_some_and(|work| {
+                    work.spec
+                        .workload
+                        .manifests
+                        .iter()
+                        .any(|m| m["kind"] == "ListenerSet")
+                })
+        };
+        if seen.sets_readable || !carries_sets() {
+            let work = gateway_work(
+                gateway,
+                &class,
+                &seen.tls_secrets,
+                &seen.set_listeners,
+                cluster,
+            );
+            apply::work(cluster, &work_name, work, ctx).await?;
+        } else {
+            tracing::warn!(gateway = %gateway.name_any(), %cluster, "ListenerSets cannot be read; the work keeps its copies as they are");
+        }
         if let Some(look) = apply::install_agent(cluster, ctx).await? {
             next_look = next_look.min(look);
         }

@@ -74,32 +74,14 @@ pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<Gateway>>> 
     };
     // A ListenerSet adds, changes or takes away listeners of the Gateway it names (of both,
     // when it moves from one to another).
-    let by_listener_set = move |change: &Change<ListenerSet>| {
-        let sets: Vec<&ListenerSet> = match change {
-            Change::Applied { old, new }
-                if old.as_deref().is_none_or(|old| {
-                    old.spec != new.spec
-                        || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
-                }) =>
-            {
-                [old.as_deref(), Some(&**new)]
-                    .into_iter()
-                    .flatten()
-                    .collect()
-            }
-            Change::Deleted(set) => vec![&**set],
-            _ => return Vec::new(),
+    let by_listener_set = |change: &Change<ListenerSet>| {
+        let Some((before, after)) = change.before_after() else {
+            return Vec::new();
         };
-        let mut gateways: Vec<ObjectRef<Gateway>> = sets
+        indexes::gateways_of_listener_set_change(before, after)
             .into_iter()
-            .filter_map(indexes::listener_set_group)
-            .filter_map(|key| {
-                let (namespace, name) = key.split_once('/')?;
-                Some(ObjectRef::new(name).within(namespace))
-            })
-            .collect();
-        gateways.dedup();
-        gateways
+            .map(|(namespace, name)| ObjectRef::new(&name).within(&namespace))
+            .collect()
     };
     let by_class = {
         let multi_cluster = multi_cluster.clone();
