@@ -58,8 +58,6 @@ pub struct SetListener {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Attached {
     pub listeners: Vec<SetListener>,
-    /// The ListenerSets attached, as `<namespace>/<name>`.
-    pub sets: Vec<String>,
     pub problems: Vec<String>,
 }
 
@@ -149,7 +147,6 @@ pub fn attached(gateway: &Gateway, sets: &[Arc<ListenerSet>]) -> Attached {
             refusal = why;
             continue;
         }
-        found.sets.push(id.clone());
         let copy = copy_name(&gateway_namespace, &gateway_name, &namespace, &name);
         for listener in &set.spec.listeners {
             let refuse =
@@ -394,7 +391,15 @@ mod tests {
                 ("late.b".to_string(), false),
             ]
         );
-        assert_eq!(same.sets, ["shop/early", "shop/late"]);
+        let attached_sets: BTreeSet<String> = same
+            .listeners
+            .iter()
+            .map(|l| format!("{}/{}", l.namespace, l.set))
+            .collect();
+        assert_eq!(
+            attached_sets,
+            BTreeSet::from(["shop/early".to_string(), "shop/late".to_string()])
+        );
         assert_eq!(
             same.problems,
             [

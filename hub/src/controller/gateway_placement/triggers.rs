@@ -153,12 +153,19 @@ pub fn gateways_using_secret(
     namespace: &str,
     secret: &str,
 ) -> Vec<ObjectRef<Gateway>> {
+    // Only a ListenerSet of the Gateway's own namespace has its Secrets copied: the others
+    // are never looked at, once per Secret change rather than once per Gateway.
+    let own: Vec<&Arc<ListenerSet>> = sets
+        .iter()
+        .filter(|s| s.namespace().as_deref() == Some(namespace))
+        .collect();
     gateways
         .iter()
         .filter(|g| is_multi_cluster(g) && g.namespace().as_deref() == Some(namespace))
         .filter(|g| {
-            let naming: Vec<Arc<ListenerSet>> = sets
+            let naming: Vec<Arc<ListenerSet>> = own
                 .iter()
+                .copied()
                 .filter(|s| {
                     indexes::listener_set_group(s).as_deref()
                         == Some(indexes::group_key(namespace, &g.name_any()).as_str())
