@@ -306,7 +306,18 @@ const INVALID: &[(&str, &str, &[&str])] = &[
     (
         "target that is not a Gateway",
         "kind: DNSPolicy\nspec: {targetRef: {group: gateway.networking.k8s.io, kind: HTTPRoute, name: r}}",
-        &["spec.targetRef", "must reference a Gateway"],
+        &[
+            "spec.targetRef",
+            "must reference a Gateway or a ListenerSet",
+        ],
+    ),
+    (
+        "ListenerSet target of another group",
+        "kind: DNSPolicy\nspec: {targetRef: {group: '', kind: ListenerSet, name: s}}",
+        &[
+            "spec.targetRef",
+            "must reference a Gateway or a ListenerSet",
+        ],
     ),
     (
         "target without a name",

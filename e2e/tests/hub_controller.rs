@@ -610,6 +610,133 @@ async fn a_dns_policy_on_a_placed_gateway_answers_by_geo_and_explains_its_answer
             .is_none(),
         "another namespace's ListenerSet publishes nothing"
     );
+    a_policy_for_a_listener_set_listener_takes_it_and_hands_it_back(
+        hub.clone(),
+        nameserver,
+        &policies,
+        &records,
+    )
+    .await?;
+    Ok(())
+}
+
+/// A policy targeting a ListenerSet's listener (`kind: ListenerSet`, `sectionName`) takes that
+/// listener from the Gateway-wide GEO policy in place, and hands it back the same way when it
+/// goes; another namespace's policy for its ListenerSet on this Gateway is refused.
+async fn a_policy_for_a_listener_set_listener_takes_it_and_hands_it_back(
+    hub: Client,
+    nameserver: SocketAddr,
+    policies: &Api<DNSPolicy>,
+    records: &Api<DNSRecord>,
+) -> Result<(), Error> {
+    const SHOP: &str = "shop.example.com";
+    const RECORD: &str = "prod-web-extra.shop";
+    let dig_until = |subnet: &'static str, expected: Vec<&'static str>| async move {
+        let what = format!("{SHOP} from {subnet} answers {expected:?}");
+        eventually(&what, DEFAULT_PATIENCE, || {
+            let expected = expected.clone();
+            async move {
+                let seen =
+                    meridian_e2e::example::dig_host_async(nameserver, SHOP, Some(subnet)).await;
+                Ok((seen == expected).then_some(()))
+            }
+        })
+        .await
+    };
+    let before = records.get(RECORD).await?;
+    let set_policy = |namespace: &str, set: &str, section: &str| {
+        json!({
+            "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSPolicy",
+            "metadata": { "name": "shop-simple", "namespace": namespace },
+            "spec": {
+                "targetRef": {
+                    "group": "gateway.networking.k8s.io", "kind": "ListenerSet",
+                    "name": set, "sectionName": section,
+                },
+                "routingStrategy": "simple",
+            },
+        })
+    };
+    meridian_e2e::example::apply(policies, set_policy(NAMESPACE, "extra", "shop")).await?;
+    // Mallory's policy for her ListenerSet, which names this namespace's Gateway.
+    let mallory = Api::<DNSPolicy>::namespaced(hub, "mallory");
+    meridian_e2e::example::apply(&mallory, set_policy("mallory", "steal", "admin")).await?;
+    dig_until(UNITED_STATES, vec!["10.0.0.1", "10.0.0.2", "10.0.0.3"]).await?;
+    let taken = records.get(RECORD).await?;
+    assert_eq!(
+        taken.uid(),
+        before.uid(),
+        "taken over in place, never deleted"
+    );
+    assert_eq!(
+        taken
+            .labels()
+            .get(meridian_controllers::POLICY_LABEL)
+            .map(String::as_str),
+        Some("shop-simple")
+    );
+    let status = eventually("shop-simple is Programmed", DEFAULT_PATIENCE, || async {
+        let status = policies
+            .get("shop-simple")
+            .await?
+            .status
+            .unwrap_or_default();
+        Ok(
+            (condition_status(&status.conditions, conditions::PROGRAMMED) == Some(true))
+                .then_some(status),
+        )
+    })
+    .await?;
+    let ancestor = &status.ancestors[0].ancestor_ref;
+    assert_eq!(
+        (
+            ancestor.kind.as_str(),
+            ancestor.name.as_str(),
+            ancestor.section_name.as_deref()
+        ),
+        ("ListenerSet", "extra", Some("shop"))
+    );
+    let refused = eventually("mallory's policy is refused", DEFAULT_PATIENCE, || async {
+        let policy = mallory.get("shop-simple").await?;
+        Ok(policy
+            .status
+            .unwrap_or_default()
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == conditions::ACCEPTED && c.reason == conditions::reasons::INVALID))
+    })
+    .await?;
+    assert!(
+        refused.message.contains("of another namespace"),
+        "{}",
+        refused.message
+    );
+    assert!(
+        meridian_e2e::example::dig_host_async(nameserver, "admin.example.com", Some(UNITED_STATES))
+            .await
+            .is_empty()
+    );
+    mallory
+        .delete("shop-simple", &DeleteParams::default())
+        .await?;
+
+    // The ListenerSet's policy goes: the GEO policy takes the record back in place.
+    policies
+        .delete("shop-simple", &DeleteParams::default())
+        .await?;
+    dig_until(UNITED_STATES, vec!["10.0.0.2"]).await?;
+    let back = records.get(RECORD).await?;
+    assert_eq!(
+        back.uid(),
+        before.uid(),
+        "handed back in place, never deleted"
+    );
+    assert_eq!(
+        back.labels()
+            .get(meridian_controllers::POLICY_LABEL)
+            .map(String::as_str),
+        Some("prod-web")
+    );
     Ok(())
 }
 

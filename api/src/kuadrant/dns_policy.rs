@@ -43,7 +43,7 @@ use crate::validation::{DNS_NAME_PATTERN, DURATION_PATTERN};
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!has(self.loadBalancing) || !has(self.loadBalancing.failover) || !has(self.routingStrategy) || self.routingStrategy == 'loadbalanced'").message("loadBalancing.failover needs routingStrategy loadbalanced: a simple record has no tiers to choose between"))]
 pub struct DNSPolicySpec {
-    /// The Gateway this policy applies to, in the policy's namespace.
+    /// The Gateway, or ListenerSet, this policy applies to, in the policy's namespace.
     pub target_ref: PolicyTargetReference,
 
     /// `loadbalanced` (the default) builds the weighted/GEO record tree; `simple` publishes one
@@ -86,28 +86,38 @@ static EXCLUDED_ADDRESSES_RULE: std::sync::LazyLock<String> = std::sync::LazyLoc
     )
 });
 
-/// The object a policy attaches to. Only Gateway API Gateways are supported.
+/// The object a policy attaches to: a Gateway API Gateway (one listener of it with
+/// `sectionName`), or a ListenerSet (one listener of it with `sectionName`), in the policy's
+/// namespace.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("(self.group == 'gateway.networking.k8s.io' || self.group == '') && self.kind == 'Gateway'").message("targetRef must reference a Gateway (group gateway.networking.k8s.io, kind Gateway)"))]
+#[x_kube(validation = Rule::new("self.kind == 'Gateway' ? (self.group == 'gateway.networking.k8s.io' || self.group == '') : (self.kind == 'ListenerSet' && self.group == 'gateway.networking.k8s.io')").message("targetRef must reference a Gateway or a ListenerSet (group gateway.networking.k8s.io)"))]
 pub struct PolicyTargetReference {
     /// API group of the target; defaults to `gateway.networking.k8s.io`. An empty group, as
     /// multicluster-gateway-controller's samples write it next to `kind: Gateway`, means the same.
     #[serde(default = "default_target_group")]
     pub group: String,
-    /// Kind of the target; defaults to `Gateway`.
+    /// Kind of the target: `Gateway` (the default) or `ListenerSet`.
     #[serde(default = "default_target_kind")]
     pub kind: String,
-    /// Name of the Gateway.
+    /// Name of the Gateway or ListenerSet.
     #[schemars(length(min = 1, max = 253))]
     pub name: String,
-    /// Namespace of the Gateway; when set it must be the policy's own namespace (another is
+    /// Namespace of the target; when set it must be the policy's own namespace (another is
     /// refused with reason `Invalid`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
-    /// Restricts the policy to one listener. Not supported yet: the policy covers every listener.
+    /// Restricts the policy to one listener of its target. A policy for a listener wins it
+    /// from one for the ListenerSet, which wins it from a Gateway-wide one (GEP-713).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub section_name: Option<String>,
+}
+
+impl PolicyTargetReference {
+    /// Whether the policy targets a ListenerSet rather than a Gateway.
+    pub fn is_listener_set(&self) -> bool {
+        self.kind == "ListenerSet"
+    }
 }
 
 fn default_target_group() -> String {

@@ -139,7 +139,6 @@ pub fn foreign_record_note(listener: &str, record: &str, holder: &str) -> String
 pub fn desired_records(
     gateway: &GatewayRef,
     listeners: &[ListenerRef],
-    section_name: Option<&str>,
     strategy: &Strategy,
     clusters: &[PlacedCluster],
     zones: &[ZoneRef],
@@ -148,7 +147,6 @@ pub fn desired_records(
     desired_with(
         gateway,
         listeners,
-        section_name,
         strategy,
         (clusters, silence),
         zones,
@@ -161,7 +159,6 @@ pub fn desired_records(
 pub fn desired_branch(
     gateway: &GatewayRef,
     listeners: &[ListenerRef],
-    section_name: Option<&str>,
     strategy: &Strategy,
     cluster: &PlacedCluster,
     zones: &[ZoneRef],
@@ -169,7 +166,6 @@ pub fn desired_branch(
     desired_with(
         gateway,
         listeners,
-        section_name,
         strategy,
         // The local cluster is never silent to itself.
         (std::slice::from_ref(cluster), &SilenceRules::immediate()),
@@ -184,7 +180,6 @@ type TreeBuilder =
 fn desired_with(
     gateway: &GatewayRef,
     listeners: &[ListenerRef],
-    section_name: Option<&str>,
     strategy: &Strategy,
     (clusters, silence): (&[PlacedCluster], &SilenceRules),
     zones: &[ZoneRef],
@@ -213,9 +208,6 @@ fn desired_with(
         }
     }
     for listener in listeners {
-        if section_name.is_some_and(|section| section != listener.name) {
-            continue;
-        }
         let Some(host) = &listener.hostname else {
             continue;
         };
@@ -497,7 +489,6 @@ mod tests {
         let desired = desired_records(
             &gateway(),
             &listeners(),
-            None,
             &loadbalanced(),
             &clusters,
             &zones(),
@@ -524,22 +515,6 @@ mod tests {
     }
 
     #[test]
-    fn section_name_limits_the_policy_to_one_listener() {
-        let clusters = [cluster("c1", "IE", Some("192.0.2.1"), 1)];
-        let desired = desired_records(
-            &gateway(),
-            &listeners(),
-            Some("other"),
-            &Strategy::Simple,
-            &clusters,
-            &zones(),
-            &SilenceRules::immediate(),
-        );
-        assert!(desired.records.is_empty());
-        assert_eq!(desired.problems.len(), 1);
-    }
-
-    #[test]
     fn clusters_without_reports_or_addresses_wait_and_add_nothing() {
         let mut silent = cluster("c2", "US", None, 0);
         silent.cluster_id = None;
@@ -551,7 +526,6 @@ mod tests {
         let desired = desired_records(
             &gateway(),
             &listeners()[..1],
-            None,
             &Strategy::Simple,
             &clusters,
             &zones(),
@@ -586,7 +560,6 @@ mod tests {
         let desired = desired_records(
             &gateway(),
             &listeners()[..1],
-            None,
             &Strategy::Simple,
             &clusters,
             &zones(),
@@ -627,7 +600,6 @@ mod tests {
             desired_records(
                 &gateway(),
                 &listeners()[..1],
-                None,
                 &Strategy::Simple,
                 clusters,
                 &zones(),
@@ -697,7 +669,6 @@ mod tests {
         let desired = desired_records(
             &gateway(),
             &listeners()[..1],
-            None,
             &Strategy::Simple,
             &clusters,
             &zones(),

@@ -24,9 +24,6 @@ use std::sync::Arc;
 use kube::ResourceExt;
 use meridian_api::upstream::{Gateway, Listener, ListenerSet};
 
-/// The Gateway API group a parentRef names by default.
-const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
-
 /// The longest DNSRecord name a ListenerSet's listener may have: a label value's.
 const MAX_RECORD_NAME: usize = 63;
 
@@ -61,18 +58,26 @@ pub struct Attached {
     pub problems: Vec<String>,
 }
 
+/// The Gateway API group a parentRef names by default.
+const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
+
+/// The Gateway a ListenerSet names as its parent, as (namespace, name): in its own namespace
+/// unless it names another; none when its parent is not a Gateway.
+pub fn parent(set: &ListenerSet) -> Option<(String, String)> {
+    let parent = &set.spec.parent_ref;
+    if parent.group.as_deref().unwrap_or(GATEWAY_GROUP) != GATEWAY_GROUP
+        || parent.kind.as_deref().unwrap_or("Gateway") != "Gateway"
+    {
+        return None;
+    }
+    let namespace = parent.namespace.clone().or_else(|| set.namespace())?;
+    Some((namespace, parent.name.clone()))
+}
+
 /// Whether `set` names `gateway` as its parent.
 pub fn names_gateway(set: &ListenerSet, gateway_namespace: &str, gateway_name: &str) -> bool {
-    let parent = &set.spec.parent_ref;
-    let namespace = parent
-        .namespace
-        .clone()
-        .or_else(|| set.namespace())
-        .unwrap_or_default();
-    parent.group.as_deref().unwrap_or(GATEWAY_GROUP) == GATEWAY_GROUP
-        && parent.kind.as_deref().unwrap_or("Gateway") == "Gateway"
-        && parent.name == gateway_name
-        && namespace == gateway_namespace
+    parent(set)
+        .is_some_and(|(namespace, name)| namespace == gateway_namespace && name == gateway_name)
 }
 
 /// Whether `gateway` admits ListenerSets of `namespace`, or why not.

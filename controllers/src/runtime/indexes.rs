@@ -12,7 +12,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
 use meridian_api::labels::PLACEMENT_LABEL;
-use meridian_api::upstream::{Gateway, PlacementDecision};
+use meridian_api::upstream::{Gateway, ListenerSet, PlacementDecision};
 
 /// A Placement: its namespace and name.
 pub type PlacementKey = (String, String);
@@ -43,10 +43,21 @@ pub fn group_key(namespace: &str, name: &str) -> String {
     format!("{namespace}/{name}")
 }
 
-/// A policy's group in the policy cache: the Gateway it targets.
+/// A policy's group in the policy cache: the Gateway it targets, or the ListenerSet
+/// ([`listener_set_policies`]).
 pub fn policy_group(policy: &DNSPolicy) -> Option<String> {
     let (namespace, name) = policy_target(policy);
-    Some(group_key(namespace, name))
+    Some(if policy.spec.target_ref.is_listener_set() {
+        listener_set_policies(namespace, name)
+    } else {
+        group_key(namespace, name)
+    })
+}
+
+/// The group in the policy cache of the policies targeting the ListenerSet `namespace/name`:
+/// apart from those of a Gateway of that name (names hold no `/`).
+pub fn listener_set_policies(namespace: &str, name: &str) -> String {
+    format!("{namespace}/ListenerSet/{name}")
 }
 
 /// A record's group in the record cache: the policy that wrote it (by its label; a record an
@@ -65,23 +76,19 @@ pub fn decision_group(decision: &PlacementDecision) -> Option<String> {
     ))
 }
 
-/// A ListenerSet's group in the ListenerSet cache: the Gateway it names (in its own namespace
-/// unless it names another).
-pub fn listener_set_group(set: &meridian_api::upstream::ListenerSet) -> Option<String> {
-    let parent = &set.spec.parent_ref;
-    let namespace = parent
-        .namespace
-        .as_deref()
-        .or(set.metadata.namespace.as_deref())?;
-    Some(group_key(namespace, &parent.name))
+/// A ListenerSet's group in the ListenerSet cache: the Gateway it names
+/// ([`crate::decide::listener_sets::parent`]).
+pub fn listener_set_group(set: &ListenerSet) -> Option<String> {
+    let (namespace, name) = crate::decide::listener_sets::parent(set)?;
+    Some(group_key(&namespace, &name))
 }
 
 /// The Gateways a change to a ListenerSet concerns, as `(namespace, name)`: the one it names,
 /// and the one it named `before` when it moved (`before` is none for a new ListenerSet,
 /// `after` none for a deleted one). A change to its status or metadata alone concerns none.
 pub fn gateways_of_listener_set_change(
-    before: Option<&meridian_api::upstream::ListenerSet>,
-    after: Option<&meridian_api::upstream::ListenerSet>,
+    before: Option<&ListenerSet>,
+    after: Option<&ListenerSet>,
 ) -> BTreeSet<(String, String)> {
     if let (Some(before), Some(after)) = (before, after)
         && before.spec == after.spec
@@ -92,11 +99,7 @@ pub fn gateways_of_listener_set_change(
     [before, after]
         .into_iter()
         .flatten()
-        .filter_map(listener_set_group)
-        .filter_map(|key| {
-            let (namespace, name) = key.split_once('/')?;
-            Some((namespace.to_string(), name.to_string()))
-        })
+        .filter_map(crate::decide::listener_sets::parent)
         .collect()
 }
 
@@ -156,7 +159,8 @@ fn borrowed(keys: &BTreeSet<(String, String)>) -> BTreeSet<(&str, &str)> {
     keys.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect()
 }
 
-/// The Gateway a policy targets: namespace and name (borrowed, as for [`gateway_placement`]).
+/// The object a policy targets (a Gateway, or a ListenerSet): namespace and name (borrowed, as
+/// for [`gateway_placement`]).
 pub fn policy_target(policy: &DNSPolicy) -> (&str, &str) {
     let target = &policy.spec.target_ref;
     let namespace = target
@@ -167,15 +171,30 @@ pub fn policy_target(policy: &DNSPolicy) -> (&str, &str) {
     (namespace, target.name.as_str())
 }
 
-/// The policies that target one of `gateways` (namespace, name).
+/// The Gateway a policy is enforced on, as (namespace, name): the one it targets, or the parent
+/// of the ListenerSet it targets, when `sets` holds that ListenerSet.
+pub fn policy_gateway(policy: &DNSPolicy, sets: &[Arc<ListenerSet>]) -> Option<(String, String)> {
+    let (namespace, name) = policy_target(policy);
+    if !policy.spec.target_ref.is_listener_set() {
+        return Some((namespace.to_string(), name.to_string()));
+    }
+    let set = sets.iter().find(|s| {
+        s.metadata.namespace.as_deref() == Some(namespace)
+            && s.metadata.name.as_deref() == Some(name)
+    })?;
+    crate::decide::listener_sets::parent(set)
+}
+
+/// The policies enforced on one of `gateways` (namespace, name): those targeting it, and those
+/// targeting a ListenerSet of `sets` that names it.
 pub fn policies_targeting(
     policies: &[Arc<DNSPolicy>],
+    sets: &[Arc<ListenerSet>],
     gateways: &BTreeSet<(String, String)>,
 ) -> Vec<ObjectRef<DNSPolicy>> {
-    let wanted = borrowed(gateways);
     policies
         .iter()
-        .filter(|p| wanted.contains(&policy_target(p)))
+        .filter(|p| policy_gateway(p, sets).is_some_and(|gateway| gateways.contains(&gateway)))
         .map(|p| ObjectRef::from_obj(&**p))
         .collect()
 }
@@ -217,7 +236,12 @@ pub fn gateways_left_affected(
     gateways: &[Arc<Gateway>],
     policies: &[Arc<DNSPolicy>],
 ) -> Vec<Arc<Gateway>> {
-    let targeted: BTreeSet<(&str, &str)> = policies.iter().map(|p| policy_target(p)).collect();
+    // A policy for a ListenerSet marks no Gateway.
+    let targeted: BTreeSet<(&str, &str)> = policies
+        .iter()
+        .filter(|p| !p.spec.target_ref.is_listener_set())
+        .map(|p| policy_target(p))
+        .collect();
     gateways
         .iter()
         .filter(|g| {
@@ -240,20 +264,23 @@ pub fn gateways_left_affected(
         .collect()
 }
 
-/// The policies whose Gateway is placed on `cluster`.
+/// The policies whose Gateway is placed on `cluster` (with `sets`, the ListenerSets policies
+/// may target).
 pub fn policies_on_cluster(
     policies: &[Arc<DNSPolicy>],
+    sets: &[Arc<ListenerSet>],
     gateways: &[Arc<Gateway>],
     decisions: &[Arc<PlacementDecision>],
     cluster: &str,
 ) -> Vec<ObjectRef<DNSPolicy>> {
     let placements = placements_deciding(decisions, cluster);
-    policies_of_placements(policies, gateways, &placements)
+    policies_of_placements(policies, sets, gateways, &placements)
 }
 
 /// The policies whose Gateway follows one of `placements`.
 pub fn policies_of_placements(
     policies: &[Arc<DNSPolicy>],
+    sets: &[Arc<ListenerSet>],
     gateways: &[Arc<Gateway>],
     placements: &BTreeSet<PlacementKey>,
 ) -> Vec<ObjectRef<DNSPolicy>> {
@@ -264,37 +291,37 @@ pub fn policies_of_placements(
         .into_iter()
         .map(|g| (g.namespace.unwrap_or_default(), g.name))
         .collect();
-    policies_targeting(policies, &targets)
+    policies_targeting(policies, sets, &targets)
 }
 
 /// The ManagedClusters whose agents vote on a record's health: those its policy's Gateway is
 /// placed on (`policy`, the one the record's label names in its namespace; `None` when that
-/// policy is gone, and then nobody votes). A record written by hand answers for its
-/// namespace's Gateways, so the clusters any of them is placed on vote. An agent of any other
-/// cluster probes the record's leaves too, but its verdict withdraws nothing: a cluster the
-/// tenant's placement never chose is not the tenant's witness.
+/// policy is gone, and then nobody votes; `sets`, the ListenerSet it may target). A record
+/// written by hand answers for its namespace's Gateways, so the clusters any of them is placed
+/// on vote. An agent of any other cluster probes the record's leaves too, but its verdict
+/// withdraws nothing: a cluster the tenant's placement never chose is not the tenant's witness.
 pub fn record_voters(
     record: &DNSRecord,
     policy: Option<&DNSPolicy>,
+    sets: &[Arc<ListenerSet>],
     gateways: &[Arc<Gateway>],
     decisions: &[Arc<PlacementDecision>],
 ) -> BTreeSet<String> {
     let namespace = record.metadata.namespace.as_deref().unwrap_or_default();
     let placements: BTreeSet<(&str, &str)> = if record.labels().contains_key(crate::POLICY_LABEL) {
-        let Some(policy) = policy else {
+        let Some(target) = policy.and_then(|policy| policy_gateway(policy, sets)) else {
             return BTreeSet::new();
         };
-        let target = policy_target(policy);
-        // A policy aimed at another namespace's Gateway is refused, and its placement is no
-        // witness for this namespace's records.
-        if Some(target.0) != policy.metadata.namespace.as_deref() {
+        // A policy aimed at another namespace's Gateway (or ListenerSet of one) is refused,
+        // and its placement is no witness for this namespace's records.
+        if Some(target.0.as_str()) != policy.and_then(|p| p.metadata.namespace.as_deref()) {
             return BTreeSet::new();
         }
         gateways
             .iter()
             .filter(|g| {
                 (g.metadata.namespace.as_deref(), g.metadata.name.as_deref())
-                    == (Some(target.0), Some(target.1))
+                    == (Some(target.0.as_str()), Some(target.1.as_str()))
             })
             .filter_map(|g| gateway_placement(g))
             .collect()
@@ -547,7 +574,11 @@ mod tests {
         for (cluster, expected) in cases {
             assert_eq!(
                 fixtures::names(policies_on_cluster(
-                    &policies, &gateways, &decisions, cluster
+                    &policies,
+                    &[],
+                    &gateways,
+                    &decisions,
+                    cluster
                 )),
                 expected,
                 "{cluster}"
@@ -555,7 +586,12 @@ mod tests {
         }
         let placements: BTreeSet<PlacementKey> = [("gw".to_string(), "web".to_string())].into();
         assert_eq!(
-            fixtures::names(policies_of_placements(&policies, &gateways, &placements)),
+            fixtures::names(policies_of_placements(
+                &policies,
+                &[],
+                &gateways,
+                &placements
+            )),
             ["gw/web-dns"],
             "a placement's decision concerns the policies of its Gateways"
         );
@@ -572,7 +608,7 @@ mod tests {
         p.spec.target_ref.namespace = Some("team".into());
         let targets: BTreeSet<(String, String)> = [("team".into(), "web-gw".into())].into();
         assert_eq!(
-            fixtures::names(policies_targeting(&[Arc::new(p)], &targets)),
+            fixtures::names(policies_targeting(&[Arc::new(p)], &[], &targets)),
             ["gw/cross"]
         );
     }
@@ -678,7 +714,7 @@ mod tests {
             ),
         ];
         for (what, record, policy, expected) in cases {
-            let voters: Vec<String> = record_voters(&record, policy, &gateways, &decisions)
+            let voters: Vec<String> = record_voters(&record, policy, &[], &gateways, &decisions)
                 .into_iter()
                 .collect();
             assert_eq!(voters, expected, "{what}");

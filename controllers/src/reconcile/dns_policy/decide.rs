@@ -98,12 +98,10 @@ pub fn decide(seen: &Seen, distributed: bool) -> Decision {
         brake: brake.map(|look| look.brake).unwrap_or_default(),
         ..seen.silence
     };
-    let section = seen.section.as_deref();
     let mut desired = if distributed {
         desired_branch(
             &seen.gateway_ref,
             &seen.listeners,
-            section,
             &seen.strategy,
             &clusters[0],
             &seen.zones,
@@ -112,7 +110,6 @@ pub fn decide(seen: &Seen, distributed: bool) -> Decision {
         desired_records(
             &seen.gateway_ref,
             &seen.listeners,
-            section,
             &seen.strategy,
             &clusters,
             &seen.zones,
@@ -127,12 +124,11 @@ pub fn decide(seen: &Seen, distributed: bool) -> Decision {
             .any(|cluster| *note == no_addresses_yet(cluster))
     });
     desired.excluded = excluded.notes;
-    // What the ListenerSets add is the Gateway-wide policy's to publish, and to explain.
-    if seen.section.is_none() {
-        desired
-            .problems
-            .extend(seen.listener_set_problems.iter().cloned());
-    }
+    // What the ListenerSets add is the Gateway-wide policy's to explain (`gather` leaves the
+    // problems to it).
+    desired
+        .problems
+        .extend(seen.listener_set_problems.iter().cloned());
     refuse_foreign(&mut desired, &seen.foreign_records);
     if let Some(ttl) = seen.answer_ttl {
         for record in &mut desired.records {
@@ -207,7 +203,9 @@ mod tests {
                 hostname: Some("api.example.com".into()),
             }],
             listener_set_problems: Vec::new(),
-            section: None,
+            gateway_wide: true,
+            coverable: Vec::new(),
+            rivals: Vec::new(),
             handed_over: Vec::new(),
             foreign_records: BTreeMap::new(),
             strategy: Strategy::Simple,

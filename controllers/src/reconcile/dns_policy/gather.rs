@@ -27,12 +27,17 @@ use meridian_dns::tree::Strategy;
 pub struct Seen {
     pub gateway: Arc<Gateway>,
     pub gateway_ref: GatewayRef,
-    /// The Gateway's listeners, then those its ListenerSets add (keyed `<set>.<listener>`).
+    /// The listeners the policy covers: of the Gateway's, then of those its ListenerSets add
+    /// (keyed `<set>.<listener>`).
     pub listeners: Vec<ListenerRef>,
     /// Why ListenerSets naming the Gateway add nothing, or some of their listeners nothing.
     pub listener_set_problems: Vec<String>,
-    /// The listener the policy targets, when it names one.
-    pub section: Option<String>,
+    /// Whether the policy targets the whole Gateway (neither a listener nor a ListenerSet).
+    pub gateway_wide: bool,
+    /// Every listener a policy on the Gateway may cover.
+    pub coverable: Vec<Coverable>,
+    /// The policies of the policy's namespace on its Gateway, itself among them.
+    pub rivals: Vec<DNSPolicy>,
     /// The records of the listeners policies targeting them hold: left to them, never
     /// deleted by this policy (the holder takes each over in place, so its DNS never lapses).
     pub handed_over: Vec<String>,
@@ -79,122 +84,184 @@ pub struct FleetSeen {
 /// Why a policy cannot be enforced; what was published stays published.
 #[derive(Debug, PartialEq)]
 pub enum Refusal {
-    TargetNotFound { gateway: String },
-    Conflicted { gateway: String, holder: String },
+    /// `target` says what is missing: `Gateway <namespace>/<name>` (and a listener), or a
+    /// ListenerSet.
+    TargetNotFound {
+        target: String,
+    },
+    Conflicted {
+        target: String,
+        holder: String,
+    },
     Invalid(String),
 }
 
-/// Whether `policy` targets the Gateway `namespace/name`.
+/// Whether `policy` targets the Gateway `namespace/name` itself (not one of its ListenerSets).
 pub fn targets(policy: &DNSPolicy, namespace: &str, name: &str) -> bool {
     let (target_namespace, target_name) = indexes::policy_target(policy);
-    target_name == name && target_namespace == namespace
+    !policy.spec.target_ref.is_listener_set()
+        && target_name == name
+        && target_namespace == namespace
 }
 
-/// The listeners of its Gateway a policy leaves to others: a policy targeting one listener
-/// (`sectionName`) holds that listener, and a Gateway-wide policy covers the listeners no
-/// section-targeted policy holds (GEP-713: the more specific target wins). Between equals
-/// (two policies for one listener, or two Gateway-wide ones) the oldest holds, then by name,
-/// and the others are refused as `Conflicted`. `rivals` are the policies of the policy's
-/// namespace targeting its Gateway, itself among them; `gateway` names it for messages.
+/// A listener a policy on its Gateway may cover: one of the Gateway's own, or one a ListenerSet
+/// adds to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Coverable {
+    /// What its record is named after (`<gateway>-<key>`): a Gateway listener's name, or a
+    /// ListenerSet listener's key ([`crate::decide::listener_sets::SetListener`]).
+    pub key: String,
+    /// The ListenerSet that adds it (namespace, name), if one does.
+    pub set: Option<(String, String)>,
+    /// Its name in the Gateway or the ListenerSet.
+    pub name: String,
+}
+
+impl Coverable {
+    /// One of the Gateway's own listeners.
+    pub fn own(name: &str) -> Self {
+        Coverable {
+            key: name.to_string(),
+            set: None,
+            name: name.to_string(),
+        }
+    }
+}
+
+/// The listeners policies on `gateway` may cover: its own, then those its ListenerSets add
+/// and publish.
+pub fn coverable(
+    gateway: &Gateway,
+    sets: &crate::decide::listener_sets::Attached,
+) -> Vec<Coverable> {
+    let own = gateway
+        .spec
+        .listeners
+        .iter()
+        .map(|l| Coverable::own(&l.name));
+    let added = sets
+        .listeners
+        .iter()
+        .filter(|l| l.publish)
+        .map(|l| Coverable {
+            key: l.key.clone(),
+            set: Some((l.namespace.clone(), l.set.clone())),
+            name: l.listener.name.clone(),
+        });
+    own.chain(added).collect()
+}
+
+/// How specifically `policy` targets `listener`, if at all (GEP-713: the more specific wins):
+/// 2 for the listener itself (`sectionName`, of the Gateway or of its ListenerSet), 1 for its
+/// ListenerSet, 0 for its Gateway.
+fn specificity(policy: &DNSPolicy, listener: &Coverable) -> Option<u8> {
+    let target = &policy.spec.target_ref;
+    let section = target.section_name.as_deref();
+    if target.is_listener_set() {
+        let (namespace, set) = listener.set.as_ref()?;
+        if Some(namespace.as_str()) != policy.metadata.namespace.as_deref() || *set != target.name {
+            return None;
+        }
+        return match section {
+            None => Some(1),
+            Some(section) => (section == listener.name).then_some(2),
+        };
+    }
+    match section {
+        None => Some(0),
+        Some(section) => (listener.set.is_none() && section == listener.name).then_some(2),
+    }
+}
+
+/// Whether two policies target the same thing: they are equals, and the oldest holds it.
+fn same_scope(a: &DNSPolicy, b: &DNSPolicy) -> bool {
+    let (a, b) = (&a.spec.target_ref, &b.spec.target_ref);
+    a.is_listener_set() == b.is_listener_set()
+        && a.name == b.name
+        && a.section_name == b.section_name
+}
+
+/// The policy among `rivals` that holds what `policy` targets (itself, or an equal).
+fn scope_holder<'a>(policy: &DNSPolicy, rivals: &'a [DNSPolicy]) -> Option<&'a DNSPolicy> {
+    holder(rivals.iter().filter(|p| same_scope(p, policy)))
+}
+
+/// The policy that covers `listener`: of the most specific targets the listener has a policy
+/// for that can be enforced, the one holding it.
+fn covering<'a>(rivals: &'a [DNSPolicy], listener: &Coverable) -> Option<&'a DNSPolicy> {
+    rivals
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && is_valid(p))
+        .filter_map(|p| Some((specificity(p, listener)?, p)))
+        .filter(|(_, p)| scope_holder(p, rivals).is_some_and(|h| h.uid() == p.uid()))
+        .max_by_key(|(specificity, _)| *specificity)
+        .map(|(_, p)| p)
+}
+
+/// The keys of the listeners a policy covers: those it targets but the ones a more specific
+/// policy holds (a policy for one listener, of the Gateway or of a ListenerSet, wins it from
+/// one for the ListenerSet, which wins it from a Gateway-wide one: GEP-713). Between equals
+/// (two policies with one target) the oldest holds, then by name, and the others are refused
+/// as `Conflicted`. `rivals` are the policies of the policy's namespace on its Gateway, itself
+/// among them; `target` names what it targets, for messages.
 pub fn coverage(
     policy: &DNSPolicy,
     rivals: &[DNSPolicy],
-    listeners: &[String],
-    gateway: &str,
+    listeners: &[Coverable],
+    target: &str,
 ) -> Result<Vec<String>, Refusal> {
     let section = policy.spec.target_ref.section_name.as_deref();
-    if let Some(section) = section
-        && !listeners.iter().any(|l| l == section)
-    {
-        return Err(Refusal::TargetNotFound {
-            gateway: format!("{gateway} listener {section}"),
-        });
-    }
-    let equals: Vec<DNSPolicy> = rivals
+    let targeted: Vec<&Coverable> = listeners
         .iter()
-        .filter(|p| p.spec.target_ref.section_name.as_deref() == section)
-        .cloned()
+        .filter(|l| specificity(policy, l).is_some())
         .collect();
-    if let Some(holder) = holder(&equals)
+    let target = match section {
+        Some(section) => format!("{target} listener {section}"),
+        None => target.to_string(),
+    };
+    if section.is_some() && targeted.is_empty() {
+        return Err(Refusal::TargetNotFound { target });
+    }
+    if let Some(holder) = scope_holder(policy, rivals)
         && holder.uid() != policy.uid()
     {
         return Err(Refusal::Conflicted {
-            gateway: match section {
-                Some(section) => format!("{gateway} listener {section}"),
-                None => gateway.to_string(),
-            },
+            target,
             holder: holder.name_any(),
         });
     }
-    if section.is_some() {
-        return Ok(Vec::new());
-    }
-    // Only a listener policy that can be enforced takes its listener: an invalid one would
-    // leave the listener's record to nobody.
-    let taken: std::collections::BTreeSet<String> = rivals
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter(|p| is_valid(p))
-        .filter_map(|p| p.spec.target_ref.section_name.clone())
-        .filter(|s| listeners.contains(s))
-        .collect();
-    Ok(taken.into_iter().collect())
+    Ok(targeted
+        .into_iter()
+        .filter(|l| covering(rivals, l).is_none_or(|c| specificity(c, l) <= specificity(policy, l)))
+        .map(|l| l.key.clone())
+        .collect())
 }
 
-/// Which policy covers each of the Gateway's `listeners`, by [`coverage`]'s rules: the
-/// listener's own (`sectionName`) where it holds the listener and can be enforced, else the
-/// Gateway-wide one where it does. `rivals` are every policy targeting the Gateway. A listener
-/// no policy covers is left out.
-pub fn listener_holders(
-    rivals: &[DNSPolicy],
-    listeners: &[String],
-) -> std::collections::BTreeMap<String, String> {
-    let enforceable = |section: Option<&str>| {
-        let equals: Vec<DNSPolicy> = rivals
-            .iter()
-            .filter(|p| p.spec.target_ref.section_name.as_deref() == section)
-            .cloned()
-            .collect();
-        holder(&equals)
-            .filter(|p| is_valid(p))
-            .map(ResourceExt::name_any)
-    };
-    let gateway_wide = enforceable(None);
+/// Which policy covers each of `listeners`, by [`coverage`]'s rules, by key. `rivals` are
+/// every policy on the Gateway. A listener no policy covers is left out.
+pub fn listener_holders(rivals: &[DNSPolicy], listeners: &[Coverable]) -> BTreeMap<String, String> {
     listeners
         .iter()
-        .filter_map(|listener| {
-            let policy = enforceable(Some(listener)).or_else(|| gateway_wide.clone())?;
-            Some((listener.clone(), policy))
-        })
+        .filter_map(|l| Some((l.key.clone(), covering(rivals, l)?.name_any())))
         .collect()
 }
 
-/// The listeners whose records the policy leaves to others rather than delete: for a
-/// Gateway-wide policy, those listener policies hold (`taken`); for a listener's, every other
-/// listener when a Gateway-wide policy covers them (its `sectionName` moved, or went: the old
-/// listener's record passes to that policy in place instead of being withdrawn).
+/// The keys of the listeners whose records the policy leaves to others rather than delete:
+/// those it does not cover (`covered`) that another policy does. For a Gateway-wide policy,
+/// those more specific policies hold; for one whose target moved or narrowed, the listeners it
+/// had (its old listener's record passes to the one covering it in place instead of being
+/// withdrawn).
 fn handed_over(
     policy: &DNSPolicy,
     rivals: &[DNSPolicy],
-    listeners: &[String],
-    taken: &[String],
+    listeners: &[Coverable],
+    covered: &[String],
 ) -> Vec<String> {
-    let Some(section) = policy.spec.target_ref.section_name.as_deref() else {
-        return taken.to_vec();
-    };
-    let covered = rivals.iter().any(|p| {
-        p.uid() != policy.uid()
-            && p.metadata.deletion_timestamp.is_none()
-            && p.spec.target_ref.section_name.is_none()
-            && is_valid(p)
-    });
-    if !covered {
-        return Vec::new();
-    }
     listeners
         .iter()
-        .filter(|l| *l != section)
-        .cloned()
+        .filter(|l| !covered.contains(&l.key))
+        .filter(|l| covering(rivals, l).is_some_and(|c| c.uid() != policy.uid()))
+        .map(|l| l.key.clone())
         .collect()
 }
 
@@ -206,11 +273,9 @@ pub fn is_valid(policy: &DNSPolicy) -> bool {
         && Exclusions::parse(&policy.spec.exclude_addresses).is_ok()
 }
 
-/// The policy that holds a Gateway (or a listener) when several target it: the oldest, then by
-/// name.
-fn holder(policies: &[DNSPolicy]) -> Option<&DNSPolicy> {
+/// The policy that holds a target when several have it: the oldest, then by name.
+fn holder<'a>(policies: impl Iterator<Item = &'a DNSPolicy>) -> Option<&'a DNSPolicy> {
     policies
-        .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .min_by(|a, b| {
             (
@@ -224,8 +289,8 @@ fn holder(policies: &[DNSPolicy]) -> Option<&DNSPolicy> {
         })
 }
 
-/// The Gateway namespace a policy may target: its own. A `targetRef.namespace` naming another
-/// is refused, as Gateway API refuses a reference across namespaces that the target's namespace
+/// The namespace a policy may target: its own. A `targetRef.namespace` naming another is
+/// refused, as Gateway API refuses a reference across namespaces that the target's namespace
 /// did not grant: a team with rights in one namespace would otherwise publish another team's
 /// Gateway under its own names and write that Gateway's conditions.
 pub fn target_namespace(policy: &DNSPolicy) -> Result<String, Refusal> {
@@ -234,46 +299,74 @@ pub fn target_namespace(policy: &DNSPolicy) -> Result<String, Refusal> {
         None => Ok(namespace),
         Some(target) if target == namespace => Ok(namespace),
         Some(target) => Err(Refusal::Invalid(format!(
-            "targetRef.namespace {target} is not the policy's namespace {namespace}: a DNSPolicy applies to a Gateway of its own namespace"
+            "targetRef.namespace {target} is not the policy's namespace {namespace}: a DNSPolicy applies to a Gateway or ListenerSet of its own namespace"
         ))),
     }
 }
 
-/// The policies of `policy`'s namespace that target its Gateway (in `gateway_namespace`),
-/// itself among them.
-pub fn rivals(policy: &DNSPolicy, gateway_namespace: &str, ctx: &Context) -> Vec<DNSPolicy> {
-    let namespace = policy.namespace().unwrap_or_default();
-    let target = &policy.spec.target_ref;
-    ctx.caches
+/// Every policy on the Gateway `namespace/name`, of any namespace: those targeting it, and
+/// those targeting a ListenerSet that names it.
+pub fn policies_on_gateway(
+    caches: &crate::runtime::caches::Caches,
+    namespace: &str,
+    name: &str,
+) -> Vec<Arc<DNSPolicy>> {
+    let mut policies: Vec<Arc<DNSPolicy>> = caches
         .policies
-        .group(&indexes::group_key(gateway_namespace, &target.name))
+        .group(&indexes::group_key(namespace, name))
+        .into_iter()
+        .filter(|p| targets(p, namespace, name))
+        .collect();
+    for set in caches
+        .listener_sets
+        .group(&indexes::group_key(namespace, name))
+    {
+        let set_namespace = set.namespace().unwrap_or_default();
+        policies.extend(
+            caches
+                .policies
+                .group(&indexes::listener_set_policies(
+                    &set_namespace,
+                    &set.name_any(),
+                ))
+                .into_iter()
+                .filter(|p| p.spec.target_ref.is_listener_set()),
+        );
+    }
+    policies
+}
+
+/// The policies of `policy`'s namespace on the Gateway `gateway` (namespace, name), itself
+/// among them.
+pub fn rivals(policy: &DNSPolicy, gateway: (&str, &str), ctx: &Context) -> Vec<DNSPolicy> {
+    let namespace = policy.namespace();
+    policies_on_gateway(&ctx.caches, gateway.0, gateway.1)
         .iter()
-        .filter(|p| p.metadata.namespace.as_deref() == Some(namespace.as_str()))
-        .filter(|p| targets(p, gateway_namespace, &target.name))
+        .filter(|p| p.metadata.namespace == namespace)
         .map(|p| (**p).clone())
         .collect()
 }
 
-/// How long a deleted section-targeted policy waits for the Gateway-wide policy to take its
-/// listener's record over before it deletes the record anyway.
+/// How long a deleted policy for one listener, or for a ListenerSet, waits for the policy
+/// covering its listeners next to take their records over before it deletes them anyway.
 pub const HANDOVER_GRACE: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// The records a deleted `policy` leaves for another to take over in place, rather than
-/// withdraw: its listener's, when it targets one and a valid policy not being deleted will
-/// cover the listener once this one is gone (the Gateway-wide one, or another for the same
-/// listener), for [`HANDOVER_GRACE`] after the deletion.
-pub fn handed_back(policy: &DNSPolicy, rivals: &[DNSPolicy], now: Timestamp) -> Vec<String> {
-    let Some(section) = policy.spec.target_ref.section_name.as_deref() else {
+/// withdraw: those of the listeners of `gateway` it targets (a listener, or a ListenerSet's)
+/// that a valid policy not being deleted will cover once it is gone (one for the ListenerSet,
+/// the Gateway-wide one, or another for the same target), for [`HANDOVER_GRACE`] after the
+/// deletion.
+pub fn handed_back(
+    policy: &DNSPolicy,
+    rivals: &[DNSPolicy],
+    gateway: &str,
+    listeners: &[Coverable],
+    now: Timestamp,
+) -> Vec<String> {
+    let target = &policy.spec.target_ref;
+    if !target.is_listener_set() && target.section_name.is_none() {
         return Vec::new();
-    };
-    // The Gateway-wide policy, or another policy for the same listener, takes it next.
-    let successor = rivals.iter().any(|p| {
-        p.uid() != policy.uid()
-            && p.metadata.deletion_timestamp.is_none()
-            && is_valid(p)
-            && (p.spec.target_ref.section_name.is_none()
-                || p.spec.target_ref.section_name.as_deref() == Some(section))
-    });
+    }
     let within_grace = policy
         .metadata
         .deletion_timestamp
@@ -281,45 +374,152 @@ pub fn handed_back(policy: &DNSPolicy, rivals: &[DNSPolicy], now: Timestamp) -> 
         .is_none_or(|deleted| {
             now.duration_since(deleted.0).as_secs() < HANDOVER_GRACE.as_secs() as i64
         });
-    if successor && within_grace {
-        vec![crate::decide::desired::record_name(
-            &policy.spec.target_ref.name,
-            section,
-        )]
-    } else {
-        Vec::new()
+    if !within_grace {
+        return Vec::new();
     }
+    let successors: Vec<DNSPolicy> = rivals
+        .iter()
+        .filter(|p| p.uid() != policy.uid())
+        .cloned()
+        .collect();
+    listeners
+        .iter()
+        .filter(|l| specificity(policy, l).is_some())
+        .filter(|l| covering(&successors, l).is_some())
+        .map(|l| crate::decide::desired::record_name(gateway, &l.key))
+        .collect()
+}
+
+/// For a policy being deleted: its Gateway (namespace, name), the policies of its namespace
+/// on it, and the listeners they may cover. A Gateway gone leaves a listener policy its one
+/// listener, so its record still passes to the Gateway-wide policy.
+pub fn remembered_gateway(
+    policy: &DNSPolicy,
+    ctx: &Context,
+) -> ((String, String), Vec<DNSPolicy>, Vec<Coverable>) {
+    let namespace = policy.namespace().unwrap_or_default();
+    let target = &policy.spec.target_ref;
+    match policy_gateway(policy, ctx) {
+        Ok((gateway, sets)) => {
+            let key = (gateway.namespace().unwrap_or_default(), gateway.name_any());
+            let rivals = rivals(policy, (&key.0, &key.1), ctx);
+            (key, rivals, coverable(&gateway, &sets))
+        }
+        Err(_) if !target.is_listener_set() && target_namespace(policy).is_ok() => {
+            let key = (namespace, target.name.clone());
+            let rivals = rivals(policy, (&key.0, &key.1), ctx);
+            let listeners = target
+                .section_name
+                .iter()
+                .map(|s| Coverable::own(s))
+                .collect();
+            (key, rivals, listeners)
+        }
+        Err(_) => ((namespace, target.name.clone()), Vec::new(), Vec::new()),
+    }
+}
+
+/// The Gateway a policy is enforced on, and the ListenerSets attached to it: the Gateway it
+/// targets, or the parent of the ListenerSet it targets, which must be a Gateway of the
+/// policy's namespace that admits it.
+fn policy_gateway(
+    policy: &DNSPolicy,
+    ctx: &Context,
+) -> Result<(Arc<Gateway>, crate::decide::listener_sets::Attached), Refusal> {
+    let namespace = target_namespace(policy)?;
+    let target = &policy.spec.target_ref;
+    let gateway_of = |gateway_namespace: &str, name: &str| {
+        ctx.caches
+            .gateways
+            .get(Some(gateway_namespace), name)
+            .ok_or_else(|| Refusal::TargetNotFound {
+                target: format!("Gateway {gateway_namespace}/{name}"),
+            })
+    };
+    let attached_to = |gateway: &Gateway| {
+        crate::decide::listener_sets::attached(
+            gateway,
+            &ctx.caches.listener_sets.group(&indexes::group_key(
+                &gateway.namespace().unwrap_or_default(),
+                &gateway.name_any(),
+            )),
+        )
+    };
+    if !target.is_listener_set() {
+        let gateway = gateway_of(&namespace, &target.name)?;
+        let sets = attached_to(&gateway);
+        return Ok((gateway, sets));
+    }
+    if ctx.config.distributed.is_some() {
+        return Err(Refusal::Invalid(
+            "a DNSPolicy for a ListenerSet is enforced on the hub only: in distributed mode, target the Gateway".into(),
+        ));
+    }
+    let Some(set) = ctx.caches.listener_sets.get(Some(&namespace), &target.name) else {
+        return Err(Refusal::TargetNotFound {
+            target: if ctx.caches.listener_sets.readable() {
+                format!("ListenerSet {namespace}/{}", target.name)
+            } else {
+                format!(
+                    "ListenerSet {namespace}/{} (ListenerSets cannot be read: not served, or not allowed)",
+                    target.name
+                )
+            },
+        });
+    };
+    let Some((gateway_namespace, gateway_name)) = crate::decide::listener_sets::parent(&set) else {
+        return Err(Refusal::Invalid(format!(
+            "ListenerSet {} names no Gateway as its parent",
+            target.name
+        )));
+    };
+    if gateway_namespace != namespace {
+        return Err(Refusal::Invalid(format!(
+            "ListenerSet {} is attached to Gateway {gateway_namespace}/{gateway_name} of another namespace: a DNSPolicy for it is not supported (a Gateway-wide policy of {gateway_namespace} publishes its listeners)",
+            target.name
+        )));
+    }
+    let gateway = gateway_of(&gateway_namespace, &gateway_name)?;
+    let sets = attached_to(&gateway);
+    if !sets
+        .listeners
+        .iter()
+        .any(|l| l.namespace == namespace && l.set == target.name)
+    {
+        let why = crate::decide::listener_sets::admits(&gateway, &namespace)
+            .err()
+            .unwrap_or_else(|| {
+                "none of its listeners is added (the Gateway-wide policy's status says why)".into()
+            });
+        return Err(Refusal::Invalid(format!(
+            "ListenerSet {} adds no listener to Gateway {gateway_name}: {why}",
+            target.name
+        )));
+    }
+    Ok((gateway, sets))
 }
 
 pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
     let namespace = policy.namespace().unwrap_or_default();
     let target = &policy.spec.target_ref;
-    target_namespace(policy)?;
-    let gateway_namespace = target
-        .namespace
-        .clone()
-        .unwrap_or_else(|| namespace.clone());
-    let Some(gateway) = ctx
-        .caches
-        .gateways
-        .get(Some(&gateway_namespace), &target.name)
-    else {
-        return Err(Refusal::TargetNotFound {
-            gateway: format!("{gateway_namespace}/{}", target.name),
-        });
-    };
-    let rivals = rivals(policy, &gateway_namespace, ctx);
-    let names: Vec<String> = gateway
-        .spec
-        .listeners
-        .iter()
-        .map(|l| l.name.clone())
-        .collect();
-    let taken = coverage(
+    let (gateway, sets) = policy_gateway(policy, ctx)?;
+    let gateway_namespace = gateway.namespace().unwrap_or_default();
+    let gateway_name = gateway.name_any();
+    let rivals = rivals(policy, (&gateway_namespace, &gateway_name), ctx);
+    let coverable = coverable(&gateway, &sets);
+    let covered = coverage(
         policy,
         &rivals,
-        &names,
-        &format!("{gateway_namespace}/{}", target.name),
+        &coverable,
+        &format!(
+            "{} {namespace}/{}",
+            if target.is_listener_set() {
+                "ListenerSet"
+            } else {
+                "Gateway"
+            },
+            target.name
+        ),
     )?;
     let strategy = routing_strategy(policy.spec.routing_strategy, &policy.spec.load_balancing)
         .map_err(|problem| Refusal::Invalid(problem.to_string()))?;
@@ -339,45 +539,42 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
         .collect();
     // In the order the API server lists them, so equal candidates resolve the same way.
     zones.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut listeners: Vec<ListenerRef> = gateway
+    // The Gateway's own listeners, then those of the ListenerSets it admits: the ones the
+    // policy covers.
+    let hostnames = gateway
         .spec
         .listeners
         .iter()
-        .filter(|l| !taken.contains(&l.name))
-        .map(|l| ListenerRef {
-            name: l.name.clone(),
-            hostname: l.hostname.clone(),
-        })
+        .map(|l| (l.name.clone(), l.hostname.clone()))
+        .chain(
+            sets.listeners
+                .iter()
+                .map(|l| (l.key.clone(), l.listener.hostname.clone())),
+        );
+    let listeners: Vec<ListenerRef> = hostnames
+        .filter(|(key, _)| covered.contains(key))
+        .map(|(name, hostname)| ListenerRef { name, hostname })
         .collect();
-    // The listeners of the ListenerSets the Gateway admits, as its own (a policy for one
-    // listener of the Gateway covers none of them).
-    let sets = crate::decide::listener_sets::attached(
-        &gateway,
-        &ctx.caches
-            .listener_sets
-            .group(&indexes::group_key(&gateway_namespace, &target.name)),
-    );
-    listeners.extend(
-        sets.listeners
-            .iter()
-            .filter(|l| l.publish)
-            .map(|l| ListenerRef {
-                name: l.key.clone(),
-                hostname: l.listener.hostname.clone(),
-            }),
-    );
-    let mut listener_set_problems = sets.problems;
-    let mut handed_over: Vec<String> = handed_over(policy, &rivals, &names, &taken)
+    let gateway_wide = !target.is_listener_set() && target.section_name.is_none();
+    // What the ListenerSets add is the Gateway-wide policy's to explain.
+    let mut listener_set_problems = if gateway_wide {
+        sets.problems
+    } else {
+        Vec::new()
+    };
+    let mut handed_over: Vec<String> = handed_over(policy, &rivals, &coverable, &covered)
         .iter()
-        .map(|listener| crate::decide::desired::record_name(&target.name, listener))
+        .map(|key| crate::decide::desired::record_name(&gateway_name, key))
         .collect();
     // Fail static: while ListenerSets cannot be read (not served, or not allowed), the records
     // their listeners published stay as they are: every record of the policy that none of
     // the Gateway's own listeners makes.
-    if !ctx.caches.listener_sets.readable() && target.section_name.is_none() {
-        let own: std::collections::BTreeSet<String> = names
+    if !ctx.caches.listener_sets.readable() && gateway_wide {
+        let own: std::collections::BTreeSet<String> = gateway
+            .spec
+            .listeners
             .iter()
-            .map(|listener| crate::decide::desired::record_name(&target.name, listener))
+            .map(|listener| crate::decide::desired::record_name(&gateway_name, &listener.name))
             .collect();
         let kept: Vec<String> = records_of(policy, ctx)
             .iter()
@@ -427,15 +624,17 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
     Ok(Seen {
         silence,
         gateway_ref: GatewayRef {
-            name: gateway.name_any(),
+            name: gateway_name,
             namespace: gateway_namespace,
         },
-        gateway,
         handed_over,
-        foreign_records: foreign_records(policy, &listeners, ctx),
+        foreign_records: foreign_records(policy, &gateway, &listeners, ctx),
+        gateway,
         listeners,
         listener_set_problems,
-        section: target.section_name.clone(),
+        gateway_wide,
+        coverable,
+        rivals,
         strategy,
         answer_ttl,
         excluded,
@@ -456,15 +655,16 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
 /// rewrite what its owner publishes.
 fn foreign_records(
     policy: &DNSPolicy,
+    gateway: &Gateway,
     listeners: &[ListenerRef],
     ctx: &Context,
 ) -> BTreeMap<String, String> {
     let namespace = policy.namespace().unwrap_or_default();
-    let gateway = &policy.spec.target_ref.name;
+    let gateway = gateway.name_any();
     listeners
         .iter()
         .filter_map(|listener| {
-            let name = crate::decide::desired::record_name(gateway, &listener.name);
+            let name = crate::decide::desired::record_name(&gateway, &listener.name);
             let record = ctx.caches.records.get(Some(&namespace), &name)?;
             Some((name, foreign_holder(&record, policy, ctx)?))
         })
@@ -485,8 +685,8 @@ pub fn foreign_holder(record: &DNSRecord, policy: &DNSPolicy, ctx: &Context) -> 
         return None;
     }
     let other = ctx.caches.policies.get(Some(&namespace), holder)?;
-    let (gateway_namespace, gateway) = indexes::policy_target(policy);
-    (!targets(&other, gateway_namespace, gateway))
+    let sets = ctx.caches.listener_sets.state();
+    (indexes::policy_gateway(&other, &sets) != indexes::policy_gateway(policy, &sets))
         .then(|| format!("DNSPolicy {holder}, which targets another Gateway"))
 }
 
@@ -607,15 +807,56 @@ mod tests {
         policy
     }
 
+    /// `name` created at second `created`, for the ListenerSet `set` (or its listener).
+    fn on_set(name: &str, created: i64, set: &str, section: Option<&str>) -> DNSPolicy {
+        let mut policy = on_web(name, created, section);
+        policy.spec.target_ref.kind = "ListenerSet".into();
+        policy.spec.target_ref.name = set.into();
+        policy
+    }
+
+    /// The Gateway's listeners `api`, `www` and `shop`, and the ListenerSet `team`'s `docs`
+    /// and `blog` (of the namespace), and `mallory`'s `docs` of another.
+    fn listeners() -> Vec<Coverable> {
+        let set = |namespace: &str, set: &str, name: &str| Coverable {
+            key: if namespace == "shop" {
+                format!("{set}.{name}")
+            } else {
+                format!("{namespace}.{set}.{name}")
+            },
+            set: Some((namespace.into(), set.into())),
+            name: name.into(),
+        };
+        vec![
+            Coverable::own("api"),
+            Coverable::own("www"),
+            Coverable::own("shop"),
+            set("shop", "team", "docs"),
+            set("shop", "team", "blog"),
+            set("mallory", "team", "docs"),
+        ]
+    }
+
+    fn keys(keys: &[&str]) -> Result<Vec<String>, Refusal> {
+        Ok(keys.iter().map(|k| k.to_string()).collect())
+    }
+
     #[test]
-    fn a_listener_policy_takes_its_listener_and_equals_conflict_oldest_first() {
-        let listeners = ["api".to_string(), "www".to_string(), "shop".to_string()];
+    fn the_most_specific_policy_covers_a_listener_and_equals_conflict_oldest_first() {
+        let listeners = listeners();
         let wide = on_web("wide", 10, None);
         let wide_later = on_web("wide-later", 20, None);
         let api = on_web("api", 30, Some("api"));
         let api_older = on_web("api-older", 5, Some("api"));
         let www = on_web("www", 40, Some("www"));
         let nowhere = on_web("nowhere", 50, Some("missing"));
+        // A Gateway listener policy does not name a ListenerSet's listener.
+        let docs_on_gateway = on_web("docs-on-gateway", 50, Some("docs"));
+        let team = on_set("team", 60, "team", None);
+        let blog = on_set("blog", 70, "team", Some("blog"));
+        let blog_later = on_set("blog-later", 80, "team", Some("blog"));
+        let team_api = on_set("team-api", 90, "team", Some("api"));
+        let other_set = on_set("other-set", 90, "other", None);
         let mut deleting = on_web("shop", 1, Some("shop"));
         deleting.metadata.deletion_timestamp = deleting.metadata.creation_timestamp.clone();
         let all = [
@@ -625,30 +866,40 @@ mod tests {
             api_older.clone(),
             www.clone(),
             nowhere.clone(),
+            team.clone(),
+            blog.clone(),
+            blog_later.clone(),
             deleting.clone(),
         ];
-        let conflicted = |holder: &str, gateway: &str| {
+        let conflicted = |holder: &str, target: &str| {
             Err(Refusal::Conflicted {
-                gateway: gateway.into(),
+                target: target.into(),
                 holder: holder.into(),
             })
         };
-        let cases: [(&DNSPolicy, Result<Vec<String>, Refusal>); 7] = [
-            // The Gateway-wide holder leaves every listener a listener policy targets (the
-            // one being deleted leaves its own back).
-            (&wide, Ok(vec!["api".into(), "www".into()])),
-            (&wide_later, conflicted("wide", "shop/web")),
-            (&api, conflicted("api-older", "shop/web listener api")),
-            (&api_older, Ok(vec![])),
-            (&www, Ok(vec![])),
-            (
-                &nowhere,
-                Err(Refusal::TargetNotFound {
-                    gateway: "shop/web listener missing".into(),
-                }),
-            ),
-            // A policy being deleted holds nothing: an equal younger one takes over.
-            (&on_web("shop-new", 60, Some("shop")), Ok(vec![])),
+        let not_found = |target: &str| {
+            Err(Refusal::TargetNotFound {
+                target: target.into(),
+            })
+        };
+        let cases: [(&DNSPolicy, Result<Vec<String>, Refusal>); 12] = [
+            // The Gateway-wide holder covers what no more specific policy holds: the listener
+            // being deleted leaves its own back, and another namespace's ListenerSet has no
+            // policy of this namespace.
+            (&wide, keys(&["shop", "mallory.team.docs"])),
+            (&wide_later, conflicted("wide", "t")),
+            (&api, conflicted("api-older", "t listener api")),
+            (&api_older, keys(&["api"])),
+            (&www, keys(&["www"])),
+            (&nowhere, not_found("t listener missing")),
+            (&docs_on_gateway, not_found("t listener docs")),
+            // The ListenerSet's policy leaves its listener to that listener's policy.
+            (&team, keys(&["team.docs"])),
+            (&blog, keys(&["team.blog"])),
+            (&blog_later, conflicted("blog", "t listener blog")),
+            // A ListenerSet policy names its own ListenerSet's listeners only.
+            (&team_api, not_found("t listener api")),
+            (&other_set, keys(&[])),
         ];
         for (policy, expected) in cases {
             let mut rivals = all.to_vec();
@@ -656,37 +907,48 @@ mod tests {
                 rivals.push(policy.clone());
             }
             assert_eq!(
-                coverage(policy, &rivals, &listeners, "shop/web"),
+                coverage(policy, &rivals, &listeners, "t"),
                 expected,
                 "{}",
                 policy.name_any()
             );
         }
+        // A younger equal takes over from one being deleted.
+        let shop_new = on_web("shop-new", 60, Some("shop"));
+        let mut rivals = all.to_vec();
+        rivals.push(shop_new.clone());
+        assert_eq!(
+            coverage(&shop_new, &rivals, &listeners, "t"),
+            keys(&["shop"])
+        );
     }
 
     #[test]
     fn each_listener_names_the_policy_that_covers_it() {
-        let listeners = [
-            "api".to_string(),
-            "www".to_string(),
-            "shop".to_string(),
-            "bad".to_string(),
-        ];
+        let mut listeners = listeners();
+        listeners.push(Coverable::own("bad"));
         let mut deleting = on_web("shop", 1, Some("shop"));
         deleting.metadata.deletion_timestamp = deleting.metadata.creation_timestamp.clone();
         let mut invalid = on_web("bad", 1, Some("bad"));
         invalid.spec.ttl = Some("soon".into());
+        let mut invalid_set = on_set("team-bad", 1, "team", None);
+        invalid_set.spec.ttl = Some("soon".into());
         let rivals = [
             on_web("wide-later", 20, None),
             on_web("wide", 10, None),
             on_web("api", 30, Some("api")),
             on_web("api-older", 5, Some("api")),
             on_web("nowhere", 50, Some("missing")),
+            on_set("blog", 70, "team", Some("blog")),
             deleting,
             invalid,
+            // The oldest for the ListenerSet cannot be enforced: nobody holds the ListenerSet,
+            // and the Gateway-wide policy covers it.
+            invalid_set,
+            on_set("team", 60, "team", None),
         ];
         let holders = listener_holders(&rivals, &listeners);
-        let expected: std::collections::BTreeMap<String, String> = [
+        let expected: BTreeMap<String, String> = [
             // The oldest of equals, as coverage has it.
             ("api", "api-older"),
             // No listener policy: the Gateway-wide holder.
@@ -694,6 +956,9 @@ mod tests {
             // One being deleted, or one that cannot be enforced, leaves it to the Gateway-wide.
             ("shop", "wide"),
             ("bad", "wide"),
+            ("team.docs", "wide"),
+            ("team.blog", "blog"),
+            ("mallory.team.docs", "wide"),
         ]
         .into_iter()
         .map(|(l, p)| (l.to_string(), p.to_string()))
@@ -708,28 +973,66 @@ mod tests {
     }
 
     #[test]
-    fn a_deleted_listener_policy_hands_its_record_back_to_the_gateway_wide_one_for_a_while() {
-        let mut api = on_web("api", 30, Some("api"));
-        let deleted_at = Timestamp::from_second(100).unwrap();
-        api.metadata.deletion_timestamp = Some(
-            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(deleted_at),
+    fn a_policy_leaves_the_records_of_listeners_another_covers() {
+        let listeners = listeners();
+        let wide = on_web("wide", 10, None);
+        let api = on_web("api", 30, Some("api"));
+        let team = on_set("team", 60, "team", None);
+        let rivals = [wide.clone(), api.clone(), team.clone()];
+        let left = |policy: &DNSPolicy| {
+            let covered = coverage(policy, &rivals, &listeners, "t").unwrap();
+            handed_over(policy, &rivals, &listeners, &covered)
+        };
+        assert_eq!(left(&wide), ["api", "team.docs", "team.blog"]);
+        // A narrower policy leaves what the others cover: a record of a listener it had passes
+        // to the one covering it now.
+        assert_eq!(
+            left(&api),
+            ["www", "shop", "team.docs", "team.blog", "mallory.team.docs"]
         );
+        assert_eq!(left(&team), ["api", "www", "shop", "mallory.team.docs"]);
+        // Alone, a ListenerSet's policy leaves nothing to anyone.
+        let alone = [team.clone()];
+        let covered = coverage(&team, &alone, &listeners, "t").unwrap();
+        assert!(handed_over(&team, &alone, &listeners, &covered).is_empty());
+    }
+
+    #[test]
+    fn a_deleted_narrower_policy_hands_its_records_back_to_the_next_for_a_while() {
+        let listeners = listeners();
+        let deleted_at = Timestamp::from_second(100).unwrap();
+        let deleted = |mut policy: DNSPolicy| {
+            policy.metadata.deletion_timestamp = Some(
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(deleted_at),
+            );
+            policy
+        };
+        let api = deleted(on_web("api", 30, Some("api")));
         let wide = on_web("wide", 10, None);
         let grace = HANDOVER_GRACE.as_secs() as i64;
         let at = |seconds: i64| Timestamp::from_second(100 + seconds).unwrap();
-        assert_eq!(
-            handed_back(&api, &[api.clone(), wide.clone()], at(1)),
-            ["web-api"]
-        );
-        assert!(handed_back(&api, &[api.clone(), wide.clone()], at(grace)).is_empty());
+        let back = |policy: &DNSPolicy, rivals: &[DNSPolicy], now| {
+            handed_back(policy, rivals, "web", &listeners, now)
+        };
+        assert_eq!(back(&api, &[api.clone(), wide.clone()], at(1)), ["web-api"]);
+        assert!(back(&api, &[api.clone(), wide.clone()], at(grace)).is_empty());
         // No Gateway-wide policy to take it, or that one is going too: withdrawn.
-        assert!(handed_back(&api, std::slice::from_ref(&api), at(1)).is_empty());
-        let mut going = wide.clone();
-        going.metadata.deletion_timestamp = api.metadata.deletion_timestamp.clone();
-        assert!(handed_back(&api, &[api.clone(), going], at(1)).is_empty());
+        assert!(back(&api, std::slice::from_ref(&api), at(1)).is_empty());
+        let going = deleted(wide.clone());
+        assert!(back(&api, &[api.clone(), going.clone()], at(1)).is_empty());
         // A Gateway-wide policy hands nothing back.
-        let mut wide_deleted = wide.clone();
-        wide_deleted.metadata.deletion_timestamp = api.metadata.deletion_timestamp.clone();
-        assert!(handed_back(&wide_deleted, &[wide_deleted.clone(), api.clone()], at(1)).is_empty());
+        assert!(back(&going, &[going.clone(), api.clone()], at(1)).is_empty());
+        // A ListenerSet's policy hands its listeners back to the Gateway-wide one, and to the
+        // policy of one of them.
+        let team = deleted(on_set("team", 60, "team", None));
+        let blog = on_set("blog", 70, "team", Some("blog"));
+        assert_eq!(
+            back(&team, &[team.clone(), wide.clone()], at(1)),
+            ["web-team.docs", "web-team.blog"]
+        );
+        assert_eq!(
+            back(&team, &[team.clone(), blog.clone()], at(1)),
+            ["web-team.blog"]
+        );
     }
 }

@@ -53,7 +53,8 @@ pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> 
 
 pub async fn reconcile(policy: Arc<DNSPolicy>, ctx: Arc<Context>) -> Result<Action, Error> {
     let held = policy.finalizers().iter().any(|f| f == FINALIZER);
-    if !held && policy.spec.target_ref.section_name.is_none() {
+    let target = &policy.spec.target_ref;
+    if !held && !target.is_listener_set() && target.section_name.is_none() {
         // No finalizer: it would cost every policy a write at creation. A deleted policy's
         // records delete themselves ([`crate::reconcile::dns_record`]).
         return counted(&*policy, &ctx, CONTROLLER, async {
@@ -65,7 +66,8 @@ pub async fn reconcile(policy: Arc<DNSPolicy>, ctx: Arc<Context>) -> Result<Acti
         })
         .await;
     }
-    // A policy for one listener, or one enforced by an earlier release, holds the finalizer.
+    // A policy for one listener or a ListenerSet, or one enforced by an earlier release, holds
+    // the finalizer.
     with_finalizer(
         policy,
         &ctx,
@@ -114,26 +116,29 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
         desired.records.retain(|r| r.name != name);
         desired.problems.push(note);
     }
-    // Every policy on the Gateway, and each listener's, so that its conditions say the same
-    // whoever writes them.
-    let rivals = gather::rivals(policy, &seen.gateway_ref.namespace, ctx);
-    let mut on_gateway: Vec<String> = rivals
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .map(|p| p.name_any())
-        .collect();
-    on_gateway.sort();
-    on_gateway.dedup();
-    let listeners: Vec<String> = seen
-        .gateway
-        .spec
-        .listeners
-        .iter()
-        .map(|l| l.name.clone())
-        .collect();
-    let holders = gather::listener_holders(&rivals, &listeners);
-    crate::reconcile::gateway_status::mark_gateway(&seen.gateway, &on_gateway, &holders, ctx)
-        .await?;
+    // Every policy targeting the Gateway, and each listener's, so that its conditions say the
+    // same whoever writes them. A policy for a ListenerSet marks no Gateway (the Gateway's
+    // conditions are its team's; the ListenerSet's status is not written).
+    if !policy.spec.target_ref.is_listener_set() {
+        let mut on_gateway: Vec<String> = seen
+            .rivals
+            .iter()
+            .filter(|p| !p.spec.target_ref.is_listener_set())
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .map(|p| p.name_any())
+            .collect();
+        on_gateway.sort();
+        on_gateway.dedup();
+        let own: Vec<gather::Coverable> = seen
+            .coverable
+            .iter()
+            .filter(|l| l.set.is_none())
+            .cloned()
+            .collect();
+        let holders = gather::listener_holders(&seen.rivals, &own);
+        crate::reconcile::gateway_status::mark_gateway(&seen.gateway, &on_gateway, &holders, ctx)
+            .await?;
+    }
     let enforced = status::enforced_state(&desired, &records);
     if let Some(wait) = status::first_status_wait(
         policy,
@@ -173,17 +178,13 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
 /// Deletes the policy's DNSRecords and waits until they are gone (each withdraws its DNS as
 /// it goes), then takes the policy's condition off its Gateway.
 ///
-/// A policy for one listener of a Gateway that a Gateway-wide policy also targets leaves its
-/// record to that policy, which takes it over in place ([`gather::handed_back`]): the
-/// listener's DNS passes from one to the other without being withdrawn.
+/// A policy for one listener, or for a ListenerSet, whose listeners another policy covers
+/// next (the Gateway-wide one) leaves their records to it, which takes them over in place
+/// ([`gather::handed_back`]): the listeners' DNS passes from one to the other without being
+/// withdrawn.
 async fn remove(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
-    // A policy naming another namespace's Gateway never marked it, and does not unmark it.
-    let gateway_namespace = gather::target_namespace(policy).ok();
-    let rivals = gateway_namespace
-        .as_deref()
-        .map(|namespace| gather::rivals(policy, namespace, ctx))
-        .unwrap_or_default();
-    let handed_back = gather::handed_back(policy, &rivals, (ctx.clock)());
+    let (gateway, rivals, listeners) = gather::remembered_gateway(policy, ctx);
+    let handed_back = gather::handed_back(policy, &rivals, &gateway.1, &listeners, (ctx.clock)());
     let remaining = apply::delete_records(policy, &handed_back, ctx).await?;
     if remaining > 0 {
         return Err(Error::Waiting(if handed_back.is_empty() {
@@ -193,25 +194,24 @@ async fn remove(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
             )
         } else {
             format!(
-                "DNSRecord {} of DNSPolicy {} is being taken over by the Gateway-wide policy",
+                "DNSRecords {} of DNSPolicy {} are being taken over by the policy covering their listeners",
                 handed_back.join(", "),
                 policy.name_any()
             )
         }));
     }
-    let Some(gateway_namespace) = gateway_namespace else {
+    // A policy naming another namespace's Gateway never marked it, and does not unmark it;
+    // nor does one for a ListenerSet.
+    if gather::target_namespace(policy).is_err() || policy.spec.target_ref.is_listener_set() {
         return Ok(Action::await_change());
-    };
-    // Another policy still on the Gateway keeps its condition.
-    let others = rivals
-        .iter()
-        .any(|p| p.uid() != policy.uid() && p.metadata.deletion_timestamp.is_none());
-    if !others
-        && let Some(gateway) = ctx
-            .caches
-            .gateways
-            .get(Some(&gateway_namespace), &policy.spec.target_ref.name)
-    {
+    }
+    // Another policy still targeting the Gateway keeps its condition.
+    let others = rivals.iter().any(|p| {
+        p.uid() != policy.uid()
+            && p.metadata.deletion_timestamp.is_none()
+            && !p.spec.target_ref.is_listener_set()
+    });
+    if !others && let Some(gateway) = ctx.caches.gateways.get(Some(&gateway.0), &gateway.1) {
         crate::reconcile::gateway_status::unmark_gateway(&gateway, ctx).await?;
     }
     Ok(Action::await_change())

@@ -26,23 +26,19 @@ pub type Condition = (bool, &'static str, String);
 /// `Accepted` and `Enforced` for a policy that cannot be enforced.
 pub fn refused(refusal: &Refusal) -> (Condition, Condition) {
     match refusal {
-        Refusal::TargetNotFound { gateway } => (
+        Refusal::TargetNotFound { target } => (
             (
                 false,
                 reasons::TARGET_NOT_FOUND,
-                format!("Gateway {gateway} not found"),
+                format!("{target} not found"),
             ),
-            (
-                false,
-                enforced::UNKNOWN,
-                "the target Gateway does not exist".into(),
-            ),
+            (false, enforced::UNKNOWN, "the target does not exist".into()),
         ),
-        Refusal::Conflicted { gateway, holder } => (
+        Refusal::Conflicted { target, holder } => (
             (
                 false,
                 reasons::CONFLICTED,
-                format!("Gateway {gateway} is already targeted by DNSPolicy {holder}"),
+                format!("{target} is already targeted by DNSPolicy {holder}"),
             ),
             (
                 false,
@@ -649,14 +645,14 @@ mod tests {
         let cases = [
             (
                 Refusal::TargetNotFound {
-                    gateway: "gw/web".into(),
+                    target: "Gateway gw/web".into(),
                 },
                 reasons::TARGET_NOT_FOUND,
                 "Gateway gw/web not found",
             ),
             (
                 Refusal::Conflicted {
-                    gateway: "gw/web".into(),
+                    target: "Gateway gw/web".into(),
                     holder: "first".into(),
                 },
                 reasons::CONFLICTED,

@@ -42,34 +42,48 @@ pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSPolic
                 Change::Deleted(gateway) => gateway,
                 Change::Relisted => return Vec::new(),
             };
-            let target = (gateway.namespace().unwrap_or_default(), gateway.name_any());
-            let rivals = caches
-                .policies
-                .group(&indexes::group_key(&target.0, &target.1));
-            indexes::policies_targeting(&rivals, &[target].into())
+            super::gather::policies_on_gateway(
+                &caches,
+                &gateway.namespace().unwrap_or_default(),
+                &gateway.name_any(),
+            )
+            .iter()
+            .map(|p| ObjectRef::from_obj(&**p))
+            .collect()
         }
     };
     // A policy appearing, changing or going changes which listeners its rivals on the same
     // Gateway cover (a section-targeted one takes its listener from a Gateway-wide one) and
-    // which of equals holds the Gateway.
+    // which of equals holds the Gateway: the rivals on the Gateway it was on, and on the one
+    // it is on.
     let by_rival = {
         let caches = caches.clone();
         move |change: &Change<DNSPolicy>| {
-            let policy = match change {
+            let (policy, before) = match change {
                 Change::Applied { old, new } if policy_changed_for_rivals(old.as_deref(), new) => {
-                    new
+                    (new, old.as_deref())
                 }
-                Change::Deleted(policy) => policy,
+                Change::Deleted(policy) => (policy, None),
                 _ => return Vec::new(),
             };
-            let (namespace, name) = indexes::policy_target(policy);
-            let target = (namespace.to_string(), name.to_string());
-            let rivals = caches.policies.group(&indexes::group_key(namespace, name));
-            let own = ObjectRef::from_obj(&**policy);
-            indexes::policies_targeting(&rivals, &[target].into())
+            let sets = caches.listener_sets.state();
+            let gateways: BTreeSet<(String, String)> = [Some(&**policy), before]
                 .into_iter()
+                .flatten()
+                .filter_map(|p| indexes::policy_gateway(p, &sets))
+                .collect();
+            let own = ObjectRef::from_obj(&**policy);
+            let mut rivals: Vec<ObjectRef<DNSPolicy>> = gateways
+                .iter()
+                .flat_map(|(namespace, name)| {
+                    super::gather::policies_on_gateway(&caches, namespace, name)
+                })
+                .map(|p| ObjectRef::from_obj(&*p))
                 .filter(|rival| *rival != own)
-                .collect()
+                .collect();
+            rivals.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+            rivals.dedup();
+            rivals
         }
     };
     let by_record = {
@@ -103,12 +117,17 @@ pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSPolic
             };
             if freed {
                 let name = record.name_any();
+                // A policy for a ListenerSet names its records after the ListenerSet's
+                // Gateway: it looks again whatever the name.
                 policies.extend(
                     policies_store
                         .state()
                         .iter()
                         .filter(|p| p.namespace().as_deref() == Some(namespace.as_str()))
-                        .filter(|p| name.starts_with(&format!("{}-", p.spec.target_ref.name)))
+                        .filter(|p| {
+                            p.spec.target_ref.is_listener_set()
+                                || name.starts_with(&format!("{}-", p.spec.target_ref.name))
+                        })
                         .map(|p| ObjectRef::from_obj(&**p)),
                 );
             }
@@ -162,6 +181,7 @@ fn hub_triggers(
         move |cluster: &str| {
             indexes::policies_on_cluster(
                 &caches.policies.state(),
+                &caches.listener_sets.state(),
                 &caches.gateways.state(),
                 &caches.decisions.state(),
                 cluster,
@@ -175,6 +195,7 @@ fn hub_triggers(
                 let placements = indexes::placement_of(decision).into_iter().collect();
                 indexes::policies_of_placements(
                     &caches.policies.state(),
+                    &caches.listener_sets.state(),
                     &caches.gateways.state(),
                     &placements,
                 )
@@ -203,7 +224,8 @@ fn hub_triggers(
         }
     };
     // A ListenerSet adds, changes or takes away listeners of the Gateway it names (of both, when
-    // it moves from one to another).
+    // it moves from one to another), and concerns the policies targeting it (one that names
+    // no Gateway, or is gone, is refused).
     let by_listener_set = {
         let caches = caches.clone();
         move |change: &Change<ListenerSet>| {
@@ -211,12 +233,19 @@ fn hub_triggers(
                 return Vec::new();
             };
             let gateways = indexes::gateways_of_listener_set_change(before, after);
+            let targeting = [before, after].into_iter().flatten().flat_map(|set| {
+                caches.policies.group(&indexes::listener_set_policies(
+                    &set.namespace().unwrap_or_default(),
+                    &set.name_any(),
+                ))
+            });
             let mut policies: Vec<ObjectRef<DNSPolicy>> = gateways
                 .iter()
                 .flat_map(|(namespace, name)| {
-                    let rivals = caches.policies.group(&indexes::group_key(namespace, name));
-                    indexes::policies_targeting(&rivals, &gateways)
+                    super::gather::policies_on_gateway(&caches, namespace, name)
                 })
+                .chain(targeting)
+                .map(|p| ObjectRef::from_obj(&*p))
                 .collect();
             policies.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
             policies.dedup();
@@ -266,6 +295,7 @@ fn silences(ctx: &Arc<Context>) -> BoxStream<'static, ObjectRef<DNSPolicy>> {
         let caches = &watch.ctx.caches;
         let policies = indexes::policies_on_cluster(
             &caches.policies.state(),
+            &caches.listener_sets.state(),
             &caches.gateways.state(),
             &caches.decisions.state(),
             &silent,

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use kube::ResourceExt;
 use meridian_api::kuadrant::{DNSHealthCheckProbe, DNSRecord, ManagedZone};
 use meridian_api::meridian::{ProbeReport, ProbeResults, probe_shard};
-use meridian_api::upstream::{Gateway, PlacementDecision};
+use meridian_api::upstream::{Gateway, ListenerSet, PlacementDecision};
 
 use super::reasons;
 use crate::Context;
@@ -119,15 +119,25 @@ pub(super) fn voters(record: &DNSRecord, ctx: &Context) -> std::collections::BTr
         .map(|name| ctx.caches.policies.get(namespace.as_deref(), name));
     // Only the Gateways and decisions the voters can come from, by key: this runs for every
     // health-checked record of the fleet.
-    let gateways: Vec<Arc<Gateway>> = match &policy {
-        Some(Some(policy)) => {
-            let (gateway_namespace, name) = indexes::policy_target(policy);
+    // A policy for a ListenerSet answers for the ListenerSet's Gateway.
+    let sets: Vec<Arc<ListenerSet>> = match &policy {
+        Some(Some(policy)) if policy.spec.target_ref.is_listener_set() => {
+            let (set_namespace, name) = indexes::policy_target(policy);
             ctx.caches
-                .gateways
-                .get(Some(gateway_namespace), name)
+                .listener_sets
+                .get(Some(set_namespace), name)
                 .into_iter()
                 .collect()
         }
+        _ => Vec::new(),
+    };
+    let gateways: Vec<Arc<Gateway>> = match &policy {
+        Some(Some(policy)) => indexes::policy_gateway(policy, &sets)
+            .and_then(|(gateway_namespace, name)| {
+                ctx.caches.gateways.get(Some(&gateway_namespace), &name)
+            })
+            .into_iter()
+            .collect(),
         Some(None) => Vec::new(),
         None => ctx
             .caches
@@ -146,10 +156,16 @@ pub(super) fn voters(record: &DNSRecord, ctx: &Context) -> std::collections::BTr
                 .group(&indexes::group_key(namespace, placement))
         })
         .collect();
-    indexes::record_voters(record, policy.flatten().as_deref(), &gateways, &decisions)
-        .into_iter()
-        .filter(|cluster| ctx.caches.clusters.get(None, cluster).is_some())
-        .collect()
+    indexes::record_voters(
+        record,
+        policy.flatten().as_deref(),
+        &sets,
+        &gateways,
+        &decisions,
+    )
+    .into_iter()
+    .filter(|cluster| ctx.caches.clusters.get(None, cluster).is_some())
+    .collect()
 }
 
 /// One cluster's probe results, over its shards.
