@@ -8,7 +8,8 @@
 //! - one in a namespace the Gateway does not admit adds nothing, whatever it names; the
 //!   Gateway's policy says how many, naming a few (a line each would let any namespace fill
 //!   another team's status);
-//! - the Gateway's own listeners come first, then the ListenerSets oldest first: a listener
+//! - the Gateway's own listeners come first, then its namespace's ListenerSets, then other
+//!   namespaces', each oldest first: a listener
 //!   whose hostname an earlier one has is copied to the spokes (its port or protocol may
 //!   differ: the gateway implementation settles conflicts) but publishes no DNS of its own, so a
 //!   ListenerSet never takes over the DNS of the Gateway's own hostnames;
@@ -119,8 +120,11 @@ pub fn attached(gateway: &Gateway, sets: &[Arc<ListenerSet>]) -> Attached {
         .filter(|s| s.metadata.deletion_timestamp.is_none())
         .filter(|s| names_gateway(s, &gateway_namespace, &gateway_name))
         .collect();
+    // The Gateway's own namespace's first: another namespace's ListenerSet, however old, never
+    // takes a hostname or the room of the Gateway team's own.
     naming.sort_by_key(|s| {
         (
+            s.namespace().as_deref() != Some(gateway_namespace.as_str()),
             s.metadata.creation_timestamp.as_ref().map(|t| t.0),
             s.namespace(),
             s.name_any(),
@@ -428,17 +432,18 @@ mod tests {
             copy_name("shop", "api", "mallory", "extra")
         );
 
-        // Admitting every namespace: another namespace's listener is keyed with it.
+        // Admitting every namespace: another namespace's listener is keyed with it, and comes
+        // after the Gateway's namespace's, however old.
         let all = attached(&gateway(Some("All")), &sets);
         let keys: Vec<&str> = all.listeners.iter().map(|l| l.key.as_str()).collect();
         assert_eq!(
             keys,
             [
-                "mallory.steal.a",
                 "early.a",
                 "early.own",
                 "late.a",
-                "late.b"
+                "late.b",
+                "mallory.steal.a"
             ]
         );
 
@@ -507,6 +512,42 @@ mod tests {
                 100 - MAX_SET_LISTENERS - MAX_PROBLEM_LINES
             )
         );
+    }
+
+    /// An older ListenerSet of another namespace takes neither a hostname nor the room of the
+    /// Gateway namespace's own ListenerSets.
+    #[test]
+    fn the_gateways_namespace_comes_before_older_listener_sets_of_others() {
+        let to_web = json!({ "name": "web", "namespace": "shop" });
+        let all = gateway(Some("All"));
+        let mut crowd: Vec<(String, String)> = (0..MAX_SET_LISTENERS)
+            .map(|i| (format!("l{i}"), format!("l{i}.example.com")))
+            .collect();
+        crowd.push(("docs".into(), "docs.example.com".into()));
+        let crowd: Vec<(&str, &str)> = crowd
+            .iter()
+            .map(|(l, h)| (l.as_str(), h.as_str()))
+            .collect();
+        let sets = [
+            set("mallory", "crowd", EARLY, to_web.clone(), &crowd),
+            set(
+                "shop",
+                "team",
+                LATE,
+                to_web,
+                &[("docs", "docs.example.com")],
+            ),
+        ];
+        let found = attached(&all, &sets);
+        let docs: Vec<(&str, bool)> = found
+            .listeners
+            .iter()
+            .filter(|l| l.listener.hostname.as_deref() == Some("docs.example.com"))
+            .map(|l| (l.key.as_str(), l.publish))
+            .collect();
+        assert_eq!(docs, [("team.docs", true)]);
+        assert_eq!(found.listeners.len(), MAX_SET_LISTENERS);
+        assert_eq!(found.listeners[0].set, "team");
     }
 
     /// A ListenerSet of the Gateway's namespace whose key is one of the Gateway's own listener

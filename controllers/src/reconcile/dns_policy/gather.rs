@@ -175,10 +175,10 @@ fn specificity(policy: &DNSPolicy, listener: &Coverable) -> Option<u8> {
 
 /// Whether two policies target the same thing: they are equals, and the oldest holds it.
 fn same_scope(a: &DNSPolicy, b: &DNSPolicy) -> bool {
-    let (a, b) = (&a.spec.target_ref, &b.spec.target_ref);
-    a.is_listener_set() == b.is_listener_set()
-        && a.name == b.name
-        && a.section_name == b.section_name
+    indexes::policy_target(a) == indexes::policy_target(b) && {
+        let (a, b) = (&a.spec.target_ref, &b.spec.target_ref);
+        a.is_listener_set() == b.is_listener_set() && a.section_name == b.section_name
+    }
 }
 
 /// The policy among `rivals` that holds what `policy` targets (itself, or an equal).
@@ -330,7 +330,11 @@ pub fn policies_on_gateway(
                     &set.name_any(),
                 ))
                 .into_iter()
-                .filter(|p| p.spec.target_ref.is_listener_set()),
+                // Another namespace's policy naming it is refused, and covers nothing.
+                .filter(|p| {
+                    p.spec.target_ref.is_listener_set()
+                        && p.metadata.namespace.as_deref() == Some(set_namespace.as_str())
+                }),
         );
     }
     policies
@@ -391,32 +395,82 @@ pub fn handed_back(
 }
 
 /// For a policy being deleted: its Gateway (namespace, name), the policies of its namespace
-/// on it, and the listeners they may cover. A Gateway gone leaves a listener policy its one
-/// listener, so its record still passes to the Gateway-wide policy.
-pub fn remembered_gateway(
-    policy: &DNSPolicy,
-    ctx: &Context,
-) -> ((String, String), Vec<DNSPolicy>, Vec<Coverable>) {
+/// on it, and the listeners they may cover. A Gateway gone leaves a policy for a listener, or
+/// for a ListenerSet, the listeners it named, so their records still pass to the Gateway-wide
+/// policy. `None` while ListenerSets cannot be read: which records pass to whom is not known.
+pub fn remembered_gateway(policy: &DNSPolicy, ctx: &Context) -> Option<Remembered> {
     let namespace = policy.namespace().unwrap_or_default();
     let target = &policy.spec.target_ref;
-    match policy_gateway(policy, ctx) {
-        Ok((gateway, sets)) => {
-            let key = (gateway.namespace().unwrap_or_default(), gateway.name_any());
-            let rivals = rivals(policy, (&key.0, &key.1), ctx);
-            (key, rivals, coverable(&gateway, &sets))
-        }
-        Err(_) if !target.is_listener_set() && target_namespace(policy).is_ok() => {
-            let key = (namespace, target.name.clone());
-            let rivals = rivals(policy, (&key.0, &key.1), ctx);
-            let listeners = target
-                .section_name
-                .iter()
-                .map(|s| Coverable::own(s))
-                .collect();
-            (key, rivals, listeners)
-        }
-        Err(_) => ((namespace, target.name.clone()), Vec::new(), Vec::new()),
+    if let Ok((gateway, sets)) = policy_gateway(policy, ctx) {
+        let key = (gateway.namespace().unwrap_or_default(), gateway.name_any());
+        let rivals = rivals(policy, (&key.0, &key.1), ctx);
+        return Some(Remembered {
+            listeners: coverable(&gateway, &sets),
+            gateway: key,
+            rivals,
+        });
     }
+    let nothing = |namespace: String| Remembered {
+        gateway: (namespace, target.name.clone()),
+        rivals: Vec::new(),
+        listeners: Vec::new(),
+    };
+    if target_namespace(policy).is_err() {
+        return Some(nothing(namespace));
+    }
+    if !target.is_listener_set() {
+        let key = (namespace, target.name.clone());
+        let rivals = rivals(policy, (&key.0, &key.1), ctx);
+        let listeners = target
+            .section_name
+            .iter()
+            .map(|s| Coverable::own(s))
+            .collect();
+        return Some(Remembered {
+            gateway: key,
+            rivals,
+            listeners,
+        });
+    }
+    if !ctx.caches.listener_sets.readable() {
+        return None;
+    }
+    // The ListenerSet is gone (its listeners with it), or names another namespace's Gateway
+    // (the policy was refused), or its Gateway is gone.
+    let set = ctx.caches.listener_sets.get(Some(&namespace), &target.name);
+    let parent = set
+        .as_deref()
+        .and_then(crate::decide::listener_sets::parent)
+        .filter(|(gateway_namespace, _)| *gateway_namespace == namespace);
+    let (Some(set), Some(key)) = (set, parent) else {
+        return Some(nothing(namespace));
+    };
+    let rivals = rivals(policy, (&key.0, &key.1), ctx);
+    let listeners = set
+        .spec
+        .listeners
+        .iter()
+        .map(|l| Coverable {
+            key: format!("{}.{}", target.name, l.name),
+            set: Some((namespace.clone(), target.name.clone())),
+            name: l.name.clone(),
+        })
+        .collect();
+    Some(Remembered {
+        gateway: key,
+        rivals,
+        listeners,
+    })
+}
+
+/// What a deleted policy's records pass by ([`remembered_gateway`]).
+pub struct Remembered {
+    /// Its Gateway: namespace, name.
+    pub gateway: (String, String),
+    /// The policies of its namespace on that Gateway, itself among them.
+    pub rivals: Vec<DNSPolicy>,
+    /// The listeners they may cover.
+    pub listeners: Vec<Coverable>,
 }
 
 /// The Gateway a policy is enforced on, and the ListenerSets attached to it: the Gateway it
@@ -493,6 +547,20 @@ fn policy_gateway(
             });
         return Err(Refusal::Invalid(format!(
             "ListenerSet {} adds no listener to Gateway {gateway_name}: {why}",
+            target.name
+        )));
+    }
+    if let Some(section) = target.section_name.as_deref()
+        && set.spec.listeners.iter().any(|l| l.name == section)
+        && !sets.listeners.iter().any(|l| {
+            l.publish
+                && l.namespace == namespace
+                && l.set == target.name
+                && l.listener.name == section
+        })
+    {
+        return Err(Refusal::Invalid(format!(
+            "listener {section} of ListenerSet {} publishes no DNS on Gateway {gateway_name} (an earlier listener has its hostname, or it is refused: the Gateway-wide policy's status says why)",
             target.name
         )));
     }
@@ -859,7 +927,12 @@ mod tests {
         let other_set = on_set("other-set", 90, "other", None);
         let mut deleting = on_web("shop", 1, Some("shop"));
         deleting.metadata.deletion_timestamp = deleting.metadata.creation_timestamp.clone();
+        // An older policy for a ListenerSet of that name in another namespace (refused) is no
+        // equal of the one for this namespace's.
+        let mut elsewhere = on_set("elsewhere", 1, "team", None);
+        elsewhere.spec.target_ref.namespace = Some("mallory".into());
         let all = [
+            elsewhere,
             wide.clone(),
             wide_later.clone(),
             api.clone(),

@@ -183,7 +183,18 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
 /// ([`gather::handed_back`]): the listeners' DNS passes from one to the other without being
 /// withdrawn.
 async fn remove(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
-    let (gateway, rivals, listeners) = gather::remembered_gateway(policy, ctx);
+    let Some(gather::Remembered {
+        gateway,
+        rivals,
+        listeners,
+    }) = gather::remembered_gateway(policy, ctx)
+    else {
+        // Fail static: which policy takes its listeners next is not known; nothing is deleted.
+        return Err(Error::Waiting(format!(
+            "ListenerSets cannot be read (not served, or not allowed): the DNSRecords of DNSPolicy {} stay until they can",
+            policy.name_any()
+        )));
+    };
     let handed_back = gather::handed_back(policy, &rivals, &gateway.1, &listeners, (ctx.clock)());
     let remaining = apply::delete_records(policy, &handed_back, ctx).await?;
     if remaining > 0 {
