@@ -67,3 +67,8 @@ pub fn is_object_name(value: &str) -> bool {
         && edge(value.chars().next())
         && edge(value.chars().next_back())
 }
+
+/// On a ListenerSet's copy beside a downstream Gateway: what the hub calls its listeners,
+/// `<set>` or `<namespace>.<set>`, so that the agent reports each as `<key>.<listener>`, the
+/// name the hub publishes it under.
+pub const LISTENER_SET_KEY_ANNOTATION: &str = "meridian.dev/listener-set-key";

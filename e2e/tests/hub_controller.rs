@@ -839,6 +839,42 @@ async fn listener_sets_add_listeners_the_gateway_admits(
     assert_eq!(copy.spec.parent_ref.name, GATEWAY);
     assert_eq!(copy.spec.listeners.len(), 1);
     assert_eq!(copy.spec.listeners[0].hostname.as_deref(), Some(SHOP));
+    // The spoke's gateway implementation counts the routes on the copy's listener: the agent
+    // reports them under the name the hub publishes the listener by.
+    copies
+        .patch_status(
+            &copy.name_any(),
+            &PatchParams::apply("gateway-implementation").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
+                "status": { "listeners": [
+                    { "name": "shop", "attachedRoutes": 3, "supportedKinds": [], "conditions": [] },
+                ] },
+            })),
+        )
+        .await?;
+    let reports = Api::<ClusterReport>::namespaced(hub.clone(), "spoke-1");
+    eventually(
+        "spoke-1 reports the ListenerSet listener's routes",
+        DEFAULT_PATIENCE,
+        || {
+            let reports = reports.clone();
+            let downstream = downstream.clone();
+            async move {
+                let report = reports.get(meridian_api::names::CLUSTER_REPORT).await?;
+                let routes = report
+                    .spec
+                    .gateways
+                    .iter()
+                    .filter(|g| g.name == GATEWAY && g.namespace == downstream)
+                    .flat_map(|g| g.listeners.iter())
+                    .find(|l| l.name == "extra.shop")
+                    .map(|l| l.attached_routes);
+                Ok((routes == Some(3)).then_some(()))
+            }
+        },
+    )
+    .await?;
     let copied_gateway = Api::<Gateway>::namespaced(spoke.clone(), &downstream)
         .get(GATEWAY)
         .await?;

@@ -219,11 +219,22 @@ fn listener_set_copies(gateway: &Gateway, sets: &[SetListener], downstream: &str
     copies
         .into_iter()
         .map(|(name, listeners)| {
+            // What the hub calls the set's listeners (`<key>.<listener>`), for the agent's
+            // report of them.
+            let key = listeners
+                .first()
+                .and_then(|l| l.key.strip_suffix(&format!(".{}", l.listener.name)))
+                .unwrap_or_default()
+                .to_string();
             let listeners: Vec<&Listener> = listeners.iter().map(|l| &l.listener).collect();
             json!({
                 "apiVersion": "gateway.networking.k8s.io/v1",
                 "kind": "ListenerSet",
-                "metadata": { "name": name, "namespace": downstream },
+                "metadata": {
+                    "name": name,
+                    "namespace": downstream,
+                    "annotations": { meridian_api::names::LISTENER_SET_KEY_ANNOTATION: key },
+                },
                 "spec": {
                     "parentRef": {
                         "group": "gateway.networking.k8s.io", "kind": "Gateway",
@@ -639,6 +650,9 @@ pub fn agent_manifests(
                 // The hostnames of HTTPRoutes on wildcard listeners, which the hub probes them
                 // through (routes may attach from any namespace the listener allows: read only).
                 { "apiGroups": ["gateway.networking.k8s.io"], "resources": ["httproutes"], "verbs": ["get", "list", "watch"] },
+                // The routes attached to the listeners of ListenerSets copied beside the
+                // downstream Gateways (their status), reported as the Gateway's own are.
+                { "apiGroups": ["gateway.networking.k8s.io"], "resources": ["listenersets"], "verbs": ["get", "list", "watch"] },
                 // The cluster ID (kube-system's UID) and the namespace labels routers select.
                 { "apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"] },
                 // Route scheduling: routes and their status, routers and their Services, bindings.

@@ -19,7 +19,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use meridian_api::meridian::{ClusterReport, ClusterReportSpec, GatewayReport, RouterShardReport};
-use meridian_api::upstream::{Gateway, HTTPRoute};
+use meridian_api::upstream::{Gateway, HTTPRoute, ListenerSet};
 use rand::Rng;
 use serde_json::json;
 
@@ -33,11 +33,12 @@ pub const REPORT_REFRESH_HEARTBEATS: u32 = 10;
 /// Downstream Gateways live in namespaces with this prefix (`kuadrant-<hub namespace>`).
 pub const DOWNSTREAM_PREFIX: &str = "kuadrant-";
 
-/// The report for a set of Gateways and the HTTPRoutes of the cluster, in a stable order (so
-/// an unchanged cluster writes an unchanged report).
+/// The report for a set of Gateways, the ListenerSets copied beside them and the HTTPRoutes
+/// of the cluster, in a stable order (so an unchanged cluster writes an unchanged report).
 pub fn cluster_report(
     cluster_id: &str,
     gateways: &[Gateway],
+    sets: &[ListenerSet],
     routes: &[HTTPRoute],
     findings: &Findings,
     reported_at: Option<Time>,
@@ -48,7 +49,7 @@ pub fn cluster_report(
             g.namespace()
                 .is_some_and(|ns| ns.starts_with(DOWNSTREAM_PREFIX))
         })
-        .map(|gateway| GatewayReport::from_gateway(gateway, routes))
+        .map(|gateway| GatewayReport::from_gateway(gateway, sets, routes))
         .collect();
     reports.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     ClusterReportSpec {
@@ -185,6 +186,18 @@ pub async fn run(
     .touched_objects();
     let mut routes = std::pin::pin!(routes);
     let mut routes_open = true;
+    // The ListenerSets the hub copies beside its Gateways: the routes their listeners have.
+    let (set_store, set_writer) = kube::runtime::reflector::store();
+    let sets = watcher(
+        Api::<ListenerSet>::all(spoke.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .modify(|set: &mut ListenerSet| set.metadata.managed_fields = None)
+    .reflect(set_writer)
+    .touched_objects();
+    let mut sets = std::pin::pin!(sets);
+    let mut sets_open = true;
     let mut deletions = tokio::time::interval(heartbeat.min(Duration::from_secs(10)));
     let mut next_heartbeat = tokio::time::Instant::now();
     let mut next_refresh = tokio::time::Instant::now();
@@ -213,6 +226,12 @@ pub async fn run(
                 Some(Err(error)) => tracing::debug!(%error, "watching HTTPRoutes failed; the watch restarts with backoff"),
                 None => routes_open = false,
             },
+            event = sets.next(), if sets_open => match event {
+                Some(Ok(_)) => {}
+                // Nor one without ListenerSets (Gateway API before v1.5).
+                Some(Err(error)) => tracing::debug!(%error, "watching ListenerSets failed; the watch restarts with backoff"),
+                None => sets_open = false,
+            },
             _ = heartbeats.tick() => {
                 lease_renewed = renew_heartbeat(&hub, &cluster_name, heartbeat).await;
             }
@@ -229,10 +248,16 @@ pub async fn run(
             .iter()
             .map(|route| (**route).clone())
             .collect();
+        let current_sets: Vec<ListenerSet> = set_store
+            .state()
+            .iter()
+            .map(|set| (**set).clone())
+            .collect();
         let gateways_unchanged = written.as_ref().is_some_and(|w| {
             cluster_report(
                 &cluster_id,
                 &current,
+                &current_sets,
                 &current_routes,
                 &Findings::default(),
                 None,
@@ -257,6 +282,7 @@ pub async fn run(
         let spec = cluster_report(
             &cluster_id,
             &current,
+            &current_sets,
             &current_routes,
             &findings,
             Some(Time(k8s_openapi::jiff::Timestamp::now())),
@@ -324,7 +350,7 @@ mod tests {
             gateway("kuadrant-a", "web", Some("192.0.2.1")),
             gateway("kuadrant-a", "pending", None),
         ];
-        let report = cluster_report("id-1", &gateways, &[], &Findings::default(), None);
+        let report = cluster_report("id-1", &gateways, &[], &[], &Findings::default(), None);
         let names: Vec<(&str, &str)> = report
             .gateways
             .iter()

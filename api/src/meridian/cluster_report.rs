@@ -72,11 +72,17 @@ impl GatewayReport {
     /// through ([`route_hostnames`]).
     pub fn from_gateway(
         gateway: &crate::upstream::Gateway,
+        sets: &[crate::upstream::ListenerSet],
         routes: &[crate::upstream::HTTPRoute],
     ) -> Self {
         use kube::ResourceExt;
         let status = gateway.status.clone().unwrap_or_default();
-        GatewayReport {
+        let parent = RouteParent {
+            kind: "Gateway",
+            namespace: gateway.namespace().unwrap_or_default(),
+            name: gateway.name_any(),
+        };
+        let mut report = GatewayReport {
             name: gateway.name_any(),
             namespace: gateway.namespace().unwrap_or_default(),
             addresses: status
@@ -99,11 +105,69 @@ impl GatewayReport {
                         .iter()
                         .find(|l| l.name == listener.name)
                         .map_or(0, |l| l.attached_routes),
-                    route_hostnames: route_hostnames(gateway, listener, routes),
+                    route_hostnames: route_hostnames(&parent, listener, routes),
                 })
                 .collect(),
-        }
+        };
+        report.listeners.extend(
+            sets.iter()
+                .flat_map(|set| set_listeners(gateway, set, routes)),
+        );
+        report
     }
+}
+
+/// The listeners a ListenerSet copied beside `gateway` (its parent, of its namespace, and
+/// carrying the hub's key: [`crate::names::LISTENER_SET_KEY_ANNOTATION`]) adds, as the hub
+/// names them, for those its controller lists in its status: a listener no controller has
+/// looked at is not reported, and the hub publishes it as it would without a report (a
+/// cluster whose implementation does not serve ListenerSets never withdraws them).
+fn set_listeners(
+    gateway: &crate::upstream::Gateway,
+    set: &crate::upstream::ListenerSet,
+    routes: &[crate::upstream::HTTPRoute],
+) -> Vec<ListenerReport> {
+    use kube::ResourceExt;
+    let namespace = gateway.namespace().unwrap_or_default();
+    let parent = &set.spec.parent_ref;
+    let names_gateway = set.namespace().as_deref() == Some(namespace.as_str())
+        && parent.name == gateway.name_any()
+        && parent.namespace.as_deref().is_none_or(|n| n == namespace)
+        && parent.kind.as_deref().is_none_or(|k| k == "Gateway");
+    let Some(key) = set
+        .annotations()
+        .get(crate::names::LISTENER_SET_KEY_ANNOTATION)
+        .filter(|_| names_gateway)
+    else {
+        return Vec::new();
+    };
+    let status = set.status.clone().unwrap_or_default();
+    let route_parent = RouteParent {
+        kind: "ListenerSet",
+        namespace,
+        name: set.name_any(),
+    };
+    set.spec
+        .listeners
+        .iter()
+        .filter_map(|listener| {
+            let seen = status.listeners.iter().find(|l| l.name == listener.name)?;
+            Some(ListenerReport {
+                name: format!("{key}.{}", listener.name),
+                hostname: listener.hostname.clone(),
+                attached_routes: seen.attached_routes,
+                route_hostnames: route_hostnames(&route_parent, listener, routes),
+            })
+        })
+        .collect()
+}
+
+/// What an HTTPRoute attaches to: a Gateway or a ListenerSet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteParent {
+    pub kind: &'static str,
+    pub namespace: String,
+    pub name: String,
 }
 
 /// The most route hostnames a wildcard listener's report carries, and the hub probes each of
@@ -142,7 +206,7 @@ pub fn covered_by_wildcard(wildcard: &str, host: &str) -> bool {
 /// a shared listener cannot fill the sample with hosts that fail and so take the listener out
 /// of DNS while the owner's apps serve. Empty for a listener that is not a wildcard.
 pub fn route_hostnames(
-    gateway: &crate::upstream::Gateway,
+    parent: &RouteParent,
     listener: &crate::upstream::Listener,
     routes: &[crate::upstream::HTTPRoute],
 ) -> Vec<String> {
@@ -150,25 +214,29 @@ pub fn route_hostnames(
     let Some(wildcard) = listener.hostname.as_deref().filter(|h| h.starts_with("*.")) else {
         return Vec::new();
     };
-    let (gateway_namespace, gateway_name) =
-        (gateway.namespace().unwrap_or_default(), gateway.name_any());
+    let (gateway_namespace, gateway_name) = (parent.namespace.clone(), parent.name.clone());
     let accepted = |route: &crate::upstream::HTTPRoute| {
         let route_namespace = route.namespace().unwrap_or_default();
-        route.status.iter().flat_map(|s| &s.parents).any(|parent| {
-            let reference = &parent.parent_ref;
-            let kind = reference.extra.get("kind").and_then(|k| k.as_str());
-            kind.is_none_or(|k| k == "Gateway")
-                && reference.name == gateway_name
-                && reference.namespace.as_deref().unwrap_or(&route_namespace) == gateway_namespace
-                && reference
-                    .section_name
-                    .as_deref()
-                    .is_none_or(|section| section == listener.name)
-                && parent
-                    .conditions
-                    .iter()
-                    .any(|c| c.type_ == "Accepted" && c.status == "True")
-        })
+        route
+            .status
+            .iter()
+            .flat_map(|s| &s.parents)
+            .any(|route_parent| {
+                let reference = &route_parent.parent_ref;
+                let kind = reference.extra.get("kind").and_then(|k| k.as_str());
+                kind.unwrap_or("Gateway") == parent.kind
+                    && reference.name == gateway_name
+                    && reference.namespace.as_deref().unwrap_or(&route_namespace)
+                        == gateway_namespace
+                    && reference
+                        .section_name
+                        .as_deref()
+                        .is_none_or(|section| section == listener.name)
+                    && route_parent
+                        .conditions
+                        .iter()
+                        .any(|c| c.type_ == "Accepted" && c.status == "True")
+            })
     };
     let hosts = |own: bool| -> std::collections::BTreeSet<String> {
         routes
@@ -322,7 +390,78 @@ mod tests {
 
     fn hosts(routes: &[HTTPRoute], listener: usize) -> Vec<String> {
         let gateway = gateway();
-        route_hostnames(&gateway, &gateway.spec.listeners[listener], routes)
+        let parent = RouteParent {
+            kind: "Gateway",
+            namespace: OWN.into(),
+            name: "web".into(),
+        };
+        route_hostnames(&parent, &gateway.spec.listeners[listener], routes)
+    }
+
+    /// A ListenerSet copy's listeners are reported under the hub's key, with the routes its
+    /// controller counted and, for a wildcard, the hostnames of the routes attached to the
+    /// ListenerSet (not to the Gateway); a listener no controller lists, a ListenerSet
+    /// without the hub's key or naming another Gateway, are not reported.
+    #[test]
+    fn a_listener_sets_copy_reports_its_listeners_under_the_hubs_key() {
+        let set = |name: &str, key: Option<&str>, parent: &str| -> crate::upstream::ListenerSet {
+            let mut metadata = serde_json::json!({ "name": name, "namespace": OWN });
+            if let Some(key) = key {
+                metadata["annotations"] =
+                    serde_json::json!({ crate::names::LISTENER_SET_KEY_ANNOTATION: key });
+            }
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
+                "metadata": metadata,
+                "spec": { "parentRef": { "name": parent }, "listeners": [
+                    { "name": "shops", "hostname": "*.shop.example.com", "port": 80, "protocol": "HTTP" },
+                    { "name": "unseen", "hostname": "unseen.example.com", "port": 80, "protocol": "HTTP" },
+                ] },
+                "status": { "listeners": [{ "name": "shops", "attachedRoutes": 2 }] },
+            }))
+            .expect("a ListenerSet")
+        };
+        let mut on_set = route(
+            OWN,
+            "a",
+            &["a.shop.example.com"],
+            ("extra-1", None, Some("shops")),
+            true,
+        );
+        for reference in [
+            &mut on_set.spec.parent_refs[0],
+            &mut on_set.status.as_mut().unwrap().parents[0].parent_ref,
+        ] {
+            reference
+                .extra
+                .insert("kind".into(), serde_json::json!("ListenerSet"));
+        }
+        let on_gateway = route(OWN, "b", &["b.shop.example.com"], ("web", None, None), true);
+        let routes = [on_set, on_gateway];
+        let sets = [
+            set("extra-1", Some("extra"), "web"),
+            set("unkeyed", None, "web"),
+            set("elsewhere", Some("other"), "api-gateway"),
+        ];
+        let report = GatewayReport::from_gateway(&gateway(), &sets, &routes);
+        let added: Vec<(&str, i32, &[String])> = report.listeners[2..]
+            .iter()
+            .map(|l| {
+                (
+                    l.name.as_str(),
+                    l.attached_routes,
+                    l.route_hostnames.as_slice(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            added,
+            [(
+                "extra.shops",
+                2,
+                ["a.shop.example.com".to_string()].as_slice()
+            )]
+        );
     }
 
     const OWN: &str = "kuadrant-gateways";

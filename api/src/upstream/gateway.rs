@@ -48,6 +48,7 @@ pub struct Listener {
     version = "v1",
     kind = "ListenerSet",
     namespaced,
+    status = "ListenerSetStatus",
     schema = "disabled"
 )]
 #[serde(rename_all = "camelCase")]
@@ -55,6 +56,17 @@ pub struct ListenerSetSpec {
     pub parent_ref: ParentGatewayReference,
     #[serde(default)]
     pub listeners: Vec<Listener>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// What the controller serving a ListenerSet says of it: per listener, the routes attached
+/// (which the agent reports, as for a Gateway's own listeners).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerSetStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listeners: Vec<ListenerStatus>,
     #[serde(flatten)]
     pub extra: Extra,
 }

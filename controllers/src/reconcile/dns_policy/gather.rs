@@ -664,7 +664,7 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
             name: local.name.clone(),
             labels: local.labels.clone(),
             cluster_id: Some(local.cluster_id.clone()),
-            gateway: Some(GatewayReport::from_gateway(&gateway, &[])),
+            gateway: Some(GatewayReport::from_gateway(&gateway, &[], &[])),
             silent_for: None,
             weight_percent: 100,
         }],
