@@ -238,6 +238,49 @@ async fn three_clusters_share_a_bind_zone_without_a_hub() -> Result<(), Error> {
         .unwrap();
     assert_eq!(a.targets, ["10.0.0.1", "10.0.0.2", "10.0.0.3"]);
 
+    // A ListenerSet adds a listener to the Gateways of spoke-1 and spoke-2, which admit their
+    // namespace's: each publishes its branch of the new host, under the hub-mode name.
+    const SHOP: &str = "shop.example.com";
+    for name in ["spoke-1", "spoke-2"] {
+        let client = fleet.spoke(name).client();
+        Api::<Gateway>::namespaced(client.clone(), NAMESPACE)
+            .patch(
+                "prod-web",
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "spec": { "allowedListeners": {
+                    "namespaces": { "from": "Same" },
+                } } })),
+            )
+            .await?;
+        apply(
+            &Api::<meridian_api::upstream::ListenerSet>::namespaced(client, NAMESPACE),
+            json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
+                "metadata": { "name": "extra", "namespace": NAMESPACE },
+                "spec": {
+                    "parentRef": { "name": "prod-web" },
+                    "listeners": [{ "name": "shop", "hostname": SHOP, "port": 80, "protocol": "HTTP" }],
+                },
+            }),
+        )
+        .await?;
+    }
+    eventually(
+        "BIND answers the ListenerSet's host",
+        DEFAULT_PATIENCE,
+        || async move {
+            let server = bind.config.server;
+            let seen = tokio::task::spawn_blocking(move || dig_host(server, SHOP, None))
+                .await
+                .unwrap();
+            Ok((seen == ["10.0.0.1", "10.0.0.2"]).then_some(()))
+        },
+    )
+    .await?;
+    Api::<DNSRecord>::namespaced(fleet.spoke("spoke-1").client(), NAMESPACE)
+        .get("prod-web-extra.shop")
+        .await?;
+
     // Each cluster's record says what it published and, once it looked again after the
     // others' changes moved the host's mark, who else owns the host.
     let records = Api::<DNSRecord>::namespaced(fleet.spoke("spoke-1").client(), NAMESPACE);

@@ -736,6 +736,8 @@ impl Caches {
                     self.zones.reflect(scoped(&client, namespace), all()),
                     self.secrets
                         .reflect(scoped(&client, namespace), all().fields(SECRETS_READ)),
+                    self.listener_sets
+                        .reflect_if_served(scoped(&client, namespace), all()),
                 );
             }
             Scope::Zones => {
@@ -784,6 +786,7 @@ impl Caches {
         self.policies.wait_until_listed().await;
         self.gateways.wait_until_listed().await;
         self.secrets.wait_until_listed().await;
+        self.listener_sets.wait_until_listed().await;
         if self.scope == Scope::Hub {
             self.probes.wait_until_listed().await;
             self.decisions.wait_until_listed().await;
@@ -794,7 +797,6 @@ impl Caches {
             self.config_maps.wait_until_listed().await;
             self.gateway_classes.wait_until_listed().await;
             self.works.wait_until_listed().await;
-            self.listener_sets.wait_until_listed().await;
         }
     }
 
@@ -816,6 +818,7 @@ impl Caches {
                 of("DNSPolicy", &self.policies),
                 of("Gateway", &self.gateways),
                 of("Secret", &self.secrets),
+                of("ListenerSet", &self.listener_sets),
             ]);
         }
         if self.scope == Scope::Hub {
@@ -829,7 +832,6 @@ impl Caches {
                 of("ConfigMap", &self.config_maps),
                 of("GatewayClass", &self.gateway_classes),
                 of("ManifestWork", &self.works),
-                of("ListenerSet", &self.listener_sets),
             ]);
         }
         kinds

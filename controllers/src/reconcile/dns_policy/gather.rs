@@ -504,11 +504,6 @@ fn policy_gateway(
         let sets = attached_to(&gateway);
         return Ok((gateway, sets));
     }
-    if ctx.config.distributed.is_some() {
-        return Err(Refusal::Invalid(
-            "a DNSPolicy for a ListenerSet is enforced on the hub only: in distributed mode, target the Gateway".into(),
-        ));
-    }
     let Some(set) = ctx.caches.listener_sets.get(Some(&namespace), &target.name) else {
         return Err(Refusal::TargetNotFound {
             target: if ctx.caches.listener_sets.readable() {

@@ -4,8 +4,8 @@
 //!
 //! | | |
 //! |---|---|
-//! | **Watches** (shared caches) | DNSPolicies, DNSRecords, Gateways, ManagedZones; on the hub also PlacementDecisions, ManagedClusters, ClusterReports, heartbeat Leases |
-//! | **Triggered by** ([`triggers`]) | the policy (not its status); its records (not their creation); its Gateway (not its conditions); a zone of its namespace; on the hub, a decision of its Gateway's Placement, a placed cluster's labels or report (Gateways only), a heartbeat that ends a silence, and a placed cluster going silent (one timer per cluster, not per policy) |
+//! | **Watches** (shared caches) | DNSPolicies, DNSRecords, Gateways, ManagedZones, ListenerSets; on the hub also PlacementDecisions, ManagedClusters, ClusterReports, heartbeat Leases |
+//! | **Triggered by** ([`triggers`]) | the policy (not its status); its records (not their creation); its Gateway (not its conditions); a zone of its namespace; a ListenerSet of its Gateway, or the one it targets; on the hub, a decision of its Gateway's Placement, a placed cluster's labels or report (Gateways only), a heartbeat that ends a silence, and a placed cluster going silent (one timer per cluster, not per policy) |
 //! | **Gathers** ([`gather`]) | the Gateway, rival policies, the namespace's zones, the placed clusters with their labels, reports and last heartbeat: from the caches only |
 //! | **Decides** (pure, [`decide`]) | the drain steps due; the fleet brake when a cluster is silent ([`crate::reconcile::fleet_brake`]); the records: [`crate::decide::desired::desired_records`] on the hub, [`crate::decide::desired::desired_branch`] in distributed mode |
 //! | **Remembers** ([`crate::reconcile::memory`]) | the drain steps and what the brake holds, for the next pass |

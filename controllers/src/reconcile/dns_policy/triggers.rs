@@ -23,9 +23,9 @@ use crate::{Context, POLICY_LABEL, runtime::indexes};
 
 /// Every policy once at start, its own changes but to its status, and: its DNSRecords (not
 /// their creation); its Gateway (not its conditions, nor its listeners'); a
-/// ManagedZone of its namespace; and on the hub, a change to the placement of its Gateway, to
-/// a ListenerSet naming it, or in what a placed cluster says (labels, report, coming back
-/// after a silence).
+/// ManagedZone of its namespace; a ListenerSet naming its Gateway, or the one it targets; and
+/// on the hub, a change to the placement of its Gateway, or in what a placed cluster says
+/// (labels, report, coming back after a silence).
 pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSPolicy>>> {
     let caches = &ctx.caches;
     let all = caches.policies.store().clone();
@@ -154,6 +154,35 @@ pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSPolic
             _ => Vec::new(),
         }
     };
+    // A ListenerSet adds, changes or takes away listeners of the Gateway it names (of both, when
+    // it moves from one to another), and concerns the policies targeting it (one that names
+    // no Gateway, or is gone, is refused).
+    let by_listener_set = {
+        let caches = caches.clone();
+        move |change: &Change<ListenerSet>| {
+            let Some((before, after)) = change.before_after() else {
+                return Vec::new();
+            };
+            let gateways = indexes::gateways_of_listener_set_change(before, after);
+            let targeting = [before, after].into_iter().flatten().flat_map(|set| {
+                caches.policies.group(&indexes::listener_set_policies(
+                    &set.namespace().unwrap_or_default(),
+                    &set.name_any(),
+                ))
+            });
+            let mut policies: Vec<ObjectRef<DNSPolicy>> = gateways
+                .iter()
+                .flat_map(|(namespace, name)| {
+                    super::gather::policies_on_gateway(&caches, namespace, name)
+                })
+                .chain(targeting)
+                .map(|p| ObjectRef::from_obj(&*p))
+                .collect();
+            policies.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+            policies.dedup();
+            policies
+        }
+    };
     let mut requests = vec![
         everything_once(&caches.policies),
         // The policy's status is this controller's own write: it wakes nothing.
@@ -162,6 +191,11 @@ pub fn requests(ctx: &Arc<Context>) -> Vec<BoxStream<'static, ObjectRef<DNSPolic
         triggers(caches.gateways.subscribe(), all.clone(), by_gateway),
         triggers(caches.policies.subscribe(), all.clone(), by_rival),
         triggers(caches.zones.subscribe(), all.clone(), by_zone),
+        triggers(
+            caches.listener_sets.subscribe(),
+            all.clone(),
+            by_listener_set,
+        ),
     ];
     if ctx.config.distributed.is_none() {
         requests.extend(hub_triggers(ctx));
@@ -223,35 +257,6 @@ fn hub_triggers(
             _ => Vec::new(),
         }
     };
-    // A ListenerSet adds, changes or takes away listeners of the Gateway it names (of both, when
-    // it moves from one to another), and concerns the policies targeting it (one that names
-    // no Gateway, or is gone, is refused).
-    let by_listener_set = {
-        let caches = caches.clone();
-        move |change: &Change<ListenerSet>| {
-            let Some((before, after)) = change.before_after() else {
-                return Vec::new();
-            };
-            let gateways = indexes::gateways_of_listener_set_change(before, after);
-            let targeting = [before, after].into_iter().flatten().flat_map(|set| {
-                caches.policies.group(&indexes::listener_set_policies(
-                    &set.namespace().unwrap_or_default(),
-                    &set.name_any(),
-                ))
-            });
-            let mut policies: Vec<ObjectRef<DNSPolicy>> = gateways
-                .iter()
-                .flat_map(|(namespace, name)| {
-                    super::gather::policies_on_gateway(&caches, namespace, name)
-                })
-                .chain(targeting)
-                .map(|p| ObjectRef::from_obj(&*p))
-                .collect();
-            policies.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-            policies.dedup();
-            policies
-        }
-    };
     let timeout = ctx.config.heartbeat_timeout;
     let by_heartbeat = move |change: &Change<Lease>| match change {
         Change::Applied { old, new } => {
@@ -268,8 +273,7 @@ fn hub_triggers(
         triggers(caches.decisions.subscribe(), all.clone(), by_decision),
         triggers(caches.clusters.subscribe(), all.clone(), by_cluster),
         triggers(caches.reports.subscribe(), all.clone(), by_report),
-        triggers(caches.heartbeats.subscribe(), all.clone(), by_heartbeat),
-        triggers(caches.listener_sets.subscribe(), all, by_listener_set),
+        triggers(caches.heartbeats.subscribe(), all, by_heartbeat),
         silences(ctx),
     ]
 }
