@@ -199,9 +199,9 @@ pub fn covered_by_wildcard(wildcard: &str, host: &str) -> bool {
 }
 
 /// The hostnames a wildcard listener is probed through: those of the HTTPRoutes its
-/// implementation accepted on it (`status.parents`, `Accepted=True`, for this Gateway and this
-/// listener or the whole Gateway) that the wildcard covers, lower-cased, the first
-/// [`MAX_ROUTE_HOSTNAMES`] in order. Routes in the Gateway's own namespace come first, and
+/// implementation accepted on it (`status.parents`, `Accepted=True`, for `parent`, the Gateway
+/// or ListenerSet, and this listener or the whole parent) that the wildcard covers,
+/// lower-cased, the first [`MAX_ROUTE_HOSTNAMES`] in order. Routes in the Gateway's own namespace come first, and
 /// routes of other namespaces count only when it has none: a team allowed to attach routes to
 /// a shared listener cannot fill the sample with hosts that fail and so take the listener out
 /// of DNS while the owner's apps serve. Empty for a listener that is not a wildcard.
