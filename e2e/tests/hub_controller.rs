@@ -1231,6 +1231,51 @@ async fn a_dns_policy_follows_placement_labels_and_its_own_changes_to_its_deleti
         records,
         ..
     } = scene;
+    // The Gateway follows a Placement OCM has not decided yet (no PlacementDecision at all):
+    // that is no evidence that no cluster is placed, and DNS stays as it is.
+    let follow = |placement: String| {
+        let gateways = gateways.clone();
+        async move {
+            gateways
+                .patch(
+                    "prod-web",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "metadata": { "labels": {
+                        meridian_api::labels::PLACEMENT_LABEL: placement,
+                    } } })),
+                )
+                .await
+        }
+    };
+    let placed =
+        gateways.get("prod-web").await?.labels()[meridian_api::labels::PLACEMENT_LABEL].clone();
+    let before = meridian_e2e::example::dig_host_async(nameserver, HOST, Some(UNITED_STATES)).await;
+    assert!(!before.is_empty());
+    follow("not-decided-yet".into()).await?;
+    eventually(
+        "the policy waits for OCM's decision",
+        DEFAULT_PATIENCE,
+        || async {
+            let status = policies.get("prod-web").await?.status.unwrap_or_default();
+            Ok(status
+                .conditions
+                .iter()
+                .any(|c| {
+                    c.type_ == conditions::PROGRAMMED
+                        && c.message
+                            .contains("Placement not-decided-yet has no PlacementDecision")
+                })
+                .then_some(()))
+        },
+    )
+    .await?;
+    assert_eq!(
+        meridian_e2e::example::dig_host_async(nameserver, HOST, Some(UNITED_STATES)).await,
+        before,
+        "an undecided Placement withdraws nothing"
+    );
+    assert!(records.get_opt("prod-web-api").await?.is_some());
+    follow(placed).await?;
     // spoke-2 leaves the placement: it leaves DNS at once (US clients get the catch-all, IE),
     // its Gateway's ManifestWork stays for the grace period, then goes.
     apply_ocm(&hub, placement(&["US"])).await?;

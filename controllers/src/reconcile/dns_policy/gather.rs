@@ -94,6 +94,11 @@ pub enum Refusal {
         holder: String,
     },
     Invalid(String),
+    /// The Gateway's Placement has no PlacementDecision at all: OCM has not decided yet (a
+    /// Placement just made, or made again), which is no evidence that no cluster is placed.
+    Undecided {
+        placement: String,
+    },
 }
 
 /// Whether `policy` targets the Gateway `namespace/name` itself (not one of its ListenerSets).
@@ -653,7 +658,7 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
         handed_over.extend(kept);
     }
     let clusters = match &ctx.config.distributed {
-        None => placed_clusters(&gateway, ctx),
+        None => placed_clusters(&gateway, ctx)?,
         // This cluster's branch alone, from the Gateway the policy targets here.
         Some(local) => vec![PlacedCluster {
             name: local.name.clone(),
@@ -775,16 +780,23 @@ fn answer_ttl(ttl: Option<&str>) -> Result<Option<u32>, String> {
 
 /// The clusters the Gateway's Placement decided, with their labels, reports and silences,
 /// from the caches. (A cluster going silent wakes the policy through the fleet's one silence
-/// timer, [`super::triggers`].)
-fn placed_clusters(gateway: &Gateway, ctx: &Context) -> Vec<PlacedCluster> {
+/// timer, [`super::triggers`].) A Placement with no PlacementDecision at all is undecided, not
+/// empty: OCM writes an empty decision for a Placement it has scheduled, so fail static until
+/// it has (as the gateway placement does).
+fn placed_clusters(gateway: &Gateway, ctx: &Context) -> Result<Vec<PlacedCluster>, Refusal> {
     let namespace = gateway.namespace().unwrap_or_default();
     let Some(placement) = gateway.labels().get(PLACEMENT_LABEL) else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
     let decisions = ctx
         .caches
         .decisions
         .group(&indexes::group_key(&namespace, placement));
+    if decisions.is_empty() {
+        return Err(Refusal::Undecided {
+            placement: placement.clone(),
+        });
+    }
     let names = indexes::decided_clusters(&decisions, &namespace, placement);
     let downstream = downstream_namespace(&namespace);
     let now = (ctx.clock)();
@@ -812,7 +824,7 @@ fn placed_clusters(gateway: &Gateway, ctx: &Context) -> Vec<PlacedCluster> {
             weight_percent: 100,
         });
     }
-    clusters
+    Ok(clusters)
 }
 
 /// The policy's DNSRecords.

@@ -46,6 +46,16 @@ pub fn refused(refusal: &Refusal) -> (Condition, Condition) {
                 "the policy is not in effect".into(),
             ),
         ),
+        Refusal::Undecided { placement } => (
+            accepted(),
+            (
+                false,
+                enforced::UNKNOWN,
+                format!(
+                    "Placement {placement} has no PlacementDecision yet: published DNS is unchanged until OCM decides"
+                ),
+            ),
+        ),
         Refusal::Invalid(problem) => (
             (false, reasons::INVALID, problem.clone()),
             (
@@ -664,6 +674,22 @@ mod tests {
                 "weights must be positive",
             ),
         ];
+        // Undecided is no refusal of the policy: it is accepted, and waits with its DNS as it
+        // was.
+        let (accepted, enforced) = refused(&Refusal::Undecided {
+            placement: "web".into(),
+        });
+        assert!(accepted.0);
+        assert!(!enforced.0);
+        assert!(
+            enforced
+                .2
+                .contains("Placement web has no PlacementDecision")
+        );
+        assert_eq!(
+            programmed(&accepted, &enforced, 0).1,
+            conditions::programmed::RECONCILING
+        );
         for (refusal, reason, message) in cases {
             let (accepted, enforced) = refused(&refusal);
             assert_eq!(accepted, (false, reason, message.to_string()));
