@@ -12,7 +12,7 @@ use meridian_api::upstream::{Gateway, Listener, ManagedCluster};
 use serde_json::{Value, json};
 
 use meridian_controllers::decide::desired::downstream_namespace;
-use meridian_controllers::decide::listener_sets::SetListener;
+use meridian_controllers::decide::listener_sets::{self, SetListener};
 use meridian_dns::shortcode::shortcode;
 
 /// Label on ManifestWorks naming the hub Gateway they place (`<namespace>.<name>`).
@@ -223,9 +223,14 @@ fn listener_set_copies(gateway: &Gateway, sets: &[SetListener], downstream: &str
             // report of them.
             let key = listeners
                 .first()
-                .and_then(|l| l.key.strip_suffix(&format!(".{}", l.listener.name)))
-                .unwrap_or_default()
-                .to_string();
+                .map(|l| {
+                    listener_sets::set_key(
+                        &gateway.namespace().unwrap_or_default(),
+                        &l.namespace,
+                        &l.set,
+                    )
+                })
+                .unwrap_or_default();
             let listeners: Vec<&Listener> = listeners.iter().map(|l| &l.listener).collect();
             json!({
                 "apiVersion": "gateway.networking.k8s.io/v1",

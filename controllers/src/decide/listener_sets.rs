@@ -75,6 +75,16 @@ pub fn parent(set: &ListenerSet) -> Option<(String, String)> {
     Some((namespace, parent.name.clone()))
 }
 
+/// What a ListenerSet's listeners are called beside the Gateway's own, before their names
+/// (`<set>.<listener>`): the set's name, or `<namespace>.<set>` for another namespace's.
+pub fn set_key(gateway_namespace: &str, namespace: &str, set: &str) -> String {
+    if namespace == gateway_namespace {
+        set.to_string()
+    } else {
+        format!("{namespace}.{set}")
+    }
+}
+
 /// Whether `set` names `gateway` as its parent.
 pub fn names_gateway(set: &ListenerSet, gateway_namespace: &str, gateway_name: &str) -> bool {
     parent(set)
@@ -166,11 +176,11 @@ pub fn attached(gateway: &Gateway, sets: &[Arc<ListenerSet>]) -> Attached {
                 )));
                 continue;
             }
-            let key = if namespace == gateway_namespace {
-                format!("{name}.{}", listener.name)
-            } else {
-                format!("{namespace}.{name}.{}", listener.name)
-            };
+            let key = format!(
+                "{}.{}",
+                set_key(&gateway_namespace, &namespace, &name),
+                listener.name
+            );
             if namespace != gateway_namespace && terminates_tls(listener) {
                 refused_listeners.push(refuse(
                     "a ListenerSet of another namespace may not terminate TLS on this Gateway (its certificate would be looked up in the Gateway's namespace)".into(),

@@ -456,7 +456,11 @@ pub fn remembered_gateway(policy: &DNSPolicy, ctx: &Context) -> Option<Remembere
         .listeners
         .iter()
         .map(|l| Coverable {
-            key: format!("{}.{}", target.name, l.name),
+            key: format!(
+                "{}.{}",
+                crate::decide::listener_sets::set_key(&key.0, &namespace, &target.name),
+                l.name
+            ),
             set: Some((namespace.clone(), target.name.clone())),
             name: l.name.clone(),
         })
