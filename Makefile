@@ -29,8 +29,9 @@ export MERIDIAN_MOTO_SERVER := $(shell bash scripts/moto-venv.sh --print-path)
 # test bed's nodes (containerd, runc, the CNI plugins, and ip for their bridges), and Unbound as
 # the clients' recursive resolver in the real-traffic test and `make bench-failover`, and
 # headless Chromium, the real browser the hub's live view is tested in; binutils' objcopy strips
-# the test build's binaries for the images the tests run.
-TEST_PACKAGES := binutils dnsutils bind9 knot containerd runc containernetworking-plugins iproute2 unbound chromium-headless-shell
+# the test build's binaries for the images the tests run; PowerDNS with its SQLite backend (and
+# sqlite3 to create its database) behind external-dns's webhook server, for the webhook provider.
+TEST_PACKAGES := binutils dnsutils bind9 knot containerd runc containernetworking-plugins iproute2 unbound chromium-headless-shell pdns-server pdns-backend-sqlite3 sqlite3
 
 .PHONY: help toolchain packages testbed test deps lint fmt crds demo demo-in-process images push bench-testbed bench-engine bench-dns bench-dns-flood bench-providers bench-convergence bench-failover bench-probes bench-hub-scale bench-distributed fuzz clean-testbed fresh-check fresh-check-full
 

@@ -26,6 +26,9 @@ if [[ ! -x "$dir/external-dns" ]]; then
   [[ -d "$source_dir" ]] || { echo "testbed: could not download $module $version" >&2; exit 1; }
   # The module cache is read-only; the copy must not be, or a rerun could not overwrite it.
   install -m 0644 "$source_dir/config/crd/standard/dnsendpoints.externaldns.k8s.io.yaml" "$dir/"
+  # `--webhook-server` listens on 127.0.0.1:8888, written into the source. Tests run several
+  # at once, so the copy takes the address from EXTERNAL_DNS_WEBHOOK_LISTEN when it is set (the
+  # only change to external-dns's behaviour; unset, it is upstream's).
   # With the providers the tests and the webhook name only: its provider factory links all 28
   # and their cloud SDKs, about 40 % of the Go files the build compiles. The module is copied
   # with that one file replaced, and the build takes it through a copy of go.mod with one more
@@ -37,8 +40,11 @@ if [[ ! -x "$dir/external-dns" ]]; then
   mkdir -p "$dir/build"
   cp -r --no-preserve=mode "$source_dir" "$dir/source"
   rm "$dir/source/provider/factory/"*.go
+  sed -i 's|webhookapi.StartHTTPApi(prvdr, nil, cfg.WebhookProviderReadTimeout, cfg.WebhookProviderWriteTimeout, "127.0.0.1:8888")|webhookapi.StartHTTPApi(prvdr, nil, cfg.WebhookProviderReadTimeout, cfg.WebhookProviderWriteTimeout, cmp.Or(os.Getenv("EXTERNAL_DNS_WEBHOOK_LISTEN"), "127.0.0.1:8888"))|; s|^import (|import (\n\t"cmp"|' "$dir/source/controller/execute.go"
+  grep -q EXTERNAL_DNS_WEBHOOK_LISTEN "$dir/source/controller/execute.go" ||
+    { echo "testbed: external-dns's webhook listen address moved; update external-dns.sh" >&2; exit 1; }
   cat > "$dir/source/provider/factory/provider.go" <<'GO'
-// Package factory: the test bed's copy of external-dns with four providers (see external-dns.sh).
+// Package factory: the test bed's copy of external-dns with five providers (see external-dns.sh).
 package factory
 
 import (
@@ -50,6 +56,7 @@ import (
 	"sigs.k8s.io/external-dns/provider"
 	"sigs.k8s.io/external-dns/provider/aws"
 	"sigs.k8s.io/external-dns/provider/inmemory"
+	"sigs.k8s.io/external-dns/provider/pdns"
 	"sigs.k8s.io/external-dns/provider/rfc2136"
 	"sigs.k8s.io/external-dns/provider/webhook"
 )
@@ -63,6 +70,8 @@ func Select(ctx context.Context, cfg *externaldns.Config, filter *endpoint.Domai
 		made, err = aws.New(ctx, cfg, filter)
 	case externaldns.ProviderInMemory:
 		made, err = inmemory.New(ctx, cfg, filter)
+	case externaldns.ProviderPDNS:
+		made, err = pdns.New(ctx, cfg, filter)
 	case externaldns.ProviderRFC2136:
 		made, err = rfc2136.New(ctx, cfg, filter)
 	case externaldns.ProviderWebhook:

@@ -1,7 +1,8 @@
 //! Meridian's DNS providers: the [`Provider`] interface, batching within each API's limits
 //! ([`batch`]), request budgets and backoff ([`budget`]), and the clients for Route53
-//! ([`route53`]), Google Cloud DNS ([`google`]), Azure DNS with Traffic Manager ([`azure`]) and
-//! RFC2136 servers ([`rfc2136`]).
+//! ([`route53`]), Google Cloud DNS ([`google`]), Azure DNS with Traffic Manager ([`azure`]),
+//! RFC2136 servers ([`rfc2136`]) and any provider behind the external-dns webhook protocol
+//! ([`webhook`]).
 //!
 //! A provider applies the change sets the engine plans (`meridian_dns::changes`); it never
 //! decides what to publish.
@@ -19,6 +20,7 @@ pub mod google;
 pub mod rfc2136;
 pub mod route53;
 mod routed_txt;
+pub mod webhook;
 
 /// A zone a provider serves.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,6 +3,8 @@
 //!
 //! - [`moto`]: moto's Route53 server (real AWS API semantics, from PyPI);
 //! - [`bind_server`]: BIND 9 serving one zone with TSIG-signed updates (RFC2136);
+//! - [`powerdns`]: PowerDNS serving one zone from SQLite, written through its HTTP API;
+//! - [`webhook_server`]: external-dns `--webhook-server` in front of PowerDNS or BIND;
 //! - [`secondaries`]: BIND 9 and Knot DNS as secondaries following a Meridian zone (NOTIFY, IXFR);
 //! - [`counting_proxy`]: counts Route53 calls and injects throttling between a provider and moto;
 //! - [`azure_fake`]: launches the request-checking FAKE of Azure DNS and Traffic Manager (Azure
@@ -24,9 +26,35 @@ pub mod fixtures;
 pub mod geo_db;
 pub mod in_memory;
 pub mod moto;
+pub mod powerdns;
 pub mod secondaries;
 pub mod trees;
 pub mod unbound;
+pub mod webhook_server;
+
+/// One plain HTTP/1.0 exchange with `address` (`host:port`): sends `request` as it is and
+/// returns the answer's status and body.
+pub fn http_exchange(address: &str, request: &str) -> Result<(u16, String), String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .map_err(|e| e.to_string())?;
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| format!("not an HTTP answer: {response:.200}"))?;
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+    Ok((status, body.to_string()))
+}
 
 /// The ID of the zone for `domain` at `provider` (which must list it).
 pub async fn zone_id_of<P: meridian_providers::Provider>(provider: &P, domain: &str) -> String {
