@@ -2,7 +2,9 @@
 //! unreachable in the middle of a change (Route53 on moto behind a proxy that closes every
 //! connection, BIND frozen with SIGSTOP) is retried with backoff and converges after, losing
 //! nothing; the hub's API server and etcd frozen leave every hub replica answering the last
-//! state, and after they return no provider write happens, as nothing changed.
+//! state, and after they return no provider write happens, as nothing changed. A zone at a
+//! webhook (external-dns `--webhook-server` in front of PowerDNS) publishes, reports its
+//! webhook gone, and converges when it is back.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -430,6 +432,82 @@ async fn bind_frozen_mid_change_is_retried_and_loses_nothing() -> Result<(), Err
             a("shop.frozen.example", "192.0.2.2")
         ],
         "converged, and nothing lost"
+    );
+    running.stop().await;
+    Ok(())
+}
+
+/// The whole path of a zone at a webhook: the hub publishes through external-dns v0.21.0
+/// `--webhook-server` (its `pdns` provider) into PowerDNS, which answers for the records; with
+/// the webhook gone, a change is reported as a provider error and retried, and lands once the
+/// webhook is back, the other record untouched throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zone_at_a_webhook_publishes_and_outlasts_the_webhook_going_away() -> Result<(), Error> {
+    use meridian_testkit::powerdns::PowerDns;
+    use meridian_testkit::webhook_server::WebhookServer;
+
+    let domain = "hooked.example";
+    let pdns = PowerDns::start(domain).await.expect("PowerDNS starts");
+    let mut webhook = WebhookServer::powerdns(&pdns, domain)
+        .await
+        .expect("external-dns --webhook-server starts");
+    let fleet = Fleet::builder().without_ocm().start().await?;
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/webhook",
+        "metadata": { "name": "webhook", "namespace": NAMESPACE },
+        "stringData": { "url": webhook.url, "headers": "X-Team: dns" },
+    });
+    zone(&fleet, "zone", domain, Some(secret)).await?;
+    record(&fleet, "shop", "zone", "shop.hooked.example", "192.0.2.1").await?;
+    record(&fleet, "keep", "zone", "keep.hooked.example", "192.0.2.9").await?;
+    let mut args = RunArgs::local(fleet.hub.kubeconfig_path());
+    // The webhook is a sidecar on loopback: the admin allows it, for this namespace only.
+    args.providers.webhook_allow = vec!["127.0.0.1/32".into()];
+    args.providers.ambient_identity_namespaces = vec![NAMESPACE.into()];
+    let running = RunningHub::start(&args).await.expect("the hub starts");
+    ready(&fleet, "shop", true, "Published", DEFAULT_PATIENCE).await?;
+    ready(&fleet, "keep", true, "Published", DEFAULT_PATIENCE).await?;
+    let zone_status = Api::<ManagedZone>::namespaced(fleet.hub.client(), NAMESPACE)
+        .get("zone")
+        .await?
+        .status
+        .and_then(|s| s.provider);
+    assert_eq!(zone_status.as_deref(), Some("webhook"));
+    // PowerDNS itself answers with what the hub published through the webhook.
+    assert_eq!(
+        dig_host_async(pdns.dns, "shop.hooked.example", None).await,
+        ["192.0.2.1"]
+    );
+    assert_eq!(
+        dig_host_async(pdns.dns, "keep.hooked.example", None).await,
+        ["192.0.2.9"]
+    );
+
+    webhook.stop();
+    record(&fleet, "shop", "zone", "shop.hooked.example", "192.0.2.2").await?;
+    let failing = ready(&fleet, "shop", false, "ProviderError", DEFAULT_PATIENCE).await?;
+    println!("with the webhook gone, shop says: {failing}");
+    assert!(failing.starts_with("webhook: "), "{failing}");
+    assert_eq!(
+        dig_host_async(pdns.dns, "shop.hooked.example", None).await,
+        ["192.0.2.1"],
+        "what was published stays published"
+    );
+    webhook.restart().await.expect("the webhook starts again");
+    let back = Instant::now();
+    ready(&fleet, "shop", true, "Published", DEFAULT_PATIENCE * 2).await?;
+    println!(
+        "converged {:.0} s after the webhook came back",
+        back.elapsed().as_secs_f64()
+    );
+    assert_eq!(
+        dig_host_async(pdns.dns, "shop.hooked.example", None).await,
+        ["192.0.2.2"]
+    );
+    assert_eq!(
+        dig_host_async(pdns.dns, "keep.hooked.example", None).await,
+        ["192.0.2.9"],
+        "the other record was not touched"
     );
     running.stop().await;
     Ok(())

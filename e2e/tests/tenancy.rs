@@ -282,7 +282,44 @@ async fn a_tenant_cannot_take_another_teams_zone_or_names() -> Result<(), Error>
         ),
     )
     .await?;
+    // 6. Webhook requests aimed inside the hub's network: a listener on loopback, standing in
+    // for a sidecar webhook that holds the platform's provider credentials, and the cloud
+    // metadata service.
+    let inside_webhook = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback listener");
+    inside_webhook.set_nonblocking(true).expect("non-blocking");
+    for (name, url) in [
+        (
+            "sidecar",
+            format!(
+                "http://{}/",
+                inside_webhook.local_addr().expect("an address")
+            ),
+        ),
+        ("metadata", "http://169.254.169.254/latest/".to_string()),
+    ] {
+        apply(
+            &Api::<k8s_openapi::api::core::v1::Secret>::namespaced(tenant.clone(), TENANT),
+            json!({
+                "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/webhook",
+                "metadata": { "name": name, "namespace": TENANT },
+                "stringData": { "url": url },
+            }),
+        )
+        .await?;
+    }
     for (name, secret, refusal) in [
+        (
+            "sidecar",
+            "sidecar",
+            "loopback addresses are webhooks only by the platform admin's --webhook-allow"
+                .to_string(),
+        ),
+        (
+            "metadata",
+            "metadata",
+            "link-local addresses are webhooks only by the platform admin's --webhook-allow"
+                .to_string(),
+        ),
         (
             "identity",
             "borrowed",
@@ -309,6 +346,10 @@ async fn a_tenant_cannot_take_another_teams_zone_or_names() -> Result<(), Error>
         assert!(message.contains(&refusal), "{name}: {message}");
     }
     refused(&records, "inside", "ProviderUnavailable").await?;
+    assert!(
+        matches!(inside_webhook.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "nothing connected to the loopback webhook"
+    );
     // The server never saw an update: its zone holds what it started with.
     let direct = Rfc2136Provider::new(bind.config.clone()).unwrap();
     let held: Vec<String> = direct

@@ -20,7 +20,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use reqwest::{Method, StatusCode, Url};
+/// A webhook's URL.
+pub use reqwest::Url;
+use reqwest::{Method, StatusCode};
 use serde::{Deserialize, Serialize};
 
 use super::batch::{Action, Change, Limits, group_by_name, pack, send_batches};
@@ -369,7 +371,7 @@ impl WebhookProvider {
                     )));
                 }
                 // Without the URL: it is the tenant's, and may carry a token in its query.
-                Err(error) => format!("failed: {}", error.without_url()),
+                Err(error) => format!("failed: {}", with_causes(error.without_url())),
             };
             attempt += 1;
             if attempt >= self.backoff.max_attempts {
@@ -492,7 +494,7 @@ async fn read_limited(
     while let Some(chunk) = response.chunk().await.map_err(|e| {
         ProviderError::Other(format!(
             "{method} {path}: reading the answer: {}",
-            e.without_url()
+            with_causes(e.without_url())
         ))
     })? {
         if body.len() + chunk.len() > MAX_BODY_BYTES {
@@ -501,6 +503,18 @@ async fn read_limited(
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+/// An error and what caused it ("error sending request: … Connection refused"), which reqwest
+/// keeps apart.
+fn with_causes(error: reqwest::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = std::error::Error::source(&error);
+    while let Some(inner) = cause {
+        text = format!("{text}: {inner}");
+        cause = inner.source();
+    }
+    text
 }
 
 /// The start of what a webhook said when it refused, for status: printable, one line, short.

@@ -18,6 +18,9 @@ pub const EXTERNAL_DNS_DIR_ENV: &str = "MERIDIAN_EXTERNAL_DNS_DIR";
 pub struct WebhookServer {
     child: Child,
     log: PathBuf,
+    /// How it was started, to start it again on the same port.
+    command: Vec<String>,
+    port: u16,
     /// The webhook's URL (`http://127.0.0.1:<port>`).
     pub url: String,
 }
@@ -75,46 +78,60 @@ impl WebhookServer {
             "meridian-webhook-{:016x}.log",
             rand::random::<u64>()
         ));
-        let file = std::fs::File::create(&log).map_err(|e| e.to_string())?;
-        let child = Command::new("setpriv")
-            .args(["--pdeathsig", "KILL", "--"])
-            .arg(&binary)
-            .args(["--webhook-server", "--source=fake"])
-            .arg(format!("--domain-filter={zone}"))
-            .arg(format!("--metrics-address=127.0.0.1:{metrics}"))
-            .args(provider)
-            // The test bed's copy listens where this says (external-dns.sh); upstream's listens
-            // on 127.0.0.1:8888 only, one at a time.
-            .env("EXTERNAL_DNS_WEBHOOK_LISTEN", format!("127.0.0.1:{port}"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(file)
-            .spawn()
-            .map_err(|e| format!("starting {}: {e}", binary.display()))?;
+        let mut command = vec![
+            binary.display().to_string(),
+            "--webhook-server".into(),
+            "--source=fake".into(),
+            format!("--domain-filter={zone}"),
+            format!("--metrics-address=127.0.0.1:{metrics}"),
+        ];
+        command.extend(provider.iter().cloned());
+        let child = spawn(&command, port, &log)?;
         let mut server = WebhookServer {
             child,
             log,
+            command,
+            port,
             url: format!("http://127.0.0.1:{port}"),
         };
+        server.answering().await?;
+        Ok(server)
+    }
+
+    /// Stops it (its port then refuses connections), as a webhook that went away.
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts it again on the same port, after [`Self::stop`].
+    pub async fn restart(&mut self) -> Result<(), String> {
+        self.stop();
+        self.child = spawn(&self.command, self.port, &self.log)?;
+        self.answering().await
+    }
+
+    /// Waits until it answers the protocol's negotiation.
+    async fn answering(&mut self) -> Result<(), String> {
         for _ in 0..100 {
             let negotiated = crate::http_exchange(
-                &format!("127.0.0.1:{port}"),
+                &format!("127.0.0.1:{}", self.port),
                 "GET / HTTP/1.0\r\nHost: localhost\r\nAccept: application/external.dns.webhook+json;version=1\r\n\r\n",
             );
             if negotiated.is_ok_and(|(status, _)| status == 200) {
-                return Ok(server);
+                return Ok(());
             }
-            if let Ok(Some(status)) = server.child.try_wait() {
+            if let Ok(Some(status)) = self.child.try_wait() {
                 return Err(format!(
                     "external-dns --webhook-server exited ({status}):\n{}",
-                    server.log()
+                    self.log()
                 ));
             }
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
         Err(format!(
             "external-dns --webhook-server did not answer:\n{}",
-            server.log()
+            self.log()
         ))
     }
 
@@ -122,4 +139,24 @@ impl WebhookServer {
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+}
+
+/// external-dns as `command` says, listening on `port` (the test bed's copy takes its address
+/// from the environment; upstream's listens on 127.0.0.1:8888 only, one at a time), appending
+/// to `log`.
+fn spawn(command: &[String], port: u16, log: &std::path::Path) -> Result<Child, String> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(|e| e.to_string())?;
+    Command::new("setpriv")
+        .args(["--pdeathsig", "KILL", "--"])
+        .args(command)
+        .env("EXTERNAL_DNS_WEBHOOK_LISTEN", format!("127.0.0.1:{port}"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(file)
+        .spawn()
+        .map_err(|e| format!("starting {}: {e}", command[0]))
 }

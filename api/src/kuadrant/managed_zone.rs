@@ -6,8 +6,8 @@ use super::SecretRef;
 use crate::validation::{DNS_NAME_PATTERN, DURATION_PATTERN};
 
 /// A DNS zone Meridian publishes into. With `dnsProviderSecretRef` the zone lives at a provider
-/// (the Secret's type picks it: `kuadrant.io/aws`, `kuadrant.io/gcp`, `kuadrant.io/azure`, `kuadrant.io/rfc2136`);
-/// without one, Meridian's embedded nameserver is authoritative for it.
+/// (the Secret's type picks it: `kuadrant.io/aws`, `kuadrant.io/gcp`, `kuadrant.io/azure`,
+/// `kuadrant.io/rfc2136`, `kuadrant.io/webhook`); without one, Meridian's embedded nameserver is authoritative for it.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "kuadrant.io",
@@ -200,7 +200,8 @@ pub struct ManagedZoneStatus {
     pub conditions: Vec<Condition>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// The provider serving the zone: `route53`, `google`, `rfc2136` or `embedded`.
+    /// The provider serving the zone: `route53`, `google`, `azure`, `rfc2136`, `webhook` or
+    /// `embedded`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
     /// The zone's ID at the provider.

@@ -2,8 +2,8 @@
 //! that no tenant's Secret may choose. A Secret naming its own endpoint sent the hub's requests
 //! (signed with the tenant's keys, or worse, an identity token) wherever the tenant liked; a
 //! Secret asking for workload identity made the hub act as itself in a subscription the tenant
-//! named; a Secret naming an RFC2136 server on loopback or link-local made the hub send DNS
-//! messages inside its own network. See docs/security.md.
+//! named; a Secret naming an RFC2136 server or a webhook on loopback or link-local made the hub
+//! send DNS messages or HTTP requests inside its own network. See docs/security.md.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -70,27 +70,41 @@ pub struct ProviderArgs {
         value_delimiter = ','
     )]
     pub rfc2136_server_allow: Vec<String>,
+    /// The address ranges a `kuadrant.io/webhook` Secret's `url` may reach (repeatable, CIDRs
+    /// or addresses; comma-separated in the environment). Without any, a webhook may be
+    /// anywhere but loopback, link-local (the metadata services), unspecified and multicast
+    /// addresses. Once any is given, only these. A webhook on loopback (a sidecar of the hub,
+    /// holding the admin's provider credentials) is further only for namespaces granted
+    /// `--ambient-identity-namespace`.
+    #[arg(
+        long = "webhook-allow",
+        env = "MERIDIAN_WEBHOOK_ALLOW",
+        value_delimiter = ','
+    )]
+    pub webhook_allow: Vec<String>,
+}
+
+/// Address ranges from a flag's values (CIDRs or addresses).
+fn ranges(flag: &str, values: &[String]) -> Result<Vec<IpNet>, String> {
+    values
+        .iter()
+        .map(|value| {
+            let value = value.trim();
+            value
+                .parse::<IpNet>()
+                .or_else(|_| value.parse::<IpAddr>().map(IpNet::from))
+                .map(|net| net.trunc())
+                .map_err(|_| format!("--{flag}: {value:?} is not a CIDR or an address"))
+        })
+        .collect()
 }
 
 impl ProviderArgs {
     /// The settings these flags give; a range that does not parse is an error at start.
     pub fn settings(&self) -> Result<ProviderSettings, String> {
-        let rfc2136_servers = self
-            .rfc2136_server_allow
-            .iter()
-            .map(|value| {
-                let value = value.trim();
-                value
-                    .parse::<IpNet>()
-                    .or_else(|_| value.parse::<IpAddr>().map(IpNet::from))
-                    .map(|net| net.trunc())
-                    .map_err(|_| {
-                        format!("--rfc2136-server-allow: {value:?} is not a CIDR or an address")
-                    })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
         Ok(ProviderSettings {
-            rfc2136_servers,
+            rfc2136_servers: ranges("rfc2136-server-allow", &self.rfc2136_server_allow)?,
+            webhook_addresses: ranges("webhook-allow", &self.webhook_allow)?,
             aws_endpoint: self.aws_endpoint.clone(),
             aws_sts_endpoint: self.aws_sts_endpoint.clone(),
             google_endpoint: self.google_endpoint.clone(),

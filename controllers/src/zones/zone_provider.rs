@@ -1,5 +1,6 @@
 //! The provider behind a ManagedZone: the embedded nameserver when the zone names no secret,
-//! otherwise Route53, Google Cloud DNS, Azure DNS or RFC2136 from the Secret's type. Providers are kept
+//! otherwise Route53, Google Cloud DNS, Azure DNS, RFC2136 or an external-dns webhook from the
+//! Secret's type. Providers are kept
 //! per Secret (and its resourceVersion), so one account shares one request budget and one zone
 //! cache across every record that publishes through it.
 
@@ -21,6 +22,7 @@ use meridian_providers::google::{
 };
 use meridian_providers::rfc2136::{Rfc2136Config, Rfc2136Provider, plain_dns_records};
 use meridian_providers::route53::Route53Provider;
+use meridian_providers::webhook::{WebhookConfig, WebhookProvider};
 use meridian_providers::{Provider, ProviderError, ZoneInfo};
 
 use crate::decide::zone_serial::{Numbering, SerialStamp, choose_serial, content_digest};
@@ -29,6 +31,7 @@ pub const AWS_SECRET_TYPE: &str = "kuadrant.io/aws";
 pub const GCP_SECRET_TYPE: &str = "kuadrant.io/gcp";
 pub const AZURE_SECRET_TYPE: &str = "kuadrant.io/azure";
 pub const RFC2136_SECRET_TYPE: &str = "kuadrant.io/rfc2136";
+pub const WEBHOOK_SECRET_TYPE: &str = "kuadrant.io/webhook";
 
 /// Zones served by the hub's own nameserver. Each zone's records live here (the source of
 /// truth while the hub runs; rebuilt from DNSRecords after a restart) and are republished to
@@ -518,6 +521,7 @@ pub enum ZoneProvider {
     Google(Arc<GoogleProvider>),
     Azure(Arc<AzureProvider>),
     Rfc2136(Arc<Rfc2136Provider>),
+    Webhook(Arc<WebhookProvider>),
 }
 
 impl ZoneProvider {
@@ -528,6 +532,7 @@ impl ZoneProvider {
             ZoneProvider::Google(_) => "google",
             ZoneProvider::Azure(_) => "azure",
             ZoneProvider::Rfc2136(_) => "rfc2136",
+            ZoneProvider::Webhook(_) => "webhook",
         }
     }
 
@@ -535,13 +540,45 @@ impl ZoneProvider {
     /// about what had to change on the way.
     pub fn publishable(&self, host: &str, endpoints: &[Endpoint]) -> (Vec<Endpoint>, Vec<String>) {
         match self {
-            ZoneProvider::Rfc2136(_) => plain_dns_records(host, endpoints),
+            ZoneProvider::Rfc2136(_) | ZoneProvider::Webhook(_) => {
+                plain_dns_records(host, endpoints)
+            }
             ZoneProvider::Google(google) => (endpoints.to_vec(), google.status_notes(endpoints)),
             ZoneProvider::Azure(azure) => (endpoints.to_vec(), azure.status_notes(endpoints)),
             ZoneProvider::Embedded(_) | ZoneProvider::Route53(_) => {
                 (endpoints.to_vec(), Vec::new())
             }
         }
+    }
+
+    /// `records` (a tree at `host`, as [`Self::publishable`] made it) as the provider stores
+    /// them, so the plan compares like with like: a webhook's `adjustendpoints` answer, within
+    /// `host` (a record it moved elsewhere is left out, and said in the notes). Other providers
+    /// store what they are given.
+    pub async fn adjusted(
+        &self,
+        host: &str,
+        records: Vec<Endpoint>,
+    ) -> Result<(Vec<Endpoint>, Vec<String>), ProviderError> {
+        let ZoneProvider::Webhook(webhook) = self else {
+            return Ok((records, Vec::new()));
+        };
+        let base = host.strip_prefix("*.").unwrap_or(host);
+        let (kept, moved): (Vec<Endpoint>, Vec<Endpoint>) = webhook
+            .adjust(&records)
+            .await?
+            .into_iter()
+            .partition(|r| meridian_dns::model::is_at_or_below(&r.dns_name, base));
+        let notes = moved
+            .iter()
+            .map(|r| {
+                format!(
+                    "{host}: the webhook adjusted a record to {} {}, outside the host; it is left out",
+                    r.dns_name, r.record_type
+                )
+            })
+            .collect();
+        Ok((kept, notes))
     }
 
     /// The provider's ID of the zone for `domain`: the ManagedZone's `spec.id` when set,
@@ -595,13 +632,14 @@ impl ZoneProvider {
         match self {
             ZoneProvider::Route53(p) => p.read_record(zone_id, name, record_type).await,
             ZoneProvider::Rfc2136(p) => p.read_record(name, record_type).await,
-            ZoneProvider::Embedded(_) | ZoneProvider::Google(_) | ZoneProvider::Azure(_) => {
-                Ok(self
-                    .records(zone_id)
-                    .await?
-                    .into_iter()
-                    .find(|e| e.dns_name == name && e.record_type == record_type))
-            }
+            ZoneProvider::Embedded(_)
+            | ZoneProvider::Google(_)
+            | ZoneProvider::Azure(_)
+            | ZoneProvider::Webhook(_) => Ok(self
+                .records(zone_id)
+                .await?
+                .into_iter()
+                .find(|e| e.dns_name == name && e.record_type == record_type)),
         }
     }
 }
@@ -614,6 +652,7 @@ impl Provider for ZoneProvider {
             ZoneProvider::Google(p) => p.list_zones().await,
             ZoneProvider::Azure(p) => p.list_zones().await,
             ZoneProvider::Rfc2136(p) => p.list_zones().await,
+            ZoneProvider::Webhook(p) => p.list_zones().await,
         }
     }
 
@@ -624,6 +663,7 @@ impl Provider for ZoneProvider {
             ZoneProvider::Google(p) => p.records(zone_id).await,
             ZoneProvider::Azure(p) => p.records(zone_id).await,
             ZoneProvider::Rfc2136(p) => p.records(zone_id).await,
+            ZoneProvider::Webhook(p) => p.records(zone_id).await,
         }
     }
 
@@ -634,6 +674,7 @@ impl Provider for ZoneProvider {
             ZoneProvider::Google(p) => p.apply(zone_id, changes).await,
             ZoneProvider::Azure(p) => p.apply(zone_id, changes).await,
             ZoneProvider::Rfc2136(p) => p.apply(zone_id, changes).await,
+            ZoneProvider::Webhook(p) => p.apply(zone_id, changes).await,
         }
     }
 }
@@ -644,7 +685,7 @@ pub enum SecretError {
     #[error("Secret {0} not found")]
     NotFound(String),
     #[error(
-        "Secret {name} has type {type_:?}; expected kuadrant.io/aws, kuadrant.io/gcp, kuadrant.io/azure or kuadrant.io/rfc2136"
+        "Secret {name} has type {type_:?}; expected kuadrant.io/aws, kuadrant.io/gcp, kuadrant.io/azure, kuadrant.io/rfc2136 or kuadrant.io/webhook"
     )]
     UnknownType { name: String, type_: String },
     #[error("Secret {name} lacks key {key}")]
@@ -695,6 +736,9 @@ pub struct ProviderSettings {
     /// The ranges RFC2136 servers may be in; when empty, anywhere but the special addresses
     /// ([`rfc2136_server_refusal`]).
     pub rfc2136_servers: Vec<ipnet::IpNet>,
+    /// The ranges webhooks may be reached at; when empty, anywhere but the special addresses
+    /// ([`webhook_refusal`]).
+    pub webhook_addresses: Vec<ipnet::IpNet>,
 }
 
 impl ProviderSettings {
@@ -737,6 +781,144 @@ pub fn rfc2136_server_refusal(
                 "server {server} is refused: {kind} addresses are RFC2136 servers only by the platform admin's --rfc2136-server-allow"
             )
         })
+}
+
+/// Why the hub (or a distributed agent) may not send a zone's webhook requests to `address`, if
+/// it may not. As for RFC2136 servers: with the admin's ranges, only those; without, anywhere
+/// but the special addresses. A webhook on loopback besides is a sidecar of this process,
+/// holding the admin's provider credentials: like this process's own identity, only namespaces
+/// the admin granted it to (`--ambient-identity-namespace`) may publish through it.
+pub fn webhook_refusal(
+    address: std::net::IpAddr,
+    namespace: &str,
+    settings: &ProviderSettings,
+) -> Option<String> {
+    let allowed = &settings.webhook_addresses;
+    if !allowed.is_empty() && !allowed.iter().any(|range| range.contains(&address)) {
+        return Some(format!(
+            "the webhook's address {address} is outside the ranges the platform admin allows for webhooks (--webhook-allow)"
+        ));
+    }
+    if allowed.is_empty()
+        && let Some(refusal) =
+            crate::decide::probe_policy::ProbeAddressPolicy::default().refuses(address)
+    {
+        let kind = match refusal {
+            crate::decide::probe_policy::Refusal::Special(kind) => kind.to_string(),
+            crate::decide::probe_policy::Refusal::Denied(range) => range.to_string(),
+        };
+        return Some(format!(
+            "the webhook's address {address} is refused: {kind} addresses are webhooks only by the platform admin's --webhook-allow"
+        ));
+    }
+    let own = match address {
+        std::net::IpAddr::V4(v4) => v4.is_loopback() || v4.octets()[0] == 0,
+        std::net::IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    };
+    (own && !settings.ambient_identity_namespaces.contains(namespace)).then(|| {
+        format!(
+            "the webhook at {address} is on the hub's own loopback, a sidecar acting with the platform admin's credentials, which the admin has not granted to namespace {namespace} (--ambient-identity-namespace)"
+        )
+    })
+}
+
+/// Headers a webhook Secret may not set: the protocol's own, and those that would change how
+/// the request travels rather than what it says.
+const RESERVED_HEADERS: [&str; 8] = [
+    "accept",
+    "connection",
+    "content-length",
+    "content-type",
+    "host",
+    "proxy-authorization",
+    "te",
+    "transfer-encoding",
+];
+
+/// How a `kuadrant.io/webhook` Secret's zone is reached: `url` (http or https, without
+/// credentials in it), `headers` (optional, one `Name: value` per line, sent with every request:
+/// a token), `ca.crt` (optional, a PEM CA for an https URL). The URL's host is resolved here
+/// and every address checked ([`webhook_refusal`]); requests then go to those addresses only.
+pub async fn webhook_config(
+    secret: &Secret,
+    domain: &str,
+    settings: &ProviderSettings,
+) -> Result<WebhookConfig, SecretError> {
+    let name = secret.metadata.name.clone().unwrap_or_default();
+    let namespace = secret.metadata.namespace.clone().unwrap_or_default();
+    let invalid = |problem: String| SecretError::Invalid {
+        name: name.clone(),
+        problem,
+    };
+    let written = required(secret, "url")?;
+    // The URL is not repeated in a refusal: it may carry a token in its query.
+    let url = meridian_providers::webhook::Url::parse(&written)
+        .map_err(|e| invalid(format!("url is not a URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(invalid(format!(
+            "url's scheme {:?} is not http or https",
+            url.scheme()
+        )));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(invalid(
+            "url carries credentials; put them in the headers key (Authorization: ...)".into(),
+        ));
+    }
+    let host = url
+        .host_str()
+        .ok_or_else(|| invalid("url has no host".into()))?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let port = url
+        .port_or_known_default()
+        .ok_or_else(|| invalid("url has no port".into()))?;
+    let addresses: Vec<std::net::SocketAddr> = match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => vec![std::net::SocketAddr::new(ip, port)],
+        Err(_) => tokio::net::lookup_host((host.as_str(), port))
+            .await
+            .map_err(|e| invalid(format!("url's host {host} does not resolve: {e}")))?
+            .collect(),
+    };
+    if addresses.is_empty() {
+        return Err(invalid(format!("url's host {host} resolves to no address")));
+    }
+    for address in &addresses {
+        if let Some(refusal) = webhook_refusal(address.ip(), &namespace, settings) {
+            return Err(invalid(refusal));
+        }
+    }
+    let mut headers = Vec::new();
+    for line in value(secret, "headers").unwrap_or_default().lines() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let (header, header_value) = line
+            .split_once(':')
+            .ok_or_else(|| invalid("headers: each line is `Name: value`".into()))?;
+        let header = header.trim();
+        if RESERVED_HEADERS.contains(&header.to_ascii_lowercase().as_str()) {
+            return Err(invalid(format!(
+                "headers: {header} is the protocol's or the connection's, not a Secret's"
+            )));
+        }
+        headers.push((header.to_string(), header_value.trim().to_string()));
+    }
+    Ok(WebhookConfig {
+        url,
+        zone: domain.trim_end_matches('.').to_string(),
+        headers,
+        extra_ca_pem: value(secret, "ca.crt"),
+        pinned: if host.parse::<std::net::IpAddr>().is_ok() {
+            Vec::new()
+        } else {
+            addresses
+        },
+    })
 }
 
 /// Providers by Secret, so an account's budget and caches are shared.
@@ -1011,6 +1193,14 @@ async fn build_provider(
             };
             let provider = Rfc2136Provider::new(config).map_err(|e| invalid(e.to_string()))?;
             Ok(ZoneProvider::Rfc2136(Arc::new(provider)))
+        }
+        WEBHOOK_SECRET_TYPE => {
+            let config = webhook_config(secret, domain, settings).await?;
+            let provider = WebhookProvider::new(config).map_err(|e| match e {
+                ProviderError::Invalid(problem) => invalid(problem),
+                other => invalid(other.to_string()),
+            })?;
+            Ok(ZoneProvider::Webhook(Arc::new(provider)))
         }
         other => Err(SecretError::UnknownType {
             name: name.to_string(),
@@ -1479,6 +1669,139 @@ mod tests {
             rfc2136_server_refusal("127.0.0.1".parse().unwrap(), &none).unwrap(),
             "server 127.0.0.1 is refused: loopback addresses are RFC2136 servers only by the platform admin's --rfc2136-server-allow"
         );
+    }
+
+    /// Where a tenant's webhook Secret may send the hub: the attacks (loopback, where a sidecar
+    /// holds the admin's credentials; the metadata service, by address or by a name resolving
+    /// to it; credentials in the URL; headers that change how the request travels) and what
+    /// the admin's flags allow.
+    #[tokio::test]
+    async fn a_tenants_webhook_secret_reaches_only_where_the_admin_allows() {
+        let strict = ProviderSettings::default();
+        let sidecar = ProviderSettings {
+            webhook_addresses: vec!["127.0.0.1/32".parse().unwrap()],
+            ambient_identity_namespaces: ["platform".to_string()].into(),
+            ..Default::default()
+        };
+        let internal = ProviderSettings {
+            webhook_addresses: vec!["10.96.0.0/12".parse().unwrap()],
+            ..Default::default()
+        };
+        async fn config(
+            namespace: &str,
+            data: serde_json::Value,
+            settings: ProviderSettings,
+        ) -> Result<WebhookConfig, String> {
+            webhook_config(
+                &secret(namespace, WEBHOOK_SECRET_TYPE, data),
+                "example.com",
+                &settings,
+            )
+            .await
+            .map_err(|e| e.to_string())
+        }
+        let url = |url: &str| serde_json::json!({ "url": url });
+        let cases: [(&str, serde_json::Value, &ProviderSettings, Option<&str>); 12] = [
+            (
+                "team-a",
+                url("https://dns-webhook.invalid:8443/"),
+                &strict,
+                Some("does not resolve"),
+            ),
+            ("team-a", url("http://192.0.2.7:8888"), &strict, None),
+            ("team-a", url("http://10.96.4.4:8888"), &internal, None),
+            (
+                "team-a",
+                url("http://192.0.2.7:8888"),
+                &internal,
+                Some("outside the ranges the platform admin allows for webhooks (--webhook-allow)"),
+            ),
+            (
+                "team-a",
+                url("http://127.0.0.1:8888"),
+                &strict,
+                Some(
+                    "loopback addresses are webhooks only by the platform admin's --webhook-allow",
+                ),
+            ),
+            (
+                "team-a",
+                url("http://localhost:8888"),
+                &strict,
+                Some("loopback addresses are webhooks only"),
+            ),
+            (
+                "team-a",
+                url("http://127.0.0.1:8888"),
+                &sidecar,
+                Some(
+                    "a sidecar acting with the platform admin's credentials, which the admin has not granted to namespace team-a",
+                ),
+            ),
+            ("platform", url("http://127.0.0.1:8888"), &sidecar, None),
+            (
+                "team-a",
+                url("http://169.254.169.254/latest"),
+                &strict,
+                Some("169.254.169.254 is refused: link-local addresses are webhooks only"),
+            ),
+            (
+                "team-a",
+                url("http://[::ffff:169.254.169.254]/"),
+                &strict,
+                Some("link-local addresses are webhooks only"),
+            ),
+            (
+                "team-a",
+                url("http://user:pass@192.0.2.7/"),
+                &strict,
+                Some("url carries credentials"),
+            ),
+            (
+                "team-a",
+                url("file:///etc/passwd"),
+                &strict,
+                Some("is not http or https"),
+            ),
+        ];
+        for (namespace, data, settings, refusal) in cases {
+            let shown = data.to_string();
+            let got = config(namespace, data, settings.clone()).await;
+            match refusal {
+                None => assert!(got.is_ok(), "{namespace} {shown}: {got:?}"),
+                Some(refusal) => {
+                    let message = got.expect_err(&shown);
+                    assert!(message.contains(refusal), "{namespace} {shown}: {message}");
+                    assert!(!message.contains("pass@"), "{message}");
+                }
+            }
+        }
+        let with_headers = |headers: &str| serde_json::json!({ "url": "http://192.0.2.7:8888", "headers": headers });
+        let token = webhook_config(
+            &secret(
+                "team-a",
+                WEBHOOK_SECRET_TYPE,
+                serde_json::json!({ "url": "http://192.0.2.7:8888", "headers": "Authorization: Bearer abc\n\nX-Team: a" }),
+            ),
+            "example.com",
+            &strict,
+        )
+        .await
+        .map(|c| c.headers.into_iter().map(|(n, _)| n).collect::<Vec<_>>());
+        assert_eq!(
+            token.as_deref().ok(),
+            Some(&["Authorization".to_string(), "X-Team".into()][..])
+        );
+        for reserved in [
+            "Host: metadata.internal",
+            "content-type: text/plain",
+            "Transfer-Encoding: chunked",
+        ] {
+            let message = config("team-a", with_headers(reserved), strict.clone())
+                .await
+                .unwrap_err();
+            assert!(message.contains("not a Secret's"), "{reserved}: {message}");
+        }
     }
 
     #[tokio::test]

@@ -248,7 +248,15 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
                 .map_or(meridian_dns::tiers::DEFAULT_HOLD_DOWN, u64::from),
         },
     );
-    let (mut desired, mut notes) = provider.publishable(&root_host, &tiers.endpoints);
+    let (desired, mut notes) = provider.publishable(&root_host, &tiers.endpoints);
+    // As the provider stores them (a webhook's own normalising), so steady state plans nothing.
+    let mut desired = match provider.adjusted(&root_host, desired).await {
+        Ok((adjusted, adjusted_notes)) => {
+            notes.extend(adjusted_notes);
+            adjusted
+        }
+        Err(error) => return provider_failed(record, ctx, &provider, error).await,
+    };
     notes.extend(tier_notes(&tiers, distributed));
     let resync = tiers.recheck_after.map_or(resync, |after| {
         resync.min(std::time::Duration::from_secs(after))
