@@ -140,7 +140,8 @@ bench-dns: ## dnsperf against Meridian's nameserver, Knot, NSD, gdnsd and PowerD
 bench-dns-flood: ## Answers per second a client gets from the nameserver before and during a flood from 65,535 client prefixes, rate limiting on and off
 	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-dns-flood
 
-bench-providers: packages ## API calls per phase for 1,000 hosts (and a drift verification): Route53 (moto), Cloud DNS and Azure (fakes); PROVIDERS=azure for one
+bench-providers: packages ## API calls per phase for 1,000 hosts (and a drift verification): Route53 (moto), Cloud DNS and Azure (fakes), webhooks (external-dns to PowerDNS and BIND); PROVIDERS=azure for one
+	@bash e2e/testbed/external-dns.sh >/dev/null
 	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-providers -- $(PROVIDERS)
 
 bench-convergence: packages testbed ## Spoke address change → nameserver answer, p50/p99 over 25 changes

@@ -17,7 +17,6 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// A webhook's URL.
@@ -230,7 +229,8 @@ pub struct WebhookProvider {
     /// `adjustendpoints` answers by what was asked: the protocol makes it a function of the
     /// records, and asking once per record set keeps steady state free of calls.
     adjusted: Mutex<BTreeMap<Vec<Endpoint>, Vec<Endpoint>>>,
-    requests: AtomicU64,
+    /// HTTP requests sent, by method and path, retries included.
+    requests: Mutex<BTreeMap<String, u64>>,
 }
 
 impl std::fmt::Debug for WebhookProvider {
@@ -302,13 +302,18 @@ impl WebhookProvider {
             backoff,
             negotiated: tokio::sync::Mutex::new(None),
             adjusted: Mutex::new(BTreeMap::new()),
-            requests: AtomicU64::new(0),
+            requests: Mutex::new(BTreeMap::new()),
         })
     }
 
     /// HTTP requests sent so far, retries included.
     pub fn requests(&self) -> u64 {
-        self.requests.load(Ordering::Relaxed)
+        self.requests_by_call().values().sum()
+    }
+
+    /// HTTP requests sent so far by method and path (`POST /records`), retries included.
+    pub fn requests_by_call(&self) -> BTreeMap<String, u64> {
+        self.requests.lock().expect("requests lock").clone()
     }
 
     fn zone(&self) -> String {
@@ -348,7 +353,12 @@ impl WebhookProvider {
                     .header(reqwest::header::CONTENT_TYPE, MEDIA_TYPE)
                     .body(body.clone());
             }
-            self.requests.fetch_add(1, Ordering::Relaxed);
+            *self
+                .requests
+                .lock()
+                .expect("requests lock")
+                .entry(format!("{method} {path}"))
+                .or_default() += 1;
             let failure = match request.send().await {
                 Ok(response) if response.status().is_server_error() => {
                     format!("answered {}", response.status())

@@ -11,6 +11,12 @@
 //! edited out of band. Each phase prints the calls by type next to the fewest the provider's
 //! API allows for the same work, and what the calls cost at the provider's own rate limit.
 //! The fakes answer faster than the services; counts, not timings, are the result.
+//!
+//! Then the webhook provider (`webhook`): external-dns v0.21.0 `--webhook-server` in front of
+//! PowerDNS and of BIND, converging the same 1,000 hosts as plain records (the protocol has no
+//! weights or GEO: each tree flattened as the hub flattens it), reconciling with no change and
+//! changing one host's address, each next to Route53 doing the same work with the same records
+//! in the same run. Webhook calls are counted by method and path as the provider sends them.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,12 +38,17 @@ use meridian_providers::google::{
     CLOUD_DNS_LIMITS, CLOUD_DNS_REQUESTS_PER_SECOND, GeoRegions, GoogleAuth, GoogleCredentials,
     GoogleProvider,
 };
+use meridian_providers::rfc2136::plain_dns_records;
 use meridian_providers::route53::Route53Provider;
+use meridian_providers::webhook::{WebhookConfig, WebhookProvider};
 use meridian_testkit::azure_fake::{FakeAzure, FakeAzureOptions};
+use meridian_testkit::bind_server::BindServer;
 use meridian_testkit::cloud_dns_fake::FakeCloudDns;
 use meridian_testkit::counting_proxy::CountingProxy;
 use meridian_testkit::moto::MotoServer;
+use meridian_testkit::powerdns::PowerDns;
 use meridian_testkit::trees;
+use meridian_testkit::webhook_server::WebhookServer;
 
 const HOSTS: usize = 1000;
 const OWNER: &str = "bench-hub";
@@ -526,8 +537,158 @@ async fn run_phases<P: Provider>(
     Ok(())
 }
 
+/// A host's tree as a provider of plain records holds it (flattened, as the hub does), with
+/// the US cluster at `us_address`.
+fn plain_tree(host: &str, us_address: &str) -> Vec<Endpoint> {
+    let clusters = [
+        trees::cluster_on(1, "IE", "Azure", "192.0.2.1"),
+        trees::cluster_on(2, "US", "AWS", us_address),
+        trees::cluster_on(3, "GEO-EU", "AWS", "192.0.2.3"),
+    ];
+    let tree = trees::tree(host, &trees::geo_policy_weighing_azure(30), &clusters);
+    plain_dns_records(host, &tree).0
+}
+
+/// The plain-records phases on `provider` (with `adjust`, what the hub asks before planning a
+/// host: the webhook's `adjustendpoints`, or nothing); returns the calls of each phase.
+async fn plain_phases<P: Provider>(
+    name: &str,
+    provider: &P,
+    adjust: impl AsyncFn(&[Endpoint]) -> Result<Vec<Endpoint>, meridian_providers::ProviderError>,
+    calls: impl Fn() -> BTreeMap<String, u64>,
+) -> Result<[u64; 3], Box<dyn std::error::Error>> {
+    let counter = Counter::new(calls);
+    let hosts: Vec<String> = (0..HOSTS).map(|i| format!("app{i}.example.com")).collect();
+    let show = |phase: &str, started: Instant| {
+        let calls = counter.take();
+        let total: u64 = calls.values().sum();
+        let by_type: Vec<String> = calls.iter().map(|(c, n)| format!("{c} {n}")).collect();
+        println!(
+            "{name:<24} {phase:<32} {total:>6} calls ({})  [{:.1} s here]",
+            if by_type.is_empty() {
+                "none".to_string()
+            } else {
+                by_type.join(", ")
+            },
+            started.elapsed().as_secs_f64()
+        );
+        total
+    };
+
+    // 1. From empty: one read of the zone, each host adjusted and planned, one apply.
+    let started = Instant::now();
+    let zone = provider
+        .list_zones()
+        .await?
+        .into_iter()
+        .find(|z| z.domain == "example.com")
+        .ok_or("zone")?;
+    let current = provider.records(&zone.id).await?;
+    let mut published: BTreeMap<&str, Vec<Endpoint>> = BTreeMap::new();
+    let mut all = Changes::default();
+    for host in &hosts {
+        let desired = adjust(&plain_tree(host, "192.0.2.2")).await?;
+        let planned = plan(
+            &PlanInput {
+                owner: OWNER,
+                root_host: host,
+                desired: &desired,
+                previous: None,
+            },
+            &current,
+        );
+        all.append(planned.changes);
+        published.insert(host, desired);
+    }
+    provider.apply(&zone.id, &all).await?;
+    let converge = show(&format!("1. converge ({} changes)", all.len()), started);
+
+    // 2. No change: each host adjusted again and compared with what it published.
+    let started = Instant::now();
+    for host in &hosts {
+        let desired = adjust(&plain_tree(host, "192.0.2.2")).await?;
+        assert_eq!(desired, published[host.as_str()]);
+    }
+    let steady = show("2. reconcile again, no change", started);
+
+    // 3. One host's US cluster moves to a new address.
+    let started = Instant::now();
+    let host = hosts[0].as_str();
+    let desired = adjust(&plain_tree(host, "192.0.2.22")).await?;
+    let previous = &published[host];
+    let planned = plan(
+        &PlanInput {
+            owner: OWNER,
+            root_host: host,
+            desired: &desired,
+            previous: Some(previous),
+        },
+        &published_zone(OWNER, previous),
+    );
+    provider.apply(&zone.id, &planned.changes).await?;
+    let change = show("3. one host's address changes", started);
+    let records = provider.records(&zone.id).await?;
+    counter.take();
+    assert!(
+        records
+            .iter()
+            .any(|r| r.dns_name == host && r.targets.contains(&"192.0.2.22".to_string())),
+        "the new address is held"
+    );
+    Ok([converge, steady, change])
+}
+
+/// The webhook rows: PowerDNS and BIND behind external-dns's webhook server, and Route53 with
+/// the same plain records.
+async fn webhook_rows() -> Result<(), Box<dyn std::error::Error>> {
+    println!(
+        "
+Webhook (external-dns v0.21.0 --webhook-server): {HOSTS} hosts x 3 clusters flattened to plain records, next to Route53 (moto, {ROUTE53_REQUESTS_PER_SECOND} req/s) with the same records"
+    );
+    let moto = MotoServer::start()?;
+    let proxy = CountingProxy::start(moto.address(), 0).await?;
+    let budget = Arc::new(RequestBudget::per_second(ROUTE53_REQUESTS_PER_SECOND));
+    let route53 = Route53Provider::new(&moto.credentials(&proxy.endpoint()), budget);
+    moto.create_zone("example.com").await?;
+    let same = async |records: &[Endpoint]| Ok(records.to_vec());
+    let route53_calls = plain_phases("Route53", &route53, same, || proxy.calls()).await?;
+
+    let pdns = PowerDns::start("example.com").await?;
+    let pdns_webhook = WebhookServer::powerdns(&pdns, "example.com").await?;
+    let bind = BindServer::start("example.com").await?;
+    let bind_webhook = WebhookServer::rfc2136(&bind.config).await?;
+    for (name, server) in [
+        ("webhook to PowerDNS", &pdns_webhook),
+        ("webhook to BIND", &bind_webhook),
+    ] {
+        let webhook = WebhookProvider::new(WebhookConfig {
+            url: server.url.parse()?,
+            zone: "example.com".into(),
+            headers: Vec::new(),
+            extra_ca_pem: None,
+            pinned: Vec::new(),
+        })?;
+        let adjust = async |records: &[Endpoint]| webhook.adjust(records).await;
+        let calls = plain_phases(name, &webhook, adjust, || webhook.requests_by_call()).await?;
+        let ratio: Vec<String> = calls
+            .iter()
+            .zip(route53_calls)
+            .map(|(ours, theirs)| match theirs {
+                0 => format!("{ours} vs 0"),
+                _ => format!("{:.1}x", *ours as f64 / theirs as f64),
+            })
+            .collect();
+        println!(
+            "{:<24} calls against Route53's, phase by phase: {} (adjustendpoints, asked once per host's record set and then kept, is answered by the webhook itself: no provider API call)",
+            "",
+            ratio.join(", ")
+        );
+    }
+    Ok(())
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // `bench-providers [route53] [google] [azure]` runs only those; all three by default.
+    // `bench-providers [route53] [google] [azure] [webhook]` runs only those; all by default.
     let chosen: Vec<String> = std::env::args().skip(1).collect();
     let runs = |name: &str| chosen.is_empty() || chosen.iter().any(|c| c == name);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -600,6 +761,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             record_sets as f64 / 10_000.0,
             profiles as f64 / 200.0,
         );
+        }
+
+        if runs("webhook") {
+            webhook_rows().await?;
         }
         Ok::<_, Box<dyn std::error::Error>>(())
     })
