@@ -317,8 +317,7 @@ async fn a_tenant_cannot_take_another_teams_zone_or_names() -> Result<(), Error>
         (
             "metadata",
             "metadata",
-            "link-local addresses are webhooks only by the platform admin's --webhook-allow"
-                .to_string(),
+            "link-local addresses are never webhooks".to_string(),
         ),
         (
             "identity",

@@ -38,7 +38,11 @@ pub const MEDIA_TYPE: &str = "application/external.dns.webhook+json;version=1";
 pub const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 
 /// How long one request may take, answer included.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The largest answer to `GET /` (a domain filter) or `POST /records` (204, or a refusal's
+/// reason): far below the protocol's limit, which only record lists need.
+const SMALL_ANSWER_BYTES: usize = 1024 * 1024;
 
 /// Changes per `POST /records`. Far within the body limit (a change is a few hundred bytes), and
 /// small enough that a retried 5xx resends little; external-dns's own providers split further
@@ -69,8 +73,12 @@ pub struct WebhookConfig {
 impl std::fmt::Debug for WebhookConfig {
     // Header values are credentials.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Nor the URL's query, which may carry a token.
+        let mut url = self.url.clone();
+        url.set_query(None);
+        let _ = url.set_password(None);
         f.debug_struct("WebhookConfig")
-            .field("url", &self.url.as_str())
+            .field("url", &url.as_str())
             .field("zone", &self.zone)
             .field(
                 "headers",
@@ -227,8 +235,9 @@ pub struct WebhookProvider {
     /// The webhook's domain filter, once negotiated.
     negotiated: tokio::sync::Mutex<Option<DomainFilter>>,
     /// `adjustendpoints` answers by what was asked: the protocol makes it a function of the
-    /// records, and asking once per record set keeps steady state free of calls.
-    adjusted: Mutex<BTreeMap<Vec<Endpoint>, Vec<Endpoint>>>,
+    /// records, and asking once per record set keeps steady state free of calls. With the
+    /// bytes they hold, bounded ([`ADJUSTED_KEPT_BYTES`]).
+    adjusted: Mutex<AdjustedKept>,
     /// HTTP requests sent, by method and path, retries included.
     requests: Mutex<BTreeMap<String, u64>>,
 }
@@ -241,9 +250,23 @@ impl std::fmt::Debug for WebhookProvider {
     }
 }
 
-/// How many `adjustendpoints` answers are kept; past it they are all forgotten (the next pass
-/// of each record asks again).
+/// How many `adjustendpoints` answers are kept, and how many bytes of names and values they
+/// may hold; past either they are all forgotten (the next pass of each record asks again). A
+/// webhook's answers are the webhook's to size: the bound keeps a hostile one from filling the
+/// hub's memory through them.
 const ADJUSTED_KEPT: usize = 20_000;
+const ADJUSTED_KEPT_BYTES: usize = 64 * 1024 * 1024;
+
+/// `adjustendpoints` answers by the records asked about, and the bytes they hold.
+type AdjustedKept = (BTreeMap<Vec<Endpoint>, Vec<Endpoint>>, usize);
+
+/// Bytes of names and values in `records`, roughly what keeping them costs.
+fn held_bytes(records: &[Endpoint]) -> usize {
+    records
+        .iter()
+        .map(|r| r.dns_name.len() + r.targets.iter().map(String::len).sum::<usize>() + 64)
+        .sum()
+}
 
 impl WebhookProvider {
     pub fn new(config: WebhookConfig) -> Result<Self, ProviderError> {
@@ -286,7 +309,8 @@ impl WebhookProvider {
         let mut headers = reqwest::header::HeaderMap::new();
         for (name, value) in &config.headers {
             let header = reqwest::header::HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| invalid(&format!("header name {name:?} is not a header name")))?;
+                // Not quoted back: a malformed name may be part of a token.
+                .map_err(|_| invalid(&"a header's name is not a header name"))?;
             let mut value = reqwest::header::HeaderValue::from_str(value)
                 .map_err(|_| invalid(&format!("header {name}'s value is not a header value")))?;
             value.set_sensitive(true);
@@ -301,7 +325,7 @@ impl WebhookProvider {
             client,
             backoff,
             negotiated: tokio::sync::Mutex::new(None),
-            adjusted: Mutex::new(BTreeMap::new()),
+            adjusted: Mutex::new((BTreeMap::new(), 0)),
             requests: Mutex::new(BTreeMap::new()),
         })
     }
@@ -328,12 +352,13 @@ impl WebhookProvider {
     }
 
     /// One request, retried with backoff while the webhook answers 5xx or not at all. Returns
-    /// the answer's status, `Content-Type` and body (at most [`MAX_BODY_BYTES`]).
+    /// the answer's status, `Content-Type` and body (at most `limit` bytes).
     async fn call(
         &self,
         method: Method,
         path: &str,
         body: Option<Vec<u8>>,
+        limit: usize,
     ) -> Result<(StatusCode, String, Vec<u8>), ProviderError> {
         let url = self.endpoint(path)?;
         if body.as_ref().is_some_and(|b| b.len() > MAX_BODY_BYTES) {
@@ -371,7 +396,7 @@ impl WebhookProvider {
                         .and_then(|v| v.to_str().ok())
                         .unwrap_or_default()
                         .to_string();
-                    let body = read_limited(response, method.as_str(), path).await?;
+                    let body = read_limited(response, method.as_str(), path, limit).await?;
                     if status.is_success() {
                         return Ok((status, content_type, body));
                     }
@@ -401,7 +426,9 @@ impl WebhookProvider {
         if let Some(filter) = negotiated.as_ref() {
             return Ok(filter.clone());
         }
-        let (_, content_type, body) = self.call(Method::GET, "/", None).await?;
+        let (_, content_type, body) = self
+            .call(Method::GET, "/", None, SMALL_ANSWER_BYTES)
+            .await?;
         if !same_media_type(&content_type) {
             return Err(ProviderError::Rejected(format!(
                 "the webhook answers {content_type:?}, not {MEDIA_TYPE}: it does not speak version 1 of the protocol"
@@ -423,24 +450,32 @@ impl WebhookProvider {
         if records.is_empty() {
             return Ok(Vec::new());
         }
-        if let Some(known) = self.adjusted.lock().expect("adjusted lock").get(records) {
+        if let Some(known) = self.adjusted.lock().expect("adjusted lock").0.get(records) {
             return Ok(known.clone());
         }
         self.negotiate().await?;
         let wire: Vec<WireEndpoint> = records.iter().map(to_wire).collect();
         let body = serde_json::to_vec(&wire).map_err(|e| ProviderError::Other(e.to_string()))?;
+        // An adjusted record set is about the size of the one asked about.
+        let limit = (SMALL_ANSWER_BYTES + 4 * body.len()).min(MAX_BODY_BYTES);
         let (_, _, answer) = self
-            .call(Method::POST, "/adjustendpoints", Some(body))
+            .call(Method::POST, "/adjustendpoints", Some(body), limit)
             .await?;
         let answer: Vec<WireEndpoint> = serde_json::from_slice(&answer).map_err(|e| {
             ProviderError::Other(format!("the webhook's adjusted records are not JSON: {e}"))
         })?;
         let adjusted = from_wire(&self.zone(), answer);
-        let mut known = self.adjusted.lock().expect("adjusted lock");
-        if known.len() >= ADJUSTED_KEPT {
+        let bytes = held_bytes(records) + held_bytes(&adjusted);
+        let mut guard = self.adjusted.lock().expect("adjusted lock");
+        let (known, held) = &mut *guard;
+        if known.len() >= ADJUSTED_KEPT || *held + bytes > ADJUSTED_KEPT_BYTES {
             known.clear();
+            *held = 0;
         }
-        known.insert(records.to_vec(), adjusted.clone());
+        if bytes <= ADJUSTED_KEPT_BYTES / 16 {
+            known.insert(records.to_vec(), adjusted.clone());
+            *held += bytes;
+        }
         Ok(adjusted)
     }
 
@@ -461,7 +496,7 @@ impl WebhookProvider {
             }
         }
         let body = serde_json::to_vec(&changes).map_err(|e| ProviderError::Other(e.to_string()))?;
-        self.call(Method::POST, "/records", Some(body))
+        self.call(Method::POST, "/records", Some(body), SMALL_ANSWER_BYTES)
             .await
             .map(drop)
     }
@@ -476,27 +511,34 @@ fn same_media_type(content_type: &str) -> bool {
             .map(|part| part.trim().to_ascii_lowercase().replace(' ', ""))
             .filter(|part| !part.is_empty())
             .collect();
-        parts[1..].sort();
+        if let Some(parameters) = parts.get_mut(1..) {
+            parameters.sort();
+        }
         parts
     };
     !content_type.trim().is_empty() && parts(content_type) == parts(MEDIA_TYPE)
 }
 
-/// A body, read up to [`MAX_BODY_BYTES`]: more is refused as it arrives, never buffered.
+/// A body, read up to `limit` bytes: more is refused as it arrives, never buffered.
 async fn read_limited(
     mut response: reqwest::Response,
     method: &str,
     path: &str,
+    limit: usize,
 ) -> Result<Vec<u8>, ProviderError> {
     let too_large = || {
-        ProviderError::Other(format!(
-            "{method} {path}: the answer is over the protocol's {} MiB",
-            MAX_BODY_BYTES >> 20
-        ))
+        ProviderError::Other(if limit == MAX_BODY_BYTES {
+            format!(
+                "{method} {path}: the answer is over the protocol's {} MiB",
+                MAX_BODY_BYTES >> 20
+            )
+        } else {
+            format!("{method} {path}: the answer is over {limit} bytes, far more than asked for")
+        })
     };
     if response
         .content_length()
-        .is_some_and(|length| length > MAX_BODY_BYTES as u64)
+        .is_some_and(|length| length > limit as u64)
     {
         return Err(too_large());
     }
@@ -507,7 +549,7 @@ async fn read_limited(
             with_causes(e.without_url())
         ))
     })? {
-        if body.len() + chunk.len() > MAX_BODY_BYTES {
+        if body.len() + chunk.len() > limit {
             return Err(too_large());
         }
         body.extend_from_slice(&chunk);
@@ -554,7 +596,9 @@ impl Provider for WebhookProvider {
 
     async fn records(&self, _zone_id: &str) -> Result<Vec<Endpoint>, ProviderError> {
         self.negotiate().await?;
-        let (_, _, body) = self.call(Method::GET, "/records", None).await?;
+        let (_, _, body) = self
+            .call(Method::GET, "/records", None, MAX_BODY_BYTES)
+            .await?;
         let records: Vec<WireEndpoint> = serde_json::from_slice(&body).map_err(|e| {
             ProviderError::Other(format!("the webhook's records are not JSON: {e}"))
         })?;
@@ -720,6 +764,8 @@ mod tests {
             ("application/external.dns.webhook+json;version=2", false),
             ("application/json", false),
             ("", false),
+            (";", false),
+            ("; ;", false),
         ] {
             assert_eq!(same_media_type(content_type), same, "{content_type:?}");
         }

@@ -102,6 +102,15 @@ fn embedded_ipv4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
 }
 
 impl ProbeAddressPolicy {
+    /// The address a connection to `ip` reaches: an IPv4 address written as IPv6 (mapped,
+    /// compatible, NAT64, 6to4) is the IPv4 address.
+    pub fn reached(ip: IpAddr) -> IpAddr {
+        match ip {
+            IpAddr::V6(v6) => embedded_ipv4(v6).map_or(ip, IpAddr::V4),
+            v4 => v4,
+        }
+    }
+
     /// A test bed's policy: its gateways listen on loopback addresses (never in production).
     pub fn test_bed() -> Self {
         ProbeAddressPolicy {
@@ -134,10 +143,7 @@ impl ProbeAddressPolicy {
         // An IPv4 address written as IPv6 is judged as the IPv4 address it reaches: mapped
         // (`::ffff:127.0.0.1`), compatible (`::127.0.0.1`), NAT64 (`64:ff9b::/96`, where a
         // cluster translates) and 6to4 (`2002::/16`).
-        let ip = match ip {
-            IpAddr::V6(v6) => embedded_ipv4(v6).map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
+        let ip = Self::reached(ip);
         if METADATA_SERVICES.contains(&ip) {
             return Some(Refusal::Special("cloud metadata service"));
         }

@@ -72,10 +72,10 @@ pub struct ProviderArgs {
     pub rfc2136_server_allow: Vec<String>,
     /// The address ranges a `kuadrant.io/webhook` Secret's `url` may reach (repeatable, CIDRs
     /// or addresses; comma-separated in the environment). Without any, a webhook may be
-    /// anywhere but loopback, link-local (the metadata services), unspecified and multicast
-    /// addresses. Once any is given, only these. A webhook on loopback (a sidecar of the hub,
-    /// holding the admin's provider credentials) is further only for namespaces granted
-    /// `--ambient-identity-namespace`.
+    /// anywhere but this host (loopback, unspecified); once any is given, only these.
+    /// Link-local, metadata-service, multicast and broadcast addresses never. A webhook on this
+    /// host (a sidecar of the hub, holding the admin's provider credentials) is further only
+    /// for namespaces granted `--ambient-identity-namespace`.
     #[arg(
         long = "webhook-allow",
         env = "MERIDIAN_WEBHOOK_ALLOW",

@@ -569,15 +569,13 @@ impl ZoneProvider {
             .await?
             .into_iter()
             .partition(|r| meridian_dns::model::is_at_or_below(&r.dns_name, base));
-        let notes = moved
-            .iter()
-            .map(|r| {
-                format!(
-                    "{host}: the webhook adjusted a record to {} {}, outside the host; it is left out",
-                    r.dns_name, r.record_type
-                )
-            })
-            .collect();
+        // Bounded: the names are the webhook's to choose.
+        let notes = match moved.len() {
+            0 => Vec::new(),
+            n => vec![format!(
+                "{host}: the webhook adjusted {n} record(s) to names outside the host; they are left out"
+            )],
+        };
         Ok((kept, notes))
     }
 
@@ -793,36 +791,50 @@ pub fn webhook_refusal(
     namespace: &str,
     settings: &ProviderSettings,
 ) -> Option<String> {
+    use crate::decide::probe_policy::{ProbeAddressPolicy, Refusal};
+    // Judged as the IPv4 address an IPv6 form reaches (mapped, compatible, NAT64, 6to4).
+    let reached = ProbeAddressPolicy::reached(address);
     let allowed = &settings.webhook_addresses;
-    if !allowed.is_empty() && !allowed.iter().any(|range| range.contains(&address)) {
+    let special = match ProbeAddressPolicy::default().refuses(address) {
+        Some(Refusal::Special(kind)) => Some(kind),
+        _ => None,
+    };
+    // This host: loopback, or the unspecified address, which Linux connects to loopback.
+    let own = reached.is_loopback()
+        || reached.is_unspecified()
+        || matches!(reached, std::net::IpAddr::V4(v4) if v4.octets()[0] == 0);
+    match special {
+        // Never, whatever the admin allows: nothing a DNS provider is sits there.
+        Some(kind) if !own => {
+            return Some(format!(
+                "the webhook's address {address} is refused: {kind} addresses are never webhooks"
+            ));
+        }
+        Some(kind) if allowed.is_empty() => {
+            return Some(format!(
+                "the webhook's address {address} is refused: {kind} addresses are webhooks only by the platform admin's --webhook-allow"
+            ));
+        }
+        _ => {}
+    }
+    if !allowed.is_empty()
+        && !allowed
+            .iter()
+            .any(|range| range.contains(&address) || range.contains(&reached))
+    {
         return Some(format!(
             "the webhook's address {address} is outside the ranges the platform admin allows for webhooks (--webhook-allow)"
         ));
     }
-    if allowed.is_empty()
-        && let Some(refusal) =
-            crate::decide::probe_policy::ProbeAddressPolicy::default().refuses(address)
-    {
-        let kind = match refusal {
-            crate::decide::probe_policy::Refusal::Special(kind) => kind.to_string(),
-            crate::decide::probe_policy::Refusal::Denied(range) => range.to_string(),
-        };
-        return Some(format!(
-            "the webhook's address {address} is refused: {kind} addresses are webhooks only by the platform admin's --webhook-allow"
-        ));
-    }
-    let own = match address {
-        std::net::IpAddr::V4(v4) => v4.is_loopback() || v4.octets()[0] == 0,
-        std::net::IpAddr::V6(v6) => {
-            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
-        }
-    };
     (own && !settings.ambient_identity_namespaces.contains(namespace)).then(|| {
         format!(
             "the webhook at {address} is on the hub's own loopback, a sidecar acting with the platform admin's credentials, which the admin has not granted to namespace {namespace} (--ambient-identity-namespace)"
         )
     })
 }
+
+/// How long a webhook URL's host may take to resolve.
+const WEBHOOK_LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Headers a webhook Secret may not set: the protocol's own, and those that would change how
 /// the request travels rather than what it says.
@@ -878,10 +890,21 @@ pub async fn webhook_config(
         .ok_or_else(|| invalid("url has no port".into()))?;
     let addresses: Vec<std::net::SocketAddr> = match host.parse::<std::net::IpAddr>() {
         Ok(ip) => vec![std::net::SocketAddr::new(ip, port)],
-        Err(_) => tokio::net::lookup_host((host.as_str(), port))
-            .await
-            .map_err(|e| invalid(format!("url's host {host} does not resolve: {e}")))?
-            .collect(),
+        Err(_) => {
+            let lookup = tokio::net::lookup_host((host.as_str(), port));
+            match tokio::time::timeout(WEBHOOK_LOOKUP_TIMEOUT, lookup).await {
+                Ok(Ok(addresses)) => addresses.collect(),
+                Ok(Err(e)) => {
+                    return Err(invalid(format!("url's host {host} does not resolve: {e}")));
+                }
+                Err(_) => {
+                    return Err(invalid(format!(
+                        "url's host {host} did not resolve within {} s",
+                        WEBHOOK_LOOKUP_TIMEOUT.as_secs()
+                    )));
+                }
+            }
+        }
     };
     if addresses.is_empty() {
         return Err(invalid(format!("url's host {host} resolves to no address")));
@@ -897,6 +920,7 @@ pub async fn webhook_config(
         if line.is_empty() {
             continue;
         }
+        // Nothing of a line is quoted back: a malformed one may be part of a token.
         let (header, header_value) = line
             .split_once(':')
             .ok_or_else(|| invalid("headers: each line is `Name: value`".into()))?;
@@ -977,11 +1001,17 @@ impl ProviderCache {
             ),
             secret.metadata.resource_version.clone().unwrap_or_default(),
         );
-        let mut cache = self.by_secret.lock().await;
-        if let Some(provider) = cache.get(&key) {
+        if let Some(provider) = self.by_secret.lock().await.get(&key) {
             return Ok(provider.clone());
         }
+        // Built without the lock: building may wait on the network (a webhook's host resolved),
+        // and one tenant's slow name must not hold every other zone's provider. Two passes
+        // building at once keep the first one stored.
         let provider = build_provider(secret, &name, domain, &self.settings).await?;
+        let mut cache = self.by_secret.lock().await;
+        if let Some(stored) = cache.get(&key) {
+            return Ok(stored.clone());
+        }
         cache.retain(|(id, _), _| *id != key.0);
         cache.insert(key, provider.clone());
         Ok(provider)
@@ -1683,6 +1713,12 @@ mod tests {
             ambient_identity_namespaces: ["platform".to_string()].into(),
             ..Default::default()
         };
+        // An admin who allows everything still allows no metadata service, and no sidecar to an
+        // ungranted namespace however its loopback is written.
+        let broad = ProviderSettings {
+            webhook_addresses: vec!["0.0.0.0/0".parse().unwrap(), "::/0".parse().unwrap()],
+            ..Default::default()
+        };
         let internal = ProviderSettings {
             webhook_addresses: vec!["10.96.0.0/12".parse().unwrap()],
             ..Default::default()
@@ -1701,7 +1737,7 @@ mod tests {
             .map_err(|e| e.to_string())
         }
         let url = |url: &str| serde_json::json!({ "url": url });
-        let cases: [(&str, serde_json::Value, &ProviderSettings, Option<&str>); 12] = [
+        let cases: [(&str, serde_json::Value, &ProviderSettings, Option<&str>); 17] = [
             (
                 "team-a",
                 url("https://dns-webhook.invalid:8443/"),
@@ -1743,13 +1779,13 @@ mod tests {
                 "team-a",
                 url("http://169.254.169.254/latest"),
                 &strict,
-                Some("169.254.169.254 is refused: link-local addresses are webhooks only"),
+                Some("169.254.169.254 is refused: link-local addresses are never webhooks"),
             ),
             (
                 "team-a",
                 url("http://[::ffff:169.254.169.254]/"),
-                &strict,
-                Some("link-local addresses are webhooks only"),
+                &broad,
+                Some("link-local addresses are never webhooks"),
             ),
             (
                 "team-a",
@@ -1762,6 +1798,36 @@ mod tests {
                 url("file:///etc/passwd"),
                 &strict,
                 Some("is not http or https"),
+            ),
+            (
+                "team-a",
+                url("http://[::]:8888"),
+                &broad,
+                Some("on the hub's own loopback"),
+            ),
+            (
+                "team-a",
+                url("http://[::ffff:0.0.0.0]:8888"),
+                &broad,
+                Some("on the hub's own loopback"),
+            ),
+            (
+                "team-a",
+                url("http://127.3.2.1:8888"),
+                &broad,
+                Some("on the hub's own loopback"),
+            ),
+            (
+                "team-a",
+                url("http://[fd00:ec2::254]/"),
+                &broad,
+                Some("cloud metadata service addresses are never webhooks"),
+            ),
+            (
+                "team-a",
+                url("http://100.100.100.200/"),
+                &broad,
+                Some("cloud metadata service addresses are never webhooks"),
             ),
         ];
         for (namespace, data, settings, refusal) in cases {
