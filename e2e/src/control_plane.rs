@@ -112,13 +112,13 @@ impl ControlPlane {
         assets: &TestBedAssets,
         audited_user: Option<&str>,
     ) -> Result<Self, Error> {
-        // A free port can be taken by another process between being picked and being bound;
-        // such a start is retried on fresh ports.
+        // A start can fail for the moment rather than for the test (see
+        // [`is_transient_start_failure`]); it is retried on fresh ports and a fresh etcd.
         const ATTEMPTS: usize = 3;
         for attempt in 1.. {
             match launch(name, assets, audited_user, None)?.wait_ready().await {
-                Err(error) if attempt < ATTEMPTS && is_port_clash(&error) => {
-                    tracing::warn!(%name, attempt, "a port was taken before it was bound; retrying");
+                Err(error) if attempt < ATTEMPTS && is_transient_start_failure(&error) => {
+                    tracing::warn!(%name, attempt, %error, "the control plane failed to start; retrying");
                 }
                 result => return result,
             }
@@ -441,8 +441,13 @@ current-context: {name}
     )
 }
 
-fn is_port_clash(error: &Error) -> bool {
-    matches!(error, Error::ExitedEarly { log_tail, .. } if log_tail.contains("address already in use"))
+/// Whether a control plane's start failed for the moment: a free port taken by another process
+/// between being picked and being bound, or kube-apiserver exiting because a post-start hook
+/// gave up while etcd answered too slowly (`PostStartHook "start-service-ip-repair-controllers"
+/// failed`, seen when many tests start control planes on a loaded machine).
+fn is_transient_start_failure(error: &Error) -> bool {
+    matches!(error, Error::ExitedEarly { log_tail, .. }
+        if log_tail.contains("address already in use") || log_tail.contains("PostStartHook"))
 }
 
 fn resident_memory_of(pid: u32) -> Option<u64> {
