@@ -46,6 +46,9 @@ pub mod reasons {
     pub const CONFLICTED: &str = "Conflicted";
     pub const INVALID: &str = "Invalid";
     pub const TARGET_NOT_FOUND: &str = "TargetNotFound";
+    /// Meridian's: a zone's provider cannot hold what the policy asks (weights, GEO), and the
+    /// zone does not delegate it.
+    pub const UNSUPPORTED: &str = "Unsupported";
 }
 
 /// Reasons of the [`PROGRAMMED`] condition (GEP-713).

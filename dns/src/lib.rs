@@ -4,6 +4,8 @@
 //!
 //! - [`tree`] builds the record tree of one host from a policy and the clusters serving it;
 //!   [`tree::RecordTree::prune`] removes unhealthy leaves from it;
+//! - [`fidelity`] says what each provider can hold of a tree, and what a tree asks that it
+//!   cannot;
 //! - [`drain`] steps a drained cluster's weight down and back up;
 //! - [`tiers`] keeps only the active priority tier of each weighted set, with failback
 //!   hold-down;
@@ -16,6 +18,7 @@
 pub mod changes;
 pub mod drain;
 pub mod drift;
+pub mod fidelity;
 pub mod model;
 pub mod plan;
 pub mod shortcode;

@@ -3,7 +3,7 @@
 //! CNAMEs at one name, so a loadbalanced tree is first flattened to the addresses it leads to
 //! ([`plain_dns_records`]), and the status says so.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -15,7 +15,9 @@ use tokio::net::TcpStream;
 use super::batch::{Action, Change, Limits, group_by_name, pack, send_batches};
 use super::{Provider, ProviderError, ZoneInfo};
 use meridian_dns::changes::Changes;
-use meridian_dns::model::{Endpoint, RecordType, is_at_or_below, sort_endpoints};
+use meridian_dns::model::{
+    Endpoint, RecordKey, RecordType, WEIGHT, is_at_or_below, sort_endpoints,
+};
 use meridian_dns::tree::LEAF_TTL;
 use meridian_dns::wire::{TsigKey, fqdn, to_wire, wire_type};
 
@@ -309,9 +311,13 @@ impl Provider for Rfc2136Provider {
 }
 
 /// A record tree as plain DNS can hold it: without weighted or GEO records, the host answers
-/// with every cluster address the tree leads to (A and AAAA), like `simple`. Hostname targets
-/// cannot stand beside addresses, so they are left out unless there is no address at all.
-/// Returns the records and notes for the status (empty when the tree was already plain).
+/// with every cluster address the tree leads to (A and AAAA), like `simple`, but for those of
+/// clusters weighing 0 beside others (drained). Hostname targets cannot stand beside
+/// addresses, so they are left out unless there is no address at all. Returns the records and
+/// notes for the status (empty when the tree was already plain).
+///
+/// Whether the tree should be flattened at all is `meridian_dns::fidelity`'s to say: only a
+/// tree whose weights are equal and whose locations all get the same answer loses nothing.
 pub fn plain_dns_records(host: &str, endpoints: &[Endpoint]) -> (Vec<Endpoint>, Vec<String>) {
     if endpoints
         .iter()
@@ -320,10 +326,14 @@ pub fn plain_dns_records(host: &str, endpoints: &[Endpoint]) -> (Vec<Endpoint>, 
         return (endpoints.to_vec(), Vec::new());
     }
     let base = host.strip_prefix("*.").unwrap_or(host);
+    let drained = Drained::of(endpoints);
     let mut v4 = Vec::new();
     let mut v6 = Vec::new();
     let mut hostnames = Vec::new();
     for endpoint in endpoints {
+        if drained.leaves_out(endpoint) {
+            continue;
+        }
         match endpoint.record_type {
             RecordType::A | RecordType::Aaaa => {
                 for target in &endpoint.targets {
@@ -378,4 +388,109 @@ pub fn plain_dns_records(host: &str, endpoints: &[Endpoint]) -> (Vec<Endpoint>, 
         ));
     }
     (records, notes)
+}
+
+/// What a drained cluster leaves out of plain records: the weighted members of weight 0 in a
+/// set where others weigh more, and the cluster records only such members lead to.
+#[derive(Default)]
+struct Drained {
+    members: BTreeSet<RecordKey>,
+    names: BTreeSet<String>,
+}
+
+impl Drained {
+    fn of(endpoints: &[Endpoint]) -> Self {
+        let weighs = |e: &Endpoint| e.property(WEIGHT).map(|w| w.parse::<u64>().unwrap_or(0));
+        let mut sets: BTreeMap<&str, Vec<&Endpoint>> = BTreeMap::new();
+        for endpoint in endpoints.iter().filter(|e| weighs(e).is_some()) {
+            sets.entry(&endpoint.dns_name).or_default().push(endpoint);
+        }
+        let mut drained = Drained::default();
+        let mut kept_targets = BTreeSet::new();
+        for members in sets.values() {
+            let any_weighs = members.iter().any(|e| weighs(e) > Some(0));
+            for member in members {
+                if any_weighs && weighs(member) == Some(0) {
+                    drained.members.insert(member.key());
+                    drained.names.extend(member.targets.iter().cloned());
+                } else {
+                    kept_targets.extend(member.targets.iter().cloned());
+                }
+            }
+        }
+        drained.names.retain(|name| !kept_targets.contains(name));
+        drained
+    }
+
+    fn leaves_out(&self, endpoint: &Endpoint) -> bool {
+        self.members.contains(&endpoint.key()) || self.names.contains(&endpoint.dns_name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_dns::model::GEO_CODE;
+
+    /// `api` → klb (GEO `*`) → default.klb (weighted) → one cluster record each.
+    fn tree(weights: &[(&str, u32)]) -> Vec<Endpoint> {
+        let host = "api.example.com";
+        let mut records = vec![
+            Endpoint::new(host, RecordType::Cname, ["klb.api.example.com".into()], 300),
+            Endpoint::new(
+                "klb.api.example.com",
+                RecordType::Cname,
+                ["default.klb.api.example.com".into()],
+                300,
+            )
+            .with_set_identifier("default")
+            .with_property(GEO_CODE, "*"),
+        ];
+        for (address, weight) in weights {
+            let cluster = format!("c-{address}.klb.api.example.com");
+            records.push(
+                Endpoint::new(
+                    "default.klb.api.example.com",
+                    RecordType::Cname,
+                    [cluster.clone()],
+                    60,
+                )
+                .with_set_identifier(cluster.clone())
+                .with_property(WEIGHT, weight.to_string()),
+            );
+            records.push(Endpoint::new(
+                &cluster,
+                RecordType::A,
+                [address.to_string()],
+                60,
+            ));
+        }
+        records
+    }
+
+    fn addresses(weights: &[(&str, u32)]) -> Vec<String> {
+        let (records, _) = plain_dns_records("api.example.com", &tree(weights));
+        assert_eq!(records.len(), 1, "{records:?}");
+        records[0].targets.clone()
+    }
+
+    #[test]
+    fn a_drained_cluster_leaves_plain_records_once_it_weighs_nothing() {
+        let both = ["10.0.0.1", "10.0.0.2"];
+        assert_eq!(addresses(&[("10.0.0.1", 120), ("10.0.0.2", 120)]), both);
+        assert_eq!(
+            addresses(&[("10.0.0.1", 120), ("10.0.0.2", 12)]),
+            both,
+            "a drain's step is still served"
+        );
+        assert_eq!(
+            addresses(&[("10.0.0.1", 120), ("10.0.0.2", 0)]),
+            ["10.0.0.1"]
+        );
+        assert_eq!(
+            addresses(&[("10.0.0.1", 0), ("10.0.0.2", 0)]),
+            both,
+            "every cluster drained: all are served, as weighted providers answer"
+        );
+    }
 }

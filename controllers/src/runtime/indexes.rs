@@ -351,11 +351,13 @@ pub fn policies_in_namespace(
 }
 
 /// Whether a ManagedZone changed in what records and policies read of it: its spec (domain,
-/// provider Secret, ID), its plan guard's annotations (threshold, approvals) or its being
-/// deleted. Its status (the record count, rewritten as
-/// records are published) concerns none of them; reading it as a change would wake every
-/// policy and record of the zone for each record published.
+/// provider Secret, ID), its plan guard's annotations (threshold, approvals), the provider
+/// its status names (what policies are assessed against) or its being deleted. The rest of
+/// its status (the record count, rewritten as records are published) concerns none of them;
+/// reading it as a change would wake every policy and record of the zone for each record
+/// published.
 pub fn zone_changed_for_dns(old: Option<&ManagedZone>, new: &ManagedZone) -> bool {
+    let provider = |zone: &ManagedZone| zone.status.as_ref().and_then(|s| s.provider.clone());
     let guard = |zone: &ManagedZone| {
         [
             crate::decide::plan_guard::THRESHOLD_ANNOTATION,
@@ -367,6 +369,7 @@ pub fn zone_changed_for_dns(old: Option<&ManagedZone>, new: &ManagedZone) -> boo
         old.spec != new.spec
             || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
             || guard(old) != guard(new)
+            || provider(old) != provider(new)
     })
 }
 
@@ -639,6 +642,12 @@ mod tests {
         assert!(
             zone_changed_for_dns(Some(&zone), &deleting),
             "being deleted"
+        );
+        let mut served = counted.clone();
+        served.status.as_mut().unwrap().provider = Some("webhook".into());
+        assert!(
+            zone_changed_for_dns(Some(&counted), &served),
+            "its provider known: what its policies are assessed against"
         );
     }
 

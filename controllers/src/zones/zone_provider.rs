@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::core::v1::Secret;
 use meridian_api::kuadrant::ManagedZone;
 use meridian_dns::changes::{Changes, ZoneRecords, apply_strictly};
+use meridian_dns::fidelity::{self, Fidelity, Gap};
 use meridian_dns::model::Endpoint;
 use meridian_nameserver::dnssec::ZoneKeys;
 use meridian_nameserver::{NameServer, ZoneConfig, ZoneNameServer};
@@ -536,10 +537,33 @@ impl ZoneProvider {
         }
     }
 
+    /// What this provider can hold ([`meridian_dns::fidelity`]).
+    pub fn fidelity(&self) -> Fidelity {
+        fidelity::of_provider(self.kind()).expect("every provider kind has a fidelity table")
+    }
+
     /// The records this provider can hold for a record tree at `host`, and notes for status
-    /// about what had to change on the way.
-    pub fn publishable(&self, host: &str, endpoints: &[Endpoint]) -> (Vec<Endpoint>, Vec<String>) {
-        match self {
+    /// about what had to change on the way; or, when the tree asks what the provider cannot
+    /// hold, what that is (nothing is then published).
+    ///
+    /// Weights are left to the provider here: a record's weights include a drain's steps,
+    /// which the policy was accepted with (it is assessed without them), so a provider of
+    /// plain records publishes every address weighing more than 0, and a weight outside a
+    /// provider's range is refused by the provider for that name only.
+    pub fn publishable(
+        &self,
+        host: &str,
+        endpoints: &[Endpoint],
+    ) -> Result<(Vec<Endpoint>, Vec<String>), Vec<String>> {
+        let missing: Vec<String> = fidelity::assess(&self.fidelity(), endpoints)
+            .into_iter()
+            .filter(|f| f.missing && !matches!(f.gap, Gap::Weights | Gap::WeightRange))
+            .map(|f| f.message)
+            .collect();
+        if !missing.is_empty() {
+            return Err(missing);
+        }
+        Ok(match self {
             ZoneProvider::Rfc2136(_) | ZoneProvider::Webhook(_) => {
                 plain_dns_records(host, endpoints)
             }
@@ -548,7 +572,7 @@ impl ZoneProvider {
             ZoneProvider::Embedded(_) | ZoneProvider::Route53(_) => {
                 (endpoints.to_vec(), Vec::new())
             }
-        }
+        })
     }
 
     /// `records` (a tree at `host`, as [`Self::publishable`] made it) as the provider stores

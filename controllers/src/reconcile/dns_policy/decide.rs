@@ -9,7 +9,9 @@ use meridian_api::kuadrant::DrainingCluster;
 use meridian_dns::drain::{DrainState, drain_step, next_step_in};
 
 use super::gather::Seen;
-use crate::decide::desired::{Desired, desired_branch, desired_records, no_addresses_yet};
+use crate::decide::desired::{
+    Desired, DesiredRecord, PlacedCluster, desired_branch, desired_records, no_addresses_yet,
+};
 use crate::decide::silence::SilenceRules;
 use crate::reconcile::fleet_brake::{self, BrakeLook};
 
@@ -27,6 +29,9 @@ pub struct Decision {
     pub drain_recheck: Option<Duration>,
     /// The fleet brake, when one of the clusters is silent (a steady fleet never looks).
     pub brake: Option<BrakeLook>,
+    /// What the zones' providers cannot hold of the records, each naming the record: the
+    /// policy is refused while there is any ([`unsupported`]).
+    pub unsupported: Vec<String>,
 }
 
 /// Takes each cluster one drain step further where one is due (`marked`: whether its
@@ -61,6 +66,8 @@ pub fn decide(seen: &Seen, distributed: bool) -> Decision {
     );
     let mut clusters = seen.clusters.clone();
     let excluded = seen.excluded.apply(&mut clusters);
+    // The policy is assessed as it asks, without a drain's steps (see `unsupported`).
+    let undrained = (!drains.is_empty()).then(|| clusters.clone());
     let mut draining = Vec::new();
     let mut drain_recheck: Option<Duration> = None;
     for cluster in &mut clusters {
@@ -98,23 +105,30 @@ pub fn decide(seen: &Seen, distributed: bool) -> Decision {
         brake: brake.map(|look| look.brake).unwrap_or_default(),
         ..seen.silence
     };
-    let mut desired = if distributed {
-        desired_branch(
-            &seen.gateway_ref,
-            &seen.listeners,
-            &seen.strategy,
-            &clusters[0],
-            &seen.zones,
-        )
-    } else {
-        desired_records(
-            &seen.gateway_ref,
-            &seen.listeners,
-            &seen.strategy,
-            &clusters,
-            &seen.zones,
-            &silence,
-        )
+    let build = |clusters: &[PlacedCluster]| {
+        if distributed {
+            desired_branch(
+                &seen.gateway_ref,
+                &seen.listeners,
+                &seen.strategy,
+                &clusters[0],
+                &seen.zones,
+            )
+        } else {
+            desired_records(
+                &seen.gateway_ref,
+                &seen.listeners,
+                &seen.strategy,
+                clusters,
+                &seen.zones,
+                &silence,
+            )
+        }
+    };
+    let mut desired = build(&clusters);
+    let unsupported = match &undrained {
+        Some(undrained) => unsupported(&build(undrained).records, &seen.zone_fidelity),
+        None => unsupported(&desired.records, &seen.zone_fidelity),
     };
     // A cluster excluded whole has no address because the policy said so, not "yet".
     desired.waiting.retain(|note| {
@@ -141,7 +155,28 @@ pub fn decide(seen: &Seen, distributed: bool) -> Decision {
         draining,
         drain_recheck,
         brake,
+        unsupported,
     }
+}
+
+/// What the providers of the records' zones cannot hold of them (missing, not approximated),
+/// each naming the record. Drains are left out by the caller: their steps are Meridian's, and
+/// a provider of plain records publishes a draining cluster until it weighs 0. A zone whose
+/// provider is not known yet is not assessed (its records then refuse at publication).
+pub fn unsupported(
+    records: &[DesiredRecord],
+    fidelity: &BTreeMap<String, meridian_dns::fidelity::Fidelity>,
+) -> Vec<String> {
+    records
+        .iter()
+        .filter_map(|record| Some((record, fidelity.get(&record.zone)?)))
+        .flat_map(|(record, fidelity)| {
+            meridian_dns::fidelity::assess(fidelity, &record.endpoints)
+                .into_iter()
+                .filter(|finding| finding.missing)
+                .map(move |finding| format!("ManagedZone {}: {}", record.zone, finding.message))
+        })
+        .collect()
 }
 
 /// Leaves out the records another owner holds under the name this policy's would have, and
@@ -218,6 +253,7 @@ mod tests {
                 name: "zone".into(),
                 domain: "example.com".into(),
             }],
+            zone_fidelity: BTreeMap::new(),
             clusters,
             silence: SilenceRules::immediate(),
             fleet: None,
@@ -277,6 +313,79 @@ mod tests {
             desired.problems,
             [
                 "listener api: DNSRecord web-api exists and is held by DNSPolicy other, which targets another Gateway; it is not overwritten (rename the listener or the Gateway, or remove that record)"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_policy_its_zone_cannot_hold_is_refused_by_name_and_a_drain_alone_never_is() {
+        use meridian_dns::fidelity::{ROUTE53, of_provider};
+        use meridian_dns::tree::{CustomWeight, GEO_CODE_LABEL, LabelSelector, LoadBalancing};
+        let in_geo = |name: &str, address: &str, geo: &str| PlacedCluster {
+            labels: [(GEO_CODE_LABEL.to_string(), geo.to_string())].into(),
+            ..placed(name, address)
+        };
+        let mut seen = seen(
+            vec![
+                in_geo("spoke-1", "192.0.2.1", "GEO-EU"),
+                in_geo("spoke-2", "192.0.2.2", "GEO-NA"),
+            ],
+            &[],
+        );
+        let lb = |default_geo: Option<&str>, custom: Vec<CustomWeight>| {
+            Strategy::LoadBalanced(LoadBalancing {
+                default_weight: 120,
+                custom,
+                default_geo: default_geo.map(str::to_string),
+                tiers: None,
+            })
+        };
+        let webhook = BTreeMap::from([("zone".to_string(), of_provider("webhook").unwrap())]);
+        seen.strategy = lb(Some("GEO-EU"), Vec::new());
+        seen.zone_fidelity = webhook.clone();
+        assert_eq!(
+            decide(&seen, false).unsupported,
+            [
+                "ManagedZone zone: klb.api.example.com: webhook has no GEO answers, and the geo codes *, GEO-EU, GEO-NA answer differently"
+            ]
+        );
+        seen.zone_fidelity = BTreeMap::from([("zone".to_string(), ROUTE53)]);
+        assert_eq!(decide(&seen, false).unsupported, Vec::<String>::new());
+        seen.zone_fidelity = BTreeMap::new();
+        assert_eq!(
+            decide(&seen, false).unsupported,
+            Vec::<String>::new(),
+            "a zone whose provider is not known yet is left to its records"
+        );
+
+        // One geo and equal weights: a zone of plain records holds it (every address), also
+        // while a cluster drains through unequal weights.
+        seen.zone_fidelity = webhook;
+        seen.strategy = lb(None, Vec::new());
+        seen.marked_for_drain = marked(&[("spoke-1", true)]);
+        let decision = decide(&seen, false);
+        assert!(
+            decision.draining[0].weight_percent < 100,
+            "{:?}",
+            decision.draining
+        );
+        assert_eq!(decision.unsupported, Vec::<String>::new());
+        // Unequal weights the policy asks for are refused.
+        seen.marked_for_drain = Vec::new();
+        seen.strategy = lb(
+            None,
+            vec![CustomWeight {
+                selector: LabelSelector {
+                    match_labels: [(GEO_CODE_LABEL.to_string(), "GEO-NA".to_string())].into(),
+                    match_expressions: Vec::new(),
+                },
+                weight: 10,
+            }],
+        );
+        assert_eq!(
+            decide(&seen, false).unsupported,
+            [
+                "ManagedZone zone: default.klb.api.example.com: webhook has no weighted answers, and the weights differ (10, 120)"
             ]
         );
     }

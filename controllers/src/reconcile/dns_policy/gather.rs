@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use meridian_api::kuadrant::{DNSPolicy, DNSRecord};
+use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
 use meridian_api::labels::{DRAIN_LABEL, PLACEMENT_LABEL};
 use meridian_api::meridian::GatewayReport;
 use meridian_api::upstream::Gateway;
@@ -51,6 +51,9 @@ pub struct Seen {
     pub excluded: Exclusions,
     /// The namespace's zones, by name.
     pub zones: Vec<ZoneRef>,
+    /// What each zone's provider can hold, by zone name, for the zones whose provider is
+    /// known (`status.provider`, once the zone was first reconciled).
+    pub zone_fidelity: BTreeMap<String, meridian_dns::fidelity::Fidelity>,
     /// On the hub, the clusters the Gateway is placed on; in distributed mode, this cluster.
     pub clusters: Vec<PlacedCluster>,
     /// How the silent ones among them are weighed, but for the fleet brake (decided).
@@ -94,6 +97,8 @@ pub enum Refusal {
         holder: String,
     },
     Invalid(String),
+    /// The zone's provider cannot hold what the policy asks (`meridian_dns::fidelity`).
+    Unsupported(String),
     /// The Gateway's Placement has no PlacementDecision at all: OCM has not decided yet (a
     /// Placement just made, or made again), which is no evidence that no cluster is placed.
     Undecided {
@@ -598,15 +603,28 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
     let answer_ttl = answer_ttl(policy.spec.ttl.as_deref()).map_err(Refusal::Invalid)?;
     let excluded = Exclusions::parse(&policy.spec.exclude_addresses).map_err(Refusal::Invalid)?;
 
-    let mut zones: Vec<ZoneRef> = ctx
+    let namespace_zones: Vec<Arc<ManagedZone>> = ctx
         .caches
         .zones
         .state()
-        .iter()
+        .into_iter()
         .filter(|zone| zone.namespace().as_deref() == Some(namespace.as_str()))
+        .collect();
+    let mut zones: Vec<ZoneRef> = namespace_zones
+        .iter()
         .map(|zone| ZoneRef {
             name: zone.name_any(),
             domain: zone.spec.domain_name.clone(),
+        })
+        .collect();
+    let zone_fidelity = namespace_zones
+        .iter()
+        .filter_map(|zone| {
+            let provider = zone.status.as_ref()?.provider.as_deref()?;
+            Some((
+                zone.name_any(),
+                meridian_dns::fidelity::of_provider(provider)?,
+            ))
         })
         .collect();
     // In the order the API server lists them, so equal candidates resolve the same way.
@@ -711,6 +729,7 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
         answer_ttl,
         excluded,
         zones,
+        zone_fidelity,
         clusters,
         fleet,
         marked_for_drain,

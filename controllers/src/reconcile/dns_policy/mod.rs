@@ -93,20 +93,16 @@ pub fn error_policy(policy: Arc<DNSPolicy>, error: &Error, ctx: Arc<Context>) ->
 async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
     let seen = match gather::gather(policy, ctx) {
         Ok(seen) => seen,
-        Err(refusal) => {
-            let (accepted, enforced) = status::refused(&refusal);
-            let programmed = status::programmed(&accepted, &enforced, 0);
-            status::write_status(policy, ctx, accepted, enforced, programmed, None, None).await?;
-            return Ok(Action::requeue(match refusal {
-                // The Gateway watch brings the policy back when the Gateway appears; the
-                // retry is a safety net.
-                gather::Refusal::TargetNotFound { .. } => ctx.config.retry_cap,
-                _ => ctx.config.resync,
-            }));
-        }
+        Err(refusal) => return refuse(policy, ctx, refusal).await,
     };
     let decision = decide::decide(&seen, ctx.config.distributed.is_some());
     ctx.drains.keep(&seen.key, &decision.drains);
+    if !decision.unsupported.is_empty() {
+        // Never flattened silently: the records stay as they are until the policy asks what
+        // the zone can hold (or the zone changes, which brings the policy back).
+        let problem = decision.unsupported.join("; ");
+        return refuse(policy, ctx, gather::Refusal::Unsupported(problem)).await;
+    }
     if let Some(fleet) = &seen.fleet {
         crate::reconcile::fleet_brake::remember(ctx, &fleet.heard, seen.now);
     }
@@ -173,6 +169,23 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
         .flatten()
         .fold(ctx.config.resync, std::time::Duration::min);
     Ok(Action::requeue(recheck))
+}
+
+/// Says why the policy cannot be enforced, and changes nothing else.
+async fn refuse(
+    policy: &DNSPolicy,
+    ctx: &Context,
+    refusal: gather::Refusal,
+) -> Result<Action, Error> {
+    let (accepted, enforced) = status::refused(&refusal);
+    let programmed = status::programmed(&accepted, &enforced, 0);
+    status::write_status(policy, ctx, accepted, enforced, programmed, None, None).await?;
+    Ok(Action::requeue(match refusal {
+        // The Gateway watch brings the policy back when the Gateway appears; the retry is a
+        // safety net.
+        gather::Refusal::TargetNotFound { .. } => ctx.config.retry_cap,
+        _ => ctx.config.resync,
+    }))
 }
 
 /// Deletes the policy's DNSRecords and waits until they are gone (each withdraws its DNS as

@@ -56,6 +56,15 @@ pub fn refused(refusal: &Refusal) -> (Condition, Condition) {
                 ),
             ),
         ),
+        Refusal::Unsupported(problem) => (
+            (false, reasons::UNSUPPORTED, problem.clone()),
+            (
+                false,
+                enforced::UNKNOWN,
+                "the zone's provider cannot hold the policy's records; published DNS is unchanged"
+                    .into(),
+            ),
+        ),
         Refusal::Invalid(problem) => (
             (false, reasons::INVALID, problem.clone()),
             (

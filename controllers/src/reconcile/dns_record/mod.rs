@@ -61,6 +61,8 @@ pub mod reasons {
     pub const PROVIDER_UNAVAILABLE: &str = "ProviderUnavailable";
     pub const PROVIDER_ERROR: &str = "ProviderError";
     pub const INVALID: &str = "Invalid";
+    /// The zone's provider cannot hold what the record asks (`meridian_dns::fidelity`).
+    pub const UNSUPPORTED: &str = "Unsupported";
 }
 
 /// Runs the DNSRecord controller until `stop`.
@@ -248,7 +250,20 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
                 .map_or(meridian_dns::tiers::DEFAULT_HOLD_DOWN, u64::from),
         },
     );
-    let (desired, mut notes) = provider.publishable(&root_host, &tiers.endpoints);
+    let (desired, mut notes) = match provider.publishable(&root_host, &tiers.endpoints) {
+        Ok(publishable) => publishable,
+        Err(missing) => {
+            // Nothing is changed at the provider: what was published stays published.
+            let message = format!(
+                "{} cannot hold this record tree: {}",
+                provider.kind(),
+                missing.join("; ")
+            );
+            let outcome = (false, reasons::UNSUPPORTED, message);
+            write_status(record, ctx, None, outcome, health, Vec::new()).await?;
+            return Ok(Action::requeue(resync));
+        }
+    };
     // As the provider stores them (a webhook's own normalising), so steady state plans nothing.
     let mut desired = match provider.adjusted(&root_host, desired).await {
         Ok((adjusted, adjusted_notes)) => {
