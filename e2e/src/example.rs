@@ -485,11 +485,23 @@ impl RunningExample {
         heartbeat: std::time::Duration,
         real_gateways: Option<Value>,
     ) -> Result<Self, Error> {
+        Self::start_configured(fleet, heartbeat, real_gateways, |_| {}).await
+    }
+
+    /// [`Self::start_with`], with the hub's flags as `configure` leaves them (the admin's
+    /// grants of provider addresses, for example).
+    pub async fn start_configured(
+        fleet: &crate::Fleet,
+        heartbeat: std::time::Duration,
+        real_gateways: Option<Value>,
+        configure: impl FnOnce(&mut meridian_hub::run_command::RunArgs),
+    ) -> Result<Self, Error> {
         let dir = tempfile::tempdir().map_err(Error::io("creating the example's directory"))?;
         let geoip = dir.path().join("country.mmdb");
         write_geoip(&geoip)?;
         let mut args = meridian_hub::run_command::RunArgs::local(fleet.hub.kubeconfig_path());
         args.geoip = Some(geoip);
+        configure(&mut args);
         let hub = meridian_hub::run_command::RunningHub::start(&args)
             .await
             .map_err(|e| Error::Component(format!("starting the hub: {e}")))?;

@@ -21,6 +21,10 @@ pub struct Scenario {
     pub policy: ScenarioPolicy,
     #[serde(default)]
     pub clusters: Vec<ScenarioCluster>,
+    /// The zone's provider (`route53`, `google`, `azure`, `rfc2136`, `webhook`, `embedded`):
+    /// the plan then says what it cannot hold, as the hub would refuse the policy.
+    #[serde(default)]
+    pub provider: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -95,6 +99,12 @@ pub struct PlannedRecord {
     pub endpoints: Vec<Endpoint>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// What the scenario's provider cannot hold: the hub refuses the policy for these.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unsupported: Vec<String>,
+    /// What the scenario's provider holds another way.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub approximated: Vec<String>,
     #[serde(skip)]
     tree: Option<RecordTree>,
 }
@@ -144,6 +154,17 @@ pub fn plan_scenario(scenario: &Scenario) -> anyhow::Result<PlanOutput> {
     .map_err(|error| anyhow::anyhow!("invalid policy: {error}"))?;
     let excluded = Exclusions::parse(&scenario.policy.exclude_addresses)
         .map_err(|error| anyhow::anyhow!("invalid policy: {error}"))?;
+    let fidelity = scenario
+        .provider
+        .as_deref()
+        .map(|provider| {
+            meridian_dns::fidelity::of_provider(provider).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "unknown provider {provider:?}: one of route53, google, azure, rfc2136, webhook, embedded"
+                )
+            })
+        })
+        .transpose()?;
     let gateway = GatewayRef {
         name: scenario.gateway.name.clone(),
         namespace: scenario.gateway.namespace.clone(),
@@ -160,11 +181,17 @@ pub fn plan_scenario(scenario: &Scenario) -> anyhow::Result<PlanOutput> {
             .collect::<anyhow::Result<Vec<_>>>()?;
         let tree = build_record_tree(host, &gateway, &strategy, &clusters)
             .map_err(|error| anyhow::anyhow!("listener {}: {error}", listener.name))?;
+        let endpoints = tree.endpoints();
+        let (unsupported, approximated) = fidelity.map_or_else(Default::default, |fidelity| {
+            meridian_dns::fidelity::split(&meridian_dns::fidelity::assess(&fidelity, &endpoints))
+        });
         records.push(PlannedRecord {
             name: format!("{}-{}", gateway.name, listener.name),
             root_host: tree.host.clone(),
-            endpoints: tree.endpoints(),
+            endpoints,
             warnings: tree.warnings.clone(),
+            unsupported,
+            approximated,
             tree: Some(tree),
         });
     }
@@ -210,10 +237,10 @@ pub fn render(output: &PlanOutput, format: OutputFormat) -> anyhow::Result<Strin
                     .as_ref()
                     .map(RecordTree::render_text)
                     .unwrap_or_default();
-                let warnings: String = record
-                    .warnings
-                    .iter()
-                    .map(|w| format!("warning: {w}\n"))
+                let warnings: String = (record.warnings.iter().map(|w| ("warning", w)))
+                    .chain(record.unsupported.iter().map(|u| ("cannot hold", u)))
+                    .chain(record.approximated.iter().map(|a| ("held differently", a)))
+                    .map(|(what, text)| format!("{what}: {text}\n"))
                     .collect();
                 format!("# {} ({})\n{warnings}{tree}", record.name, record.root_host)
             })
@@ -227,9 +254,23 @@ pub fn render(output: &PlanOutput, format: OutputFormat) -> anyhow::Result<Strin
     })
 }
 
-/// `meridian-hub plan -f FILE -o FORMAT`.
+/// `meridian-hub plan -f FILE -o FORMAT`: fails (after printing) when the scenario's provider
+/// cannot hold a record.
 pub fn run(file: &Path, format: OutputFormat) -> anyhow::Result<()> {
     let scenario = read_scenario(file)?;
-    print!("{}", render(&plan_scenario(&scenario)?, format)?);
+    let plan = plan_scenario(&scenario)?;
+    print!("{}", render(&plan, format)?);
+    // Printed first, so the user sees what it would be; the status makes it a gate in CI.
+    let refused = plan
+        .records
+        .iter()
+        .filter(|r| !r.unsupported.is_empty())
+        .count();
+    if refused > 0 {
+        anyhow::bail!(
+            "the {} provider cannot hold {refused} of the records: the hub would refuse this policy (see `unsupported`)",
+            scenario.provider.as_deref().unwrap_or_default()
+        );
+    }
     Ok(())
 }

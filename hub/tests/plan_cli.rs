@@ -113,6 +113,61 @@ clusters:
 }
 
 #[test]
+fn a_provider_that_cannot_hold_the_tree_is_named_and_fails_the_plan() {
+    let scenario = "
+gateway: {name: prod-web, namespace: gateways, listeners: [{name: api, hostname: api.example.com}]}
+policy: {loadBalancing: {weighted: {defaultWeight: 120}, geo: {defaultGeo: IE}}}
+clusters:
+  - {name: c1, clusterID: test-cluster-1, labels: {kuadrant.io/lb-attribute-geo-code: IE}, addresses: [{value: 172.31.0.1}]}
+  - {name: c2, clusterID: test-cluster-2, labels: {kuadrant.io/lb-attribute-geo-code: US}, addresses: [{value: 172.31.0.2}]}
+";
+    let plan = |provider: &str, format: &str| {
+        hub(
+            &["plan", "-f", "-", "-o", format],
+            Some(&format!("{scenario}provider: {provider}\n")),
+        )
+    };
+    for provider in ["route53", "azure", "embedded"] {
+        let output = plan(provider, "json");
+        assert!(output.status.success(), "{provider}");
+        let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(json["records"][0].get("unsupported"), None, "{provider}");
+    }
+    let webhook = plan("webhook", "json");
+    assert!(!webhook.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&webhook.stdout).unwrap();
+    assert_eq!(
+        json["records"][0]["unsupported"],
+        serde_json::json!([
+            "klb.api.example.com: webhook has no GEO answers, and the geo codes *, IE, US answer differently"
+        ])
+    );
+    assert!(
+        String::from_utf8_lossy(&webhook.stderr)
+            .contains("the webhook provider cannot hold 1 of the records"),
+        "{}",
+        String::from_utf8_lossy(&webhook.stderr)
+    );
+    // Google holds GEO by region, not by country, and has no catch-all location.
+    let google = plan("google", "tree");
+    let text = String::from_utf8_lossy(&google.stdout);
+    assert!(!google.status.success());
+    assert!(
+        text.contains(
+            "cannot hold: klb.api.example.com: google has no GEO answers by countries (geo code IE)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("held differently: klb.api.example.com: Cloud DNS has no catch-all location"),
+        "{text}"
+    );
+    let unknown = plan("cloudflare", "json");
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("unknown provider \"cloudflare\""));
+}
+
+#[test]
 fn bad_input_is_a_message_and_a_failure_never_a_panic() {
     let gateway =
         "gateway: {name: gw, namespace: ns, listeners: [{name: api, hostname: api.example.com}]}\n";
