@@ -8,7 +8,8 @@
 //! and `POST /records` applies creates, updates (old and new) and deletes, answering 204. It has
 //! no ownership of its own: Meridian's TXT registry travels as ordinary TXT records, so other
 //! owners' records are left alone as at every provider. It has no weights and no GEO either:
-//! a loadbalanced tree is flattened first (see `plain_dns_records`) and a routed record refused.
+//! a loadbalanced tree is flattened first when that loses nothing (see `plain_dns_records` and
+//! `meridian_dns::fidelity`) and a routed record refused.
 //!
 //! Only a 5xx answer (and a request that never got one) is retried here, with backoff and
 //! jitter, as external-dns's own client does; a 3xx or 4xx is the webhook refusing and is
