@@ -5,7 +5,8 @@
 //! - [`tree`] builds the record tree of one host from a policy and the clusters serving it;
 //!   [`tree::RecordTree::prune`] removes unhealthy leaves from it;
 //! - [`fidelity`] says what each provider can hold of a tree, and what a tree asks that it
-//!   cannot;
+//!   cannot; [`delegation`] splits a tree between a zone of plain records and a sub-zone
+//!   Meridian serves;
 //! - [`drain`] steps a drained cluster's weight down and back up;
 //! - [`tiers`] keeps only the active priority tier of each weighted set, with failback
 //!   hold-down;
@@ -16,6 +17,7 @@
 //! - `wire` (feature `wire`) turns records into DNS wire records for the crates that speak DNS.
 
 pub mod changes;
+pub mod delegation;
 pub mod drain;
 pub mod drift;
 pub mod fidelity;
