@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Secret;
 use meridian_api::kuadrant::ManagedZone;
 use meridian_dns::changes::{Changes, ZoneRecords, apply_strictly};
 use meridian_dns::fidelity::{self, Fidelity, Gap};
-use meridian_dns::model::Endpoint;
+use meridian_dns::model::{Endpoint, RecordKey};
 use meridian_nameserver::dnssec::ZoneKeys;
 use meridian_nameserver::{NameServer, ZoneConfig, ZoneNameServer};
 use meridian_providers::azure::{
@@ -594,12 +594,13 @@ impl ZoneProvider {
             .into_iter()
             .partition(|r| meridian_dns::model::is_at_or_below(&r.dns_name, base));
         // Bounded: the names are the webhook's to choose.
-        let notes = match moved.len() {
+        let mut notes = match moved.len() {
             0 => Vec::new(),
             n => vec![format!(
                 "{host}: the webhook adjusted {n} record(s) to names outside the host; they are left out"
             )],
         };
+        notes.extend(raised_ttls(&records, &kept));
         Ok((kept, notes))
     }
 
@@ -619,6 +620,28 @@ impl ZoneProvider {
             .map(|zone| zone.id)
             .ok_or_else(|| ProviderError::ZoneNotFound(domain.to_string()))
     }
+}
+
+/// What a webhook's provider did to the TTLs it was asked for (a provider's floor, such as
+/// Cloudflare's 60 s): one note naming the lowest asked and the TTL it holds instead, so that
+/// the answers' TTL in status is not a surprise. Empty when every TTL was kept.
+fn raised_ttls(asked: &[Endpoint], adjusted: &[Endpoint]) -> Vec<String> {
+    let asked_ttl: BTreeMap<RecordKey, u32> =
+        asked.iter().map(|r| (r.key(), r.record_ttl)).collect();
+    let raised: Vec<(&str, u32, u32)> = adjusted
+        .iter()
+        .filter_map(|r| {
+            let before = *asked_ttl.get(&r.key())?;
+            (r.record_ttl > before).then_some((r.dns_name.as_str(), before, r.record_ttl))
+        })
+        .collect();
+    let Some((name, before, after)) = raised.iter().min_by_key(|(_, before, _)| *before) else {
+        return Vec::new();
+    };
+    vec![format!(
+        "the webhook's provider holds {} record(s) with a longer TTL than asked (e.g. {name}: {before} s asked, {after} s held): a TTL floor; answers and failover are that much slower to change",
+        raised.len()
+    )]
 }
 
 impl ZoneProvider {
@@ -1266,6 +1289,39 @@ async fn build_provider(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_webhooks_ttl_floor_is_said_once_with_the_lowest_ttl_it_raised() {
+        let asked = [
+            Endpoint::new(
+                "a.example.com",
+                RecordType::A,
+                ["192.0.2.1".to_string()],
+                30,
+            ),
+            Endpoint::new(
+                "b.example.com",
+                RecordType::A,
+                ["192.0.2.2".to_string()],
+                120,
+            ),
+        ];
+        assert_eq!(raised_ttls(&asked, &asked), Vec::<String>::new());
+        let mut floored = asked.clone();
+        floored[0].record_ttl = 60;
+        assert_eq!(
+            raised_ttls(&asked, &floored),
+            [
+                "the webhook's provider holds 1 record(s) with a longer TTL than asked (e.g. a.example.com: 30 s asked, 60 s held): a TTL floor; answers and failover are that much slower to change"
+            ]
+        );
+        floored[0].record_ttl = 10;
+        assert_eq!(
+            raised_ttls(&asked, &floored),
+            Vec::<String>::new(),
+            "a lower TTL is no floor"
+        );
+    }
     use hickory_proto::op::{Message, Query};
     use hickory_proto::rr::{Name, RData, RecordType as WireType};
     use meridian_dns::model::RecordType;
