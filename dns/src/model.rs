@@ -183,6 +183,20 @@ impl Endpoint {
     }
 }
 
+/// Records as a reader of a zone hands them on: each normalized (values sorted and without
+/// duplicates), in the engine's order ([`sort_endpoints`]).
+pub fn normalized(endpoints: impl IntoIterator<Item = Endpoint>) -> Vec<Endpoint> {
+    let mut endpoints: Vec<Endpoint> = endpoints
+        .into_iter()
+        .map(|mut e| {
+            e.normalize();
+            e
+        })
+        .collect();
+    sort_endpoints(&mut endpoints);
+    endpoints
+}
+
 /// Sorts endpoints the way every output of the engine is sorted: by name, then set identifier,
 /// then type.
 pub fn sort_endpoints(endpoints: &mut [Endpoint]) {

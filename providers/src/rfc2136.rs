@@ -16,9 +16,7 @@ use tokio::net::TcpStream;
 use super::batch::{Action, Change, Limits, group_by_name, pack, send_batches};
 use super::{Provider, ProviderError, ZoneInfo};
 use meridian_dns::changes::Changes;
-use meridian_dns::model::{
-    Endpoint, RecordKey, RecordType, WEIGHT, is_at_or_below, sort_endpoints,
-};
+use meridian_dns::model::{Endpoint, RecordKey, RecordType, WEIGHT, is_at_or_below, normalized};
 use meridian_dns::tree::LEAF_TTL;
 use meridian_dns::wire::{TsigKey, fqdn, to_wire, wire_type};
 
@@ -251,15 +249,7 @@ fn endpoints_from_transfer(records: &[Record]) -> Vec<Endpoint> {
             .targets
             .push(value);
     }
-    let mut endpoints: Vec<Endpoint> = grouped
-        .into_values()
-        .map(|mut e| {
-            e.normalize();
-            e
-        })
-        .collect();
-    sort_endpoints(&mut endpoints);
-    endpoints
+    normalized(grouped.into_values())
 }
 
 impl Provider for Rfc2136Provider {

@@ -29,7 +29,7 @@ use super::batch::{Action, Change, Limits, group_by_name, pack, send_batches};
 use super::budget::Backoff;
 use super::{Provider, ProviderError, ZoneInfo, quote_txt, unquote_txt};
 use meridian_dns::changes::Changes;
-use meridian_dns::model::{Endpoint, RecordType, is_at_or_below, sort_endpoints};
+use meridian_dns::model::{Endpoint, RecordType, is_at_or_below, normalized};
 
 /// The media type of every request and answer body of the protocol's version 1.
 pub const MEDIA_TYPE: &str = "application/external.dns.webhook+json;version=1";
@@ -217,15 +217,7 @@ fn from_wire(zone: &str, records: Vec<WireEndpoint>) -> Vec<Endpoint> {
             .targets
             .extend(targets);
     }
-    let mut endpoints: Vec<Endpoint> = grouped
-        .into_values()
-        .map(|mut e| {
-            e.normalize();
-            e
-        })
-        .collect();
-    sort_endpoints(&mut endpoints);
-    endpoints
+    normalized(grouped.into_values())
 }
 
 /// One zone at one webhook.

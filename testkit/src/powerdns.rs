@@ -118,11 +118,6 @@ impl PowerDns {
         )
     }
 
-    /// The process ID of pdns_server (to pause it, as a server that never answers).
-    pub fn pid(&self) -> u32 {
-        self.daemon.child.id()
-    }
-
     /// What PowerDNS logged so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.daemon.dir.join("pdns.log")).unwrap_or_default()
