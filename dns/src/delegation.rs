@@ -23,6 +23,10 @@ pub enum DelegationError {
         "the host {host} is inside the delegated zone {sub_zone}, which holds only what Meridian moves there"
     )]
     HostInside { host: String, sub_zone: String },
+    #[error("the host {host} is the zone's apex, which cannot be a CNAME into the delegated zone")]
+    HostAtApex { host: String },
+    #[error("the name server {name} is inside {sub_zone} and has no address for its glue")]
+    NoGlue { name: String, sub_zone: String },
 }
 
 /// A host's tree, split.
@@ -57,6 +61,13 @@ pub fn delegate(
     if is_at_or_below(&base, &sub_zone) {
         return Err(DelegationError::HostInside { host, sub_zone });
     }
+    if host == zone {
+        return Err(DelegationError::HostAtApex { host });
+    }
+    // Only the tree's own names move; a CNAME's target elsewhere (a gateway's hostname, even
+    // one under the host) stays as it is.
+    let tree_names: std::collections::BTreeSet<String> =
+        endpoints.iter().map(|e| clean(&e.dns_name)).collect();
     let moved = |name: &str| -> Option<String> {
         let name = clean(name);
         (name != host && is_at_or_below(&name, &base)).then(|| {
@@ -70,7 +81,9 @@ pub fn delegate(
         let mut endpoint = endpoint.clone();
         if endpoint.record_type == RecordType::Cname {
             for target in &mut endpoint.targets {
-                if let Some(renamed) = moved(target) {
+                if tree_names.contains(&clean(target))
+                    && let Some(renamed) = moved(target)
+                {
                     *target = renamed;
                 }
             }
@@ -101,45 +114,53 @@ pub struct NameServer {
 }
 
 /// What the parent zone holds to delegate `sub_zone`: its NS records, and the glue (A and
-/// AAAA) of the name servers inside it, which no resolver could find otherwise. Name servers
-/// elsewhere resolve through their own zones.
-pub fn delegation_records(sub_zone: &str, name_servers: &[NameServer], ttl: u32) -> Vec<Endpoint> {
+/// AAAA) of the name servers inside it, which no resolver could find otherwise (one without an
+/// address is an error: the delegation would be lame). Name servers elsewhere resolve through
+/// their own zones. The same name given twice (in another case, with a trailing dot) is one.
+pub fn delegation_records(
+    sub_zone: &str,
+    name_servers: &[NameServer],
+    ttl: u32,
+) -> Result<Vec<Endpoint>, DelegationError> {
     let sub_zone = sub_zone.trim_end_matches('.').to_ascii_lowercase();
-    let mut names: Vec<String> = name_servers
-        .iter()
-        .map(|ns| ns.name.trim_end_matches('.').to_ascii_lowercase())
-        .collect();
-    names.sort();
-    names.dedup();
-    if names.is_empty() {
-        return Vec::new();
-    }
-    let mut records = vec![Endpoint::new(&sub_zone, RecordType::Ns, names, ttl)];
+    let mut by_name: std::collections::BTreeMap<String, std::collections::BTreeSet<IpAddr>> =
+        std::collections::BTreeMap::new();
     for ns in name_servers {
-        let name = ns.name.trim_end_matches('.').to_ascii_lowercase();
-        if !is_at_or_below(&name, &sub_zone) {
+        by_name
+            .entry(ns.name.trim_end_matches('.').to_ascii_lowercase())
+            .or_default()
+            .extend(ns.addresses.iter().copied());
+    }
+    if by_name.is_empty() {
+        return Ok(Vec::new());
+    }
+    let names: Vec<String> = by_name.keys().cloned().collect();
+    let mut records = vec![Endpoint::new(&sub_zone, RecordType::Ns, names, ttl)];
+    for (name, addresses) in &by_name {
+        if !is_at_or_below(name, &sub_zone) {
             continue;
         }
+        if addresses.is_empty() {
+            return Err(DelegationError::NoGlue {
+                name: name.clone(),
+                sub_zone,
+            });
+        }
         let of = |v4: bool| -> Vec<String> {
-            let mut addresses: Vec<String> = ns
-                .addresses
+            addresses
                 .iter()
                 .filter(|a| a.is_ipv4() == v4)
                 .map(IpAddr::to_string)
-                .collect();
-            addresses.sort();
-            addresses.dedup();
-            addresses
+                .collect()
         };
         for (record_type, addresses) in [(RecordType::A, of(true)), (RecordType::Aaaa, of(false))] {
             if !addresses.is_empty() {
-                records.push(Endpoint::new(&name, record_type, addresses, ttl));
+                records.push(Endpoint::new(name, record_type, addresses, ttl));
             }
         }
     }
     sort_endpoints(&mut records);
-    records.dedup_by(|a, b| a.key() == b.key());
-    records
+    Ok(records)
 }
 
 #[cfg(test)]
@@ -321,6 +342,12 @@ mod tests {
                 "klb.example.org",
                 "is not below the zone",
             ),
+            (
+                "example.com",
+                "example.com",
+                "klb.example.com",
+                "is the zone's apex",
+            ),
         ];
         for (host, zone, sub_zone, expected) in cases {
             let error = delegate(host, zone, sub_zone, &[]).unwrap_err();
@@ -343,7 +370,12 @@ mod tests {
                 addresses: vec!["198.51.100.53".parse().unwrap()],
             },
         ];
-        let records = delegation_records("klb.example.com", &name_servers, 3600);
+        let mut repeated = name_servers.to_vec();
+        repeated.push(NameServer {
+            name: "NS1.klb.example.com".into(),
+            addresses: Vec::new(),
+        });
+        let records = delegation_records("klb.example.com", &repeated, 3600).unwrap();
         let shown: Vec<(String, RecordType, Vec<String>)> = records
             .into_iter()
             .map(|r| (r.dns_name, r.record_type, r.targets))
@@ -371,7 +403,18 @@ mod tests {
                 ),
             ]
         );
-        assert!(delegation_records("klb.example.com", &[], 3600).is_empty());
+        assert_eq!(
+            delegation_records("klb.example.com", &[], 3600),
+            Ok(Vec::new())
+        );
+        let lame = [NameServer {
+            name: "ns2.klb.example.com".into(),
+            addresses: Vec::new(),
+        }];
+        assert!(matches!(
+            delegation_records("klb.example.com", &lame, 3600),
+            Err(DelegationError::NoGlue { .. })
+        ));
     }
 
     proptest! {
@@ -385,7 +428,7 @@ mod tests {
                 1..6,
             ),
             with_geo in any::<bool>(),
-            host in prop::sample::select(vec!["api.example.com", "*.apps.example.com", "example.com", "a.b.c.example.com"]),
+            host in prop::sample::select(vec!["api.example.com", "*.apps.example.com", "*.example.com", "a.b.c.example.com"]),
         ) {
             let original = tree(host, &clusters, with_geo);
             let split = delegate(host, "example.com", "klb.example.com", &original).unwrap();

@@ -43,6 +43,8 @@ pub struct Fidelity {
     pub catch_all: Support,
     /// The record types a weighted or GEO record may have.
     pub routed_types: &'static [RecordType],
+    /// Geo codes of a kind it holds that it has no location for.
+    pub unlocated: &'static [&'static str],
 }
 
 const ANY_TYPE: &[RecordType] = &RecordType::ALL;
@@ -57,6 +59,7 @@ pub const ROUTE53: Fidelity = Fidelity {
     subdivisions: Support::Held,
     catch_all: Support::Held,
     routed_types: ANY_TYPE,
+    unlocated: &[],
 };
 
 /// Google Cloud DNS: WRR items take any weight; GEO items are Google Cloud regions, so each
@@ -74,6 +77,8 @@ pub const GOOGLE: Fidelity = Fidelity {
         "Cloud DNS has no catch-all location: the `*` answer is served as the catch-all region's, and clients elsewhere get their nearest listed region's answer",
     ),
     routed_types: ANY_TYPE,
+    // No Google Cloud region is in Antarctica (the provider's default region map).
+    unlocated: &["GEO-AN"],
 };
 
 /// Azure DNS with Traffic Manager: Weighted (1–1000) and Geographic profiles, which answer
@@ -87,6 +92,7 @@ pub const AZURE: Fidelity = Fidelity {
     subdivisions: Support::Held,
     catch_all: Support::Held,
     routed_types: &[RecordType::Cname],
+    unlocated: &[],
 };
 
 /// RFC2136 and the external-dns webhook protocol: plain records only.
@@ -99,6 +105,7 @@ pub const PLAIN: Fidelity = Fidelity {
     subdivisions: Support::Missing,
     catch_all: Support::Missing,
     routed_types: &[],
+    unlocated: &[],
 };
 
 /// Meridian's own nameserver: everything the tree can say.
@@ -111,6 +118,7 @@ pub const EMBEDDED: Fidelity = Fidelity {
     subdivisions: Support::Missing,
     catch_all: Support::Held,
     routed_types: ANY_TYPE,
+    unlocated: &[],
 };
 
 /// The table of a provider named as a ManagedZone's `status.provider` names it.
@@ -167,19 +175,36 @@ pub struct Finding {
 /// as asked, one finding per name and gap, in order of name.
 pub fn assess(fidelity: &Fidelity, endpoints: &[Endpoint]) -> Vec<Finding> {
     let mut findings: BTreeMap<(String, Gap), Finding> = BTreeMap::new();
+    // One finding per name and gap: what is missing outweighs what is approximated, and
+    // further codes missing for the same reason are added to its message.
     let mut found = |name: &str, gap: Gap, missing: bool, message: String| {
-        findings
-            .entry((name.to_string(), gap))
-            .or_insert_with(|| Finding {
-                name: name.to_string(),
-                gap,
-                missing,
-                message: format!("{name}: {message}"),
-            });
+        let finding = Finding {
+            name: name.to_string(),
+            gap,
+            missing,
+            message: format!("{name}: {message}"),
+        };
+        match findings.entry((name.to_string(), gap)) {
+            std::collections::btree_map::Entry::Vacant(entry) => {
+                entry.insert(finding);
+            }
+            std::collections::btree_map::Entry::Occupied(mut entry) => {
+                let kept = entry.get_mut();
+                if missing && !kept.missing {
+                    *kept = finding;
+                } else if missing && kept.missing && !kept.message.contains(&finding.message) {
+                    let extra = finding.message.trim_start_matches(&format!("{name}: "));
+                    kept.message = format!("{}; {extra}", kept.message);
+                }
+            }
+        }
     };
     let plain = fidelity.weights == Support::Missing;
     // Per name: the weighted members' weights by tier, and the GEO members' answers by code.
     let mut weighted: BTreeMap<&str, BTreeMap<&str, BTreeSet<u64>>> = BTreeMap::new();
+    // Per name: the weighted members' targets, to tell gateways' hostnames from addresses.
+    let mut weighted_targets: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let names: BTreeSet<&str> = endpoints.iter().map(|e| e.dns_name.as_str()).collect();
     let mut geo: BTreeMap<&str, BTreeMap<&str, &[String]>> = BTreeMap::new();
     for record in endpoints {
         if record.record_type == RecordType::Txt {
@@ -216,6 +241,10 @@ pub fn assess(fidelity: &Fidelity, endpoints: &[Endpoint]) -> Vec<Finding> {
         if let Some(weight) = weight {
             let value = weight.parse::<u64>().ok();
             if plain {
+                weighted_targets
+                    .entry(name)
+                    .or_default()
+                    .extend(record.targets.iter().map(String::as_str));
                 weighted
                     .entry(name)
                     .or_default()
@@ -249,6 +278,15 @@ pub fn assess(fidelity: &Fidelity, endpoints: &[Endpoint]) -> Vec<Finding> {
                 GeoKind::Country => (fidelity.countries, Gap::GeoCode, "countries"),
                 GeoKind::Subdivision => (fidelity.subdivisions, Gap::GeoCode, "subdivisions"),
             };
+            if fidelity.unlocated.contains(&code) {
+                found(
+                    name,
+                    gap,
+                    true,
+                    format!("{} has no location for geo code {code}", fidelity.provider),
+                );
+                continue;
+            }
             match support {
                 Support::Held => {}
                 Support::Approximated(how) => found(name, gap, false, how.to_string()),
@@ -262,6 +300,22 @@ pub fn assess(fidelity: &Fidelity, endpoints: &[Endpoint]) -> Vec<Finding> {
                     ),
                 ),
             }
+        }
+    }
+    for (name, targets) in &weighted_targets {
+        // Plain records cannot hold a CNAME beside addresses, nor two CNAMEs: a gateway known
+        // by hostname would get no traffic once flattened.
+        let hostnames = targets.iter().filter(|t| !names.contains(*t)).count();
+        if hostnames > 0 && targets.len() > 1 {
+            found(
+                name,
+                Gap::Weights,
+                true,
+                format!(
+                    "{} has no weighted answers, and plain records cannot hold a gateway's hostname beside other gateways",
+                    fidelity.provider
+                ),
+            );
         }
     }
     for (name, tiers) in weighted {
@@ -376,8 +430,24 @@ mod tests {
             .with_property(GEO_CODE, code)
     }
 
+    /// The gaps of `endpoints`, with an address record at every one-letter target (the
+    /// tests' cluster records; a dotted target is a gateway's hostname).
     fn gaps(fidelity: &Fidelity, endpoints: &[Endpoint]) -> Vec<(Gap, bool)> {
-        assess(fidelity, endpoints)
+        let leaves: BTreeSet<&String> = endpoints
+            .iter()
+            .flat_map(|e| &e.targets)
+            .filter(|t| t.len() == 1)
+            .collect();
+        let tree: Vec<Endpoint> = endpoints
+            .iter()
+            .cloned()
+            .chain(
+                leaves
+                    .into_iter()
+                    .map(|l| Endpoint::new(l, RecordType::A, ["10.0.0.1".to_string()], 60)),
+            )
+            .collect();
+        assess(fidelity, &tree)
             .into_iter()
             .map(|f| (f.gap, f.missing))
             .collect()
@@ -457,6 +527,46 @@ mod tests {
     }
 
     #[test]
+    fn what_is_missing_is_never_hidden_by_what_is_approximated_under_the_same_gap() {
+        // Set identifiers sort GEO-EU before IE: the country must still refuse at Google.
+        let mixed = [
+            located("g", "x", "GEO-EU"),
+            located("g", "y", "IE"),
+            located("g", "z", "US"),
+            located("g", "x", "*"),
+        ];
+        let findings = assess(&GOOGLE, &mixed);
+        let codes: Vec<&Finding> = findings.iter().filter(|f| f.gap == Gap::GeoCode).collect();
+        assert_eq!(codes.len(), 1);
+        assert!(codes[0].missing);
+        assert_eq!(
+            codes[0].message,
+            "g: google has no GEO answers by countries (geo code IE); google has no GEO answers by countries (geo code US)"
+        );
+        let antarctica = [located("g", "x", "GEO-AN"), located("g", "x", "*")];
+        assert!(
+            assess(&GOOGLE, &antarctica)
+                .iter()
+                .any(|f| f.missing && f.message == "g: google has no location for geo code GEO-AN")
+        );
+    }
+
+    #[test]
+    fn plain_records_refuse_a_gateway_hostname_beside_others_even_at_equal_weights() {
+        let cluster = Endpoint::new("c1.w", RecordType::A, ["10.0.0.1".to_string()], 60);
+        let mixed = [
+            weighted("w", "c1.w", 120),
+            weighted("w", "lb.elb.example.net", 120),
+            cluster.clone(),
+        ];
+        assert_eq!(gaps(&PLAIN, &mixed), [(Gap::Weights, true)]);
+        let one_hostname = [weighted("w", "lb.elb.example.net", 120)];
+        assert_eq!(gaps(&PLAIN, &one_hostname), [(Gap::Weights, false)]);
+        let addresses = [weighted("w", "c1.w", 120), cluster];
+        assert_eq!(gaps(&PLAIN, &addresses), [(Gap::Weights, false)]);
+    }
+
+    #[test]
     fn plain_weights_are_compared_within_a_tier() {
         let tiered = [
             weighted("w", "a", 100).with_property(PRIORITY, "1"),
@@ -464,9 +574,12 @@ mod tests {
             weighted("w", "c", 50).with_property(PRIORITY, "2"),
         ];
         assert_eq!(gaps(&PLAIN, &tiered), [(Gap::Weights, false)]);
+        let leaf = |name: &str| Endpoint::new(name, RecordType::A, ["10.0.0.1".to_string()], 60);
         let uneven = [
             weighted("w", "a", 100).with_property(PRIORITY, "1"),
             weighted("w", "b", 50).with_property(PRIORITY, "1"),
+            leaf("a"),
+            leaf("b"),
         ];
         let findings = assess(&PLAIN, &uneven);
         assert_eq!(

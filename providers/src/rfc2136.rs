@@ -348,7 +348,7 @@ pub fn plain_dns_records(host: &str, endpoints: &[Endpoint]) -> (Vec<Endpoint>, 
     hostnames.sort();
     hostnames.dedup();
     let mut notes = vec![format!(
-        "{host}: this provider has no weighted or GEO records; every cluster address is published and weights and GEO are not honoured"
+        "{host}: this provider has no weighted or GEO records; every cluster address weighing more than 0 is published, so weights and GEO are not honoured"
     )];
     let mut records = Vec::new();
     if !v4.is_empty() {

@@ -514,6 +514,20 @@ impl Provider for EmbeddedZone {
     }
 }
 
+/// The provider kind (as [`ZoneProvider::kind`] names it) a ManagedZone's Secret of type
+/// `secret_type` gives, or `None` for a type no provider takes. What the Secret says is known
+/// from the cache at once, before the zone is first reconciled.
+pub fn kind_of_secret_type(secret_type: &str) -> Option<&'static str> {
+    match secret_type {
+        AWS_SECRET_TYPE => Some("route53"),
+        GCP_SECRET_TYPE => Some("google"),
+        AZURE_SECRET_TYPE => Some("azure"),
+        RFC2136_SECRET_TYPE => Some("rfc2136"),
+        WEBHOOK_SECRET_TYPE => Some("webhook"),
+        _ => None,
+    }
+}
+
 /// A ManagedZone's provider.
 #[derive(Debug, Clone)]
 pub enum ZoneProvider {
@@ -539,7 +553,8 @@ impl ZoneProvider {
 
     /// What this provider can hold ([`meridian_dns::fidelity`]).
     pub fn fidelity(&self) -> Fidelity {
-        fidelity::of_provider(self.kind()).expect("every provider kind has a fidelity table")
+        // Every kind has a table (tested); a new one without is taken as plain records.
+        fidelity::of_provider(self.kind()).unwrap_or(fidelity::PLAIN)
     }
 
     /// The records this provider can hold for a record tree at `host`, and notes for status
@@ -632,7 +647,11 @@ fn raised_ttls(asked: &[Endpoint], adjusted: &[Endpoint]) -> Vec<String> {
         .iter()
         .filter_map(|r| {
             let before = *asked_ttl.get(&r.key())?;
-            (r.record_ttl > before).then_some((r.dns_name.as_str(), before, r.record_ttl))
+            (before > 0 && r.record_ttl > before).then_some((
+                r.dns_name.as_str(),
+                before,
+                r.record_ttl,
+            ))
         })
         .collect();
     let Some((name, before, after)) = raised.iter().min_by_key(|(_, before, _)| *before) else {
@@ -1291,6 +1310,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_provider_a_secret_names_has_a_fidelity_table() {
+        for secret_type in [
+            AWS_SECRET_TYPE,
+            GCP_SECRET_TYPE,
+            AZURE_SECRET_TYPE,
+            RFC2136_SECRET_TYPE,
+            WEBHOOK_SECRET_TYPE,
+        ] {
+            let kind = kind_of_secret_type(secret_type).expect("a provider");
+            assert_eq!(
+                fidelity::of_provider(kind).map(|f| f.provider),
+                Some(kind),
+                "{secret_type}"
+            );
+        }
+        assert_eq!(kind_of_secret_type("Opaque"), None);
+        assert!(fidelity::of_provider("embedded").is_some());
+    }
+
+    #[test]
     fn a_webhooks_ttl_floor_is_said_once_with_the_lowest_ttl_it_raised() {
         let asked = [
             Endpoint::new(
@@ -1314,6 +1353,13 @@ mod tests {
             [
                 "the webhook's provider holds 1 record(s) with a longer TTL than asked (e.g. a.example.com: 30 s asked, 60 s held): a TTL floor; answers and failover are that much slower to change"
             ]
+        );
+        let mut default_asked = asked.clone();
+        default_asked[0].record_ttl = 0;
+        assert_eq!(
+            raised_ttls(&default_asked, &floored),
+            Vec::<String>::new(),
+            "0 asks for the provider's default"
         );
         floored[0].record_ttl = 10;
         assert_eq!(

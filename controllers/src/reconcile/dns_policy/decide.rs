@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use meridian_api::kuadrant::DrainingCluster;
 use meridian_dns::drain::{DrainState, drain_step, next_step_in};
+use meridian_dns::tree::Strategy;
 
 use super::gather::Seen;
 use crate::decide::desired::{
@@ -126,10 +127,6 @@ pub fn decide(seen: &Seen, distributed: bool) -> Decision {
         }
     };
     let mut desired = build(&clusters);
-    let unsupported = match &undrained {
-        Some(undrained) => unsupported(&build(undrained).records, &seen.zone_fidelity),
-        None => unsupported(&desired.records, &seen.zone_fidelity),
-    };
     // A cluster excluded whole has no address because the policy said so, not "yet".
     desired.waiting.retain(|note| {
         !excluded
@@ -144,6 +141,24 @@ pub fn decide(seen: &Seen, distributed: bool) -> Decision {
         .problems
         .extend(seen.listener_set_problems.iter().cloned());
     refuse_foreign(&mut desired, &seen.foreign_records);
+    // Of the records that would be written (not another owner's), as the policy asks them.
+    let written = |records: Vec<DesiredRecord>| -> Vec<DesiredRecord> {
+        records
+            .into_iter()
+            .filter(|r| desired.records.iter().any(|d| d.name == r.name))
+            .collect()
+    };
+    let mut unsupported = match &undrained {
+        Some(undrained) => unsupported(&written(build(undrained).records), &seen.zone_fidelity),
+        None => unsupported(&desired.records, &seen.zone_fidelity),
+    };
+    if distributed {
+        unsupported.extend(unseen_in_a_branch(
+            &seen.strategy,
+            &desired.records,
+            &seen.zone_fidelity,
+        ));
+    }
     if let Some(ttl) = seen.answer_ttl {
         for record in &mut desired.records {
             meridian_dns::tree::set_answer_ttl(&mut record.endpoints, &record.root_host, ttl);
@@ -157,6 +172,49 @@ pub fn decide(seen: &Seen, distributed: bool) -> Decision {
         brake,
         unsupported,
     }
+}
+
+/// In distributed mode a cluster builds only its own branch, which never shows the fleet's
+/// other weights or locations: at a zone of plain records, what the policy asks for that could
+/// differ across clusters (a `geo` section, a custom weight other than the default) is refused
+/// by the spec, so that every cluster decides the same.
+fn unseen_in_a_branch(
+    strategy: &Strategy,
+    records: &[DesiredRecord],
+    fidelity: &BTreeMap<String, meridian_dns::fidelity::Fidelity>,
+) -> Vec<String> {
+    let Strategy::LoadBalanced(lb) = strategy else {
+        return Vec::new();
+    };
+    let mut asks = Vec::new();
+    if lb.default_geo.is_some() {
+        asks.push("GEO answers (a geo section)");
+    }
+    if lb.custom.iter().any(|c| c.weight != lb.default_weight) {
+        asks.push("unequal weights (custom weights)");
+    }
+    if asks.is_empty() {
+        return Vec::new();
+    }
+    let mut zones: Vec<(&str, &str)> = records
+        .iter()
+        .filter_map(|r| {
+            let fidelity = fidelity.get(&r.zone)?;
+            (fidelity.weights == meridian_dns::fidelity::Support::Missing)
+                .then_some((r.zone.as_str(), fidelity.provider))
+        })
+        .collect();
+    zones.sort_unstable();
+    zones.dedup();
+    zones
+        .into_iter()
+        .map(|(zone, provider)| {
+            format!(
+                "ManagedZone {zone}: {provider} has no weighted or GEO answers, and the policy asks for {} (in distributed mode each cluster sees only its own branch, so the policy is refused by what it asks)",
+                asks.join(" and ")
+            )
+        })
+        .collect()
 }
 
 /// What the providers of the records' zones cannot hold of them (missing, not approximated),
@@ -349,8 +407,17 @@ mod tests {
                 "ManagedZone zone: klb.api.example.com: webhook has no GEO answers, and the geo codes *, GEO-EU, GEO-NA answer differently"
             ]
         );
+        // A cluster's own branch cannot show the fleet's locations: refused by what it asks.
+        let branch = decide(&seen, true).unsupported;
+        assert!(
+            branch
+                .iter()
+                .any(|m| m.contains("the policy asks for GEO answers (a geo section)")),
+            "{branch:?}"
+        );
         seen.zone_fidelity = BTreeMap::from([("zone".to_string(), ROUTE53)]);
         assert_eq!(decide(&seen, false).unsupported, Vec::<String>::new());
+        assert_eq!(decide(&seen, true).unsupported, Vec::<String>::new());
         seen.zone_fidelity = BTreeMap::new();
         assert_eq!(
             decide(&seen, false).unsupported,

@@ -106,6 +106,24 @@ pub enum Refusal {
     },
 }
 
+/// The kind of provider `zone` publishes through: the embedded nameserver without a Secret,
+/// else what its Secret's type names (from the cache, so a zone applied with its policy is
+/// known at once), else what its status last said.
+fn zone_provider_kind<'a>(zone: &'a ManagedZone, ctx: &Context) -> Option<&'a str> {
+    let Ok(secret) = zone.provider_secret_name() else {
+        return None;
+    };
+    let Some(secret) = secret else {
+        return Some("embedded");
+    };
+    let namespace = zone.namespace().unwrap_or_default();
+    ctx.caches
+        .secrets
+        .get(Some(&namespace), secret)
+        .and_then(|s| crate::zones::zone_provider::kind_of_secret_type(s.type_.as_deref()?))
+        .or_else(|| zone.status.as_ref()?.provider.as_deref())
+}
+
 /// Whether `policy` targets the Gateway `namespace/name` itself (not one of its ListenerSets).
 pub fn targets(policy: &DNSPolicy, namespace: &str, name: &str) -> bool {
     let (target_namespace, target_name) = indexes::policy_target(policy);
@@ -620,10 +638,9 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
     let zone_fidelity = namespace_zones
         .iter()
         .filter_map(|zone| {
-            let provider = zone.status.as_ref()?.provider.as_deref()?;
             Some((
                 zone.name_any(),
-                meridian_dns::fidelity::of_provider(provider)?,
+                meridian_dns::fidelity::of_provider(zone_provider_kind(zone, ctx)?)?,
             ))
         })
         .collect();

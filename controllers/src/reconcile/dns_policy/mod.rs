@@ -96,13 +96,14 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
         Err(refusal) => return refuse(policy, ctx, refusal).await,
     };
     let decision = decide::decide(&seen, ctx.config.distributed.is_some());
-    ctx.drains.keep(&seen.key, &decision.drains);
     if !decision.unsupported.is_empty() {
         // Never flattened silently: the records stay as they are until the policy asks what
-        // the zone can hold (or the zone changes, which brings the policy back).
+        // the zone can hold (or the zone changes, which brings the policy back). Drains do
+        // not step meanwhile: nothing publishes their steps.
         let problem = decision.unsupported.join("; ");
         return refuse(policy, ctx, gather::Refusal::Unsupported(problem)).await;
     }
+    ctx.drains.keep(&seen.key, &decision.drains);
     if let Some(fleet) = &seen.fleet {
         crate::reconcile::fleet_brake::remember(ctx, &fleet.heard, seen.now);
     }
