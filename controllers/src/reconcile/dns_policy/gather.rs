@@ -52,7 +52,7 @@ pub struct Seen {
     /// The namespace's zones, by name.
     pub zones: Vec<ZoneRef>,
     /// What each zone's provider can hold, by zone name, for the zones whose provider is
-    /// known (`status.provider`, once the zone was first reconciled).
+    /// known (from its Secret's type, else its `status.provider`).
     pub zone_fidelity: BTreeMap<String, meridian_dns::fidelity::Fidelity>,
     /// On the hub, the clusters the Gateway is placed on; in distributed mode, this cluster.
     pub clusters: Vec<PlacedCluster>,
