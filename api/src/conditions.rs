@@ -18,6 +18,9 @@ pub const HEALTHY: &str = "Healthy";
 /// ManagedZone (embedded): its name servers make a delegation a parent zone can use (every one
 /// inside the zone has an address).
 pub const DELEGATABLE: &str = "Delegatable";
+/// ManagedZone at a provider with `spec.routingDelegate`: the delegate's NS records and glue
+/// are published in this zone (True), or why not (False).
+pub const ROUTING_DELEGATED: &str = "meridian.dev/RoutingDelegated";
 /// DNSPolicy: silent clusters are still published because a brake keeps them (True), or
 /// none is (False). See the reasons in [`fail_static`].
 pub const FAIL_STATIC: &str = "meridian.dev/FailStatic";

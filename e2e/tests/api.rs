@@ -378,6 +378,16 @@ const INVALID: &[(&str, &str, &[&str])] = &[
         &["spec.soaExpire sets an embedded zone's SOA"],
     ),
     (
+        "routing delegate on an embedded zone",
+        "kind: ManagedZone\nspec: {domainName: example.com, routingDelegate: klb}",
+        &["spec.routingDelegate names the embedded zone"],
+    ),
+    (
+        "routing delegate that is not a name",
+        "kind: ManagedZone\nspec: {domainName: example.com, dnsProviderSecretRef: {name: aws}, routingDelegate: 'Klb/x'}",
+        &["spec.routingDelegate", "should match"],
+    ),
+    (
         "zone name server address that is not an IP",
         "kind: ManagedZone\nspec: {domainName: example.com, nameServers: [{name: ns1.example.com, addresses: [192.0.2.300]}]}",
         &["nameServers[0].addresses", "must be IP addresses"],

@@ -35,6 +35,7 @@ use crate::validation::{DNS_NAME_PATTERN, DURATION_PATTERN};
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new(IN_ZONE_NAME_SERVERS_HAVE_ADDRESSES).message("a name server inside the zone needs addresses (its glue), or no resolver can reach it"))]
+#[x_kube(validation = Rule::new("!has(self.routingDelegate) || has(self.dnsProviderSecretRef)").message("spec.routingDelegate names the embedded zone that answers what a provider cannot hold: an embedded zone holds everything itself (remove spec.routingDelegate)"))]
 #[x_kube(validation = Rule::new("!has(self.soaExpire) || !has(self.dnsProviderSecretRef)").message("spec.soaExpire sets an embedded zone's SOA: a zone at a provider has the provider's (remove spec.soaExpire or spec.dnsProviderSecretRef)"))]
 #[x_kube(validation = Rule::new("!has(self.dnssec) || !self.dnssec.enabled || !has(self.dnsProviderSecretRef)").message("spec.dnssec signs embedded zones only: a zone at a provider is signed by the provider (remove spec.dnssec or spec.dnsProviderSecretRef)"))]
 pub struct ManagedZoneSpec {
@@ -72,6 +73,16 @@ pub struct ManagedZoneSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 13))]
     pub name_servers: Vec<ZoneNameServer>,
+
+    /// The name of an embedded ManagedZone in this namespace, for a domain below this one
+    /// (e.g. `klb.example.com`), that answers what this zone's provider cannot hold: a policy
+    /// whose GEO or weighted answers the provider lacks publishes its host here as a CNAME
+    /// into the delegate and its answers in the delegate, which Meridian's nameservers serve;
+    /// this zone gets the delegate's NS records and glue. Only for a zone at a provider; the
+    /// delegate's DS, when it is signed, is added to this zone by hand (its status says so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253), regex(pattern = DNS_NAME_PATTERN))]
+    pub routing_delegate: Option<String>,
 
     /// How often the zone at a provider is read whole to find records of Meridian's that were
     /// changed or deleted out of band and put them back, as a duration (`10m`, `1h`); at least

@@ -148,10 +148,27 @@ pub fn decide(seen: &Seen, distributed: bool) -> Decision {
             .filter(|r| desired.records.iter().any(|d| d.name == r.name))
             .collect()
     };
-    let mut unsupported = match &undrained {
-        Some(undrained) => unsupported(&written(build(undrained).records), &seen.zone_fidelity),
-        None => unsupported(&desired.records, &seen.zone_fidelity),
+    let assessed = match &undrained {
+        Some(undrained) => {
+            unsupported_by_record(&written(build(undrained).records), &seen.zone_fidelity)
+        }
+        None => unsupported_by_record(&desired.records, &seen.zone_fidelity),
     };
+    // What a zone's provider lacks goes to its routing delegate, when it has one (on the hub:
+    // in distributed mode no cluster sees the whole tree to move).
+    let (to_delegate, mut unsupported): (BTreeMap<_, _>, BTreeMap<_, _>) = assessed
+        .into_iter()
+        .partition(|(_, (zone, _))| !distributed && seen.zone_delegates.contains_key(zone));
+    desired.records = delegate_records(
+        std::mem::take(&mut desired.records),
+        &to_delegate,
+        seen,
+        &mut unsupported,
+    );
+    let mut unsupported: Vec<String> = unsupported
+        .into_values()
+        .flat_map(|(_, messages)| messages)
+        .collect();
     if distributed {
         unsupported.extend(unseen_in_a_branch(
             &seen.strategy,
@@ -218,23 +235,90 @@ fn unseen_in_a_branch(
 }
 
 /// What the providers of the records' zones cannot hold of them (missing, not approximated),
-/// each naming the record. Drains are left out by the caller: their steps are Meridian's, and
-/// a provider of plain records publishes a draining cluster until it weighs 0. A zone whose
-/// provider is not known yet is not assessed (its records then refuse at publication).
-pub fn unsupported(
+/// by record name: the record's zone, and each finding naming the record. Drains are left out
+/// by the caller: their steps are Meridian's, and a provider of plain records publishes a
+/// draining cluster until it weighs 0. A zone whose provider is not known yet is not assessed
+/// (its records then refuse at publication).
+pub fn unsupported_by_record(
     records: &[DesiredRecord],
     fidelity: &BTreeMap<String, meridian_dns::fidelity::Fidelity>,
-) -> Vec<String> {
+) -> BTreeMap<String, (String, Vec<String>)> {
     records
         .iter()
         .filter_map(|record| Some((record, fidelity.get(&record.zone)?)))
-        .flat_map(|(record, fidelity)| {
-            meridian_dns::fidelity::assess(fidelity, &record.endpoints)
+        .filter_map(|(record, fidelity)| {
+            let messages: Vec<String> = meridian_dns::fidelity::assess(fidelity, &record.endpoints)
                 .into_iter()
                 .filter(|finding| finding.missing)
-                .map(move |finding| format!("ManagedZone {}: {}", record.zone, finding.message))
+                .map(|finding| format!("ManagedZone {}: {}", record.zone, finding.message))
+                .collect();
+            (!messages.is_empty()).then(|| (record.name.clone(), (record.zone.clone(), messages)))
         })
         .collect()
+}
+
+/// The name of the record holding the part of `record`'s tree moved into the zone's routing
+/// delegate.
+pub fn delegated_record_name(record: &str) -> String {
+    format!("{record}-delegated")
+}
+
+/// Splits each record of `to_delegate` between its zone and the zone's routing delegate
+/// (`meridian_dns::delegation`): the zone keeps the host's CNAME into the delegate, and a
+/// second record, in the delegate, holds the rest of the tree. A record that cannot be split
+/// (its host is the zone's apex, the delegate is not below the zone) stays whole and is
+/// added to `unsupported`, with why.
+fn delegate_records(
+    records: Vec<DesiredRecord>,
+    to_delegate: &BTreeMap<String, (String, Vec<String>)>,
+    seen: &Seen,
+    unsupported: &mut BTreeMap<String, (String, Vec<String>)>,
+) -> Vec<DesiredRecord> {
+    let mut split = Vec::with_capacity(records.len());
+    for record in records {
+        let Some((zone, messages)) = to_delegate.get(&record.name) else {
+            split.push(record);
+            continue;
+        };
+        let delegate = &seen.zone_delegates[zone];
+        let domain = seen
+            .zones
+            .iter()
+            .find(|z| z.name == *zone)
+            .map(|z| z.domain.as_str())
+            .unwrap_or_default();
+        match meridian_dns::delegation::delegate(
+            &record.root_host,
+            domain,
+            &delegate.domain,
+            &record.endpoints,
+        ) {
+            Ok(delegated) => {
+                split.push(DesiredRecord {
+                    name: delegated_record_name(&record.name),
+                    listener: record.listener.clone(),
+                    root_host: delegated.delegated_root,
+                    zone: delegate.name.clone(),
+                    endpoints: delegated.delegated,
+                    warnings: Vec::new(),
+                });
+                split.push(DesiredRecord {
+                    endpoints: delegated.parent,
+                    ..record
+                });
+            }
+            Err(error) => {
+                let mut messages = messages.clone();
+                messages.push(format!(
+                    "ManagedZone {zone}: {}: not delegated to ManagedZone {}: {error}",
+                    record.root_host, delegate.name
+                ));
+                unsupported.insert(record.name.clone(), (zone.clone(), messages));
+                split.push(record);
+            }
+        }
+    }
+    split
 }
 
 /// Leaves out the records another owner holds under the name this policy's would have, and
@@ -312,6 +396,7 @@ mod tests {
                 domain: "example.com".into(),
             }],
             zone_fidelity: BTreeMap::new(),
+            zone_delegates: BTreeMap::new(),
             clusters,
             silence: SilenceRules::immediate(),
             fleet: None,
@@ -454,6 +539,96 @@ mod tests {
             [
                 "ManagedZone zone: default.klb.api.example.com: webhook has no weighted answers, and the weights differ (10, 120)"
             ]
+        );
+    }
+
+    #[test]
+    fn what_a_zone_cannot_hold_goes_to_its_routing_delegate_and_the_zone_keeps_a_cname() {
+        use meridian_dns::fidelity::of_provider;
+        use meridian_dns::model::RecordType;
+        use meridian_dns::tree::{GEO_CODE_LABEL, LoadBalancing};
+        let in_geo = |name: &str, address: &str, geo: &str| PlacedCluster {
+            labels: [(GEO_CODE_LABEL.to_string(), geo.to_string())].into(),
+            ..placed(name, address)
+        };
+        let mut seen = seen(
+            vec![
+                in_geo("spoke-1", "192.0.2.1", "GEO-EU"),
+                in_geo("spoke-2", "192.0.2.2", "GEO-NA"),
+            ],
+            &[],
+        );
+        seen.strategy = Strategy::LoadBalanced(LoadBalancing {
+            default_weight: 120,
+            custom: Vec::new(),
+            default_geo: Some("GEO-EU".into()),
+            tiers: None,
+        });
+        seen.zone_fidelity = BTreeMap::from([
+            ("zone".to_string(), of_provider("webhook").unwrap()),
+            ("klb".to_string(), of_provider("embedded").unwrap()),
+        ]);
+        seen.zones.push(ZoneRef {
+            name: "klb".into(),
+            domain: "klb.example.com".into(),
+        });
+        let whole = decide(&seen, false);
+        assert_eq!(whole.unsupported.len(), 1, "{:?}", whole.unsupported);
+        seen.zone_delegates = BTreeMap::from([(
+            "zone".to_string(),
+            ZoneRef {
+                name: "klb".into(),
+                domain: "klb.example.com".into(),
+            },
+        )]);
+        let decision = decide(&seen, false);
+        assert_eq!(decision.unsupported, Vec::<String>::new());
+        let [delegated, parent] = &decision.desired.records[..] else {
+            panic!("{:?}", decision.desired.records)
+        };
+        assert_eq!(
+            (
+                parent.name.as_str(),
+                parent.zone.as_str(),
+                parent.root_host.as_str()
+            ),
+            ("web-api", "zone", "api.example.com")
+        );
+        assert_eq!(parent.endpoints.len(), 1, "{:?}", parent.endpoints);
+        assert_eq!(parent.endpoints[0].record_type, RecordType::Cname);
+        assert_eq!(parent.endpoints[0].targets, ["klb.api.klb.example.com"]);
+        assert_eq!(
+            (
+                delegated.name.as_str(),
+                delegated.zone.as_str(),
+                delegated.root_host.as_str()
+            ),
+            ("web-api-delegated", "klb", "api.klb.example.com")
+        );
+        assert_eq!(
+            delegated.endpoints.len() + 1,
+            whole.desired.records[0].endpoints.len()
+        );
+        assert!(
+            delegated
+                .endpoints
+                .iter()
+                .all(|e| e.dns_name.ends_with(".api.klb.example.com")),
+            "{:?}",
+            delegated.endpoints
+        );
+        // What the delegate holds, the zone's provider never has to: nothing is refused.
+        assert!(unsupported_by_record(&decision.desired.records, &seen.zone_fidelity).is_empty());
+        // In distributed mode no cluster sees the whole tree to move: refused as before.
+        assert!(!decide(&seen, true).unsupported.is_empty());
+        // A delegate that is not below the zone: refused, saying why.
+        seen.zone_delegates.get_mut("zone").unwrap().domain = "klb.example.net".into();
+        let refused = decide(&seen, false).unsupported;
+        assert!(
+            refused
+                .iter()
+                .any(|m| m.contains("not delegated to ManagedZone klb: the delegated zone klb.example.net is not below the zone example.com")),
+            "{refused:?}"
         );
     }
 

@@ -54,6 +54,11 @@ pub struct Seen {
     /// What each zone's provider can hold, by zone name, for the zones whose provider is
     /// known (from its Secret's type, else its `status.provider`).
     pub zone_fidelity: BTreeMap<String, meridian_dns::fidelity::Fidelity>,
+    /// The embedded zone each zone at a provider names as its `spec.routingDelegate`, by the
+    /// provider zone's name: where what the provider cannot hold is published instead. A
+    /// delegate that is missing or itself at a provider is left out (the zone's status says
+    /// why), and the policy is refused as without one.
+    pub zone_delegates: BTreeMap<String, ZoneRef>,
     /// On the hub, the clusters the Gateway is placed on; in distributed mode, this cluster.
     pub clusters: Vec<PlacedCluster>,
     /// How the silent ones among them are weighed, but for the fleet brake (decided).
@@ -122,6 +127,30 @@ fn zone_provider_kind<'a>(zone: &'a ManagedZone, ctx: &Context) -> Option<&'a st
         .get(Some(&namespace), secret)
         .and_then(|s| crate::zones::zone_provider::kind_of_secret_type(s.type_.as_deref()?))
         .or_else(|| zone.status.as_ref()?.provider.as_deref())
+}
+
+/// The routing delegate of each zone of a namespace (`zones`) at a provider: the embedded zone
+/// its `spec.routingDelegate` names, when that is one of `zones` and has no provider Secret.
+pub fn zone_delegates(zones: &[Arc<ManagedZone>]) -> BTreeMap<String, ZoneRef> {
+    zones
+        .iter()
+        .filter(|zone| zone.spec.dns_provider_secret_ref.is_some())
+        .filter_map(|zone| {
+            let wanted = zone.spec.routing_delegate.as_deref()?;
+            let delegate = zones.iter().find(|d| {
+                d.name_any() == wanted
+                    && d.spec.dns_provider_secret_ref.is_none()
+                    && d.metadata.deletion_timestamp.is_none()
+            })?;
+            Some((
+                zone.name_any(),
+                ZoneRef {
+                    name: delegate.name_any(),
+                    domain: delegate.spec.domain_name.clone(),
+                },
+            ))
+        })
+        .collect()
 }
 
 /// Whether `policy` targets the Gateway `namespace/name` itself (not one of its ListenerSets).
@@ -644,6 +673,7 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
             ))
         })
         .collect();
+    let zone_delegates = zone_delegates(&namespace_zones);
     // In the order the API server lists them, so equal candidates resolve the same way.
     zones.sort_by(|a, b| a.name.cmp(&b.name));
     // The Gateway's own listeners, then those of the ListenerSets it admits: the ones the
@@ -747,6 +777,7 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
         excluded,
         zones,
         zone_fidelity,
+        zone_delegates,
         clusters,
         fleet,
         marked_for_drain,

@@ -9,8 +9,9 @@
 //! | **Triggered by** ([`triggers`]) | the zone; a record of an embedded zone (its count); a record whose plan is held or let go; a policy whose `FailStatic` changes; the zone's provider or DNSSEC key Secret |
 //! | **Gathers** | the zone's Secret from the cache; for a provider zone, its name servers and record count from the provider |
 //! | **Decides** | `Ready`, the reason and the provider kind; `PlansHeld`; `FailStatic` (the brakes keeping silent clusters in the zone's records) |
-//! | **Writes** | the zone's status |
+//! | **Writes** | the zone's status; for a zone at a provider with a routing delegate, the DNSRecord delegating to it ([`routing_delegate`]) |
 
+pub mod routing_delegate;
 pub mod triggers;
 
 use std::collections::BTreeSet;
@@ -209,6 +210,21 @@ async fn reconcile_zone(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Act
         zone.metadata.generation,
         &now(),
     );
+    let routed = match zone.spec.dns_provider_secret_ref {
+        Some(_) if claim.holds() => routing_delegate::reconcile(&zone, &ctx).await?,
+        _ => None,
+    };
+    match routed {
+        Some(update) => set_condition(
+            &mut status.conditions,
+            update,
+            zone.metadata.generation,
+            &now(),
+        ),
+        None => status
+            .conditions
+            .retain(|c| c.type_ != conditions::ROUTING_DELEGATED),
+    }
     match delegation {
         Some(check) => set_condition(
             &mut status.conditions,

@@ -17,8 +17,8 @@ use meridian_controllers::zones::dnssec_keys::{
 use meridian_controllers::{POLICY_LABEL, runtime::indexes};
 
 /// ManagedZone status: a zone, a record of an embedded zone (its count), a record whose plan is
-/// held or let go, a policy publishing into the zone whose `FailStatic` changes, or its provider
-/// or key Secret wakes it.
+/// held or let go, a policy publishing into the zone whose `FailStatic` changes, its provider
+/// or key Secret, or its routing delegate's delegation wakes it.
 pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedZone>>> {
     let all = caches.zones.store().clone();
     let by_record = {
@@ -100,10 +100,48 @@ pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedZone
             _ => Vec::new(),
         }
     };
+    // A routing delegate whose delegation (name servers, glue, DS) changed, came or went wakes
+    // the zones naming it.
+    let by_delegate = {
+        let zones = all.clone();
+        move |change: &Change<ManagedZone>| {
+            let published = |zone: Option<&ManagedZone>| {
+                zone.map(|z| {
+                    let status = z.status.as_ref();
+                    (
+                        status.map(|s| s.delegation.clone()),
+                        status.and_then(|s| s.dnssec.as_ref()?.ds.clone()),
+                        z.spec.dns_provider_secret_ref.is_some(),
+                    )
+                })
+            };
+            let (changed, delegate) = match change {
+                Change::Applied { old, new } => (
+                    published(old.as_deref()) != published(Some(new)),
+                    new.clone(),
+                ),
+                Change::Deleted(old) => (true, old.clone()),
+                Change::Relisted => return Vec::new(),
+            };
+            if !changed {
+                return Vec::new();
+            }
+            zones
+                .state()
+                .iter()
+                .filter(|z| {
+                    z.namespace() == delegate.namespace()
+                        && z.spec.routing_delegate.as_deref() == Some(&delegate.name_any())
+                })
+                .map(|z| ObjectRef::from_obj(&**z))
+                .collect()
+        }
+    };
     vec![
         everything_once(&caches.zones),
         own_changes(&caches.zones),
         triggers(caches.zones.subscribe(), all.clone(), by_zone_gone),
+        triggers(caches.zones.subscribe(), all.clone(), by_delegate),
         triggers(caches.records.subscribe(), all.clone(), by_record),
         triggers(caches.policies.subscribe(), all.clone(), by_policy),
         triggers(caches.secrets.subscribe(), all, by_secret),
