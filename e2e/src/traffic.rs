@@ -554,6 +554,17 @@ pub struct Resolver {
 
 impl Resolver {
     pub async fn start(zone: &str, nameservers: &[SocketAddr]) -> Result<Self, Error> {
+        Self::start_with_delegations(zone, nameservers, &[]).await
+    }
+
+    /// As [`Self::start`], also sending client subnets to `delegated_servers`: the name
+    /// servers of a sub-zone the zone delegates to, which Unbound reaches by referral (on port
+    /// 53).
+    pub async fn start_with_delegations(
+        zone: &str,
+        nameservers: &[SocketAddr],
+        delegated_servers: &[std::net::IpAddr],
+    ) -> Result<Self, Error> {
         let dir = tempfile::tempdir().map_err(Error::io("creating Unbound's directory"))?;
         let port = meridian_testkit::bind_server::free_dns_port().map_err(Error::Component)?;
         let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
@@ -561,7 +572,14 @@ impl Resolver {
         std::fs::write(
             &config,
             // Not validating: the zone is unsigned here and has no trust anchor.
-            meridian_testkit::unbound::config_text(dir.path(), address, zone, nameservers, None),
+            meridian_testkit::unbound::config_text(
+                dir.path(),
+                address,
+                zone,
+                nameservers,
+                delegated_servers,
+                None,
+            ),
         )
         .map_err(Error::io("writing unbound.conf"))?;
         let process = ManagedProcess::spawn(

@@ -1,16 +1,19 @@
 //! A DNSPolicy whose zone is held at a provider of plain records: PowerDNS behind external-dns
 //! v0.21.0's webhook server. What the provider cannot hold (GEO answers, unequal weights) is
 //! refused with `Accepted=False`, naming it, and nothing is published or changed for it; a
-//! tree the provider holds (one location, equal weights) is published as every address.
+//! tree the provider holds (one location, equal weights) is published as every address. With
+//! a routing delegate, the same tree is answered by Meridian's server for a sub-zone PowerDNS
+//! delegates to, and a resolver that knows only PowerDNS gets GEO answers.
 
 use std::time::Duration;
 
 use kube::api::{Api, Patch, PatchParams};
-use meridian_api::conditions::{ACCEPTED, READY, reasons};
+use meridian_api::conditions::{ACCEPTED, READY, ROUTING_DELEGATED, reasons};
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
 use meridian_controllers::decide::convert::all_to_api;
 use meridian_e2e::example::{
-    GATEWAY, HOST, NAMESPACE, RunningExample, apply, dig_host_async, geo_tree, with_example_spokes,
+    FRANCE, GATEWAY, HOST, IRELAND, NAMESPACE, RunningExample, UNITED_STATES, apply,
+    dig_host_async, geo_tree, with_example_spokes,
 };
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, ensure_namespace, eventually};
 use meridian_testkit::fixtures;
@@ -190,6 +193,149 @@ async fn a_policy_a_plain_zone_cannot_hold_is_refused_and_one_it_can_is_publishe
         dig_host_async(pdns.dns, hand, None).await,
         Vec::<String>::new()
     );
+    example.stop().await;
+    Ok(())
+}
+
+/// The name server of the routing delegate: a loopback address of its own, on port 53, where a
+/// resolver following PowerDNS's referral asks.
+const DELEGATE_SERVER: &str = "127.0.53.53";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_zone_with_a_routing_delegate_answers_by_location_through_a_resolver()
+-> Result<(), Error> {
+    let pdns = PowerDns::start("example.com")
+        .await
+        .expect("PowerDNS starts");
+    let webhook = WebhookServer::powerdns(&pdns, "example.com")
+        .await
+        .expect("external-dns --webhook-server starts");
+    let fleet = with_example_spokes(Fleet::builder()).start().await?;
+    let hub = fleet.hub.client();
+    ensure_namespace(&hub, NAMESPACE).await?;
+    // The platform admin: the example's zone at the webhook, delegating what PowerDNS cannot
+    // hold to klb.example.com, which Meridian serves at DELEGATE_SERVER.
+    let admin = PatchParams::apply("platform-admin").force();
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(hub.clone(), NAMESPACE)
+        .patch(
+            "webhook",
+            &admin,
+            &Patch::Apply(json!({
+                "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/webhook",
+                "metadata": { "name": "webhook", "namespace": NAMESPACE },
+                "stringData": { "url": webhook.url },
+            })),
+        )
+        .await?;
+    let zones = Api::<ManagedZone>::namespaced(hub.clone(), NAMESPACE);
+    let mut parent = fixtures::managed_zone(NAMESPACE, "example", "example.com")
+        .at_provider("webhook")
+        .json();
+    parent["spec"]["routingDelegate"] = json!("klb");
+    zones
+        .patch("example", &admin, &Patch::Apply(parent))
+        .await?;
+    let mut delegate = fixtures::managed_zone(NAMESPACE, "klb", "klb.example.com").json();
+    delegate["spec"]["nameServers"] =
+        json!([{ "name": "ns1.klb.example.com", "addresses": [DELEGATE_SERVER] }]);
+    zones.patch("klb", &admin, &Patch::Apply(delegate)).await?;
+    let example = RunningExample::start_configured(&fleet, Duration::from_secs(2), None, |args| {
+        args.providers.webhook_allow = vec!["127.0.0.1/32".into()];
+        args.providers.ambient_identity_namespaces = vec![NAMESPACE.into()];
+        args.dns_addr = format!("{DELEGATE_SERVER}:53").parse().expect("an address");
+    })
+    .await?;
+    let policies = Api::<DNSPolicy>::namespaced(hub.clone(), NAMESPACE);
+
+    // The example policy answers by location (IE, US, GEO-EU) and weight: PowerDNS cannot,
+    // so the tree goes to the delegate, and the policy is accepted.
+    let (reason, _) = accepted(&policies, true).await?;
+    assert_eq!(reason, reasons::ACCEPTED);
+    let delegated = eventually(
+        "the zone says klb.example.com is delegated",
+        DEFAULT_PATIENCE,
+        || async {
+            let zone = zones.get("example").await?;
+            Ok(zone
+                .status
+                .iter()
+                .flat_map(|s| s.conditions.iter())
+                .find(|c| c.type_ == ROUTING_DELEGATED && c.status == "True")
+                .map(|c| c.message.clone()))
+        },
+    )
+    .await?;
+    println!("the parent zone: {delegated}");
+    // PowerDNS holds the host's CNAME into the delegate and the delegation, nothing more.
+    let server = pdns.dns;
+    let records = Api::<DNSRecord>::namespaced(hub.clone(), NAMESPACE);
+    let held = eventually(
+        "PowerDNS holds the CNAME",
+        DEFAULT_PATIENCE,
+        || async move {
+            let cname = meridian_e2e::example::dig_short(server, HOST, "CNAME");
+            Ok((cname == ["klb.api.klb.example.com."]).then_some(()))
+        },
+    )
+    .await;
+    if let Err(error) = held {
+        for record in records.list(&Default::default()).await?.items {
+            eprintln!(
+                "{}: {:?}",
+                kube::ResourceExt::name_any(&record),
+                record.status.map(|s| s.conditions)
+            );
+        }
+        let log = webhook.log();
+        for line in log.lines().filter(|l| !l.contains("level=debug")).take(80) {
+            eprintln!("external-dns: {line}");
+        }
+        return Err(error);
+    }
+    eventually(
+        "PowerDNS refers klb.example.com to Meridian",
+        DEFAULT_PATIENCE,
+        || async move {
+            let output = std::process::Command::new("dig")
+                .arg(format!("@{}", server.ip()))
+                .args(["-p", &server.port().to_string(), "+norecurse", "+time=2"])
+                .args(["klb.api.klb.example.com", "A"])
+                .output()
+                .expect("dig runs");
+            let text = String::from_utf8_lossy(&output.stdout).into_owned();
+            Ok((text.contains("AUTHORITY: 1")
+                && text.contains("ns1.klb.example.com.")
+                && text.contains(DELEGATE_SERVER))
+            .then_some(()))
+        },
+    )
+    .await?;
+
+    // A resolver that knows only PowerDNS follows the referral, and gets GEO answers by the
+    // client's subnet from Meridian's server.
+    let resolver = meridian_e2e::traffic::Resolver::start_with_delegations(
+        "example.com",
+        &[pdns.dns],
+        &[DELEGATE_SERVER.parse().expect("an address")],
+    )
+    .await?;
+    let at = resolver.address();
+    for (subnet, expected) in [
+        (IRELAND, "10.0.0.1"),
+        (UNITED_STATES, "10.0.0.2"),
+        (FRANCE, "10.0.0.3"),
+    ] {
+        eventually(
+            &format!("Unbound answers {subnet} with {expected}"),
+            DEFAULT_PATIENCE,
+            || async move {
+                Ok((dig_host_async(at, HOST, Some(subnet)).await == [expected]).then_some(()))
+            },
+        )
+        .await?;
+    }
+    println!("through Unbound: IE -> 10.0.0.1, US -> 10.0.0.2, FR (GEO-EU) -> 10.0.0.3");
+
     example.stop().await;
     Ok(())
 }

@@ -167,10 +167,17 @@ struct WireChanges {
 }
 
 /// A record as the protocol carries it: TXT values quoted as zone files write them, which is
-/// what external-dns's providers store (PowerDNS takes them as they are, RFC2136 parses them).
+/// what external-dns's providers store (PowerDNS takes them as they are, RFC2136 parses them);
+/// NS targets fully qualified (external-dns's PowerDNS provider qualifies CNAME targets only,
+/// and PowerDNS refuses a relative name server).
 fn to_wire(record: &Endpoint) -> WireEndpoint {
     let targets = match record.record_type {
         RecordType::Txt => record.targets.iter().map(|t| quote_txt(t)).collect(),
+        RecordType::Ns => record
+            .targets
+            .iter()
+            .map(|t| format!("{}.", t.trim_end_matches('.')))
+            .collect(),
         _ => record.targets.clone(),
     };
     WireEndpoint {
@@ -624,17 +631,110 @@ impl Provider for WebhookProvider {
             )));
         }
         self.negotiate().await?;
-        let batches = pack(group_by_name(changes), WEBHOOK_LIMITS);
-        send_batches(batches, move |batch: Vec<Change>| async move {
-            self.send(&batch).await
-        })
-        .await
+        let (first, rest) = type_changes_first(changes);
+        for changes in [first, rest].iter().filter(|c| !c.is_empty()) {
+            let batches = pack(group_by_name(changes), WEBHOOK_LIMITS);
+            send_batches(batches, move |batch: Vec<Change>| async move {
+                self.send(&batch).await
+            })
+            .await?;
+        }
+        Ok(())
     }
+}
+
+/// `changes` as two batches to send one after the other: first the deletes that make room for
+/// a record of another type at the same name (a CNAME where an A was, or the reverse), then
+/// the rest. external-dns's providers apply a batch's creates before its deletes (PowerDNS then
+/// refuses a CNAME beside the A it was to replace), so a type change sent as one batch would
+/// never apply. The name answers nothing between the two.
+fn type_changes_first(changes: &Changes) -> (Changes, Changes) {
+    let written: Vec<&Endpoint> = changes
+        .creates
+        .iter()
+        .chain(changes.updates.iter().map(|u| &u.new))
+        .collect();
+    let makes_room = |deleted: &Endpoint| {
+        written.iter().any(|w| {
+            w.dns_name == deleted.dns_name
+                && w.record_type != deleted.record_type
+                && (w.record_type == RecordType::Cname || deleted.record_type == RecordType::Cname)
+        })
+    };
+    let (first, deletes): (Vec<Endpoint>, Vec<Endpoint>) =
+        changes.deletes.iter().cloned().partition(|d| makes_room(d));
+    (
+        Changes {
+            deletes: first,
+            ..Changes::default()
+        },
+        Changes {
+            deletes,
+            ..changes.clone()
+        },
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_type_change_deletes_the_old_type_in_a_batch_of_its_own_first() {
+        let a = Endpoint::new(
+            "api.example.com",
+            RecordType::A,
+            ["192.0.2.1".to_string()],
+            60,
+        );
+        let cname = Endpoint::new(
+            "api.example.com",
+            RecordType::Cname,
+            ["klb.api.klb.example.com".to_string()],
+            60,
+        );
+        let other = Endpoint::new(
+            "www.example.com",
+            RecordType::A,
+            ["192.0.2.2".to_string()],
+            60,
+        );
+        let txt = Endpoint::new(
+            "api.example.com",
+            RecordType::Txt,
+            ["owner".to_string()],
+            60,
+        );
+        let changes = Changes {
+            deletes: vec![a.clone(), other.clone(), txt.clone()],
+            updates: Vec::new(),
+            creates: vec![cname.clone()],
+        };
+        let (first, rest) = type_changes_first(&changes);
+        // Any record beside a CNAME conflicts with it, the A and a TXT alike.
+        assert_eq!(first.deletes, [a.clone(), txt]);
+        assert!(first.creates.is_empty() && first.updates.is_empty());
+        assert_eq!(rest.deletes, std::slice::from_ref(&other));
+        assert_eq!(rest.creates, std::slice::from_ref(&cname));
+        // And back: the CNAME goes first, then the A is created.
+        let back = Changes {
+            deletes: vec![cname.clone()],
+            updates: Vec::new(),
+            creates: vec![a.clone()],
+        };
+        let (first, rest) = type_changes_first(&back);
+        assert_eq!(first.deletes, [cname]);
+        assert_eq!(rest.creates, std::slice::from_ref(&a));
+        // No type change: one batch, as before.
+        let plain = Changes {
+            deletes: vec![other],
+            updates: Vec::new(),
+            creates: vec![a],
+        };
+        let (first, rest) = type_changes_first(&plain);
+        assert!(first.is_empty());
+        assert_eq!(rest, plain);
+    }
 
     #[test]
     fn records_travel_as_external_dns_writes_them() {

@@ -32,7 +32,7 @@ impl ValidatingResolver {
         let config = dir.join("unbound.conf");
         std::fs::write(
             &config,
-            config_text(&dir, address, zone, nameservers, Some(trust_anchor)),
+            config_text(&dir, address, zone, nameservers, &[], Some(trust_anchor)),
         )
         .map_err(|e| e.to_string())?;
         let log = std::fs::File::create(dir.join("unbound.log")).map_err(|e| e.to_string())?;
@@ -73,13 +73,16 @@ impl ValidatingResolver {
 /// Unbound's configuration for a resolver on loopback at `listen` (its files in `dir`): it
 /// recurses only into the stub zone `zone` at `nameservers` (this machine reaches no other DNS
 /// server), caches nothing longer than its TTL, never serves stale answers, and asks with the
-/// client's subnet (ECS), so GEO answers follow the client. With a `trust_anchor` (a DS record
-/// in zone-file form) it validates the zone from it; without, it treats the zone as unsigned.
+/// client's subnet (ECS) to them and to the servers of sub-zones they delegate to
+/// (`delegated_servers`, found by referral), so GEO answers follow the client. With a
+/// `trust_anchor` (a DS record in zone-file form) it validates the zone from it; without, it
+/// treats the zone as unsigned.
 pub fn config_text(
     dir: &std::path::Path,
     listen: SocketAddr,
     zone: &str,
     nameservers: &[SocketAddr],
+    delegated_servers: &[std::net::IpAddr],
     trust_anchor: Option<&str>,
 ) -> String {
     let stub_addrs: String = nameservers
@@ -88,7 +91,9 @@ pub fn config_text(
         .collect();
     let ecs_servers: String = nameservers
         .iter()
-        .map(|ns| format!("  send-client-subnet: {}\n", ns.ip()))
+        .map(|ns| ns.ip())
+        .chain(delegated_servers.iter().copied())
+        .map(|ip| format!("  send-client-subnet: {ip}\n"))
         .collect();
     let (modules, validation) = match trust_anchor {
         Some(anchor) => (
@@ -144,6 +149,7 @@ mod tests {
                 "127.0.0.1:5300".parse().unwrap(),
                 "example.com",
                 &["10.251.0.5:53".parse().unwrap()],
+                &["10.251.0.6".parse().unwrap()],
                 anchor,
             )
         };
@@ -155,6 +161,7 @@ mod tests {
                 text.contains("stub-zone:\n  name: \"example.com.\"\n  stub-addr: 10.251.0.5@53\n")
             );
             assert!(text.contains("send-client-subnet: 10.251.0.5\n"));
+            assert!(text.contains("send-client-subnet: 10.251.0.6\n"));
             assert!(text.contains("interface: 127.0.0.1\n  port: 5300\n"));
         }
         let plain = config(None);
