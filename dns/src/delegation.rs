@@ -106,6 +106,26 @@ pub fn delegate(
     })
 }
 
+/// The host clients ask for, of a tree [`delegate`] moved from `zone` into `sub_zone`:
+/// `api.klb.example.com` is `api.example.com`'s, `*.apps.klb.example.com` is
+/// `*.apps.example.com`'s. `None` for a host that is not strictly below the sub-zone. What
+/// a moved tree is health-checked as: its gateways serve the clients' host, not the moved one.
+pub fn undelegated_host(host: &str, zone: &str, sub_zone: &str) -> Option<String> {
+    let clean = |name: &str| name.trim_end_matches('.').to_ascii_lowercase();
+    let (host, zone, sub_zone) = (clean(host), clean(zone), clean(sub_zone));
+    let (wildcard, base) = match host.strip_prefix("*.") {
+        Some(base) => ("*.", base),
+        None => ("", host.as_str()),
+    };
+    if base == sub_zone || !is_at_or_below(base, &sub_zone) {
+        return None;
+    }
+    Some(format!(
+        "{wildcard}{}{zone}",
+        &base[..base.len() - sub_zone.len()]
+    ))
+}
+
 /// A name server of the sub-zone, with its addresses when the parent needs them as glue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NameServer {
@@ -166,6 +186,37 @@ pub fn delegation_records(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_moved_host_maps_back_to_the_host_clients_ask_for() {
+        for (host, expected) in [
+            ("api.klb.example.com", Some("api.example.com")),
+            ("API.KLB.example.com.", Some("api.example.com")),
+            ("*.apps.klb.example.com", Some("*.apps.example.com")),
+            ("klb.example.com", None),
+            ("*.klb.example.com", None),
+            ("api.example.com", None),
+            ("api.klb.example.net", None),
+        ] {
+            assert_eq!(
+                undelegated_host(host, "example.com", "klb.example.com").as_deref(),
+                expected,
+                "{host}"
+            );
+        }
+        // The inverse of the renaming, for every host delegate accepts.
+        for host in ["api.example.com", "*.apps.example.com", "a.b.c.example.com"] {
+            let moved = delegate(host, "example.com", "klb.example.com", &[])
+                .unwrap()
+                .delegated_root;
+            let root = host.trim_start_matches("*.");
+            assert_eq!(
+                undelegated_host(&moved, "example.com", "klb.example.com").as_deref(),
+                Some(root),
+                "{host}"
+            );
+        }
+    }
     use crate::fidelity::{EMBEDDED, PLAIN, assess};
     use crate::model::{GEO_CODE, WEIGHT};
     use crate::tree::{

@@ -77,6 +77,9 @@ pub struct DesiredRecord {
     pub zone: String,
     pub endpoints: Vec<Endpoint>,
     pub warnings: Vec<String>,
+    /// Whether the record carries the policy's health check: not when it holds only a CNAME
+    /// into a routing delegate, whose delegated half is what is probed.
+    pub health_checked: bool,
 }
 
 /// What the policy should own, and what it could not build (each names the listener).
@@ -239,6 +242,7 @@ fn desired_with(
                 zone: zone.name.clone(),
                 endpoints: tree.endpoints(),
                 warnings: tree.warnings.clone(),
+                health_checked: true,
             }),
             Err(error) => desired
                 .problems

@@ -352,12 +352,22 @@ pub fn policies_in_namespace(
 
 /// Whether a ManagedZone changed in what records and policies read of it: its spec (domain,
 /// provider Secret, ID), its plan guard's annotations (threshold, approvals), the provider
-/// its status names (what policies are assessed against) or its being deleted. The rest of
+/// its status names (what policies are assessed against), whether its routing delegate is
+/// published (its `RoutingDelegated` condition), or its being deleted. The rest of
 /// its status (the record count, rewritten as records are published) concerns none of them;
 /// reading it as a change would wake every policy and record of the zone for each record
 /// published.
 pub fn zone_changed_for_dns(old: Option<&ManagedZone>, new: &ManagedZone) -> bool {
     let provider = |zone: &ManagedZone| zone.status.as_ref().and_then(|s| s.provider.clone());
+    // Whether a routing delegate may be used (`zone_delegates` in the policy's gather).
+    let delegated = |zone: &ManagedZone| {
+        zone.status.as_ref().and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == meridian_api::conditions::ROUTING_DELEGATED)
+                .map(|c| (c.status.clone(), c.observed_generation))
+        })
+    };
     let guard = |zone: &ManagedZone| {
         [
             crate::decide::plan_guard::THRESHOLD_ANNOTATION,
@@ -370,6 +380,7 @@ pub fn zone_changed_for_dns(old: Option<&ManagedZone>, new: &ManagedZone) -> boo
             || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
             || guard(old) != guard(new)
             || provider(old) != provider(new)
+            || delegated(old) != delegated(new)
     })
 }
 

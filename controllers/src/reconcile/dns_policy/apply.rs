@@ -58,7 +58,7 @@ pub async fn write_records(
                 "rootHost": wanted.root_host,
                 "managedZone": { "name": wanted.zone },
                 "endpoints": all_to_api(&wanted.endpoints),
-                "healthCheck": policy.spec.health_check,
+                "healthCheck": policy.spec.health_check.as_ref().filter(|_| wanted.health_checked),
                 "failbackHoldDownSeconds": crate::decide::policy::hold_down_seconds(&policy.spec.load_balancing)
                     .ok()
                     .flatten(),

@@ -154,11 +154,23 @@ pub fn decide(seen: &Seen, distributed: bool) -> Decision {
         }
         None => unsupported_by_record(&desired.records, &seen.zone_fidelity),
     };
-    // What a zone's provider lacks goes to its routing delegate, when it has one (on the hub:
-    // in distributed mode no cluster sees the whole tree to move).
-    let (to_delegate, mut unsupported): (BTreeMap<_, _>, BTreeMap<_, _>) = assessed
+    // At a zone with a routing delegate (on the hub: in distributed mode no cluster sees the
+    // whole tree to move), every loadbalanced tree goes to the delegate, what the provider
+    // could hold too: a tree whose shape follows the fleet (one location left, weights made
+    // equal) would otherwise flip between the provider and the delegate, and each flip
+    // withdraws one half while resolvers still hold the other.
+    let (mut to_delegate, mut unsupported): (BTreeMap<_, _>, BTreeMap<_, _>) = assessed
         .into_iter()
         .partition(|(_, (zone, _))| !distributed && seen.zone_delegates.contains_key(zone));
+    if !distributed && matches!(seen.strategy, Strategy::LoadBalanced(_)) {
+        for record in &desired.records {
+            if seen.zone_delegates.contains_key(&record.zone) {
+                to_delegate
+                    .entry(record.name.clone())
+                    .or_insert_with(|| (record.zone.clone(), Vec::new()));
+            }
+        }
+    }
     desired.records = delegate_records(
         std::mem::take(&mut desired.records),
         &to_delegate,
@@ -263,17 +275,21 @@ pub fn delegated_record_name(record: &str) -> String {
     format!("{record}-delegated")
 }
 
-/// Splits each record of `to_delegate` between its zone and the zone's routing delegate
-/// (`meridian_dns::delegation`): the zone keeps the host's CNAME into the delegate, and a
-/// second record, in the delegate, holds the rest of the tree. A record that cannot be split
-/// (its host is the zone's apex, the delegate is not below the zone) stays whole and is
-/// added to `unsupported`, with why.
+/// Splits each record of `to_delegate` (with what its provider cannot hold of it) between its
+/// zone and the zone's routing delegate (`meridian_dns::delegation`): the zone keeps the
+/// host's CNAME into the delegate, unprobed, and a second record, in the delegate, holds the
+/// rest of the tree. A record that cannot be split (its host is the zone's apex, the delegate
+/// is not below the zone, the second record's name is taken) stays whole, and when the
+/// provider cannot hold it, is added to `unsupported`, with why.
 fn delegate_records(
     records: Vec<DesiredRecord>,
     to_delegate: &BTreeMap<String, (String, Vec<String>)>,
     seen: &Seen,
     unsupported: &mut BTreeMap<String, (String, Vec<String>)>,
 ) -> Vec<DesiredRecord> {
+    let names: std::collections::BTreeSet<String> =
+        records.iter().map(|r| r.name.clone()).collect();
+    let records_named = |name: &str| names.contains(name);
     let mut split = Vec::with_capacity(records.len());
     for record in records {
         let Some((zone, messages)) = to_delegate.get(&record.name) else {
@@ -287,26 +303,39 @@ fn delegate_records(
             .find(|z| z.name == *zone)
             .map(|z| z.domain.as_str())
             .unwrap_or_default();
-        match meridian_dns::delegation::delegate(
-            &record.root_host,
-            domain,
-            &delegate.domain,
-            &record.endpoints,
-        ) {
+        let name = delegated_record_name(&record.name);
+        let split_result = if records_named(&name) {
+            Err(format!(
+                "its delegated record's name {name} is another listener's record"
+            ))
+        } else {
+            meridian_dns::delegation::delegate(
+                &record.root_host,
+                domain,
+                &delegate.domain,
+                &record.endpoints,
+            )
+            .map_err(|error| error.to_string())
+        };
+        match split_result {
             Ok(delegated) => {
                 split.push(DesiredRecord {
-                    name: delegated_record_name(&record.name),
+                    name,
                     listener: record.listener.clone(),
                     root_host: delegated.delegated_root,
                     zone: delegate.name.clone(),
                     endpoints: delegated.delegated,
                     warnings: Vec::new(),
+                    health_checked: true,
                 });
                 split.push(DesiredRecord {
                     endpoints: delegated.parent,
+                    health_checked: false,
                     ..record
                 });
             }
+            // A tree the provider holds as it is stays whole where it cannot move.
+            Err(_) if messages.is_empty() => split.push(record),
             Err(error) => {
                 let mut messages = messages.clone();
                 messages.push(format!(
@@ -595,6 +624,8 @@ mod tests {
             ("web-api", "zone", "api.example.com")
         );
         assert_eq!(parent.endpoints.len(), 1, "{:?}", parent.endpoints);
+        // The CNAME has nothing to probe; the moved tree is probed.
+        assert!(!parent.health_checked && delegated.health_checked);
         assert_eq!(parent.endpoints[0].record_type, RecordType::Cname);
         assert_eq!(parent.endpoints[0].targets, ["klb.api.klb.example.com"]);
         assert_eq!(
@@ -621,6 +652,21 @@ mod tests {
         assert!(unsupported_by_record(&decision.desired.records, &seen.zone_fidelity).is_empty());
         // In distributed mode no cluster sees the whole tree to move: refused as before.
         assert!(!decide(&seen, true).unsupported.is_empty());
+        // One location left, which the provider could hold: still delegated, so the host does
+        // not flip between the provider and the delegate as the fleet changes.
+        let everywhere = std::mem::take(&mut seen.clusters);
+        seen.clusters = vec![in_geo("spoke-1", "192.0.2.1", "GEO-EU")];
+        let one = decide(&seen, false);
+        assert_eq!(one.unsupported, Vec::<String>::new());
+        assert_eq!(
+            one.desired
+                .records
+                .iter()
+                .map(|r| r.name.as_str())
+                .collect::<Vec<_>>(),
+            ["web-api-delegated", "web-api"]
+        );
+        seen.clusters = everywhere;
         // A delegate that is not below the zone: refused, saying why.
         seen.zone_delegates.get_mut("zone").unwrap().domain = "klb.example.net".into();
         let refused = decide(&seen, false).unsupported;

@@ -130,13 +130,34 @@ fn zone_provider_kind<'a>(zone: &'a ManagedZone, ctx: &Context) -> Option<&'a st
 }
 
 /// The routing delegate of each zone of a namespace (`zones`) at a provider: the embedded zone
-/// its `spec.routingDelegate` names, when that is one of `zones` and has no provider Secret.
+/// its `spec.routingDelegate` names, once the zone says the delegation is published
+/// (`RoutingDelegated` True for its generation: no host is pointed into a sub-zone resolvers
+/// cannot reach yet), when that is one of `zones`, has no provider Secret, and no other zone
+/// names it (two parents' trees would share its names).
 pub fn zone_delegates(zones: &[Arc<ManagedZone>]) -> BTreeMap<String, ZoneRef> {
+    let named = |delegate: &str| {
+        zones
+            .iter()
+            .filter(|z| z.spec.routing_delegate.as_deref() == Some(delegate))
+            .count()
+    };
     zones
         .iter()
         .filter(|zone| zone.spec.dns_provider_secret_ref.is_some())
+        .filter(|zone| {
+            zone.status.as_ref().is_some_and(|status| {
+                status.conditions.iter().any(|c| {
+                    c.type_ == meridian_api::conditions::ROUTING_DELEGATED
+                        && c.status == "True"
+                        && c.observed_generation == zone.metadata.generation
+                })
+            })
+        })
         .filter_map(|zone| {
             let wanted = zone.spec.routing_delegate.as_deref()?;
+            if named(wanted) > 1 {
+                return None;
+            }
             let delegate = zones.iter().find(|d| {
                 d.name_any() == wanted
                     && d.spec.dns_provider_secret_ref.is_none()
@@ -448,6 +469,7 @@ pub fn handed_back(
         .filter(|l| specificity(policy, l).is_some())
         .filter(|l| covering(&successors, l).is_some())
         .map(|l| crate::decide::desired::record_name(gateway, &l.key))
+        .flat_map(|name| [super::decide::delegated_record_name(&name), name])
         .collect()
 }
 
@@ -699,9 +721,11 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
     } else {
         Vec::new()
     };
+    // A record moved into a routing delegate passes over with its delegated half.
     let mut handed_over: Vec<String> = handed_over(policy, &rivals, &coverable, &covered)
         .iter()
         .map(|key| crate::decide::desired::record_name(&gateway_name, key))
+        .flat_map(|name| [super::decide::delegated_record_name(&name), name])
         .collect();
     // Fail static: while ListenerSets cannot be read (not served, or not allowed), the records
     // their listeners published stay as they are: every record of the policy that none of
@@ -1165,7 +1189,11 @@ mod tests {
         let back = |policy: &DNSPolicy, rivals: &[DNSPolicy], now| {
             handed_back(policy, rivals, "web", &listeners, now)
         };
-        assert_eq!(back(&api, &[api.clone(), wide.clone()], at(1)), ["web-api"]);
+        // Each record with its half in a routing delegate, if it has one.
+        assert_eq!(
+            back(&api, &[api.clone(), wide.clone()], at(1)),
+            ["web-api-delegated", "web-api"]
+        );
         assert!(back(&api, &[api.clone(), wide.clone()], at(grace)).is_empty());
         // No Gateway-wide policy to take it, or that one is going too: withdrawn.
         assert!(back(&api, std::slice::from_ref(&api), at(1)).is_empty());
@@ -1179,11 +1207,16 @@ mod tests {
         let blog = on_set("blog", 70, "team", Some("blog"));
         assert_eq!(
             back(&team, &[team.clone(), wide.clone()], at(1)),
-            ["web-team.docs", "web-team.blog"]
+            [
+                "web-team.docs-delegated",
+                "web-team.docs",
+                "web-team.blog-delegated",
+                "web-team.blog"
+            ]
         );
         assert_eq!(
             back(&team, &[team.clone(), blog.clone()], at(1)),
-            ["web-team.blog"]
+            ["web-team.blog-delegated", "web-team.blog"]
         );
     }
 }

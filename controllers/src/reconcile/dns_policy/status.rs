@@ -442,6 +442,7 @@ mod tests {
                 Vec::new()
             },
             warnings: Vec::new(),
+            health_checked: true,
         }
     }
 

@@ -141,6 +141,9 @@ pub(super) async fn check_health(
     } else {
         Vec::new()
     };
+    // A tree moved into a routing delegate is probed as the host its clients ask for, which
+    // its gateways serve: the parent zone's (of this namespace) that names the record's zone.
+    let probe_host = delegated_from(record, root_host, ctx).unwrap_or_else(|| root_host.clone());
     // Addresses no probe may reach (loopback, the metadata service, the admin's ranges): no
     // probe is written for them, and they count as failing, so they are never published
     // behind a health check.
@@ -160,7 +163,7 @@ pub(super) async fn check_health(
     // for a verdict that never came before), and status says so. Only the reports of the
     // clusters that speak for the record count: another cluster's agent cannot choose the
     // hosts this tenant's leaves are probed through.
-    let route_hosts = if root_host.starts_with("*.") {
+    let route_hosts = if probe_host.starts_with("*.") {
         let voters = super::gather::voters(record, ctx);
         let reports: Vec<_> = ctx
             .caches
@@ -175,11 +178,11 @@ pub(super) async fn check_health(
                     .is_some_and(|cluster| voters.contains(cluster))
             })
             .collect();
-        crate::decide::health::wildcard_probe_hosts(&reports, &namespace, root_host)
+        crate::decide::health::wildcard_probe_hosts(&reports, &namespace, &probe_host)
     } else {
         BTreeMap::new()
     };
-    let unprobed: Vec<&String> = if root_host.starts_with("*.") {
+    let unprobed: Vec<&String> = if probe_host.starts_with("*.") {
         leaves
             .iter()
             .filter(|leaf| !route_hosts.contains_key(&leaf.to_ascii_lowercase()))
@@ -187,7 +190,7 @@ pub(super) async fn check_health(
     } else {
         Vec::new()
     };
-    let wanted = wanted_probes(&name, root_host, &leaves, check, &route_hosts);
+    let wanted = wanted_probes(&name, &probe_host, &leaves, check, &route_hosts);
     let seal_key = ctx.probe_seal_key().await?;
     let existing = probes_of(record, ctx);
     let api: Api<DNSHealthCheckProbe> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -288,7 +291,7 @@ pub(super) async fn check_health(
     if !unprobed.is_empty() {
         let leaves: Vec<&str> = unprobed.iter().map(|leaf| leaf.as_str()).collect();
         outcome.message.push_str(&format!(
-            "; not health-checked, published as they are: {} (no cluster reports an accepted HTTPRoute with a hostname under {root_host} on its listener)",
+            "; not health-checked, published as they are: {} (no cluster reports an accepted HTTPRoute with a hostname under {probe_host} on its listener)",
             leaves.join(", ")
         ));
     }
@@ -411,4 +414,27 @@ pub(super) async fn delete_probes(
         crate::delete_if_present(&api, &stale.name_any()).await?;
     }
     Ok(())
+}
+
+/// The host a record's tree was moved from, when its zone is the routing delegate of another
+/// zone of its namespace ([`meridian_dns::delegation::undelegated_host`]).
+fn delegated_from(record: &DNSRecord, root_host: &str, ctx: &Context) -> Option<String> {
+    let namespace = record.namespace().unwrap_or_default();
+    let delegate = ctx
+        .caches
+        .zones
+        .get(Some(&namespace), &record.spec.managed_zone.name)?;
+    ctx.caches
+        .zones
+        .state()
+        .iter()
+        .filter(|z| z.namespace().as_deref() == Some(namespace.as_str()))
+        .find(|z| z.spec.routing_delegate.as_deref() == Some(delegate.name_any().as_str()))
+        .and_then(|parent| {
+            meridian_dns::delegation::undelegated_host(
+                root_host,
+                &parent.spec.domain_name,
+                &delegate.spec.domain_name,
+            )
+        })
 }

@@ -6,7 +6,7 @@
 //! | | |
 //! |---|---|
 //! | **Watches** (shared caches) | ManagedZones, DNSRecords, DNSPolicies, Secrets |
-//! | **Triggered by** ([`triggers`]) | the zone; a record of an embedded zone (its count); a record whose plan is held or let go; a policy whose `FailStatic` changes; the zone's provider or DNSSEC key Secret |
+//! | **Triggered by** ([`triggers`]) | the zone; a record of an embedded zone (its count); a record whose plan is held or let go; the zone's delegation record; a policy whose `FailStatic` changes; the zone's provider or DNSSEC key Secret; its routing delegate's delegation |
 //! | **Gathers** | the zone's Secret from the cache; for a provider zone, its name servers and record count from the provider |
 //! | **Decides** | `Ready`, the reason and the provider kind; `PlansHeld`; `FailStatic` (the brakes keeping silent clusters in the zone's records) |
 //! | **Writes** | the zone's status; for a zone at a provider with a routing delegate, the DNSRecord delegating to it ([`routing_delegate`]) |
@@ -210,9 +210,11 @@ async fn reconcile_zone(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Act
         zone.metadata.generation,
         &now(),
     );
-    let routed = match zone.spec.dns_provider_secret_ref {
-        Some(_) if claim.holds() => routing_delegate::reconcile(&zone, &ctx).await?,
-        _ => None,
+    // Also for an embedded zone, whose delegation record (from when it was at a provider) goes.
+    let routed = if claim.holds() {
+        routing_delegate::reconcile(&zone, &ctx).await?
+    } else {
+        None
     };
     match routed {
         Some(update) => set_condition(

@@ -81,6 +81,23 @@ pub fn delegation_for(
             format!("spec.routingDelegate: no ManagedZone {wanted} in this namespace"),
         )));
     };
+    let sharing: Vec<String> = zones
+        .iter()
+        .filter(|z| z.namespace() == namespace && z.name_any() != zone.name_any())
+        .filter(|z| z.spec.routing_delegate.as_deref() == Some(wanted))
+        .map(|z| z.name_any())
+        .collect();
+    if !sharing.is_empty() {
+        // Each parent's trees move by its own suffix: two parents' hosts could meet at one
+        // name in the delegate.
+        return Some(Err((
+            "DelegateShared",
+            format!(
+                "spec.routingDelegate: ManagedZone {wanted} is also the routing delegate of {}; a delegate serves one zone",
+                sharing.join(", ")
+            ),
+        )));
+    }
     if delegate.spec.dns_provider_secret_ref.is_some() {
         return Some(Err((
             "DelegateNotEmbedded",
@@ -144,16 +161,57 @@ pub async fn reconcile(
         .collect();
     let records: Api<DNSRecord> = Api::namespaced(ctx.client.clone(), &namespace);
     let name = record_name(&zone.name_any());
-    let existing = ctx.caches.records.get(Some(&namespace), &name).filter(|r| {
-        r.labels().get(ROUTING_DELEGATE_LABEL) == Some(&zone.name_any())
-            && r.metadata.deletion_timestamp.is_none()
-    });
-    let Some(wanted) = delegation_for(zone, &zones) else {
-        if existing.is_some() {
-            tracing::info!(record = %name, "the zone names no routing delegate any more");
-            delete_if_present(&records, &name).await?;
+    let stored = ctx.caches.records.get(Some(&namespace), &name);
+    if let Some(other) = stored
+        .as_ref()
+        .filter(|r| r.labels().get(ROUTING_DELEGATE_LABEL) != Some(&zone.name_any()))
+    {
+        // Someone else's record (a policy's, or one written by hand) is never taken over.
+        return Ok(zone.spec.routing_delegate.is_some().then(|| ConditionUpdate {
+            type_: conditions::ROUTING_DELEGATED,
+            status: false,
+            reason: "NameTaken",
+            message: format!(
+                "the DNSRecord {} that would hold the delegation is not this zone's (labels {:?}); rename or remove it",
+                other.name_any(),
+                other.labels()
+            ),
+        }));
+    }
+    let existing = stored.filter(|r| r.metadata.deletion_timestamp.is_none());
+    // Hosts still pointing into the sub-zone it delegates (the records moved there) keep the
+    // delegation: withdrawn under them, they would stop resolving.
+    let still_used = |record: &DNSRecord| {
+        let sub_zone = &record.spec.root_host;
+        ctx.caches
+            .records
+            .state()
+            .iter()
+            .filter(|r| r.namespace().as_deref() == Some(namespace.as_str()))
+            .filter(|r| r.name_any() != name && r.metadata.deletion_timestamp.is_none())
+            .filter(|r| is_at_or_below(&r.spec.root_host, sub_zone))
+            .count()
+    };
+    let wanted = match (delegation_for(zone, &zones), &existing) {
+        (None, None) => return Ok(None),
+        (None, Some(old)) => {
+            let used = still_used(old);
+            if used == 0 {
+                tracing::info!(record = %name, "the zone names no routing delegate any more");
+                delete_if_present(&records, &name).await?;
+                return Ok(None);
+            }
+            return Ok(Some(ConditionUpdate {
+                type_: conditions::ROUTING_DELEGATED,
+                status: false,
+                reason: "DelegationKept",
+                message: format!(
+                    "the zone names no routing delegate, but {used} DNSRecords still answer in {}: its delegation stays until they are gone",
+                    old.spec.root_host
+                ),
+            }));
         }
-        return Ok(None);
+        (Some(wanted), _) => wanted,
     };
     // Until the delegation can be published, what was published stays (fail static): the
     // delegate's trees are still served, and a resolver may hold its NS records.
@@ -168,11 +226,24 @@ pub async fn reconcile(
             }));
         }
     };
+    if let Some(old) = existing.as_ref().filter(|r| r.spec.root_host != sub_zone) {
+        // The admin named another delegate: rootHost cannot change, so the old delegation
+        // goes (its record's deletion wakes the zone again) and the new one is written on the
+        // next pass; the policies move their hosts once this condition is True again.
+        delete_if_present(&records, &name).await?;
+        return Ok(Some(ConditionUpdate {
+            type_: conditions::ROUTING_DELEGATED,
+            status: false,
+            reason: "DelegateChanging",
+            message: format!(
+                "{} is withdrawn; {sub_zone} is delegated next",
+                old.spec.root_host
+            ),
+        }));
+    }
     let api_endpoints = all_to_api(&endpoints);
     let unchanged = existing.as_ref().is_some_and(|r| {
-        r.spec.managed_zone.name == zone.name_any()
-            && r.spec.root_host == sub_zone
-            && all_to_engine(&r.spec.endpoints) == endpoints
+        r.spec.managed_zone.name == zone.name_any() && all_to_engine(&r.spec.endpoints) == endpoints
     });
     if !unchanged {
         let owner = zone
@@ -353,6 +424,18 @@ mod tests {
             )]),
             "DelegateLame"
         );
+        // Two zones naming one delegate: their hosts could meet at one name in it.
+        let mut all = vec![
+            Arc::new(parent.clone()),
+            Arc::new(zone("other", "a.example.com", Some("webhook"), Some("klb"))),
+            served(zone("klb", "klb.a.example.com", None, None), LINES),
+        ];
+        assert_eq!(
+            delegation_for(&parent, &all).unwrap().unwrap_err().0,
+            "DelegateShared"
+        );
+        all.remove(1);
+        assert!(delegation_for(&parent, &all).unwrap().is_ok());
         assert!(
             delegation_for(&zone("example", "example.com", Some("webhook"), None), &[]).is_none()
         );

@@ -37,11 +37,15 @@ pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedZone
                 Change::Deleted(old) => held(Some(old)).is_some(),
                 Change::Relisted => false,
             };
+            // A zone's own delegation record, changed or gone, is the zone's to put back.
+            let delegation = record
+                .labels()
+                .contains_key(super::routing_delegate::ROUTING_DELEGATE_LABEL);
             // Otherwise only embedded zones are recounted per record change (counting them is
             // free).
             zones
                 .get(&zone)
-                .filter(|z| held_changed || z.spec.dns_provider_secret_ref.is_none())
+                .filter(|z| held_changed || delegation || z.spec.dns_provider_secret_ref.is_none())
                 .map(|_| zone)
                 .into_iter()
                 .collect()
