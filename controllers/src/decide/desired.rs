@@ -125,6 +125,12 @@ pub fn no_addresses_yet(cluster: &str) -> String {
     format!("{cluster}: the Gateway has no addresses yet")
 }
 
+/// The name of the record holding the part of `record`'s tree moved into its zone's routing
+/// delegate (`meridian_dns::delegation`).
+pub fn delegated_record_name(record: &str) -> String {
+    format!("{record}-delegated")
+}
+
 /// Name of the DNSRecord for a listener.
 pub fn record_name(gateway: &str, listener: &str) -> String {
     format!("{gateway}-{listener}")

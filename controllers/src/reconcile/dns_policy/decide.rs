@@ -11,7 +11,8 @@ use meridian_dns::tree::Strategy;
 
 use super::gather::Seen;
 use crate::decide::desired::{
-    Desired, DesiredRecord, PlacedCluster, desired_branch, desired_records, no_addresses_yet,
+    Desired, DesiredRecord, PlacedCluster, delegated_record_name, desired_branch, desired_records,
+    no_addresses_yet,
 };
 use crate::decide::silence::SilenceRules;
 use crate::reconcile::fleet_brake::{self, BrakeLook};
@@ -267,12 +268,6 @@ pub fn unsupported_by_record(
             (!messages.is_empty()).then(|| (record.name.clone(), (record.zone.clone(), messages)))
         })
         .collect()
-}
-
-/// The name of the record holding the part of `record`'s tree moved into the zone's routing
-/// delegate.
-pub fn delegated_record_name(record: &str) -> String {
-    format!("{record}-delegated")
 }
 
 /// Splits each record of `to_delegate` (with what its provider cannot hold of it) between its

@@ -469,7 +469,7 @@ pub fn handed_back(
         .filter(|l| specificity(policy, l).is_some())
         .filter(|l| covering(&successors, l).is_some())
         .map(|l| crate::decide::desired::record_name(gateway, &l.key))
-        .flat_map(|name| [super::decide::delegated_record_name(&name), name])
+        .flat_map(|name| [crate::decide::desired::delegated_record_name(&name), name])
         .collect()
 }
 
@@ -725,7 +725,7 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
     let mut handed_over: Vec<String> = handed_over(policy, &rivals, &coverable, &covered)
         .iter()
         .map(|key| crate::decide::desired::record_name(&gateway_name, key))
-        .flat_map(|name| [super::decide::delegated_record_name(&name), name])
+        .flat_map(|name| [crate::decide::desired::delegated_record_name(&name), name])
         .collect();
     // Fail static: while ListenerSets cannot be read (not served, or not allowed), the records
     // their listeners published stay as they are: every record of the policy that none of
