@@ -3,7 +3,8 @@
 //! refused with `Accepted=False`, naming it, and nothing is published or changed for it; a
 //! tree the provider holds (one location, equal weights) is published as every address. With
 //! a routing delegate, the same tree is answered by Meridian's server for a sub-zone PowerDNS
-//! delegates to, and a resolver that knows only PowerDNS gets GEO answers.
+//! delegates to, and a resolver that knows only PowerDNS gets GEO answers, a weighted split, and
+//! a moved Gateway's new address.
 
 use std::time::Duration;
 
@@ -201,8 +202,14 @@ async fn a_policy_a_plain_zone_cannot_hold_is_refused_and_one_it_can_is_publishe
 /// resolver following PowerDNS's referral asks.
 const DELEGATE_SERVER: &str = "127.0.53.53";
 
+/// Client subnets no GEO group holds: each its own /24, so a resolver caching by client subnet
+/// asks the delegate's servers afresh for every one.
+fn fresh_subnet(i: usize) -> String {
+    format!("100.{}.{}.0/24", 64 + i / 256, i % 256)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_plain_zone_with_a_routing_delegate_answers_by_location_through_a_resolver()
+async fn a_plain_zone_with_a_routing_delegate_answers_by_location_and_weight_through_a_resolver()
 -> Result<(), Error> {
     let pdns = PowerDns::start("example.com")
         .await
@@ -238,6 +245,9 @@ async fn a_plain_zone_with_a_routing_delegate_answers_by_location_through_a_reso
     let mut delegate = fixtures::managed_zone(NAMESPACE, "klb", "klb.example.com").json();
     delegate["spec"]["nameServers"] =
         json!([{ "name": "ns1.klb.example.com", "addresses": [DELEGATE_SERVER] }]);
+    // The test changes the whole tree at once (GEO to weights): no plan is held for approval.
+    delegate["metadata"]["annotations"] =
+        json!({ meridian_controllers::decide::plan_guard::THRESHOLD_ANNOTATION: "100" });
     zones.patch("klb", &admin, &Patch::Apply(delegate)).await?;
     let example = RunningExample::start_configured(&fleet, Duration::from_secs(2), None, |args| {
         args.providers.webhook_allow = vec!["127.0.0.1/32".into()];
@@ -336,6 +346,73 @@ async fn a_plain_zone_with_a_routing_delegate_answers_by_location_through_a_reso
     }
     println!("through Unbound: IE -> 10.0.0.1, US -> 10.0.0.2, FR (GEO-EU) -> 10.0.0.3");
 
+    // One location: the weights (120, 120, and 30 for the Azure cluster) split the answers.
+    set_load_balancing(&policies, json!({ "geo": null })).await?;
+    let (reason, _) = accepted(&policies, true).await?;
+    assert_eq!(reason, reasons::ACCEPTED);
+    let mut subnets = (0..).map(fresh_subnet);
+    eventually(
+        "the Azure cluster is answered too, by weight",
+        DEFAULT_PATIENCE,
+        || {
+            let subnet = subnets.next().unwrap();
+            async move {
+                let answers = dig_host_async(at, HOST, Some(&subnet)).await;
+                Ok(
+                    (answers.len() == 1 && answers[0] != "10.0.0.1" && answers[0] != "10.0.0.2")
+                        .then_some(()),
+                )
+            }
+        },
+    )
+    .await?;
+    const QUERIES: usize = 400;
+    let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+    for _ in 0..QUERIES {
+        let answers = dig_host_async(at, HOST, Some(&subnets.next().unwrap())).await;
+        assert_eq!(answers.len(), 1, "{answers:?}");
+        *counts.entry(answers[0].clone()).or_default() += 1;
+    }
+    let weights = [("10.0.0.1", 120.0), ("10.0.0.2", 120.0), ("10.0.0.3", 30.0)];
+    let total: f64 = weights.iter().map(|(_, w)| w).sum();
+    let chi_square: f64 = weights
+        .iter()
+        .map(|(address, weight)| {
+            let expected = QUERIES as f64 * weight / total;
+            let observed = counts.get(*address).copied().unwrap_or_default() as f64;
+            (observed - expected).powi(2) / expected
+        })
+        .sum();
+    println!(
+        "{QUERIES} queries through Unbound, each from its own subnet: {counts:?} for weights 120:120:30; chi-square {chi_square:.2} (2 degrees of freedom, 13.82 at p = 0.001)"
+    );
+    assert_eq!(counts.values().sum::<usize>(), QUERIES, "{counts:?}");
+    assert!(chi_square < 13.82, "{counts:?}: chi-square {chi_square:.2}");
+
+    // spoke-2's Gateway moves to another address: the delegate answers the new one through the
+    // same resolver (fresh subnets, so nothing cached stands in the way), the old one never.
+    meridian_e2e::example::set_gateway_address(&fleet.spoke("spoke-2").client(), "10.0.0.22")
+        .await?;
+    let moved = std::time::Instant::now();
+    eventually(
+        "spoke-2's new address is answered",
+        DEFAULT_PATIENCE,
+        || {
+            let fresh: Vec<String> = (0..20).map(|_| subnets.next().unwrap()).collect();
+            async move {
+                let mut seen = std::collections::BTreeSet::new();
+                for subnet in &fresh {
+                    seen.extend(dig_host_async(at, HOST, Some(subnet)).await);
+                }
+                Ok((seen.contains("10.0.0.22") && !seen.contains("10.0.0.2")).then_some(()))
+            }
+        },
+    )
+    .await?;
+    println!(
+        "spoke-2's Gateway moved to 10.0.0.22: answered through the referral after {:.1} s",
+        moved.elapsed().as_secs_f64()
+    );
     example.stop().await;
     Ok(())
 }
