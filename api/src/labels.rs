@@ -37,6 +37,15 @@ pub fn lb_attribute_label(attribute: Option<&str>) -> String {
     )
 }
 
+/// Label on the DNSRecord holding a zone's delegation to its routing delegate (NS and glue);
+/// its value is the zone's name. The record is named [`routing_delegation_record`].
+pub const ROUTING_DELEGATE_LABEL: &str = "meridian.dev/routing-delegate";
+
+/// The name of the DNSRecord holding `zone`'s delegation to its routing delegate.
+pub fn routing_delegation_record(zone: &str) -> String {
+    format!("{zone}-routing-delegate")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -126,6 +126,20 @@ pub fn undelegated_host(host: &str, zone: &str, sub_zone: &str) -> Option<String
     ))
 }
 
+/// The host clients ask for, of a tree moved into `sub_zone` under `moved_root`, given the host
+/// `parent_root` the zone keeps (the CNAME into the sub-zone; `*.` for a wildcard, which the
+/// moved root does not carry): `parent_root` when the move is its, else `None`.
+pub fn client_host(
+    moved_root: &str,
+    zone: &str,
+    sub_zone: &str,
+    parent_root: &str,
+) -> Option<String> {
+    let parent = parent_root.trim_end_matches('.').to_ascii_lowercase();
+    let base = parent.strip_prefix("*.").unwrap_or(&parent);
+    (undelegated_host(moved_root, zone, sub_zone)? == base).then_some(parent.clone())
+}
+
 /// A name server of the sub-zone, with its addresses when the parent needs them as glue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NameServer {
@@ -204,6 +218,19 @@ mod tests {
                 "{host}"
             );
         }
+        // A wildcard's moved root has no `*.`: the host the zone keeps says it.
+        let client = |moved: &str, parent: &str| {
+            client_host(moved, "example.com", "klb.example.com", parent)
+        };
+        assert_eq!(
+            client("apps.klb.example.com", "*.apps.example.com").as_deref(),
+            Some("*.apps.example.com")
+        );
+        assert_eq!(
+            client("api.klb.example.com", "api.example.com").as_deref(),
+            Some("api.example.com")
+        );
+        assert_eq!(client("api.klb.example.com", "www.example.com"), None);
         // The inverse of the renaming, for every host delegate accepts.
         for host in ["api.example.com", "*.apps.example.com", "a.b.c.example.com"] {
             let moved = delegate(host, "example.com", "klb.example.com", &[])

@@ -128,8 +128,11 @@ pub fn no_addresses_yet(cluster: &str) -> String {
 /// The name of the record holding the part of `record`'s tree moved into its zone's routing
 /// delegate (`meridian_dns::delegation`).
 pub fn delegated_record_name(record: &str) -> String {
-    format!("{record}-delegated")
+    format!("{record}{DELEGATED_SUFFIX}")
 }
+
+/// What [`delegated_record_name`] adds to a record's name.
+pub const DELEGATED_SUFFIX: &str = "-delegated";
 
 /// Name of the DNSRecord for a listener.
 pub fn record_name(gateway: &str, listener: &str) -> String {

@@ -660,6 +660,22 @@ mod tests {
             zone_changed_for_dns(Some(&counted), &served),
             "its provider known: what its policies are assessed against"
         );
+        let mut delegated = served.clone();
+        meridian_api::conditions::set_condition(
+            &mut delegated.status.as_mut().unwrap().conditions,
+            meridian_api::conditions::ConditionUpdate {
+                type_: meridian_api::conditions::ROUTING_DELEGATED,
+                status: true,
+                reason: "Published",
+                message: "klb.example.com is delegated".into(),
+            },
+            None,
+            &crate::now(),
+        );
+        assert!(
+            zone_changed_for_dns(Some(&served), &delegated),
+            "its routing delegate published: where its policies' trees go"
+        );
     }
 
     fn bare_record(namespace: &str, name: &str) -> DNSRecord {

@@ -30,8 +30,16 @@ pub async fn write_records(
         .controller_owner_ref(&())
         .expect("a stored policy has a UID");
     let mut records = Vec::new();
-    let mut refused = Vec::new();
+    let mut refused: Vec<(String, String)> = Vec::new();
     for wanted in &desired.records {
+        // A host is pointed into a routing delegate only with its tree there: when another
+        // owner holds the delegated half's name (written first), the zone's half stays as it is.
+        let delegated = crate::decide::desired::delegated_record_name(&wanted.name);
+        if let Some((_, note)) = refused.iter().find(|(name, _)| *name == delegated) {
+            let note = note.clone();
+            refused.push((wanted.name.clone(), note));
+            continue;
+        }
         if let Some(old) = existing.iter().find(|r| r.name_any() == wanted.name)
             && (old.spec.root_host != wanted.root_host || old.spec.managed_zone.name != wanted.zone)
         {

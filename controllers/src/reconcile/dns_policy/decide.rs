@@ -313,6 +313,8 @@ fn delegate_records(
             .map_err(|error| error.to_string())
         };
         match split_result {
+            // The delegated half first: writing it, `write_records` learns whether its name is
+            // another owner's before pointing the host into it.
             Ok(delegated) => {
                 split.push(DesiredRecord {
                     name,

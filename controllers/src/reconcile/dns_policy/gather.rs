@@ -130,11 +130,16 @@ fn zone_provider_kind<'a>(zone: &'a ManagedZone, ctx: &Context) -> Option<&'a st
 }
 
 /// The routing delegate of each zone of a namespace (`zones`) at a provider: the embedded zone
-/// its `spec.routingDelegate` names, once the zone says the delegation is published
-/// (`RoutingDelegated` True for its generation: no host is pointed into a sub-zone resolvers
-/// cannot reach yet), when that is one of `zones`, has no provider Secret, and no other zone
-/// names it (two parents' trees would share its names).
-pub fn zone_delegates(zones: &[Arc<ManagedZone>]) -> BTreeMap<String, ZoneRef> {
+/// its `spec.routingDelegate` names, once the delegation to it is published (the zone's
+/// `RoutingDelegated` is True, which the hub says once the provider holds it, and the zone's
+/// delegation record, looked up by `record` (namespace, name), is for that delegate's domain: no host is pointed into a
+/// sub-zone resolvers cannot reach), when that is one of `zones`, has no provider Secret, and
+/// no other zone names it (two parents' trees would share its names). A spec edit of the zone
+/// that keeps its delegate keeps it here too: the trees do not move back and forth.
+pub fn zone_delegates(
+    zones: &[Arc<ManagedZone>],
+    record: impl Fn(&str, &str) -> Option<Arc<DNSRecord>>,
+) -> BTreeMap<String, ZoneRef> {
     let named = |delegate: &str| {
         zones
             .iter()
@@ -147,9 +152,7 @@ pub fn zone_delegates(zones: &[Arc<ManagedZone>]) -> BTreeMap<String, ZoneRef> {
         .filter(|zone| {
             zone.status.as_ref().is_some_and(|status| {
                 status.conditions.iter().any(|c| {
-                    c.type_ == meridian_api::conditions::ROUTING_DELEGATED
-                        && c.status == "True"
-                        && c.observed_generation == zone.metadata.generation
+                    c.type_ == meridian_api::conditions::ROUTING_DELEGATED && c.status == "True"
                 })
             })
         })
@@ -163,6 +166,18 @@ pub fn zone_delegates(zones: &[Arc<ManagedZone>]) -> BTreeMap<String, ZoneRef> {
                     && d.spec.dns_provider_secret_ref.is_none()
                     && d.metadata.deletion_timestamp.is_none()
             })?;
+            let delegation = meridian_api::labels::routing_delegation_record(&zone.name_any());
+            let clean = |name: &str| name.trim_end_matches('.').to_ascii_lowercase();
+            let namespace = zone.namespace().unwrap_or_default();
+            let delegated = record(&namespace, &delegation).is_some_and(|r| {
+                r.labels().get(meridian_api::labels::ROUTING_DELEGATE_LABEL)
+                    == Some(&zone.name_any())
+                    && r.metadata.deletion_timestamp.is_none()
+                    && clean(&r.spec.root_host) == clean(&delegate.spec.domain_name)
+            });
+            if !delegated {
+                return None;
+            }
             Some((
                 zone.name_any(),
                 ZoneRef {
@@ -695,7 +710,9 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
             ))
         })
         .collect();
-    let zone_delegates = zone_delegates(&namespace_zones);
+    let zone_delegates = zone_delegates(&namespace_zones, |namespace, name| {
+        ctx.caches.records.get(Some(namespace), name)
+    });
     // In the order the API server lists them, so equal candidates resolve the same way.
     zones.sort_by(|a, b| a.name.cmp(&b.name));
     // The Gateway's own listeners, then those of the ListenerSets it admits: the ones the
@@ -936,6 +953,84 @@ pub fn records_of(policy: &DNSPolicy, ctx: &Context) -> Vec<DNSRecord> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_routing_delegate_is_used_only_once_its_delegation_is_published_and_it_serves_one_zone() {
+        let zone = |name: &str, domain: &str, delegate: Option<&str>, delegated: Option<&str>| {
+            let secret = delegate.map(|_| serde_json::json!({ "name": "webhook" }));
+            let conditions: Vec<serde_json::Value> = delegated
+                .map(|status| {
+                    serde_json::json!({
+                        "type": meridian_api::conditions::ROUTING_DELEGATED, "status": status,
+                        "reason": "Published", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z",
+                    })
+                })
+                .into_iter()
+                .collect();
+            Arc::new(
+                serde_json::from_value::<ManagedZone>(serde_json::json!({
+                    "apiVersion": "kuadrant.io/v1alpha1", "kind": "ManagedZone",
+                    "metadata": { "name": name, "namespace": "team" },
+                    "spec": { "domainName": domain, "dnsProviderSecretRef": secret, "routingDelegate": delegate },
+                    "status": { "conditions": conditions },
+                }))
+                .unwrap(),
+            )
+        };
+        let record = |zone: &str, root: &str, labelled: bool| {
+            let labels = if labelled {
+                serde_json::json!({ meridian_api::labels::ROUTING_DELEGATE_LABEL: zone })
+            } else {
+                serde_json::json!({})
+            };
+            Arc::new(
+                serde_json::from_value::<DNSRecord>(serde_json::json!({
+                    "apiVersion": "kuadrant.io/v1alpha1", "kind": "DNSRecord",
+                    "metadata": { "name": format!("{zone}-routing-delegate"), "namespace": "team", "labels": labels },
+                    "spec": { "rootHost": root, "managedZone": { "name": zone }, "endpoints": [] },
+                }))
+                .unwrap(),
+            )
+        };
+        let delegates = |zones: &[Arc<ManagedZone>], held: Option<Arc<DNSRecord>>| {
+            zone_delegates(zones, |namespace, name| {
+                held.clone()
+                    .filter(|r| r.namespace().as_deref() == Some(namespace) && r.name_any() == name)
+            })
+        };
+        let klb = zone("klb", "klb.example.com", None, None);
+        let published = Some(record("example", "klb.example.com", true));
+        let parent = zone("example", "example.com", Some("klb"), Some("True"));
+        assert_eq!(
+            delegates(&[parent.clone(), klb.clone()], published.clone()),
+            BTreeMap::from([(
+                "example".to_string(),
+                ZoneRef {
+                    name: "klb".into(),
+                    domain: "klb.example.com".into()
+                }
+            )])
+        );
+        // Not yet said to be published, or no longer.
+        for status in [None, Some("False")] {
+            let waiting = zone("example", "example.com", Some("klb"), status);
+            assert!(delegates(&[waiting, klb.clone()], published.clone()).is_empty());
+        }
+        // Said, but the delegation held is another delegate's, not labelled, or missing.
+        for held in [
+            Some(record("example", "old.example.com", true)),
+            Some(record("example", "klb.example.com", false)),
+            None,
+        ] {
+            assert!(delegates(&[parent.clone(), klb.clone()], held).is_empty());
+        }
+        // A delegate two zones name serves neither.
+        let other = zone("other", "a.example.com", Some("klb"), Some("True"));
+        assert!(delegates(&[parent.clone(), other, klb.clone()], published.clone()).is_empty());
+        // A delegate at a provider is none.
+        let at_provider = zone("klb", "klb.example.com", Some("x"), None);
+        assert!(delegates(&[parent, at_provider], published).is_empty());
+    }
 
     fn policy(namespace: &str, target_namespace: Option<&str>) -> DNSPolicy {
         serde_json::from_value(serde_json::json!({

@@ -416,25 +416,32 @@ pub(super) async fn delete_probes(
     Ok(())
 }
 
-/// The host a record's tree was moved from, when its zone is the routing delegate of another
-/// zone of its namespace ([`meridian_dns::delegation::undelegated_host`]).
+/// The host a record's tree was moved from, when it is the delegated half of a policy's record
+/// (named `<record>-delegated`, beside the half the parent zone keeps, of the same policy):
+/// that half's host, which the Gateways serve ([`meridian_dns::delegation::client_host`]).
+/// Read from the records, not the zones' current spec, so a delegation kept after the zone
+/// stopped naming its delegate is still probed as what clients ask for.
 fn delegated_from(record: &DNSRecord, root_host: &str, ctx: &Context) -> Option<String> {
     let namespace = record.namespace().unwrap_or_default();
+    let name = record.name_any();
+    let parent_name = name.strip_suffix(crate::decide::desired::DELEGATED_SUFFIX)?;
+    let parent = ctx.caches.records.get(Some(&namespace), parent_name)?;
+    let policy = |r: &DNSRecord| r.labels().get(crate::POLICY_LABEL).cloned();
+    if policy(&parent).is_none() || policy(&parent) != policy(record) {
+        return None;
+    }
+    let zone = ctx
+        .caches
+        .zones
+        .get(Some(&namespace), &parent.spec.managed_zone.name)?;
     let delegate = ctx
         .caches
         .zones
         .get(Some(&namespace), &record.spec.managed_zone.name)?;
-    ctx.caches
-        .zones
-        .state()
-        .iter()
-        .filter(|z| z.namespace().as_deref() == Some(namespace.as_str()))
-        .find(|z| z.spec.routing_delegate.as_deref() == Some(delegate.name_any().as_str()))
-        .and_then(|parent| {
-            meridian_dns::delegation::undelegated_host(
-                root_host,
-                &parent.spec.domain_name,
-                &delegate.spec.domain_name,
-            )
-        })
+    meridian_dns::delegation::client_host(
+        root_host,
+        &zone.spec.domain_name,
+        &delegate.spec.domain_name,
+        &parent.spec.effective_root_host()?,
+    )
 }

@@ -17,13 +17,8 @@ use meridian_dns::delegation::{NameServer, delegation_records};
 use meridian_dns::model::{Endpoint, RecordType, is_at_or_below};
 use serde_json::json;
 
-/// The label of a zone's delegation record; its value is the zone's name.
-pub const ROUTING_DELEGATE_LABEL: &str = "meridian.dev/routing-delegate";
-
-/// The name of the DNSRecord holding `zone`'s delegation to its routing delegate.
-pub fn record_name(zone: &str) -> String {
-    format!("{zone}-routing-delegate")
-}
+pub use meridian_api::labels::ROUTING_DELEGATE_LABEL;
+use meridian_api::labels::routing_delegation_record as record_name;
 
 /// The name servers of a delegation, from the zone-file lines an embedded zone's
 /// `status.delegation` lists (`<apex>. <ttl> IN NS <name>.`, `<name>. <ttl> IN A <address>`):
@@ -178,7 +173,27 @@ pub async fn reconcile(
             ),
         }));
     }
-    let existing = stored.filter(|r| r.metadata.deletion_timestamp.is_none());
+    if let Some(going) = stored
+        .as_ref()
+        .filter(|r| r.metadata.deletion_timestamp.is_some())
+    {
+        // Withdrawn from the provider before it is gone: the next one waits (its rootHost may
+        // differ, which the object being deleted cannot take).
+        return Ok(zone
+            .spec
+            .routing_delegate
+            .is_some()
+            .then(|| ConditionUpdate {
+                type_: conditions::ROUTING_DELEGATED,
+                status: false,
+                reason: "DelegateChanging",
+                message: format!(
+                    "waiting for the delegation of {} to be withdrawn",
+                    going.spec.root_host
+                ),
+            }));
+    }
+    let existing = stored;
     // Hosts still pointing into the sub-zone it delegates (the records moved there) keep the
     // delegation: withdrawn under them, they would stop resolving.
     let still_used = |record: &DNSRecord| {
@@ -267,6 +282,33 @@ pub async fn reconcile(
         records
             .patch(&name, &apply_params(), &Patch::Apply(record))
             .await?;
+    }
+    // Published means held by the provider, not written here: until the record says so, no
+    // policy points a host into the sub-zone. Its status changes wake the zone again.
+    let published = unchanged
+        && existing.as_ref().is_some_and(|r| {
+            r.status.as_ref().is_some_and(|s| {
+                s.observed_generation == r.metadata.generation
+                    && meridian_api::conditions::condition_status(&s.conditions, conditions::READY)
+                        == Some(true)
+            })
+        });
+    if !published {
+        let said = existing
+            .as_ref()
+            .and_then(|r| r.status.as_ref())
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == conditions::READY))
+            .filter(|_| unchanged)
+            .map(|c| format!(": {}", c.message))
+            .unwrap_or_default();
+        return Ok(Some(ConditionUpdate {
+            type_: conditions::ROUTING_DELEGATED,
+            status: false,
+            reason: "Publishing",
+            message: format!(
+                "the delegation of {sub_zone} (DNSRecord {name}) is being published{said}"
+            ),
+        }));
     }
     let servers: Vec<&str> = endpoints
         .iter()
