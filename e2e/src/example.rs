@@ -352,6 +352,58 @@ pub fn dig_host(server: SocketAddr, host: &str, subnet: Option<&str>) -> Vec<Str
     answers
 }
 
+/// What a server said to one `A` query: its response code (`None` when nothing came back in
+/// two tries of two seconds) and the IPv4 addresses answered (CNAME chains followed), sorted.
+/// Tells a resolver that gave up (SERVFAIL, silence) from a name that does not answer (NXDOMAIN,
+/// or NOERROR with no address), which `dig +short` cannot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DigOutcome {
+    pub status: Option<String>,
+    pub answers: Vec<String>,
+}
+
+impl DigOutcome {
+    /// The server gave up, or nothing came back: says nothing about the name itself.
+    pub fn unanswered(&self) -> bool {
+        self.status
+            .as_deref()
+            .is_none_or(|status| status == "SERVFAIL")
+    }
+}
+
+/// As [`dig_host_async`], keeping the response code: see [`DigOutcome`].
+pub async fn dig_outcome_async(server: SocketAddr, host: &str, subnet: Option<&str>) -> DigOutcome {
+    let mut command = tokio::process::Command::new("dig");
+    command
+        .arg(format!("@{}", server.ip()))
+        .args(["-p", &server.port().to_string()])
+        .args(["+time=2", "+tries=2", "+noall", "+comments", "+answer"]);
+    if let Some(subnet) = subnet {
+        command.arg(format!("+subnet={subnet}"));
+    }
+    command.args([host, "A"]);
+    let text = match command.output().await {
+        Ok(output) => String::from_utf8_lossy(&output.stdout).into_owned(),
+        Err(_) => String::new(),
+    };
+    let status = text
+        .split_once("status: ")
+        .and_then(|(_, rest)| rest.split(',').next())
+        .map(str::to_string);
+    let mut answers: Vec<String> = text
+        .lines()
+        .filter(|line| !line.starts_with(';'))
+        .filter_map(
+            |line| match line.split_whitespace().collect::<Vec<_>>()[..] {
+                [_, _, "IN", "A", address] => Some(address.to_string()),
+                _ => None,
+            },
+        )
+        .collect();
+    answers.sort();
+    DigOutcome { status, answers }
+}
+
 /// `dig +dnssec` for `host A` at a validating `resolver`, optionally from `subnet`: whether
 /// the answer was validated (the AD flag) and its IPv4 addresses, sorted.
 pub fn dig_validated(

@@ -26,6 +26,7 @@ pub mod node;
 pub mod observe;
 mod ocm;
 mod pki;
+pub mod plain_zone;
 mod ports;
 mod process;
 pub mod registry;

@@ -6,6 +6,8 @@
 //! the resolver's cache drains; it recovers, and its traffic comes back without one failed
 //! request. Then the same with priority tiers: the failing primary's traffic goes to the second
 //! tier, returns only after the hold-down, and a drain moves it without a failed request.
+//! The same failover once more with the example's zone at PowerDNS, which cannot hold the tree:
+//! clients follow PowerDNS's referral to the routing delegate the hub serves.
 //! `make bench-failover` runs every scenario and prints the times; this test prints
 //! them and asserts only the behaviour.
 //!
@@ -320,6 +322,131 @@ async fn a_wildcard_listener_is_probed_through_its_routes_and_fails_over_with_re
     let failback = recovery(&samples, recovered);
     report("wildcard: spoke-1 recovers (failback)", &failback);
     assert!(failback.served_by.contains_key("spoke-1"));
+
+    drop(clients);
+    traffic.stop().await;
+    Ok(())
+}
+
+/// Where the hub serves the routing delegate in the delegation test (port 53): an address of
+/// its own, not another test's.
+const DELEGATE_SERVER: std::net::IpAddr =
+    std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 53, 54));
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_traffic_fails_over_through_the_routing_delegate_of_a_plain_zone() -> Result<(), Error>
+{
+    use kube::api::Api;
+    use meridian_api::kuadrant::DNSHealthCheckProbe;
+    use meridian_e2e::example::{NAMESPACE, RunningExample, ZONE_DOMAIN, dig_short};
+    use meridian_e2e::plain_zone::PlainZone;
+    use meridian_e2e::traffic::{ExampleGateways, Resolver};
+
+    // The health-checked example, its zone at PowerDNS behind external-dns's webhook: PowerDNS
+    // cannot hold GEO answers or health checks, so the tree goes to the routing delegate the
+    // hub serves at DELEGATE_SERVER. Unbound knows only PowerDNS and follows its referral.
+    meridian_e2e::test_logs("warn,kube_client=off,meridian_e2e=info");
+    let (fleet, app_image) = fleet_with_the_app().await?;
+    let hub = fleet.hub.client();
+    let zone = PlainZone::start_delegating(&hub, DELEGATE_SERVER).await?;
+    let mut gateways = ExampleGateways::start(&fleet, &app_image.reference).await?;
+    let example = RunningExample::start_configured(
+        &fleet,
+        Duration::from_secs(10),
+        Some(health_checked_policy(30, "5s", 2, "5s")),
+        |args| zone.configure(args),
+    )
+    .await?;
+    gateways.serving(&fleet).await?;
+    zone.wait_for_delegation(&hub).await?;
+    let resolver =
+        Resolver::start_with_delegations(ZONE_DOMAIN, &[zone.pdns.dns], &[DELEGATE_SERVER]).await?;
+    let traffic = TrafficExample {
+        example,
+        gateways,
+        resolver,
+    };
+    let resolver = traffic.resolver.address();
+    eventually(
+        "a request through Unbound and the referral is served by spoke-1",
+        DEFAULT_PATIENCE,
+        || async {
+            let outcome = request(resolver, HOST, REQUEST_TIMEOUT).await;
+            Ok((outcome == Outcome::Served("spoke-1".into())).then_some(()))
+        },
+    )
+    .await?;
+
+    // The delegated tree's name is klb.example.com's, but clients ask for the example's host:
+    // every gateway is probed as that host (what Traefik routes by), and every probe passes.
+    let probes: Api<DNSHealthCheckProbe> = Api::namespaced(hub.clone(), NAMESPACE);
+    let addresses: Vec<String> = meridian_e2e::example::SPOKES
+        .iter()
+        .map(|(spoke, _, _, _)| traffic.gateways.address(spoke))
+        .collect();
+    eventually(
+        "every gateway is probed as the host clients ask for, and passes",
+        DEFAULT_PATIENCE,
+        || {
+            let (probes, addresses) = (probes.clone(), addresses.clone());
+            async move {
+                let list = probes.list(&Default::default()).await?;
+                let mut asked: Vec<(String, String, bool)> = list
+                    .items
+                    .iter()
+                    .map(|p| {
+                        let healthy = p.status.as_ref().and_then(|s| s.healthy) == Some(true);
+                        (p.spec.address.clone(), p.spec.host.clone(), healthy)
+                    })
+                    .collect();
+                asked.sort();
+                let mut wanted: Vec<(String, String, bool)> = addresses
+                    .iter()
+                    .map(|a| (a.clone(), HOST.to_string(), true))
+                    .collect();
+                wanted.sort();
+                Ok((asked == wanted).then_some(()))
+            }
+        },
+    )
+    .await?;
+
+    let clients = Clients::start(WORKERS, resolver, HOST, PERIOD, REQUEST_TIMEOUT);
+    let mut samples: Vec<Sample> = Vec::new();
+    wait_until_served_only_by(&clients, &mut samples, "spoke-1").await?;
+    let parent_serial = dig_short(zone.pdns.dns, ZONE_DOMAIN, "SOA");
+
+    // spoke-1's app answers 503: the delegate stops answering it, and PowerDNS is not written.
+    let fault = clients.now();
+    set_fault(traffic.gateways.app_pod("spoke-1"), "unavailable").await?;
+    wait_until_served_only_by_others(&clients, &mut samples, "spoke-1").await?;
+    let failover = recovery(&samples, fault);
+    report(
+        "through the routing delegate: spoke-1 answers 503",
+        &failover,
+    );
+    assert!(failover.failed > 0, "the fault was seen: {failover:?}");
+    assert!(failover.until_100.is_some(), "{failover:?}");
+    assert!(failover.served_by.contains_key("spoke-3"), "{failover:?}");
+    assert_eq!(
+        dig_short(zone.pdns.dns, ZONE_DOMAIN, "SOA"),
+        parent_serial,
+        "a failover inside the delegate leaves the parent zone as it was"
+    );
+
+    // It recovers: the traffic comes back without a failed request.
+    let recovered = clients.now();
+    set_fault(traffic.gateways.app_pod("spoke-1"), "none").await?;
+    wait_until_served_only_by(&clients, &mut samples, "spoke-1").await?;
+    let failback = recovery(&samples, recovered);
+    report(
+        "through the routing delegate: spoke-1 recovers (failback)",
+        &failback,
+    );
+    assert_eq!(
+        failback.failed, 0,
+        "failback loses no request: {failback:?}"
+    );
 
     drop(clients);
     traffic.stop().await;

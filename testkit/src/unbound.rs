@@ -117,6 +117,7 @@ pub fn config_text(
   use-syslog: no
   logfile: \"\"
   verbosity: 1
+  log-servfail: yes
   access-control: 127.0.0.0/8 allow
   do-not-query-localhost: no
   module-config: \"{modules}\"

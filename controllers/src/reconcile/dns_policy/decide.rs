@@ -393,6 +393,18 @@ mod tests {
         }
     }
 
+    /// [`placed`], in the GEO group `geo`.
+    fn in_geo(name: &str, address: &str, geo: &str) -> PlacedCluster {
+        PlacedCluster {
+            labels: [(
+                meridian_dns::tree::GEO_CODE_LABEL.to_string(),
+                geo.to_string(),
+            )]
+            .into(),
+            ..placed(name, address)
+        }
+    }
+
     fn seen(clusters: Vec<PlacedCluster>, excluded: &[&str]) -> Seen {
         let now = k8s_openapi::jiff::Timestamp::from_second(1_000).unwrap();
         Seen {
@@ -490,10 +502,6 @@ mod tests {
     fn a_policy_its_zone_cannot_hold_is_refused_by_name_and_a_drain_alone_never_is() {
         use meridian_dns::fidelity::{ROUTE53, of_provider};
         use meridian_dns::tree::{CustomWeight, GEO_CODE_LABEL, LabelSelector, LoadBalancing};
-        let in_geo = |name: &str, address: &str, geo: &str| PlacedCluster {
-            labels: [(GEO_CODE_LABEL.to_string(), geo.to_string())].into(),
-            ..placed(name, address)
-        };
         let mut seen = seen(
             vec![
                 in_geo("spoke-1", "192.0.2.1", "GEO-EU"),
@@ -572,11 +580,7 @@ mod tests {
     fn what_a_zone_cannot_hold_goes_to_its_routing_delegate_and_the_zone_keeps_a_cname() {
         use meridian_dns::fidelity::of_provider;
         use meridian_dns::model::RecordType;
-        use meridian_dns::tree::{GEO_CODE_LABEL, LoadBalancing};
-        let in_geo = |name: &str, address: &str, geo: &str| PlacedCluster {
-            labels: [(GEO_CODE_LABEL.to_string(), geo.to_string())].into(),
-            ..placed(name, address)
-        };
+        use meridian_dns::tree::LoadBalancing;
         let mut seen = seen(
             vec![
                 in_geo("spoke-1", "192.0.2.1", "GEO-EU"),
