@@ -43,8 +43,18 @@ pub const ROUTING_DELEGATE_LABEL: &str = "meridian.dev/routing-delegate";
 
 /// The name of the DNSRecord holding `zone`'s delegation to its routing delegate.
 pub fn routing_delegation_record(zone: &str) -> String {
-    format!("{zone}-routing-delegate")
+    format!("{zone}{ROUTING_DELEGATION_SUFFIX}")
 }
+
+/// The zone whose delegation a DNSRecord named `record` would hold (by name alone: whether it
+/// is that zone's is for its label to say).
+pub fn routing_delegation_zone(record: &str) -> Option<&str> {
+    record
+        .strip_suffix(ROUTING_DELEGATION_SUFFIX)
+        .filter(|zone| !zone.is_empty())
+}
+
+const ROUTING_DELEGATION_SUFFIX: &str = "-routing-delegate";
 
 #[cfg(test)]
 mod tests {
@@ -60,5 +70,16 @@ mod tests {
             lb_attribute_label(Some("cloud")),
             "kuadrant.io/lb-attribute-cloud"
         );
+    }
+
+    #[test]
+    fn a_delegation_records_name_leads_back_to_its_zone() {
+        for zone in ["example", "a-routing-delegate", "x"] {
+            let record = routing_delegation_record(zone);
+            assert_eq!(routing_delegation_zone(&record), Some(zone), "{record}");
+        }
+        for record in ["example", "-routing-delegate", "example-routing-delegates"] {
+            assert_eq!(routing_delegation_zone(record), None, "{record}");
+        }
     }
 }

@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use meridian_api::conditions::{ACCEPTED, READY, ROUTING_DELEGATED, reasons};
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
@@ -189,11 +190,71 @@ async fn a_plain_zone_with_a_routing_delegate_answers_by_location_and_weight_thr
         PlainZone::start_delegating(&hub, DELEGATE_SERVER.parse().expect("an address")).await?;
     let pdns = &zone.pdns;
     let zones = Api::<ManagedZone>::namespaced(hub.clone(), NAMESPACE);
+    // A tenant of the namespace already has a DNSRecord under the name the delegation needs.
+    let records = Api::<DNSRecord>::namespaced(hub.clone(), NAMESPACE);
+    let taken = meridian_api::labels::routing_delegation_record("example");
+    apply(
+        &records,
+        fixtures::dns_record(NAMESPACE, &taken, "example")
+            .root_host("taken.example.com")
+            .endpoints(json!([{
+                "dnsName": "taken.example.com", "recordType": "A",
+                "targets": ["10.9.9.9"], "recordTTL": 60,
+            }]))
+            .json(),
+    )
+    .await?;
     let example = RunningExample::start_configured(&fleet, Duration::from_secs(2), None, |args| {
         zone.configure(args)
     })
     .await?;
     let policies = Api::<DNSPolicy>::namespaced(hub.clone(), NAMESPACE);
+
+    // The hub never takes the tenant's record over: the zone says why it cannot delegate, and
+    // the policy PowerDNS cannot hold is refused meanwhile.
+    let refused = eventually(
+        "the zone says the delegation's name is taken",
+        DEFAULT_PATIENCE,
+        || async {
+            let zone = zones.get("example").await?;
+            Ok(zone
+                .status
+                .iter()
+                .flat_map(|s| s.conditions.iter())
+                .find(|c| c.type_ == ROUTING_DELEGATED && c.reason == "NameTaken")
+                .map(|c| (c.status.clone(), c.message.clone())))
+        },
+    )
+    .await?;
+    println!("a tenant's record under the delegation's name: {refused:?}");
+    assert_eq!(refused.0, "False");
+    assert!(
+        refused.1.contains(&format!(
+            "the DNSRecord {taken} that would hold the delegation is not this zone's"
+        )),
+        "{}",
+        refused.1
+    );
+    let (reason, _) = accepted(&policies, false).await?;
+    assert_eq!(reason, reasons::UNSUPPORTED);
+    let kept = records.get(&taken).await?;
+    assert_eq!(kept.spec.root_host, "taken.example.com");
+    assert!(kept.labels().is_empty(), "{:?}", kept.labels());
+    eventually(
+        "PowerDNS answers the tenant's record",
+        DEFAULT_PATIENCE,
+        || async move {
+            Ok(
+                (dig_host_async(pdns.dns, "taken.example.com", None).await == ["10.9.9.9"])
+                    .then_some(()),
+            )
+        },
+    )
+    .await?;
+
+    // The tenant removes it: the name is free, the delegation is published (woken by the
+    // removal, not a resync), and the policy's tree goes to the delegate.
+    records.delete(&taken, &Default::default()).await?;
 
     // The example policy answers by location (IE, US, GEO-EU) and weight: PowerDNS cannot,
     // so the tree goes to the delegate, and the policy is accepted.

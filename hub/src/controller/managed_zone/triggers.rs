@@ -18,7 +18,8 @@ use meridian_controllers::{POLICY_LABEL, runtime::indexes};
 
 /// ManagedZone status: a zone, a record of an embedded zone (its count), a record whose plan is
 /// held or let go, a policy publishing into the zone whose `FailStatic` changes, its provider
-/// or key Secret, or its routing delegate's delegation wakes it.
+/// or key Secret, its routing delegate's delegation, or a record under its delegation record's
+/// name wakes it.
 pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedZone>>> {
     let all = caches.zones.store().clone();
     let by_record = {
@@ -43,12 +44,22 @@ pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedZone
                 .contains_key(super::routing_delegate::ROUTING_DELEGATE_LABEL);
             // Otherwise only embedded zones are recounted per record change (counting them is
             // free).
-            zones
+            let mut wakes: Vec<_> = zones
                 .get(&zone)
                 .filter(|z| held_changed || delegation || z.spec.dns_provider_secret_ref.is_none())
                 .map(|_| zone)
                 .into_iter()
-                .collect()
+                .collect();
+            // Another record under the name a zone's delegation needs (`NameTaken`), renamed or
+            // gone, frees it: that zone, whichever zone the record is in.
+            let named = meridian_api::labels::routing_delegation_zone(&record.name_any())
+                .map(|name| {
+                    ObjectRef::<ManagedZone>::new(name)
+                        .within(&record.namespace().unwrap_or_default())
+                })
+                .filter(|named| zones.get(named).is_some());
+            wakes.extend(named);
+            wakes
         }
     };
     let by_secret = {
