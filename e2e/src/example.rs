@@ -353,7 +353,8 @@ pub fn dig_host(server: SocketAddr, host: &str, subnet: Option<&str>) -> Vec<Str
 }
 
 /// What a server said to one `A` query: its response code (`None` when nothing came back in
-/// two tries of two seconds) and the IPv4 addresses answered (CNAME chains followed), sorted.
+/// two tries of two seconds) and the IPv4 addresses in its answer (a resolver's answer carries
+/// the CNAME chain it followed; its CNAMEs are left out), sorted.
 /// Tells a resolver that gave up (SERVFAIL, silence) from a name that does not answer (NXDOMAIN,
 /// or NOERROR with no address), which `dig +short` cannot.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -106,6 +106,22 @@ impl PlainZone {
         }
     }
 
+    /// The record sets PowerDNS holds for the zone, as its API lists them (comparable: a
+    /// write shows, the serial aside).
+    pub async fn records(&self) -> Result<serde_json::Value, Error> {
+        let path = format!("/api/v1/servers/localhost/zones/{ZONE_DOMAIN}.");
+        // A blocking exchange: off the runtime's turn (the tests run multi-threaded).
+        let (status, body) =
+            tokio::task::block_in_place(|| self.pdns.get(&path)).map_err(Error::Component)?;
+        let mut zone: serde_json::Value = serde_json::from_str(&body)
+            .map_err(|e| Error::Component(format!("PowerDNS's zone ({status}): {e}: {body}")))?;
+        let mut rrsets = zone["rrsets"].take();
+        if let Some(sets) = rrsets.as_array_mut() {
+            sets.sort_by_key(|set| (set["name"].to_string(), set["type"].to_string()));
+        }
+        Ok(rrsets)
+    }
+
     /// Waits until PowerDNS holds the example host's CNAME into the delegate and refers the
     /// delegate to the hub's server, and that server answers it: before then a resolver would
     /// cache the host's absence for the zone's negative TTL (an hour). On a timeout the error
@@ -120,21 +136,26 @@ impl PlainZone {
             "PowerDNS holds the host's CNAME and refers the delegate to the hub, which answers",
             DEFAULT_PATIENCE,
             || async move {
-                let cname = dig_short(server, HOST, "CNAME");
-                let referral = std::process::Command::new("dig")
-                    .arg(format!("@{}", server.ip()))
-                    .args(["-p", &server.port().to_string(), "+norecurse", "+time=2"])
-                    .args([DELEGATED_HOST, "A"])
-                    .output()
-                    .map(|output| String::from_utf8_lossy(&output.stdout).into_owned())
-                    .unwrap_or_default();
-                let answered = dig_short(delegate_server, DELEGATED_HOST, "A");
-                Ok((cname == [format!("{DELEGATED_HOST}.")]
-                    && referral.contains("AUTHORITY: 1")
-                    && referral.contains(&format!("{DELEGATE_NAME_SERVER}."))
-                    && referral.contains(&delegate_server.ip().to_string())
-                    && !answered.is_empty())
-                .then_some(()))
+                // dig blocks: off the runtime, which also runs the hub and agents.
+                let published = tokio::task::spawn_blocking(move || {
+                    let cname = dig_short(server, HOST, "CNAME");
+                    let referral = std::process::Command::new("dig")
+                        .arg(format!("@{}", server.ip()))
+                        .args(["-p", &server.port().to_string(), "+norecurse", "+time=2"])
+                        .args([DELEGATED_HOST, "A"])
+                        .output()
+                        .map(|output| String::from_utf8_lossy(&output.stdout).into_owned())
+                        .unwrap_or_default();
+                    let answered = dig_short(delegate_server, DELEGATED_HOST, "A");
+                    cname == [format!("{DELEGATED_HOST}.")]
+                        && referral.contains("AUTHORITY: 1")
+                        && referral.contains(&format!("{DELEGATE_NAME_SERVER}."))
+                        && referral.contains(&delegate_server.ip().to_string())
+                        && !answered.is_empty()
+                })
+                .await
+                .unwrap_or(false);
+                Ok(published.then_some(()))
             },
         )
         .await;

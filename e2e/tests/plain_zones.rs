@@ -255,6 +255,17 @@ async fn a_plain_zone_with_a_routing_delegate_answers_by_location_and_weight_thr
     // The tenant removes it: the name is free, the delegation is published (woken by the
     // removal, not a resync), and the policy's tree goes to the delegate.
     records.delete(&taken, &Default::default()).await?;
+    eventually(
+        "the tenant's record is withdrawn from PowerDNS",
+        DEFAULT_PATIENCE,
+        || async move {
+            Ok(dig_host_async(pdns.dns, "taken.example.com", None)
+                .await
+                .is_empty()
+                .then_some(()))
+        },
+    )
+    .await?;
 
     // The example policy answers by location (IE, US, GEO-EU) and weight: PowerDNS cannot,
     // so the tree goes to the delegate, and the policy is accepted.
@@ -338,6 +349,9 @@ async fn a_plain_zone_with_a_routing_delegate_answers_by_location_and_weight_thr
                 "{unanswered} queries unanswered, the last {outcome:?}; Unbound: {}",
                 resolver.log_tail()
             );
+            // A resolver that just gave up on a server answers SERVFAIL at once for a while:
+            // asking again at once would spend every retry in one stall.
+            tokio::time::sleep(Duration::from_millis(500)).await;
             continue;
         }
         assert_eq!(

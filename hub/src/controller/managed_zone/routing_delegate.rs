@@ -167,7 +167,7 @@ pub async fn reconcile(
             status: false,
             reason: "NameTaken",
             message: format!(
-                "the DNSRecord {} that would hold the delegation is not this zone's (labels {:?}); rename or remove it",
+                "the DNSRecord {} that would hold the delegation is not this zone's (labels {:?}); delete it to free the name",
                 other.name_any(),
                 other.labels()
             ),

@@ -50,14 +50,31 @@ pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<ManagedZone
                 .map(|_| zone)
                 .into_iter()
                 .collect();
-            // Another record under the name a zone's delegation needs (`NameTaken`), renamed or
-            // gone, frees it: that zone, whichever zone the record is in.
+            // A record under the name a zone's delegation needs decides `NameTaken` by being
+            // there and by its label alone: created, gone or relabelled, it wakes that zone
+            // (whichever zone the record is in), not on every status write.
+            let label = |record: &DNSRecord| {
+                record
+                    .labels()
+                    .get(super::routing_delegate::ROUTING_DELEGATE_LABEL)
+                    .cloned()
+            };
+            let taken_or_freed = match change {
+                Change::Applied { old, new } => old.as_deref().map(label) != Some(label(new)),
+                Change::Deleted(_) => true,
+                Change::Relisted => false,
+            };
             let named = meridian_api::labels::routing_delegation_zone(&record.name_any())
+                .filter(|_| taken_or_freed)
                 .map(|name| {
                     ObjectRef::<ManagedZone>::new(name)
                         .within(&record.namespace().unwrap_or_default())
                 })
-                .filter(|named| zones.get(named).is_some());
+                .filter(|named| {
+                    zones
+                        .get(named)
+                        .is_some_and(|z| z.spec.routing_delegate.is_some())
+                });
             wakes.extend(named);
             wakes
         }
