@@ -17,7 +17,7 @@ use crate::cookie;
 use crate::dnssec::{ZoneKeys, compact_denial};
 use crate::geo::Location;
 use crate::query::{Chosen, MAX_CHAIN, QueryContext, SERVER_UDP_PAYLOAD, Transport, choose_among};
-use crate::stats::Stats;
+use crate::stats::Tally;
 use crate::transfer::transfer_records;
 use crate::tsig::{self, ResponseSigner};
 use crate::zone::apex::{name_server_glue, ns_records, soa, soa_with_serial};
@@ -42,9 +42,36 @@ pub fn respond(
     context: &QueryContext<'_>,
     rng: &mut impl Rng,
 ) -> Vec<Vec<u8>> {
-    match crate::fast::respond(catalog, bytes, context, rng) {
-        Some(response) => vec![response],
+    let mut response = Vec::new();
+    match crate::fast::respond(catalog, bytes, context, rng, &mut response) {
+        Some(()) => vec![response],
         None => respond_general(catalog, bytes, context, rng),
+    }
+}
+
+/// The response to `bytes` written into `response`, for a transport where a request has at
+/// most one (UDP: transfers are refused over it, and an IXFR gets one SOA); false when there is
+/// none to send. On the fast path a reused buffer makes an answer allocate nothing.
+pub fn respond_into(
+    catalog: &Catalog,
+    bytes: &[u8],
+    context: &QueryContext<'_>,
+    rng: &mut impl Rng,
+    response: &mut Vec<u8>,
+) -> bool {
+    if crate::fast::respond(catalog, bytes, context, rng, response).is_some() {
+        return true;
+    }
+    match respond_general(catalog, bytes, context, rng)
+        .into_iter()
+        .next()
+    {
+        Some(general) => {
+            response.clear();
+            response.extend_from_slice(&general);
+            true
+        }
+        None => false,
     }
 }
 
@@ -119,7 +146,7 @@ pub(crate) fn respond_general(
             _ => None,
         };
         if let Some(cookie) = cookie {
-            let option = EdnsOption::Unknown(cookie::OPTION_CODE, cookie);
+            let option = EdnsOption::Unknown(cookie::OPTION_CODE, cookie.to_vec());
             reply.options_mut().insert(option);
         }
         if edns.version() > 0 {
@@ -246,7 +273,7 @@ fn answer_query<'l>(
     zone: &Zone,
     query: &Query,
     location: &dyn Fn() -> Option<&'l Location>,
-    stats: Option<&Stats>,
+    stats: Option<&Tally>,
     keys: Option<&ZoneKeys>,
     rng: &mut impl Rng,
     response: &mut Message,
@@ -396,7 +423,7 @@ fn sign_sections(zone: &Zone, keys: &ZoneKeys, response: &mut Message, now: u64)
 fn choose_counted<'a, 'l>(
     records: &[&'a Endpoint],
     location: &dyn Fn() -> Option<&'l Location>,
-    stats: Option<&Stats>,
+    stats: Option<&Tally>,
     rng: &mut impl Rng,
 ) -> Vec<&'a Endpoint> {
     let (chosen, choice) = choose_among(records, location, rng);

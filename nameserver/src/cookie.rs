@@ -23,14 +23,19 @@ const VERSION: u8 = 1;
 
 /// The cookie option a response carries, or `None` when the request's option is malformed
 /// (FORMERR: a client cookie is 8 bytes, a server cookie 8 to 32).
-pub(crate) fn reply(option: &[u8], secret: &[u8], client: IpAddr, now: u32) -> Option<Vec<u8>> {
+pub(crate) fn reply(
+    option: &[u8],
+    secret: &[u8],
+    client: IpAddr,
+    now: u32,
+) -> Option<[u8; CLIENT_COOKIE + SERVER_COOKIE]> {
     if option.len() != CLIENT_COOKIE && !(16..=40).contains(&option.len()) {
         return None;
     }
     let client_cookie = &option[..CLIENT_COOKIE];
-    let mut cookie = Vec::with_capacity(CLIENT_COOKIE + SERVER_COOKIE);
-    cookie.extend_from_slice(client_cookie);
-    cookie.extend_from_slice(&server_cookie(client_cookie, secret, client, now));
+    let mut cookie = [0u8; CLIENT_COOKIE + SERVER_COOKIE];
+    cookie[..CLIENT_COOKIE].copy_from_slice(client_cookie);
+    cookie[CLIENT_COOKIE..].copy_from_slice(&server_cookie(client_cookie, secret, client, now));
     Some(cookie)
 }
 
@@ -93,7 +98,7 @@ mod tests {
             !is_valid(&first, b"another secret", client(), NOW),
             "another server"
         );
-        let mut forged = first.clone();
+        let mut forged = first;
         forged[23] ^= 1;
         assert!(!is_valid(&forged, SECRET, client(), NOW));
         // A request carrying the server cookie gets a fresh one for the same client cookie.

@@ -1,8 +1,11 @@
 //! Client locations from a MaxMind-format database (GeoIP2/GeoLite2 Country or City layout).
 
+use std::cell::RefCell;
 use std::net::IpAddr;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
+use ipnet::IpNet;
 use serde::Deserialize;
 
 /// Where a client is: an ISO-3166 alpha-2 country and a continent written `GEO-XX`.
@@ -101,6 +104,45 @@ struct ContinentCode<'a> {
 /// A MaxMind-format database held in memory.
 pub struct GeoDb {
     reader: maxminddb::Reader<Vec<u8>>,
+    /// Tells this database's entries in a thread's [`RecentNetworks`] from another's.
+    id: u64,
+}
+
+/// Numbers the databases opened in this process.
+static NEXT_DATABASE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Slots in a thread's cache of recent networks: 64 KiB a thread, enough for the client
+/// networks of a busy resolver population to stay while they keep asking.
+const RECENT_SLOTS: usize = 1024;
+
+/// A network the database gave for an address, with what it says of every address in it.
+#[derive(Debug, Clone, Copy)]
+struct RecentNetwork {
+    database: u64,
+    network: IpNet,
+    location: Option<Location>,
+}
+
+/// The networks recently located on one thread, one per slot. The database gives each
+/// answer's network (the prefix its tree walk ended at), so an address inside a cached network
+/// has exactly that answer: a hit is never stale or approximate. The tree walk and the record's
+/// decoding it saves were most of a GEO answer's cost.
+type RecentNetworks = Box<[Option<RecentNetwork>]>;
+
+thread_local! {
+    /// Made on a thread's first GEO lookup, so threads that never locate anyone hold none.
+    static RECENT: RefCell<Option<RecentNetworks>> = const { RefCell::new(None) };
+}
+
+/// The slot `address` takes: its /24 (IPv4) or /56 (IPv6, the widest ECS prefix resolvers
+/// send) hashed, so the addresses of one client network share a slot and neighbours spread.
+fn recent_slot(address: IpAddr) -> usize {
+    let key = match address {
+        IpAddr::V4(v4) => u64::from(u32::from(v4) >> 8),
+        IpAddr::V6(v6) => ((u128::from(v6) >> 72) as u64) | (1 << 63),
+    };
+    // Fibonacci hashing: the top bits of the product spread keys that differ in low bits.
+    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - RECENT_SLOTS.trailing_zeros())) as usize
 }
 
 impl std::fmt::Debug for GeoDb {
@@ -126,12 +168,47 @@ impl GeoDb {
     pub fn from_bytes(bytes: Vec<u8>) -> Result<Self, GeoDbError> {
         let reader =
             maxminddb::Reader::from_source(bytes).map_err(|e| GeoDbError(e.to_string()))?;
-        Ok(GeoDb { reader })
+        let id = NEXT_DATABASE_ID.fetch_add(1, Ordering::Relaxed);
+        Ok(GeoDb { reader, id })
     }
 
-    /// The location of `address`, if the database knows it.
+    /// The location of `address`, if the database knows it; from this thread's cache of recent
+    /// networks when `address` is in one.
     pub fn locate(&self, address: IpAddr) -> Option<Location> {
-        let record: GeoRecord = self.reader.lookup(address).ok()?.decode().ok()??;
+        let slot = recent_slot(address);
+        let cached = RECENT.with_borrow(|recent| {
+            recent
+                .as_ref()
+                .and_then(|recent| recent[slot])
+                .filter(|entry| entry.database == self.id && entry.network.contains(&address))
+        });
+        if let Some(entry) = cached {
+            return entry.location;
+        }
+        let (network, location) = self.look_up(address)?;
+        RECENT.with_borrow_mut(|recent| {
+            let recent = recent.get_or_insert_with(|| vec![None; RECENT_SLOTS].into());
+            recent[slot] = Some(RecentNetwork {
+                database: self.id,
+                network,
+                location,
+            });
+        });
+        location
+    }
+
+    /// The network the database holds `address` in, and its location there (none when the
+    /// database has no record for it, or one with neither code): the walk of its tree, with no
+    /// cache. `None` when the address cannot be looked up at all.
+    fn look_up(&self, address: IpAddr) -> Option<(IpNet, Option<Location>)> {
+        let found = self.reader.lookup(address).ok()?;
+        let network = found.network().ok()?;
+        let network = IpNet::new(network.network(), network.prefix()).ok()?;
+        let record: Option<GeoRecord> = found.decode().ok()?;
+        Some((network, record.and_then(Self::location_of)))
+    }
+
+    fn location_of(record: GeoRecord<'_>) -> Option<Location> {
         let location = Location {
             country: record
                 .country
@@ -143,5 +220,105 @@ impl GeoDb {
                 .and_then(GeoCode::continent),
         };
         (location != Location::default()).then_some(location)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+
+    /// Nested networks (a /24 carved out of a /16, a /28 out of that /24), a country-less
+    /// record, and space the database does not hold.
+    fn database(carve_out: &str) -> GeoDb {
+        GeoDb::from_bytes(meridian_testkit::geo_db::write_database(&[
+            ("10.0.0.0/16".parse().unwrap(), "IE", "EU"),
+            ("10.0.1.0/24".parse().unwrap(), carve_out, "NA"),
+            ("10.0.1.16/28".parse().unwrap(), "JP", "AS"),
+            ("10.0.2.0/24".parse().unwrap(), "", "EU"),
+            ("192.0.2.0/24".parse().unwrap(), "DE", "EU"),
+        ]))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_cached_location_is_exactly_the_databases_for_every_address_of_its_network() {
+        let (first, second) = (database("US"), database("CA"));
+        let mut rng = SmallRng::seed_from_u64(55);
+        let mut hits = 0;
+        for round in 0..40_000 {
+            // One database for half the rounds, then the other, which takes over its slots.
+            let database = if round < 20_000 { &first } else { &second };
+            // Mostly the nested networks, so slots are shared and replaced often.
+            let address = if round % 4 == 0 {
+                IpAddr::V4(rng.random::<u32>().into())
+            } else {
+                IpAddr::V4((0x0a00_0000 | rng.random_range(0..0x0300u32)).into())
+            };
+            let expected = database.look_up(address).and_then(|(_, found)| found);
+            let slot = recent_slot(address);
+            let was_cached = RECENT.with_borrow(|recent| {
+                recent.as_ref().and_then(|r| r[slot]).is_some_and(|entry| {
+                    entry.database == database.id && entry.network.contains(&address)
+                })
+            });
+            hits += usize::from(was_cached);
+            assert_eq!(
+                database.locate(address),
+                expected,
+                "{address} in database {}",
+                database.id
+            );
+        }
+        assert!(hits > 10_000, "the cache answered {hits} of 40,000");
+        // Each database answers for itself from the same slot.
+        let carved = "10.0.1.1".parse().unwrap();
+        for _ in 0..2 {
+            assert_eq!(
+                first.locate(carved).unwrap().country.unwrap().as_str(),
+                "US"
+            );
+            assert_eq!(
+                second.locate(carved).unwrap().country.unwrap().as_str(),
+                "CA"
+            );
+        }
+        // The /28 inside the /24 is its own network, cached or not.
+        for address in ["10.0.1.17", "10.0.1.1", "10.0.1.17"] {
+            let expected = if address == "10.0.1.17" { "JP" } else { "US" };
+            let located = first.locate(address.parse().unwrap()).unwrap();
+            assert_eq!(located.country.unwrap().as_str(), expected, "{address}");
+        }
+        // What the database does not hold is cached as unknown and stays unknown.
+        for _ in 0..2 {
+            assert_eq!(first.locate("203.0.113.9".parse().unwrap()), None);
+        }
+        // A record with a continent and no country.
+        let continent_only = first.locate("10.0.2.9".parse().unwrap()).unwrap();
+        assert_eq!(continent_only.country, None);
+        assert_eq!(continent_only.continent.unwrap().as_str(), "GEO-EU");
+    }
+
+    #[test]
+    fn each_thread_keeps_its_own_recent_networks() {
+        let database = database("US");
+        let address: IpAddr = "192.0.2.77".parse().unwrap();
+        assert_eq!(
+            database.locate(address).unwrap().country.unwrap().as_str(),
+            "DE"
+        );
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                assert!(
+                    RECENT.with_borrow(Option::is_none),
+                    "a new thread starts empty"
+                );
+                assert_eq!(
+                    database.locate(address).unwrap().country.unwrap().as_str(),
+                    "DE"
+                );
+            });
+        });
     }
 }

@@ -29,7 +29,7 @@ mod transfer;
 mod tsig;
 mod zone;
 
-pub use answer::respond;
+pub use answer::{respond, respond_into};
 pub use explain::{Explanation, explain};
 pub use geo::{GeoCode, GeoDb, Location};
 pub use history::serial_newer;
@@ -37,7 +37,7 @@ pub use meridian_dns::wire::{TsigKey, TsigKeyError};
 pub use query::{QueryContext, Transport};
 pub use rate_limit::RateLimit;
 pub use server::{DEFAULT_TCP_CONNECTIONS, NameServer, ServerConfig, next_serial};
-pub use stats::Stats;
+pub use stats::{Stats, Tally};
 pub use zone::{
     Catalog, DEFAULT_SOA_EXPIRE, DelegationError, MIN_SOA_EXPIRE, NAME_SERVER_TTL, Zone,
     ZoneConfig, ZoneNameServer,

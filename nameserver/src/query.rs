@@ -11,7 +11,7 @@ use meridian_dns::tree::CATCH_ALL_GEO;
 use meridian_dns::wire::TsigKey;
 
 use crate::geo::{GeoDb, Location};
-use crate::stats::{Choice, Stats};
+use crate::stats::{Choice, Tally};
 
 /// The longest CNAME chain followed inside a zone.
 pub(crate) const MAX_CHAIN: usize = 16;
@@ -34,7 +34,7 @@ pub struct QueryContext<'a> {
     /// Networks allowed to transfer zones (AXFR over TCP).
     pub transfer_allowed: &'a [IpNet],
     /// Where answers are counted, if anywhere.
-    pub stats: Option<&'a Stats>,
+    pub stats: Option<&'a Tally>,
     /// Keys that sign requests (TSIG): a request signed with one gets signed responses and
     /// may transfer zones.
     pub tsig_keys: &'a [TsigKey],

@@ -17,10 +17,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
-use crate::answer::respond;
+use crate::answer::{respond, respond_into};
 use crate::clock::unix_now;
 use crate::geo::GeoDb;
-use crate::query::{QueryContext, Transport};
+use crate::query::{QueryContext, SERVER_UDP_PAYLOAD, Transport};
 use crate::rate_limit::{RateLimit, RateLimiter, Verdict};
 use crate::stats::{Stats, TcpClosed};
 use crate::zone::{Catalog, Zone, ZoneConfig};
@@ -122,17 +122,27 @@ struct Shared {
     cookie_secret: Option<[u8; 32]>,
 }
 
+/// The tally TCP answers count on; UDP thread `i` counts on tally `i + 1`.
+const TCP_TALLY: usize = 0;
+
 impl Shared {
-    fn context(&self, source: IpAddr, transport: Transport) -> QueryContext<'_> {
+    /// What answering a query from `source` needs, counted on tally `tally`, at Unix time `now`.
+    fn context(
+        &self,
+        source: IpAddr,
+        transport: Transport,
+        tally: usize,
+        now: u64,
+    ) -> QueryContext<'_> {
         QueryContext {
             source,
             transport,
             geo: self.config.geo.as_ref(),
             transfer_allowed: &self.config.transfer_allowed,
-            stats: Some(&self.stats),
+            stats: Some(self.stats.tally(tally)),
             tsig_keys: &self.config.tsig_keys,
             cookie_secret: self.cookie_secret.as_ref().map(|s| s.as_slice()),
-            now: unix_now(),
+            now,
         }
     }
 }
@@ -145,7 +155,8 @@ impl NameServer {
         let (udp, tcp) = bind_sockets(listen, workers).await?;
         let local_addr = udp[0].local_addr()?;
         let catalog = Arc::new(ArcSwap::from_pointee(Catalog::default()));
-        let stats = Arc::new(Stats::default());
+        // A tally for TCP and one for each UDP thread.
+        let stats = Arc::new(Stats::with_tallies(workers + 1));
         let keeps_history = !config.transfer_allowed.is_empty() || !config.tsig_keys.is_empty();
         let changed = Arc::new(Notify::new());
         let mut tasks = JoinSet::new();
@@ -171,7 +182,7 @@ impl NameServer {
             udp_threads.push(
                 std::thread::Builder::new()
                     .name(format!("dns-udp-{index}"))
-                    .spawn(move || serve_udp(&socket, &shared, &stopping))?,
+                    .spawn(move || serve_udp(&socket, &shared, index + 1, &stopping))?,
             );
         }
         tasks.spawn(serve_tcp(tcp, shared));
@@ -355,8 +366,10 @@ const UDP_REQUEST_MAX: usize = 4096;
 /// Answers UDP in batches: one `recvmmsg` takes every waiting datagram (up to [`UDP_BATCH`]),
 /// returning as soon as one has come, and one `sendmmsg` sends all their answers. Under load
 /// that is two system calls per batch instead of two per query, the cost gdnsd saves the same
-/// way; at a trickle it is one datagram per batch, with no added wait.
-fn serve_udp(socket: &std::net::UdpSocket, shared: &Shared, stopping: &AtomicBool) {
+/// way; at a trickle it is one datagram per batch, with no added wait. Answers are written
+/// into buffers the thread keeps, counted on its own tally (`tally`), at one clock reading per
+/// batch: a fast-path answer allocates nothing and shares no cache line with another thread.
+fn serve_udp(socket: &std::net::UdpSocket, shared: &Shared, tally: usize, stopping: &AtomicBool) {
     use nix::sys::socket::{MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg, sendmmsg};
     use std::io::{IoSlice, IoSliceMut};
     use std::os::fd::AsRawFd;
@@ -366,11 +379,14 @@ fn serve_udp(socket: &std::net::UdpSocket, shared: &Shared, stopping: &AtomicBoo
     let mut buffers = Box::new([[0u8; UDP_REQUEST_MAX]; UDP_BATCH]);
     let mut received_headers = MultiHeaders::<SockaddrStorage>::preallocate(UDP_BATCH, None);
     let mut sent_headers = MultiHeaders::<SockaddrStorage>::preallocate(UDP_BATCH, None);
-    // Per datagram: its buffer, its length and its sender.
-    let mut received: Vec<(usize, usize, SocketAddr)> = Vec::with_capacity(UDP_BATCH);
-    let mut answers: Vec<(Vec<u8>, SockaddrStorage)> = Vec::with_capacity(UDP_BATCH);
+    // Per datagram: its length and its sender.
+    let mut received: [Option<(usize, SocketAddr)>; UDP_BATCH] = [None; UDP_BATCH];
+    // The answers of one batch, in buffers kept from batch to batch.
+    let mut answers: [Vec<u8>; UDP_BATCH] =
+        std::array::from_fn(|_| Vec::with_capacity(usize::from(SERVER_UDP_PAYLOAD)));
+    let mut recipients: [Option<SockaddrStorage>; UDP_BATCH] = [None; UDP_BATCH];
     while !stopping.load(Ordering::Relaxed) {
-        received.clear();
+        received.fill(None);
         {
             let mut slices = buffers.each_mut().map(|buffer| [IoSliceMut::new(buffer)]);
             // Blocks until one datagram is there (or the socket's read timeout, so a stopping
@@ -385,33 +401,38 @@ fn serve_udp(socket: &std::net::UdpSocket, shared: &Shared, stopping: &AtomicBoo
                 continue; // the wake-up timeout, or an error that concerns one datagram
             };
             for (index, datagram) in batch.enumerate() {
-                if let Some(source) = datagram.address.as_ref().and_then(socket_address) {
-                    received.push((index, datagram.bytes, source));
-                }
+                received[index] = datagram
+                    .address
+                    .as_ref()
+                    .and_then(socket_address)
+                    .map(|source| (datagram.bytes, source));
             }
         }
-        answers.clear();
-        for &(index, length, source) in &received {
+        let now = unix_now();
+        let mut count = 0;
+        for (index, datagram) in received.iter().enumerate() {
+            let Some((length, source)) = *datagram else {
+                continue;
+            };
             let request = &buffers[index][..length.min(UDP_REQUEST_MAX)];
-            for response in answer_datagram(shared, request, source, &mut rng) {
-                answers.push((response, SockaddrStorage::from(source)));
+            let context = shared.context(source.ip(), Transport::Udp, tally, now);
+            if answer_datagram(shared, request, &context, &mut rng, &mut answers[count]) {
+                recipients[count] = Some(SockaddrStorage::from(source));
+                count += 1;
             }
         }
         // A datagram the kernel refuses is dropped, as a lost one would be; the rest still go.
+        let mut slices = [[IoSlice::new(&[])]; UDP_BATCH];
+        for (slice, answer) in slices.iter_mut().zip(&answers[..count]) {
+            *slice = [IoSlice::new(answer)];
+        }
         let mut next = 0;
-        while next < answers.len() {
-            let pending = &answers[next..answers.len().min(next + UDP_BATCH)];
-            let slices: Vec<[IoSlice<'_>; 1]> = pending
-                .iter()
-                .map(|(response, _)| [IoSlice::new(response)])
-                .collect();
-            let addresses: Vec<Option<SockaddrStorage>> =
-                pending.iter().map(|(_, address)| Some(*address)).collect();
+        while next < count {
             let sent = sendmmsg(
                 fd,
                 &mut sent_headers,
-                &slices,
-                &addresses,
+                &slices[next..count],
+                &recipients[next..count],
                 [],
                 MsgFlags::empty(),
             )
@@ -421,31 +442,36 @@ fn serve_udp(socket: &std::net::UdpSocket, shared: &Shared, stopping: &AtomicBoo
     }
 }
 
-/// What one datagram gets: the answers, a truncated reply (a rate-limited client is sent to
-/// TCP now and then), or nothing.
+/// Writes what one datagram gets into `response`: the answer, or a truncated reply (a
+/// rate-limited client is sent to TCP now and then). False when it gets nothing.
 fn answer_datagram(
     shared: &Shared,
     request: &[u8],
-    source: SocketAddr,
+    context: &QueryContext<'_>,
     rng: &mut SmallRng,
-) -> Vec<Vec<u8>> {
+    response: &mut Vec<u8>,
+) -> bool {
     let mut verdict = shared.limiter.as_ref().map_or(Verdict::Send, |limiter| {
-        limiter.check(source.ip(), Instant::now())
+        limiter.check(context.source, Instant::now())
     });
     // A client with a valid server cookie has proven its address: it is not limited.
     if let (Verdict::Slip | Verdict::Drop, Some(secret)) = (verdict, &shared.cookie_secret)
-        && crate::answer::has_valid_cookie(request, secret, source.ip(), unix_now())
+        && crate::answer::has_valid_cookie(request, secret, context.source, context.now)
     {
         verdict = Verdict::Send;
     }
     shared.stats.rate_limited(verdict);
     match verdict {
-        Verdict::Send => {
-            let context = shared.context(source.ip(), Transport::Udp);
-            respond(&shared.catalog.load(), request, &context, rng)
-        }
-        Verdict::Slip => truncated(request).into_iter().collect(),
-        Verdict::Drop => Vec::new(),
+        Verdict::Send => respond_into(&shared.catalog.load(), request, context, rng, response),
+        Verdict::Slip => match truncated(request) {
+            Some(truncated) => {
+                response.clear();
+                response.extend_from_slice(&truncated);
+                true
+            }
+            None => false,
+        },
+        Verdict::Drop => false,
     }
 }
 
@@ -539,7 +565,7 @@ async fn serve_connection(mut stream: TcpStream, source: SocketAddr, shared: Arc
         else {
             return;
         };
-        let context = shared.context(source.ip(), Transport::Tcp);
+        let context = shared.context(source.ip(), Transport::Tcp, TCP_TALLY, unix_now());
         for response in respond(&shared.catalog.load(), &request, &context, &mut rng) {
             let Ok(length) = u16::try_from(response.len()) else {
                 return;
