@@ -1,7 +1,8 @@
 //! Health agreed through the zone itself (distributed mode, seed 002), the pure part. Every
 //! cluster probes every address of a host from where it stands and keeps, per address, a TXT
 //! record `kuadrant.health.<address>.<host>` listing the IDs of the clusters that see it
-//! failing (`ip=<address>;failing=<id>,<id>`; past 255 bytes it is several strings). A cluster
+//! failing (`ip=<address>;failing=<id>,<id>`; a long list runs on into more values of the same
+//! record, each at most [`TXT_VALUE_CHARS`], as seed 002 says). A cluster
 //! withdraws one of its own addresses once `failing / clusters ≥ threshold`, unless every
 //! address of the host would go: then all stay (a total outage is more likely the probes' own
 //! fault than every gateway's). The clusters are the members listed in
@@ -17,6 +18,53 @@ use meridian_dns::plan::Registry;
 
 /// How long a health record lives in resolvers (nobody resolves it; it is read by the API).
 const HEALTH_TTL: u32 = 60;
+
+/// The longest value of a member list or failure report written: a longer list runs on into
+/// more values of the same record (readers add the values up, as they always did for racing
+/// writers). Route53 takes at most 4,000 characters a value and Azure 1,024 a string, so one
+/// value never outgrows a provider as the fleet does (a hundred clusters' IDs are about
+/// 3,700 characters).
+pub const TXT_VALUE_CHARS: usize = 1_000;
+
+/// `ids` after `prefix`, comma-separated, in as many values as it takes to keep each within
+/// `cap` characters (an ID too long for one goes alone). No IDs: the prefix alone.
+fn split_ids(prefix: &str, ids: &BTreeSet<String>, cap: usize) -> Vec<String> {
+    let mut values = Vec::new();
+    let mut value = prefix.to_string();
+    for id in ids {
+        let comma = usize::from(value.len() > prefix.len());
+        if value.len() > prefix.len() && value.len() + comma + id.len() > cap {
+            values.push(std::mem::replace(&mut value, prefix.to_string()));
+        }
+        if value.len() > prefix.len() {
+            value.push(',');
+        }
+        value.push_str(id);
+    }
+    values.push(value);
+    values
+}
+
+/// Whether `values` hold exactly `ids`, each once, each value `prefix`ed and within `cap`:
+/// written as [`split_ids`] writes them or in any other split that fits (an earlier version's
+/// one value, another cluster's order), so nothing needs writing again.
+fn holds_exactly(values: &[String], prefix: &str, ids: &BTreeSet<String>, cap: usize) -> bool {
+    let mut seen = BTreeSet::new();
+    for value in values {
+        let Some(list) = value.strip_prefix(prefix) else {
+            return false;
+        };
+        if value.len() > cap && list.contains(',') {
+            return false;
+        }
+        for id in list.split(',').filter(|id| !id.is_empty()) {
+            if !seen.insert(id) {
+                return false;
+            }
+        }
+    }
+    seen.len() == ids.len() && seen.iter().all(|id| ids.contains(*id))
+}
 
 /// Probes of a host's addresses from this cluster, run by the agent.
 pub trait SharedProbes: Send + Sync + std::fmt::Debug {
@@ -45,9 +93,12 @@ pub fn health_record_name(address: &str, host: &str) -> String {
     )
 }
 
-fn health_value(address: &str, failing: &BTreeSet<String>) -> String {
-    let ids: Vec<&str> = failing.iter().map(String::as_str).collect();
-    format!("ip={address};failing={}", ids.join(","))
+fn health_prefix(address: &str) -> String {
+    format!("ip={address};failing=")
+}
+
+fn health_values(address: &str, failing: &BTreeSet<String>) -> Vec<String> {
+    split_ids(&health_prefix(address), failing, TXT_VALUE_CHARS)
 }
 
 /// A failure report's address and IDs. Two clusters writing at once can leave two values;
@@ -73,7 +124,7 @@ fn parse_members(record: &Endpoint) -> BTreeSet<String> {
     record
         .targets
         .iter()
-        .filter_map(|value| value.strip_prefix("members="))
+        .filter_map(|value| value.strip_prefix(MEMBERS_PREFIX))
         .flat_map(|ids| ids.split(','))
         .filter(|id| !id.is_empty())
         .map(str::to_string)
@@ -116,9 +167,10 @@ pub fn members_record_name(host: &str) -> String {
     format!("kuadrant.members.{}", host.trim_start_matches("*."))
 }
 
-fn members_value(members: &BTreeSet<String>) -> String {
-    let ids: Vec<&str> = members.iter().map(String::as_str).collect();
-    format!("members={}", ids.join(","))
+const MEMBERS_PREFIX: &str = "members=";
+
+fn members_values(members: &BTreeSet<String>) -> Vec<String> {
+    split_ids(MEMBERS_PREFIX, members, TXT_VALUE_CHARS)
 }
 
 /// A host's member list as written.
@@ -135,13 +187,13 @@ pub fn read_members(zone: &[Endpoint], host: &str) -> Option<(Endpoint, BTreeSet
 pub fn leave(me: &str, zone: &[Endpoint], base: &str) -> Changes {
     let base = base.trim_start_matches("*.");
     let mut changes = Changes::default();
-    let mut rewrite = |record: &Endpoint, remaining: &BTreeSet<String>, value: String| {
+    let mut rewrite = |record: &Endpoint, remaining: &BTreeSet<String>, values: Vec<String>| {
         if remaining.is_empty() {
             changes.deletes.push(record.clone());
         } else {
             changes.updates.push(Update {
                 old: record.clone(),
-                new: Endpoint::new(&record.dns_name, RecordType::Txt, [value], HEALTH_TTL),
+                new: Endpoint::new(&record.dns_name, RecordType::Txt, values, HEALTH_TTL),
             });
         }
     };
@@ -151,13 +203,13 @@ pub fn leave(me: &str, zone: &[Endpoint], base: &str) -> Changes {
         {
             let mut members = parse_members(record);
             if members.remove(me) {
-                rewrite(record, &members, members_value(&members));
+                rewrite(record, &members, members_values(&members));
             }
         } else if is_report(record, base)
             && let Some((address, mut ids)) = parse_report(record)
             && ids.remove(me)
         {
-            rewrite(record, &ids, health_value(&address, &ids));
+            rewrite(record, &ids, health_values(&address, &ids));
         }
     }
     changes
@@ -203,8 +255,10 @@ pub fn decide(
     owners.insert(me.to_string());
     let mut verdict = SharedVerdict::default();
     match &recorded {
-        // Listed already, in one value.
-        Some((record, members)) if members.contains(me) && record.targets.len() == 1 => {}
+        // Listed already, each member once and every value within the length.
+        Some((record, members))
+            if members.contains(me)
+                && holds_exactly(&record.targets, MEMBERS_PREFIX, members, TXT_VALUE_CHARS) => {}
         Some((record, members)) => {
             let mut members = members.clone();
             members.insert(me.to_string());
@@ -213,7 +267,7 @@ pub fn decide(
                 new: Endpoint::new(
                     members_record_name(host),
                     RecordType::Txt,
-                    [members_value(&members)],
+                    members_values(&members),
                     HEALTH_TTL,
                 ),
             });
@@ -221,7 +275,7 @@ pub fn decide(
         None => verdict.changes.creates.push(Endpoint::new(
             members_record_name(host),
             RecordType::Txt,
-            [members_value(&BTreeSet::from([me.to_string()]))],
+            members_values(&BTreeSet::from([me.to_string()])),
             HEALTH_TTL,
         )),
     }
@@ -247,17 +301,18 @@ pub fn decide(
         let record = Endpoint::new(
             &name,
             RecordType::Txt,
-            [health_value(address, &ids)],
+            health_values(address, &ids),
             HEALTH_TTL,
         );
+        let written = |old: &Endpoint| {
+            holds_exactly(&old.targets, &health_prefix(address), &ids, TXT_VALUE_CHARS)
+        };
         match existing {
             Some((old, _)) if ids.is_empty() => verdict.changes.deletes.push(old.clone()),
-            Some((old, before)) if *before != ids || old.targets.len() > 1 => {
-                verdict.changes.updates.push(Update {
-                    old: old.clone(),
-                    new: record,
-                })
-            }
+            Some((old, _)) if !written(old) => verdict.changes.updates.push(Update {
+                old: old.clone(),
+                new: record,
+            }),
             Some(_) => {}
             None if !ids.is_empty() => verdict.changes.creates.push(record),
             None => {}
@@ -320,7 +375,7 @@ mod tests {
         Endpoint::new(
             health_record_name(address, HOST),
             RecordType::Txt,
-            [health_value(address, &ids)],
+            health_values(address, &ids),
             HEALTH_TTL,
         )
     }
@@ -459,12 +514,13 @@ mod tests {
         let read = read_reports(&[long], HOST);
         assert_eq!(read["10.0.0.1"].1.len(), 12);
 
-        // Two values left by two writers at once: their IDs add up, and the next write merges.
+        // Two values left by two writers at once: their IDs add up. Each ID once, they need no
+        // write of their own; the next change merges them.
         let mut doubled = report("10.0.0.2", &["c1"]);
         doubled
             .targets
-            .push(health_value("10.0.0.2", &set(&["c3"])));
-        let zone = zone(&[doubled]);
+            .extend(health_values("10.0.0.2", &set(&["c3"])));
+        let zone = zone(&[doubled.clone()]);
         assert_eq!(read_reports(&zone, HOST)["10.0.0.2"].1, set(&["c1", "c3"]));
         let verdict = decide(
             "c1",
@@ -474,10 +530,143 @@ mod tests {
             &zone,
             66,
         );
+        assert!(changes_to_health(&verdict).is_empty(), "{verdict:?}");
+        let verdict = decide(
+            "c2",
+            HOST,
+            &set(&["10.0.0.2"]),
+            &set(&["10.0.0.2"]),
+            &zone,
+            66,
+        );
+        assert_eq!(
+            changes_to_health(&verdict)[0].targets,
+            ["ip=10.0.0.2;failing=c1,c2,c3"]
+        );
+        // The same ID in both values is rewritten once.
+        let mut twice = doubled;
+        twice
+            .targets
+            .extend(health_values("10.0.0.2", &set(&["c1"])));
+        let verdict = decide(
+            "c1",
+            HOST,
+            &set(&["10.0.0.1"]),
+            &set(&["10.0.0.2"]),
+            &self::zone(&[twice]),
+            66,
+        );
         assert_eq!(
             changes_to_health(&verdict)[0].targets,
             ["ip=10.0.0.2;failing=c1,c3"]
         );
+    }
+
+    /// A fleet's worth of cluster IDs (UUIDs, as OCM's cluster claims are).
+    fn fleet_ids(n: usize) -> BTreeSet<String> {
+        (0..n)
+            .map(|i| format!("5edb17db-b8b5-4031-bc9f-{i:012x}"))
+            .collect()
+    }
+
+    #[test]
+    fn a_long_list_runs_on_into_more_values_within_the_length_and_reads_back_whole() {
+        for n in (0..=400).step_by(7).chain([1, 2, 26, 27, 100, 300]) {
+            let ids = fleet_ids(n);
+            let values = members_values(&ids);
+            assert!(
+                values.iter().all(|v| v.len() <= TXT_VALUE_CHARS),
+                "{n}: {:?}",
+                values.iter().map(String::len).collect::<Vec<_>>()
+            );
+            let record = Endpoint::new(
+                members_record_name(HOST),
+                RecordType::Txt,
+                values.clone(),
+                HEALTH_TTL,
+            );
+            assert_eq!(parse_members(&record), ids, "{n}");
+            assert!(holds_exactly(
+                &values,
+                MEMBERS_PREFIX,
+                &ids,
+                TXT_VALUE_CHARS
+            ));
+            // As few values as the length allows: every value but the last is nearly full.
+            let id_len = ids.iter().next().map(String::len).unwrap_or_default();
+            for value in &values[..values.len() - 1] {
+                assert!(
+                    value.len() + 1 + id_len > TXT_VALUE_CHARS,
+                    "{n}: {}",
+                    value.len()
+                );
+            }
+            let address = "2001:db8::1";
+            let reports = health_values(address, &ids);
+            assert!(reports.iter().all(|v| v.len() <= TXT_VALUE_CHARS));
+            let record = Endpoint::new(
+                health_record_name(address, HOST),
+                RecordType::Txt,
+                reports,
+                HEALTH_TTL,
+            );
+            if n > 0 {
+                assert_eq!(parse_report(&record), Some((address.to_string(), ids)));
+            }
+        }
+        assert_eq!(members_values(&fleet_ids(100)).len(), 4);
+        assert_eq!(members_values(&BTreeSet::new()), ["members="]);
+        // An ID longer than a value goes alone, never cut.
+        let long = BTreeSet::from(["x".repeat(TXT_VALUE_CHARS + 5), "a".into()]);
+        let values = members_values(&long);
+        assert_eq!(values.len(), 2);
+        assert!(holds_exactly(
+            &values,
+            MEMBERS_PREFIX,
+            &long,
+            TXT_VALUE_CHARS
+        ));
+    }
+
+    #[test]
+    fn an_earlier_versions_one_value_stays_while_it_fits_and_is_split_once_it_does_not() {
+        let members_record = |values: Vec<String>| {
+            Endpoint::new(
+                members_record_name(HOST),
+                RecordType::Txt,
+                values,
+                HEALTH_TTL,
+            )
+        };
+        let one_value = |ids: &BTreeSet<String>| {
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            vec![format!("members={}", ids.join(","))]
+        };
+        // 20 clusters in one value (as every earlier version wrote): listed, nothing to write.
+        let small = fleet_ids(20);
+        let me = small.iter().next().unwrap().clone();
+        let mut zone = vec![a(&["10.0.0.1"]), members_record(one_value(&small))];
+        let verdict = decide(&me, HOST, &set(&["10.0.0.1"]), &set(&[]), &zone, 66);
+        assert!(verdict.changes.is_empty(), "{verdict:?}");
+        // 100 clusters in one value of 3,700 characters: split into values that fit.
+        let big = fleet_ids(100);
+        let me = big.iter().next().unwrap().clone();
+        zone[1] = members_record(one_value(&big));
+        assert!(zone[1].targets[0].len() > 3_600);
+        let verdict = decide(&me, HOST, &set(&["10.0.0.1"]), &set(&[]), &zone, 66);
+        let new = &verdict.changes.updates[0].new;
+        assert_eq!(new.targets, members_values(&big));
+        assert_eq!(parse_members(new), big);
+        // Written so, it stays: another cluster of the fleet has nothing to write.
+        zone[1] = new.clone();
+        let other = big.iter().nth(50).unwrap().clone();
+        let verdict = decide(&other, HOST, &set(&["10.0.0.1"]), &set(&[]), &zone, 66);
+        assert!(verdict.changes.is_empty(), "{verdict:?}");
+        // A member leaving rewrites the list in values that fit.
+        let left = leave(&other, &zone, HOST);
+        let mut remaining = big.clone();
+        remaining.remove(&other);
+        assert_eq!(left.updates[0].new.targets, members_values(&remaining));
     }
 
     #[test]
@@ -487,7 +676,7 @@ mod tests {
         zone.push(Endpoint::new(
             members_record_name(HOST),
             RecordType::Txt,
-            [members_value(&set(&["c1", "c2", "c3"]))],
+            members_values(&set(&["c1", "c2", "c3"])),
             HEALTH_TTL,
         ));
         zone.push(report("10.0.0.1", &["c2"]));
