@@ -56,17 +56,19 @@ impl Change {
             || (self.action == Action::Create && limits.creates_are_upserts);
         let factor = if upsert { 2 } else { 1 };
         let values = self.record.targets.len().max(1) * factor;
-        // TXT values travel quoted.
-        let quotes = if self.record.record_type == meridian_dns::model::RecordType::Txt {
-            2
-        } else {
-            0
-        };
+        // TXT values travel quoted, a long one as several quoted strings.
+        let txt = self.record.record_type == meridian_dns::model::RecordType::Txt;
         let chars = self
             .record
             .targets
             .iter()
-            .map(|t| t.len() + quotes)
+            .map(|t| {
+                if txt {
+                    crate::quote_txt(t).len()
+                } else {
+                    t.len()
+                }
+            })
             .sum::<usize>()
             * factor;
         (1, values, chars)
@@ -234,6 +236,19 @@ mod tests {
             app[..2].iter().all(|c| c.action == Action::Delete),
             "deletes first: {app:?}"
         );
+    }
+
+    #[test]
+    fn a_long_txt_value_costs_what_travels_every_string_quoted() {
+        let value = "x".repeat(1_000);
+        let change = Change {
+            action: Action::Create,
+            record: Endpoint::new("list.example.com", RecordType::Txt, [value], 60),
+            replaces: None,
+        };
+        // Four quoted strings of at most 255 bytes and the spaces between them; twice, as
+        // Route53 sends a create as an upsert.
+        assert_eq!(change.weight(&ROUTE53_LIMITS), (1, 2, 2 * (1_000 + 8 + 3)));
     }
 
     proptest! {

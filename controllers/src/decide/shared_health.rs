@@ -19,11 +19,11 @@ use meridian_dns::plan::Registry;
 /// How long a health record lives in resolvers (nobody resolves it; it is read by the API).
 const HEALTH_TTL: u32 = 60;
 
-/// The longest value of a member list or failure report written: a longer list runs on into
-/// more values of the same record (readers add the values up, as they always did for racing
-/// writers). Route53 takes at most 4,000 characters a value and Azure 1,024 a string, so one
-/// value never outgrows a provider as the fleet does (a hundred clusters' IDs are about
-/// 3,700 characters).
+/// The longest value (in bytes) of a member list or failure report written: a longer list
+/// runs on into more values of the same record (readers add the values up, as they always did
+/// for racing writers). Route53 takes at most 4,000 characters a value, and a hundred
+/// clusters' IDs are about 3,700. The record as a whole still travels in one change, so each
+/// provider's limit on a change or a record set is still a ceiling (docs/distributed.md).
 pub const TXT_VALUE_CHARS: usize = 1_000;
 
 /// `ids` after `prefix`, comma-separated, in as many values as it takes to keep each within
@@ -101,13 +101,20 @@ fn health_values(address: &str, failing: &BTreeSet<String>) -> Vec<String> {
     split_ids(&health_prefix(address), failing, TXT_VALUE_CHARS)
 }
 
-/// A failure report's address and IDs. Two clusters writing at once can leave two values;
-/// their IDs add up (the next write replaces both with one).
+/// A failure report's address and IDs: its values add up (a long list runs on into several,
+/// and two clusters writing at once can leave two). A value of another form is passed over,
+/// as in a member list: one stray value must not hide every cluster's reports (the next
+/// change writes the record without it).
 fn parse_report(record: &Endpoint) -> Option<(String, BTreeSet<String>)> {
     let mut address = None;
     let mut ids = BTreeSet::new();
     for value in &record.targets {
-        let (ip, failing) = value.strip_prefix("ip=")?.split_once(";failing=")?;
+        let Some((ip, failing)) = value
+            .strip_prefix("ip=")
+            .and_then(|rest| rest.split_once(";failing="))
+        else {
+            continue;
+        };
         address = Some(ip.to_string());
         ids.extend(
             failing
@@ -559,6 +566,35 @@ mod tests {
         assert_eq!(
             changes_to_health(&verdict)[0].targets,
             ["ip=10.0.0.2;failing=c1,c3"]
+        );
+    }
+
+    #[test]
+    fn a_stray_value_does_not_hide_a_report_and_the_next_change_drops_it() {
+        let mut stray = report("10.0.0.2", &["c1", "c3"]);
+        stray.targets.push("v=spf1 -all".into());
+        let zone = zone(&[stray]);
+        assert_eq!(read_reports(&zone, HOST)["10.0.0.2"].1, set(&["c1", "c3"]));
+        let verdict = decide(
+            "c2",
+            HOST,
+            &set(&["10.0.0.2"]),
+            &set(&["10.0.0.2"]),
+            &zone,
+            66,
+        );
+        // Read, so updated in place (not created beside the stray value).
+        assert!(
+            !verdict
+                .changes
+                .creates
+                .iter()
+                .any(|e| e.dns_name.starts_with("kuadrant.health.")),
+            "{verdict:?}"
+        );
+        assert_eq!(
+            verdict.changes.updates[0].new.targets,
+            ["ip=10.0.0.2;failing=c1,c2,c3"]
         );
     }
 
