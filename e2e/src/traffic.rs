@@ -496,10 +496,39 @@ impl TrafficExample {
         policy: serde_json::Value,
         heartbeat: Duration,
     ) -> Result<Self, Error> {
+        Self::start_configured(
+            fleet,
+            app_image,
+            policy,
+            heartbeat,
+            |_| {},
+            |example| {
+                let nameserver = example.hub.nameserver;
+                async move { Resolver::start(ZONE_DOMAIN, &[nameserver]).await }
+            },
+        )
+        .await
+    }
+
+    /// [`Self::start`], with the hub's flags as `configure` leaves them, and the resolver
+    /// clients ask made by `resolver` once every gateway serves (a resolver that asks before
+    /// the zone holds the host would cache its absence).
+    pub async fn start_configured<R>(
+        fleet: &Fleet,
+        app_image: &str,
+        policy: serde_json::Value,
+        heartbeat: Duration,
+        configure: impl FnOnce(&mut meridian_hub::run_command::RunArgs),
+        resolver: impl FnOnce(&RunningExample) -> R,
+    ) -> Result<Self, Error>
+    where
+        R: std::future::Future<Output = Result<Resolver, Error>>,
+    {
         let mut gateways = ExampleGateways::start(fleet, app_image).await?;
-        let example = RunningExample::start_with(fleet, heartbeat, Some(policy)).await?;
+        let example =
+            RunningExample::start_configured(fleet, heartbeat, Some(policy), configure).await?;
         gateways.serving(fleet).await?;
-        let resolver = Resolver::start(ZONE_DOMAIN, &[example.hub.nameserver]).await?;
+        let resolver = resolver(&example).await?;
         Ok(TrafficExample {
             example,
             gateways,

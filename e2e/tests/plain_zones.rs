@@ -18,7 +18,7 @@ use meridian_e2e::example::{
     dig_host_async, dig_outcome_async, geo_tree, with_example_spokes,
 };
 use meridian_e2e::plain_zone::PlainZone;
-use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually};
+use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, condition_becomes, eventually};
 use meridian_testkit::fixtures;
 use serde_json::{Value, json};
 
@@ -138,28 +138,22 @@ async fn a_policy_a_plain_zone_cannot_hold_is_refused_and_one_it_can_is_publishe
             .json(),
     )
     .await?;
-    let refused = eventually(
+    let refused = condition_becomes(
+        &records,
+        "hand",
+        READY,
         "the hand-written record is refused",
-        DEFAULT_PATIENCE,
-        || async {
-            let record = records.get("hand").await?;
-            Ok(record
-                .status
-                .iter()
-                .flat_map(|s| s.conditions.iter())
-                .find(|c| c.type_ == READY && c.reason == "Unsupported")
-                .map(|c| (c.status.clone(), c.message.clone())))
-        },
+        |c| c.reason == "Unsupported",
     )
     .await?;
     println!("a hand-written GEO record: {refused:?}");
-    assert_eq!(refused.0, "False");
+    assert_eq!(refused.status, "False");
     assert!(
-        refused.1.starts_with(
+        refused.message.starts_with(
             "webhook cannot hold this record tree: klb.hand.example.com: webhook has no GEO answers"
         ),
         "{}",
-        refused.1
+        refused.message
     );
     assert_eq!(
         dig_host_async(pdns.dns, hand, None).await,
@@ -212,28 +206,22 @@ async fn a_plain_zone_with_a_routing_delegate_answers_by_location_and_weight_thr
 
     // The hub never takes the tenant's record over: the zone says why it cannot delegate, and
     // the policy PowerDNS cannot hold is refused meanwhile.
-    let refused = eventually(
+    let refused = condition_becomes(
+        &zones,
+        "example",
+        ROUTING_DELEGATED,
         "the zone says the delegation's name is taken",
-        DEFAULT_PATIENCE,
-        || async {
-            let zone = zones.get("example").await?;
-            Ok(zone
-                .status
-                .iter()
-                .flat_map(|s| s.conditions.iter())
-                .find(|c| c.type_ == ROUTING_DELEGATED && c.reason == "NameTaken")
-                .map(|c| (c.status.clone(), c.message.clone())))
-        },
+        |c| c.reason == "NameTaken",
     )
     .await?;
     println!("a tenant's record under the delegation's name: {refused:?}");
-    assert_eq!(refused.0, "False");
+    assert_eq!(refused.status, "False");
     assert!(
-        refused.1.contains(&format!(
+        refused.message.contains(&format!(
             "the DNSRecord {taken} that would hold the delegation is not this zone's"
         )),
         "{}",
-        refused.1
+        refused.message
     );
     let (reason, _) = accepted(&policies, false).await?;
     assert_eq!(reason, reasons::UNSUPPORTED);
@@ -271,20 +259,15 @@ async fn a_plain_zone_with_a_routing_delegate_answers_by_location_and_weight_thr
     // so the tree goes to the delegate, and the policy is accepted.
     let (reason, _) = accepted(&policies, true).await?;
     assert_eq!(reason, reasons::ACCEPTED);
-    let delegated = eventually(
+    let delegated = condition_becomes(
+        &zones,
+        "example",
+        ROUTING_DELEGATED,
         "the zone says klb.example.com is delegated",
-        DEFAULT_PATIENCE,
-        || async {
-            let zone = zones.get("example").await?;
-            Ok(zone
-                .status
-                .iter()
-                .flat_map(|s| s.conditions.iter())
-                .find(|c| c.type_ == ROUTING_DELEGATED && c.status == "True")
-                .map(|c| c.message.clone()))
-        },
+        |c| c.status == "True",
     )
-    .await?;
+    .await?
+    .message;
     println!("the parent zone: {delegated}");
     // PowerDNS holds the host's CNAME into the delegate and the delegation, nothing more.
     zone.wait_for_delegation(&hub).await?;

@@ -37,15 +37,7 @@ async fn real_traffic_moves_off_a_failing_cluster_and_back_without_a_failed_fail
     let resolver = traffic.resolver.address();
 
     // Clients from no GEO in particular get the default, IE: spoke-1, through its Traefik.
-    eventually(
-        "a request through Unbound is served by spoke-1",
-        DEFAULT_PATIENCE,
-        || async {
-            let outcome = request(resolver, HOST, REQUEST_TIMEOUT).await;
-            Ok((outcome == Outcome::Served("spoke-1".into())).then_some(()))
-        },
-    )
-    .await?;
+    wait_until_a_request_is_served_by(resolver, "spoke-1", "a request through Unbound").await?;
     // A client in the US, its subnet passed on by Unbound (ECS), gets spoke-2's gateway.
     let spoke_2 = traffic.gateways.gateway("spoke-2").address().to_string();
     eventually(
@@ -338,9 +330,9 @@ async fn real_traffic_fails_over_through_the_routing_delegate_of_a_plain_zone() 
 {
     use kube::api::Api;
     use meridian_api::kuadrant::DNSHealthCheckProbe;
-    use meridian_e2e::example::{NAMESPACE, RunningExample, ZONE_DOMAIN};
+    use meridian_e2e::example::{NAMESPACE, ZONE_DOMAIN};
     use meridian_e2e::plain_zone::PlainZone;
-    use meridian_e2e::traffic::{ExampleGateways, Resolver};
+    use meridian_e2e::traffic::Resolver;
 
     // The health-checked example, its zone at PowerDNS behind external-dns's webhook: PowerDNS
     // cannot hold GEO answers or health checks, so the tree goes to the routing delegate the
@@ -349,31 +341,24 @@ async fn real_traffic_fails_over_through_the_routing_delegate_of_a_plain_zone() 
     let (fleet, app_image) = fleet_with_the_app().await?;
     let hub = fleet.hub.client();
     let zone = PlainZone::start_delegating(&hub, DELEGATE_SERVER).await?;
-    let mut gateways = ExampleGateways::start(&fleet, &app_image.reference).await?;
-    let example = RunningExample::start_configured(
+    let traffic = TrafficExample::start_configured(
         &fleet,
+        &app_image.reference,
+        health_checked_policy(30, "5s", 2, "5s"),
         Duration::from_secs(10),
-        Some(health_checked_policy(30, "5s", 2, "5s")),
         |args| zone.configure(args),
+        |_| async {
+            zone.wait_for_delegation(&hub).await?;
+            Resolver::start_with_delegations(ZONE_DOMAIN, &[zone.pdns.dns], &[DELEGATE_SERVER])
+                .await
+        },
     )
     .await?;
-    gateways.serving(&fleet).await?;
-    zone.wait_for_delegation(&hub).await?;
-    let resolver =
-        Resolver::start_with_delegations(ZONE_DOMAIN, &[zone.pdns.dns], &[DELEGATE_SERVER]).await?;
-    let traffic = TrafficExample {
-        example,
-        gateways,
-        resolver,
-    };
     let resolver = traffic.resolver.address();
-    eventually(
-        "a request through Unbound and the referral is served by spoke-1",
-        DEFAULT_PATIENCE,
-        || async {
-            let outcome = request(resolver, HOST, REQUEST_TIMEOUT).await;
-            Ok((outcome == Outcome::Served("spoke-1".into())).then_some(()))
-        },
+    wait_until_a_request_is_served_by(
+        resolver,
+        "spoke-1",
+        "a request through Unbound and the referral",
     )
     .await?;
 
@@ -471,6 +456,23 @@ async fn health_checked_example() -> Result<(meridian_e2e::Fleet, TrafficExample
 
 /// How long a recovered better tier must stay healthy before it takes traffic back.
 const HOLD_DOWN: Duration = Duration::from_secs(20);
+
+/// Waits until one request for the example's host through `resolver` is served by `cluster`.
+async fn wait_until_a_request_is_served_by(
+    resolver: std::net::SocketAddr,
+    cluster: &str,
+    what: &str,
+) -> Result<(), Error> {
+    eventually(
+        &format!("{what} is served by {cluster}"),
+        DEFAULT_PATIENCE,
+        || async {
+            let outcome = request(resolver, HOST, REQUEST_TIMEOUT).await;
+            Ok((outcome == Outcome::Served(cluster.to_string())).then_some(()))
+        },
+    )
+    .await
+}
 
 /// Waits until the last requests of every worker were served by `cluster`.
 async fn wait_until_served_only_by(
