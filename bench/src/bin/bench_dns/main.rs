@@ -11,6 +11,7 @@
 //! ROUNDS rounds, in a rotated order, so drift of the machine falls on every server alike; the
 //! table shows medians. Absolute numbers are noise on a shared machine; read the ratios.
 
+mod cpu;
 mod peers;
 
 use std::net::SocketAddr;
@@ -22,10 +23,13 @@ use meridian_nameserver::dnssec::{KeyAlgorithm, ZoneKeys, generate_key};
 use meridian_nameserver::{GeoDb, NameServer, ServerConfig, ZoneConfig};
 use meridian_testkit::geo_db::write_database;
 
+use cpu::CpuOf;
 use peers::{BoxError, Peer};
 
 /// Seconds per dnsperf run (`MERIDIAN_BENCH_SECONDS` overrides).
 const SECONDS_PER_RUN: u32 = 6;
+/// How Meridian's nameserver names its UDP threads (`dns-udp-0`, …).
+const MERIDIAN_UDP_THREADS: &str = "dns-udp-";
 /// Alternating rounds per server and case (`MERIDIAN_BENCH_ROUNDS` overrides).
 const ROUNDS: usize = 3;
 
@@ -155,6 +159,8 @@ struct Contender<'a> {
     name: &'a str,
     address: SocketAddr,
     serves: &'a [CaseKind],
+    /// Whose CPU time is the server's.
+    cpu: CpuOf,
 }
 
 fn run(dir: &Path) -> Result<(), BoxError> {
@@ -216,6 +222,7 @@ fn run(dir: &Path) -> Result<(), BoxError> {
             name: "Meridian signed",
             address: meridian_signed.local_addr(),
             serves: SIGNED,
+            cpu: CpuOf::OwnThreads(MERIDIAN_UDP_THREADS),
         },
         Contender {
             name: "Meridian",
@@ -228,12 +235,14 @@ fn run(dir: &Path) -> Result<(), BoxError> {
                 CaseKind::SignedWeighted,
                 CaseKind::SignedGeo,
             ],
+            cpu: CpuOf::OwnThreads(MERIDIAN_UDP_THREADS),
         },
     ];
     contenders.extend(peers.iter().map(|peer| Contender {
         name: peer.name,
         address: peer.address,
         serves: peer.serves,
+        cpu: CpuOf::ProcessTree(peer.pid()),
     }));
     // Every server gives the answer the case asks for before anything is measured.
     for contender in &contenders {
@@ -265,6 +274,7 @@ fn run(dir: &Path) -> Result<(), BoxError> {
     for peer in &peers {
         println!("  {} {} on {}", peer.name, peer.version, peer.address);
     }
+    let clock_ticks = cpu::ticks_per_second();
     let mut meridian_static = None;
     let mut unsigned_rates = Vec::new();
     for case in &CASES {
@@ -276,7 +286,12 @@ fn run(dir: &Path) -> Result<(), BoxError> {
         for round in 0..rounds {
             for offset in 0..serving.len() {
                 let index = (round + offset) % serving.len();
-                runs[index].push(dnsperf(dir, serving[index].address, case, seconds)?);
+                let contender = serving[index];
+                let before = cpu::ticks(contender.cpu);
+                let mut measured = dnsperf(dir, contender.address, case, seconds)?;
+                let spent = cpu::ticks(contender.cpu).saturating_sub(before) as f64 / clock_ticks;
+                measured.cpu_us = spent * 1e6 / (measured.qps * f64::from(seconds));
+                runs[index].push(measured);
             }
         }
         let medians: Vec<Measurement> = runs.iter().map(|r| median(r)).collect();
@@ -289,8 +304,8 @@ fn run(dir: &Path) -> Result<(), BoxError> {
         }
         println!();
         println!(
-            "{:<14} {:<14} {:>10} {:>21} {:>11} {:>16} {:>17}",
-            case.name, "server", "qps", "(min–max)", "latency ms", "Meridian/server", "per round"
+            "{:<14} {:<14} {:>10} {:>21} {:>11} {:>10} {:>16}   each round",
+            case.name, "server", "qps", "(min–max)", "latency ms", "CPU µs/q", "Meridian/server",
         );
         for ((contender, measured), all) in serving.iter().zip(&medians).zip(&runs) {
             let low = all.iter().map(|m| m.qps).fold(f64::INFINITY, f64::min);
@@ -302,17 +317,19 @@ fn run(dir: &Path) -> Result<(), BoxError> {
                 .zip(all)
                 .map(|(mine, theirs)| mine.qps / theirs.qps)
                 .collect();
-            let round_low = per_round.iter().copied().fold(f64::INFINITY, f64::min);
-            let round_high = per_round.iter().copied().fold(0.0, f64::max);
+            let each_round: Vec<String> = per_round.iter().map(|r| format!("{r:.2}x")).collect();
+            let mut cpu_us: Vec<f64> = all.iter().map(|m| m.cpu_us).collect();
+            cpu_us.sort_by(f64::total_cmp);
             println!(
-                "{:<14} {:<14} {:>10.0} {:>21} {:>11.3} {:>15.2}x {:>17}",
+                "{:<14} {:<14} {:>10.0} {:>21} {:>11.3} {:>10.2} {:>15.2}x   {}",
                 "",
                 contender.name,
                 measured.qps,
                 format!("({low:.0}–{high:.0})"),
                 measured.latency_ms,
+                cpu_us[cpu_us.len() / 2],
                 ours.qps / measured.qps,
-                format!("({round_low:.2}–{round_high:.2}x)")
+                each_round.join(" ")
             );
         }
         if case.dnssec {
@@ -430,6 +447,69 @@ fn profile(database: &Path) -> Result<(), BoxError> {
             general_ns - parse_ns - encode_ns
         );
     }
+    geo_networks_profile(&catalog, &mut rng, &time)
+}
+
+/// The GEO answer's fast path when clients come from many networks: a database of 65,536 /24s
+/// (as many leaves as a country database's busiest stretch), asked from as many of them as
+/// each thread's cache of recent networks holds and from all of them (nearly every query a
+/// miss: the tree walk and decoding the cache saves).
+fn geo_networks_profile(
+    catalog: &meridian_nameserver::Catalog,
+    rng: &mut rand::rngs::SmallRng,
+    time: &dyn Fn(&mut dyn FnMut()) -> f64,
+) -> Result<(), BoxError> {
+    use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query};
+    use hickory_proto::rr::Name;
+    use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsOption};
+    use meridian_nameserver::{QueryContext, Transport, respond};
+    use std::net::Ipv4Addr;
+
+    const NETWORKS: u32 = 65_536;
+    let network = |i: u32| Ipv4Addr::from(0x0a00_0000 | (i << 8));
+    let networks: Vec<(ipnet::Ipv4Net, &str, &str)> = (0..NETWORKS)
+        .map(|i| {
+            let country = if i % 2 == 0 { "IE" } else { "US" };
+            Ok((ipnet::Ipv4Net::new(network(i), 24)?, country, "EU"))
+        })
+        .collect::<Result<_, ipnet::PrefixLenError>>()?;
+    let geo = GeoDb::from_bytes(write_database(&networks))?;
+    let context = QueryContext {
+        source: "127.0.0.1".parse()?,
+        transport: Transport::Udp,
+        geo: Some(&geo),
+        transfer_allowed: &[],
+        stats: None,
+        tsig_keys: &[],
+        cookie_secret: None,
+        now: 0,
+    };
+    // Spread over the space, so neighbouring requests are not neighbouring networks.
+    let requests: Vec<Vec<u8>> = (0..NETWORKS)
+        .map(|i| {
+            let mut message = Message::new(7, MessageType::Query, OpCode::Query);
+            message.add_query(Query::query(
+                Name::from_ascii("geo.example.com.")?,
+                hickory_proto::rr::RecordType::A,
+            ));
+            let mut edns = Edns::new();
+            let subnet =
+                ClientSubnet::new(network(i.wrapping_mul(40_503) % NETWORKS).into(), 24, 0);
+            edns.options_mut().insert(EdnsOption::Subnet(subnet));
+            message.set_edns(edns);
+            Ok(message.to_vec()?)
+        })
+        .collect::<Result<_, BoxError>>()?;
+    println!();
+    println!("GEO A (ECS) fast path, clients from many networks, ns per query");
+    for clients in [512, NETWORKS as usize] {
+        let mut next = 0;
+        let ns = time(&mut || {
+            std::hint::black_box(respond(catalog, &requests[next], &context, rng));
+            next = (next + 1) % clients;
+        });
+        println!("{:>6} networks {:>10.0}", clients, ns);
+    }
     Ok(())
 }
 
@@ -440,6 +520,7 @@ fn median(runs: &[Measurement]) -> Measurement {
     Measurement {
         qps: middle.qps,
         latency_ms: middle.latency_ms,
+        cpu_us: middle.cpu_us,
     }
 }
 
@@ -479,6 +560,8 @@ fn dig_with(server: SocketAddr, qname: &str, ecs: bool, dnssec: bool) -> String 
 struct Measurement {
     qps: f64,
     latency_ms: f64,
+    /// The server's CPU time per query answered, µs (user and system).
+    cpu_us: f64,
 }
 
 fn dnsperf(
@@ -533,6 +616,7 @@ fn dnsperf(
         (Some(qps), Some(latency)) if qps > 0.0 => Ok(Measurement {
             qps,
             latency_ms: latency * 1000.0,
+            cpu_us: 0.0,
         }),
         _ => Err(format!("unexpected dnsperf output:\n{text}").into()),
     }

@@ -24,6 +24,13 @@ pub struct Peer {
     child: Child,
 }
 
+impl Peer {
+    /// Its process.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for Peer {
     fn drop(&mut self) {
         let _ = self.child.kill();
