@@ -49,9 +49,10 @@ pub fn respond(
     }
 }
 
-/// The response to `bytes` written into `response`, for a transport where a request has at
-/// most one (UDP: transfers are refused over it, and an IXFR gets one SOA); false when there is
-/// none to send. On the fast path a reused buffer makes an answer allocate nothing.
+/// The response to `bytes` over UDP, written into `response`; false when there is none to send.
+/// Over UDP a request has at most one (transfers are refused over it, and an IXFR gets one
+/// SOA); over TCP, where a transfer has many, use [`respond`]. On the fast path a reused buffer
+/// makes an answer allocate nothing.
 pub fn respond_into(
     catalog: &Catalog,
     bytes: &[u8],
@@ -59,6 +60,11 @@ pub fn respond_into(
     rng: &mut impl Rng,
     response: &mut Vec<u8>,
 ) -> bool {
+    debug_assert_eq!(
+        context.transport,
+        Transport::Udp,
+        "one response per request"
+    );
     if crate::fast::respond(catalog, bytes, context, rng, response).is_some() {
         return true;
     }

@@ -111,9 +111,10 @@ pub struct GeoDb {
 /// Numbers the databases opened in this process.
 static NEXT_DATABASE_ID: AtomicU64 = AtomicU64::new(1);
 
-/// Slots in a thread's cache of recent networks: 64 KiB a thread, enough for the client
-/// networks of a busy resolver population to stay while they keep asking.
-const RECENT_SLOTS: usize = 1024;
+/// Sets in a thread's cache of recent networks, of two networks each: about 48 KiB a thread,
+/// enough for the client networks of a busy resolver population to stay while they keep
+/// asking.
+const RECENT_SETS: usize = 512;
 
 /// A network the database gave for an address, with what it says of every address in it.
 #[derive(Debug, Clone, Copy)]
@@ -123,26 +124,26 @@ struct RecentNetwork {
     location: Option<Location>,
 }
 
-/// The networks recently located on one thread, one per slot. The database gives each
-/// answer's network (the prefix its tree walk ended at), so an address inside a cached network
-/// has exactly that answer: a hit is never stale or approximate. The tree walk and the record's
-/// decoding it saves were most of a GEO answer's cost.
-type RecentNetworks = Box<[Option<RecentNetwork>]>;
+/// The networks recently located on one thread: two in each set, the one used last first. The
+/// database gives each answer's network (the prefix its tree walk ended at), so an address
+/// inside a cached network has exactly that answer: a hit is never stale or approximate. The
+/// tree walk and the record's decoding it saves were most of a GEO answer's cost.
+type RecentNetworks = Box<[[Option<RecentNetwork>; 2]]>;
 
 thread_local! {
     /// Made on a thread's first GEO lookup, so threads that never locate anyone hold none.
     static RECENT: RefCell<Option<RecentNetworks>> = const { RefCell::new(None) };
 }
 
-/// The slot `address` takes: its /24 (IPv4) or /56 (IPv6, the widest ECS prefix resolvers
-/// send) hashed, so the addresses of one client network share a slot and neighbours spread.
-fn recent_slot(address: IpAddr) -> usize {
+/// The set `address` falls in: its /24 (IPv4) or /56 (IPv6, the widest ECS prefix resolvers
+/// send) hashed, so the addresses of one client network share a set and neighbours spread.
+fn recent_set(address: IpAddr) -> usize {
     let key = match address {
         IpAddr::V4(v4) => u64::from(u32::from(v4) >> 8),
         IpAddr::V6(v6) => ((u128::from(v6) >> 72) as u64) | (1 << 63),
     };
     // Fibonacci hashing: the top bits of the product spread keys that differ in low bits.
-    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - RECENT_SLOTS.trailing_zeros())) as usize
+    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - RECENT_SETS.trailing_zeros())) as usize
 }
 
 impl std::fmt::Debug for GeoDb {
@@ -175,20 +176,30 @@ impl GeoDb {
     /// The location of `address`, if the database knows it; from this thread's cache of recent
     /// networks when `address` is in one.
     pub fn locate(&self, address: IpAddr) -> Option<Location> {
-        let slot = recent_slot(address);
-        let cached = RECENT.with_borrow(|recent| {
-            recent
-                .as_ref()
-                .and_then(|recent| recent[slot])
-                .filter(|entry| entry.database == self.id && entry.network.contains(&address))
+        let set = recent_set(address);
+        let holds = |entry: &Option<RecentNetwork>| {
+            entry.is_some_and(|e| e.database == self.id && e.network.contains(&address))
+        };
+        let cached = RECENT.with_borrow_mut(|recent| {
+            let ways = &mut recent.as_mut()?[set];
+            if holds(&ways[0]) {
+                return ways[0];
+            }
+            if holds(&ways[1]) {
+                ways.swap(0, 1); // used last: the other goes first
+                return ways[0];
+            }
+            None
         });
         if let Some(entry) = cached {
             return entry.location;
         }
         let (network, location) = self.look_up(address)?;
         RECENT.with_borrow_mut(|recent| {
-            let recent = recent.get_or_insert_with(|| vec![None; RECENT_SLOTS].into());
-            recent[slot] = Some(RecentNetwork {
+            let ways = &mut recent.get_or_insert_with(|| vec![[None; 2]; RECENT_SETS].into())[set];
+            // The one used longer ago goes.
+            ways[1] = ways[0];
+            ways[0] = Some(RecentNetwork {
                 database: self.id,
                 network,
                 location,
@@ -229,6 +240,17 @@ mod tests {
     use rand::rngs::SmallRng;
     use rand::{Rng, SeedableRng};
 
+    fn is_cached(database: &GeoDb, address: IpAddr) -> bool {
+        RECENT.with_borrow(|recent| {
+            recent.as_ref().is_some_and(|recent| {
+                recent[recent_set(address)]
+                    .iter()
+                    .flatten()
+                    .any(|entry| entry.database == database.id && entry.network.contains(&address))
+            })
+        })
+    }
+
     /// Nested networks (a /24 carved out of a /16, a /28 out of that /24), a country-less
     /// record, and space the database does not hold.
     fn database(carve_out: &str) -> GeoDb {
@@ -257,12 +279,7 @@ mod tests {
                 IpAddr::V4((0x0a00_0000 | rng.random_range(0..0x0300u32)).into())
             };
             let expected = database.look_up(address).and_then(|(_, found)| found);
-            let slot = recent_slot(address);
-            let was_cached = RECENT.with_borrow(|recent| {
-                recent.as_ref().and_then(|r| r[slot]).is_some_and(|entry| {
-                    entry.database == database.id && entry.network.contains(&address)
-                })
-            });
+            let was_cached = is_cached(database, address);
             hits += usize::from(was_cached);
             assert_eq!(
                 database.locate(address),
@@ -298,6 +315,49 @@ mod tests {
         let continent_only = first.locate("10.0.2.9".parse().unwrap()).unwrap();
         assert_eq!(continent_only.country, None);
         assert_eq!(continent_only.continent.unwrap().as_str(), "GEO-EU");
+    }
+
+    #[test]
+    fn an_ipv6_database_answers_both_families_from_the_cache_as_from_its_tree() {
+        // As GeoLite2 is: IPv6, with IPv4 networks where readers look IPv4 addresses up.
+        let database = GeoDb::from_bytes(meridian_testkit::geo_db::write_database_v6(&[
+            ("10.0.0.0/16".parse().unwrap(), "IE", "EU"),
+            ("10.0.1.0/24".parse().unwrap(), "US", "NA"),
+            ("2001:db8::/32".parse().unwrap(), "DE", "EU"),
+            ("2001:db8:1::/48".parse().unwrap(), "JP", "AS"),
+        ]))
+        .unwrap();
+        let country = |address: &str| {
+            database
+                .locate(address.parse().unwrap())
+                .and_then(|l| l.country)
+                .map(|c| c.as_str().to_string())
+        };
+        for _ in 0..2 {
+            assert_eq!(country("10.0.0.5").as_deref(), Some("IE"));
+            assert_eq!(country("10.0.1.5").as_deref(), Some("US"));
+            assert_eq!(country("2001:db8:1::5").as_deref(), Some("JP"));
+            assert_eq!(country("2001:db8:2::5").as_deref(), Some("DE"));
+            assert_eq!(country("2001:db9::5"), None);
+        }
+        let mut rng = SmallRng::seed_from_u64(6);
+        for round in 0..20_000u32 {
+            let address = match round % 4 {
+                0 => IpAddr::V4((0x0a00_0000 | rng.random_range(0..0x0200u32)).into()),
+                // The same addresses written as IPv6 (IPv4-compatible and IPv4-mapped).
+                1 => IpAddr::V6(u128::from(0x0a00_0000 | rng.random_range(0..0x0200u32)).into()),
+                2 => IpAddr::V6(
+                    std::net::Ipv4Addr::from(0x0a00_0000 | rng.random_range(0..0x0200u32))
+                        .to_ipv6_mapped(),
+                ),
+                _ => IpAddr::V6(
+                    ((0x2001_0db8_u128 << 96) | (u128::from(rng.random_range(0..4u32)) << 80))
+                        .into(),
+                ),
+            };
+            let expected = database.look_up(address).and_then(|(_, found)| found);
+            assert_eq!(database.locate(address), expected, "{address}");
+        }
     }
 
     #[test]

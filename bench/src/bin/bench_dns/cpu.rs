@@ -10,7 +10,7 @@ pub enum CpuOf {
     /// The threads of this process whose name starts so (Meridian's UDP threads, in the
     /// bench's own process; only the server under load is busy, the other's threads sleep).
     OwnThreads(&'static str),
-    /// A process and every process below it (NSD and PowerDNS answer from children).
+    /// A process and every process below it (NSD answers from children it forks).
     ProcessTree(u32),
 }
 
