@@ -135,10 +135,12 @@ thread_local! {
     static RECENT: RefCell<Option<RecentNetworks>> = const { RefCell::new(None) };
 }
 
-/// The set `address` falls in: its /24 (IPv4) or /56 (IPv6, the widest ECS prefix resolvers
-/// send) hashed, so the addresses of one client network share a set and neighbours spread.
+/// The set `address` falls in: its /24 (IPv4) or /56 (IPv6, the longest ECS prefix resolvers
+/// send) hashed, so the addresses of one client network share a set and neighbours spread. An
+/// IPv4-mapped address (a dual-stack socket's IPv4 client) is keyed by its IPv4 part, or every
+/// such client would fall in one set.
 fn recent_set(address: IpAddr) -> usize {
-    let key = match address {
+    let key = match address.to_canonical() {
         IpAddr::V4(v4) => u64::from(u32::from(v4) >> 8),
         IpAddr::V6(v6) => ((u128::from(v6) >> 72) as u64) | (1 << 63),
     };
@@ -270,9 +272,9 @@ mod tests {
         let mut rng = SmallRng::seed_from_u64(55);
         let mut hits = 0;
         for round in 0..40_000 {
-            // One database for half the rounds, then the other, which takes over its slots.
+            // One database for half the rounds, then the other, which takes over its sets.
             let database = if round < 20_000 { &first } else { &second };
-            // Mostly the nested networks, so slots are shared and replaced often.
+            // Mostly the nested networks, so sets are shared and replaced often.
             let address = if round % 4 == 0 {
                 IpAddr::V4(rng.random::<u32>().into())
             } else {
@@ -289,7 +291,7 @@ mod tests {
             );
         }
         assert!(hits > 10_000, "the cache answered {hits} of 40,000");
-        // Each database answers for itself from the same slot.
+        // Each database answers for itself from the same set.
         let carved = "10.0.1.1".parse().unwrap();
         for _ in 0..2 {
             assert_eq!(
@@ -358,6 +360,17 @@ mod tests {
             let expected = database.look_up(address).and_then(|(_, found)| found);
             assert_eq!(database.locate(address), expected, "{address}");
         }
+    }
+
+    #[test]
+    fn ipv4_clients_of_a_dual_stack_socket_spread_over_the_sets() {
+        let sets: std::collections::BTreeSet<usize> = (0..256u32)
+            .map(|i| {
+                let client = std::net::Ipv4Addr::from(0x0a00_0000 | (i << 8));
+                recent_set(IpAddr::V6(client.to_ipv6_mapped()))
+            })
+            .collect();
+        assert!(sets.len() > 150, "256 /24s in {} sets", sets.len());
     }
 
     #[test]

@@ -367,8 +367,9 @@ const UDP_REQUEST_MAX: usize = 4096;
 /// returning as soon as one has come, and one `sendmmsg` sends all their answers. Under load
 /// that is two system calls per batch instead of two per query, the cost gdnsd saves the same
 /// way; at a trickle it is one datagram per batch, with no added wait. Answers are written
-/// into buffers the thread keeps, counted on its own tally (`tally`), at one clock reading per
-/// batch: a fast-path answer allocates nothing and shares no cache line with another thread.
+/// into buffers the thread keeps and counted on its own tally (`tally`), with the clocks read
+/// once per batch: a fast-path answer allocates nothing, and its counters are on no other
+/// thread's cache line (rate limiting, when on, still shares its table).
 fn serve_udp(socket: &std::net::UdpSocket, shared: &Shared, tally: usize, stopping: &AtomicBool) {
     use nix::sys::socket::{MsgFlags, MultiHeaders, SockaddrStorage, recvmmsg, sendmmsg};
     use std::io::{IoSlice, IoSliceMut};
@@ -408,7 +409,7 @@ fn serve_udp(socket: &std::net::UdpSocket, shared: &Shared, tally: usize, stoppi
                     .map(|source| (datagram.bytes, source));
             }
         }
-        let now = unix_now();
+        let (now, arrived) = (unix_now(), Instant::now());
         let mut count = 0;
         for (index, datagram) in received.iter().enumerate() {
             let Some((length, source)) = *datagram else {
@@ -416,7 +417,8 @@ fn serve_udp(socket: &std::net::UdpSocket, shared: &Shared, tally: usize, stoppi
             };
             let request = &buffers[index][..length.min(UDP_REQUEST_MAX)];
             let context = shared.context(source.ip(), Transport::Udp, tally, now);
-            if answer_datagram(shared, request, &context, &mut rng, &mut answers[count]) {
+            let answer = &mut answers[count];
+            if answer_datagram(shared, request, &context, arrived, &mut rng, answer) {
                 recipients[count] = Some(SockaddrStorage::from(source));
                 count += 1;
             }
@@ -442,17 +444,19 @@ fn serve_udp(socket: &std::net::UdpSocket, shared: &Shared, tally: usize, stoppi
     }
 }
 
-/// Writes what one datagram gets into `response`: the answer, or a truncated reply (a
-/// rate-limited client is sent to TCP now and then). False when it gets nothing.
+/// Writes what one datagram, come at `arrived`, gets into `response`: the answer, or a
+/// truncated reply (a rate-limited client is sent to TCP now and then). False when it gets
+/// nothing.
 fn answer_datagram(
     shared: &Shared,
     request: &[u8],
     context: &QueryContext<'_>,
+    arrived: Instant,
     rng: &mut SmallRng,
     response: &mut Vec<u8>,
 ) -> bool {
     let mut verdict = shared.limiter.as_ref().map_or(Verdict::Send, |limiter| {
-        limiter.check(context.source, Instant::now())
+        limiter.check(context.source, arrived)
     });
     // A client with a valid server cookie has proven its address: it is not limited.
     if let (Verdict::Slip | Verdict::Drop, Some(secret)) = (verdict, &shared.cookie_secret)

@@ -14,7 +14,7 @@
 mod cpu;
 mod peers;
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -368,10 +368,8 @@ fn run(dir: &Path) -> Result<(), BoxError> {
 /// and of the general path its parse and its encode (hickory's `Message`); lookup and choice
 /// are the rest.
 fn profile(database: &Path) -> Result<(), BoxError> {
-    use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query};
-    use hickory_proto::rr::Name;
-    use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsOption};
-    use meridian_nameserver::{Catalog, QueryContext, Transport, Zone, respond, respond_into};
+    use hickory_proto::op::Message;
+    use meridian_nameserver::{Catalog, Zone, respond, respond_into};
     use rand::SeedableRng;
     use std::time::Instant;
 
@@ -379,16 +377,7 @@ fn profile(database: &Path) -> Result<(), BoxError> {
     let geo = GeoDb::open(database)?;
     let catalog =
         Catalog::default().with_zone(Zone::new(ZoneConfig::new("example.com"), 1, bench_zone()));
-    let context = QueryContext {
-        source: "127.0.0.1".parse()?,
-        transport: Transport::Udp,
-        geo: Some(&geo),
-        transfer_allowed: &[],
-        stats: None,
-        tsig_keys: &[],
-        cookie_secret: None,
-        now: 0,
-    };
+    let context = udp_context(&geo);
     let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
     let mut buffer = Vec::new();
     let time = |f: &mut dyn FnMut()| {
@@ -406,25 +395,11 @@ fn profile(database: &Path) -> Result<(), BoxError> {
     );
     // The unsigned zone: the signed cases would repeat these rows without signatures.
     for case in CASES.iter().filter(|case| !case.dnssec) {
-        let request = |unknown_option: bool| -> Result<Vec<u8>, BoxError> {
-            let mut message = Message::new(7, MessageType::Query, OpCode::Query);
-            message.add_query(Query::query(
-                Name::from_ascii(format!("{}.", case.qname))?,
-                hickory_proto::rr::RecordType::A,
-            ));
-            let mut edns = Edns::new();
-            if case.ecs {
-                let subnet = ClientSubnet::new("192.0.2.0".parse()?, 24, 0);
-                edns.options_mut().insert(EdnsOption::Subnet(subnet));
-            }
-            if unknown_option {
-                edns.options_mut()
-                    .insert(EdnsOption::Unknown(65001, Vec::new()));
-            }
-            message.set_edns(edns);
-            Ok(message.to_vec()?)
-        };
-        let (fast, general) = (request(false)?, request(true)?);
+        let subnet = case.ecs.then(|| Ipv4Addr::new(192, 0, 2, 0));
+        let (fast, general) = (
+            a_query(case.qname, subnet, false)?,
+            a_query(case.qname, subnet, true)?,
+        );
         let fast_ns = time(&mut || {
             // As a UDP thread answers: into a buffer it keeps.
             std::hint::black_box(respond_into(
@@ -468,11 +443,7 @@ fn geo_networks_profile(
     rng: &mut rand::rngs::SmallRng,
     time: &dyn Fn(&mut dyn FnMut()) -> f64,
 ) -> Result<(), BoxError> {
-    use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query};
-    use hickory_proto::rr::Name;
-    use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsOption};
-    use meridian_nameserver::{QueryContext, Transport, respond_into};
-    use std::net::Ipv4Addr;
+    use meridian_nameserver::respond_into;
 
     const NETWORKS: u32 = 65_536;
     let network = |i: u32| Ipv4Addr::from(0x0a00_0000 | (i << 8));
@@ -483,30 +454,15 @@ fn geo_networks_profile(
         })
         .collect::<Result<_, ipnet::PrefixLenError>>()?;
     let geo = GeoDb::from_bytes(write_database(&networks))?;
-    let context = QueryContext {
-        source: "127.0.0.1".parse()?,
-        transport: Transport::Udp,
-        geo: Some(&geo),
-        transfer_allowed: &[],
-        stats: None,
-        tsig_keys: &[],
-        cookie_secret: None,
-        now: 0,
-    };
+    let context = udp_context(&geo);
     // Spread over the space, so neighbouring requests are not neighbouring networks.
     let requests: Vec<Vec<u8>> = (0..NETWORKS)
         .map(|i| {
-            let mut message = Message::new(7, MessageType::Query, OpCode::Query);
-            message.add_query(Query::query(
-                Name::from_ascii("geo.example.com.")?,
-                hickory_proto::rr::RecordType::A,
-            ));
-            let mut edns = Edns::new();
-            let subnet =
-                ClientSubnet::new(network(i.wrapping_mul(40_503) % NETWORKS).into(), 24, 0);
-            edns.options_mut().insert(EdnsOption::Subnet(subnet));
-            message.set_edns(edns);
-            Ok(message.to_vec()?)
+            a_query(
+                "geo.example.com",
+                Some(network(i.wrapping_mul(40_503) % NETWORKS)),
+                false,
+            )
         })
         .collect::<Result<_, BoxError>>()?;
     println!();
@@ -527,6 +483,49 @@ fn geo_networks_profile(
         println!("{:>6} networks {:>10.0}", clients, ns);
     }
     Ok(())
+}
+
+/// What a UDP thread answers a local client with, locating by `geo`, counting nothing.
+fn udp_context(geo: &GeoDb) -> meridian_nameserver::QueryContext<'_> {
+    meridian_nameserver::QueryContext {
+        source: Ipv4Addr::LOCALHOST.into(),
+        transport: meridian_nameserver::Transport::Udp,
+        geo: Some(geo),
+        transfer_allowed: &[],
+        stats: None,
+        tsig_keys: &[],
+        cookie_secret: None,
+        now: 0,
+    }
+}
+
+/// An A query for `qname` with EDNS, its client subnet `subnet`/24 if any, and an option the
+/// fast path leaves to the general path when `unknown_option`.
+fn a_query(
+    qname: &str,
+    subnet: Option<Ipv4Addr>,
+    unknown_option: bool,
+) -> Result<Vec<u8>, BoxError> {
+    use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query};
+    use hickory_proto::rr::Name;
+    use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsOption};
+
+    let mut message = Message::new(7, MessageType::Query, OpCode::Query);
+    message.add_query(Query::query(
+        Name::from_ascii(format!("{qname}."))?,
+        hickory_proto::rr::RecordType::A,
+    ));
+    let mut edns = Edns::new();
+    if let Some(subnet) = subnet {
+        let subnet = ClientSubnet::new(subnet.into(), 24, 0);
+        edns.options_mut().insert(EdnsOption::Subnet(subnet));
+    }
+    if unknown_option {
+        edns.options_mut()
+            .insert(EdnsOption::Unknown(65001, Vec::new()));
+    }
+    message.set_edns(edns);
+    Ok(message.to_vec()?)
 }
 
 fn median(runs: &[Measurement]) -> Measurement {
