@@ -78,9 +78,9 @@ CLIPPY_BUILD := RUSTC_WORKSPACE_WRAPPER="$$(rustc --print sysroot)/bin/clippy-dr
 # The heaviest integration tests, by target name, run one at a time: those that start real nodes
 # and run the images as pods (Meridian as pods in e2e/tests/install.rs and partition.rs, the
 # demo app behind Traefik in real_traffic.rs, the nodes themselves in nodes.rs), and
-# hub_controller.rs (two fleets of control planes at once, with agents as processes, 2 s
-# heartbeats and a 3 s Lease: beside a test with nodes its agents went quiet for over 8 s and
-# its Lease lapsed, and three of its tests failed).
+# hub_controller.rs (two fleets of control planes at once, with agents as processes and 2 s
+# heartbeats: beside a test with nodes its agents went quiet for over 8 s and its Lease, then
+# 3 s, lapsed, and three of its tests failed).
 HEAVY_TESTS := install,partition,real_traffic,nodes,hub_controller
 # The tests that freeze a server (BIND, Route53's proxy, the API server) for two minutes and
 # assert what the hub did meanwhile: they run with nothing beside them (twice, beside the tests

@@ -53,9 +53,15 @@ pub fn may_hold(spec: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> boo
         Some(_) => {
             let renewed = spec.renew_time.as_ref().map(|t| t.0);
             let duration = i64::from(spec.lease_duration_seconds.unwrap_or(15));
+            // Counted to the microsecond: in whole seconds, a renewal at .99 looked a second
+            // older than it was, and a standby took the Lease while the holder's fence (a
+            // second of margin on a short lease) was about to close, not closed.
             match renewed {
                 None => true,
-                Some(renewed) => now.as_second() - renewed.as_second() >= duration,
+                Some(renewed) => {
+                    now.as_microsecond() - renewed.as_microsecond()
+                        >= duration.saturating_mul(1_000_000)
+                }
             }
         }
     }
@@ -206,7 +212,13 @@ pub async fn hold(client: &Client, election: &Election, fence: &Fence) {
     let mut last_renewal = tokio::time::Instant::now();
     loop {
         tokio::time::sleep(election.renew_every()).await;
-        match try_lead(client, election).await {
+        // A renewal is given up after a third of the lease and tried again: a request stuck on
+        // a dead connection would otherwise wait for the client's read timeout (minutes), and
+        // the Lease lapse while the API server answers everyone else.
+        let renewal = tokio::time::timeout(election.renew_every(), try_lead(client, election));
+        match renewal.await.unwrap_or(Err(kube::Error::Service(
+            "no answer within a third of the lease".into(),
+        ))) {
             Ok(Standing::Leading { term, sent }) => {
                 fence.renewed(term, sent, election.lease_duration);
                 last_renewal = tokio::time::Instant::now();
@@ -232,10 +244,11 @@ pub async fn hold(client: &Client, election: &Election, fence: &Fence) {
 mod tests {
     use super::*;
 
+    /// A Lease of 15 s renewed `renewed` milliseconds into the epoch.
     fn spec(holder: Option<&str>, renewed: Option<i64>) -> LeaseSpec {
         LeaseSpec {
             holder_identity: holder.map(str::to_string),
-            renew_time: renewed.map(|s| MicroTime(Timestamp::from_second(s).unwrap())),
+            renew_time: renewed.map(|ms| MicroTime(Timestamp::from_millisecond(ms).unwrap())),
             lease_duration_seconds: Some(15),
             ..Default::default()
         }
@@ -243,14 +256,18 @@ mod tests {
 
     #[test]
     fn a_lease_is_held_when_free_ours_or_expired() {
-        let now = Timestamp::from_second(1_000).unwrap();
+        let now = Timestamp::from_millisecond(1_000_000).unwrap();
         let cases = [
             (None, true),
             (Some(spec(None, None)), true),
-            (Some(spec(Some("me"), Some(999))), true),
-            (Some(spec(Some("other"), Some(990))), false),
-            (Some(spec(Some("other"), Some(985))), true),
+            (Some(spec(Some("me"), Some(999_000))), true),
+            (Some(spec(Some("other"), Some(990_000))), false),
+            (Some(spec(Some("other"), Some(985_000))), true),
             (Some(spec(Some("other"), None)), true),
+            // 14.01 s after a renewal late in its second: not yet expired (in whole seconds,
+            // 1000 - 985 = 15, it was).
+            (Some(spec(Some("other"), Some(985_990))), false),
+            (Some(spec(Some("other"), Some(984_999))), true),
         ];
         for (lease, expected) in cases {
             assert_eq!(may_hold(lease.as_ref(), "me", now), expected, "{lease:?}");
