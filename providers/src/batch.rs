@@ -38,8 +38,10 @@ pub struct Limits {
     pub max_values: usize,
     /// Characters of values per request; an upsert's count twice.
     pub max_value_chars: usize,
-    /// The provider sends creates as upserts (so they count twice too).
-    pub creates_are_upserts: bool,
+    /// The provider sends an update of the plan as the deletion of the record it replaces and
+    /// the creation of the new one, so that it is refused if another writer changed the record
+    /// since (Route53): two changes, each record's values once.
+    pub updates_replace: bool,
 }
 
 /// Route53's limits for one ChangeResourceRecordSets call.
@@ -47,32 +49,46 @@ pub const ROUTE53_LIMITS: Limits = Limits {
     max_changes: 1000,
     max_values: 1000,
     max_value_chars: 32_000,
-    creates_are_upserts: true,
+    updates_replace: true,
 };
 
 impl Change {
     fn weight(&self, limits: &Limits) -> (usize, usize, usize) {
-        let upsert = self.action == Action::Upsert
-            || (self.action == Action::Create && limits.creates_are_upserts);
-        let factor = if upsert { 2 } else { 1 };
-        let values = self.record.targets.len().max(1) * factor;
-        // TXT values travel quoted, a long one as several quoted strings.
-        let txt = self.record.record_type == meridian_dns::model::RecordType::Txt;
-        let chars = self
-            .record
-            .targets
-            .iter()
-            .map(|t| {
-                if txt {
-                    crate::quote_txt(t).len()
-                } else {
-                    t.len()
-                }
-            })
-            .sum::<usize>()
-            * factor;
-        (1, values, chars)
+        match (&self.replaces, self.action) {
+            (Some(old), Action::Upsert) if limits.updates_replace => {
+                let (old_values, old_chars) = values_and_chars(old);
+                let (values, chars) = values_and_chars(&self.record);
+                (2, old_values + values, old_chars + chars)
+            }
+            // An upsert counts its values twice (the provider deletes and creates).
+            (_, Action::Upsert) => {
+                let (values, chars) = values_and_chars(&self.record);
+                (1, 2 * values, 2 * chars)
+            }
+            (_, Action::Create | Action::Delete) => {
+                let (values, chars) = values_and_chars(&self.record);
+                (1, values, chars)
+            }
+        }
     }
+}
+
+/// A record's values as a request counts them, and their characters: TXT values travel quoted,
+/// a long one as several quoted strings.
+fn values_and_chars(record: &Endpoint) -> (usize, usize) {
+    let txt = record.record_type == meridian_dns::model::RecordType::Txt;
+    let chars = record
+        .targets
+        .iter()
+        .map(|t| {
+            if txt {
+                crate::quote_txt(t).len()
+            } else {
+                t.len()
+            }
+        })
+        .sum::<usize>();
+    (record.targets.len().max(1), chars)
 }
 
 /// The changes of one name: the records at it and the ownership records vouching for them.
@@ -152,7 +168,10 @@ pub fn group_name(group: &ChangeGroup) -> String {
 
 /// Sends `batches` one after the other. When the provider refuses a batch, its names are sent
 /// one by one, so a bad record blocks only itself; the error lists exactly the names that
-/// failed. Any other error (throttling that outlasted the retries, a broken connection) stops.
+/// failed. A batch refused as stale (a record not as planned: another writer got there first)
+/// is sent name by name too, so the names nobody else touched land now; the result is then
+/// [`ProviderError::Stale`] for the others, unless a name failed outright. Any other error
+/// (throttling that outlasted the retries, a broken connection) stops.
 pub async fn send_batches<F, Fut>(
     batches: Vec<Vec<ChangeGroup>>,
     mut send: F,
@@ -162,27 +181,37 @@ where
     Fut: Future<Output = Result<(), ProviderError>>,
 {
     let mut failures = Vec::new();
+    let mut stale = Vec::new();
     for batch in batches {
         match send(batch.concat()).await {
             Ok(()) => {}
-            Err(ProviderError::Rejected(_)) if batch.len() > 1 => {
+            Err(ProviderError::Rejected(_) | ProviderError::Stale(_)) if batch.len() > 1 => {
                 for group in batch {
                     let name = group_name(&group);
-                    if let Err(error) = send(group).await {
-                        failures.push(format!("{name}: {error}"));
+                    match send(group).await {
+                        Ok(()) => {}
+                        Err(ProviderError::Stale(message)) => {
+                            stale.push(format!("{name}: {message}"))
+                        }
+                        Err(error) => failures.push(format!("{name}: {error}")),
                     }
                 }
             }
             Err(ProviderError::Rejected(message)) => {
                 failures.push(format!("{}: {message}", group_name(&batch[0])))
             }
+            Err(ProviderError::Stale(message)) => {
+                stale.push(format!("{}: {message}", group_name(&batch[0])))
+            }
             Err(other) => return Err(other),
         }
     }
-    if failures.is_empty() {
-        Ok(())
-    } else {
+    if !failures.is_empty() {
         Err(ProviderError::PartlyApplied(failures))
+    } else if !stale.is_empty() {
+        Err(ProviderError::Stale(stale.join("; ")))
+    } else {
+        Ok(())
     }
 }
 
@@ -246,9 +275,68 @@ mod tests {
             record: Endpoint::new("list.example.com", RecordType::Txt, [value], 60),
             replaces: None,
         };
-        // Four quoted strings of at most 255 bytes and the spaces between them; twice, as
-        // Route53 sends a create as an upsert.
-        assert_eq!(change.weight(&ROUTE53_LIMITS), (1, 2, 2 * (1_000 + 8 + 3)));
+        // Four quoted strings of at most 255 bytes and the spaces between them.
+        assert_eq!(change.weight(&ROUTE53_LIMITS), (1, 1, 1_000 + 8 + 3));
+        // An update replacing a shorter value: two changes, both values once; as an upsert
+        // (a provider without the conditional form), the new value twice.
+        let update = Change {
+            action: Action::Upsert,
+            replaces: Some(Endpoint::new(
+                "list.example.com",
+                RecordType::Txt,
+                ["y".repeat(10)],
+                60,
+            )),
+            ..change
+        };
+        assert_eq!(
+            update.weight(&ROUTE53_LIMITS),
+            (2, 2, 10 + 2 + 1_000 + 8 + 3)
+        );
+        let upsert_limits = Limits {
+            updates_replace: false,
+            ..ROUTE53_LIMITS
+        };
+        assert_eq!(update.weight(&upsert_limits), (1, 2, 2 * (1_000 + 8 + 3)));
+    }
+
+    #[tokio::test]
+    async fn a_stale_batch_lands_the_names_nobody_else_touched_and_stays_stale_for_the_rest() {
+        let group = |name: &str| {
+            vec![Change {
+                action: Action::Create,
+                record: a(name, 1),
+                replaces: None,
+            }]
+        };
+        let batches = vec![vec![
+            group("a.example.com"),
+            group("b.example.com"),
+            group("c.example.com"),
+        ]];
+        let landed = std::sync::Mutex::new(Vec::new());
+        let result = send_batches(batches, |batch: Vec<Change>| {
+            let landed = &landed;
+            async move {
+                // Another writer changed b: a batch holding it is refused whole.
+                if batch.iter().any(|c| c.record.dns_name == "b.example.com") {
+                    return Err(ProviderError::Stale("b changed".into()));
+                }
+                landed
+                    .lock()
+                    .unwrap()
+                    .extend(batch.into_iter().map(|c| c.record.dns_name));
+                Ok(())
+            }
+        })
+        .await;
+        assert_eq!(*landed.lock().unwrap(), ["a.example.com", "c.example.com"]);
+        match result {
+            Err(ProviderError::Stale(message)) => {
+                assert!(message.starts_with("b.example.com: "), "{message}")
+            }
+            other => panic!("expected stale, got {other:?}"),
+        }
     }
 
     proptest! {
@@ -264,7 +352,7 @@ mod tests {
                 }
                 changes.creates.push(ownership_record("owner", &record));
             }
-            let limits = Limits { max_changes: 50, max_values: 100, max_value_chars: 3000, creates_are_upserts: false };
+            let limits = Limits { max_changes: 50, max_values: 100, max_value_chars: 3000, updates_replace: false };
             let total = changes.len();
             let batches: Vec<Vec<Change>> = pack(group_by_name(&changes), limits).into_iter().map(|b| b.concat()).collect();
             prop_assert_eq!(batches.iter().map(Vec::len).sum::<usize>(), total);

@@ -46,7 +46,7 @@ pub const CLOUD_DNS_LIMITS: Limits = Limits {
     max_changes: 100,
     max_values: 1000,
     max_value_chars: 8_000,
-    creates_are_upserts: false,
+    updates_replace: false,
 };
 
 /// Requests per second Meridian allows itself per Google project unless configured otherwise.
@@ -404,12 +404,14 @@ impl GoogleProvider {
             let current = self.record_sets(zone_id).await?;
             let rebuilt = match rebuild(&current, batch, &self.geo) {
                 Ok(rebuilt) => rebuilt,
+                // Our cache may be what is behind: read again before deciding.
                 Err(_) if stale_retry => {
                     self.forget_record_sets(zone_id);
                     fresh = true;
                     continue;
                 }
-                Err(problem) => return Err(ProviderError::Rejected(problem)),
+                Err(Unbuilt::Stale(problem)) => return Err(ProviderError::Stale(problem)),
+                Err(Unbuilt::Invalid(problem)) => return Err(ProviderError::Rejected(problem)),
             };
             match self.send_change(zone_id, &rebuilt).await {
                 Ok(()) => return Ok(()),
@@ -419,6 +421,15 @@ impl GoogleProvider {
                 }) if stale_retry => {
                     self.forget_record_sets(zone_id);
                     fresh = true;
+                }
+                // Fresh, and still refused: a record set changed between the read and the
+                // write (the deletions must match exactly).
+                Err(CallError::Refused {
+                    status: Some(409 | 412),
+                    message,
+                }) => {
+                    self.forget_record_sets(zone_id);
+                    return Err(ProviderError::Stale(message));
                 }
                 Err(error) => {
                     self.forget_record_sets(zone_id);
@@ -615,9 +626,37 @@ struct Rebuilt {
     additions: Vec<((String, RecordType), ResourceRecordSet)>,
 }
 
-/// Applies endpoint changes to the record sets they touch. A delete must find its record
-/// (by key); a create or upsert replaces it.
-fn rebuild(current: &RecordSets, batch: &[Change], geo: &GeoRegions) -> Result<Rebuilt, String> {
+/// Why a batch could not be rebuilt onto the record sets as read.
+#[derive(Debug, PartialEq, Eq)]
+enum Unbuilt {
+    /// A record the batch deletes or replaces is gone or holds other values than the plan read:
+    /// another writer got there first.
+    Stale(String),
+    /// The records cannot be held as Cloud DNS record sets.
+    Invalid(String),
+}
+
+/// Whether `found` holds what `planned` says: the same values (in any order), TTL and routing
+/// properties (a weight). An ownership TXT record of a routed record decodes alone without the
+/// properties it takes from that record when the zone is read whole, so its are not compared.
+fn as_planned(found: &Endpoint, planned: &Endpoint) -> bool {
+    fn sorted<T: Ord + Clone>(items: &[T]) -> Vec<T> {
+        let mut items = items.to_vec();
+        items.sort();
+        items
+    }
+    found.record_ttl == planned.record_ttl
+        && sorted(&found.targets) == sorted(&planned.targets)
+        && (found.record_type == RecordType::Txt
+            || sorted(&found.provider_specific) == sorted(&planned.provider_specific))
+}
+
+/// Applies endpoint changes to the record sets they touch. A delete must find its record (by
+/// key) as the plan read it; an update must find the record it replaces (or its own new values:
+/// an earlier try landed); a create, or an upsert from outside a plan, replaces what is there.
+/// The record sets then travel as exact deletions and additions, which Cloud DNS refuses if the
+/// sets changed since they were read.
+fn rebuild(current: &RecordSets, batch: &[Change], geo: &GeoRegions) -> Result<Rebuilt, Unbuilt> {
     let mut touched: BTreeMap<(String, RecordType), BTreeMap<RecordKey, Endpoint>> =
         BTreeMap::new();
     for change in batch {
@@ -632,23 +671,36 @@ fn rebuild(current: &RecordSets, batch: &[Change], geo: &GeoRegions) -> Result<R
                 .collect()
         });
     }
-    let mut problems = Vec::new();
+    let mut stale = Vec::new();
     for change in batch {
         let records = touched
             .get_mut(&(change.record.dns_name.clone(), change.record.record_type))
             .expect("every touched set was decoded");
         let key = change.record.key();
-        match change.action {
-            Action::Delete => {
-                if records.remove(&key).is_none() {
-                    problems.push(format!("{key} does not exist"));
+        match (change.action, &change.replaces) {
+            (Action::Delete, _) => match records.remove(&key) {
+                None => stale.push(format!("{key} does not exist")),
+                Some(found) if !as_planned(&found, &change.record) => {
+                    stale.push(format!("{key} holds other values than planned"))
                 }
+                Some(_) => {}
+            },
+            (Action::Upsert, Some(old)) => {
+                let found = records.get(&key);
+                if !found.is_some_and(|f| as_planned(f, old) || as_planned(f, &change.record)) {
+                    stale.push(format!("{key} is not the record the update replaces"));
+                }
+                records.insert(key, change.record.clone());
             }
-            Action::Create | Action::Upsert => {
+            (Action::Create | Action::Upsert, _) => {
                 records.insert(key, change.record.clone());
             }
         }
     }
+    if !stale.is_empty() {
+        return Err(Unbuilt::Stale(stale.join("; ")));
+    }
+    let mut problems = Vec::new();
     let mut rebuilt = Rebuilt::default();
     for (key, records) in touched {
         let records: Vec<Endpoint> = records.into_values().collect();
@@ -673,7 +725,7 @@ fn rebuild(current: &RecordSets, batch: &[Change], geo: &GeoRegions) -> Result<R
     if problems.is_empty() {
         Ok(rebuilt)
     } else {
-        Err(problems.join("; "))
+        Err(Unbuilt::Invalid(problems.join("; ")))
     }
 }
 
@@ -1137,6 +1189,70 @@ mod tests {
             &geo,
         )
         .unwrap_err();
-        assert!(missing.contains("does not exist"), "{missing}");
+        assert!(
+            matches!(&missing, Unbuilt::Stale(m) if m.contains("does not exist")),
+            "{missing:?}"
+        );
+    }
+
+    #[test]
+    fn a_member_changed_since_the_plan_is_stale_and_nothing_is_rebuilt() {
+        let geo = geo_regions();
+        let set = encode(
+            "us.klb.api.example.com",
+            RecordType::Cname,
+            &[
+                weighted("c1.example.com", "120"),
+                weighted("c2.example.com", "120"),
+            ],
+            &geo,
+        )
+        .unwrap()
+        .unwrap();
+        let current: RecordSets = [(
+            ("us.klb.api.example.com".to_string(), RecordType::Cname),
+            set,
+        )]
+        .into();
+        // The plan read c1 as it is: rebuilt.
+        let planned = weighted("c1.example.com", "120");
+        let found = decode(current.values().next().unwrap(), &geo)
+            .into_iter()
+            .find(|r| r.key() == planned.key())
+            .unwrap();
+        let as_read = rebuild(
+            &current,
+            &[Change {
+                action: Action::Upsert,
+                record: weighted("c1.example.com", "200"),
+                replaces: Some(found.clone()),
+            }],
+            &geo,
+        );
+        assert!(as_read.is_ok(), "{:?}", as_read.err());
+        // Another writer changed c1's weight since the plan read it: stale, nothing sent.
+        let moved = weighted("c1.example.com", "7");
+        let stale = rebuild(
+            &current,
+            &[Change {
+                action: Action::Upsert,
+                record: weighted("c1.example.com", "200"),
+                replaces: Some(moved.clone()),
+            }],
+            &geo,
+        )
+        .unwrap_err();
+        assert!(matches!(stale, Unbuilt::Stale(_)), "{stale:?}");
+        let deleted = rebuild(
+            &current,
+            &[Change {
+                action: Action::Delete,
+                record: moved,
+                replaces: None,
+            }],
+            &geo,
+        )
+        .unwrap_err();
+        assert!(matches!(deleted, Unbuilt::Stale(_)), "{deleted:?}");
     }
 }

@@ -17,6 +17,7 @@ pub mod azure;
 pub mod batch;
 pub mod budget;
 pub mod google;
+pub mod listing;
 pub mod rfc2136;
 pub mod route53;
 mod routed_txt;

@@ -46,7 +46,7 @@ const UPDATE_LIMITS: Limits = Limits {
     max_changes: 400,
     max_values: 800,
     max_value_chars: 24_000,
-    creates_are_upserts: false,
+    updates_replace: false,
 };
 
 /// What a `kuadrant.io/rfc2136` Secret holds, and the zone.

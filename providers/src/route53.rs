@@ -5,6 +5,7 @@
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_sdk_route53::Client;
@@ -20,6 +21,7 @@ use rand::rngs::SmallRng;
 
 use super::batch::{Action, Change, ROUTE53_LIMITS, group_by_name, pack, send_batches};
 use super::budget::{Backoff, RequestBudget};
+use super::listing::ZoneListings;
 use super::{Provider, ProviderError, ZoneInfo, quote_txt, unquote_txt};
 use meridian_dns::changes::Changes;
 use meridian_dns::model::{Endpoint, GEO_CODE, ProviderSpecific, RecordType, WEIGHT};
@@ -52,8 +54,16 @@ pub struct Route53Provider {
     client: Client,
     budget: Arc<RequestBudget>,
     backoff: Backoff,
+    /// How long a page of a zone listing may stay throttled past the backoff's tries: see
+    /// [`Route53Provider::with_list_patience`].
+    list_patience: Duration,
     zones: Mutex<Option<Vec<ZoneInfo>>>,
+    listings: ZoneListings,
 }
+
+/// A page throttled for this long past its tries fails its listing: by then many clusters share
+/// a throttled account, and the reconcile's own backoff spreads them better.
+pub const LIST_PATIENCE: Duration = Duration::from_secs(300);
 
 impl Route53Provider {
     /// A provider whose every request goes through `budget` (share one per account).
@@ -104,12 +114,24 @@ impl Route53Provider {
             client: Client::from_conf(config),
             budget,
             backoff: Backoff::default(),
+            list_patience: LIST_PATIENCE,
             zones: Mutex::new(None),
+            listings: ZoneListings::default(),
         }
     }
 
     pub fn with_backoff(mut self, backoff: Backoff) -> Self {
         self.backoff = backoff;
+        self
+    }
+
+    /// How long a page of a zone listing may go on being throttled after the backoff's tries
+    /// before the listing fails. Until then the page is asked again at the backoff's cap and
+    /// the pages already read are kept: a throttled page once failed the whole listing, and
+    /// the reconcile read the zone again from its first page (at a fleet's cold start on one
+    /// account, most of the pages answered were such repeats).
+    pub fn with_list_patience(mut self, patience: Duration) -> Self {
+        self.list_patience = patience;
         self
     }
 
@@ -120,7 +142,26 @@ impl Route53Provider {
 
     /// Runs one API call within the budget, retrying throttling and transport errors with
     /// backoff; any other error is final.
-    async fn call<T, E, R, F, Fut>(&self, what: &str, mut operation: F) -> Result<T, ProviderError>
+    async fn call<T, E, R, F, Fut>(&self, what: &str, operation: F) -> Result<T, ProviderError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, SdkError<E, R>>>,
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+        R: std::fmt::Debug,
+    {
+        self.call_with_patience(what, Duration::ZERO, operation)
+            .await
+    }
+
+    /// [`Self::call`], but throttling past the backoff's tries is waited out, at the backoff's
+    /// cap, until `patience` has passed since the call began. An API server that does not
+    /// answer at all still fails after the tries.
+    async fn call_with_patience<T, E, R, F, Fut>(
+        &self,
+        what: &str,
+        patience: Duration,
+        mut operation: F,
+    ) -> Result<T, ProviderError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, SdkError<E, R>>>,
@@ -128,27 +169,36 @@ impl Route53Provider {
         R: std::fmt::Debug,
     {
         let mut rng = SmallRng::from_rng(&mut rand::rng());
+        let give_up_at = tokio::time::Instant::now() + patience;
+        let mut attempt = 0;
         // What the last transient failure was: throttling, or no answer at all.
-        let mut unreachable = None;
-        for attempt in 0..self.backoff.max_attempts {
+        let unreachable = loop {
             self.budget.acquire().await;
             match operation().await {
                 Ok(value) => return Ok(value),
                 Err(error) if is_transient(&error) => {
+                    let unreachable =
+                        (!matches!(error, SdkError::ServiceError(_))).then(|| causes(&error));
+                    let patient = unreachable.is_none() && tokio::time::Instant::now() < give_up_at;
+                    if attempt + 1 >= self.backoff.max_attempts && !patient {
+                        break unreachable;
+                    }
                     let delay = self.backoff.delay(attempt, &mut rng);
                     tracing::debug!(what, attempt, ?delay, code = ?error.code(), "Route53 throttled or unreachable; backing off");
-                    unreachable =
-                        (!matches!(error, SdkError::ServiceError(_))).then(|| causes(&error));
+                    attempt += 1;
                     tokio::time::sleep(delay).await;
                 }
                 Err(error) => {
                     let message = error.message().map(str::to_string).unwrap_or_else(|| {
                         aws_smithy_types::error::display::DisplayErrorContext(&error).to_string()
                     });
+                    if refused_as_stale(error.code(), &message) {
+                        return Err(ProviderError::Stale(format!("{what}: {message}")));
+                    }
                     return Err(ProviderError::Rejected(format!("{what}: {message}")));
                 }
             }
-        }
+        };
         Err(match unreachable {
             Some(error) => ProviderError::Other(format!(
                 "{what}: no answer after {} tries: {error}",
@@ -156,6 +206,20 @@ impl Route53Provider {
             )),
             None => ProviderError::Throttled(what.to_string()),
         })
+    }
+
+    /// The records a plan for `root_host` that began at `since` reads, from a listing of the
+    /// zone that started after it, shared with the other plans of this process that began
+    /// before that listing (see [`crate::listing`]).
+    pub async fn host_records_since(
+        &self,
+        zone_id: &str,
+        root_host: &str,
+        since: std::time::Instant,
+    ) -> Result<Vec<Endpoint>, ProviderError> {
+        self.listings
+            .host_records_since(zone_id, root_host, since, || self.records(zone_id))
+            .await
     }
 
     /// One record set (name and type) without listing the zone: one call, one item.
@@ -185,8 +249,9 @@ impl Route53Provider {
     async fn change(&self, zone_id: &str, changes: &[Change]) -> Result<(), ProviderError> {
         let aws_changes = changes
             .iter()
-            .map(to_aws_change)
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(to_aws_changes)
+            .collect::<Result<Vec<_>, _>>()?
+            .concat();
         let batch = ChangeBatch::builder()
             .set_changes(Some(aws_changes))
             .build()
@@ -216,6 +281,19 @@ fn causes(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// Whether Route53 refused a change batch because the records were not as the batch said: a
+/// deletion found nothing or other values, or a creation found the record there. Another writer
+/// got there first (or an earlier try of this very batch landed, its answer lost): nothing of
+/// the batch was applied, and a fresh read and plan will do.
+fn refused_as_stale(code: Option<&str>, message: &str) -> bool {
+    const NOT_AS_PLANNED: [&str; 3] = [
+        "but it was not found",
+        "values provided do not match the current values",
+        "but it already exists",
+    ];
+    code == Some("InvalidChangeBatch") && NOT_AS_PLANNED.iter().any(|m| message.contains(m))
 }
 
 fn is_transient<E: ProvideErrorMetadata, R>(error: &SdkError<E, R>) -> bool {
@@ -286,7 +364,9 @@ impl Provider for Route53Provider {
                 }
                 request.send()
             };
-            let page = self.call("ListResourceRecordSets", request).await?;
+            let page = self
+                .call_with_patience("ListResourceRecordSets", self.list_patience, request)
+                .await?;
             for record in page.resource_record_sets().iter().filter_map(from_rrset) {
                 records.entry(record.key()).or_insert(record);
             }
@@ -311,10 +391,12 @@ impl Provider for Route53Provider {
     async fn apply(&self, zone_id: &str, changes: &Changes) -> Result<(), ProviderError> {
         validate(changes)?;
         let batches = pack(group_by_name(changes), ROUTE53_LIMITS);
-        send_batches(batches, move |batch: Vec<Change>| async move {
+        let sent = send_batches(batches, move |batch: Vec<Change>| async move {
             self.change(zone_id, &batch).await
         })
-        .await
+        .await;
+        self.listings.wrote(zone_id, changes, sent.is_ok());
+        sent
     }
 }
 
@@ -442,19 +524,31 @@ fn to_rrset(record: &Endpoint) -> Result<ResourceRecordSet, ProviderError> {
         .map_err(|e| ProviderError::Invalid(e.to_string()))
 }
 
-fn to_aws_change(change: &Change) -> Result<AwsChange, ProviderError> {
-    // Creates go out as UPSERTs: a batch retried after a timeout that in fact landed must not
-    // fail forever on "already exists". The plan has already checked the record is absent or
-    // ours, so an UPSERT cannot take over anyone else's record.
-    let action = match change.action {
-        Action::Delete => ChangeAction::Delete,
-        Action::Upsert | Action::Create => ChangeAction::Upsert,
+/// The Route53 changes of one change, conditional where the plan says what it expects: a
+/// batch is applied whole or not at all, a deletion must match the record set exactly, and a
+/// creation must find none. An update is the deletion of the record it replaces and the
+/// creation of the new one, so another writer's change since the plan's read refuses the batch
+/// ([`refused_as_stale`]) instead of being overwritten; so does a concurrent creation. A try
+/// whose answer was lost and that in fact landed is refused the same way when retried, and the
+/// fresh plan finds nothing left to do.
+fn to_aws_changes(change: &Change) -> Result<Vec<AwsChange>, ProviderError> {
+    let one = |action: ChangeAction, record: &Endpoint| {
+        AwsChange::builder()
+            .action(action)
+            .resource_record_set(to_rrset(record)?)
+            .build()
+            .map_err(|e| ProviderError::Invalid(e.to_string()))
     };
-    AwsChange::builder()
-        .action(action)
-        .resource_record_set(to_rrset(&change.record)?)
-        .build()
-        .map_err(|e| ProviderError::Invalid(e.to_string()))
+    Ok(match (change.action, &change.replaces) {
+        (Action::Delete, _) => vec![one(ChangeAction::Delete, &change.record)?],
+        (Action::Create, _) => vec![one(ChangeAction::Create, &change.record)?],
+        (Action::Upsert, Some(old)) => vec![
+            one(ChangeAction::Delete, old)?,
+            one(ChangeAction::Create, &change.record)?,
+        ],
+        // An upsert from outside a plan (no record it replaces) overwrites what is there.
+        (Action::Upsert, None) => vec![one(ChangeAction::Upsert, &change.record)?],
+    })
 }
 
 /// Route53 writes names with a trailing dot and `*` as `\052`.
@@ -578,5 +672,105 @@ mod tests {
             .unwrap_err();
             assert!(error.to_string().contains(expected), "{error}");
         }
+    }
+
+    #[test]
+    fn an_update_deletes_exactly_what_the_plan_read_and_creates_the_new_record() {
+        let txt = |value: &str| {
+            Endpoint::new(
+                "kuadrant.members.api.example.com",
+                RecordType::Txt,
+                [value.to_string()],
+                60,
+            )
+        };
+        let sent = |change: Change| -> Vec<(ChangeAction, Endpoint)> {
+            to_aws_changes(&change)
+                .unwrap()
+                .into_iter()
+                .map(|c| {
+                    let rrset = c.resource_record_set().unwrap().clone();
+                    (c.action().clone(), from_rrset(&rrset).unwrap())
+                })
+                .collect()
+        };
+        let (old, new) = (txt("a,b"), txt("a,b,c"));
+        assert_eq!(
+            sent(Change {
+                action: Action::Upsert,
+                record: new.clone(),
+                replaces: Some(old.clone()),
+            }),
+            [
+                (ChangeAction::Delete, old.clone()),
+                (ChangeAction::Create, new.clone())
+            ],
+            "a conditional update: refused if the record is no longer a,b"
+        );
+        assert_eq!(
+            sent(Change {
+                action: Action::Create,
+                record: new.clone(),
+                replaces: None,
+            }),
+            [(ChangeAction::Create, new.clone())],
+            "a create is refused if someone created the record meanwhile"
+        );
+        assert_eq!(
+            sent(Change {
+                action: Action::Upsert,
+                record: new.clone(),
+                replaces: None,
+            }),
+            [(ChangeAction::Upsert, new.clone())]
+        );
+        assert_eq!(
+            sent(Change {
+                action: Action::Delete,
+                record: old.clone(),
+                replaces: None,
+            }),
+            [(ChangeAction::Delete, old)]
+        );
+    }
+
+    #[test]
+    fn a_batch_refused_for_records_not_as_planned_is_stale_and_nothing_else_is() {
+        let cases = [
+            (
+                "InvalidChangeBatch",
+                "[Tried to delete resource record set [name='a.example.com.', type='TXT'] but the values provided do not match the current values]",
+                true,
+            ),
+            (
+                "InvalidChangeBatch",
+                "[Tried to delete resource record set [name='a.example.com.', type='A'] but it was not found]",
+                true,
+            ),
+            (
+                "InvalidChangeBatch",
+                "[Tried to create resource record set [name='a.example.com.', type='A'] but it already exists]",
+                true,
+            ),
+            (
+                "InvalidChangeBatch",
+                "[RRSet of type CNAME with DNS name a.example.com. is not permitted as it conflicts with other records with the same DNS name in zone example.com.]",
+                false,
+            ),
+            (
+                "InvalidChangeBatch",
+                "Number of records limit of 1000 exceeded.",
+                false,
+            ),
+            ("InvalidInput", "but it was not found", false),
+        ];
+        for (code, message, stale) in cases {
+            assert_eq!(
+                refused_as_stale(Some(code), message),
+                stale,
+                "{code}: {message}"
+            );
+        }
+        assert!(!refused_as_stale(None, "but it already exists"));
     }
 }

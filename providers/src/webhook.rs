@@ -52,7 +52,7 @@ const WEBHOOK_LIMITS: Limits = Limits {
     max_changes: 1000,
     max_values: 4000,
     max_value_chars: 4_000_000,
-    creates_are_upserts: false,
+    updates_replace: false,
 };
 
 /// How a webhook zone is reached: what a `kuadrant.io/webhook` Secret gives, and the zone.

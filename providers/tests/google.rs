@@ -9,9 +9,9 @@ use std::time::Duration;
 
 mod support;
 use support::{
-    cluster_on, count_read, four_clusters, geo_policy, leave_foreign_records_alone, numbered,
-    only_the_bad_record_fails, plan_many, publish_tree, replan_reweight_and_remove,
-    switch_simple_and_loadbalanced, tree,
+    a_stale_update_is_refused_not_lost, cluster_on, count_read, four_clusters, geo_policy,
+    leave_foreign_records_alone, numbered, only_the_bad_record_fails, plan_many, publish_tree,
+    replan_reweight_and_remove, switch_simple_and_loadbalanced, tree,
 };
 
 use meridian_dns::changes::{Changes, Update};
@@ -188,6 +188,13 @@ async fn a_stale_cache_never_overwrites_someone_elses_change() {
         ]
     );
     assert_eq!(fake.requests().get("create-change-refused"), Some(&1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_plan_is_refused_and_loses_no_other_writers_change() {
+    let fake = FakeCloudDns::start(PROJECT, &[]);
+    let (provider, _, zone) = provider_and_zone(&fake).await;
+    a_stale_update_is_refused_not_lost(&provider, &zone, "kuadrant.members.api.example.com").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

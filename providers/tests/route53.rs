@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 mod support;
 use support::{
-    cluster_on, count_read, create, leave_foreign_records_alone, numbered,
-    only_the_bad_record_fails, plan_many, publish_tree, replan_reweight_and_remove,
-    switch_simple_and_loadbalanced, weighted,
+    a_stale_update_is_refused_not_lost, cluster_on, count_read, create,
+    leave_foreign_records_alone, numbered, only_the_bad_record_fails, plan_many, publish_tree,
+    replan_reweight_and_remove, switch_simple_and_loadbalanced, weighted,
 };
 
 use meridian_dns::changes::Changes;
@@ -89,10 +89,10 @@ async fn more_than_a_thousand_changes_are_split_into_batches() {
     let planned = plan_many(&provider, &zone, "bulk.example.com", 700).await;
     let calls_before = budget.spent();
     provider.apply(&zone, &planned.changes).await.unwrap();
-    // Creates go out as UPSERTs, whose values count twice. Each name's pair (an A value of ~9
-    // characters, a quoted ownership value of 69) costs ~156 of the 32,000 characters a call may
-    // carry, so at most ~205 pairs fit in a call: 700 pairs take four calls.
-    assert_eq!(budget.spent() - calls_before, 4);
+    // Each name's pair (an A value of ~9 characters, a quoted ownership value of 69) costs ~78
+    // of the 32,000 characters a call may carry, and two of its 1,000 values: at most 410
+    // pairs fit in a call by characters, so 700 pairs take two calls.
+    assert_eq!(budget.spent() - calls_before, 2);
     let a_records = count_read(&provider, &zone, |r| r.record_type == RecordType::A).await;
     assert_eq!(a_records, 700, "all records, read across pages");
     let owners = count_read(&provider, &zone, |r| r.dns_name.starts_with("kuadrant-")).await;
@@ -104,19 +104,76 @@ async fn a_bad_record_blocks_only_itself() {
     let moto = MotoServer::start().unwrap();
     let (provider, _, zone) = provider_with_zone(&moto, "example.com").await;
     let good = numbered("good", "example.com", 5);
-    // Deleting a record that is not there is refused by Route53, and fails the whole batch.
-    let missing = Endpoint::new(
-        "missing.example.com",
+    // A record outside the zone is refused by Route53, and fails the whole batch.
+    let outside = Endpoint::new(
+        "outside.example.org",
         RecordType::A,
         ["192.0.2.9".to_string()],
         60,
     );
     let changes = Changes {
-        creates: good.clone(),
-        deletes: vec![missing],
+        creates: good.clone().into_iter().chain([outside]).collect(),
         ..Default::default()
     };
-    only_the_bad_record_fails(&provider, &zone, &changes, "missing.example.com", &good).await;
+    only_the_bad_record_fails(&provider, &zone, &changes, "outside.example.org", &good).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_plan_is_refused_and_loses_no_other_writers_change() {
+    let moto = MotoServer::start().unwrap();
+    let (provider, _, zone) = provider_with_zone(&moto, "example.com").await;
+    a_stale_update_is_refused_not_lost(&provider, &zone, "kuadrant.members.api.example.com").await;
+    // A delete planned on values another writer has since changed is refused too, and so is a
+    // create of a record someone created since the read; a delete of what is gone is stale,
+    // not an error to report.
+    let txt = |values: &[&str]| {
+        Endpoint::new(
+            "kuadrant.members.api.example.com",
+            RecordType::Txt,
+            values.iter().map(|v| v.to_string()),
+            60,
+        )
+    };
+    for (changes, what) in [
+        (
+            Changes {
+                deletes: vec![txt(&["a", "b"])],
+                ..Default::default()
+            },
+            "a delete of values since changed",
+        ),
+        (
+            Changes {
+                creates: vec![txt(&["z"])],
+                ..Default::default()
+            },
+            "a create of a record created meanwhile",
+        ),
+        (
+            Changes {
+                deletes: vec![Endpoint::new(
+                    "gone.example.com",
+                    RecordType::A,
+                    ["192.0.2.9".to_string()],
+                    60,
+                )],
+                ..Default::default()
+            },
+            "a delete of a record deleted meanwhile",
+        ),
+    ] {
+        let refused = provider.apply(&zone, &changes).await;
+        assert!(
+            matches!(refused, Err(ProviderError::Stale(_))),
+            "{what}: {refused:?}"
+        );
+    }
+    let members = provider
+        .read_record(&zone, "kuadrant.members.api.example.com", RecordType::Txt)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(members.targets.len(), 3, "{members:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -174,6 +231,63 @@ async fn throttling_is_absorbed_with_backoff_within_the_budget() {
         attempts <= 2 * answered,
         "no hot loop: {attempts} attempts for {answered} answered calls"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_throttled_past_its_tries_is_asked_again_and_no_page_twice() {
+    use meridian_providers::budget::Backoff;
+    use meridian_testkit::counting_proxy::{CountingProxy, Throttle};
+
+    let moto = MotoServer::start().unwrap();
+    let (provider, _, zone) = provider_with_zone(&moto, "pages.example.com").await;
+    let planned = plan_many(&provider, &zone, "pages.example.com", 400).await;
+    provider.apply(&zone, &planned.changes).await.unwrap();
+    // Route53's pacing at 2 calls a second, and a provider that tries a call only twice: a
+    // listing of 3 pages at full speed finds the bucket empty on its later pages.
+    let proxy = CountingProxy::start_with(moto.address(), Throttle::PerSecond(2))
+        .await
+        .unwrap();
+    let budget = Arc::new(RequestBudget::per_second(1000));
+    let backoff = Backoff {
+        base: std::time::Duration::from_millis(10),
+        cap: std::time::Duration::from_millis(50),
+        max_attempts: 2,
+    };
+    let impatient = Route53Provider::new(&moto.credentials(&proxy.endpoint()), budget.clone())
+        .with_backoff(backoff)
+        .with_list_patience(std::time::Duration::ZERO);
+    let patient =
+        Route53Provider::new(&moto.credentials(&proxy.endpoint()), budget).with_backoff(backoff);
+    // Without patience, a page throttled past its two tries fails the listing: what the
+    // patient listing below no longer does.
+    let mut failed = false;
+    for _ in 0..5 {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        if matches!(
+            impatient.records(&zone).await,
+            Err(ProviderError::Throttled(_))
+        ) {
+            failed = true;
+            break;
+        }
+    }
+    assert!(failed, "the impatient listing was throttled past its tries");
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    proxy.reset();
+    let records = patient.records(&zone).await.unwrap();
+    let a_records = records
+        .iter()
+        .filter(|r| r.record_type == RecordType::A)
+        .count();
+    assert_eq!(a_records, 400, "every record, across the pages");
+    let pages = proxy.calls().get("ListResourceRecordSets").copied();
+    assert!(
+        proxy.throttled() >= 2,
+        "pages were throttled past their tries: {}",
+        proxy.throttled()
+    );
+    // 400 A records and their 400 ownership records, SOA and NS: 802 sets, 300 a page.
+    assert_eq!(pages, Some(3), "each page answered once");
 }
 
 /// The roles moto's STS handed out: (role ARN, external ID), from its state dump.

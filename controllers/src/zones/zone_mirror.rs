@@ -293,7 +293,7 @@ async fn pass(
 async fn stage(embedded: &EmbeddedZones, entry: &Mirrored, previous: Option<&[Endpoint]>) -> bool {
     let current = match entry
         .provider
-        .host_records(&entry.zone_id, &entry.root_host)
+        .host_records(&entry.zone_id, &entry.root_host, std::time::Instant::now())
         .await
     {
         Ok(current) => current,

@@ -664,12 +664,16 @@ fn raised_ttls(asked: &[Endpoint], adjusted: &[Endpoint]) -> Vec<String> {
 }
 
 impl ZoneProvider {
-    /// The zone's records a plan for `root_host` reads (`meridian_dns::plan::host_records`):
-    /// an embedded zone copies only those out of memory; a provider's zone is listed whole.
+    /// The zone's records a plan for `root_host` that began at `since` reads
+    /// (`meridian_dns::plan::host_records`): an embedded zone copies only those out of memory;
+    /// a provider's zone is listed whole, at Route53 once for every plan of this process that
+    /// began before the listing started (`meridian_providers::listing`: the calls are the
+    /// account's budget, shared by every cluster in hub-less mode).
     pub async fn host_records(
         &self,
         zone_id: &str,
         root_host: &str,
+        since: std::time::Instant,
     ) -> Result<Vec<Endpoint>, ProviderError> {
         match self {
             ZoneProvider::Embedded(embedded) => {
@@ -678,6 +682,7 @@ impl ZoneProvider {
                     meridian_dns::plan::host_records(zone.records.values(), root_host)
                 }))
             }
+            ZoneProvider::Route53(p) => p.host_records_since(zone_id, root_host, since).await,
             _ => Ok(meridian_dns::plan::host_records(
                 &self.records(zone_id).await?,
                 root_host,

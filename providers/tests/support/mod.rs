@@ -276,3 +276,56 @@ pub async fn replan_reweight_and_remove<P: Provider>(
         .collect();
     assert!(left.is_empty(), "nothing of ours is left: {left:#?}");
 }
+
+/// Two writers of one shared TXT record at `name`, both having read it as `a`: the first adds
+/// `b`; the second's update, planned on `a`, is refused as stale and `b` is not lost. Planned
+/// again on what is there, it applies.
+pub async fn a_stale_update_is_refused_not_lost<P: Provider>(provider: &P, zone: &str, name: &str) {
+    let txt = |values: &[&str]| {
+        Endpoint::new(
+            name,
+            RecordType::Txt,
+            values.iter().map(|v| v.to_string()),
+            60,
+        )
+    };
+    let update = |old: &[&str], new: &[&str]| Changes {
+        updates: vec![meridian_dns::changes::Update {
+            old: txt(old),
+            new: txt(new),
+        }],
+        ..Default::default()
+    };
+    let held = || async {
+        let mut values = provider
+            .records(zone)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|r| r.dns_name == name && r.record_type == RecordType::Txt)
+            .map(|r| r.targets)
+            .unwrap_or_default();
+        values.sort();
+        values
+    };
+    let created = Changes {
+        creates: vec![txt(&["a"])],
+        ..Default::default()
+    };
+    provider.apply(zone, &created).await.unwrap();
+    provider
+        .apply(zone, &update(&["a"], &["a", "b"]))
+        .await
+        .unwrap();
+    let second = provider.apply(zone, &update(&["a"], &["a", "c"])).await;
+    assert!(
+        matches!(second, Err(ProviderError::Stale(_))),
+        "the second writer is refused as stale: {second:?}"
+    );
+    assert_eq!(held().await, ["a", "b"], "the first writer's b is not lost");
+    provider
+        .apply(zone, &update(&["a", "b"], &["a", "b", "c"]))
+        .await
+        .unwrap();
+    assert_eq!(held().await, ["a", "b", "c"]);
+}

@@ -338,7 +338,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         }
     }
 
-    let current = provider.host_records(&zone_id, &root_host).await;
+    let current = provider.host_records(&zone_id, &root_host, started).await;
     let current = match current {
         Ok(current) => current,
         Err(error) => return provider_failed(record, ctx, &provider, error).await,
@@ -667,7 +667,9 @@ async fn withdraw(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         // Without a root host nothing was ever published.
         return Ok(Action::await_change());
     };
-    let current = provider.host_records(&zone_id, &root_host).await?;
+    let current = provider
+        .host_records(&zone_id, &root_host, Instant::now())
+        .await?;
     let current = adopt(
         record, ctx, &provider, &zone_id, &owner, &root_host, current,
     )
