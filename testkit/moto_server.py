@@ -4,21 +4,28 @@ The server binds a free loopback port itself and prints it on its first line: a 
 the caller and handed over would be free only until another test picked it too, and two moto
 servers on one port answer each other's tests.
 
-moto (5.2.5) differs from Route53 in two ways this wrapper corrects, changing nothing else:
+moto (5.2.5) differs from Route53 in three ways this wrapper corrects, changing nothing else:
 
 - It deletes a record set that has a SetIdentifier by that identifier alone, so deleting
   `klb.a.example.com` with identifier "default" also deletes `klb.b.example.com` "default".
   Route53 keys record sets on name, type and identifier.
 - It checks a change batch against its journal of past changes, not the zone: a DELETE passes
   when the values were ever written (the current ones may differ), and a CREATE fails when the
-  same CREATE was ever sent, even after the record was deleted. Route53 applies a batch's
-  changes in order to the zone as it stands, whole or not at all: a DELETE must match the record
-  set exactly (TTL, values in any order, weight, location), and a CREATE must find none. Meridian
-  relies on that for updates that must not overwrite another writer's.
+  same CREATE was ever sent, even after the record was deleted. Route53 checks a batch's changes
+  in order against the zone as it stands: a DELETE must match the record set exactly (TTL,
+  values in any order, weight, location), and a CREATE must find none. Meridian relies on that
+  for updates that must not overwrite another writer's. The wrapper checks that first (moto's
+  own DELETE check still runs after it, and passes for what the zone holds), and hands moto a
+  CREATE as an UPSERT, which moto applies the same way without its journal check.
+- It applies a batch change by change and, refusing one, keeps those before it. Route53
+  applies a batch whole or not at all: the wrapper restores the zone when moto refuses, and
+  takes one batch at a time (the server is threaded, and two batches checked at once could
+  both pass).
 """
 
 import os
 import sys
+import threading
 
 import moto.route53.models as route53
 from moto.route53.exceptions import Route53ClientError
@@ -77,7 +84,15 @@ def _refuse_what_route53_refuses(zone, change_list):
             standing[key] = content
 
 
+_one_batch_at_a_time = threading.Lock()
+
+
 def change_resource_record_sets(self, zoneid, change_list):
+    with _one_batch_at_a_time:
+        return _change_whole_or_not_at_all(self, zoneid, change_list)
+
+
+def _change_whole_or_not_at_all(self, zoneid, change_list):
     zone = self.get_hosted_zone(zoneid)
     _refuse_what_route53_refuses(zone, change_list)
     # Checked above against the zone itself; moto's own CREATE check (its journal) would refuse
@@ -102,8 +117,13 @@ def change_resource_record_sets(self, zoneid, change_list):
         ]
 
     zone.delete_rrset_by_id = delete_exactly
+    before = (list(zone.rrsets), list(zone.rr_changes))
     try:
         return _change_resource_record_sets(self, zoneid, change_list)
+    except Exception:
+        zone.rrsets = before[0]
+        zone.rr_changes[:] = before[1]
+        raise
     finally:
         del zone.delete_rrset_by_id
 

@@ -207,11 +207,14 @@ pub async fn release(client: &Client, election: &Election) -> Result<(), kube::E
 /// Each renewal waits a third of the lease after the last one's answer, not after its send:
 /// after an API server outage longer than the lease, the leader's hung renewal is not followed
 /// at once by another, so a standby sees the Lease lapsed and takes it, and the controllers
-/// start over from a fresh look.
+/// start over from a fresh look. A renewal without an answer within a third of the lease is
+/// given up, and a failed one is tried again after a twelfth.
 pub async fn hold(client: &Client, election: &Election, fence: &Fence) {
     let mut last_renewal = tokio::time::Instant::now();
+    let mut wait = election.renew_every();
     loop {
-        tokio::time::sleep(election.renew_every()).await;
+        tokio::time::sleep(wait).await;
+        wait = election.renew_every();
         // A renewal is given up after a third of the lease and tried again: a request stuck on
         // a dead connection would otherwise wait for the client's read timeout (minutes), and
         // the Lease lapse while the API server answers everyone else.
@@ -235,6 +238,9 @@ pub async fn hold(client: &Client, election: &Election, fence: &Fence) {
                     tracing::error!("the hub Lease could not be renewed in time; stopping");
                     return;
                 }
+                // Tried again soon, not a third of the lease later: after a renewal that timed
+                // out, that would be at the lease's end, past the fence's deadline.
+                wait = (election.renew_every() / 4).max(Duration::from_millis(100));
             }
         }
     }

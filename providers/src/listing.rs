@@ -10,7 +10,9 @@
 //! whole drops it. A listing in flight while this process writes is not stored: it may have read
 //! the zone before the write. Other writers' changes after a listing started are not in it, and
 //! a plan that began after it started never uses it; a plan that did, and was raced, writes
-//! conditionally and is refused as stale (see `crate::route53`).
+//! conditionally and is refused as stale (see `crate::route53`). So is a plan raced by this
+//! process's writes through another provider of the same zone (another Secret for it): each
+//! provider keeps its own listings. A failed listing fails the plans that waited for it too.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -42,6 +44,9 @@ struct Stored {
     /// it ran.
     writes: u64,
     listing: Option<Listing>,
+    /// The last listing that failed, and when it started: the plans that waited for it get its
+    /// error rather than each trying again in turn (a throttled listing may take minutes).
+    failed: Option<(Instant, ProviderError)>,
 }
 
 #[derive(Debug)]
@@ -84,10 +89,19 @@ impl ZoneListings {
                     root_host,
                 ));
             }
+            if let Some((_, error)) = stored.failed.as_ref().filter(|(at, _)| *at >= since) {
+                return Err(error.clone());
+            }
             stored.writes
         };
         let started = Instant::now();
-        let records = list().await?;
+        let records = match list().await {
+            Ok(records) => records,
+            Err(error) => {
+                zone.stored.lock().expect("listing lock").failed = Some((started, error.clone()));
+                return Err(error);
+            }
+        };
         let host = meridian_dns::plan::host_records(&records, root_host);
         let mut stored = zone.stored.lock().expect("listing lock");
         if stored.writes == writes {
@@ -247,6 +261,31 @@ mod tests {
             zone.listed.load(Ordering::SeqCst),
             2,
             "listed again after a failure"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_listing_fails_the_plans_that_waited_for_it_and_no_later_one() {
+        let (zone, listings) = (Zone::new(), ZoneListings::default());
+        let began = Instant::now();
+        let throttled = || async {
+            zone.listed.fetch_add(1, Ordering::SeqCst);
+            Err(ProviderError::Throttled("ListResourceRecordSets".into()))
+        };
+        let (one, two) = tokio::join!(
+            listings.host_records_since("z", "one.example.com", began, throttled),
+            listings.host_records_since("z", "two.example.com", began, throttled),
+        );
+        assert!(matches!(one, Err(ProviderError::Throttled(_))), "{one:?}");
+        assert!(matches!(two, Err(ProviderError::Throttled(_))), "{two:?}");
+        assert_eq!(zone.listed.load(Ordering::SeqCst), 1, "tried once for both");
+        let later = listings
+            .host_records_since("z", "one.example.com", Instant::now(), || zone.list())
+            .await;
+        assert_eq!(
+            later.unwrap().len(),
+            1,
+            "a plan that began after it lists again"
         );
     }
 

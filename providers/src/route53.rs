@@ -126,8 +126,8 @@ impl Route53Provider {
     }
 
     /// How long a page of a zone listing may go on being throttled after the backoff's tries
-    /// before the listing fails. Until then the page is asked again at the backoff's cap and
-    /// the pages already read are kept: a throttled page once failed the whole listing, and
+    /// before the listing fails. Until then the page is asked again after the backoff's longest
+    /// (jittered) delays, and the pages already read are kept: a throttled page once failed the whole listing, and
     /// the reconcile read the zone again from its first page (at a fleet's cold start on one
     /// account, most of the pages answered were such repeats).
     pub fn with_list_patience(mut self, patience: Duration) -> Self {
@@ -153,8 +153,8 @@ impl Route53Provider {
             .await
     }
 
-    /// [`Self::call`], but throttling past the backoff's tries is waited out, at the backoff's
-    /// cap, until `patience` has passed since the call began. An API server that does not
+    /// [`Self::call`], but throttling past the backoff's tries is waited out, with the
+    /// backoff's longest (jittered) delays, until `patience` has passed since the call began. An API server that does not
     /// answer at all still fails after the tries.
     async fn call_with_patience<T, E, R, F, Fut>(
         &self,
@@ -485,7 +485,18 @@ fn record_type(rr_type: &RrType) -> Option<RecordType> {
     })
 }
 
+/// `record` as a record set to write: a TTL of 0 means the default, 300 s.
 fn to_rrset(record: &Endpoint) -> Result<ResourceRecordSet, ProviderError> {
+    to_rrset_ttl(record, record.record_ttl == 0)
+}
+
+/// `record` as the record set a listing gave: its TTL exactly, 0 included, since a DELETE
+/// must match the record set exactly.
+fn as_read(record: &Endpoint) -> Result<ResourceRecordSet, ProviderError> {
+    to_rrset_ttl(record, false)
+}
+
+fn to_rrset_ttl(record: &Endpoint, default_ttl: bool) -> Result<ResourceRecordSet, ProviderError> {
     let values = record
         .targets
         .iter()
@@ -501,7 +512,7 @@ fn to_rrset(record: &Endpoint) -> Result<ResourceRecordSet, ProviderError> {
                 .map_err(|e| ProviderError::Invalid(e.to_string()))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let ttl = if record.record_ttl == 0 {
+    let ttl = if default_ttl {
         300
     } else {
         i64::from(record.record_ttl)
@@ -533,9 +544,14 @@ fn to_rrset(record: &Endpoint) -> Result<ResourceRecordSet, ProviderError> {
 /// fresh plan finds nothing left to do.
 fn to_aws_changes(change: &Change) -> Result<Vec<AwsChange>, ProviderError> {
     let one = |action: ChangeAction, record: &Endpoint| {
+        let rrset = if action == ChangeAction::Delete {
+            as_read(record)?
+        } else {
+            to_rrset(record)?
+        };
         AwsChange::builder()
             .action(action)
-            .resource_record_set(to_rrset(record)?)
+            .resource_record_set(rrset)
             .build()
             .map_err(|e| ProviderError::Invalid(e.to_string()))
     };
@@ -732,6 +748,22 @@ mod tests {
             }),
             [(ChangeAction::Delete, old)]
         );
+        // A record read with a TTL of 0 is deleted as read (written, 0 means the default).
+        let zero = Endpoint::new("z.example.com", RecordType::A, ["192.0.2.1".to_string()], 0);
+        let deleted = to_aws_changes(&Change {
+            action: Action::Delete,
+            record: zero.clone(),
+            replaces: None,
+        })
+        .unwrap();
+        assert_eq!(deleted[0].resource_record_set().unwrap().ttl(), Some(0));
+        let created = to_aws_changes(&Change {
+            action: Action::Create,
+            record: zero,
+            replaces: None,
+        })
+        .unwrap();
+        assert_eq!(created[0].resource_record_set().unwrap().ttl(), Some(300));
     }
 
     #[test]

@@ -281,9 +281,11 @@ async fn a_page_throttled_past_its_tries_is_asked_again_and_no_page_twice() {
         .count();
     assert_eq!(a_records, 400, "every record, across the pages");
     let pages = proxy.calls().get("ListResourceRecordSets").copied();
+    // The first two pages take the bucket's two tokens; the third finds it empty for half a
+    // second, longer than its two tries (at most 60 ms apart) take.
     assert!(
         proxy.throttled() >= 2,
-        "pages were throttled past their tries: {}",
+        "the third page was throttled past its tries: {}",
         proxy.throttled()
     );
     // 400 A records and their 400 ownership records, SOA and NS: 802 sets, 300 a page.

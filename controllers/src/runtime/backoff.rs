@@ -8,13 +8,33 @@ use std::time::Duration;
 
 use rand::Rng;
 
-/// Per object, its failures in a row.
+/// Per object, its failures in a row, and its refusals as stale in a row.
 #[derive(Debug, Default)]
 pub struct Backoff {
     failures: Mutex<HashMap<String, u32>>,
+    stale: Mutex<HashMap<String, u32>>,
 }
 
 impl Backoff {
+    /// Counts a refusal of `object`'s write as stale (what it was built on had moved); its
+    /// refusals in a row, this one included.
+    pub fn refused_as_stale(&self, object: &str) -> u32 {
+        let mut stale = self.stale.lock().expect("stale lock");
+        let count = stale.entry(object.to_string()).or_insert(0);
+        *count = count.saturating_add(1);
+        *count
+    }
+
+    /// `object`'s refusals as stale in a row so far.
+    pub fn stale_in_a_row(&self, object: &str) -> u32 {
+        self.stale
+            .lock()
+            .expect("stale lock")
+            .get(object)
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// Counts a failure of `object`; the wait before its next attempt, drawn at random from the
     /// upper half of [`ceiling`] for its failures in a row.
     pub fn failed(&self, object: &str, base: Duration, cap: Duration) -> Duration {
@@ -36,9 +56,10 @@ impl Backoff {
             .contains_key(object)
     }
 
-    /// Forgets `object`'s failures: its next failure waits as its first did.
+    /// Forgets `object`'s failures and refusals: its next failure waits as its first did.
     pub fn succeeded(&self, object: &str) {
         self.failures.lock().expect("failures lock").remove(object);
+        self.stale.lock().expect("stale lock").remove(object);
     }
 }
 
@@ -82,5 +103,18 @@ mod tests {
         backoff.succeeded("a");
         assert!(!backoff.failing("a"));
         assert!(backoff.failed("a", BASE, CAP) <= ceiling(1, BASE, CAP));
+    }
+
+    #[test]
+    fn refusals_as_stale_count_in_a_row_until_a_success() {
+        let backoff = Backoff::default();
+        assert_eq!(backoff.stale_in_a_row("a"), 0);
+        assert_eq!(backoff.refused_as_stale("a"), 1);
+        assert_eq!(backoff.refused_as_stale("a"), 2);
+        assert_eq!(backoff.refused_as_stale("b"), 1);
+        assert_eq!(backoff.stale_in_a_row("a"), 2);
+        backoff.succeeded("a");
+        assert_eq!(backoff.stale_in_a_row("a"), 0);
+        assert_eq!(backoff.stale_in_a_row("b"), 1);
     }
 }

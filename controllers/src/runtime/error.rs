@@ -8,11 +8,12 @@ pub enum Error {
     #[error("{0}")]
     Finalizer(String),
     /// A write built on a cached object the API server has since moved past (the cache has not
-    /// heard yet): retried shortly, without backoff, as the watch catches up.
+    /// heard yet), or on records a provider no longer holds as read (another writer got there
+    /// first): retried shortly, without backoff, as the watch catches up or after a fresh read.
     #[error("the cache is behind: {0}")]
     Stale(String),
     #[error("provider: {0}")]
-    Provider(#[from] meridian_providers::ProviderError),
+    Provider(meridian_providers::ProviderError),
     #[error("waiting: {0}")]
     Waiting(String),
     /// A write refused because this replica may no longer hold the Lease.
@@ -20,6 +21,17 @@ pub enum Error {
     Fenced(crate::runtime::fence::Fenced),
     #[error("the reconcile ended abnormally: {0}")]
     Aborted(String),
+}
+
+impl From<meridian_providers::ProviderError> for Error {
+    fn from(error: meridian_providers::ProviderError) -> Self {
+        match error {
+            meridian_providers::ProviderError::Stale(message) => {
+                Error::Stale(format!("provider: {message}"))
+            }
+            other => Error::Provider(other),
+        }
+    }
 }
 
 impl Error {

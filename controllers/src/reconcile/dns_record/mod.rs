@@ -298,6 +298,9 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     });
     // A verification pass of the zone found this record drifted: read and re-plan it.
     let drifted = ctx.record_memory.drifted.take(&record_key);
+    // The zone listing this plan reads must start after whatever made it look: this pass's
+    // start, or the read of the host's mark below (see `meridian_providers::listing`).
+    let mut look_since = started;
     if published_as_desired
         && health_unchanged
         && !drifted
@@ -320,6 +323,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
                 Ok(mark) => mark.map(|m| m.targets.join("")),
                 Err(error) => return provider_failed(record, ctx, &provider, error).await,
             };
+            look_since = Instant::now();
             ctx.host_marks.last_seen(&record_key) == Some(mark)
         } else {
             true
@@ -338,7 +342,9 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         }
     }
 
-    let current = provider.host_records(&zone_id, &root_host, started).await;
+    let current = provider
+        .host_records(&zone_id, &root_host, look_since)
+        .await;
     let current = match current {
         Ok(current) => current,
         Err(error) => return provider_failed(record, ctx, &provider, error).await,
