@@ -242,54 +242,48 @@ async fn a_page_throttled_past_its_tries_is_asked_again_and_no_page_twice() {
     let (provider, _, zone) = provider_with_zone(&moto, "pages.example.com").await;
     let planned = plan_many(&provider, &zone, "pages.example.com", 400).await;
     provider.apply(&zone, &planned.changes).await.unwrap();
-    // Route53's pacing at 2 calls a second, and a provider that tries a call only twice: a
-    // listing of 3 pages at full speed finds the bucket empty on its later pages.
-    let proxy = CountingProxy::start_with(moto.address(), Throttle::PerSecond(2))
-        .await
-        .unwrap();
-    let budget = Arc::new(RequestBudget::per_second(1000));
+    // 400 A records and their 400 ownership records, SOA and NS: 802 sets, three pages of up
+    // to 300. A provider that tries a call twice, with short waits.
     let backoff = Backoff {
         base: std::time::Duration::from_millis(10),
         cap: std::time::Duration::from_millis(50),
         max_attempts: 2,
     };
-    let impatient = Route53Provider::new(&moto.credentials(&proxy.endpoint()), budget.clone())
+    let through = |proxy: &CountingProxy| {
+        Route53Provider::new(
+            &moto.credentials(&proxy.endpoint()),
+            Arc::new(RequestBudget::per_second(1000)),
+        )
         .with_backoff(backoff)
-        .with_list_patience(std::time::Duration::ZERO);
-    let patient =
-        Route53Provider::new(&moto.credentials(&proxy.endpoint()), budget).with_backoff(backoff);
-    // Without patience, a page throttled past its two tries fails the listing: what the
-    // patient listing below no longer does.
-    let mut failed = false;
-    for _ in 0..5 {
-        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-        if matches!(
-            impatient.records(&zone).await,
-            Err(ProviderError::Throttled(_))
-        ) {
-            failed = true;
-            break;
-        }
-    }
-    assert!(failed, "the impatient listing was throttled past its tries");
-    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    proxy.reset();
-    let records = patient.records(&zone).await.unwrap();
+    };
+    // The third page's two tries are throttled: without patience the listing fails, as every
+    // listing did before.
+    let proxy = CountingProxy::start_with(moto.address(), Throttle::Calls(3..=4))
+        .await
+        .unwrap();
+    let impatient = through(&proxy).with_list_patience(std::time::Duration::ZERO);
+    let listed = impatient.records(&zone).await;
+    assert!(
+        matches!(listed, Err(ProviderError::Throttled(_))),
+        "{listed:?}"
+    );
+    // With patience (the default), a third throttle too: the page is asked again, and the
+    // pages before it are not.
+    let proxy = CountingProxy::start_with(moto.address(), Throttle::Calls(3..=5))
+        .await
+        .unwrap();
+    let records = through(&proxy).records(&zone).await.unwrap();
     let a_records = records
         .iter()
         .filter(|r| r.record_type == RecordType::A)
         .count();
     assert_eq!(a_records, 400, "every record, across the pages");
-    let pages = proxy.calls().get("ListResourceRecordSets").copied();
-    // The first two pages take the bucket's two tokens; the third finds it empty for half a
-    // second, longer than its two tries (at most 60 ms apart) take.
-    assert!(
-        proxy.throttled() >= 2,
-        "the third page was throttled past its tries: {}",
-        proxy.throttled()
+    assert_eq!(proxy.throttled(), 3);
+    assert_eq!(
+        proxy.calls().get("ListResourceRecordSets").copied(),
+        Some(3),
+        "each page answered once"
     );
-    // 400 A records and their 400 ownership records, SOA and NS: 802 sets, 300 a page.
-    assert_eq!(pages, Some(3), "each page answered once");
 }
 
 /// The roles moto's STS handed out: (role ARN, external ID), from its state dump.

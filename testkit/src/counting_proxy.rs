@@ -58,7 +58,7 @@ impl Pace {
 }
 
 /// When the proxy throttles a call.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum Throttle {
     /// Never.
     Never,
@@ -66,6 +66,9 @@ pub enum Throttle {
     Every(u64),
     /// Beyond n calls a second, as Route53 paces an account (5 a second).
     PerSecond(u32),
+    /// The calls numbered in this range, the proxy's first call being 1: a run of throttled
+    /// calls exactly where a test wants it, whatever the timing.
+    Calls(std::ops::RangeInclusive<u64>),
 }
 
 impl Drop for CountingProxy {
@@ -87,10 +90,11 @@ impl CountingProxy {
 
     /// Forwards to `upstream`, throttling calls as `throttle` says.
     pub async fn start_with(upstream: SocketAddr, throttle: Throttle) -> std::io::Result<Self> {
-        let (throttle_every, pace) = match throttle {
-            Throttle::Never => (0, None),
-            Throttle::Every(n) => (n, None),
-            Throttle::PerSecond(n) => (0, Some(Arc::new(Pace::new(n)))),
+        let (throttle_every, pace, calls_throttled) = match throttle {
+            Throttle::Never => (0, None, None),
+            Throttle::Every(n) => (n, None, None),
+            Throttle::PerSecond(n) => (0, Some(Arc::new(Pace::new(n))), None),
+            Throttle::Calls(numbers) => (0, None, Some(numbers)),
         };
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let address = listener.local_addr()?;
@@ -110,11 +114,12 @@ impl CountingProxy {
                 }
                 let (calls, throttled, seen) =
                     (task_calls.clone(), task_throttled.clone(), seen.clone());
-                let pace = pace.clone();
+                let (pace, numbers) = (pace.clone(), calls_throttled.clone());
                 tokio::spawn(async move {
                     let throttle = Throttling {
                         every: throttle_every,
                         pace: pace.as_deref(),
+                        numbers,
                     };
                     let _ = relay(client, upstream, throttle, &calls, &throttled, &seen).await;
                 });
@@ -211,6 +216,7 @@ async fn read_message(stream: &mut TcpStream) -> std::io::Result<Option<Vec<u8>>
 struct Throttling<'a> {
     every: u64,
     pace: Option<&'a Pace>,
+    numbers: Option<std::ops::RangeInclusive<u64>>,
 }
 
 async fn relay(
@@ -232,7 +238,8 @@ async fn relay(
     let action = action(parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let number = seen.fetch_add(1, Ordering::Relaxed) + 1;
     let paced_out = throttle.pace.is_some_and(|pace| !pace.admit());
-    if paced_out || (throttle.every > 0 && number.is_multiple_of(throttle.every)) {
+    let numbered = throttle.numbers.is_some_and(|n| n.contains(&number));
+    if paced_out || numbered || (throttle.every > 0 && number.is_multiple_of(throttle.every)) {
         throttled.fetch_add(1, Ordering::Relaxed);
         let response = format!(
             "HTTP/1.1 400 Bad Request\r\nContent-Type: text/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{THROTTLING_BODY}",
