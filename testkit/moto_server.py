@@ -20,7 +20,7 @@ moto (5.2.5) differs from Route53 in three ways this wrapper corrects, changing 
 - It applies a batch change by change and, refusing one, keeps those before it. Route53
   applies a batch whole or not at all: the wrapper restores the zone when moto refuses, and
   takes one batch at a time (the server is threaded, and two batches checked at once could
-  both pass).
+  both pass), with listings in between.
 """
 
 import os
@@ -85,11 +85,18 @@ def _refuse_what_route53_refuses(zone, change_list):
 
 
 _one_batch_at_a_time = threading.Lock()
+_list_resource_record_sets = route53.Route53Backend.list_resource_record_sets
 
 
 def change_resource_record_sets(self, zoneid, change_list):
     with _one_batch_at_a_time:
         return _change_whole_or_not_at_all(self, zoneid, change_list)
+
+
+def list_resource_record_sets(self, *args, **kwargs):
+    # A listing never sees a batch half applied (and then restored).
+    with _one_batch_at_a_time:
+        return _list_resource_record_sets(self, *args, **kwargs)
 
 
 def _change_whole_or_not_at_all(self, zoneid, change_list):
@@ -129,6 +136,7 @@ def _change_whole_or_not_at_all(self, zoneid, change_list):
 
 
 route53.Route53Backend.change_resource_record_sets = change_resource_record_sets
+route53.Route53Backend.list_resource_record_sets = list_resource_record_sets
 
 
 def serve():

@@ -208,7 +208,7 @@ pub async fn release(client: &Client, election: &Election) -> Result<(), kube::E
 /// after an API server outage longer than the lease, the leader's hung renewal is not followed
 /// at once by another, so a standby sees the Lease lapsed and takes it, and the controllers
 /// start over from a fresh look. A renewal without an answer within a third of the lease is
-/// given up, and a failed one is tried again after a twelfth.
+/// given up and tried again at once; a failed one is tried again after a twelfth.
 pub async fn hold(client: &Client, election: &Election, fence: &Fence) {
     let mut last_renewal = tokio::time::Instant::now();
     let mut wait = election.renew_every();
@@ -219,9 +219,16 @@ pub async fn hold(client: &Client, election: &Election, fence: &Fence) {
         // a dead connection would otherwise wait for the client's read timeout (minutes), and
         // the Lease lapse while the API server answers everyone else.
         let renewal = tokio::time::timeout(election.renew_every(), try_lead(client, election));
-        match renewal.await.unwrap_or(Err(kube::Error::Service(
-            "no answer within a third of the lease".into(),
-        ))) {
+        let (renewal, timed_out) = match renewal.await {
+            Ok(renewal) => (renewal, false),
+            Err(_) => (
+                Err(kube::Error::Service(
+                    "no answer within a third of the lease".into(),
+                )),
+                true,
+            ),
+        };
+        match renewal {
             Ok(Standing::Leading { term, sent }) => {
                 fence.renewed(term, sent, election.lease_duration);
                 last_renewal = tokio::time::Instant::now();
@@ -238,9 +245,14 @@ pub async fn hold(client: &Client, election: &Election, fence: &Fence) {
                     tracing::error!("the hub Lease could not be renewed in time; stopping");
                     return;
                 }
-                // Tried again soon, not a third of the lease later: after a renewal that timed
-                // out, that would be at the lease's end, past the fence's deadline.
-                wait = (election.renew_every() / 4).max(Duration::from_millis(100));
+                // Tried again at once after a renewal that timed out (a third of the lease is
+                // already spent; another third would pass the fence's deadline), and soon after
+                // one that failed.
+                wait = if timed_out {
+                    Duration::ZERO
+                } else {
+                    (election.renew_every() / 4).max(Duration::from_millis(100))
+                };
             }
         }
     }

@@ -104,6 +104,7 @@ impl ZoneListings {
         };
         let host = meridian_dns::plan::host_records(&records, root_host);
         let mut stored = zone.stored.lock().expect("listing lock");
+        stored.failed = None;
         if stored.writes == writes {
             stored.listing = Some(Listing {
                 started,
@@ -287,6 +288,13 @@ mod tests {
             1,
             "a plan that began after it lists again"
         );
+        // That success ends the failure's reach, even once its listing is dropped: a plan that
+        // began before the failure lists again rather than getting the old error.
+        listings.wrote("z", &Changes::default(), false);
+        let early = listings
+            .host_records_since("z", "one.example.com", began, || zone.list())
+            .await;
+        assert!(early.is_ok(), "{early:?}");
     }
 
     #[tokio::test]

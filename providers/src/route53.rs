@@ -395,7 +395,8 @@ impl Provider for Route53Provider {
             self.change(zone_id, &batch).await
         })
         .await;
-        self.listings.wrote(zone_id, changes, sent.is_ok());
+        self.listings
+            .wrote(zone_id, &as_written(changes), sent.is_ok());
         sent
     }
 }
@@ -483,6 +484,30 @@ fn record_type(rr_type: &RrType) -> Option<RecordType> {
         RrType::Caa => RecordType::Caa,
         _ => return None,
     })
+}
+
+/// `changes` as Route53 holds them once written: a TTL of 0 is the default, 300 s (what a
+/// listing would read back, and a later DELETE must match).
+fn as_written(changes: &Changes) -> Changes {
+    let held = |record: &Endpoint| {
+        let mut record = record.clone();
+        if record.record_ttl == 0 {
+            record.record_ttl = 300;
+        }
+        record
+    };
+    Changes {
+        creates: changes.creates.iter().map(held).collect(),
+        updates: changes
+            .updates
+            .iter()
+            .map(|u| meridian_dns::changes::Update {
+                old: u.old.clone(),
+                new: held(&u.new),
+            })
+            .collect(),
+        deletes: changes.deletes.clone(),
+    }
 }
 
 /// `record` as a record set to write: a TTL of 0 means the default, 300 s.

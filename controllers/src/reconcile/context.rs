@@ -387,14 +387,15 @@ impl Context {
         self.backoff.succeeded(object);
     }
 
-    /// How many times in a row `object`'s writes for `controller` were refused as stale.
-    pub fn stale_in_a_row<K: kube::Resource<DynamicType = ()>>(
+    /// How many times in a row a provider refused `object`'s writes for `controller` because
+    /// another writer got there first.
+    pub fn raced_in_a_row<K: kube::Resource<DynamicType = ()>>(
         &self,
         object: &K,
         controller: &str,
     ) -> u32 {
         self.backoff
-            .stale_in_a_row(&backoff_key(object, controller))
+            .raced_in_a_row(&backoff_key(object, controller))
     }
 }
 
@@ -480,15 +481,20 @@ pub fn retry_after<K: kube::Resource<DynamicType = ()>>(
     ctx.metrics.failed(controller, error.reason());
     let key = backoff_key(object, controller);
     if let Error::Stale(_) = error {
-        let in_a_row = ctx.backoff.refused_as_stale(&key);
-        if in_a_row <= STALE_STREAK {
-            tracing::debug!(object = %key, %error, "the cache is behind; looking again shortly");
+        tracing::debug!(object = %key, %error, "the cache is behind; looking again shortly");
+        let delay = rand::rng().random_range(STALE_RETRY / 2..=STALE_RETRY);
+        return Action::requeue(delay);
+    }
+    if let Error::Raced(_) = error {
+        let in_a_row = ctx.backoff.raced(&key);
+        if in_a_row <= RACED_STREAK {
+            tracing::debug!(object = %key, %error, "another writer got there first; planning again shortly");
             let delay = rand::rng().random_range(STALE_RETRY / 2..=STALE_RETRY);
             return Action::requeue(delay);
         }
         // Refused every time: not a race any more but something a fresh look does not mend
         // (a record another tool keeps changing, one the plan cannot read back exactly).
-        tracing::warn!(object = %key, %error, in_a_row, "refused as stale again and again; backing off");
+        tracing::warn!(object = %key, %error, in_a_row, "refused as raced again and again; backing off");
         return ctx.retry_after_failure(&key);
     }
     // The write was refused by this replica's fence (the fence layer logged it): the Lease
@@ -519,9 +525,9 @@ fn backoff_key<K: kube::Resource<DynamicType = ()>>(object: &K, controller: &str
 /// The longest wait before looking again at an object whose cached copy was behind.
 const STALE_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Refusals as stale in a row that are retried shortly; past them an object backs off as any
-/// failing one, and a DNSRecord says why in its status.
-pub const STALE_STREAK: u32 = 5;
+/// Provider refusals of a race in a row that are retried shortly; from the next one an object
+/// backs off as any failing one, and a DNSRecord says why in its status.
+pub const RACED_STREAK: u32 = 5;
 
 /// The longest wait before looking again at an object whose write the fence refused.
 const FENCED_RETRY: std::time::Duration = std::time::Duration::from_secs(2);

@@ -8,28 +8,29 @@ use std::time::Duration;
 
 use rand::Rng;
 
-/// Per object, its failures in a row, and its refusals as stale in a row.
+/// Per object, its failures in a row, and its writes a provider refused in a row because
+/// another writer got there first.
 #[derive(Debug, Default)]
 pub struct Backoff {
     failures: Mutex<HashMap<String, u32>>,
-    stale: Mutex<HashMap<String, u32>>,
+    raced: Mutex<HashMap<String, u32>>,
 }
 
 impl Backoff {
-    /// Counts a refusal of `object`'s write as stale (what it was built on had moved); its
-    /// refusals in a row, this one included.
-    pub fn refused_as_stale(&self, object: &str) -> u32 {
-        let mut stale = self.stale.lock().expect("stale lock");
-        let count = stale.entry(object.to_string()).or_insert(0);
+    /// Counts a provider's refusal of `object`'s write because another writer got there
+    /// first; its refusals in a row, this one included.
+    pub fn raced(&self, object: &str) -> u32 {
+        let mut raced = self.raced.lock().expect("raced lock");
+        let count = raced.entry(object.to_string()).or_insert(0);
         *count = count.saturating_add(1);
         *count
     }
 
-    /// `object`'s refusals as stale in a row so far.
-    pub fn stale_in_a_row(&self, object: &str) -> u32 {
-        self.stale
+    /// `object`'s such refusals in a row so far.
+    pub fn raced_in_a_row(&self, object: &str) -> u32 {
+        self.raced
             .lock()
-            .expect("stale lock")
+            .expect("raced lock")
             .get(object)
             .copied()
             .unwrap_or(0)
@@ -59,7 +60,7 @@ impl Backoff {
     /// Forgets `object`'s failures and refusals: its next failure waits as its first did.
     pub fn succeeded(&self, object: &str) {
         self.failures.lock().expect("failures lock").remove(object);
-        self.stale.lock().expect("stale lock").remove(object);
+        self.raced.lock().expect("raced lock").remove(object);
     }
 }
 
@@ -106,15 +107,15 @@ mod tests {
     }
 
     #[test]
-    fn refusals_as_stale_count_in_a_row_until_a_success() {
+    fn races_count_in_a_row_until_a_success() {
         let backoff = Backoff::default();
-        assert_eq!(backoff.stale_in_a_row("a"), 0);
-        assert_eq!(backoff.refused_as_stale("a"), 1);
-        assert_eq!(backoff.refused_as_stale("a"), 2);
-        assert_eq!(backoff.refused_as_stale("b"), 1);
-        assert_eq!(backoff.stale_in_a_row("a"), 2);
+        assert_eq!(backoff.raced_in_a_row("a"), 0);
+        assert_eq!(backoff.raced("a"), 1);
+        assert_eq!(backoff.raced("a"), 2);
+        assert_eq!(backoff.raced("b"), 1);
+        assert_eq!(backoff.raced_in_a_row("a"), 2);
         backoff.succeeded("a");
-        assert_eq!(backoff.stale_in_a_row("a"), 0);
-        assert_eq!(backoff.stale_in_a_row("b"), 1);
+        assert_eq!(backoff.raced_in_a_row("a"), 0);
+        assert_eq!(backoff.raced_in_a_row("b"), 1);
     }
 }

@@ -8,10 +8,15 @@ pub enum Error {
     #[error("{0}")]
     Finalizer(String),
     /// A write built on a cached object the API server has since moved past (the cache has not
-    /// heard yet), or on records a provider no longer holds as read (another writer got there
-    /// first): retried shortly, without backoff, as the watch catches up or after a fresh read.
+    /// heard yet): retried shortly, without backoff, as the watch catches up.
     #[error("the cache is behind: {0}")]
     Stale(String),
+    /// A provider refused a write planned on records another writer has since changed (every
+    /// provider write is conditional): retried shortly, after a fresh read and plan, without
+    /// backoff, until that has happened [`crate::reconcile::context::RACED_STREAK`] times in a
+    /// row.
+    #[error("the records changed since they were read: {0}")]
+    Raced(String),
     #[error("provider: {0}")]
     Provider(meridian_providers::ProviderError),
     #[error("waiting: {0}")]
@@ -26,9 +31,7 @@ pub enum Error {
 impl From<meridian_providers::ProviderError> for Error {
     fn from(error: meridian_providers::ProviderError) -> Self {
         match error {
-            meridian_providers::ProviderError::Stale(message) => {
-                Error::Stale(format!("provider: {message}"))
-            }
+            meridian_providers::ProviderError::Stale(message) => Error::Raced(message),
             other => Error::Provider(other),
         }
     }
@@ -41,6 +44,7 @@ impl Error {
             Error::Kube(_) => "kube",
             Error::Finalizer(_) => "finalizer",
             Error::Stale(_) => "stale",
+            Error::Raced(_) => "raced",
             Error::Provider(_) => "provider",
             Error::Waiting(_) => "waiting",
             Error::Fenced(_) => "fenced",

@@ -496,7 +496,12 @@ async fn adopt(
         return Ok(current);
     }
     ctx.check_fence()?;
-    provider.apply(zone_id, &adopted.changes).await?;
+    // Through `provider_failed` (the caller's), which says why in status once it is raced again
+    // and again.
+    provider
+        .apply(zone_id, &adopted.changes)
+        .await
+        .map_err(Error::Provider)?;
     ctx.metrics.provider_call(provider.kind(), "ok");
     tracing::info!(
         record = %record.name_any(),
@@ -679,7 +684,12 @@ async fn withdraw(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     let current = adopt(
         record, ctx, &provider, &zone_id, &owner, &root_host, current,
     )
-    .await?;
+    .await
+    .map_err(|error| match error {
+        // A race is retried shortly here too (`Error::Raced`).
+        Error::Provider(error) => Error::from(error),
+        other => other,
+    })?;
     let planned = plan(
         &PlanInput {
             owner: &owner,

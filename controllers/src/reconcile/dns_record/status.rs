@@ -14,7 +14,7 @@ use serde_json::json;
 use super::reasons;
 use crate::decide::convert::all_to_api;
 use crate::decide::health::{HealthOutcome, reasons as health_reasons};
-use crate::reconcile::context::STALE_STREAK;
+use crate::reconcile::context::RACED_STREAK;
 use crate::zones::zone_provider::ZoneProvider;
 use crate::{Context, Error, apply_params, now};
 
@@ -52,12 +52,12 @@ pub(super) async fn provider_failed(
     error: ProviderError,
 ) -> Result<Action, Error> {
     if let ProviderError::Stale(message) = &error
-        && ctx.stale_in_a_row(record, super::CONTROLLER) < STALE_STREAK
+        && ctx.raced_in_a_row(record, super::CONTROLLER) < RACED_STREAK
     {
         // Another writer of the same names got there first (distributed mode): not a failure
         // to report or back off from; read and plan again shortly. Refused every time, it is
         // reported below like any provider error.
-        return Err(Error::Stale(format!("{}: {message}", provider.kind())));
+        return Err(Error::Raced(format!("{}: {message}", provider.kind())));
     }
     let message = format!("{}: {error}", provider.kind());
     let failing_before = record.status.as_ref().is_some_and(|s| {
