@@ -361,6 +361,8 @@ pub fn dig_host(server: SocketAddr, host: &str, subnet: Option<&str>) -> Vec<Str
 pub struct DigOutcome {
     pub status: Option<String>,
     pub answers: Vec<String>,
+    /// The answer's CNAME records, in order: (owner, target).
+    pub cnames: Vec<(String, String)>,
 }
 
 impl DigOutcome {
@@ -402,7 +404,24 @@ pub async fn dig_outcome_async(server: SocketAddr, host: &str, subnet: Option<&s
         )
         .collect();
     answers.sort();
-    DigOutcome { status, answers }
+    let cnames = text
+        .lines()
+        .filter(|line| !line.starts_with(';'))
+        .filter_map(
+            |line| match line.split_whitespace().collect::<Vec<_>>()[..] {
+                [owner, _, "IN", "CNAME", target] => Some((
+                    owner.trim_end_matches('.').to_string(),
+                    target.trim_end_matches('.').to_string(),
+                )),
+                _ => None,
+            },
+        )
+        .collect();
+    DigOutcome {
+        status,
+        answers,
+        cnames,
+    }
 }
 
 /// `dig +dnssec` for `host A` at a validating `resolver`, optionally from `subnet`: whether

@@ -324,7 +324,26 @@ async fn a_plain_zone_with_a_routing_delegate_answers_by_location_and_weight_thr
     // and counted. A name that does not answer (NXDOMAIN, NODATA) or answers twice fails.
     let mut unanswered = 0;
     while counts.values().sum::<usize>() < QUERIES {
-        let outcome = dig_outcome_async(at, HOST, Some(&subnets.next().unwrap())).await;
+        let subnet = subnets.next().unwrap();
+        let mut outcome = dig_outcome_async(at, HOST, Some(&subnet)).await;
+        // A chain the resolver left unfinished (NOERROR, its CNAMEs, no address: seen once in
+        // CI, on a loaded machine) is the resolver's unless Meridian's server, asked for the
+        // chain's last name from the same subnet, leaves it without an address too.
+        if outcome.status.as_deref() == Some("NOERROR")
+            && outcome.answers.is_empty()
+            && let Some((_, last)) = outcome.cnames.last()
+        {
+            let direct = dig_outcome_async(example.hub.nameserver, last, Some(&subnet)).await;
+            println!(
+                "the resolver left {HOST} at {last} without an address: {outcome:?}; Meridian's server answers {direct:?}"
+            );
+            assert_eq!(
+                direct.answers.len(),
+                1,
+                "Meridian's server answers the chain's last name {last} with an address: {direct:?}"
+            );
+            outcome.status = Some("SERVFAIL".into());
+        }
         if outcome.unanswered() {
             unanswered += 1;
             assert!(
