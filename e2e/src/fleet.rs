@@ -177,9 +177,10 @@ impl FleetBuilder {
         if self.registration {
             let registration = RegistrationHub::start(&assets, &hub).await?;
             ocm_processes.extend(registration.processes);
-            for spoke in &spokes {
-                ocm_processes.push(join(&assets, spoke, &registration.bootstrap_kubeconfig).await?);
-            }
+            let joins = spokes
+                .iter()
+                .map(|spoke| join(&assets, spoke, &registration.bootstrap_kubeconfig));
+            ocm_processes.extend(futures::future::try_join_all(joins).await?);
             for (name, labels) in &self.spokes {
                 accept(&hub.client(), name).await?;
                 label_managed_cluster(&hub.client(), name, labels).await?;
@@ -191,15 +192,21 @@ impl FleetBuilder {
         }
 
         if self.run_ocm || self.registration {
-            ocm_processes.push(start_placement_controller(&assets, &hub).await?);
-            for spoke in &spokes {
+            // Each started and serving, side by side.
+            let work_agents = spokes.iter().map(|spoke| async {
                 let hub_kubeconfig = if self.registration {
                     issued_hub_kubeconfig(spoke).await?
                 } else {
                     hub.kubeconfig_path().to_path_buf()
                 };
-                ocm_processes.push(start_work_agent(&assets, &hub_kubeconfig, spoke).await?);
-            }
+                start_work_agent(&assets, &hub_kubeconfig, spoke).await
+            });
+            let (placement, work_agents) = futures::try_join!(
+                start_placement_controller(&assets, &hub),
+                futures::future::try_join_all(work_agents),
+            )?;
+            ocm_processes.push(placement);
+            ocm_processes.extend(work_agents);
         }
         Ok(Fleet {
             ocm_processes,

@@ -179,26 +179,73 @@ pub(crate) async fn start_work_agent(
     spoke: &ControlPlane,
 ) -> Result<ManagedProcess, Error> {
     ensure_namespace(&spoke.client(), AGENT_NAMESPACE).await?;
-    let args = vec![
-        "agent".to_string(),
-        format!("--spoke-cluster-name={}", spoke.name()),
-        format!("--agent-id={}", spoke.name()),
-        format!("--hub-kubeconfig={}", hub_kubeconfig.display()),
-        // The "kube" workload source reads ManifestWorks through this file, not --hub-kubeconfig.
-        format!("--workload-source-config={}", hub_kubeconfig.display()),
-        format!("--spoke-kubeconfig={}", spoke.kubeconfig_path().display()),
-        format!("--kubeconfig={}", spoke.kubeconfig_path().display()),
-        format!("--namespace={AGENT_NAMESPACE}"),
-        format!("--listen=127.0.0.1:{}", free_loopback_port()?),
-        "--disable-leader-election".to_string(),
-    ];
-    let log = spoke.dir().join("ocm-work-agent.log");
-    ManagedProcess::spawn(
+    let args = |port| {
+        vec![
+            "agent".to_string(),
+            format!("--spoke-cluster-name={}", spoke.name()),
+            format!("--agent-id={}", spoke.name()),
+            format!("--hub-kubeconfig={}", hub_kubeconfig.display()),
+            // The "kube" workload source reads ManifestWorks through this file, not
+            // --hub-kubeconfig.
+            format!("--workload-source-config={}", hub_kubeconfig.display()),
+            format!("--spoke-kubeconfig={}", spoke.kubeconfig_path().display()),
+            format!("--kubeconfig={}", spoke.kubeconfig_path().display()),
+            format!("--namespace={AGENT_NAMESPACE}"),
+            format!("--listen=127.0.0.1:{port}"),
+            "--disable-leader-election".to_string(),
+        ]
+    };
+    spawn_serving(
         format!("{}/ocm-work-agent", spoke.name()),
         &assets.ocm_work,
-        &args,
-        &log,
+        args,
+        spoke.dir().join("ocm-work-agent.log"),
     )
+    .await
+}
+
+/// Starts an OCM component (or kube-controller-manager), which serves its health and metrics
+/// on the loopback port `args` is given, and waits until it serves. Such a program binds its
+/// port a second or more after it starts and exits if it cannot: so a component that dies
+/// fails the test bed's start at once with its log, instead of a test waiting minutes for
+/// work it will never do, and one whose port was taken meanwhile starts again on another.
+pub async fn spawn_serving(
+    name: String,
+    program: &Path,
+    args: impl Fn(u16) -> Vec<String>,
+    log: PathBuf,
+) -> Result<ManagedProcess, Error> {
+    const TRIES: usize = 3;
+    for attempt in 1..=TRIES {
+        let port = free_loopback_port()?;
+        let mut process = ManagedProcess::spawn(name.clone(), program, &args(port), &log)?;
+        let serving = format!("Serving securely on 127.0.0.1:{port}");
+        let served = eventually(&format!("{name} serves"), DEFAULT_PATIENCE, || {
+            std::future::ready(process.ensure_running().map(|()| {
+                std::fs::read_to_string(&log)
+                    .is_ok_and(|text| text.contains(&serving))
+                    .then_some(())
+            }))
+        })
+        .await;
+        match served {
+            Ok(()) => return Ok(process),
+            Err(Error::ExitedEarly { log_tail, .. })
+                if attempt < TRIES && log_tail.contains("address already in use") =>
+            {
+                tracing::warn!(%name, port, "its port was taken before it bound it; starting it again");
+            }
+            Err(Error::NotReady { what, seconds, .. }) => {
+                return Err(Error::NotReady {
+                    what,
+                    seconds,
+                    log_tail: process.log_tail(),
+                });
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    unreachable!("the last try returns")
 }
 
 /// OCM's placement controller on `hub`, turning Placements into PlacementDecisions.
@@ -207,20 +254,22 @@ pub(crate) async fn start_placement_controller(
     hub: &ControlPlane,
 ) -> Result<ManagedProcess, Error> {
     ensure_namespace(&hub.client(), HUB_NAMESPACE).await?;
-    let args = vec![
-        "controller".to_string(),
-        format!("--kubeconfig={}", hub.kubeconfig_path().display()),
-        format!("--namespace={HUB_NAMESPACE}"),
-        format!("--listen=127.0.0.1:{}", free_loopback_port()?),
-        "--disable-leader-election".to_string(),
-    ];
-    let log = hub.dir().join("ocm-placement.log");
-    ManagedProcess::spawn(
+    let args = |port| {
+        vec![
+            "controller".to_string(),
+            format!("--kubeconfig={}", hub.kubeconfig_path().display()),
+            format!("--namespace={HUB_NAMESPACE}"),
+            format!("--listen=127.0.0.1:{port}"),
+            "--disable-leader-election".to_string(),
+        ]
+    };
+    spawn_serving(
         format!("{}/ocm-placement", hub.name()),
         &assets.ocm_placement,
-        &args,
-        &log,
+        args,
+        hub.dir().join("ocm-placement.log"),
     )
+    .await
 }
 
 /// Namespace of the bootstrap ServiceAccount joining agents present (`clusteradm init`'s).
@@ -321,53 +370,56 @@ impl RegistrationHub {
         .map_err(Error::io("writing the bootstrap kubeconfig"))?;
 
         let kubeconfig = hub.kubeconfig_path().display().to_string();
-        let controller = ManagedProcess::spawn(
-            format!("{}/ocm-registration", hub.name()),
-            &assets.ocm_registration,
-            &[
-                "controller".to_string(),
-                format!("--kubeconfig={kubeconfig}"),
-                format!("--namespace={HUB_NAMESPACE}"),
-                format!("--listen=127.0.0.1:{}", free_loopback_port()?),
-                "--disable-leader-election".to_string(),
-            ],
-            &hub.dir().join("ocm-registration.log"),
-        )?;
-        // kube-controller-manager's signer alone: it signs the client certificates the hub's
-        // admin approved, with the CA the API server trusts for clients.
-        let signer = ManagedProcess::spawn(
-            format!("{}/csr-signer", hub.name()),
-            &NodeAssets::locate()?.kube_controller_manager,
-            &[
-                format!("--kubeconfig={kubeconfig}"),
-                "--leader-elect=false".to_string(),
-                "--bind-address=127.0.0.1".to_string(),
-                format!("--secure-port={}", free_loopback_port()?),
-                "--controllers=csrsigning".to_string(),
-                format!(
-                    "--cluster-signing-cert-file={}",
-                    hub.dir().join("ca.crt").display()
-                ),
-                format!(
-                    "--cluster-signing-key-file={}",
-                    hub.dir().join("ca.key").display()
-                ),
-            ],
-            &hub.dir().join("csr-signer.log"),
-        )?;
-        // The addon manager: installs add-ons by their strategies, renders AddOnTemplates into
-        // ManifestWorks, approves add-on agents' CSRs (the signer above signs them).
-        let addon_manager = ManagedProcess::spawn(
-            format!("{}/ocm-addon-manager", hub.name()),
-            &assets.ocm_addon,
-            &[
-                "manager".to_string(),
-                format!("--kubeconfig={kubeconfig}"),
-                format!("--namespace={HUB_NAMESPACE}"),
-                format!("--listen=127.0.0.1:{}", free_loopback_port()?),
-                "--disable-leader-election".to_string(),
-            ],
-            &hub.dir().join("ocm-addon-manager.log"),
+        let kube_controller_manager = NodeAssets::locate()?.kube_controller_manager;
+        let (controller, signer, addon_manager) = futures::try_join!(
+            spawn_serving(
+                format!("{}/ocm-registration", hub.name()),
+                &assets.ocm_registration,
+                |port| vec![
+                    "controller".to_string(),
+                    format!("--kubeconfig={kubeconfig}"),
+                    format!("--namespace={HUB_NAMESPACE}"),
+                    format!("--listen=127.0.0.1:{port}"),
+                    "--disable-leader-election".to_string(),
+                ],
+                hub.dir().join("ocm-registration.log"),
+            ),
+            // kube-controller-manager's signer alone: it signs the client certificates the
+            // hub's admin approved, with the CA the API server trusts for clients.
+            spawn_serving(
+                format!("{}/csr-signer", hub.name()),
+                &kube_controller_manager,
+                |port| vec![
+                    format!("--kubeconfig={kubeconfig}"),
+                    "--leader-elect=false".to_string(),
+                    "--bind-address=127.0.0.1".to_string(),
+                    format!("--secure-port={port}"),
+                    "--controllers=csrsigning".to_string(),
+                    format!(
+                        "--cluster-signing-cert-file={}",
+                        hub.dir().join("ca.crt").display()
+                    ),
+                    format!(
+                        "--cluster-signing-key-file={}",
+                        hub.dir().join("ca.key").display()
+                    ),
+                ],
+                hub.dir().join("csr-signer.log"),
+            ),
+            // The addon manager: installs add-ons by their strategies, renders AddOnTemplates
+            // into ManifestWorks, approves add-on agents' CSRs (the signer above signs them).
+            spawn_serving(
+                format!("{}/ocm-addon-manager", hub.name()),
+                &assets.ocm_addon,
+                |port| vec![
+                    "manager".to_string(),
+                    format!("--kubeconfig={kubeconfig}"),
+                    format!("--namespace={HUB_NAMESPACE}"),
+                    format!("--listen=127.0.0.1:{port}"),
+                    "--disable-leader-election".to_string(),
+                ],
+                hub.dir().join("ocm-addon-manager.log"),
+            ),
         )?;
         Ok(RegistrationHub {
             processes: vec![controller, signer, addon_manager],
@@ -391,27 +443,30 @@ pub async fn join(
 ) -> Result<ManagedProcess, Error> {
     ensure_namespace(&spoke.client(), AGENT_NAMESPACE).await?;
     let spoke_kubeconfig = spoke.kubeconfig_path().display().to_string();
-    ManagedProcess::spawn(
+    spawn_serving(
         format!("{}/ocm-registration-agent", spoke.name()),
         &assets.ocm_registration,
-        &[
-            "agent".to_string(),
-            format!("--cluster-name={}", spoke.name()),
-            format!("--agent-id={}", spoke.name()),
-            format!("--bootstrap-kubeconfig={}", bootstrap_kubeconfig.display()),
-            format!("--hub-kubeconfig-secret={HUB_KUBECONFIG_SECRET}"),
-            format!(
-                "--hub-kubeconfig-dir={}",
-                hub_kubeconfig_dir(spoke).display()
-            ),
-            format!("--spoke-kubeconfig={spoke_kubeconfig}"),
-            format!("--kubeconfig={spoke_kubeconfig}"),
-            format!("--namespace={AGENT_NAMESPACE}"),
-            format!("--listen=127.0.0.1:{}", free_loopback_port()?),
-            "--disable-leader-election".to_string(),
-        ],
-        &spoke.dir().join("ocm-registration-agent.log"),
+        |port| {
+            vec![
+                "agent".to_string(),
+                format!("--cluster-name={}", spoke.name()),
+                format!("--agent-id={}", spoke.name()),
+                format!("--bootstrap-kubeconfig={}", bootstrap_kubeconfig.display()),
+                format!("--hub-kubeconfig-secret={HUB_KUBECONFIG_SECRET}"),
+                format!(
+                    "--hub-kubeconfig-dir={}",
+                    hub_kubeconfig_dir(spoke).display()
+                ),
+                format!("--spoke-kubeconfig={spoke_kubeconfig}"),
+                format!("--kubeconfig={spoke_kubeconfig}"),
+                format!("--namespace={AGENT_NAMESPACE}"),
+                format!("--listen=127.0.0.1:{port}"),
+                "--disable-leader-election".to_string(),
+            ]
+        },
+        spoke.dir().join("ocm-registration-agent.log"),
     )
+    .await
 }
 
 /// What `clusteradm accept --clusters <cluster>` does: approves the cluster's pending CSR and

@@ -7,8 +7,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use meridian_e2e::{
-    DEFAULT_PATIENCE, Error, Fleet, FleetBuilder, OcmDynamicApis, ensure_namespace, eventually,
-    managed_cluster_condition,
+    ControlPlane, DEFAULT_PATIENCE, Error, Fleet, FleetBuilder, HUB_NAMESPACE, OcmDynamicApis,
+    TestBedAssets, ensure_namespace, eventually, managed_cluster_condition, spawn_serving,
 };
 use serde_json::json;
 
@@ -323,4 +323,67 @@ async fn spokes_join_through_ocm_registration_and_work_with_the_credentials_it_i
     }
     .await;
     with_ocm_logs(&fleet, result)
+}
+
+/// An OCM component binds its port a second or more after it starts, and exits when someone
+/// took it meanwhile: the test bed starts it again on another port and returns it serving. One
+/// that exits for another reason fails the start at once, with its log.
+#[tokio::test]
+async fn an_ocm_component_whose_port_was_taken_starts_again_and_one_that_fails_says_why()
+-> Result<(), Error> {
+    let assets = TestBedAssets::locate()?;
+    let hub = ControlPlane::start("hub", &assets).await?;
+    ensure_namespace(&hub.client(), HUB_NAMESPACE).await?;
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let taken_port = taken.local_addr().expect("its address").port();
+    let ports = std::sync::Mutex::new(Vec::new());
+    let placement = |port: u16| {
+        // The first start gets the port someone holds.
+        let mut given = ports.lock().expect("the ports");
+        let port = if given.is_empty() { taken_port } else { port };
+        given.push(port);
+        vec![
+            "controller".to_string(),
+            format!("--kubeconfig={}", hub.kubeconfig_path().display()),
+            format!("--namespace={HUB_NAMESPACE}"),
+            format!("--listen=127.0.0.1:{port}"),
+            "--disable-leader-election".to_string(),
+        ]
+    };
+    let mut serving = spawn_serving(
+        "hub/ocm-placement".into(),
+        &assets.ocm_placement,
+        placement,
+        hub.dir().join("ocm-placement.log"),
+    )
+    .await?;
+    let given = ports.lock().expect("the ports").clone();
+    println!("ports given: {given:?}");
+    assert_eq!(given.len(), 2, "{given:?}");
+    assert_eq!(given[0], taken_port);
+    assert_ne!(given[1], taken_port);
+    serving.ensure_running()?;
+    std::net::TcpStream::connect(("127.0.0.1", given[1])).expect("it serves on the new port");
+    drop(taken);
+
+    let refused = spawn_serving(
+        "hub/ocm-placement-misconfigured".into(),
+        &assets.ocm_placement,
+        |port| {
+            vec![
+                "controller".to_string(),
+                "--no-such-flag".to_string(),
+                format!("--listen=127.0.0.1:{port}"),
+            ]
+        },
+        hub.dir().join("ocm-placement-misconfigured.log"),
+    )
+    .await;
+    match refused {
+        Err(Error::ExitedEarly { log_tail, .. }) => {
+            assert!(log_tail.contains("no-such-flag"), "{log_tail}");
+        }
+        other => panic!("a component that cannot start is reported at once: {other:?}"),
+    }
+    Ok(())
 }

@@ -218,13 +218,8 @@ fn bad_input_is_a_message_and_a_failure_never_a_panic() {
 
 /// A free loopback port for both UDP and TCP.
 fn free_port() -> u16 {
-    loop {
-        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let port = udp.local_addr().unwrap().port();
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
+    meridian_testkit::ports::reserve_loopback_port(meridian_testkit::ports::Listens::TcpAndUdp)
+        .unwrap()
 }
 
 #[test]

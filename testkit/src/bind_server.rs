@@ -12,13 +12,7 @@ use meridian_providers::rfc2136::{Rfc2136Config, Rfc2136Provider};
 
 /// A loopback port free for both UDP and TCP, for a DNS server to listen on.
 pub fn free_dns_port() -> Result<u16, String> {
-    loop {
-        let udp = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-        let port = udp.local_addr().map_err(|e| e.to_string())?.port();
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return Ok(port);
-        }
-    }
+    crate::ports::reserve_loopback_port(crate::ports::Listens::TcpAndUdp)
 }
 
 /// A server process and its directory: the process is killed and the directory removed on

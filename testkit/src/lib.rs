@@ -14,6 +14,8 @@
 //! - [`backends`]: HTTP backends for health probes, failing on demand;
 //! - [`geo_db`]: small MaxMind-format databases for GEO answers;
 //! - [`unbound`]: Unbound as a validating resolver of one signed zone (DNSSEC);
+//! - [`ports`]: loopback ports for servers started as child processes, reserved across test
+//!   processes and outside the kernel's ephemeral range;
 //! - [`fixtures`]: the objects of Meridian's kinds (and the upstream ones it reads) as builders;
 //! - [`trees`]: the GEO/weighted record tree tests publish, and the clusters it is built from.
 
@@ -26,6 +28,7 @@ pub mod fixtures;
 pub mod geo_db;
 pub mod in_memory;
 pub mod moto;
+pub mod ports;
 pub mod powerdns;
 pub mod secondaries;
 pub mod trees;
