@@ -222,8 +222,8 @@ pub async fn spawn_serving(
         let serving = format!("Serving securely on 127.0.0.1:{port}");
         let served = eventually(&format!("{name} serves"), DEFAULT_PATIENCE, || {
             std::future::ready(process.ensure_running().map(|()| {
-                std::fs::read_to_string(&log)
-                    .is_ok_and(|text| text.contains(&serving))
+                std::fs::read(&log)
+                    .is_ok_and(|bytes| String::from_utf8_lossy(&bytes).contains(&serving))
                     .then_some(())
             }))
         })
@@ -233,7 +233,8 @@ pub async fn spawn_serving(
             Err(Error::ExitedEarly { log_tail, .. })
                 if attempt < TRIES && log_tail.contains("address already in use") =>
             {
-                tracing::warn!(%name, port, "its port was taken before it bound it; starting it again");
+                // The next start truncates the log: what this one said is kept here.
+                tracing::warn!(%name, port, %log_tail, "its port was taken before it bound it; starting it again");
             }
             Err(Error::NotReady { what, seconds, .. }) => {
                 return Err(Error::NotReady {

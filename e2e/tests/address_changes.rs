@@ -175,7 +175,10 @@ async fn every_server_answers_each_new_address_once_status_says_it_is_published(
     })
     .await?;
     assert!(!standby.is_leading());
-    let agent_listen = SocketAddr::from(([127, 0, 0, 1], meridian_e2e::free_loopback_port()?));
+    let agent_listen = SocketAddr::from((
+        [127, 0, 0, 1],
+        meridian_testkit::bind_server::free_dns_port().map_err(Error::Component)?,
+    ));
     let agent = tokio::spawn(meridian_agent::dns::serve(
         hub.clone(),
         "spoke-1".into(),

@@ -397,7 +397,7 @@ async fn start_scene() -> Result<Scene, Error> {
     // spoke-1's agent answers DNS for the zone too, from what the hub's records say.
     let agent_dns = SocketAddr::from((
         [127, 0, 0, 1],
-        meridian_e2e::free_loopback_port().expect("a free port"),
+        meridian_testkit::bind_server::free_dns_port().expect("a free port"),
     ));
     let mut agents = Vec::new();
     for spoke in ["spoke-1", "spoke-2", "spoke-3"] {

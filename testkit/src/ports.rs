@@ -7,20 +7,28 @@
 //!   ports come from below the kernel's ephemeral range, which it never hands out;
 //! - another test process (test binaries run side by side) choosing the same port for its
 //!   own child: so each port handed out is reserved by a lock on a file named after it, held
-//!   until this process exits (the kernel drops the lock then, however it ends).
+//!   until this process exits (the kernel drops the lock then, however it ends). Each lock
+//!   keeps a file descriptor open for the life of the process: a few hundred in a test binary.
+//!
+//! What still binds random ports of its own in the pool is outside this: a server's outgoing
+//! UDP sockets (Unbound's queries; PowerDNS picks below [`LOWEST`]).
 
 use std::collections::HashSet;
 use std::fs::{File, TryLockError};
+use std::io::ErrorKind;
 use std::net::{Ipv4Addr, TcpListener, UdpSocket};
 use std::ops::Range;
-use std::path::PathBuf;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
-/// Where the reservation locks are: shared by every test process of the machine.
-const LOCK_DIR: &str = "meridian-port-reservations";
+/// Where the reservation locks are: one directory for every test process of the machine,
+/// whatever `TMPDIR` each has (a test may give a helper process a `TMPDIR` of its own).
+const LOCK_DIR: &str = "/tmp/meridian-port-reservations";
 /// The lowest port handed out: above the well-known and registered services the machine
-/// may run (a kubelet's 10250, …).
-const LOWEST: u16 = 16384;
+/// may run (a kubelet's 10250, …) and the ports PowerDNS picks for its own queries
+/// (10000–19999).
+const LOWEST: u16 = 20000;
 /// How many ports the pool must have to be used; a machine whose ephemeral range leaves fewer
 /// below it gets the kernel's free ports instead (the old race, made rarer by the locks).
 const SMALLEST_POOL: u16 = 4096;
@@ -56,7 +64,7 @@ impl Reservations {
             .ok()
             .and_then(|range| parse_port_range(&range));
         Reservations {
-            dir: std::env::temp_dir().join(LOCK_DIR),
+            dir: PathBuf::from(LOCK_DIR),
             pool: ephemeral.and_then(pool_below),
             ports: HashSet::new(),
             locks: Vec::new(),
@@ -64,8 +72,7 @@ impl Reservations {
     }
 
     fn reserve(&mut self, listens: Listens) -> Result<u16, String> {
-        std::fs::create_dir_all(&self.dir)
-            .map_err(|e| format!("creating {}: {e}", self.dir.display()))?;
+        shared_dir(&self.dir)?;
         let Some(pool) = self.pool.clone() else {
             return self.reserve_from_kernel(listens);
         };
@@ -104,12 +111,9 @@ impl Reservations {
             return Ok(None);
         }
         let path = self.dir.join(port.to_string());
-        let lock = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| format!("opening {}: {e}", path.display()))?;
+        let Some(lock) = lock_file(&path)? else {
+            return Ok(None);
+        };
         match lock.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => return Ok(None),
@@ -124,6 +128,42 @@ impl Reservations {
         self.ports.insert(port);
         self.locks.push(lock);
         Ok(Some(port))
+    }
+}
+
+/// The lock directory, made writable by every user (as `/tmp` is: sticky), so that test
+/// processes of different users share it.
+fn shared_dir(dir: &Path) -> Result<(), String> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    match std::fs::DirBuilder::new().mode(0o1777).create(dir) {
+        // The umask narrowed the mode.
+        Ok(()) => std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1777))
+            .map_err(|e| format!("opening up {}: {e}", dir.display())),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(format!("creating {}: {e}", dir.display())),
+    }
+}
+
+/// The lock file of a port, created if missing; `None` when another user's file cannot be
+/// opened at all (its port is skipped). An existing file is opened to read: a lock needs no
+/// more.
+fn lock_file(path: &Path) -> Result<Option<File>, String> {
+    let created = File::options()
+        .create_new(true)
+        .write(true)
+        .mode(0o666)
+        .open(path);
+    match created {
+        Ok(file) => return Ok(Some(file)),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("creating {}: {e}", path.display())),
+    }
+    match File::open(path) {
+        Ok(file) => Ok(Some(file)),
+        Err(e) if e.kind() == ErrorKind::PermissionDenied => Ok(None),
+        Err(e) => Err(format!("opening {}: {e}", path.display())),
     }
 }
 
@@ -178,6 +218,20 @@ mod tests {
                 assert!((LOWEST..low).contains(&port), "{port}");
             }
         }
+    }
+
+    #[test]
+    fn a_lock_file_another_user_left_is_locked_through_a_read_only_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("20001");
+        std::fs::write(&path, "").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+        let lock = lock_file(&path).unwrap().expect("an existing file opens");
+        lock.try_lock().unwrap();
+        // A new file is made for everyone to open.
+        let fresh = dir.path().join("20002");
+        drop(lock_file(&fresh).unwrap().expect("a new file"));
+        assert!(fresh.exists());
     }
 
     #[test]
