@@ -45,7 +45,7 @@ pub use images::{BuiltImage, built_images, hub_and_agent, image_named};
 pub use node::{Node, NodeAssets, NodeFootprint};
 pub use ocm::{
     AGENT_NAMESPACE, HUB_NAMESPACE, OcmDynamicApis, ensure_namespace, hub_kubeconfig_dir,
-    managed_cluster_condition, register_managed_cluster, spawn_serving,
+    managed_cluster_condition, placement_controller_args, register_managed_cluster, spawn_serving,
 };
 pub use ports::free_loopback_port;
 pub use process::{ManagedProcess, is_alive};

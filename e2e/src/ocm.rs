@@ -249,25 +249,27 @@ pub async fn spawn_serving(
     unreachable!("the last try returns")
 }
 
+/// The placement controller's arguments for `hub`, serving on `port`.
+pub fn placement_controller_args(hub: &ControlPlane, port: u16) -> Vec<String> {
+    vec![
+        "controller".to_string(),
+        format!("--kubeconfig={}", hub.kubeconfig_path().display()),
+        format!("--namespace={HUB_NAMESPACE}"),
+        format!("--listen=127.0.0.1:{port}"),
+        "--disable-leader-election".to_string(),
+    ]
+}
+
 /// OCM's placement controller on `hub`, turning Placements into PlacementDecisions.
 pub(crate) async fn start_placement_controller(
     assets: &TestBedAssets,
     hub: &ControlPlane,
 ) -> Result<ManagedProcess, Error> {
     ensure_namespace(&hub.client(), HUB_NAMESPACE).await?;
-    let args = |port| {
-        vec![
-            "controller".to_string(),
-            format!("--kubeconfig={}", hub.kubeconfig_path().display()),
-            format!("--namespace={HUB_NAMESPACE}"),
-            format!("--listen=127.0.0.1:{port}"),
-            "--disable-leader-election".to_string(),
-        ]
-    };
     spawn_serving(
         format!("{}/ocm-placement", hub.name()),
         &assets.ocm_placement,
-        args,
+        |port| placement_controller_args(hub, port),
         hub.dir().join("ocm-placement.log"),
     )
     .await

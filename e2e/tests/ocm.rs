@@ -8,7 +8,8 @@ use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use meridian_e2e::{
     ControlPlane, DEFAULT_PATIENCE, Error, Fleet, FleetBuilder, HUB_NAMESPACE, OcmDynamicApis,
-    TestBedAssets, ensure_namespace, eventually, managed_cluster_condition, spawn_serving,
+    TestBedAssets, ensure_namespace, eventually, managed_cluster_condition,
+    placement_controller_args, spawn_serving,
 };
 use serde_json::json;
 
@@ -342,13 +343,7 @@ async fn an_ocm_component_whose_port_was_taken_starts_again_and_one_that_fails_s
         let mut given = ports.lock().expect("the ports");
         let port = if given.is_empty() { taken_port } else { port };
         given.push(port);
-        vec![
-            "controller".to_string(),
-            format!("--kubeconfig={}", hub.kubeconfig_path().display()),
-            format!("--namespace={HUB_NAMESPACE}"),
-            format!("--listen=127.0.0.1:{port}"),
-            "--disable-leader-election".to_string(),
-        ]
+        placement_controller_args(&hub, port)
     };
     let mut serving = spawn_serving(
         "hub/ocm-placement".into(),
