@@ -27,7 +27,7 @@ pub mod zones;
 
 pub use reconcile::context::{
     Concurrency, Context, ControllerConfig, LocalCluster, apply_params, counted, delete_if_present,
-    retry_after, with_finalizer,
+    jittered, retry_after, with_finalizer,
 };
 pub use runtime::clock::{Clock, now};
 pub use runtime::error::Error;

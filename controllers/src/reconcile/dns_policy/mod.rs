@@ -168,7 +168,7 @@ async fn enforce(policy: &DNSPolicy, ctx: &Context) -> Result<Action, Error> {
     let recheck = [desired.recheck_after, decision.drain_recheck]
         .into_iter()
         .flatten()
-        .fold(ctx.config.resync, std::time::Duration::min);
+        .fold(ctx.config.next_resync(), std::time::Duration::min);
     Ok(Action::requeue(recheck))
 }
 
@@ -185,7 +185,7 @@ async fn refuse(
         // The Gateway watch brings the policy back when the Gateway appears; the retry is a
         // safety net.
         gather::Refusal::TargetNotFound { .. } => ctx.config.retry_cap,
-        _ => ctx.config.resync,
+        _ => ctx.config.next_resync(),
     }))
 }
 

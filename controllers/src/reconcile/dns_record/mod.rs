@@ -193,10 +193,12 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     };
     let health = health.as_ref();
     // A silent cluster's results must expire even when nothing else changes.
+    // In distributed mode the resync is the refresh, and its jitter keeps the clusters sharing a
+    // zone from reading it in step.
     let resync = if health.is_some() {
-        ctx.config.resync.min(ctx.config.heartbeat_timeout)
+        ctx.config.next_resync().min(ctx.config.heartbeat_timeout)
     } else {
-        ctx.config.resync
+        ctx.config.next_resync()
     };
     let (zone, provider, zone_id) = match zone_provider(record, ctx).await {
         Ok(found) => found,
@@ -338,7 +340,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
                 Vec::new(),
             )
             .await?;
-            return Ok(Action::requeue(refresh_after(resync, distributed)));
+            return Ok(Action::requeue(resync));
         }
     }
 
@@ -473,7 +475,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         return Ok(ctx.retry_after_failure(&conflict_key));
     }
     ctx.succeeded(&conflict_key);
-    Ok(Action::requeue(refresh_after(resync, distributed)))
+    Ok(Action::requeue(resync))
 }
 
 /// Takes over what the record published under an earlier owner ID (its UID, before owner IDs
@@ -624,17 +626,7 @@ async fn hold_plan(
         Vec::new(),
     )
     .await?;
-    Ok(Action::requeue(ctx.config.resync))
-}
-
-/// The next refresh: in distributed mode with ±5 % jitter, so clusters sharing a zone do not
-/// read it in step.
-fn refresh_after(resync: std::time::Duration, distributed: bool) -> std::time::Duration {
-    if !distributed {
-        return resync;
-    }
-    use rand::Rng;
-    resync.mul_f64(rand::rng().random_range(0.95..=1.05))
+    Ok(Action::requeue(ctx.config.next_resync()))
 }
 
 /// Removes this record's contribution from its zone, then lets the finalizer go.

@@ -22,12 +22,11 @@ use meridian_api::kuadrant::{DEFAULT_VERIFICATION_INTERVAL, DNSRecord, ManagedZo
 use meridian_dns::drift::drift;
 use meridian_dns::plan::Registry;
 use meridian_providers::Provider;
-use rand::Rng;
 
 use super::gather::provider_of;
 use super::owner_of;
-use crate::Context;
 use crate::decide::convert::all_to_engine;
+use crate::{Context, jittered};
 
 /// How often the verifier looks at which zones are due (cheap: no provider call).
 const TICK: Duration = Duration::from_secs(5);
@@ -101,10 +100,6 @@ pub fn verification_interval(zone: &ManagedZone) -> Duration {
         .as_deref()
         .and_then(parse_duration)
         .unwrap_or(DEFAULT_VERIFICATION_INTERVAL)
-}
-
-fn jittered(interval: Duration) -> Duration {
-    interval.mul_f64(rand::rng().random_range(0.9..=1.1))
 }
 
 /// Reads the zone once and returns the records whose published records drifted, each marked

@@ -138,7 +138,7 @@ async fn place(gateway: &Gateway, ctx: &PlacementContext) -> Result<Action, Erro
 
     // Clusters that left first (DNS withdraws them at once; marking them is one write each):
     // the work stays for the grace period, then goes.
-    let mut next_look = ctx.config.resync;
+    let mut next_look = ctx.config.next_resync();
     if seen.undecided && !seen.works.is_empty() {
         // Fail static: no decision is no evidence, so every work stays as it is (none marked
         // leaving, none written) until OCM decides.

@@ -62,7 +62,7 @@ async fn reconcile_cluster(
     let Some(copy) = ctx.caches.secrets.get(Some(&namespace), DNSSEC_KEYS_SECRET) else {
         // No zone is signed yet, or the first cluster has not made the copy: its creation
         // wakes every cluster.
-        return Ok(Action::requeue(ctx.config.resync));
+        return Ok(Action::requeue(ctx.config.next_resync()));
     };
     let bindings = Api::<RoleBinding>::namespaced(ctx.client.clone(), &namespace);
     let binding = agent_zone_keys_binding(&cluster);
@@ -100,7 +100,7 @@ async fn reconcile_cluster(
             .patch(&binding, &apply_params(), &Patch::Apply(object))
             .await?;
     }
-    Ok(Action::requeue(ctx.config.resync))
+    Ok(Action::requeue(ctx.config.next_resync()))
 }
 
 /// The fleet's part, done by the first cluster's reconcile: the copy of every signed

@@ -79,7 +79,12 @@ async fn reconcile_zone(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Act
                 conditions: status.conditions,
                 ..Default::default()
             };
-            (false, claim.reason(), claim.to_string(), ctx.config.resync)
+            (
+                false,
+                claim.reason(),
+                claim.to_string(),
+                ctx.config.next_resync(),
+            )
         }
         Err(message) => (false, "InvalidSecretRef", message, ctx.config.retry_cap),
         Ok(None) => {
@@ -138,7 +143,7 @@ async fn reconcile_zone(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Act
                         // Counting is free; the DNSRecord watch keeps it fresh. A rollover's
                         // next step comes on time.
                         signed_requeue
-                            .map_or(ctx.config.resync, |wait| wait.min(ctx.config.resync)),
+                            .map_or(ctx.config.next_resync(), |wait| wait.min(ctx.config.resync)),
                     )
                 }
             }
@@ -172,7 +177,7 @@ async fn reconcile_zone(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Act
                                 true,
                                 "Reachable",
                                 format!("served by {}", provider.kind()),
-                                ctx.config.resync,
+                                ctx.config.next_resync(),
                             )
                         }
                         Err(error) => (

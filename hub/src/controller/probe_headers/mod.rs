@@ -152,7 +152,7 @@ async fn reconcile_cluster(
             .await?;
     }
     // A rotated source Secret, or a copy someone changed, wakes the first cluster again.
-    Ok(Action::requeue(ctx.config.resync))
+    Ok(Action::requeue(ctx.config.next_resync()))
 }
 
 /// The fleet's part, done by the first cluster's reconcile: the seal key, the header copies,
