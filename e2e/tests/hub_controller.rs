@@ -2816,9 +2816,10 @@ async fn priority_tiers_fail_over_at_once_fail_back_after_the_hold_down_and_drai
 /// once the spoke's work agent has applied it, orphans and deletes the old one. The spoke's
 /// Gateway is never deleted on the way (the same UID before and after).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_earlier_hubs_work_is_handed_over_without_the_spokes_gateway_leaving()
+async fn an_earlier_hubs_work_and_finalizer_are_handed_over_and_a_deleted_gateways_works_go()
 -> Result<(), Error> {
     use meridian_e2e::example::{CLUSTER_SET, CLUSTER_SET_LABEL, GATEWAY};
+    use meridian_hub::controller::gateway_placement::LEGACY_FINALIZER;
     use meridian_hub::placement::{gateway_work, gateway_work_name, legacy_gateway_work_name};
 
     let fleet = Fleet::builder()
@@ -2880,12 +2881,31 @@ async fn an_earlier_hubs_work_is_handed_over_without_the_spokes_gateway_leaving(
     )
     .await?;
 
+    // The earlier hub also held its finalizer on the Gateway.
+    let gateways = Api::<Gateway>::namespaced(hub.clone(), NAMESPACE);
+    gateways
+        .patch(
+            GATEWAY,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "finalizers": [LEGACY_FINALIZER] } })),
+        )
+        .await?;
+
     let geoip_dir = tempfile::tempdir().unwrap();
     let geoip = geoip_dir.path().join("country.mmdb");
     write_geoip(&geoip)?;
     let running = start_hub(fleet.hub.kubeconfig_path(), &geoip).await;
     let new_name = gateway_work_name(NAMESPACE, GATEWAY);
     assert_ne!(new_name, legacy_name);
+    eventually(
+        "the hub lets go of the earlier hub's finalizer",
+        DEFAULT_PATIENCE,
+        || async {
+            let finalizers = gateways.get(GATEWAY).await?.metadata.finalizers;
+            Ok(finalizers.unwrap_or_default().is_empty().then_some(()))
+        },
+    )
+    .await?;
     eventually(
         "the earlier work is handed over and gone",
         DEFAULT_PATIENCE * 2,
@@ -2905,6 +2925,52 @@ async fn an_earlier_hubs_work_is_handed_over_without_the_spokes_gateway_leaving(
         Some(before),
         "the spoke's Gateway stayed through the hand-over"
     );
+
+    // Deleted while the hub runs (it holds no finalizer, so the Gateway goes at once): its work
+    // goes, and with it the spoke's Gateway.
+    let the_work_and_spoke_gateway_go = |what: &'static str| {
+        let (works, downstream, new_name) = (works.clone(), downstream.clone(), new_name.clone());
+        eventually(what, DEFAULT_PATIENCE, move || {
+            let (works, downstream, new_name) =
+                (works.clone(), downstream.clone(), new_name.clone());
+            async move {
+                let gone = works.get_opt(&new_name).await?.is_none()
+                    && downstream.get_opt(GATEWAY).await?.is_none();
+                Ok(gone.then_some(()))
+            }
+        })
+    };
+    gateways.delete(GATEWAY, &DeleteParams::default()).await?;
+    the_work_and_spoke_gateway_go("the deleted Gateway's work and the spoke's Gateway go").await?;
+
+    // Deleted while the hub is down: its work stays until the hub is back, then goes.
+    let mut recreated = gateway.clone();
+    recreated.metadata = kube::api::ObjectMeta {
+        name: gateway.metadata.name.clone(),
+        namespace: gateway.metadata.namespace.clone(),
+        labels: gateway.metadata.labels.clone(),
+        ..Default::default()
+    };
+    gateways.create(&PostParams::default(), &recreated).await?;
+    eventually("the Gateway is placed again", DEFAULT_PATIENCE, || async {
+        Ok(works.get_opt(&new_name).await?)
+    })
+    .await?;
+    running.stop().await;
+    gateways.delete(GATEWAY, &DeleteParams::default()).await?;
+    eventually("the Gateway is gone", DEFAULT_PATIENCE, || async {
+        Ok(gateways.get_opt(GATEWAY).await?.is_none().then_some(()))
+    })
+    .await?;
+    assert!(
+        works.get_opt(&new_name).await?.is_some(),
+        "with no hub running, the deleted Gateway's work is still there"
+    );
+    let running = start_hub(fleet.hub.kubeconfig_path(), &geoip).await;
+    the_work_and_spoke_gateway_go(
+        "the restarted hub removes the work of the Gateway deleted while it was down",
+    )
+    .await?;
     running.stop().await;
     Ok(())
 }

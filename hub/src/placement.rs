@@ -3,12 +3,13 @@
 //! can write only in that cluster's namespace on the hub), and when a cluster that left the
 //! placement loses its ManifestWork.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use meridian_api::upstream::{Gateway, Listener, ManagedCluster};
+use meridian_api::upstream::{Gateway, Listener, ManagedCluster, ManifestWork};
 use serde_json::{Value, json};
 
 use meridian_controllers::decide::desired::downstream_namespace;
@@ -290,6 +291,33 @@ pub fn work_fate(
     } else {
         WorkFate::Wait(grace - elapsed)
     }
+}
+
+/// The works among `works` placing a Gateway that is no longer among `gateways` (the complete
+/// cache of the hub's Gateways, of every class): the Gateway was deleted, so its works go.
+/// Works without the label are not a Gateway's and never listed; a Gateway that is still
+/// there keeps its works whatever its class (placement decides those).
+pub fn works_of_deleted_gateways<'a>(
+    gateways: &[Arc<Gateway>],
+    works: &'a [Arc<ManifestWork>],
+) -> Vec<&'a Arc<ManifestWork>> {
+    let present: std::collections::HashSet<String> = gateways
+        .iter()
+        .map(|gateway| {
+            gateway_label(
+                &gateway.namespace().unwrap_or_default(),
+                &gateway.name_any(),
+            )
+        })
+        .collect();
+    works
+        .iter()
+        .filter(|work| {
+            work.labels()
+                .get(GATEWAY_WORK_LABEL)
+                .is_some_and(|label| !present.contains(label))
+        })
+        .collect()
 }
 
 /// A kubeconfig for the agent: the hub's address and CA, and a token of the agent's hub
@@ -858,6 +886,79 @@ mod tests {
         }
     }
     use meridian_api::upstream::GatewaySpec;
+
+    #[test]
+    fn only_the_works_of_deleted_gateways_go() {
+        use meridian_api::upstream::MULTI_CLUSTER_GATEWAY_CLASS;
+
+        let gateway = |namespace: &str, name: &str, class: &str| {
+            let mut gateway = Gateway::new(
+                name,
+                GatewaySpec {
+                    gateway_class_name: class.into(),
+                    listeners: Vec::new(),
+                    extra: Default::default(),
+                },
+            );
+            gateway.metadata.namespace = Some(namespace.into());
+            Arc::new(gateway)
+        };
+        let long_name = "g".repeat(80);
+        let gateways = [
+            gateway("shop", "web", MULTI_CLUSTER_GATEWAY_CLASS),
+            // A name past a label's length: its works carry the hashed label.
+            gateway("shop", &long_name, MULTI_CLUSTER_GATEWAY_CLASS),
+            // No longer multi-cluster: its works are placement's to decide, not deleted here.
+            gateway("shop", "was-multi", "istio"),
+        ];
+        let work = |cluster: &str, label: Option<String>| -> Arc<ManifestWork> {
+            let labels = match &label {
+                Some(label) => json!({ GATEWAY_WORK_LABEL: label }),
+                None => json!({}),
+            };
+            serde_json::from_value(json!({
+                "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+                "metadata": {
+                    "name": format!("work-{}", label.unwrap_or_default()),
+                    "namespace": cluster, "labels": labels,
+                },
+                "spec": { "workload": { "manifests": [] } },
+            }))
+            .map(Arc::new)
+            .expect("a ManifestWork")
+        };
+        let works = [
+            work("spoke-1", Some(gateway_label("shop", "web"))),
+            work("spoke-2", Some(gateway_label("shop", "web"))),
+            work("spoke-1", Some(gateway_label("shop", &long_name))),
+            work("spoke-1", Some(gateway_label("shop", "was-multi"))),
+            // Deleted: `api` in shop, and `web` of another namespace.
+            work("spoke-1", Some(gateway_label("shop", "api"))),
+            work("spoke-2", Some(gateway_label("shop", "api"))),
+            work("spoke-1", Some(gateway_label("other", "web"))),
+            // Not a Gateway's work (the agent's).
+            work("spoke-1", None),
+        ];
+        let gone: Vec<(String, String)> = works_of_deleted_gateways(&gateways, &works)
+            .into_iter()
+            .map(|w| {
+                (
+                    w.namespace().unwrap_or_default(),
+                    w.labels()[GATEWAY_WORK_LABEL].clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            gone,
+            [
+                ("spoke-1".to_string(), "shop.api".to_string()),
+                ("spoke-2".to_string(), "shop.api".to_string()),
+                ("spoke-1".to_string(), "other.web".to_string()),
+            ]
+        );
+        // With no Gateway at all every Gateway's work goes, and the agent's stays.
+        assert_eq!(works_of_deleted_gateways(&[], &works).len(), 7);
+    }
 
     fn at(seconds: i64) -> Timestamp {
         Timestamp::from_second(seconds).unwrap()

@@ -214,6 +214,9 @@ struct Figures {
     placed_seconds: f64,
     /// The hub's writes on the DNS path until converged, per policy, by resource.
     dns_writes_per_policy: BTreeMap<String, f64>,
+    /// The hub's requests from its start until placed, by verb and resource (and answer, when
+    /// it was a 404 or 409): what placement costs the API server, beside the DNS path.
+    requests_until_placed: BTreeMap<String, u64>,
     requests_per_second: BTreeMap<String, f64>,
     own_lease_per_second: f64,
     reconciles_per_second: BTreeMap<String, f64>,
@@ -262,6 +265,7 @@ impl Figures {
             "  converged (all Enforced, every host answers): {:.1} s\n  \
              placed (every Gateway work and agent work written): {:.1} s\n  \
              DNS writes per policy until converged: {:.2} ({})\n  \
+             requests until placed: {} ({})\n  \
              steady API requests/s: {:.2} ({}); own Lease {:.2}/s\n  \
              steady reconciles/s: {}\n  \
              hub CPU {:.3} cores, peak RSS {:.0} MiB\n  \
@@ -270,6 +274,8 @@ impl Figures {
             self.placed_seconds,
             self.dns_writes_per_policy.values().sum::<f64>(),
             by_verb(&self.dns_writes_per_policy),
+            self.requests_until_placed.values().sum::<u64>(),
+            largest(&self.requests_until_placed, 10),
             self.total_requests(),
             by_verb(&self.requests_per_second),
             self.own_lease_per_second,
@@ -376,6 +382,7 @@ async fn measure(
     wait_placed(&client, &fleet, started, timeout).await?;
     figures.placed_seconds = started.elapsed().as_secs_f64();
     eprintln!("   placed in {:.1} s", figures.placed_seconds);
+    figures.requests_until_placed = audited_requests_by_kind(&audit, audit_at_start)?;
 
     // Steady state: let the hub settle for one heartbeat, then count.
     tokio::time::sleep(Duration::from_secs(args.heartbeat_seconds.min(30))).await;
@@ -806,6 +813,43 @@ fn audited_events(path: &Path, offset: u64) -> anyhow::Result<Vec<Value>> {
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
         .filter(|event| event["stage"] == "ResponseComplete")
         .collect())
+}
+
+/// The hub's requests in the audit log after `offset` but its own leader Lease's, by verb and
+/// resource (`create manifestworks`), a 404 or 409 answer counted apart (`delete roles 404`).
+fn audited_requests_by_kind(path: &Path, offset: u64) -> anyhow::Result<BTreeMap<String, u64>> {
+    let mut by_kind = BTreeMap::new();
+    for event in audited_events(path, offset)? {
+        let reference = &event["objectRef"];
+        if reference["resource"] == "leases" && reference["namespace"] == "kube-system" {
+            continue;
+        }
+        let mut kind = format!(
+            "{} {}",
+            event["verb"].as_str().unwrap_or("?"),
+            reference["resource"].as_str().unwrap_or("?")
+        );
+        if let Some(sub) = reference["subresource"].as_str().filter(|s| !s.is_empty()) {
+            kind = format!("{kind}/{sub}");
+        }
+        if let Some(code @ (404 | 409)) = event["responseStatus"]["code"].as_u64() {
+            kind = format!("{kind} {code}");
+        }
+        *by_kind.entry(kind).or_insert(0) += 1;
+    }
+    Ok(by_kind)
+}
+
+/// The `n` largest counts, largest first.
+fn largest(counts: &BTreeMap<String, u64>, n: usize) -> String {
+    let mut sorted: Vec<(&String, &u64)> = counts.iter().collect();
+    sorted.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    sorted
+        .iter()
+        .take(n)
+        .map(|(kind, count)| format!("{kind} {count}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The hub's requests in the audit log after `offset`, by verb; and its own leader Lease's.
