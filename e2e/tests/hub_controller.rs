@@ -2927,7 +2927,7 @@ async fn an_earlier_hubs_work_and_finalizer_are_handed_over_and_a_deleted_gatewa
     );
 
     // Deleted while the hub runs (it holds no finalizer, so the Gateway goes at once): its work
-    // goes, and with it the spoke's Gateway.
+    // goes after the grace (3 s here), and with it the spoke's Gateway.
     let the_work_and_spoke_gateway_go = |what: &'static str| {
         let (works, downstream, new_name) = (works.clone(), downstream.clone(), new_name.clone());
         eventually(what, DEFAULT_PATIENCE, move || {

@@ -152,9 +152,7 @@ pub async fn settle(
                 format!("{cluster} left the placement: withdrawn from DNS; its Gateway is removed after {:?}", ctx.withdrawal_grace),
             )
             .await;
-            let patch = json!({ "metadata": { "annotations": { LEAVING_SINCE: (ctx.clock)().to_string() } } });
-            api.patch(&work.name_any(), &Default::default(), &Patch::Merge(patch))
-                .await?;
+            mark_leaving(work, ctx).await?;
             Ok(Some(ctx.withdrawal_grace))
         }
         // Just after the grace ends.
@@ -165,6 +163,16 @@ pub async fn settle(
             Ok(None)
         }
     }
+}
+
+/// Notes on `work` since when it is leaving: it goes once the grace period has passed.
+pub async fn mark_leaving(work: &ManifestWork, ctx: &PlacementContext) -> Result<(), Error> {
+    let patch =
+        json!({ "metadata": { "annotations": { LEAVING_SINCE: (ctx.clock)().to_string() } } });
+    works_api(ctx, &work.namespace().unwrap_or_default())
+        .patch(&work.name_any(), &Default::default(), &Patch::Merge(patch))
+        .await?;
+    Ok(())
 }
 
 /// Installs (or refreshes) the agent on `cluster`: hub RBAC scoped to the cluster namespace,

@@ -3,7 +3,8 @@
 //! the Meridian agent installed on each placed cluster with hub credentials scoped to that
 //! cluster's namespace. A cluster that leaves the placement is withdrawn from DNS at once (the
 //! DNSPolicy controller follows the same decisions) and its ManifestWork is deleted after the
-//! grace period; at once when the ManagedCluster is gone or the hub Gateway is deleted. A
+//! grace period (so is a deleted Gateway's, see [`deleted`]); at once when the ManagedCluster is
+//! gone. A
 //! Placement with no PlacementDecision at all (OCM has not decided yet, or the Placement is
 //! gone) is not evidence: the Gateway's works stay as they are until there is one.
 //!
