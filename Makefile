@@ -164,7 +164,9 @@ bench-probes: ## One agent probing 5,000 leaves every 5 s: CPU and memory
 # sizes it is measured at (all of SIZES when empty; the hub before the caches cannot converge at
 # 1000x2000 in useful time).
 # STRATEGY: the policies' routing strategy (simple or loadbalanced); DNSSEC=1 signs the zone.
+# DELIVERY: who installs the agents (addon, the hub's default, or work: the hub's own works).
 SIZES ?= 10x10,100x300,1000x2000,3000x6000
+DELIVERY ?= addon
 BASELINE ?=
 BASELINE_SIZES ?=
 STRATEGY ?= simple
@@ -174,7 +176,7 @@ bench-hub-scale: testbed ## The hub with synthetic fleets (SIZES): convergence, 
 	@baseline=""; if [ -n "$(BASELINE)" ]; then baseline="--baseline-hub $$(bash scripts/baseline-hub.sh $(BASELINE))"; fi; \
 	if [ -n "$(BASELINE_SIZES)" ]; then baseline="$$baseline --baseline-sizes $(BASELINE_SIZES)"; fi; \
 	if [ -n "$(DNSSEC)" ]; then baseline="$$baseline --dnssec"; fi; \
-	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-hub-scale -- --sizes $(SIZES) --strategy $(STRATEGY) $$baseline
+	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-hub-scale -- --sizes $(SIZES) --strategy $(STRATEGY) --agent-delivery $(DELIVERY) $$baseline
 
 FUZZ_SECONDS ?= 300
 fuzz: ## Fuzz the nameserver (raw packet → response) for FUZZ_SECONDS; needs the nightly toolchain

@@ -180,12 +180,16 @@ async fn agent_process() {
 }
 
 async fn start_hub(hub_kubeconfig: &Path, geoip: &Path) -> RunningHub {
+    // Short, so the test sees a leaving cluster's Gateway go.
+    start_hub_with_grace(hub_kubeconfig, geoip, 3).await
+}
+
+async fn start_hub_with_grace(hub_kubeconfig: &Path, geoip: &Path, grace: u64) -> RunningHub {
     let mut args = RunArgs::local(hub_kubeconfig);
     args.geoip = Some(geoip.to_path_buf());
     // The test's gateways listen on loopback addresses.
     args.probes.probe_allow_loopback = true;
-    // Short, so the test sees a leaving cluster's Gateway go.
-    args.withdrawal_grace_seconds = 3;
+    args.withdrawal_grace_seconds = grace;
     // The default, not shorter: a standby stands by through a stall of the loaded machine.
     // With a 3 s Lease, in a CI run the leader's renewals went unanswered for over 10 s just
     // as the standby started; the standby took the Lease, and the test saw it reconcile.
@@ -2819,7 +2823,7 @@ async fn priority_tiers_fail_over_at_once_fail_back_after_the_hold_down_and_drai
 async fn an_earlier_hubs_work_and_finalizer_are_handed_over_and_a_deleted_gateways_works_go()
 -> Result<(), Error> {
     use meridian_e2e::example::{CLUSTER_SET, CLUSTER_SET_LABEL, GATEWAY};
-    use meridian_hub::controller::gateway_placement::LEGACY_FINALIZER;
+    use meridian_hub::placement::{LEAVING_SINCE, LEGACY_GATEWAY_FINALIZER as LEGACY_FINALIZER};
     use meridian_hub::placement::{gateway_work, gateway_work_name, legacy_gateway_work_name};
 
     let fleet = Fleet::builder()
@@ -2881,28 +2885,37 @@ async fn an_earlier_hubs_work_and_finalizer_are_handed_over_and_a_deleted_gatewa
     )
     .await?;
 
-    // The earlier hub also held its finalizer on the Gateway.
+    // The earlier hub also held its finalizer on the Gateway, beside someone else's.
+    const OTHERS: &str = "example.com/someone-elses";
     let gateways = Api::<Gateway>::namespaced(hub.clone(), NAMESPACE);
-    gateways
-        .patch(
-            GATEWAY,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "metadata": { "finalizers": [LEGACY_FINALIZER] } })),
-        )
-        .await?;
+    let set_finalizers = |finalizers: Vec<&'static str>| {
+        let gateways = gateways.clone();
+        async move {
+            gateways
+                .patch(
+                    GATEWAY,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "metadata": { "finalizers": finalizers } })),
+                )
+                .await
+        }
+    };
+    set_finalizers(vec![OTHERS, LEGACY_FINALIZER]).await?;
 
     let geoip_dir = tempfile::tempdir().unwrap();
     let geoip = geoip_dir.path().join("country.mmdb");
     write_geoip(&geoip)?;
-    let running = start_hub(fleet.hub.kubeconfig_path(), &geoip).await;
+    // A grace long enough to see a deleted Gateway's work marked and still there.
+    let grace = 10;
+    let running = start_hub_with_grace(fleet.hub.kubeconfig_path(), &geoip, grace).await;
     let new_name = gateway_work_name(NAMESPACE, GATEWAY);
     assert_ne!(new_name, legacy_name);
     eventually(
-        "the hub lets go of the earlier hub's finalizer",
+        "the hub lets go of the earlier hub's finalizer, and of no other",
         DEFAULT_PATIENCE,
         || async {
             let finalizers = gateways.get(GATEWAY).await?.metadata.finalizers;
-            Ok(finalizers.unwrap_or_default().is_empty().then_some(()))
+            Ok((finalizers.unwrap_or_default() == [OTHERS]).then_some(()))
         },
     )
     .await?;
@@ -2926,36 +2939,91 @@ async fn an_earlier_hubs_work_and_finalizer_are_handed_over_and_a_deleted_gatewa
         "the spoke's Gateway stayed through the hand-over"
     );
 
-    // Deleted while the hub runs (it holds no finalizer, so the Gateway goes at once): its work
-    // goes after the grace (3 s here), and with it the spoke's Gateway.
-    let the_work_and_spoke_gateway_go = |what: &'static str| {
+    let marked_then_gone = |what: &'static str| {
         let (works, downstream, new_name) = (works.clone(), downstream.clone(), new_name.clone());
-        eventually(what, DEFAULT_PATIENCE, move || {
-            let (works, downstream, new_name) =
-                (works.clone(), downstream.clone(), new_name.clone());
-            async move {
-                let gone = works.get_opt(&new_name).await?.is_none()
-                    && downstream.get_opt(GATEWAY).await?.is_none();
-                Ok(gone.then_some(()))
-            }
-        })
+        async move {
+            let marked = eventually(what, DEFAULT_PATIENCE, || async {
+                let work = works.get_opt(&new_name).await?;
+                Ok(work.and_then(|w| w.annotations().get(LEAVING_SINCE).cloned()))
+            })
+            .await?;
+            assert!(
+                downstream.get_opt(GATEWAY).await?.is_some(),
+                "the spoke's Gateway stays while its work is marked leaving (since {marked})"
+            );
+            eventually(
+                "after the grace, the work and the spoke's Gateway go",
+                DEFAULT_PATIENCE,
+                || async {
+                    let gone = works.get_opt(&new_name).await?.is_none()
+                        && downstream.get_opt(GATEWAY).await?.is_none();
+                    Ok(gone.then_some(()))
+                },
+            )
+            .await
+        }
     };
-    gateways.delete(GATEWAY, &DeleteParams::default()).await?;
-    the_work_and_spoke_gateway_go("the deleted Gateway's work and the spoke's Gateway go").await?;
+    let recreate = || async {
+        let mut recreated = gateway.clone();
+        recreated.metadata = kube::api::ObjectMeta {
+            name: gateway.metadata.name.clone(),
+            namespace: gateway.metadata.namespace.clone(),
+            labels: gateway.metadata.labels.clone(),
+            ..Default::default()
+        };
+        gateways.create(&PostParams::default(), &recreated).await?;
+        eventually(
+            "the Gateway is placed again, on the spoke too",
+            DEFAULT_PATIENCE,
+            || async {
+                let placed = works.get_opt(&new_name).await?.is_some()
+                    && downstream.get_opt(GATEWAY).await?.is_some();
+                Ok(placed.then_some(()))
+            },
+        )
+        .await
+    };
 
-    // Deleted while the hub is down: its work stays until the hub is back, then goes.
-    let mut recreated = gateway.clone();
-    recreated.metadata = kube::api::ObjectMeta {
-        name: gateway.metadata.name.clone(),
-        namespace: gateway.metadata.namespace.clone(),
-        labels: gateway.metadata.labels.clone(),
-        ..Default::default()
-    };
-    gateways.create(&PostParams::default(), &recreated).await?;
-    eventually("the Gateway is placed again", DEFAULT_PATIENCE, || async {
-        Ok(works.get_opt(&new_name).await?)
-    })
+    // Deleted while the hub runs: the Gateway waits only for the other finalizer, and keeps its
+    // work meanwhile (it is still there, being deleted).
+    gateways.delete(GATEWAY, &DeleteParams::default()).await?;
+    let terminating = gateways.get(GATEWAY).await?;
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    assert!(
+        works
+            .get(&new_name)
+            .await?
+            .annotations()
+            .get(LEAVING_SINCE)
+            .is_none(),
+        "a Gateway being deleted keeps its work unmarked while it is still there"
+    );
+    set_finalizers(vec![]).await?;
+    // Gone now: its work is marked leaving, stays for the grace, then goes with the spoke's
+    // Gateway.
+    marked_then_gone("the deleted Gateway's work is marked leaving").await?;
+
+    // Deleted while the hub is down, holding an earlier hub's finalizer: the restarted hub
+    // removes the works at once and lets the Gateway go.
+    recreate().await?;
+    running.stop().await;
+    set_finalizers(vec![LEGACY_FINALIZER]).await?;
+    gateways.delete(GATEWAY, &DeleteParams::default()).await?;
+    let running = start_hub_with_grace(fleet.hub.kubeconfig_path(), &geoip, grace).await;
+    eventually(
+        "the earlier hub's finalizer: the works go, then the Gateway",
+        DEFAULT_PATIENCE,
+        || async {
+            let gone = gateways.get_opt(GATEWAY).await?.is_none()
+                && works.get_opt(&new_name).await?.is_none();
+            Ok(gone.then_some(()))
+        },
+    )
     .await?;
+
+    // Deleted while the hub is down, with no finalizer: the work stays until the hub is back,
+    // then leaves as above.
+    recreate().await?;
     running.stop().await;
     gateways.delete(GATEWAY, &DeleteParams::default()).await?;
     eventually("the Gateway is gone", DEFAULT_PATIENCE, || async {
@@ -2966,11 +3034,9 @@ async fn an_earlier_hubs_work_and_finalizer_are_handed_over_and_a_deleted_gatewa
         works.get_opt(&new_name).await?.is_some(),
         "with no hub running, the deleted Gateway's work is still there"
     );
-    let running = start_hub(fleet.hub.kubeconfig_path(), &geoip).await;
-    the_work_and_spoke_gateway_go(
-        "the restarted hub removes the work of the Gateway deleted while it was down",
-    )
-    .await?;
+    let running = start_hub_with_grace(fleet.hub.kubeconfig_path(), &geoip, grace).await;
+    marked_then_gone("the restarted hub marks the work of the Gateway deleted while it was down")
+        .await?;
     running.stop().await;
     Ok(())
 }

@@ -3,12 +3,14 @@
 //! can write only in that cluster's namespace on the hub), and when a cluster that left the
 //! placement loses its ManifestWork.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
+use kube::api::ObjectMeta;
 use meridian_api::upstream::{Gateway, Listener, ManagedCluster, ManifestWork};
 use serde_json::{Value, json};
 
@@ -293,23 +295,47 @@ pub fn work_fate(
     }
 }
 
-/// The works among `works` placing a Gateway that is no longer among `gateways` (the complete
-/// cache of the hub's Gateways, of every class): the Gateway was deleted, so its works go.
-/// Works without the label are not a Gateway's and never listed; a Gateway that is still
-/// there keeps its works whatever its class (placement decides those).
-pub fn works_of_deleted_gateways<'a>(
-    gateways: &[Arc<Gateway>],
-    works: &'a [Arc<ManifestWork>],
-) -> Vec<&'a Arc<ManifestWork>> {
-    let present: std::collections::HashSet<String> = gateways
+/// The finalizer hubs before this one held on each multi-cluster Gateway; let go on sight (by
+/// placement, and by `meridian-hub uninstall` for a hub that never ran after an upgrade).
+pub const LEGACY_GATEWAY_FINALIZER: &str = "meridian.dev/gateway-placement";
+
+/// The JSON Patch letting go of [`LEGACY_GATEWAY_FINALIZER`] among `finalizers`, if it is there:
+/// that one entry, removed if it is still where it was read whatever else changed since
+/// (status writes move the resource version all the time); a finalizer added or removed
+/// meanwhile fails the test (422), and the caller reads again.
+pub fn legacy_finalizer_release(finalizers: &[String]) -> Option<json_patch::Patch> {
+    let index = finalizers
         .iter()
-        .map(|gateway| {
+        .position(|f| f == LEGACY_GATEWAY_FINALIZER)?;
+    let path = format!("/metadata/finalizers/{index}");
+    serde_json::from_value(json!([
+        { "op": "test", "path": path, "value": LEGACY_GATEWAY_FINALIZER },
+        { "op": "remove", "path": path },
+    ]))
+    .ok()
+}
+
+/// The work labels ([`gateway_label`]) of `gateways`.
+pub fn gateway_labels<'a>(gateways: impl IntoIterator<Item = &'a ObjectMeta>) -> HashSet<String> {
+    gateways
+        .into_iter()
+        .map(|meta| {
             gateway_label(
-                &gateway.namespace().unwrap_or_default(),
-                &gateway.name_any(),
+                meta.namespace.as_deref().unwrap_or_default(),
+                meta.name.as_deref().unwrap_or_default(),
             )
         })
-        .collect();
+        .collect()
+}
+
+/// The works among `works` placing a Gateway whose label is not in `present` (the labels of
+/// every Gateway there is, of any class): the Gateway was deleted, so its works go. Works
+/// without the label are not a Gateway's and never listed; a Gateway that is still there keeps
+/// its works whatever its class (one no longer multi-cluster keeps them as they are).
+pub fn works_of_deleted_gateways<'a>(
+    present: &HashSet<String>,
+    works: &'a [Arc<ManifestWork>],
+) -> Vec<&'a Arc<ManifestWork>> {
     works
         .iter()
         .filter(|work| {
@@ -939,7 +965,8 @@ mod tests {
             // Not a Gateway's work (the agent's).
             work("spoke-1", None),
         ];
-        let gone: Vec<(String, String)> = works_of_deleted_gateways(&gateways, &works)
+        let present = gateway_labels(gateways.iter().map(|g| &g.metadata));
+        let gone: Vec<(String, String)> = works_of_deleted_gateways(&present, &works)
             .into_iter()
             .map(|w| {
                 (
@@ -957,7 +984,7 @@ mod tests {
             ]
         );
         // With no Gateway at all every Gateway's work goes, and the agent's stays.
-        assert_eq!(works_of_deleted_gateways(&[], &works).len(), 7);
+        assert_eq!(works_of_deleted_gateways(&HashSet::new(), &works).len(), 7);
     }
 
     fn at(seconds: i64) -> Timestamp {

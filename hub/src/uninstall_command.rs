@@ -7,7 +7,9 @@
 //!
 //! The hub must not reinstall the agents while they are being removed, so the command first
 //! takes the hub's Lease for itself: the leader sees another holder at its next renewal and
-//! stops writing. The users' objects stay: DNSPolicies, Gateways and their ManifestWorks.
+//! stops writing. The users' objects stay: DNSPolicies, Gateways and their ManifestWorks. A
+//! Gateway still holding the finalizer earlier hubs put on it (a hub upgraded and uninstalled
+//! before it led) is let go of it, or it could never be deleted.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -22,7 +24,7 @@ use meridian_api::names::{
     AGENT_COPIES_READER, DNSSEC_KEYS_SECRET, HEARTBEAT_LEASE, PROBE_HEADERS_READER,
     PROBE_HEADERS_SECRET, PROBE_SEAL_SECRET,
 };
-use meridian_api::upstream::{ClusterManagementAddOn, ManagedClusterAddOn, ManifestWork};
+use meridian_api::upstream::{ClusterManagementAddOn, Gateway, ManagedClusterAddOn, ManifestWork};
 
 use crate::addon::{ADDON_NAME, TEMPLATE_LABEL, template_resource};
 use meridian_controllers::delete_if_present;
@@ -30,7 +32,7 @@ use meridian_controllers::delete_if_present;
 use crate::leader::{self, Election};
 use crate::placement::{
     AGENT_PROBE_READER, AGENT_REPORTER, AGENT_WORK, AGENT_ZONE_READER, LEGACY_AGENT_CLUSTER_ROLES,
-    LEGACY_AGENT_ROLE,
+    LEGACY_AGENT_ROLE, legacy_finalizer_release,
 };
 
 #[derive(Debug, clap::Args)]
@@ -88,6 +90,26 @@ async fn uninstall(args: UninstallArgs) -> anyhow::Result<()> {
     for cluster in clusters {
         remove_agent(&client, &cluster).await?;
         println!("removed the agent of {cluster}");
+    }
+    for gateway in Api::<Gateway>::all(client.clone())
+        .list_metadata(&ListParams::default())
+        .await?
+    {
+        let Some(patch) = legacy_finalizer_release(gateway.finalizers()) else {
+            continue;
+        };
+        let namespace = gateway.namespace().unwrap_or_default();
+        Api::<Gateway>::namespaced(client.clone(), &namespace)
+            .patch(
+                &gateway.name_any(),
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Json::<()>(patch),
+            )
+            .await?;
+        println!(
+            "let go of an earlier hub's finalizer on Gateway {namespace}/{}",
+            gateway.name_any()
+        );
     }
     // The agents' ClusterRoles are the chart's, which Helm removes; earlier hubs wrote their
     // own under other names.

@@ -8,7 +8,8 @@
 //! API server's audit log tells its requests from the bench's. Per size it prints:
 //! - seconds from the hub's start until every policy is `Enforced` and the nameserver answers
 //!   every host, printing the progress on the way;
-//! - seconds until every Gateway's works and every placed cluster's agent work are written
+//! - seconds until every Gateway's works and every placed cluster's agent work (or, with the
+//!   default add-on delivery, its ManagedClusterAddOn) are written
 //!   (the hub's start-up work is done; the steady window begins after it);
 //! - the hub's API requests per second by verb over the steady window (its own leader Lease
 //!   apart), with the synthetic agents heartbeating;
@@ -43,7 +44,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use meridian_api::kuadrant::DNSPolicy;
 use meridian_api::meridian::ClusterReport;
-use meridian_api::upstream::ManifestWork;
+use meridian_api::upstream::{ManagedClusterAddOn, ManifestWork};
 use meridian_e2e::synthetic::{
     CLUSTERS_PER_GATEWAY, ChangeRun, Strategy, SyntheticFleet, change_address, lease, query_a,
     wait_answering, write_fleet,
@@ -100,6 +101,11 @@ struct Args {
     /// Sign the zone (DNSSEC), as `make demo` does.
     #[arg(long)]
     dnssec: bool,
+    /// Who installs the agents (the hubs' `--agent-delivery`): `addon`, the hub's default (a
+    /// ManagedClusterAddOn per placed cluster, for OCM's addon manager, which the bench does not
+    /// run), or `work` (the hub's own ManifestWork per placed cluster, with a token it mints).
+    #[arg(long, default_value = "addon", value_parser = ["addon", "work"])]
+    agent_delivery: String,
     /// Longest wait for convergence, in seconds.
     #[arg(long, default_value_t = 1800)]
     converge_timeout_seconds: u64,
@@ -170,11 +176,13 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         });
     println!(
         "hub scale: each Gateway placed on {CLUSTERS_PER_GATEWAY} clusters, one DNSPolicy each ({}), \
-         agents heartbeating every {} s, {} s of steady state, {} address changes, {resync}{}",
+         agents heartbeating every {} s, {} s of steady state, {} address changes, {resync}, \
+         agents delivered by {}{}",
         args.strategy,
         args.heartbeat_seconds,
         args.steady_seconds,
         args.changes,
+        args.agent_delivery,
         if args.dnssec { ", the zone signed" } else { "" }
     );
     for size in &args.sizes {
@@ -263,7 +271,7 @@ impl Figures {
         };
         format!(
             "  converged (all Enforced, every host answers): {:.1} s\n  \
-             placed (every Gateway work and agent work written): {:.1} s\n  \
+             placed (every Gateway work and each cluster's agent work or add-on written): {:.1} s\n  \
              DNS writes per policy until converged: {:.2} ({})\n  \
              requests until placed: {} ({})\n  \
              steady API requests/s: {:.2} ({}); own Lease {:.2}/s\n  \
@@ -358,6 +366,7 @@ async fn measure(
         binary,
         &kubeconfig,
         args.hub_resync_seconds,
+        &args.agent_delivery,
         args.hub_log.as_deref(),
     )?;
     let heartbeats = Heartbeats::start(
@@ -379,7 +388,7 @@ async fn measure(
         .collect();
     // The steady window starts once the Gateways are placed: until then the hub is still
     // writing works and installing agents, which is start-up work, not steady cost.
-    wait_placed(&client, &fleet, started, timeout).await?;
+    wait_placed(&client, &fleet, &args.agent_delivery, started, timeout).await?;
     figures.placed_seconds = started.elapsed().as_secs_f64();
     eprintln!("   placed in {:.1} s", figures.placed_seconds);
     figures.requests_until_placed = audited_requests_by_kind(&audit, audit_at_start)?;
@@ -414,6 +423,7 @@ async fn measure(
         binary,
         &kubeconfig,
         args.hub_resync_seconds,
+        &args.agent_delivery,
         args.hub_log.as_deref(),
     )?;
     let agent_dns = std::net::UdpSocket::bind("127.0.0.1:0")?.local_addr()?;
@@ -762,43 +772,62 @@ async fn wait_converged(
     outcome
 }
 
-/// Waits until the ManifestWorks number one per placed Gateway and cluster plus one agent work
-/// per placed cluster. Counted with a one-item list (the API server's remaining count), so the
-/// wait costs the API server next to nothing.
+/// Waits until the ManifestWorks number one per placed Gateway and cluster, and each placed
+/// cluster has its agent: one more work (`work` delivery) or a ManagedClusterAddOn (`addon`).
+/// Counted with one-item lists (the API server's remaining count), so the wait costs the API
+/// server next to nothing.
 async fn wait_placed(
     client: &Client,
     fleet: &SyntheticFleet,
+    agent_delivery: &str,
     started: Instant,
     timeout: Duration,
 ) -> anyhow::Result<()> {
-    let placed_clusters: std::collections::BTreeSet<usize> =
-        (0..fleet.gateways).flat_map(|j| fleet.placed(j)).collect();
-    let expected = fleet.gateways * CLUSTERS_PER_GATEWAY + placed_clusters.len();
-    let works: Api<ManifestWork> = Api::all(client.clone());
+    let placed_clusters = (0..fleet.gateways)
+        .flat_map(|j| fleet.placed(j))
+        .collect::<std::collections::BTreeSet<usize>>()
+        .len();
+    let gateway_works = fleet.gateways * CLUSTERS_PER_GATEWAY;
+    let by_work = agent_delivery == "work";
+    let (works_expected, addons_expected) = if by_work {
+        (gateway_works + placed_clusters, 0)
+    } else {
+        (gateway_works, placed_clusters)
+    };
     let mut next_progress = started.elapsed() + PROGRESS_EVERY;
     loop {
-        let page = works.list(&ListParams::default().limit(1)).await?;
-        let count = page.items.len()
-            + page
-                .metadata
-                .remaining_item_count
-                .map_or(0, |n| n.max(0) as usize);
-        if count >= expected {
+        let works = count(&Api::<ManifestWork>::all(client.clone())).await?;
+        let addons = if by_work {
+            0
+        } else {
+            count(&Api::<ManagedClusterAddOn>::all(client.clone())).await?
+        };
+        if works >= works_expected && addons >= addons_expected {
             return Ok(());
         }
-        anyhow::ensure!(
-            started.elapsed() < timeout,
-            "{count} of {expected} ManifestWorks after {timeout:?}"
+        let progress = format!(
+            "{works} of {works_expected} ManifestWorks, {addons} of {addons_expected} ManagedClusterAddOns"
         );
+        anyhow::ensure!(started.elapsed() < timeout, "{progress} after {timeout:?}");
         if started.elapsed() >= next_progress {
-            eprintln!(
-                "   {:>5.0} s: {count} of {expected} ManifestWorks",
-                started.elapsed().as_secs_f64()
-            );
+            eprintln!("   {:>5.0} s: {progress}", started.elapsed().as_secs_f64());
             next_progress += PROGRESS_EVERY;
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
+}
+
+/// How many objects `api` lists, from a one-item page and the API server's remaining count.
+async fn count<K>(api: &Api<K>) -> anyhow::Result<usize>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let page = api.list(&ListParams::default().limit(1)).await?;
+    Ok(page.items.len()
+        + page
+            .metadata
+            .remaining_item_count
+            .map_or(0, |n| n.max(0) as usize))
 }
 
 /// The hub's completed requests in the audit log after `offset`.
@@ -911,6 +940,7 @@ impl HubProcess {
         binary: &Path,
         kubeconfig: &Path,
         resync: Option<u64>,
+        agent_delivery: &str,
         log: Option<&Path>,
     ) -> anyhow::Result<Self> {
         let log = match log {
@@ -934,6 +964,7 @@ impl HubProcess {
             .arg(kubeconfig)
             .args(["--dns-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0"])
             .env("MERIDIAN_LOG", "warn")
+            .env("MERIDIAN_AGENT_DELIVERY", agent_delivery)
             // The bench asks for every host at once from one address: response rate limiting
             // would drop most answers, and each drop costs the bench a timeout.
             .env("MERIDIAN_DNS_RATE_LIMIT", "0")

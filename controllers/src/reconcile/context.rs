@@ -114,6 +114,15 @@ impl ControllerConfig {
     pub fn next_resync(&self) -> Duration {
         jittered(self.resync)
     }
+
+    /// As [`Self::next_resync`], for an object that must be looked at within `bound` (a silent
+    /// cluster's health results expire): the sooner of the two, less up to a tenth, so that
+    /// objects reconciled together spread without any waiting past the bound.
+    pub fn next_resync_within(&self, bound: Duration) -> Duration {
+        self.resync
+            .min(bound)
+            .mul_f64(rand::rng().random_range(0.9..=1.0))
+    }
 }
 
 /// `period`, give or take a tenth, drawn anew on each call.
@@ -608,5 +617,18 @@ mod tests {
             .map(|d| (d.as_millis() - low.as_millis()) * 10 / 60_001)
             .collect();
         assert_eq!(tenths.len(), 10, "{tenths:?}");
+        // Bounded: never past the bound, spread below it.
+        let bound = Duration::from_secs(120);
+        let draws: Vec<Duration> = (0..2_000)
+            .map(|_| config.next_resync_within(bound))
+            .collect();
+        assert!(
+            draws
+                .iter()
+                .all(|d| (bound.mul_f64(0.9)..=bound).contains(d)),
+            "{draws:?}"
+        );
+        assert!(draws.iter().any(|d| *d < bound.mul_f64(0.95)));
+        assert!(draws.iter().any(|d| *d > bound.mul_f64(0.95)));
     }
 }

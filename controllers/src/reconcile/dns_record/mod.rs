@@ -196,7 +196,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     // In distributed mode the resync is the refresh, and its jitter keeps the clusters sharing a
     // zone from reading it in step.
     let resync = if health.is_some() {
-        ctx.config.next_resync().min(ctx.config.heartbeat_timeout)
+        ctx.config.next_resync_within(ctx.config.heartbeat_timeout)
     } else {
         ctx.config.next_resync()
     };

@@ -36,15 +36,15 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use meridian_api::upstream::{Gateway, MULTI_CLUSTER_GATEWAY_CLASS};
-use serde_json::json;
 
 pub use apply::AgentInstalls;
 
-use crate::placement::{cluster_downstream_class, gateway_work, gateway_work_name, work_fate};
+use crate::placement::{
+    LEGACY_GATEWAY_FINALIZER, cluster_downstream_class, gateway_work, gateway_work_name,
+    legacy_finalizer_release, work_fate,
+};
 use meridian_controllers::{Context, Error, counted, retry_after};
 
-/// The finalizer hubs before this one held on each multi-cluster Gateway; let go on sight.
-pub const LEGACY_FINALIZER: &str = "meridian.dev/gateway-placement";
 const CONTROLLER: &str = "gatewayplacement";
 
 /// What placement needs besides what every reconcile shares.
@@ -122,7 +122,11 @@ pub async fn run(
 }
 
 pub async fn reconcile(gateway: Arc<Gateway>, ctx: Arc<PlacementContext>) -> Result<Action, Error> {
-    if gateway.finalizers().iter().any(|f| f == LEGACY_FINALIZER) {
+    if gateway
+        .finalizers()
+        .iter()
+        .any(|f| f == LEGACY_GATEWAY_FINALIZER)
+    {
         return counted(
             &*gateway,
             &ctx.shared,
@@ -148,25 +152,21 @@ async fn release_legacy_finalizer(
     if gateway.meta().deletion_timestamp.is_some() {
         unplace(gateway, ctx).await?;
     }
-    let kept: Vec<&String> = gateway
-        .finalizers()
-        .iter()
-        .filter(|f| *f != LEGACY_FINALIZER)
-        .collect();
-    // The resource version makes the patch fail rather than drop a finalizer added since.
-    let patch = json!({ "metadata": {
-        "finalizers": kept,
-        "resourceVersion": gateway.resource_version(),
-    } });
+    let Some(patch) = legacy_finalizer_release(gateway.finalizers()) else {
+        return Ok(Action::await_change());
+    };
     Api::<Gateway>::namespaced(ctx.client.clone(), &gateway.namespace().unwrap_or_default())
         .patch(
             &gateway.name_any(),
             &PatchParams::default(),
-            &Patch::Merge(patch),
+            &Patch::Json::<()>(patch),
         )
         .await
         .map_err(|error| match error {
-            kube::Error::Api(status) if status.code == 409 => Error::Stale(status.message),
+            // A failed test is 422 (409 on older API servers).
+            kube::Error::Api(status) if status.code == 409 || status.code == 422 => {
+                Error::Stale(status.message)
+            }
             other => other.into(),
         })?;
     tracing::info!(gateway = %gateway.name_any(), namespace = ?gateway.namespace(), "let go of the finalizer an earlier hub held");

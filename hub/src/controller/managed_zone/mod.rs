@@ -142,8 +142,10 @@ async fn reconcile_zone(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Act
                         ),
                         // Counting is free; the DNSRecord watch keeps it fresh. A rollover's
                         // next step comes on time.
-                        signed_requeue
-                            .map_or(ctx.config.next_resync(), |wait| wait.min(ctx.config.resync)),
+                        signed_requeue.map_or_else(
+                            || ctx.config.next_resync(),
+                            |wait| wait.min(ctx.config.next_resync()),
+                        ),
                     )
                 }
             }

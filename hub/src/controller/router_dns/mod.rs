@@ -185,6 +185,6 @@ async fn reconcile_zone(zone: Arc<ManagedZone>, ctx: Arc<Context>) -> Result<Act
     }
     // Silent clusters expire without an event.
     Ok(Action::requeue(
-        ctx.config.next_resync().min(ctx.config.heartbeat_timeout),
+        ctx.config.next_resync_within(ctx.config.heartbeat_timeout),
     ))
 }
