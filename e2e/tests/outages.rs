@@ -13,7 +13,7 @@ use kube::api::Api;
 use meridian_api::conditions;
 use meridian_api::kuadrant::{DNSRecord, ManagedZone};
 use meridian_controllers::runtime::backoff::ceiling;
-use meridian_e2e::example::{apply, dig_host_async};
+use meridian_e2e::example::{apply, dig_host_async, dig_outcome_async};
 use meridian_e2e::route53::{Route53Zone, held_by};
 use meridian_e2e::{DEFAULT_PATIENCE, Error, Fleet, eventually, hub_counter};
 use meridian_hub::run_command::{RunArgs, RunningHub};
@@ -560,12 +560,20 @@ async fn every_replica_answers_the_last_state_while_the_api_server_is_away() -> 
     signal(apiserver, "STOP");
     signal(etcd, "STOP");
     let outage = Instant::now();
-    let (mut asked, mut wrong) = (0, 0);
+    let (mut asked, mut wrong, mut asked_again) = (0, 0, 0);
     while outage.elapsed() < OUTAGE {
         for server in replicas.clone() {
-            let seen = dig_host_async(server, "web.local.example", None).await;
+            let mut seen = dig_outcome_async(server, "web.local.example", None).await;
             asked += 1;
-            if seen != ["192.0.2.1"] {
+            // No reply within dig's 2 × 2 s is the loaded machine's as much as the server's
+            // (once in CI, beside another test binary): asked again at once, as a resolver
+            // would. Two in a row, or any reply but the last state, is wrong.
+            if seen.status.is_none() {
+                asked_again += 1;
+                println!("{server} did not reply within 4 s during the outage; asked again");
+                seen = dig_outcome_async(server, "web.local.example", None).await;
+            }
+            if seen.status.as_deref() != Some("NOERROR") || seen.answers != ["192.0.2.1"] {
                 wrong += 1;
                 println!("{server} answered {seen:?} during the outage");
             }
@@ -575,7 +583,7 @@ async fn every_replica_answers_the_last_state_while_the_api_server_is_away() -> 
     signal(etcd, "CONT");
     signal(apiserver, "CONT");
     println!(
-        "during the outage: {asked} queries to both replicas, {wrong} not the last state; leading after it: {} / {}",
+        "during the outage: {asked} queries to both replicas ({asked_again} asked again after no reply), {wrong} not the last state; leading after it: {} / {}",
         leader.is_leading(),
         standby.is_leading()
     );

@@ -914,6 +914,27 @@ mod tests {
     use meridian_api::upstream::GatewaySpec;
 
     #[test]
+    fn the_earlier_finalizer_goes_alone_and_only_if_it_is_still_where_it_was_read() {
+        let strings = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(legacy_finalizer_release(&strings(&["example.com/other"])).is_none());
+        assert!(legacy_finalizer_release(&[]).is_none());
+        let read = strings(&["example.com/other", LEGACY_GATEWAY_FINALIZER]);
+        let patch = legacy_finalizer_release(&read).expect("a patch");
+        let gateway = |finalizers: Vec<String>| json!({ "metadata": { "finalizers": finalizers } });
+        // As read: only the earlier hub's entry goes.
+        let mut doc = gateway(read.clone());
+        json_patch::patch(&mut doc, &patch).expect("the patch applies");
+        assert_eq!(doc, gateway(strings(&["example.com/other"])));
+        // Moved since (an entry before it went): the test fails, nothing is removed.
+        let mut moved = gateway(strings(&[LEGACY_GATEWAY_FINALIZER]));
+        assert!(json_patch::patch(&mut moved, &patch).is_err());
+        assert_eq!(moved, gateway(strings(&[LEGACY_GATEWAY_FINALIZER])));
+        // Another entry now where it was: left alone.
+        let mut replaced = gateway(strings(&["example.com/other", "example.com/third"]));
+        assert!(json_patch::patch(&mut replaced, &patch).is_err());
+    }
+
+    #[test]
     fn only_the_works_of_deleted_gateways_go() {
         use meridian_api::upstream::MULTI_CLUSTER_GATEWAY_CLASS;
 
@@ -934,7 +955,7 @@ mod tests {
             gateway("shop", "web", MULTI_CLUSTER_GATEWAY_CLASS),
             // A name past a label's length: its works carry the hashed label.
             gateway("shop", &long_name, MULTI_CLUSTER_GATEWAY_CLASS),
-            // No longer multi-cluster: its works are placement's to decide, not deleted here.
+            // No longer multi-cluster: it is still there, so its works stay as they are.
             gateway("shop", "was-multi", "istio"),
         ];
         let work = |cluster: &str, label: Option<String>| -> Arc<ManifestWork> {

@@ -3,15 +3,14 @@
 //! the Meridian agent installed on each placed cluster with hub credentials scoped to that
 //! cluster's namespace. A cluster that leaves the placement is withdrawn from DNS at once (the
 //! DNSPolicy controller follows the same decisions) and its ManifestWork is deleted after the
-//! grace period (so is a deleted Gateway's, see [`deleted`]); at once when the ManagedCluster is
-//! gone. A
-//! Placement with no PlacementDecision at all (OCM has not decided yet, or the Placement is
-//! gone) is not evidence: the Gateway's works stay as they are until there is one.
+//! grace period (so are a deleted Gateway's, see [`deleted`]); at once when the ManagedCluster
+//! is gone. A Placement with no PlacementDecision at all (OCM has not decided yet, or the
+//! Placement is gone) is not evidence: the Gateway's works stay as they are until there is one.
 //!
 //! Gateways carry no finalizer of the hub's: a deleted Gateway's works are found by their label
-//! once it is gone from the cache ([`deleted`]). A finalizer cost a write per Gateway at a cold
-//! start (6,000 at 3,000 clusters), and a Gateway the hub no longer ran for (uninstalled) could
-//! not be deleted. The one earlier hubs held is let go.
+//! once neither the cache nor a list of every Gateway has it ([`deleted`]). A finalizer cost a
+//! write per Gateway at a cold start (6,000 at 3,000 clusters), and a Gateway the hub no longer
+//! ran for (uninstalled) could not be deleted. The one earlier hubs held is let go.
 //!
 //! | | |
 //! |---|---|
@@ -20,7 +19,7 @@
 //! | **Gathers** ([`gather`]) | the placed clusters, the Gateway's works, the fleet's downstream class, the TLS Secrets, the listeners of the ListenerSets it admits, from the caches only |
 //! | **Decides** (`crate::placement`, pure) | each work's fate (keep, mark leaving, wait, delete), each cluster's downstream class (its label, its ClusterClaim, the fleet's), the downstream Gateway's work (with its ListenerSets' copies), the agent's RBAC and work |
 //! | **Writes** ([`apply`], [`status`]) | ManifestWorks (only where they differ from the cache), the agent's RBAC, token and addon registration when due; GatewayClass `Accepted`; Events; the finalizer earlier hubs held, let go |
-//! | **Deletes** ([`deleted`]) | the works of Gateways gone from the cache: at start, after a Gateway's deletion or a relist, once per resync |
+//! | **Deletes** ([`deleted`]) | the works of deleted Gateways (gone from the cache and from a list of them), marked leaving, then removed after the grace: looked at on start, after a Gateway's deletion or a relist, when a grace ends, once per resync |
 
 mod apply;
 mod deleted;
