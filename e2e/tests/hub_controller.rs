@@ -2818,7 +2818,8 @@ async fn priority_tiers_fail_over_at_once_fail_back_after_the_hold_down_and_drai
 /// An upgrade from a hub that named a Gateway's work `gateway-<namespace>-<name>` (which two
 /// namespaces could make one work): the new hub applies the work under its hashed name, and
 /// once the spoke's work agent has applied it, orphans and deletes the old one. The spoke's
-/// Gateway is never deleted on the way (the same UID before and after).
+/// Gateway is never deleted on the way (the same UID before and after). The agent's Roles and
+/// seal key copy that hub kept in the cluster namespace go.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_earlier_hubs_work_and_finalizer_are_handed_over_and_a_deleted_gateways_works_go()
 -> Result<(), Error> {
@@ -2902,6 +2903,54 @@ async fn an_earlier_hubs_work_and_finalizer_are_handed_over_and_a_deleted_gatewa
     };
     set_finalizers(vec![OTHERS, LEGACY_FINALIZER]).await?;
 
+    // And the agent's identity in spoke-1's namespace: its own Roles and bindings, and a copy
+    // of the seal key (the trace that says an earlier hub was here).
+    use meridian_api::names::{PROBE_HEADERS_READER, PROBE_SEAL_SECRET};
+    use meridian_hub::placement::LEGACY_AGENT_ROLE;
+    let earlier = PatchParams::apply("earlier-hub").force();
+    let roles = Api::<k8s_openapi::api::rbac::v1::Role>::namespaced(hub.clone(), "spoke-1");
+    let bindings =
+        Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(hub.clone(), "spoke-1");
+    let copies = Api::<Secret>::namespaced(hub.clone(), "spoke-1");
+    for role in [LEGACY_AGENT_ROLE, PROBE_HEADERS_READER] {
+        let rules = json!([{ "apiGroups": [""], "resources": ["secrets"], "resourceNames": [PROBE_SEAL_SECRET], "verbs": ["get"] }]);
+        roles
+            .patch(
+                role,
+                &earlier,
+                &Patch::Apply(json!({
+                    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                    "metadata": { "name": role, "namespace": "spoke-1" },
+                    "rules": rules,
+                })),
+            )
+            .await?;
+        bindings
+            .patch(
+                role,
+                &earlier,
+                &Patch::Apply(json!({
+                    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                    "metadata": { "name": role, "namespace": "spoke-1" },
+                    "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role },
+                    "subjects": [{ "kind": "ServiceAccount", "name": LEGACY_AGENT_ROLE, "namespace": "spoke-1" }],
+                })),
+            )
+            .await?;
+    }
+    copies
+        .patch(
+            PROBE_SEAL_SECRET,
+            &earlier,
+            &Patch::Apply(json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": { "name": PROBE_SEAL_SECRET, "namespace": "spoke-1" },
+                "type": "Opaque",
+                "stringData": { "key": "an earlier hub's seal key" },
+            })),
+        )
+        .await?;
+
     let geoip_dir = tempfile::tempdir().unwrap();
     let geoip = geoip_dir.path().join("country.mmdb");
     write_geoip(&geoip)?;
@@ -2938,6 +2987,26 @@ async fn an_earlier_hubs_work_and_finalizer_are_handed_over_and_a_deleted_gatewa
         Some(before),
         "the spoke's Gateway stayed through the hand-over"
     );
+    eventually(
+        "the earlier hub's Roles, bindings and copy in spoke-1's namespace are gone",
+        DEFAULT_PATIENCE,
+        || async {
+            let mut left = Vec::new();
+            for role in [LEGACY_AGENT_ROLE, PROBE_HEADERS_READER] {
+                if roles.get_opt(role).await?.is_some() {
+                    left.push(format!("Role {role}"));
+                }
+                if bindings.get_opt(role).await?.is_some() {
+                    left.push(format!("RoleBinding {role}"));
+                }
+            }
+            if copies.get_opt(PROBE_SEAL_SECRET).await?.is_some() {
+                left.push(format!("Secret {PROBE_SEAL_SECRET}"));
+            }
+            Ok(left.is_empty().then_some(()))
+        },
+    )
+    .await?;
 
     let marked_then_gone = |what: &'static str| {
         let (works, downstream, new_name) = (works.clone(), downstream.clone(), new_name.clone());

@@ -11,8 +11,8 @@
 //! | | |
 //! |---|---|
 //! | **Watches** (shared caches) | ManagedClusters, DNSHealthCheckProbes, Secrets |
-//! | **Triggered by** ([`triggers`]) | a new cluster; a probe that names (or named) a header Secret, a named Secret, a copy changed or deleted (the first cluster) |
-//! | **Gathers** | the Secrets the probes name and the copies, from the cache; the reader Role |
+//! | **Triggered by** ([`triggers`]) | a new cluster; a probe that names (or named) a header Secret, a named Secret, a copy changed or deleted (the first cluster); the reader Role first found or made anew (every cluster) |
+//! | **Gathers** | the Secrets the probes name and the copies, from the cache; the reader Role (the first cluster; the others take it from memory) and the cluster's binding |
 //! | **Decides** | the copies' data ([`headers_by_namespace`]) and the Role's rules ([`reader_role`]), pure |
 //! | **Writes** | the first cluster: the Role, the copies (each only when it differs), then deletes copies no longer wanted; every cluster: its binding to the Role |
 
@@ -38,7 +38,7 @@ use meridian_api::names::{
 use meridian_controllers::decide::health::secret_headers;
 use meridian_controllers::{Context, Error, apply_params, delete_if_present};
 
-use super::cluster_copies::{hub_namespace, leads_fleet_step};
+use super::cluster_copies::{every_cluster, hub_namespace, leads_fleet_step};
 use crate::placement::{agent_subjects, binds_agent};
 
 const CONTROLLER: &str = "probe-headers";
@@ -111,38 +111,87 @@ pub fn readable_by(role: &Role) -> BTreeSet<String> {
         .collect()
 }
 
+/// The reader Role as the first cluster's step last made or found it. Every other cluster's
+/// reconcile binds its agent to it from here instead of reading it from the API server: at a
+/// cold start of 3,000 clusters, those reads were 3,000 that found it, and over 11,000 that did
+/// not yet (each retried until the first cluster's step had made it).
+///
+/// When it becomes known, or is made again under another UID (the bindings owned by the old
+/// one are collected with it), every cluster is woken to bind its agent to it.
+#[derive(Clone, Default)]
+struct KnownReader(Arc<tokio::sync::watch::Sender<Option<OwnerReference>>>);
+
+impl KnownReader {
+    fn get(&self) -> Option<OwnerReference> {
+        self.0.borrow().clone()
+    }
+
+    /// Records the Role the first cluster's step holds; whether it is another than before.
+    fn set(&self, owner: OwnerReference) -> bool {
+        self.0.send_if_modified(|known| {
+            let other = known.as_ref().map(|k| &k.uid) != Some(&owner.uid);
+            *known = Some(owner);
+            other
+        })
+    }
+
+    /// Every cluster, each time the Role becomes known or another one is made.
+    fn wakes(
+        &self,
+        clusters: kube::runtime::reflector::Store<ManagedCluster>,
+    ) -> futures::stream::BoxStream<'static, kube::runtime::reflector::ObjectRef<ManagedCluster>>
+    {
+        use futures::StreamExt;
+        let changes = self.0.subscribe();
+        futures::stream::unfold(changes, |mut changes| async move {
+            changes.changed().await.ok()?;
+            Some(((), changes))
+        })
+        .flat_map(move |()| futures::stream::iter(every_cluster(&clusters)))
+        .boxed()
+    }
+}
+
 /// Runs the controller until `stop` resolves.
 pub async fn run(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()> + Send + 'static) {
     let all = ctx.caches.clusters.store().clone();
-    let requests = triggers::requests(&ctx.caches, ctx.config.hub_namespace.clone());
-    super::run_light(CONTROLLER, all, requests, reconcile_cluster, ctx, stop).await;
+    let reader = KnownReader::default();
+    let mut requests = triggers::requests(&ctx.caches, ctx.config.hub_namespace.clone());
+    requests.push(reader.wakes(all.clone()));
+    let reconcile = move |cluster, ctx| reconcile_cluster(cluster, ctx, reader.clone());
+    super::run_light(CONTROLLER, all, requests, reconcile, ctx, stop).await;
 }
 
 async fn reconcile_cluster(
     cluster: Arc<ManagedCluster>,
     ctx: Arc<Context>,
+    reader: KnownReader,
 ) -> Result<Action, Error> {
     if !ctx.caches.listed() {
         return Err(Error::Waiting("the first list of probes".into()));
     }
     let cluster = cluster.name_any();
     let namespace = hub_namespace(&ctx)?.to_string();
-    let roles = Api::<Role>::namespaced(ctx.client.clone(), &namespace);
-    let role = if leads_fleet_step(ctx.caches.clusters.store(), &cluster) {
-        deliver_copies(&ctx, &namespace).await?
-    } else {
-        roles
-            .get_opt(AGENT_COPIES_READER)
-            .await?
-            .ok_or_else(|| Error::Waiting(format!("the Role {AGENT_COPIES_READER}")))?
+    if leads_fleet_step(ctx.caches.clusters.store(), &cluster) {
+        deliver_copies(&ctx, &namespace, &reader).await?;
+    }
+    let Some(owner) = reader.get() else {
+        // The first cluster's step has not made or found the Role yet; when it has, it wakes
+        // every cluster.
+        return Ok(Action::requeue(ctx.config.next_resync()));
     };
-    let owner = owned_by(&role);
     let bindings = Api::<RoleBinding>::namespaced(ctx.client.clone(), &namespace);
     let binding = agent_copies_binding(&cluster);
-    // Written when missing, or when it binds another identity (an earlier hub bound the
-    // ServiceAccount alone).
+    // Written when missing, when it binds another identity (an earlier hub bound the
+    // ServiceAccount alone), or when an earlier Role owns it (it is about to be collected).
     let current = bindings.get_opt(&binding).await?;
-    if !current.is_some_and(|b| binds_agent(b.subjects.as_deref(), &cluster)) {
+    let owned = |binding: &RoleBinding| {
+        binding
+            .owner_references()
+            .iter()
+            .any(|held| held.uid == owner.uid)
+    };
+    if !current.is_some_and(|b| owned(&b) && binds_agent(b.subjects.as_deref(), &cluster)) {
         bindings
             .patch(
                 &binding,
@@ -156,8 +205,9 @@ async fn reconcile_cluster(
 }
 
 /// The fleet's part, done by the first cluster's reconcile: the seal key, the header copies,
-/// the Role naming them, and copies no longer wanted gone. Returns the Role.
-async fn deliver_copies(ctx: &Context, namespace: &str) -> Result<Role, Error> {
+/// the Role naming them (recorded in `reader` as soon as it is made or found), and copies no
+/// longer wanted gone.
+async fn deliver_copies(ctx: &Context, namespace: &str, reader: &KnownReader) -> Result<(), Error> {
     // The key the agents check the hub's seal on a probe with, before they run it: made on
     // first use, read where it is.
     ctx.probe_seal_key().await?;
@@ -204,6 +254,9 @@ async fn deliver_copies(ctx: &Context, namespace: &str) -> Result<Role, Error> {
         }
     };
     let owner = owned_by(&role);
+    if reader.set(owner.clone()) {
+        tracing::debug!(uid = %owner.uid, "the agents' reader Role is known: binding every cluster's agent to it");
+    }
     for (name, data) in &copies {
         if super::cluster_copies::deliver(ctx, namespace, name, data, Some(&owner)).await? {
             tracing::info!(copy = %name, secrets = data.len(), "delivered probe headers");
@@ -220,7 +273,7 @@ async fn deliver_copies(ctx: &Context, namespace: &str) -> Result<Role, Error> {
         delete_if_present(&secrets, &stale.name_any()).await?;
         tracing::info!(copy = %stale.name_any(), "removed a header copy no probe needs");
     }
-    Ok(role)
+    Ok(())
 }
 
 /// An owner reference to the reader Role: what it owns goes when it goes (uninstall).
@@ -252,6 +305,54 @@ fn reader_binding(namespace: &str, cluster: &str, owner: &OwnerReference) -> Val
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn role_owner(uid: &str) -> OwnerReference {
+        OwnerReference {
+            name: AGENT_COPIES_READER.into(),
+            uid: uid.into(),
+            ..OwnerReference::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn every_cluster_is_woken_when_the_reader_role_becomes_known_or_is_made_again() {
+        use futures::{FutureExt, StreamExt};
+        let (clusters, mut writer) = kube::runtime::reflector::store::<ManagedCluster>();
+        for name in ["spoke-1", "spoke-2"] {
+            writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(ManagedCluster::new(
+                name,
+                Default::default(),
+            )));
+        }
+        let reader = KnownReader::default();
+        let mut wakes = reader.wakes(clusters);
+        let woken = |wakes: &mut futures::stream::BoxStream<'static, _>| {
+            let mut names: Vec<String> = (0..2)
+                .map(|_| {
+                    let next: kube::runtime::reflector::ObjectRef<ManagedCluster> =
+                        wakes.next().now_or_never().flatten().expect("a wake");
+                    next.name
+                })
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(reader.get(), None);
+        assert!(
+            wakes.next().now_or_never().is_none(),
+            "nothing known, nobody woken"
+        );
+
+        assert!(reader.set(role_owner("first")));
+        assert_eq!(woken(&mut wakes), ["spoke-1", "spoke-2"]);
+        // The same Role found again on the next pass wakes nobody.
+        assert!(!reader.set(role_owner("first")));
+        assert!(wakes.next().now_or_never().is_none());
+        // Made again (deleted, and its bindings with it): every agent binds again.
+        assert!(reader.set(role_owner("second")));
+        assert_eq!(woken(&mut wakes), ["spoke-1", "spoke-2"]);
+        assert_eq!(reader.get().map(|o| o.uid).as_deref(), Some("second"));
+    }
 
     fn secret(type_: &str, key: &str) -> Secret {
         Secret {
