@@ -2249,6 +2249,35 @@ async fn health_checks_from_every_cluster_decide_which_gateways_stay_in_dns() ->
             "{other}: {denied}"
         );
     }
+    // A binding someone deleted is made again at once: the hub's cache of its bindings wakes
+    // that cluster (the resync is 300 s away).
+    let bindings =
+        Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(hub.clone(), HUB_NAMESPACE);
+    let binding = meridian_api::names::agent_copies_binding("spoke-1");
+    let deleted_uid = bindings.get(&binding).await?.metadata.uid;
+    bindings.delete(&binding, &DeleteParams::default()).await?;
+    eventually(
+        "the deleted binding is made again",
+        DEFAULT_PATIENCE,
+        || async {
+            let again = bindings.get_opt(&binding).await?;
+            Ok(again.filter(|b| b.metadata.uid != deleted_uid).map(|_| ()))
+        },
+    )
+    .await?;
+    eventually(
+        "the agent reads its copy again",
+        DEFAULT_PATIENCE,
+        || async {
+            Ok(copies
+                .get_opt("meridian-probe-headers-gateways")
+                .await
+                .ok()
+                .flatten()
+                .map(|_| ()))
+        },
+    )
+    .await?;
 
     // Two impostors, holding a fresh report and results that call every leaf unhealthy: a
     // namespace that is no ManagedCluster (what anyone who may write there could do), and a

@@ -214,13 +214,21 @@ impl Context {
             .distributed
             .as_ref()
             .and_then(|local| local.namespace.clone());
+        let hub_namespace = match scope {
+            Scope::Hub => config.hub_namespace.clone(),
+            _ => None,
+        };
         Context {
             client: client.clone(),
             providers,
             config,
             metrics: Metrics::default(),
             clock: Arc::new(k8s_openapi::jiff::Timestamp::now),
-            caches: Arc::new(Caches::new(scope).within(namespace)),
+            caches: Arc::new(
+                Caches::new(scope)
+                    .within(namespace)
+                    .keeping_bindings_in(hub_namespace),
+            ),
             recorder: kube::runtime::events::Recorder::new(
                 client.clone(),
                 kube::runtime::events::Reporter {

@@ -18,6 +18,7 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{DeserializeGuard, error_boundary::InvalidObject};
 use kube::runtime::controller::{Action, ReconcileRequest};
@@ -631,6 +632,8 @@ pub struct Caches {
     scope: Scope,
     /// The one namespace watched in distributed mode, if the agent is confined to one.
     namespace: Option<String>,
+    /// The hub's own namespace, where it keeps the agents' bindings ([`Caches::role_bindings`]).
+    hub_namespace: Option<String>,
     pub policies: Cache<DNSPolicy>,
     pub records: Cache<DNSRecord>,
     pub gateways: Cache<Gateway>,
@@ -654,6 +657,10 @@ pub struct Caches {
     pub works: Cache<ManifestWork>,
     /// ListenerSets, grouped by the Gateway they name (empty where the API server serves none).
     pub listener_sets: Cache<ListenerSet>,
+    /// The RoleBindings the hub keeps in its own namespace, one per agent and copy reader
+    /// (labelled as Meridian's): checked against this cache, not read, at every resync of every
+    /// cluster, and a deleted one is bound again at once.
+    pub role_bindings: Cache<RoleBinding>,
 }
 
 /// The API of a namespaced kind in `namespace`, or in every namespace.
@@ -698,6 +705,7 @@ impl Caches {
         Caches {
             scope,
             namespace: None,
+            hub_namespace: None,
             policies: Cache::grouped_by(crate::runtime::indexes::policy_group),
             records: Cache::grouped_by(crate::runtime::indexes::record_group),
             gateways: Cache::default(),
@@ -713,7 +721,14 @@ impl Caches {
             gateway_classes: Cache::default(),
             works: Cache::default(),
             listener_sets: Cache::grouped_by(crate::runtime::indexes::listener_set_group),
+            role_bindings: Cache::default(),
         }
+    }
+
+    /// The hub's own namespace, whose Meridian RoleBindings a hub caches (none without it).
+    pub fn keeping_bindings_in(mut self, hub_namespace: Option<String>) -> Self {
+        self.hub_namespace = hub_namespace;
+        self
     }
 
     /// Confines a distributed-mode agent's watches to `namespace` (all namespaces when `None`).
@@ -769,7 +784,18 @@ impl Caches {
                         .reflect(Api::all(client.clone()), all()),
                     self.works.reflect(Api::all(client.clone()), all()),
                     self.listener_sets
-                        .reflect_if_served(Api::all(client), all()),
+                        .reflect_if_served(Api::all(client.clone()), all()),
+                    async {
+                        if let Some(namespace) = &self.hub_namespace {
+                            let meridians = all().labels(&format!(
+                                "app.kubernetes.io/managed-by={}",
+                                crate::FIELD_MANAGER
+                            ));
+                            self.role_bindings
+                                .reflect(Api::namespaced(client.clone(), namespace), meridians)
+                                .await;
+                        }
+                    },
                 );
             }
         }
@@ -797,6 +823,9 @@ impl Caches {
             self.config_maps.wait_until_listed().await;
             self.gateway_classes.wait_until_listed().await;
             self.works.wait_until_listed().await;
+            if self.hub_namespace.is_some() {
+                self.role_bindings.wait_until_listed().await;
+            }
         }
     }
 
@@ -833,6 +862,9 @@ impl Caches {
                 of("GatewayClass", &self.gateway_classes),
                 of("ManifestWork", &self.works),
             ]);
+            if self.hub_namespace.is_some() {
+                kinds.push(of("RoleBinding", &self.role_bindings));
+            }
         }
         kinds
     }

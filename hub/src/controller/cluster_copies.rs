@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
 use kube::api::{Api, Patch};
@@ -124,6 +125,34 @@ pub fn clusters_coming_and_going(
     }
 }
 
+/// Who acts when `binding`, a RoleBinding in the hub's namespace, was deleted or changed by
+/// someone after its creation: the cluster whose agent it binds, when its name is
+/// `binding_of(cluster)` for some cluster. (Its creation is the cluster's own reconcile's
+/// doing.)
+pub fn cluster_of_binding(
+    hub_namespace: Option<&str>,
+    change: &Change<RoleBinding>,
+    binding_of: impl Fn(&str) -> String,
+) -> Vec<ObjectRef<ManagedCluster>> {
+    let binding = match change {
+        Change::Deleted(binding)
+        | Change::Applied {
+            old: Some(_),
+            new: binding,
+        } => binding,
+        Change::Applied { old: None, .. } | Change::Relisted => return Vec::new(),
+    };
+    if binding.namespace().as_deref() != hub_namespace {
+        return Vec::new();
+    }
+    let name = binding.name_any();
+    let prefix = binding_of("");
+    name.strip_prefix(&prefix)
+        .filter(|cluster| !cluster.is_empty() && binding_of(cluster) == name)
+        .map(|cluster| vec![ObjectRef::new(cluster)])
+        .unwrap_or_default()
+}
+
 /// Every cluster (for a change each agent's binding answers).
 pub fn every_cluster(clusters: &Store<ManagedCluster>) -> Vec<ObjectRef<ManagedCluster>> {
     clusters
@@ -203,5 +232,58 @@ mod tests {
         // Not a copy, or not in the hub's namespace: nobody.
         assert!(wake(&changed(copy("hub", "other"), true), true).is_empty());
         assert!(wake(&changed(copy("team", "the-copy"), true), true).is_empty());
+    }
+
+    #[test]
+    fn a_binding_deleted_or_changed_by_someone_wakes_the_cluster_it_binds() {
+        use meridian_api::names::{agent_copies_binding, agent_zone_keys_binding};
+        let binding = |namespace: &str, name: &str| {
+            std::sync::Arc::new(RoleBinding {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(name.into()),
+                    namespace: Some(namespace.into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+        };
+        let wake = |change: &Change<RoleBinding>| {
+            names(cluster_of_binding(
+                Some("hub"),
+                change,
+                agent_copies_binding,
+            ))
+        };
+        let ours = binding("hub", "meridian-agent-copies-spoke-7");
+        assert_eq!(wake(&Change::Deleted(ours.clone())), ["spoke-7"]);
+        let edited = Change::Applied {
+            old: Some(ours.clone()),
+            new: ours.clone(),
+        };
+        assert_eq!(wake(&edited), ["spoke-7"]);
+        // Its creation is the reconcile's own doing; a relist is every cluster's anyway.
+        let created = Change::Applied {
+            old: None,
+            new: ours,
+        };
+        assert!(wake(&created).is_empty());
+        assert!(wake(&Change::Relisted).is_empty());
+        // Another controller's binding, the Role's name alone, another namespace: nobody.
+        for other in [
+            binding("hub", "meridian-agent-zone-keys-spoke-7"),
+            binding("hub", "meridian-agent-copies-"),
+            binding("hub", "meridian-agent-copies"),
+            binding("team", "meridian-agent-copies-spoke-7"),
+        ] {
+            assert!(wake(&Change::Deleted(other)).is_empty());
+        }
+        assert_eq!(
+            names(cluster_of_binding(
+                Some("hub"),
+                &Change::Deleted(binding("hub", "meridian-agent-zone-keys-spoke-7")),
+                agent_zone_keys_binding,
+            )),
+            ["spoke-7"]
+        );
     }
 }

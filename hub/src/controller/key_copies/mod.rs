@@ -8,9 +8,9 @@
 //!
 //! | | |
 //! |---|---|
-//! | **Watches** (shared caches) | ManagedClusters, ManagedZones, Secrets |
-//! | **Triggered by** ([`triggers`]) | a new cluster; a zone turning signing on or off, a key Secret, the copy changed or deleted, the resync (signatures due) (the first cluster); a new copy (every cluster) |
-//! | **Gathers** | the signed embedded zones and their key Secrets, and the copy, from the cache |
+//! | **Watches** (shared caches) | ManagedClusters, ManagedZones, Secrets, the RoleBindings in the hub's namespace |
+//! | **Triggered by** ([`triggers`]) | a new cluster; a zone turning signing on or off, a key Secret, the copy changed or deleted, the resync (signatures due) (the first cluster); a new copy (every cluster); a binding deleted or changed (its cluster) |
+//! | **Gathers** | the signed embedded zones and their key Secrets, the copy, and the cluster's binding, from the caches |
 //! | **Decides** | the copy's data (`copy_data`, pure) |
 //! | **Writes** | the first cluster: the copy, only when its data differs; every cluster: its binding to it, once |
 
@@ -64,7 +64,6 @@ async fn reconcile_cluster(
         // wakes every cluster.
         return Ok(Action::requeue(ctx.config.next_resync()));
     };
-    let bindings = Api::<RoleBinding>::namespaced(ctx.client.clone(), &namespace);
     let binding = agent_zone_keys_binding(&cluster);
     // Owned by this copy: a binding owned by an earlier copy is about to be collected with it.
     let owned_by_copy = |binding: &RoleBinding| {
@@ -73,9 +72,12 @@ async fn reconcile_cluster(
             .iter()
             .any(|owner| Some(&owner.uid) == copy.metadata.uid.as_ref())
     };
-    if !bindings
-        .get_opt(&binding)
-        .await?
+    // From the cache: a resync of every cluster reads nothing, and a binding deleted or
+    // changed wakes its cluster.
+    if !ctx
+        .caches
+        .role_bindings
+        .get(Some(&namespace), &binding)
         .is_some_and(|b| owned_by_copy(&b) && binds_agent(b.subjects.as_deref(), &cluster))
     {
         let owner = OwnerReference {
@@ -96,7 +98,7 @@ async fn reconcile_cluster(
             "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": AGENT_ZONE_KEYS },
             "subjects": agent_subjects(&cluster),
         });
-        bindings
+        Api::<RoleBinding>::namespaced(ctx.client.clone(), &namespace)
             .patch(&binding, &apply_params(), &Patch::Apply(object))
             .await?;
     }

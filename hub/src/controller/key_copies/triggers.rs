@@ -2,9 +2,10 @@
 
 use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::runtime::reflector::ObjectRef;
 use meridian_api::kuadrant::ManagedZone;
-use meridian_api::names::DNSSEC_KEYS_SECRET;
+use meridian_api::names::{DNSSEC_KEYS_SECRET, agent_zone_keys_binding};
 use meridian_api::upstream::ManagedCluster;
 
 use meridian_controllers::runtime::caches::{Caches, Change, everything_once, triggers};
@@ -12,10 +13,11 @@ use meridian_controllers::zones::dnssec_keys::{KEYS_SECRET_TYPE, dnskey_ttl};
 
 use super::signed_embedded;
 use crate::controller::cluster_copies::{
-    clusters_coming_and_going, clusters_for_copy, first_cluster,
+    cluster_of_binding, clusters_coming_and_going, clusters_for_copy, first_cluster,
 };
 
-/// Key copies: a new cluster wakes itself (its binding); a zone turning signing on or off or
+/// Key copies: a new cluster wakes itself (its binding), and so does its binding deleted or
+/// changed; a zone turning signing on or off or
 /// changing what its DNSKEY set is signed for (apex, TTL), a key Secret changing (a rollover
 /// step), the copy changing or the first cluster leaving wakes the first cluster, which makes
 /// the copy; a new copy wakes every cluster, whose bindings it owns.
@@ -24,6 +26,7 @@ pub fn requests(
     hub_namespace: Option<String>,
 ) -> Vec<BoxStream<'static, ObjectRef<ManagedCluster>>> {
     let all = caches.clusters.store().clone();
+    let binding_namespace = hub_namespace.clone();
     let clusters_changed = {
         let clusters = all.clone();
         move |change: &Change<ManagedCluster>| clusters_coming_and_going(&clusters, change)
@@ -68,10 +71,18 @@ pub fn requests(
             )
         }
     };
+    let by_binding = move |change: &Change<RoleBinding>| {
+        cluster_of_binding(
+            binding_namespace.as_deref(),
+            change,
+            agent_zone_keys_binding,
+        )
+    };
     vec![
         everything_once(&caches.clusters),
         triggers(caches.clusters.subscribe(), all.clone(), clusters_changed),
         triggers(caches.zones.subscribe(), all.clone(), by_zone),
-        triggers(caches.secrets.subscribe(), all, by_secret),
+        triggers(caches.secrets.subscribe(), all.clone(), by_secret),
+        triggers(caches.role_bindings.subscribe(), all, by_binding),
     ]
 }

@@ -10,9 +10,9 @@
 //!
 //! | | |
 //! |---|---|
-//! | **Watches** (shared caches) | ManagedClusters, DNSHealthCheckProbes, Secrets |
-//! | **Triggered by** ([`triggers`]) | a new cluster; a probe that names (or named) a header Secret, a named Secret, a copy changed or deleted (the first cluster); the reader Role first found or made anew (every cluster) |
-//! | **Gathers** | the Secrets the probes name and the copies, from the cache; the reader Role (the first cluster; the others take it from memory) and the cluster's binding |
+//! | **Watches** (shared caches) | ManagedClusters, DNSHealthCheckProbes, Secrets, the RoleBindings in the hub's namespace |
+//! | **Triggered by** ([`triggers`]) | a new cluster; a probe that names (or named) a header Secret, a named Secret, a copy changed or deleted (the first cluster); the reader Role first found or made anew (every cluster); a binding deleted or changed (its cluster) |
+//! | **Gathers** | the Secrets the probes name, the copies and the cluster's binding, from the caches; the reader Role (the first cluster; the others take it from memory) |
 //! | **Decides** | the copies' data ([`headers_by_namespace`]) and the Role's rules ([`reader_role`]), pure |
 //! | **Writes** | the first cluster: the Role, the copies (each only when it differs), then deletes copies no longer wanted; every cluster: its binding to the Role |
 
@@ -180,11 +180,12 @@ async fn reconcile_cluster(
         // every cluster.
         return Ok(Action::requeue(ctx.config.next_resync()));
     };
-    let bindings = Api::<RoleBinding>::namespaced(ctx.client.clone(), &namespace);
     let binding = agent_copies_binding(&cluster);
     // Written when missing, when it binds another identity (an earlier hub bound the
     // ServiceAccount alone), or when an earlier Role owns it (it is about to be collected).
-    let current = bindings.get_opt(&binding).await?;
+    // From the cache: a resync of every cluster reads nothing, and a binding deleted or
+    // changed wakes its cluster.
+    let current = ctx.caches.role_bindings.get(Some(&namespace), &binding);
     let owned = |binding: &RoleBinding| {
         binding
             .owner_references()
@@ -192,7 +193,7 @@ async fn reconcile_cluster(
             .any(|held| held.uid == owner.uid)
     };
     if !current.is_some_and(|b| owned(&b) && binds_agent(b.subjects.as_deref(), &cluster)) {
-        bindings
+        Api::<RoleBinding>::namespaced(ctx.client.clone(), &namespace)
             .patch(
                 &binding,
                 &apply_params(),

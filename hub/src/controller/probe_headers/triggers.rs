@@ -3,25 +3,28 @@
 
 use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use meridian_api::kuadrant::DNSHealthCheckProbe;
+use meridian_api::names::agent_copies_binding;
 use meridian_api::upstream::ManagedCluster;
 
 use meridian_controllers::runtime::caches::{Caches, Change, everything_once, triggers};
 
 use crate::controller::cluster_copies::{
-    clusters_coming_and_going, clusters_for_copy, first_cluster,
+    cluster_of_binding, clusters_coming_and_going, clusters_for_copy, first_cluster,
 };
 
-/// Probe header copies: a new cluster wakes itself (its binding); a probe that names a header
-/// Secret, a named Secret, a copy, or the first cluster leaving wakes the first cluster, which
-/// makes the copies.
+/// Probe header copies: a new cluster wakes itself (its binding), and so does its binding
+/// deleted or changed; a probe that names a header Secret, a named Secret, a copy, or the
+/// first cluster leaving wakes the first cluster, which makes the copies.
 pub fn requests(
     caches: &Caches,
     hub_namespace: Option<String>,
 ) -> Vec<BoxStream<'static, ObjectRef<ManagedCluster>>> {
     let all = caches.clusters.store().clone();
+    let binding_namespace = hub_namespace.clone();
     let clusters_changed = {
         let clusters = all.clone();
         move |change: &Change<ManagedCluster>| clusters_coming_and_going(&clusters, change)
@@ -65,11 +68,15 @@ pub fn requests(
             )
         }
     };
+    let by_binding = move |change: &Change<RoleBinding>| {
+        cluster_of_binding(binding_namespace.as_deref(), change, agent_copies_binding)
+    };
     vec![
         everything_once(&caches.clusters),
         triggers(caches.clusters.subscribe(), all.clone(), clusters_changed),
         triggers(caches.probes.subscribe(), all.clone(), by_probe),
-        triggers(caches.secrets.subscribe(), all, by_secret),
+        triggers(caches.secrets.subscribe(), all.clone(), by_secret),
+        triggers(caches.role_bindings.subscribe(), all, by_binding),
     ]
 }
 
