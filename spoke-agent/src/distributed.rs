@@ -23,18 +23,35 @@ pub async fn run(
     probes: Option<Arc<dyn SharedProbes>>,
     providers: ProviderSettings,
 ) -> anyhow::Result<()> {
+    let ctx = context(client.clone(), local, refresh, probes, providers);
+    run_with(client, ctx).await
+}
+
+/// The controllers' shared state for `local` (see [`run`]): what [`run_with`] runs on, and
+/// what a caller may watch meanwhile (the host marks each look saw, for a per-cluster trace).
+pub fn context(
+    client: Client,
+    local: LocalCluster,
+    refresh: std::time::Duration,
+    probes: Option<Arc<dyn SharedProbes>>,
+    providers: ProviderSettings,
+) -> Arc<Context> {
     let config = ControllerConfig {
         resync: refresh,
         distributed: Some(local),
         ..ControllerConfig::default()
     };
     let mut ctx = Context::new(
-        client.clone(),
+        client,
         ProviderCache::without_embedded().with_settings(providers),
         config,
     );
     ctx.shared_probes = probes;
-    let ctx = Arc::new(ctx);
+    Arc::new(ctx)
+}
+
+/// Runs the controllers on `ctx` until the process ends.
+pub async fn run_with(client: Client, ctx: Arc<Context>) -> anyhow::Result<()> {
     // One watch per kind for both controllers; they run until the process ends.
     let never = std::future::pending::<()>;
     tokio::join!(

@@ -17,9 +17,9 @@
 //!   implies (one `last_modified_at` read per record per refresh), and for Route53 the share
 //!   of the account's budget (5 calls a second);
 //! - after one cluster's gateway address changes: the calls and seconds until the change is
-//!   applied and every cluster has looked at the changed host (a list, or a zone transfer for
-//!   RFC2136, per cluster); the provider's counts are for the whole zone, so this is when at
-//!   least as many looks as clusters were made, not a per-cluster trace;
+//!   applied and every cluster has seen it, traced per cluster: each agent's own memory of the
+//!   shared host's last-modified mark as its last look at the zone found it (the change's mark,
+//!   or a later one);
 //! - the size of the health TXT records: the shared host's member list, and a failure report
 //!   signed by every cluster (its largest possible value).
 
@@ -36,7 +36,8 @@ use kube::{Client, ResourceExt};
 use meridian_api::conditions::{READY, condition_status};
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
 use meridian_api::upstream::Gateway;
-use meridian_controllers::LocalCluster;
+use meridian_controllers::decide::host_marks::last_modified_name;
+use meridian_controllers::{LocalCluster, object_key};
 use meridian_dns::model::RecordType;
 use meridian_e2e::{ControlPlane, TestBedAssets, install_crds, load_crds};
 use meridian_providers::Provider;
@@ -139,9 +140,13 @@ async fn bench(args: Args) -> anyhow::Result<()> {
             ),
             ProviderKind::Rfc2136 => "n/a".into(),
         };
-        let change_seconds = figures
-            .change_seconds
-            .map_or("not seen".to_string(), |s| format!("{s:.1}"));
+        let change_seconds = match seen_by_all(&figures.change_seen_after) {
+            Some(slowest) => format!("{slowest:.1}"),
+            None => format!(
+                "{} of {size} saw",
+                figures.change_seen_after.iter().flatten().count()
+            ),
+        };
         println!(
             "{:<9} {:>8} {:>13} {:>14.1} {:>12.1} {:>10} {:>16} {:>12} {:>10} {:>10}",
             format!("{provider:?}").to_lowercase(),
@@ -160,13 +165,14 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     for (provider, size, figures) in &rows {
         println!(
             "{:?} at {size}: cold start {:.1} s, calls by kind {:?} ({} throttled); steady calls \
-             by kind {:?}; change calls by kind {:?}{}",
+             by kind {:?}; change calls by kind {:?}; change seen by each cluster after (s) {}{}",
             provider,
             figures.cold_seconds,
             figures.cold_by_kind,
             figures.cold_throttled,
             figures.steady_by_kind,
             figures.change_by_kind,
+            seen_spread(&figures.change_seen_after),
             if figures.throttled > 0 {
                 format!("; {} calls throttled in all", figures.throttled)
             } else {
@@ -189,7 +195,9 @@ struct Figures {
     implied_per_minute: f64,
     change_calls: u64,
     change_by_kind: BTreeMap<String, u64>,
-    change_seconds: Option<f64>,
+    /// Per cluster, seconds from the change until its own last look had seen it (`None`: not
+    /// within two refreshes and a minute).
+    change_seen_after: Vec<Option<f64>>,
     members_bytes: usize,
     full_report_bytes: usize,
     throttled: u64,
@@ -278,11 +286,6 @@ impl ZoneServer {
         }
     }
 
-    /// The kinds of call that read a host's records in full (a cluster looking at a change).
-    fn is_full_read(kind: &str) -> bool {
-        kind == "ListResourceRecordSets" || kind == "AXFR/IXFR"
-    }
-
     /// The zone's TXT record `name`, read past the counters where possible (moto directly).
     async fn txt(&self, name: &str) -> anyhow::Result<Option<String>> {
         let record = match self {
@@ -311,6 +314,33 @@ impl ZoneServer {
             }
         };
         Ok(record.map(|r| r.targets.join("")))
+    }
+}
+
+/// When a host's last-modified mark (`<RFC 3339 time> <writer>`) was written.
+fn mark_time(mark: &str) -> Option<k8s_openapi::jiff::Timestamp> {
+    mark.split_whitespace().next()?.parse().ok()
+}
+
+/// Seconds until the last cluster saw the change, if every cluster did.
+fn seen_by_all(seen_after: &[Option<f64>]) -> Option<f64> {
+    seen_after
+        .iter()
+        .try_fold(0.0_f64, |slowest, seen| seen.map(|s| slowest.max(s)))
+}
+
+/// The clusters' seconds until each saw the change: minimum, median, maximum, and how many saw.
+fn seen_spread(seen_after: &[Option<f64>]) -> String {
+    let mut seen: Vec<f64> = seen_after.iter().flatten().copied().collect();
+    seen.sort_by(f64::total_cmp);
+    match (seen.first(), seen.last()) {
+        (Some(first), Some(last)) => format!(
+            "min {first:.1}, median {:.1}, max {last:.1} ({} of {} clusters)",
+            seen[seen.len() / 2],
+            seen.len(),
+            seen_after.len()
+        ),
+        _ => format!("none of {} clusters", seen_after.len()),
     }
 }
 
@@ -370,6 +400,7 @@ async fn measure(
     }
     let started = Instant::now();
     let mut agents = Vec::new();
+    let mut contexts = Vec::new();
     for i in 0..size {
         let local = LocalCluster {
             name: format!("cluster-{i:03}"),
@@ -386,12 +417,17 @@ async fn measure(
                 meridian_controllers::decide::probe_policy::ProbeAddressPolicy::test_bed(),
             ),
         ));
-        agents.push(tokio::spawn(meridian_agent::distributed::run(
+        let agent = meridian_agent::distributed::context(
             client.clone(),
             local,
             refresh,
             Some(probes),
             zone.providers(),
+        );
+        contexts.push(agent.clone());
+        agents.push(tokio::spawn(meridian_agent::distributed::run_with(
+            client.clone(),
+            agent,
         )));
     }
     let patience = Duration::from_secs(args.patience_seconds);
@@ -440,22 +476,45 @@ async fn measure(
         patience,
     )
     .await?;
-    let looks_needed = size as u64 + 1;
-    loop {
-        let looks: u64 = delta(&zone.calls()?, &before)
-            .iter()
-            .filter(|(kind, _)| ZoneServer::is_full_read(kind))
-            .map(|(_, n)| n)
-            .sum();
-        if looks >= looks_needed {
-            figures.change_seconds = Some(changed_at.elapsed().as_secs_f64());
-            break;
-        }
-        if changed_at.elapsed() > refresh * 2 + Duration::from_secs(60) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+    // Traced per cluster: each agent's own memory of the shared host's last-modified mark as
+    // its last look at the zone found it. A cluster has seen the change once that mark is the
+    // one the change wrote or a later one (a look after another cluster's later write).
+    let written = zone
+        .txt(&last_modified_name(SHARED_HOST))
+        .await?
+        .and_then(|mark| mark_time(&mark))
+        .context("the change wrote the shared host's mark")?;
+    let mut shared_records = Vec::new();
+    for i in 0..size {
+        let namespace = namespace(provider, size, i);
+        let record = Api::<DNSRecord>::namespaced(client.clone(), &namespace)
+            .list(&ListParams::default())
+            .await?
+            .into_iter()
+            .find(|r| r.spec.root_host == SHARED_HOST)
+            .map(|r| object_key("DNSRecord", Some(&namespace), &r.name_any()));
+        shared_records.push(record);
     }
+    let mut seen_after: Vec<Option<f64>> = vec![None; size];
+    while seen_after.iter().any(Option::is_none)
+        && changed_at.elapsed() < refresh * 2 + Duration::from_secs(60)
+    {
+        for (i, (agent, record)) in contexts.iter().zip(&shared_records).enumerate() {
+            if seen_after[i].is_some() {
+                continue;
+            }
+            let seen = record
+                .as_ref()
+                .and_then(|record| agent.host_marks.last_seen(record).flatten())
+                .and_then(|mark| mark_time(&mark))
+                .is_some_and(|at| at >= written);
+            if seen {
+                seen_after[i] = Some(changed_at.elapsed().as_secs_f64());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    figures.change_seen_after = seen_after;
     figures.change_by_kind = delta(&zone.calls()?, &before);
     figures.change_calls = figures.change_by_kind.values().sum();
     figures.throttled = zone.throttled();
