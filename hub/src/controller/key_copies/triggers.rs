@@ -17,10 +17,10 @@ use crate::controller::cluster_copies::{
 };
 
 /// Key copies: a new cluster wakes itself (its binding), and so does its binding deleted or
-/// changed; a zone turning signing on or off or
-/// changing what its DNSKEY set is signed for (apex, TTL), a key Secret changing (a rollover
-/// step), the copy changing or the first cluster leaving wakes the first cluster, which makes
-/// the copy; a new copy wakes every cluster, whose bindings it owns.
+/// changed; a zone turning signing on or off or changing what its DNSKEY set is signed for
+/// (apex, TTL), a key Secret changing (a rollover step), the copy changing or the first
+/// cluster leaving wakes the first cluster, which makes the copy; a new copy wakes every
+/// cluster, whose bindings it owns.
 pub fn requests(
     caches: &Caches,
     hub_namespace: Option<String>,
