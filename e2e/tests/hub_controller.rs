@@ -2935,50 +2935,36 @@ async fn an_earlier_hubs_work_and_finalizer_are_handed_over_and_a_deleted_gatewa
     // And the agent's identity in spoke-1's namespace: its own Roles and bindings, and a copy
     // of the seal key (the trace that says an earlier hub was here).
     use meridian_api::names::{PROBE_HEADERS_READER, PROBE_SEAL_SECRET};
+    use meridian_e2e::example::apply;
     use meridian_hub::placement::LEGACY_AGENT_ROLE;
-    let earlier = PatchParams::apply("earlier-hub").force();
     let roles = Api::<k8s_openapi::api::rbac::v1::Role>::namespaced(hub.clone(), "spoke-1");
     let bindings =
         Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(hub.clone(), "spoke-1");
     let copies = Api::<Secret>::namespaced(hub.clone(), "spoke-1");
     for role in [LEGACY_AGENT_ROLE, PROBE_HEADERS_READER] {
-        let rules = json!([{ "apiGroups": [""], "resources": ["secrets"], "resourceNames": [PROBE_SEAL_SECRET], "verbs": ["get"] }]);
-        roles
-            .patch(
-                role,
-                &earlier,
-                &Patch::Apply(json!({
-                    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                    "metadata": { "name": role, "namespace": "spoke-1" },
-                    "rules": rules,
-                })),
-            )
-            .await?;
-        bindings
-            .patch(
-                role,
-                &earlier,
-                &Patch::Apply(json!({
-                    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                    "metadata": { "name": role, "namespace": "spoke-1" },
-                    "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role },
-                    "subjects": [{ "kind": "ServiceAccount", "name": LEGACY_AGENT_ROLE, "namespace": "spoke-1" }],
-                })),
-            )
-            .await?;
-    }
-    copies
-        .patch(
-            PROBE_SEAL_SECRET,
-            &earlier,
-            &Patch::Apply(json!({
-                "apiVersion": "v1", "kind": "Secret",
-                "metadata": { "name": PROBE_SEAL_SECRET, "namespace": "spoke-1" },
-                "type": "Opaque",
-                "stringData": { "key": "an earlier hub's seal key" },
-            })),
-        )
+        let metadata = json!({ "name": role, "namespace": "spoke-1" });
+        apply(&roles, json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": metadata,
+            "rules": [{ "apiGroups": [""], "resources": ["secrets"], "resourceNames": [PROBE_SEAL_SECRET], "verbs": ["get"] }],
+        }))
         .await?;
+        apply(&bindings, json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": metadata,
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role },
+            "subjects": [{ "kind": "ServiceAccount", "name": LEGACY_AGENT_ROLE, "namespace": "spoke-1" }],
+        }))
+        .await?;
+    }
+    apply(
+        &copies,
+        json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": { "name": PROBE_SEAL_SECRET, "namespace": "spoke-1" },
+            "type": "Opaque",
+            "stringData": { "key": "an earlier hub's seal key" },
+        }),
+    )
+    .await?;
 
     let geoip_dir = tempfile::tempdir().unwrap();
     let geoip = geoip_dir.path().join("country.mmdb");
