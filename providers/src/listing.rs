@@ -1,7 +1,8 @@
 //! One zone listing shared by the plans of a process: a plan reads the records of its host
 //! from a listing that started after the plan began, so it sees everything that could have
-//! triggered it, and every plan that began before a listing started takes its records from that
-//! one listing instead of listing the zone again. At a fleet's cold start each cluster's records
+//! triggered it (a record's first plan, which nothing in the zone triggered, also from one that
+//! started a moment before: [`earliest_listing`]), and every plan that began before a listing
+//! started takes its records from that one listing instead of listing the zone again. At a fleet's cold start each cluster's records
 //! are planned at once, and a hub plans every record of a zone at once: one listing each,
 //! instead of one per record.
 //!
@@ -17,12 +18,31 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use meridian_dns::changes::Changes;
 use meridian_dns::model::{Endpoint, RecordKey};
 
 use crate::ProviderError;
+
+/// How long before a record's first plan began a listing may have started and still serve it.
+pub const FIRST_PLAN_LISTING_AGE: Duration = Duration::from_secs(5);
+
+/// The earliest start of a listing that a plan which began at `began` may read. A plan that
+/// something in the zone may have started (another cluster's mark, drift, a retry after a write
+/// refused as stale) needs a listing that started after it began, or it could miss what woke
+/// it. A record's first plan (`first_plan`: nothing published yet) was started by its object,
+/// not by the zone, so a listing begun a moment before serves it as well: what changed in the
+/// zone since then makes its conditional writes fail as stale, and the retry lists again. At a
+/// cluster's start its records are created a few hundred milliseconds apart, and without this
+/// the second one's plan listed the whole zone again right after the first's listing.
+pub fn earliest_listing(began: Instant, first_plan: bool) -> Instant {
+    if first_plan {
+        began.checked_sub(FIRST_PLAN_LISTING_AGE).unwrap_or(began)
+    } else {
+        began
+    }
+}
 
 /// The listings of a provider's zones, by zone ID.
 #[derive(Debug, Default)]
@@ -92,6 +112,12 @@ impl ZoneListings {
             if let Some((_, error)) = stored.failed.as_ref().filter(|(at, _)| *at >= since) {
                 return Err(error.clone());
             }
+            tracing::debug!(
+                zone_id,
+                root_host,
+                stored_before_plan = stored.listing.is_some(),
+                "listing the zone"
+            );
             stored.writes
         };
         let started = Instant::now();
@@ -105,6 +131,13 @@ impl ZoneListings {
         let host = meridian_dns::plan::host_records(&records, root_host);
         let mut stored = zone.stored.lock().expect("listing lock");
         stored.failed = None;
+        tracing::debug!(
+            zone_id,
+            root_host,
+            records = records.len(),
+            kept = stored.writes == writes,
+            "zone listed"
+        );
         if stored.writes == writes {
             stored.listing = Some(Listing {
                 started,
@@ -206,6 +239,50 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(zone.listed.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn a_first_plan_shares_a_listing_begun_a_moment_before_it_and_a_later_plan_does_not() {
+        let (zone, listings) = (Zone::new(), ZoneListings::default());
+        listings
+            .host_records_since("z", "one.example.com", Instant::now(), || zone.list())
+            .await
+            .unwrap();
+        // The cluster's second record is created right after the first one's listing started.
+        let began = Instant::now();
+        let first = listings
+            .host_records_since(
+                "z",
+                "two.example.com",
+                earliest_listing(began, true),
+                || zone.list(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(first, [a("two.example.com", "192.0.2.2")]);
+        assert_eq!(
+            zone.listed.load(Ordering::SeqCst),
+            1,
+            "shared by the first plan"
+        );
+        // A plan that the zone may have started (its mark changed) lists again.
+        listings
+            .host_records_since(
+                "z",
+                "two.example.com",
+                earliest_listing(began, false),
+                || zone.list(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            zone.listed.load(Ordering::SeqCst),
+            2,
+            "listed for a later plan"
+        );
+        // A first plan long after the last listing lists again too: it is bounded.
+        let long_after = Instant::now() + FIRST_PLAN_LISTING_AGE + Duration::from_secs(1);
+        assert!(earliest_listing(long_after, true) > Instant::now());
     }
 
     #[tokio::test]

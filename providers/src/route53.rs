@@ -193,6 +193,7 @@ impl Route53Provider {
                         aws_smithy_types::error::display::DisplayErrorContext(&error).to_string()
                     });
                     if refused_as_stale(error.code(), &message) {
+                        tracing::debug!(what, %message, "Route53 refused a change as stale");
                         return Err(ProviderError::Stale(format!("{what}: {message}")));
                     }
                     return Err(ProviderError::Rejected(format!("{what}: {message}")));
@@ -244,6 +245,67 @@ impl Route53Provider {
             .iter()
             .filter_map(from_rrset)
             .find(|e| e.dns_name == name && e.record_type == record_type))
+    }
+
+    /// The record sets at or below `host` (a `*.` wildcard's base): read from the host's own
+    /// name onward, one call for a host of up to [`HOST_READ_ITEMS`] record sets, instead of a
+    /// listing of the whole zone. Route53 orders names by their labels reversed, label by
+    /// label; moto compares the reversed names as plain strings. In both orders the names
+    /// whose reversed form begins with the host's reversed form (its subtree and siblings such
+    /// as `shared-a` beside `shared`) come together, after the host itself, so the read stops
+    /// at the first name past them. The ownership records of the host's own name sit beside it
+    /// (`kuadrant-<code>-a-<host>`), not under it, and are not read.
+    pub async fn host_records(
+        &self,
+        zone_id: &str,
+        host: &str,
+    ) -> Result<Vec<Endpoint>, ProviderError> {
+        let base = host.trim_start_matches("*.").to_ascii_lowercase();
+        let reversed_base = reversed_labels(&base);
+        let mut records: std::collections::BTreeMap<meridian_dns::model::RecordKey, Endpoint> =
+            std::collections::BTreeMap::new();
+        let mut start: (String, Option<RrType>, Option<String>) = (base.clone(), None, None);
+        loop {
+            let request = || {
+                self.client
+                    .list_resource_record_sets()
+                    .hosted_zone_id(zone_id)
+                    .start_record_name(&start.0)
+                    .set_start_record_type(start.1.clone())
+                    .set_start_record_identifier(start.2.clone())
+                    .max_items(HOST_READ_ITEMS)
+                    .send()
+            };
+            let page = self.call("ListResourceRecordSets", request).await?;
+            let mut past = false;
+            for rrset in page.resource_record_sets() {
+                if !reversed_labels(&from_route53_name(rrset.name())).starts_with(&reversed_base) {
+                    past = true;
+                    break;
+                }
+                if let Some(record) = from_rrset(rrset)
+                    && meridian_dns::model::is_at_or_below(&record.dns_name, &base)
+                {
+                    records.entry(record.key()).or_insert(record);
+                }
+            }
+            match (
+                past,
+                page.is_truncated(),
+                page.next_record_name(),
+                page.next_record_type(),
+            ) {
+                (false, true, Some(name), Some(record_type)) => {
+                    start = (
+                        name.to_string(),
+                        Some(record_type.clone()),
+                        page.next_record_identifier().map(str::to_string),
+                    );
+                }
+                _ => break,
+            }
+        }
+        Ok(records.into_values().collect())
     }
 
     async fn change(&self, zone_id: &str, changes: &[Change]) -> Result<(), ProviderError> {
@@ -593,6 +655,17 @@ fn to_aws_changes(change: &Change) -> Result<Vec<AwsChange>, ProviderError> {
 }
 
 /// Route53 writes names with a trailing dot and `*` as `\052`.
+/// How many record sets a read of one host's records asks for at a time.
+pub const HOST_READ_ITEMS: i32 = 300;
+
+/// A name's labels in reverse order, dot-separated (`shared.example.com` → `com.example.shared`).
+fn reversed_labels(name: &str) -> String {
+    name.trim_end_matches('.')
+        .rsplit('.')
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
 fn from_route53_name(name: &str) -> String {
     name.replace("\\052", "*")
         .trim_end_matches('.')

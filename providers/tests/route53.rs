@@ -424,3 +424,94 @@ async fn the_hubs_own_identity_is_irsas_web_identity() {
         "the calls went through STS AssumeRoleWithWebIdentity"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hosts_records_are_read_from_its_name_on_without_the_rest_of_the_zone() {
+    use meridian_testkit::counting_proxy::{CountingProxy, Throttle};
+
+    let moto = MotoServer::start().unwrap();
+    let (provider, _, zone) = provider_with_zone(&moto, "example.com").await;
+    let a = |name: &str| Endpoint::new(name, RecordType::A, ["192.0.2.1".to_string()], 60);
+    let txt = |name: &str| Endpoint::new(name, RecordType::Txt, ["v".to_string()], 60);
+    // The host, its subtree (enough for two reads of 300), a wildcard under it, and names
+    // that sort around it in Route53's order or moto's: siblings that begin like it, the
+    // ownership records of its own name beside it, names before and after.
+    let mut under: Vec<Endpoint> = (0..320)
+        .map(|i| a(&format!("n{i:03}.shared.example.com")))
+        .collect();
+    under.push(a("shared.example.com"));
+    under.push(a("*.shared.example.com"));
+    under.push(txt("kuadrant.last_modified_at.shared.example.com"));
+    under.push(a("deep.er.shared.example.com"));
+    let beside = [
+        a("shared-a.example.com"),
+        a("x.shared-a.example.com"),
+        a("shared0.example.com"),
+        a("sharedx.example.com"),
+        a("sharee.example.com"),
+        a("a.example.com"),
+        a("z.example.com"),
+        txt("kuadrant-abcdefgh-a-shared.example.com"),
+    ];
+    let creates: Vec<Endpoint> = under.iter().chain(&beside).cloned().collect();
+    provider
+        .apply(
+            &zone,
+            &Changes {
+                creates,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let proxy = CountingProxy::start_with(moto.address(), Throttle::Never)
+        .await
+        .unwrap();
+    let reader = Route53Provider::new(
+        &moto.credentials(&proxy.endpoint()),
+        Arc::new(RequestBudget::per_second(1000)),
+    );
+    for host in ["shared.example.com", "*.shared.example.com"] {
+        let mut read: Vec<String> = reader
+            .host_records(&zone, host)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| format!("{} {}", r.dns_name, r.record_type))
+            .collect();
+        read.sort();
+        let mut expected: Vec<String> = under
+            .iter()
+            .map(|r| format!("{} {}", r.dns_name, r.record_type))
+            .collect();
+        expected.sort();
+        assert_eq!(
+            read, expected,
+            "{host}: the host and all under it, nothing beside"
+        );
+    }
+    // 324 sets under the host: two reads each, not the whole zone's pages (334 sets and the
+    // apex's SOA and NS).
+    assert_eq!(
+        proxy.calls().get("ListResourceRecordSets(host)").copied(),
+        Some(4),
+        "{:?}",
+        proxy.calls()
+    );
+    // A host with nothing under it reads nothing but its neighbours, once.
+    assert!(
+        reader
+            .host_records(&zone, "none.example.com")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        reader
+            .host_records(&zone, "shared-a.example.com")
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+}

@@ -171,9 +171,13 @@ fn action(method: &str, path: &str) -> String {
     let path = path.trim_end_matches('/');
     // A one-item listing is how a single record set is read.
     let one_item = query.split('&').any(|p| p == "maxitems=1");
+    // A read of one host's records asks for 300 items; a zone listing leaves the page size to
+    // Route53 (`meridian_providers::route53::HOST_READ_ITEMS`).
+    let host = query.split('&').any(|p| p == "maxitems=300");
     match (method, path.rsplit('/').next()) {
         ("POST", Some("rrset")) => "ChangeResourceRecordSets",
         ("GET", Some("rrset")) if one_item => "ListResourceRecordSets(one)",
+        ("GET", Some("rrset")) if host => "ListResourceRecordSets(host)",
         ("GET", Some("rrset")) => "ListResourceRecordSets",
         ("GET", Some("hostedzone")) => "ListHostedZones",
         ("POST", Some("hostedzone")) => "CreateHostedZone",

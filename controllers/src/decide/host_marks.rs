@@ -1,8 +1,13 @@
 //! Distributed mode's host marks: the TXT record `kuadrant.last_modified_at.<host>` whose value
 //! changes with every change any cluster makes to a host's records, and when a refresh reads it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
+
+use meridian_dns::model::{Endpoint, RecordType, is_at_or_below};
+use meridian_dns::plan::ownership_txt_name;
+
+use crate::decide::shared_health::{read_members, read_reports};
 
 /// Refreshes a host that only this cluster publishes goes without a read of its mark.
 pub const SOLE_OWNER_REFRESHES_UNREAD: u32 = 9;
@@ -17,6 +22,58 @@ pub const SOLE_OWNER_REFRESHES_UNREAD: u32 = 9;
 /// Route53 account under half of its 5 calls a second at the default 60 s refresh.
 pub fn mark_read_due(sole_owner: bool, refreshes_unread: u32) -> bool {
     !sole_owner || refreshes_unread >= SOLE_OWNER_REFRESHES_UNREAD
+}
+
+/// Whether the records at and below a host, freshly read (`host_records`), settle a refresh
+/// whose mark read found the host changed by another cluster, without planning from a listing
+/// of the whole zone. They do when what this cluster published there (`published`, as its
+/// status says) is all still in place, and there is nothing for it to weigh:
+/// - each published record is there with the same key, TTL and properties, and every value of
+///   it (a set the clusters share holds the others' values beside them);
+/// - its ownership record is there, where that lies under the host (a host's own name has its
+///   ownership record beside it, outside this read: the zone's verification reads those);
+/// - for a health-checked host (`health_checked`), `owner` is in its member list;
+/// - no failure report names any address: a report can withdraw this cluster's addresses, or
+///   give back ones it withdrew, so it is weighed by a plan.
+///
+/// Anything else is planned from a listing as before. What another cluster changed otherwise
+/// (its own values, its joining or leaving) asks nothing of this one: the shared sets are
+/// written by each cluster with the others' values kept, and conditionally.
+pub fn look_settles(
+    owner: &str,
+    health_checked: bool,
+    published: &[Endpoint],
+    host_records: &[Endpoint],
+    host: &str,
+) -> bool {
+    let base = host.trim_start_matches("*.");
+    let in_place = |mine: &Endpoint| {
+        host_records.iter().any(|there| {
+            there.key() == mine.key()
+                && there.record_ttl == mine.record_ttl
+                && mine
+                    .provider_specific
+                    .iter()
+                    .all(|p| there.provider_specific.contains(p))
+                && {
+                    let values: BTreeSet<&String> = there.targets.iter().collect();
+                    mine.targets.iter().all(|t| values.contains(t))
+                }
+        })
+    };
+    let vouched = |mine: &Endpoint| {
+        let name = ownership_txt_name(owner, mine.record_type, &mine.dns_name);
+        !is_at_or_below(&name, base)
+            || host_records
+                .iter()
+                .any(|e| e.record_type == RecordType::Txt && e.dns_name == name)
+    };
+    let listed = !health_checked
+        || read_members(host_records, host).is_some_and(|(_, members)| members.contains(owner));
+    let reported = read_reports(host_records, host)
+        .values()
+        .any(|(_, failing)| !failing.is_empty());
+    published.iter().all(|mine| in_place(mine) && vouched(mine)) && listed && !reported
 }
 
 pub fn last_modified_name(root_host: &str) -> String {
@@ -74,6 +131,127 @@ impl HostMarks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use meridian_dns::plan::ownership_record;
+
+    fn rr(name: &str, record_type: RecordType, values: &[&str]) -> Endpoint {
+        Endpoint::new(name, record_type, values.iter().map(|v| v.to_string()), 60)
+    }
+
+    /// A host two clusters share, as a read of its records finds it after `b` changed its
+    /// address: the shared set, a name under the host only `a` publishes and its ownership
+    /// record, the member list and the mark.
+    fn host_after_b_changed() -> Vec<Endpoint> {
+        let own = rr("a.api.example.com", RecordType::A, &["192.0.2.1"]);
+        vec![
+            rr(
+                "api.example.com",
+                RecordType::A,
+                &["192.0.2.1", "198.51.100.9"],
+            ),
+            ownership_record("a", &own),
+            own,
+            rr(
+                "kuadrant.members.api.example.com",
+                RecordType::Txt,
+                &["members=a,b"],
+            ),
+            rr(
+                "kuadrant.last_modified_at.api.example.com",
+                RecordType::Txt,
+                &["9 b"],
+            ),
+        ]
+    }
+
+    fn published_by_a() -> Vec<Endpoint> {
+        vec![
+            rr("api.example.com", RecordType::A, &["192.0.2.1"]),
+            rr("a.api.example.com", RecordType::A, &["192.0.2.1"]),
+        ]
+    }
+
+    #[test]
+    fn another_clusters_change_settles_a_look_only_when_nothing_of_this_ones_moved() {
+        let host = host_after_b_changed();
+        let settles =
+            |host: &[Endpoint]| look_settles("a", true, &published_by_a(), host, "api.example.com");
+        assert!(settles(&host), "b's new address asks nothing of a");
+        assert!(
+            look_settles("a", false, &published_by_a(), &host[..4], "api.example.com"),
+            "no member list needed without a health check"
+        );
+
+        let mut changed: Vec<(&str, Vec<Endpoint>)> = Vec::new();
+        let mut lost_value = host.clone();
+        lost_value[0].targets = vec!["198.51.100.9".into()];
+        changed.push(("a's value gone from the shared set", lost_value));
+        let mut ttl = host.clone();
+        ttl[0].record_ttl = 300;
+        changed.push(("the shared set's TTL changed", ttl));
+        let mut weighted = host.clone();
+        weighted[2].set_identifier = Some("a".into());
+        changed.push(("a's record under another key", weighted));
+        changed.push(("a's ownership record under the host gone", {
+            let mut gone = host.clone();
+            gone.remove(1);
+            gone
+        }));
+        changed.push(("a left the member list", {
+            let mut left = host.clone();
+            left[3].targets = vec!["members=b".into()];
+            left
+        }));
+        changed.push(("a failure report, even on another's address", {
+            let mut reported = host.clone();
+            reported.push(rr(
+                &crate::decide::shared_health::health_record_name(
+                    "198.51.100.9",
+                    "api.example.com",
+                ),
+                RecordType::Txt,
+                &["ip=198.51.100.9;failing=b"],
+            ));
+            reported
+        }));
+        for (what, host) in changed {
+            assert!(!settles(&host), "{what}: planned from a listing");
+        }
+        // An emptied report (every cluster sees the address healthy again) weighs nothing.
+        let mut healed = host.clone();
+        healed.push(rr(
+            &crate::decide::shared_health::health_record_name("198.51.100.9", "api.example.com"),
+            RecordType::Txt,
+            &["ip=198.51.100.9;failing="],
+        ));
+        assert!(settles(&healed));
+    }
+
+    #[test]
+    fn a_property_of_this_clusters_record_must_be_in_place() {
+        let mut mine = rr("w.api.example.com", RecordType::A, &["192.0.2.1"]);
+        mine.set_identifier = Some("a".into());
+        mine.provider_specific = vec![meridian_dns::model::ProviderSpecific {
+            name: meridian_dns::model::WEIGHT.into(),
+            value: "10".into(),
+        }];
+        let mut there = mine.clone();
+        let zone = |there: &Endpoint| vec![there.clone(), ownership_record("a", there)];
+        assert!(look_settles(
+            "a",
+            false,
+            std::slice::from_ref(&mine),
+            &zone(&there),
+            "api.example.com"
+        ));
+        there.provider_specific[0].value = "20".into();
+        assert!(!look_settles(
+            "a",
+            false,
+            std::slice::from_ref(&mine),
+            &zone(&there),
+            "api.example.com"
+        ));
+    }
 
     #[test]
     fn a_shared_host_reads_its_mark_every_refresh_a_sole_owner_every_tenth() {

@@ -690,6 +690,21 @@ impl ZoneProvider {
         }
     }
 
+    /// The records at and below `host`, where the provider reads them without listing the
+    /// whole zone (Route53: from the host's name onward, one call for up to 300 record sets).
+    /// `None` elsewhere: RFC2136 has no such read (a zone transfer is the whole zone), and the
+    /// other providers list the whole zone anyway.
+    pub async fn read_host(
+        &self,
+        zone_id: &str,
+        host: &str,
+    ) -> Option<Result<Vec<Endpoint>, ProviderError>> {
+        match self {
+            ZoneProvider::Route53(p) => Some(p.host_records(zone_id, host).await),
+            _ => None,
+        }
+    }
+
     /// One record set by name and type: a single small read where the provider has one
     /// (Route53, RFC2136), else read from the whole zone.
     pub async fn read_record(

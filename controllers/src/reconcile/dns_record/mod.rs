@@ -35,7 +35,7 @@ use meridian_providers::Provider;
 
 use crate::decide::convert::all_to_engine;
 use crate::decide::health::PROBE_RECORD_LABEL;
-use crate::decide::host_marks::last_modified_name;
+use crate::decide::host_marks::{last_modified_name, look_settles};
 use crate::decide::shared_health;
 use crate::runtime::caches::run_controller;
 use crate::runtime::journal;
@@ -301,8 +301,9 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     // A verification pass of the zone found this record drifted: read and re-plan it.
     let drifted = ctx.record_memory.drifted.take(&record_key);
     // The zone listing this plan reads must start after whatever made it look: this pass's
-    // start, or the read of the host's mark below (see `meridian_providers::listing`).
-    let mut look_since = started;
+    // start (or shortly before, for a record's first plan), or the read of the host's mark
+    // below (see `meridian_providers::listing`).
+    let mut look_since = meridian_providers::listing::earliest_listing(started, previous.is_none());
     if published_as_desired
         && health_unchanged
         && !drifted
@@ -315,7 +316,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
             .status
             .as_ref()
             .is_some_and(|status| status.domain_owners == [owner.as_str()]);
-        let unchanged = if distributed && !ctx.host_marks.read_due(&record_key, sole_owner) {
+        let nothing_to_plan = if distributed && !ctx.host_marks.read_due(&record_key, sole_owner) {
             true
         } else if distributed {
             let mark = match provider
@@ -326,11 +327,39 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
                 Err(error) => return provider_failed(record, ctx, &provider, error).await,
             };
             look_since = Instant::now();
-            ctx.host_marks.last_seen(&record_key) == Some(mark)
+            if ctx.host_marks.last_seen(&record_key) == Some(mark.clone()) {
+                true
+            } else if sole_owner {
+                // Another cluster started publishing this host: plan, to learn of it.
+                false
+            } else {
+                // Another cluster changed the host: a read of the host's own records (where
+                // the provider has one) often shows there is nothing for this one to do.
+                match provider.read_host(&zone_id, &root_host).await {
+                    None => false,
+                    Some(Err(error)) => {
+                        return provider_failed(record, ctx, &provider, error).await;
+                    }
+                    Some(Ok(host_records)) => {
+                        let settled = look_settles(
+                            &owner,
+                            shared_check.is_some(),
+                            previous.as_deref().unwrap_or_default(),
+                            &host_records,
+                            &root_host,
+                        );
+                        tracing::debug!(record = %record_key, settled, "looked at the host's records");
+                        if settled {
+                            ctx.host_marks.remember(&record_key, mark);
+                        }
+                        settled
+                    }
+                }
+            }
         } else {
             true
         };
-        if unchanged {
+        if nothing_to_plan {
             write_status(
                 record,
                 ctx,
@@ -344,6 +373,14 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         }
     }
 
+    tracing::debug!(
+        record = %record_key,
+        first = previous.is_none(),
+        published_as_desired,
+        health_unchanged,
+        drifted,
+        "reading the zone for a plan"
+    );
     let current = provider
         .host_records(&zone_id, &root_host, look_since)
         .await;

@@ -139,7 +139,21 @@ async fn verify_zone(
             .as_ref()
             .map(|s| all_to_engine(&s.endpoints))
             .unwrap_or_default();
-        let found = drift(&owner_of(&record, &ctx.config), &published, &registry);
+        let owner = owner_of(&record, &ctx.config);
+        let mut found: Vec<String> = drift(&owner, &published, &registry)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        // Who else publishes the host is in status as the last plan found it. In distributed
+        // mode a refresh can be settled by a read of the host's own records, which does not
+        // hold the owners of the host's name (their records sit beside it): the owners found
+        // here say when status is behind.
+        if let Some(root_host) = record.spec.effective_root_host()
+            && let Some(status) = record.status.as_ref()
+            && super::status::domain_owners(&current, &root_host, &owner) != status.domain_owners
+        {
+            found.push(format!("the owners of {root_host} changed"));
+        }
         if found.is_empty() {
             continue;
         }
@@ -148,7 +162,6 @@ async fn verify_zone(
             record.namespace().as_deref(),
             &record.name_any(),
         );
-        let found: Vec<String> = found.iter().map(ToString::to_string).collect();
         tracing::info!(record = %key, drift = %found.join("; "), "records changed out of band; re-planning");
         ctx.record_memory.drifted.mark(&key);
         ctx.metrics.drift_repaired();
