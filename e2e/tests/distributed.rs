@@ -746,6 +746,131 @@ async fn three_clusters_agree_on_health_through_the_zone() -> Result<(), Error> 
     Ok(())
 }
 
+/// On Route53 a cluster settles a look at a host another cluster changed with a read of the
+/// host's own records, planning nothing. It must still probe the other cluster's new address,
+/// as a plan would: here only the other two clusters see it failing (its own cluster does not
+/// and never reports it), and it goes only if both of them probe it and say so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_look_settled_on_route53_still_probes_another_clusters_new_address() -> Result<(), Error>
+{
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
+    use meridian_testkit::counting_proxy::CountingProxy;
+    use meridian_testkit::moto::MotoServer;
+
+    let moto = MotoServer::start().expect("moto starts");
+    moto.create_zone("example.com")
+        .await
+        .map_err(Error::Component)?;
+    let proxy = CountingProxy::start(moto.address(), 0).await.unwrap();
+    let gateways: Vec<std::net::IpAddr> = ["127.0.6.1", "127.0.6.2", "127.0.6.3", "127.0.6.33"]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let sources: Vec<std::net::IpAddr> = ["127.0.7.1", "127.0.7.2", "127.0.7.3"]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let backends = Backends::default();
+    let port = start_backends(&gateways, backends.clone()).await;
+    let fleet = fleet_without_ocm(&CLUSTERS.map(|c| c.0)).await?;
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/aws",
+        "metadata": { "name": "zone", "namespace": NAMESPACE },
+        "stringData": {
+            "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-east-1",
+        },
+    });
+    let providers = ProviderSettings {
+        aws_endpoint: Some(proxy.endpoint()),
+        ..ProviderSettings::test_bed()
+    };
+    let mut agents = Vec::new();
+    let mut ids = Vec::new();
+    for (index, (name, _, geo)) in CLUSTERS.into_iter().enumerate() {
+        let client = fleet.spoke(name).client();
+        let spec = json!({
+            "targetRef": { "name": "prod-web" },
+            "routingStrategy": "simple",
+            "healthCheck": {
+                "endpoint": "/healthz", "port": port, "protocol": "HTTP", "interval": "5s", "failureThreshold": 1,
+            },
+        });
+        install(
+            &client,
+            secret.clone(),
+            &gateways[index].to_string(),
+            policy(spec),
+        )
+        .await?;
+        ids.push(meridian_agent::report::cluster_id(&client).await?);
+        agents.push(
+            agent_probing_from(&client, name, geo, Some(sources[index]), providers.clone()).await?,
+        );
+    }
+    let route53 = moto.provider(1000);
+    let zone_id = zone_id_of(&route53, "example.com").await;
+    let answers = || async {
+        let zone = route53.records(&zone_id).await.unwrap();
+        let mut answers: Vec<String> = zone
+            .iter()
+            .filter(|e| e.dns_name == HOST && e.record_type == RecordType::A)
+            .flat_map(|e| e.targets.clone())
+            .collect();
+        answers.sort();
+        (zone, answers)
+    };
+    let publishes = |expected: &'static [&'static str]| {
+        let answers = &answers;
+        async move {
+            eventually(
+                &format!("the host answers {expected:?}"),
+                DEFAULT_PATIENCE,
+                || async { Ok((answers().await.1 == expected).then_some(())) },
+            )
+            .await
+        }
+    };
+    publishes(&["127.0.6.1", "127.0.6.2", "127.0.6.3"]).await?;
+
+    // spoke-3's Gateway moves to an address that spoke-1 and spoke-2 see failing, and spoke-3
+    // itself does not.
+    backends
+        .lock()
+        .unwrap()
+        .failing_for
+        .insert(gateways[3], vec![sources[0], sources[1]]);
+    proxy.reset();
+    Api::<Gateway>::namespaced(fleet.spoke("spoke-3").client(), NAMESPACE)
+        .patch_status(
+            "prod-web",
+            &PatchParams::apply("gateway-implementation").force(),
+            &Patch::Apply(fixtures::gateway_status(&["127.0.6.33"], &[("api", 1)])),
+        )
+        .await?;
+    publishes(&["127.0.6.1", "127.0.6.2"]).await?;
+    let (zone, _) = answers().await;
+    let reports = meridian_controllers::decide::shared_health::read_reports(&zone, HOST);
+    assert_eq!(
+        reports.get("127.0.6.33").map(|(_, ids)| ids.clone()),
+        Some(BTreeSet::from([ids[0].clone(), ids[1].clone()])),
+        "both clusters that see it failing report it"
+    );
+    let calls = proxy.calls();
+    assert!(
+        calls
+            .get("ListResourceRecordSets(host)")
+            .copied()
+            .unwrap_or(0)
+            > 0,
+        "the others looked at the host's own records: {calls:?}"
+    );
+    for agent in agents {
+        agent.abort();
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hub_and_a_distributed_cluster_share_one_host() -> Result<(), Error> {
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;

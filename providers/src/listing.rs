@@ -31,11 +31,13 @@ pub const FIRST_PLAN_LISTING_AGE: Duration = Duration::from_secs(5);
 /// The earliest start of a listing that a plan which began at `began` may read. A plan that
 /// something in the zone may have started (another cluster's mark, drift, a retry after a write
 /// refused as stale) needs a listing that started after it began, or it could miss what woke
-/// it. A record's first plan (`first_plan`: nothing published yet) was started by its object,
-/// not by the zone, so a listing begun a moment before serves it as well: what changed in the
-/// zone since then makes its conditional writes fail as stale, and the retry lists again. At a
-/// cluster's start its records are created a few hundred milliseconds apart, and without this
-/// the second one's plan listed the whole zone again right after the first's listing.
+/// it. A record's first plan (`first_plan`: never published under any owner) was started by its
+/// object, not by the zone, so a listing begun a moment before serves it as well. Its writes
+/// are conditional name by name (a create needs the name free, an update or delete the values
+/// read): a name another cluster changed meanwhile is refused as stale (the host's mark always
+/// is, when anyone wrote the host), which drops the stored listing, and the retry plans from a
+/// new one. At a cluster's start its records are created a few hundred milliseconds apart, and
+/// without this the second one's plan listed the whole zone again right after the first's.
 pub fn earliest_listing(began: Instant, first_plan: bool) -> Instant {
     if first_plan {
         began.checked_sub(FIRST_PLAN_LISTING_AGE).unwrap_or(began)

@@ -249,12 +249,15 @@ impl Route53Provider {
 
     /// The record sets at or below `host` (a `*.` wildcard's base): read from the host's own
     /// name onward, one call for a host of up to [`HOST_READ_ITEMS`] record sets, instead of a
-    /// listing of the whole zone. Route53 orders names by their labels reversed, label by
-    /// label; moto compares the reversed names as plain strings. In both orders the names
-    /// whose reversed form begins with the host's reversed form (its subtree and siblings such
-    /// as `shared-a` beside `shared`) come together, after the host itself, so the read stops
-    /// at the first name past them. The ownership records of the host's own name sit beside it
-    /// (`kuadrant-<code>-a-<host>`), not under it, and are not read.
+    /// listing of the whole zone. Route53 orders names with their labels reversed
+    /// (`com.example.shared.www`), and so does moto, comparing the reversed names as strings.
+    /// Either way the names whose reversed form begins with the host's (its subtree, and
+    /// siblings such as `shared-a` beside `shared`) come together from the host's own name on,
+    /// so the read stops at the first name past them. The ownership records of the host's own
+    /// name sit beside it (`kuadrant-<code>-a-<host>`), not under it, and are not read. A page
+    /// that says there is more but not where, or would start where the last one did (moto
+    /// ignores the set identifier to start from), fails the read rather than return part of
+    /// the host.
     pub async fn host_records(
         &self,
         zone_id: &str,
@@ -289,21 +292,28 @@ impl Route53Provider {
                     records.entry(record.key()).or_insert(record);
                 }
             }
-            match (
-                past,
-                page.is_truncated(),
-                page.next_record_name(),
-                page.next_record_type(),
-            ) {
-                (false, true, Some(name), Some(record_type)) => {
-                    start = (
-                        name.to_string(),
-                        Some(record_type.clone()),
-                        page.next_record_identifier().map(str::to_string),
-                    );
-                }
-                _ => break,
+            if past || !page.is_truncated() {
+                break;
             }
+            let next = match (page.next_record_name(), page.next_record_type()) {
+                (Some(name), Some(record_type)) => (
+                    name.to_string(),
+                    Some(record_type.clone()),
+                    page.next_record_identifier().map(str::to_string),
+                ),
+                _ => {
+                    return Err(ProviderError::Other(format!(
+                        "reading {base}: Route53 said there is more but not where it starts"
+                    )));
+                }
+            };
+            if next == start {
+                return Err(ProviderError::Other(format!(
+                    "reading {base}: the next page would start where the last did ({})",
+                    next.0
+                )));
+            }
+            start = next;
         }
         Ok(records.into_values().collect())
     }
@@ -654,7 +664,6 @@ fn to_aws_changes(change: &Change) -> Result<Vec<AwsChange>, ProviderError> {
     })
 }
 
-/// Route53 writes names with a trailing dot and `*` as `\052`.
 /// How many record sets a read of one host's records asks for at a time.
 pub const HOST_READ_ITEMS: i32 = 300;
 
@@ -666,6 +675,7 @@ fn reversed_labels(name: &str) -> String {
         .join(".")
 }
 
+/// Route53 writes names with a trailing dot and `*` as `\052`.
 fn from_route53_name(name: &str) -> String {
     name.replace("\\052", "*")
         .trim_end_matches('.')

@@ -32,7 +32,10 @@ pub fn mark_read_due(sole_owner: bool, refreshes_unread: u32) -> bool {
 ///   it (a set the clusters share holds the others' values beside them);
 /// - its ownership record is there, where that lies under the host (a host's own name has its
 ///   ownership record beside it, outside this read: the zone's verification reads those);
-/// - for a health-checked host (`health_checked`), `owner` is in its member list;
+/// - for a health-checked host (`failing`: what this cluster's probes see failing there):
+///   `owner` is in its member list and its probes see nothing failing (the caller then points
+///   the probes at the host's addresses as read, as a plan would: another cluster's new
+///   address must be probed);
 /// - no failure report names any address: a report can withdraw this cluster's addresses, or
 ///   give back ones it withdrew, so it is weighed by a plan.
 ///
@@ -41,20 +44,22 @@ pub fn mark_read_due(sole_owner: bool, refreshes_unread: u32) -> bool {
 /// written by each cluster with the others' values kept, and conditionally.
 pub fn look_settles(
     owner: &str,
-    health_checked: bool,
+    failing: Option<&BTreeSet<String>>,
     published: &[Endpoint],
     host_records: &[Endpoint],
     host: &str,
 ) -> bool {
     let base = host.trim_start_matches("*.");
+    let properties = |e: &Endpoint| {
+        let mut properties = e.provider_specific.clone();
+        properties.sort_by(|a, b| (&a.name, &a.value).cmp(&(&b.name, &b.value)));
+        properties
+    };
     let in_place = |mine: &Endpoint| {
         host_records.iter().any(|there| {
             there.key() == mine.key()
                 && there.record_ttl == mine.record_ttl
-                && mine
-                    .provider_specific
-                    .iter()
-                    .all(|p| there.provider_specific.contains(p))
+                && properties(there) == properties(mine)
                 && {
                     let values: BTreeSet<&String> = there.targets.iter().collect();
                     mine.targets.iter().all(|t| values.contains(t))
@@ -68,12 +73,14 @@ pub fn look_settles(
                 .iter()
                 .any(|e| e.record_type == RecordType::Txt && e.dns_name == name)
     };
-    let listed = !health_checked
-        || read_members(host_records, host).is_some_and(|(_, members)| members.contains(owner));
+    let health_settled = failing.is_none_or(|failing| {
+        failing.is_empty()
+            && read_members(host_records, host).is_some_and(|(_, members)| members.contains(owner))
+    });
     let reported = read_reports(host_records, host)
         .values()
         .any(|(_, failing)| !failing.is_empty());
-    published.iter().all(|mine| in_place(mine) && vouched(mine)) && listed && !reported
+    published.iter().all(|mine| in_place(mine) && vouched(mine)) && health_settled && !reported
 }
 
 pub fn last_modified_name(root_host: &str) -> String {
@@ -173,11 +180,19 @@ mod tests {
     #[test]
     fn another_clusters_change_settles_a_look_only_when_nothing_of_this_ones_moved() {
         let host = host_after_b_changed();
-        let settles =
-            |host: &[Endpoint]| look_settles("a", true, &published_by_a(), host, "api.example.com");
+        let nothing = BTreeSet::new();
+        let settles = |host: &[Endpoint]| {
+            look_settles(
+                "a",
+                Some(&nothing),
+                &published_by_a(),
+                host,
+                "api.example.com",
+            )
+        };
         assert!(settles(&host), "b's new address asks nothing of a");
         assert!(
-            look_settles("a", false, &published_by_a(), &host[..4], "api.example.com"),
+            look_settles("a", None, &published_by_a(), &host[..4], "api.example.com"),
             "no member list needed without a health check"
         );
 
@@ -224,33 +239,47 @@ mod tests {
             &["ip=198.51.100.9;failing="],
         ));
         assert!(settles(&healed));
+        // This cluster's own probes see an address failing: a plan reports it.
+        let failing: BTreeSet<String> = ["198.51.100.9".to_string()].into();
+        assert!(!look_settles(
+            "a",
+            Some(&failing),
+            &published_by_a(),
+            &host,
+            "api.example.com"
+        ));
     }
 
     #[test]
-    fn a_property_of_this_clusters_record_must_be_in_place() {
+    fn a_property_of_this_clusters_record_must_be_in_place_exactly() {
+        let weight = |value: &str| meridian_dns::model::ProviderSpecific {
+            name: meridian_dns::model::WEIGHT.into(),
+            value: value.into(),
+        };
         let mut mine = rr("w.api.example.com", RecordType::A, &["192.0.2.1"]);
         mine.set_identifier = Some("a".into());
-        mine.provider_specific = vec![meridian_dns::model::ProviderSpecific {
-            name: meridian_dns::model::WEIGHT.into(),
-            value: "10".into(),
-        }];
-        let mut there = mine.clone();
-        let zone = |there: &Endpoint| vec![there.clone(), ownership_record("a", there)];
-        assert!(look_settles(
-            "a",
-            false,
-            std::slice::from_ref(&mine),
-            &zone(&there),
-            "api.example.com"
-        ));
-        there.provider_specific[0].value = "20".into();
-        assert!(!look_settles(
-            "a",
-            false,
-            std::slice::from_ref(&mine),
-            &zone(&there),
-            "api.example.com"
-        ));
+        mine.provider_specific = vec![weight("10")];
+        let settles = |there: &Endpoint| {
+            let zone = [there.clone(), ownership_record("a", there)];
+            look_settles(
+                "a",
+                None,
+                std::slice::from_ref(&mine),
+                &zone,
+                "api.example.com",
+            )
+        };
+        assert!(settles(&mine));
+        let mut reweighted = mine.clone();
+        reweighted.provider_specific = vec![weight("20")];
+        assert!(!settles(&reweighted), "another weight");
+        let mut more = mine.clone();
+        more.provider_specific
+            .push(meridian_dns::model::ProviderSpecific {
+                name: meridian_dns::model::GEO_CODE.into(),
+                value: "IE".into(),
+            });
+        assert!(!settles(&more), "a property more than published");
     }
 
     #[test]

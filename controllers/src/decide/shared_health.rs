@@ -169,6 +169,17 @@ pub fn host_addresses(zone: &[Endpoint], host: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// The addresses this cluster probes for a host it publishes `own` records of: every address
+/// the host's records answer with (`zone`, as last read), its own, and those a failure report
+/// names (addresses withdrawn for failing stay probed, so their reports hold until they
+/// recover).
+pub fn addresses_to_probe(zone: &[Endpoint], own: &[Endpoint], host: &str) -> BTreeSet<String> {
+    let mut addresses = host_addresses(zone, host);
+    addresses.extend(host_addresses(own, host));
+    addresses.extend(read_reports(zone, host).into_keys());
+    addresses
+}
+
 /// The name of a host's member list.
 pub fn members_record_name(host: &str) -> String {
     format!("kuadrant.members.{}", host.trim_start_matches("*."))

@@ -43,25 +43,11 @@ pub(super) async fn agree_on_health(
     current: &[Endpoint],
 ) -> Result<AgreedHealth, Error> {
     let root_host = &record.spec.effective_root_host().unwrap_or_default();
-    let record_key = crate::object_key(
-        "DNSRecord",
-        record.namespace().as_deref(),
-        &record.name_any(),
-    );
     let own = shared_health::host_addresses(&desired, root_host);
-    let mut watched = shared_health::host_addresses(current, root_host);
-    watched.extend(own.iter().cloned());
-    // Addresses withdrawn for failing stay probed, so their reports hold until they recover.
-    watched.extend(shared_health::read_reports(current, root_host).into_keys());
     let mut notes = Vec::new();
-    let headers = match header_problem(record, check, ctx) {
-        Ok(headers) => Some(headers.into_iter().collect::<Vec<_>>()),
-        Err(problem) => {
-            notes.push(format!("health checks wait: {problem}"));
-            None
-        }
-    };
-    probes.watch(&record_key, root_host, &watched, check, headers.as_deref());
+    if let Err(problem) = probe_host(record, ctx, (check, probes), &desired, current) {
+        notes.push(format!("health checks wait: {problem}"));
+    }
     let verdict = shared_health::decide(
         owner,
         root_host,
@@ -90,6 +76,33 @@ pub(super) async fn agree_on_health(
         changes: verdict.changes,
         notes,
     })
+}
+
+/// Points this cluster's probes of `record` at the addresses of its host
+/// ([`shared_health::addresses_to_probe`] of the host's records, `zone`, and its own
+/// `desired` ones), with the check's headers. `Err`: the headers cannot be read, and nothing
+/// is probed (a probe without them would report a failure that is not the backend's).
+pub(super) fn probe_host(
+    record: &DNSRecord,
+    ctx: &Context,
+    (check, probes): (&HealthCheck, &dyn shared_health::SharedProbes),
+    desired: &[Endpoint],
+    zone: &[Endpoint],
+) -> Result<(), String> {
+    let root_host = &record.spec.effective_root_host().unwrap_or_default();
+    let record_key = crate::object_key(
+        "DNSRecord",
+        record.namespace().as_deref(),
+        &record.name_any(),
+    );
+    let addresses = shared_health::addresses_to_probe(zone, desired, root_host);
+    let headers = header_problem(record, check, ctx);
+    let named = headers
+        .as_ref()
+        .ok()
+        .map(|headers| headers.clone().into_iter().collect::<Vec<_>>());
+    probes.watch(&record_key, root_host, &addresses, check, named.as_deref());
+    headers.map(drop)
 }
 
 /// The headers of the check's header Secret, or why there are none to send (missing, or

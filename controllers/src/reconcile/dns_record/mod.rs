@@ -46,7 +46,7 @@ use crate::{
 };
 
 use gather::{zone_provider, zone_published_count};
-use health::{agree_on_health, check_health, delete_probes};
+use health::{agree_on_health, check_health, delete_probes, probe_host};
 use publication::Publication;
 use status::{provider_failed, ready_as_before, write_status};
 
@@ -301,9 +301,13 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     // A verification pass of the zone found this record drifted: read and re-plan it.
     let drifted = ctx.record_memory.drifted.take(&record_key);
     // The zone listing this plan reads must start after whatever made it look: this pass's
-    // start (or shortly before, for a record's first plan), or the read of the host's mark
-    // below (see `meridian_providers::listing`).
-    let mut look_since = meridian_providers::listing::earliest_listing(started, previous.is_none());
+    // start (or shortly before, for a record never published under any owner), or the read of
+    // the host's mark below (see `meridian_providers::listing`).
+    let never_published = record
+        .status
+        .as_ref()
+        .is_none_or(|status| status.owner_id.is_none());
+    let mut look_since = meridian_providers::listing::earliest_listing(started, never_published);
     if published_as_desired
         && health_unchanged
         && !drifted
@@ -341,13 +345,24 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
                         return provider_failed(record, ctx, &provider, error).await;
                     }
                     Some(Ok(host_records)) => {
+                        let published = previous.as_deref().unwrap_or_default();
                         let settled = look_settles(
                             &owner,
-                            shared_check.is_some(),
-                            previous.as_deref().unwrap_or_default(),
+                            failing.as_ref(),
+                            published,
                             &host_records,
                             &root_host,
-                        );
+                        ) && shared.is_none_or(|(check, probes)| {
+                            // As a plan would: another cluster's new address is probed too.
+                            probe_host(
+                                record,
+                                ctx,
+                                (check, probes.as_ref()),
+                                published,
+                                &host_records,
+                            )
+                            .is_ok()
+                        });
                         tracing::debug!(record = %record_key, settled, "looked at the host's records");
                         if settled {
                             ctx.host_marks.remember(&record_key, mark);

@@ -140,21 +140,17 @@ async fn verify_zone(
             .map(|s| all_to_engine(&s.endpoints))
             .unwrap_or_default();
         let owner = owner_of(&record, &ctx.config);
-        let mut found: Vec<String> = drift(&owner, &published, &registry)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let found = drift(&owner, &published, &registry);
         // Who else publishes the host is in status as the last plan found it. In distributed
         // mode a refresh can be settled by a read of the host's own records, which does not
         // hold the owners of the host's name (their records sit beside it): the owners found
-        // here say when status is behind.
-        if let Some(root_host) = record.spec.effective_root_host()
-            && let Some(status) = record.status.as_ref()
-            && super::status::domain_owners(&current, &root_host, &owner) != status.domain_owners
-        {
-            found.push(format!("the owners of {root_host} changed"));
-        }
-        if found.is_empty() {
+        // here say when status is behind. Not drift: nothing of Meridian's changed.
+        let owners_moved = record.spec.effective_root_host().is_some_and(|root_host| {
+            record.status.as_ref().is_some_and(|status| {
+                super::status::domain_owners(&current, &root_host, &owner) != status.domain_owners
+            })
+        });
+        if found.is_empty() && !owners_moved {
             continue;
         }
         let key = crate::object_key(
@@ -162,9 +158,14 @@ async fn verify_zone(
             record.namespace().as_deref(),
             &record.name_any(),
         );
-        tracing::info!(record = %key, drift = %found.join("; "), "records changed out of band; re-planning");
+        if found.is_empty() {
+            tracing::debug!(record = %key, "the host's owners changed since the record's last plan; re-planning for its status");
+        } else {
+            let found: Vec<String> = found.iter().map(ToString::to_string).collect();
+            tracing::info!(record = %key, drift = %found.join("; "), "records changed out of band; re-planning");
+            ctx.metrics.drift_repaired();
+        }
         ctx.record_memory.drifted.mark(&key);
-        ctx.metrics.drift_repaired();
         drifted.push(ObjectRef::from_obj(&*record));
     }
     tracing::debug!(zone = %zone.name_any(), records = current.len(), drifted = drifted.len(), "zone verified");
