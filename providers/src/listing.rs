@@ -2,9 +2,9 @@
 //! from a listing that started after the plan began, so it sees everything that could have
 //! triggered it (a record's first plan, which nothing in the zone triggered, also from one that
 //! started a moment before: [`earliest_listing`]), and every plan that began before a listing
-//! started takes its records from that one listing instead of listing the zone again. At a fleet's cold start each cluster's records
-//! are planned at once, and a hub plans every record of a zone at once: one listing each,
-//! instead of one per record.
+//! started takes its records from that one listing instead of listing the zone again. At a
+//! fleet's cold start each cluster's records are planned at once, and a hub plans every record
+//! of a zone at once: one listing each, instead of one per record.
 //!
 //! The process's own writes keep a stored listing current (a listing is then the zone as it was
 //! when it started, plus what this process wrote since), and a write whose outcome is not known

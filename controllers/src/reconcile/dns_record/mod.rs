@@ -8,7 +8,7 @@
 //! |---|---|
 //! | **Watches** (shared caches) | DNSRecords, ManagedZones, Secrets; on the hub also DNSHealthCheckProbes, ProbeResults, ClusterReports, heartbeat Leases |
 //! | **Triggered by** ([`triggers`]) | the record; its zone; the zone's provider Secret or the health check's header Secret; on the hub, a changed verdict of one of its probes; a timer at the heartbeat timeout while it has health checks |
-//! | **Gathers** ([`gather`]) | the zone and its provider (credentials from the cache); the live clusters' probe results; then the zone's records from the provider, only when something may have changed |
+//! | **Gathers** ([`gather`]) | the zone and its provider (credentials from the cache); the live clusters' probe results; then the zone's records from the provider, only when something may have changed (hub-less on Route53, first the host's own records, which often show nothing to do) |
 //! | **Decides** (pure) | health pruning ([`crate::decide::health`], [`crate::decide::shared_health`]); the active tiers; then [`publication`]: the plan guard's verdict, the changes (`meridian_dns::plan`) with external-dns ownership and the host's mark, what status says |
 //! | **Writes** ([`health`], [`status`]) | the provider's records, in batches; the record's probes and their status (hub); the record's status |
 
