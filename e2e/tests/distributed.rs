@@ -174,6 +174,36 @@ async fn dig_answers(server: SocketAddr, expected: &[&str]) -> Result<(), Error>
     .await
 }
 
+/// moto holding `example.com`, and a proxy in front of it that counts the calls.
+async fn route53_zone() -> Result<
+    (
+        meridian_testkit::moto::MotoServer,
+        meridian_testkit::counting_proxy::CountingProxy,
+    ),
+    Error,
+> {
+    let moto = meridian_testkit::moto::MotoServer::start().expect("moto starts");
+    moto.create_zone("example.com")
+        .await
+        .map_err(Error::Component)?;
+    let proxy = meridian_testkit::counting_proxy::CountingProxy::start(moto.address(), 0)
+        .await
+        .unwrap();
+    Ok((moto, proxy))
+}
+
+/// The `kuadrant.io/aws` Secret of a moto zone (the agent's settings say where moto is).
+fn route53_secret() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/aws",
+        "metadata": { "name": "zone", "namespace": NAMESPACE },
+        "stringData": {
+            "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-east-1",
+        },
+    })
+}
+
 /// The `kuadrant.io/rfc2136` Secret for a BIND zone.
 fn rfc2136_secret(bind: &BindServer) -> Value {
     bind.provider_secret(NAMESPACE, "zone")
@@ -393,23 +423,9 @@ fn zone_reads(calls: &BTreeMap<String, u64>) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_clusters_share_a_route53_zone_agree_and_stay_thrifty() -> Result<(), Error> {
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
-    use meridian_testkit::counting_proxy::CountingProxy;
-    use meridian_testkit::moto::MotoServer;
-
-    let moto = MotoServer::start().expect("moto starts");
-    moto.create_zone("example.com")
-        .await
-        .map_err(Error::Component)?;
-    let proxy = CountingProxy::start(moto.address(), 0).await.unwrap();
+    let (moto, proxy) = route53_zone().await?;
     let fleet = fleet_without_ocm(&CLUSTERS.map(|c| c.0)).await?;
-    let secret = json!({
-        "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/aws",
-        "metadata": { "name": "zone", "namespace": NAMESPACE },
-        "stringData": {
-            "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_REGION": "us-east-1",
-        },
-    });
+    let secret = route53_secret();
     let mut agents = Vec::new();
     let mut clusters = Vec::new();
     for (name, address, geo) in CLUSTERS {
@@ -754,14 +770,7 @@ async fn three_clusters_agree_on_health_through_the_zone() -> Result<(), Error> 
 async fn a_look_settled_on_route53_still_probes_another_clusters_new_address() -> Result<(), Error>
 {
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
-    use meridian_testkit::counting_proxy::CountingProxy;
-    use meridian_testkit::moto::MotoServer;
-
-    let moto = MotoServer::start().expect("moto starts");
-    moto.create_zone("example.com")
-        .await
-        .map_err(Error::Component)?;
-    let proxy = CountingProxy::start(moto.address(), 0).await.unwrap();
+    let (moto, proxy) = route53_zone().await?;
     let gateways: Vec<std::net::IpAddr> = ["127.0.6.1", "127.0.6.2", "127.0.6.3", "127.0.6.33"]
         .iter()
         .map(|a| a.parse().unwrap())
@@ -773,14 +782,7 @@ async fn a_look_settled_on_route53_still_probes_another_clusters_new_address() -
     let backends = Backends::default();
     let port = start_backends(&gateways, backends.clone()).await;
     let fleet = fleet_without_ocm(&CLUSTERS.map(|c| c.0)).await?;
-    let secret = json!({
-        "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/aws",
-        "metadata": { "name": "zone", "namespace": NAMESPACE },
-        "stringData": {
-            "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_REGION": "us-east-1",
-        },
-    });
+    let secret = route53_secret();
     let providers = ProviderSettings {
         aws_endpoint: Some(proxy.endpoint()),
         ..ProviderSettings::test_bed()
@@ -1121,14 +1123,7 @@ async fn a_distributed_cluster_joins_a_host_the_dns_operator_publishes() -> Resu
 
     let fleet = fleet_without_ocm(&["spoke-1"]).await?;
     let spoke = fleet.spoke("spoke-1").client();
-    let secret = json!({
-        "apiVersion": "v1", "kind": "Secret", "type": "kuadrant.io/aws",
-        "metadata": { "name": "zone", "namespace": NAMESPACE },
-        "stringData": {
-            "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_REGION": "us-east-1",
-        },
-    });
+    let secret = route53_secret();
     install(&spoke, secret, "10.0.0.1", loadbalanced("US")).await?;
     let owner = meridian_agent::report::cluster_id(&spoke).await?;
     let proxy = CountingProxy::start(moto.address(), 0).await.unwrap();
