@@ -875,7 +875,7 @@ async fn listener_sets_add_listeners_the_gateway_admits(
                     .filter(|g| g.name == GATEWAY && g.namespace == downstream)
                     .flat_map(|g| g.listeners.iter())
                     .find(|l| l.name == "extra.shop")
-                    .map(|l| l.attached_routes);
+                    .and_then(|l| l.attached_routes);
                 Ok((routes == Some(3)).then_some(()))
             }
         },

@@ -191,11 +191,29 @@ async fn a_wildcard_listener_is_probed_through_its_routes_and_fails_over_with_re
         )
         .await?;
 
-    // With no route on it yet, the wildcard is published unprobed, and its status says so.
+    // Every spoke attaches a route naming no host to the wildcard, so it serves the listener
+    // (a listener without routes gets no records) but has no concrete host to be probed
+    // through: the wildcard is published unprobed, and its status says so.
+    let route_on_the_wildcard = |hostnames: &[&str]| {
+        serde_json::json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": { "name": "apps", "namespace": spoke_namespace() },
+            "spec": {
+                "parentRefs": [{ "name": GATEWAY, "sectionName": "apps" }],
+                "hostnames": hostnames,
+                "rules": [{ "backendRefs": [{ "name": APP, "port": 80 }] }],
+            },
+        })
+    };
+    for (spoke, _, _, _) in SPOKES {
+        let routes: Api<HTTPRoute> =
+            Api::namespaced(fleet.spoke(spoke).client(), &spoke_namespace());
+        meridian_e2e::example::apply(&routes, route_on_the_wildcard(&[])).await?;
+    }
     let records: Api<DNSRecord> = Api::namespaced(hub.clone(), NAMESPACE);
     let record = format!("{GATEWAY}-apps");
     eventually(
-        "the wildcard's record says it is not health-checked for want of routes",
+        "the wildcard's record says it is not health-checked for want of route hosts",
         DEFAULT_PATIENCE,
         || {
             let (records, record) = (records.clone(), record.clone());
@@ -223,23 +241,11 @@ async fn a_wildcard_listener_is_probed_through_its_routes_and_fails_over_with_re
     )
     .await?;
 
-    // Every spoke routes two hosts under the wildcard to its demo app; Traefik accepts them.
+    // Every spoke's route now names two hosts under the wildcard; Traefik accepts them.
     for (spoke, _, _, _) in SPOKES {
         let routes: Api<HTTPRoute> =
             Api::namespaced(fleet.spoke(spoke).client(), &spoke_namespace());
-        meridian_e2e::example::apply(
-            &routes,
-            serde_json::json!({
-                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-                "metadata": { "name": "apps", "namespace": spoke_namespace() },
-                "spec": {
-                    "parentRefs": [{ "name": GATEWAY, "sectionName": "apps" }],
-                    "hostnames": [SHOP, BLOG],
-                    "rules": [{ "backendRefs": [{ "name": APP, "port": 80 }] }],
-                },
-            }),
-        )
-        .await?;
+        meridian_e2e::example::apply(&routes, route_on_the_wildcard(&[SHOP, BLOG])).await?;
     }
     // The hub probes each gateway address through both hosts, never the wildcard itself.
     let probes: Api<DNSHealthCheckProbe> = Api::namespaced(hub.clone(), NAMESPACE);

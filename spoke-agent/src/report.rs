@@ -369,8 +369,11 @@ mod tests {
             web.addresses[0].type_, "IPAddress",
             "the Gateway API default"
         );
-        assert_eq!(web.listeners[0].attached_routes, 2);
+        assert_eq!(web.listeners[0].attached_routes, Some(2));
         assert!(report.gateways[0].addresses.is_empty());
-        assert_eq!(report.gateways[0].listeners[0].attached_routes, 0);
+        assert_eq!(
+            report.gateways[0].listeners[0].attached_routes, None,
+            "a listener its Gateway's status does not name yet is not said to have no routes"
+        );
     }
 }

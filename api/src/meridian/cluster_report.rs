@@ -104,7 +104,7 @@ impl GatewayReport {
                         .listeners
                         .iter()
                         .find(|l| l.name == listener.name)
-                        .map_or(0, |l| l.attached_routes),
+                        .map(|l| l.attached_routes),
                     route_hostnames: route_hostnames(&parent, listener, routes),
                 })
                 .collect(),
@@ -155,7 +155,7 @@ fn set_listeners(
             Some(ListenerReport {
                 name: format!("{key}.{}", listener.name),
                 hostname: listener.hostname.clone(),
-                attached_routes: seen.attached_routes,
+                attached_routes: Some(seen.attached_routes),
                 route_hostnames: route_hostnames(&route_parent, listener, routes),
             })
         })
@@ -277,8 +277,12 @@ pub struct ListenerReport {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
-    #[serde(default)]
-    pub attached_routes: i32,
+    /// Routes attached to the listener, from the Gateway's status. Absent while the status
+    /// has no entry for the listener (its controller has not yet caught up with a listener
+    /// just added): that is silence, not evidence, so the hub counts the listener as served.
+    /// Agents before it could be absent wrote 0 there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attached_routes: Option<i32>,
     /// For a wildcard listener: the concrete hostnames of routes attached to it that the hub
     /// probes its addresses through ([`route_hostnames`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -444,7 +448,7 @@ mod tests {
             set("elsewhere", Some("other"), "api-gateway"),
         ];
         let report = GatewayReport::from_gateway(&gateway(), &sets, &routes);
-        let added: Vec<(&str, i32, &[String])> = report.listeners[2..]
+        let added: Vec<(&str, Option<i32>, &[String])> = report.listeners[2..]
             .iter()
             .map(|l| {
                 (
@@ -458,7 +462,7 @@ mod tests {
             added,
             [(
                 "extra.shops",
-                2,
+                Some(2),
                 ["a.shop.example.com".to_string()].as_slice()
             )]
         );

@@ -354,7 +354,8 @@ fn cluster_target(
         .listeners
         .iter()
         .find(|l| l.name == listener)
-        .map(|l| u32::try_from(l.attached_routes).unwrap_or(0));
+        .and_then(|l| l.attached_routes)
+        .map(|routes| u32::try_from(routes).unwrap_or(0));
     Ok(Some(ClusterTarget {
         name: cluster.name.clone(),
         cluster_id: cluster_id.clone(),
@@ -451,7 +452,7 @@ mod tests {
                 listeners: vec![ListenerReport {
                     name: "api".into(),
                     hostname: Some("api.example.com".into()),
-                    attached_routes: routes,
+                    attached_routes: Some(routes),
                     route_hostnames: Vec::new(),
                 }],
             }),
@@ -688,5 +689,28 @@ mod tests {
             &SilenceRules::immediate(),
         );
         assert_eq!(desired.records[0].endpoints[0].targets, ["192.0.2.1"]);
+    }
+
+    #[test]
+    fn a_listener_its_gateways_status_does_not_name_yet_keeps_the_cluster_in() {
+        // A listener just added reaches a cluster's Gateway before its controller writes the
+        // listener's status: that silence must not take the cluster out of the record (and a
+        // fleet taking the listener one cluster at a time must not empty it on the way).
+        let mut catching_up = cluster("c2", "US", Some("192.0.2.2"), 0);
+        if let Some(gateway) = catching_up.gateway.as_mut() {
+            gateway.listeners[0].attached_routes = None;
+        }
+        let clusters = [cluster("c1", "IE", Some("192.0.2.1"), 1), catching_up];
+        let desired = desired_records(
+            &gateway(),
+            &listeners()[..1],
+            &Strategy::Simple,
+            &clusters,
+            &zones(),
+            &SilenceRules::immediate(),
+        );
+        let mut targets = desired.records[0].endpoints[0].targets.clone();
+        targets.sort();
+        assert_eq!(targets, ["192.0.2.1", "192.0.2.2"]);
     }
 }

@@ -280,7 +280,7 @@ mod tests {
         shop.listeners.push(meridian_api::meridian::ListenerReport {
             name: "apps".into(),
             hostname: Some("*.apps.example.com".into()),
-            attached_routes: 1,
+            attached_routes: Some(1),
             route_hostnames: vec!["shop.apps.example.com".into()],
         });
         assert_eq!(woken(Some(&moved), Some(&routed)), ["shop/checked"]);
