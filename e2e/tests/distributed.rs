@@ -466,7 +466,8 @@ async fn three_clusters_share_a_route53_zone_agree_and_stay_thrifty() -> Result<
         panic!("missing {missing:#?}\nextra {extra:#?}");
     }
 
-    // Steady state: a refresh reads the host's mark and nothing else. The zone can hold the
+    // Steady state: a refresh looks at the host in one call (its records, the mark among them,
+    // as the host fits one read) and reads nothing else. The zone can hold the
     // union before the last writer's mark has reached the others (each lists the zone once when
     // it sees the mark move), so a window that still has such a list is looked at again; a
     // cluster that kept listing would fail every window.
@@ -486,10 +487,15 @@ async fn three_clusters_share_a_route53_zone_agree_and_stay_thrifty() -> Result<
     assert_eq!(calls.get("ListResourceRecordSets"), None, "{calls:?}");
     assert_eq!(calls.get("ChangeResourceRecordSets"), None, "{calls:?}");
     let reads = calls
-        .get("ListResourceRecordSets(one)")
+        .get("ListResourceRecordSets(host)")
         .copied()
         .unwrap_or(0);
     assert!(reads >= 6, "3 clusters refreshing every 2 s: {calls:?}");
+    assert_eq!(
+        calls.get("ListResourceRecordSets(one)"),
+        None,
+        "a shared host's look reads the host, not its mark alone: {calls:?}"
+    );
     eprintln!("distributed: 3 clusters over 7 s of steady state made {calls:?}");
 
     // A conflict: spoke-3 wants US to answer unknown locations, the others IE. It is said in

@@ -3,25 +3,65 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use meridian_dns::model::{Endpoint, RecordType, is_at_or_below};
 use meridian_dns::plan::ownership_txt_name;
 
 use crate::decide::shared_health::{read_members, read_reports};
 
-/// Refreshes a host that only this cluster publishes goes without a read of its mark.
+/// Refreshes a host that only this cluster publishes goes without a read of its mark, in a
+/// fleet small enough ([`sole_owner_refreshes_unread`]).
 pub const SOLE_OWNER_REFRESHES_UNREAD: u32 = 9;
+
+/// Per owner of a shared host: how much each owner's looks at it are spaced out once the fleet
+/// is large. The owners together then look twice a second, 40 % of Route53's 5 requests a
+/// second, whatever their number: past 120 owners at a 60 s refresh, a cluster looks every
+/// `owners × 0.5 s` (150 s at 300 owners) instead of every refresh, and sees another cluster's
+/// change that much later.
+pub const LOOK_SPACING: Duration = Duration::from_millis(500);
+
+/// Per cluster publishing into a zone: how much a cluster's full reads of the zone
+/// (verification) and its looks at hosts only it publishes are spaced out once the fleet is
+/// large: every `clusters × 20 s` (100 min at 300 clusters) if longer than the zone's
+/// verification interval. A full read costs a call per 300 record sets; at 300 clusters a
+/// verification every 10 min alone would take half of Route53's budget.
+pub const VERIFY_SPACING: Duration = Duration::from_secs(20);
+
+/// How long a cluster waits between two looks at a host it shares with `owners` clusters
+/// (itself included): the refresh, or [`LOOK_SPACING`] per owner if longer.
+pub fn look_interval(refresh: Duration, owners: usize) -> Duration {
+    refresh.max(LOOK_SPACING.saturating_mul(u32::try_from(owners).unwrap_or(u32::MAX)))
+}
+
+/// How long a cluster of a fleet of `fleet` clusters (the most owners any of its hosts in the
+/// zone has) waits between two full reads of the zone: the zone's own interval, or
+/// [`VERIFY_SPACING`] per cluster if longer.
+pub fn fleet_verification_interval(configured: Duration, fleet: usize) -> Duration {
+    configured.max(VERIFY_SPACING.saturating_mul(u32::try_from(fleet).unwrap_or(u32::MAX)))
+}
+
+/// Refreshes a host only this cluster publishes goes without a read of its mark, in a fleet of
+/// `fleet` clusters: [`SOLE_OWNER_REFRESHES_UNREAD`], or as many as fill
+/// [`fleet_verification_interval`]'s spacing if more (the zone's verification, which sees new
+/// owners too, comes about as often).
+pub fn sole_owner_refreshes_unread(refresh: Duration, fleet: usize) -> u32 {
+    let paced = fleet_verification_interval(Duration::ZERO, fleet).as_secs_f64()
+        / refresh.as_secs_f64().max(1.0);
+    SOLE_OWNER_REFRESHES_UNREAD.max((paced.ceil() as u32).saturating_sub(1))
+}
 
 /// Whether a distributed-mode refresh reads the host's last-modified mark, after
 /// `refreshes_unread` refreshes that did not. A host other clusters publish too is read every
 /// refresh: they change it, and report health on it. A host only this cluster publishes (as
 /// the last full look at the zone found) changes only by this cluster's hand, so its mark is
-/// read every tenth refresh: a cluster that starts publishing the same host, or an edit from
-/// outside, is seen within ten refreshes. At 100 clusters with one own host and one shared host
-/// each, that is 110 reads per refresh interval instead of 200, which keeps a fleet sharing one
-/// Route53 account under half of its 5 calls a second at the default 60 s refresh.
-pub fn mark_read_due(sole_owner: bool, refreshes_unread: u32) -> bool {
-    !sole_owner || refreshes_unread >= SOLE_OWNER_REFRESHES_UNREAD
+/// read once `unread_limit` refreshes went without ([`sole_owner_refreshes_unread`]: every tenth
+/// refresh, or rarer in a large fleet): a cluster that starts publishing the same host, or an
+/// edit from outside, is seen that much later. At 100 clusters with one own host and one shared
+/// host each, that is 110 reads per refresh interval instead of 200. (How often a shared host's
+/// refreshes come is [`look_interval`]'s.)
+pub fn mark_read_due(sole_owner: bool, refreshes_unread: u32, unread_limit: u32) -> bool {
+    !sole_owner || refreshes_unread >= unread_limit
 }
 
 /// Whether the records at and below a host, freshly read (`host_records`), settle a refresh
@@ -90,26 +130,48 @@ pub fn last_modified_name(root_host: &str) -> String {
     )
 }
 
-/// Per record, its host's mark as this process last saw it, and the refreshes since it was
-/// last read (a host only this cluster publishes is read every few refreshes, not every one).
+/// Per record, its host's mark as this process last saw it, the refreshes since it was last
+/// read (a host only this cluster publishes is read every few refreshes, not every one), and
+/// how many records the host's last read found.
 #[derive(Debug, Default)]
 pub struct HostMarks {
     marks: Mutex<HashMap<String, Option<String>>>,
     refreshes_unread: Mutex<HashMap<String, u32>>,
+    host_sizes: Mutex<HashMap<String, usize>>,
 }
+
+/// What the refresh count of a record whose next refresh must read starts from.
+const READ_AT_ONCE: u32 = u32::MAX;
 
 impl HostMarks {
     /// Whether this refresh of `record` reads its host's last-modified mark
-    /// ([`mark_read_due`]); counts the refreshes that do not.
-    pub fn read_due(&self, record: &str, sole_owner: bool) -> bool {
+    /// ([`mark_read_due`] after `unread_limit` refreshes); counts the refreshes that do not.
+    pub fn read_due(&self, record: &str, sole_owner: bool, unread_limit: u32) -> bool {
         let mut unread = self.refreshes_unread.lock().expect("refreshes lock");
         // A record not seen before reads at once.
-        let count = unread
-            .entry(record.to_string())
-            .or_insert(SOLE_OWNER_REFRESHES_UNREAD);
-        let due = mark_read_due(sole_owner, *count);
-        *count = if due { 0 } else { *count + 1 };
+        let count = unread.entry(record.to_string()).or_insert(READ_AT_ONCE);
+        let due = mark_read_due(sole_owner, *count, unread_limit);
+        *count = if due { 0 } else { count.saturating_add(1) };
         due
+    }
+
+    /// Whether a look at `record`'s host reads the host whole rather than its mark alone: the
+    /// mark is among the host's records, so a host that fits one read (or was never read) costs
+    /// one call either way, and a look that finds the mark moved needs no second read.
+    pub fn host_fits_one_read(&self, record: &str, one_read: usize) -> bool {
+        self.host_sizes
+            .lock()
+            .expect("host sizes lock")
+            .get(record)
+            .is_none_or(|size| *size < one_read)
+    }
+
+    /// How many records the last read of `record`'s host found.
+    pub fn note_host_size(&self, record: &str, size: usize) {
+        self.host_sizes
+            .lock()
+            .expect("host sizes lock")
+            .insert(record.to_string(), size);
     }
 
     /// Makes the next refresh of `record` read its host's mark: after this cluster wrote, others
@@ -119,7 +181,7 @@ impl HostMarks {
         self.refreshes_unread
             .lock()
             .expect("refreshes lock")
-            .insert(record.to_string(), SOLE_OWNER_REFRESHES_UNREAD);
+            .insert(record.to_string(), READ_AT_ONCE);
     }
 
     /// The last-modified mark of `record`'s host as last seen (`Some(None)`: seen absent).
@@ -284,12 +346,80 @@ mod tests {
 
     #[test]
     fn a_shared_host_reads_its_mark_every_refresh_a_sole_owner_every_tenth() {
+        let limit = sole_owner_refreshes_unread(Duration::from_secs(60), 10);
+        assert_eq!(limit, SOLE_OWNER_REFRESHES_UNREAD);
         for unread in 0..30 {
-            assert!(mark_read_due(false, unread), "shared, {unread} unread");
+            assert!(
+                mark_read_due(false, unread, limit),
+                "shared, {unread} unread"
+            );
         }
         let due: Vec<u32> = (0..30)
-            .filter(|unread| mark_read_due(true, *unread))
+            .filter(|unread| mark_read_due(true, *unread, limit))
             .collect();
         assert_eq!(due, (SOLE_OWNER_REFRESHES_UNREAD..30).collect::<Vec<_>>());
+        // A record never read, or just written, reads at once, then counts again.
+        let marks = HostMarks::default();
+        let reads: Vec<bool> = (0..12).map(|_| marks.read_due("r", true, limit)).collect();
+        assert_eq!(reads.iter().filter(|read| **read).count(), 2);
+        assert!(reads[0] && reads[10], "{reads:?}");
+        marks.read_next_refresh("r");
+        assert!(marks.read_due("r", true, limit));
+    }
+
+    #[test]
+    fn a_large_fleet_spaces_its_looks_so_the_fleet_stays_inside_a_fixed_share_of_the_budget() {
+        let refresh = Duration::from_secs(60);
+        // (owners or clusters, look interval s, verification s, sole owner's refreshes unread)
+        let cases = [
+            (1, 60, 600, 9),
+            (10, 60, 600, 9),
+            (100, 60, 2_000, 33),
+            (120, 60, 2_400, 39),
+            (300, 150, 6_000, 99),
+            (3_000, 1_500, 60_000, 999),
+        ];
+        for (fleet, look, verify, unread) in cases {
+            assert_eq!(
+                look_interval(refresh, fleet),
+                Duration::from_secs(look),
+                "{fleet}"
+            );
+            assert_eq!(
+                fleet_verification_interval(Duration::from_secs(600), fleet),
+                Duration::from_secs(verify),
+                "{fleet}"
+            );
+            assert_eq!(
+                sole_owner_refreshes_unread(refresh, fleet),
+                unread,
+                "{fleet}"
+            );
+        }
+        // Past the refresh, the owners' looks together come twice a second, however many.
+        for owners in [120_usize, 300, 1_000, 10_000] {
+            let per_second = owners as f64 / look_interval(refresh, owners).as_secs_f64();
+            assert!((per_second - 2.0).abs() < 1e-9, "{owners}: {per_second}");
+        }
+        // A zone's own longer interval stands; a slow refresh is never shortened.
+        assert_eq!(
+            fleet_verification_interval(Duration::from_secs(86_400), 300),
+            Duration::from_secs(86_400)
+        );
+        assert_eq!(
+            look_interval(Duration::from_secs(600), 300),
+            Duration::from_secs(600)
+        );
+    }
+
+    #[test]
+    fn a_host_is_read_whole_until_a_read_finds_it_too_large_for_one() {
+        let marks = HostMarks::default();
+        assert!(marks.host_fits_one_read("r", 300), "never read");
+        marks.note_host_size("r", 299);
+        assert!(marks.host_fits_one_read("r", 300));
+        marks.note_host_size("r", 300);
+        assert!(!marks.host_fits_one_read("r", 300));
+        assert!(marks.host_fits_one_read("other", 300));
     }
 }

@@ -197,6 +197,17 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     // zone from reading it in step.
     let resync = if health.is_some() {
         ctx.config.next_resync_within(ctx.config.heartbeat_timeout)
+    } else if ctx.config.distributed.is_some() {
+        // A host shared by a large fleet is looked at less often than every refresh, so that
+        // the whole fleet's looks stay inside a fixed share of the provider's budget.
+        let owners = record
+            .status
+            .as_ref()
+            .map_or(0, |status| status.domain_owners.len());
+        crate::jittered(crate::decide::host_marks::look_interval(
+            ctx.config.resync,
+            owners,
+        ))
     } else {
         ctx.config.next_resync()
     };
@@ -320,15 +331,48 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
             .status
             .as_ref()
             .is_some_and(|status| status.domain_owners == [owner.as_str()]);
-        let nothing_to_plan = if distributed && !ctx.host_marks.read_due(&record_key, sole_owner) {
+        let unread_limit = crate::decide::host_marks::sole_owner_refreshes_unread(
+            ctx.config.resync,
+            verify::fleet_seen(&ctx.caches.records.state(), &zone),
+        );
+        let nothing_to_plan = if distributed
+            && !ctx
+                .host_marks
+                .read_due(&record_key, sole_owner, unread_limit)
+        {
             true
         } else if distributed {
-            let mark = match provider
-                .read_record(&zone_id, &mark_name, RecordType::Txt)
-                .await
+            // A shared host that fits one read is looked at whole: its mark is among its
+            // records, so the look costs one call, and one that finds the mark moved needs no
+            // second read to settle.
+            let mut host_read = None;
+            if !sole_owner
+                && is_at_or_below(&mark_name, root_host.trim_start_matches("*."))
+                && ctx.host_marks.host_fits_one_read(
+                    &record_key,
+                    meridian_providers::route53::HOST_READ_ITEMS as usize,
+                )
             {
-                Ok(mark) => mark.map(|m| m.targets.join("")),
-                Err(error) => return provider_failed(record, ctx, &provider, error).await,
+                host_read = provider.read_host(&zone_id, &root_host).await;
+            }
+            let (mark, host_read) = match host_read {
+                Some(Ok(host_records)) => {
+                    ctx.host_marks
+                        .note_host_size(&record_key, host_records.len());
+                    let mark = host_records
+                        .iter()
+                        .find(|e| e.record_type == RecordType::Txt && e.dns_name == mark_name)
+                        .map(|m| m.targets.join(""));
+                    (mark, Some(host_records))
+                }
+                Some(Err(error)) => return provider_failed(record, ctx, &provider, error).await,
+                None => match provider
+                    .read_record(&zone_id, &mark_name, RecordType::Txt)
+                    .await
+                {
+                    Ok(mark) => (mark.map(|m| m.targets.join("")), None),
+                    Err(error) => return provider_failed(record, ctx, &provider, error).await,
+                },
             };
             look_since = Instant::now();
             if ctx.host_marks.last_seen(&record_key) == Some(mark.clone()) {
@@ -339,12 +383,18 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
             } else {
                 // Another cluster changed the host: a read of the host's own records (where
                 // the provider has one) often shows there is nothing for this one to do.
-                match provider.read_host(&zone_id, &root_host).await {
+                let host_read = match host_read {
+                    Some(read) => Some(Ok(read)),
+                    None => provider.read_host(&zone_id, &root_host).await,
+                };
+                match host_read {
                     None => false,
                     Some(Err(error)) => {
                         return provider_failed(record, ctx, &provider, error).await;
                     }
                     Some(Ok(host_records)) => {
+                        ctx.host_marks
+                            .note_host_size(&record_key, host_records.len());
                         let published = previous.as_deref().unwrap_or_default();
                         let settled = look_settles(
                             &owner,

@@ -64,7 +64,13 @@ pub fn start(
             // Forget zones that are gone.
             due.retain(|key, _| zones.iter().any(|(live, _)| live == key));
             for (key, zone) in zones {
-                let interval = verification_interval(&zone);
+                let mut interval = verification_interval(&zone);
+                if ctx.config.distributed.is_some() {
+                    // Every cluster of the fleet reads the whole zone: spaced with its size.
+                    let fleet = fleet_seen(&ctx.caches.records.state(), &zone);
+                    interval =
+                        crate::decide::host_marks::fleet_verification_interval(interval, fleet);
+                }
                 let now = Instant::now();
                 let next = *due
                     .entry(key.clone())
@@ -100,6 +106,21 @@ pub fn verification_interval(zone: &ManagedZone) -> Duration {
         .as_deref()
         .and_then(parse_duration)
         .unwrap_or(DEFAULT_VERIFICATION_INTERVAL)
+}
+
+/// In distributed mode, how many clusters publish into `zone` as far as this one knows: the most
+/// owners any of its records there found for their host (1 with none published).
+pub fn fleet_seen(records: &[Arc<DNSRecord>], zone: &ManagedZone) -> usize {
+    records
+        .iter()
+        .filter(|r| {
+            r.namespace() == zone.namespace() && r.spec.managed_zone.name == zone.name_any()
+        })
+        .filter_map(|r| r.status.as_ref())
+        .map(|status| status.domain_owners.len())
+        .max()
+        .unwrap_or_default()
+        .max(1)
 }
 
 /// Reads the zone once and returns the records whose published records drifted, each marked
