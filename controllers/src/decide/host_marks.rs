@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use meridian_dns::model::{Endpoint, RecordType, is_at_or_below};
 use meridian_dns::plan::ownership_txt_name;
@@ -18,7 +18,8 @@ pub const SOLE_OWNER_REFRESHES_UNREAD: u32 = 9;
 /// is large. The owners together then look twice a second, 40 % of Route53's 5 requests a
 /// second, whatever their number: past 120 owners at a 60 s refresh, a cluster looks every
 /// `owners × 0.5 s` (150 s at 300 owners) instead of every refresh, and sees another cluster's
-/// change that much later.
+/// change that much later. Its refreshes still come every refresh interval, and one at which
+/// its own probes' verdicts changed plans at once: only reading the zone is spaced out.
 pub const LOOK_SPACING: Duration = Duration::from_millis(500);
 
 /// Per cluster publishing into a zone: how much a cluster's full reads of the zone
@@ -137,6 +138,7 @@ pub fn last_modified_name(root_host: &str) -> String {
 pub struct HostMarks {
     marks: Mutex<HashMap<String, Option<String>>>,
     refreshes_unread: Mutex<HashMap<String, u32>>,
+    next_looks: Mutex<HashMap<String, Instant>>,
     host_sizes: Mutex<HashMap<String, usize>>,
 }
 
@@ -153,6 +155,34 @@ impl HostMarks {
         let due = mark_read_due(sole_owner, *count, unread_limit);
         *count = if due { 0 } else { count.saturating_add(1) };
         due
+    }
+
+    /// Whether a refresh at `now` of `record`, whose host other clusters publish too, looks at
+    /// the host: at once for a record not looked at before (or just written), then once its
+    /// [`look_interval`] has passed since the last look.
+    pub fn look_due(&self, record: &str, now: Instant) -> bool {
+        self.next_looks
+            .lock()
+            .expect("next looks lock")
+            .get(record)
+            .is_none_or(|next| *next <= now)
+    }
+
+    /// A look at `record`'s host at `now`: the next is due `interval` later.
+    pub fn looked(&self, record: &str, now: Instant, interval: Duration) {
+        self.next_looks
+            .lock()
+            .expect("next looks lock")
+            .insert(record.to_string(), now + interval);
+    }
+
+    /// How long after `now` the next look at `record`'s host is due (zero if it is).
+    pub fn next_look_in(&self, record: &str, now: Instant) -> Duration {
+        self.next_looks
+            .lock()
+            .expect("next looks lock")
+            .get(record)
+            .map_or(Duration::ZERO, |next| next.saturating_duration_since(now))
     }
 
     /// Whether a look at `record`'s host reads the host whole rather than its mark alone: the
@@ -182,6 +212,10 @@ impl HostMarks {
             .lock()
             .expect("refreshes lock")
             .insert(record.to_string(), READ_AT_ONCE);
+        self.next_looks
+            .lock()
+            .expect("next looks lock")
+            .remove(record);
     }
 
     /// The last-modified mark of `record`'s host as last seen (`Some(None)`: seen absent).
@@ -409,6 +443,39 @@ mod tests {
         assert_eq!(
             look_interval(Duration::from_secs(600), 300),
             Duration::from_secs(600)
+        );
+    }
+
+    #[test]
+    fn a_shared_host_is_looked_at_once_its_interval_passed_and_at_once_after_a_write() {
+        let marks = HostMarks::default();
+        let start = Instant::now();
+        let interval = Duration::from_secs(150);
+        assert!(marks.look_due("r", start), "never looked at");
+        assert_eq!(marks.next_look_in("r", start), Duration::ZERO);
+        marks.looked("r", start, interval);
+        for (after, due) in [
+            (0, false),
+            (60, false),
+            (149, false),
+            (150, true),
+            (400, true),
+        ] {
+            let now = start + Duration::from_secs(after);
+            assert_eq!(marks.look_due("r", now), due, "{after} s after");
+        }
+        assert_eq!(
+            marks.next_look_in("r", start + Duration::from_secs(100)),
+            Duration::from_secs(50)
+        );
+        assert!(
+            marks.look_due("other", start),
+            "each record has its own looks"
+        );
+        marks.read_next_refresh("r");
+        assert!(
+            marks.look_due("r", start),
+            "a write makes the next refresh look"
         );
     }
 

@@ -52,6 +52,8 @@ use status::{provider_failed, ready_as_before, write_status};
 
 pub use crate::runtime::identity::RECORD_FINALIZER as FINALIZER;
 const CONTROLLER: &str = "dnsrecord";
+/// The shortest wait before a refresh comes again.
+const MIN_REQUEUE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Reasons of the record's `Ready` condition.
 pub mod reasons {
@@ -197,17 +199,6 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     // zone from reading it in step.
     let resync = if health.is_some() {
         ctx.config.next_resync_within(ctx.config.heartbeat_timeout)
-    } else if ctx.config.distributed.is_some() {
-        // A host shared by a large fleet is looked at less often than every refresh, so that
-        // the whole fleet's looks stay inside a fixed share of the provider's budget.
-        let owners = record
-            .status
-            .as_ref()
-            .map_or(0, |status| status.domain_owners.len());
-        crate::jittered(crate::decide::host_marks::look_interval(
-            ctx.config.resync,
-            owners,
-        ))
     } else {
         ctx.config.next_resync()
     };
@@ -325,21 +316,32 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         && !matches!(provider, ZoneProvider::Embedded(_))
     {
         // On the hub, nothing but this record changes what this record publishes. In
-        // distributed mode other clusters write the same names: one small read of the host's
-        // last-modified mark says whether anyone did since this cluster last looked.
+        // distributed mode other clusters write the same names: one small read (the host's
+        // last-modified mark, or the host itself where that is one call) says whether anyone
+        // did since this cluster last looked.
         let sole_owner = record
             .status
             .as_ref()
             .is_some_and(|status| status.domain_owners == [owner.as_str()]);
-        let unread_limit = crate::decide::host_marks::sole_owner_refreshes_unread(
-            ctx.config.resync,
-            verify::fleet_seen(&ctx.caches.records.state(), &zone),
-        );
-        let nothing_to_plan = if distributed
-            && !ctx
-                .host_marks
-                .read_due(&record_key, sole_owner, unread_limit)
-        {
+        // A host shared by a large fleet is looked at less often than every refresh, so that
+        // the whole fleet's looks stay inside a fixed share of the provider's budget; the
+        // refreshes between looks still weigh this cluster's own probes (a verdict that
+        // changed plans above, without waiting for the look).
+        let owners = record
+            .status
+            .as_ref()
+            .map_or(0, |status| status.domain_owners.len());
+        let look_due = !distributed
+            || if sole_owner {
+                let unread_limit = crate::decide::host_marks::sole_owner_refreshes_unread(
+                    ctx.config.resync,
+                    verify::fleet_seen(&ctx.caches.records.state(), &zone),
+                );
+                ctx.host_marks.read_due(&record_key, true, unread_limit)
+            } else {
+                ctx.host_marks.look_due(&record_key, Instant::now())
+            };
+        let nothing_to_plan = if distributed && !look_due {
             true
         } else if distributed {
             // A shared host that fits one read is looked at whole: its mark is among its
@@ -375,6 +377,17 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
                 },
             };
             look_since = Instant::now();
+            if !sole_owner {
+                // Counted from a look that read: a throttled one is tried again at once.
+                ctx.host_marks.looked(
+                    &record_key,
+                    look_since,
+                    crate::jittered(crate::decide::host_marks::look_interval(
+                        ctx.config.resync,
+                        owners,
+                    )),
+                );
+            }
             if ctx.host_marks.last_seen(&record_key) == Some(mark.clone()) {
                 true
             } else if sole_owner {
@@ -434,7 +447,13 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
                 Vec::new(),
             )
             .await?;
-            return Ok(Action::requeue(resync));
+            // The next refresh, or the next look if that comes first.
+            let next_look = if distributed && !sole_owner {
+                ctx.host_marks.next_look_in(&record_key, Instant::now())
+            } else {
+                resync
+            };
+            return Ok(Action::requeue(resync.min(next_look.max(MIN_REQUEUE))));
         }
     }
 
