@@ -347,35 +347,20 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
             // A shared host that fits one read is looked at whole: its mark is among its
             // records, so the look costs one call, and one that finds the mark moved needs no
             // second read to settle.
-            let mut host_read = None;
-            if !sole_owner
-                && is_at_or_below(&mark_name, root_host.trim_start_matches("*."))
+            let whole = !sole_owner
                 && ctx.host_marks.host_fits_one_read(
                     &record_key,
                     meridian_providers::route53::HOST_READ_ITEMS as usize,
-                )
-            {
-                host_read = provider.read_host(&zone_id, &root_host).await;
-            }
-            let (mark, host_read) = match host_read {
-                Some(Ok(host_records)) => {
-                    ctx.host_marks
-                        .note_host_size(&record_key, host_records.len());
-                    let mark = host_records
-                        .iter()
-                        .find(|e| e.record_type == RecordType::Txt && e.dns_name == mark_name)
-                        .map(|m| m.targets.join(""));
-                    (mark, Some(host_records))
-                }
-                Some(Err(error)) => return provider_failed(record, ctx, &provider, error).await,
-                None => match provider
-                    .read_record(&zone_id, &mark_name, RecordType::Txt)
-                    .await
-                {
-                    Ok(mark) => (mark.map(|m| m.targets.join("")), None),
+                );
+            let (mark, host_read) =
+                match read_mark(&provider, &zone_id, &root_host, &mark_name, whole).await {
+                    Ok(read) => read,
                     Err(error) => return provider_failed(record, ctx, &provider, error).await,
-                },
-            };
+                };
+            if let Some(host_records) = &host_read {
+                ctx.host_marks
+                    .note_host_size(&record_key, host_records.len());
+            }
             look_since = Instant::now();
             if !sole_owner {
                 // Counted from a look that read: a throttled one is tried again at once.
@@ -714,6 +699,35 @@ fn tier_notes(tiers: &meridian_dns::tiers::TierChoice, distributed: bool) -> Vec
             )
         })
         .collect()
+}
+
+/// A look at a host's last-modified mark: the mark's value, and the host's records when `whole`
+/// asks for them, the provider has such a read and the mark lies under the host (then the mark
+/// comes from them, in the same call); else the mark alone.
+async fn read_mark(
+    provider: &ZoneProvider,
+    zone_id: &str,
+    root_host: &str,
+    mark_name: &str,
+    whole: bool,
+) -> Result<(Option<String>, Option<Vec<Endpoint>>), meridian_providers::ProviderError> {
+    let mark_of = |found: Option<&Endpoint>| found.map(|m| m.targets.join(""));
+    if whole
+        && is_at_or_below(mark_name, root_host.trim_start_matches("*."))
+        && let Some(read) = provider.read_host(zone_id, root_host).await
+    {
+        let host_records = read?;
+        let mark = mark_of(
+            host_records
+                .iter()
+                .find(|e| e.record_type == RecordType::Txt && e.dns_name == mark_name),
+        );
+        return Ok((mark, Some(host_records)));
+    }
+    let mark = provider
+        .read_record(zone_id, mark_name, RecordType::Txt)
+        .await?;
+    Ok((mark_of(mark.as_ref()), None))
 }
 
 /// A plan over the zone's threshold: nothing of it is applied, what was published stays, and

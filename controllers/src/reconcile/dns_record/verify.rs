@@ -43,7 +43,7 @@ pub fn start(
 ) {
     let (wake, woken) = futures::channel::mpsc::unbounded();
     let task = tokio::spawn(async move {
-        let mut due: HashMap<String, Instant> = HashMap::new();
+        let mut schedules: HashMap<String, Schedule> = HashMap::new();
         loop {
             tokio::time::sleep(TICK).await;
             let zones: Vec<(String, Arc<ManagedZone>)> = ctx
@@ -62,41 +62,69 @@ pub fn start(
                 })
                 .collect();
             // Forget zones that are gone.
-            due.retain(|key, _| zones.iter().any(|(live, _)| live == key));
+            schedules.retain(|key, _| zones.iter().any(|(live, _)| live == key));
             for (key, zone) in zones {
                 let mut interval = verification_interval(&zone);
                 if ctx.config.distributed.is_some() {
-                    // Every cluster of the fleet reads the whole zone: spaced with its size.
+                    // Every cluster of the fleet reads the whole zone: spaced with its size,
+                    // as it is now (a fleet that grew since the last read waits longer).
                     let fleet = fleet_seen(&ctx.caches.records.state(), &zone);
                     interval =
                         crate::decide::host_marks::fleet_verification_interval(interval, fleet);
                 }
                 let now = Instant::now();
-                let next = *due
+                let schedule = schedules
                     .entry(key.clone())
-                    .or_insert_with(|| now + jittered(interval));
-                if next > now {
+                    .or_insert_with(|| Schedule::from(now));
+                if !schedule.due(now, interval) {
                     continue;
                 }
-                let delay = match verify_zone(&zone, &ctx).await {
+                match verify_zone(&zone, &ctx).await {
                     Ok(drifted) => {
                         for record in drifted {
                             if wake.unbounded_send(record).is_err() {
                                 return;
                             }
                         }
-                        jittered(interval)
+                        *schedule = Schedule::from(Instant::now());
                     }
                     Err(message) => {
                         tracing::warn!(zone = %key, %message, "zone verification failed; trying again later");
-                        interval.min(RETRY_AFTER_FAILURE)
+                        schedule.retry_at =
+                            Some(Instant::now() + interval.min(RETRY_AFTER_FAILURE));
                     }
-                };
-                due.insert(key, Instant::now() + delay);
+                }
             }
         }
     });
     (woken.boxed(), task)
+}
+
+/// When a zone is read next: its interval (±10 %, drawn once per read) after the last read, or
+/// after it was first seen; or, after a failed read, at the retry.
+#[derive(Debug, Clone, Copy)]
+struct Schedule {
+    since: Instant,
+    spread: f64,
+    retry_at: Option<Instant>,
+}
+
+impl Schedule {
+    fn from(since: Instant) -> Self {
+        let spread = jittered(Duration::from_secs(1_000)).as_secs_f64() / 1_000.0;
+        Schedule {
+            since,
+            spread,
+            retry_at: None,
+        }
+    }
+
+    fn due(&self, now: Instant, interval: Duration) -> bool {
+        match self.retry_at {
+            Some(retry) => retry <= now,
+            None => self.since + interval.mul_f64(self.spread) <= now,
+        }
+    }
 }
 
 /// The zone's `spec.verificationInterval`, else the default.
@@ -202,4 +230,37 @@ fn published_and_ready(record: &DNSRecord) -> bool {
                 && !status.endpoints.is_empty()
                 && conditions::condition_status(&status.conditions, conditions::READY) == Some(true)
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zone_is_read_an_interval_after_the_last_read_as_the_interval_is_now() {
+        let start = Instant::now();
+        let schedule = Schedule {
+            since: start,
+            spread: 1.0,
+            retry_at: None,
+        };
+        let minutes = |m: u64| Duration::from_secs(m * 60);
+        assert!(!schedule.due(start + minutes(9), minutes(10)));
+        assert!(schedule.due(start + minutes(10), minutes(10)));
+        // The fleet grew meanwhile: the same schedule waits for the longer interval.
+        assert!(!schedule.due(start + minutes(10), minutes(100)));
+        assert!(schedule.due(start + minutes(100), minutes(100)));
+        let failed = Schedule {
+            retry_at: Some(start + minutes(1)),
+            ..schedule
+        };
+        assert!(
+            failed.due(start + minutes(1), minutes(100)),
+            "a failed read is retried"
+        );
+        for _ in 0..100 {
+            let spread = Schedule::from(start).spread;
+            assert!((0.9..=1.1).contains(&spread), "{spread}");
+        }
+    }
 }
