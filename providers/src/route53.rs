@@ -263,6 +263,18 @@ impl Route53Provider {
         zone_id: &str,
         host: &str,
     ) -> Result<Vec<Endpoint>, ProviderError> {
+        Ok(self.host_records_paged(zone_id, host).await?.0)
+    }
+
+    /// [`Self::host_records`], and how many calls the read took: a host whose names share
+    /// their first characters with many siblings (`api`, `api-eu`, `api2`…) pages through
+    /// those too, and a caller choosing between this read and a one-item one needs to know.
+    pub async fn host_records_paged(
+        &self,
+        zone_id: &str,
+        host: &str,
+    ) -> Result<(Vec<Endpoint>, u32), ProviderError> {
+        let mut calls = 0_u32;
         let base = host.trim_start_matches("*.").to_ascii_lowercase();
         let reversed_base = reversed_labels(&base);
         let mut records: std::collections::BTreeMap<meridian_dns::model::RecordKey, Endpoint> =
@@ -280,6 +292,7 @@ impl Route53Provider {
                     .send()
             };
             let page = self.call("ListResourceRecordSets", request).await?;
+            calls += 1;
             let mut past = false;
             for rrset in page.resource_record_sets() {
                 if !reversed_labels(&from_route53_name(rrset.name())).starts_with(&reversed_base) {
@@ -315,7 +328,7 @@ impl Route53Provider {
             }
             start = next;
         }
-        Ok(records.into_values().collect())
+        Ok((records.into_values().collect(), calls))
     }
 
     async fn change(&self, zone_id: &str, changes: &[Change]) -> Result<(), ProviderError> {

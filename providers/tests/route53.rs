@@ -514,4 +514,15 @@ async fn a_hosts_records_are_read_from_its_name_on_without_the_rest_of_the_zone(
             .len(),
         2
     );
+    // How many calls a read took, for a caller choosing it over a one-item read.
+    let (records, calls) = reader
+        .host_records_paged(&zone, "shared.example.com")
+        .await
+        .unwrap();
+    assert_eq!((records.len(), calls), (under.len(), 2));
+    let (_, calls) = reader
+        .host_records_paged(&zone, "shared-a.example.com")
+        .await
+        .unwrap();
+    assert_eq!(calls, 1);
 }

@@ -77,6 +77,14 @@ impl GatewayReport {
     ) -> Self {
         use kube::ResourceExt;
         let status = gateway.status.clone().unwrap_or_default();
+        // Whether the Gateway's controller has seen this generation of it: a listener its
+        // status does not name then has no routes; before that, nothing is known of it yet.
+        let seen = gateway.metadata.generation.is_some_and(|generation| {
+            status
+                .conditions
+                .iter()
+                .any(|c| c.observed_generation.is_some_and(|seen| seen >= generation))
+        });
         let parent = RouteParent {
             kind: "Gateway",
             namespace: gateway.namespace().unwrap_or_default(),
@@ -104,7 +112,8 @@ impl GatewayReport {
                         .listeners
                         .iter()
                         .find(|l| l.name == listener.name)
-                        .map(|l| l.attached_routes),
+                        .map(|l| l.attached_routes)
+                        .or(seen.then_some(0)),
                     route_hostnames: route_hostnames(&parent, listener, routes),
                 })
                 .collect(),
@@ -278,9 +287,10 @@ pub struct ListenerReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
     /// Routes attached to the listener, from the Gateway's status. Absent while the status
-    /// has no entry for the listener (its controller has not yet caught up with a listener
-    /// just added): that is silence, not evidence, so the hub counts the listener as served.
-    /// Agents before it could be absent wrote 0 there.
+    /// has no entry for the listener and the Gateway's controller has not yet seen the
+    /// Gateway's current generation (a listener just added): that is silence, not evidence,
+    /// so the hub counts the listener as served. A controller that saw the generation and
+    /// lists no entry for the listener: 0. Agents before it could be absent wrote 0 there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attached_routes: Option<i32>,
     /// For a wildcard listener: the concrete hostnames of routes attached to it that the hub
@@ -390,6 +400,69 @@ mod tests {
             }] },
         }))
         .expect("an HTTPRoute")
+    }
+
+    #[test]
+    fn a_listener_its_controller_has_not_caught_up_with_is_not_said_to_have_no_routes() {
+        let observed = |generation: i64| {
+            serde_json::json!([{
+                "type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": generation,
+            }])
+        };
+        // (Gateway generation, the status's conditions, the api listener's entry, expected)
+        let cases = [
+            (
+                2,
+                observed(1),
+                None,
+                None,
+                "the controller is a generation behind",
+            ),
+            (
+                2,
+                serde_json::json!([]),
+                None,
+                None,
+                "no condition says what it saw",
+            ),
+            (
+                2,
+                observed(2),
+                None,
+                Some(0),
+                "it saw this generation and lists no entry",
+            ),
+            (2, observed(2), Some(3), Some(3), "its entry"),
+            (
+                2,
+                observed(1),
+                Some(3),
+                Some(3),
+                "an entry, even from before",
+            ),
+        ];
+        for (generation, conditions, entry, expected, why) in cases {
+            let mut gateway = gateway();
+            gateway.metadata.generation = Some(generation);
+            let listeners: Vec<serde_json::Value> = entry
+                .iter()
+                .map(|routes| serde_json::json!({ "name": "api", "attachedRoutes": routes }))
+                .collect();
+            gateway.status = Some(
+                serde_json::from_value(
+                    serde_json::json!({ "conditions": conditions, "listeners": listeners }),
+                )
+                .expect("a status"),
+            );
+            let report = GatewayReport::from_gateway(&gateway, &[], &[]);
+            let api = report
+                .listeners
+                .iter()
+                .find(|l| l.name == "api")
+                .expect("the api listener");
+            assert_eq!(api.attached_routes, expected, "{why}");
+        }
     }
 
     fn hosts(routes: &[HTTPRoute], listener: usize) -> Vec<String> {

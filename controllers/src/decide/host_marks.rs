@@ -14,11 +14,12 @@ use crate::decide::shared_health::{read_members, read_reports};
 /// fleet small enough ([`sole_owner_refreshes_unread`]).
 pub const SOLE_OWNER_REFRESHES_UNREAD: u32 = 9;
 
-/// Per owner of a shared host: how much each owner's looks at it are spaced out once the fleet
-/// is large. The owners together then look twice a second, 40 % of Route53's 5 requests a
-/// second, whatever their number: past 120 owners at a 60 s refresh, a cluster looks every
-/// `owners × 0.5 s` (150 s at 300 owners) instead of every refresh, and sees another cluster's
-/// change that much later. Its refreshes still come every refresh interval, and one at which
+/// Per owner of a shared host (and per shared host a cluster looks at in the zone, since a
+/// provider's budget is the account's): how much each owner's looks at it are spaced out once
+/// the fleet is large. The owners together then look twice a second, 40 % of Route53's 5
+/// requests a second, whatever their number: past 120 owners at a 60 s refresh, a cluster with
+/// one shared host looks every `owners × 0.5 s` (150 s at 300 owners) instead of every
+/// refresh, and sees another cluster's change that much later. Its refreshes still come every refresh interval, and one at which
 /// its own probes' verdicts changed plans at once: only reading the zone is spaced out.
 pub const LOOK_SPACING: Duration = Duration::from_millis(500);
 
@@ -30,7 +31,8 @@ pub const LOOK_SPACING: Duration = Duration::from_millis(500);
 pub const VERIFY_SPACING: Duration = Duration::from_secs(20);
 
 /// How long a cluster waits between two looks at a host it shares with `owners` clusters
-/// (itself included): the refresh, or [`LOOK_SPACING`] per owner if longer.
+/// (itself included; times the shared hosts it looks at in the zone): the refresh, or
+/// [`LOOK_SPACING`] per owner if longer.
 pub fn look_interval(refresh: Duration, owners: usize) -> Duration {
     refresh.max(LOOK_SPACING.saturating_mul(u32::try_from(owners).unwrap_or(u32::MAX)))
 }
@@ -53,14 +55,14 @@ pub fn sole_owner_refreshes_unread(refresh: Duration, fleet: usize) -> u32 {
 }
 
 /// Whether a distributed-mode refresh reads the host's last-modified mark, after
-/// `refreshes_unread` refreshes that did not. A host other clusters publish too is read every
-/// refresh: they change it, and report health on it. A host only this cluster publishes (as
+/// `refreshes_unread` refreshes that did not. A host other clusters publish too is read at
+/// every look ([`look_interval`]: every refresh, short of a large fleet): they change it, and
+/// report health on it. A host only this cluster publishes (as
 /// the last full look at the zone found) changes only by this cluster's hand, so its mark is
 /// read once `unread_limit` refreshes went without ([`sole_owner_refreshes_unread`]: every tenth
 /// refresh, or rarer in a large fleet): a cluster that starts publishing the same host, or an
 /// edit from outside, is seen that much later. At 100 clusters with one own host and one shared
-/// host each, that is 110 reads per refresh interval instead of 200. (How often a shared host's
-/// refreshes come is [`look_interval`]'s.)
+/// host each, that is 110 reads per refresh interval instead of 200.
 pub fn mark_read_due(sole_owner: bool, refreshes_unread: u32, unread_limit: u32) -> bool {
     !sole_owner || refreshes_unread >= unread_limit
 }
@@ -132,14 +134,14 @@ pub fn last_modified_name(root_host: &str) -> String {
 }
 
 /// Per record, its host's mark as this process last saw it, the refreshes since it was last
-/// read (a host only this cluster publishes is read every few refreshes, not every one), and
-/// how many records the host's last read found.
+/// read (a host only this cluster publishes is read every few refreshes, not every one), when
+/// its next look is due, and whether the host's last read took one call.
 #[derive(Debug, Default)]
 pub struct HostMarks {
     marks: Mutex<HashMap<String, Option<String>>>,
     refreshes_unread: Mutex<HashMap<String, u32>>,
     next_looks: Mutex<HashMap<String, Instant>>,
-    host_sizes: Mutex<HashMap<String, usize>>,
+    one_call_hosts: Mutex<HashMap<String, bool>>,
 }
 
 /// What the refresh count of a record whose next refresh must read starts from.
@@ -186,22 +188,23 @@ impl HostMarks {
     }
 
     /// Whether a look at `record`'s host reads the host whole rather than its mark alone: the
-    /// mark is among the host's records, so a host that fits one read (or was never read) costs
-    /// one call either way, and a look that finds the mark moved needs no second read.
-    pub fn host_fits_one_read(&self, record: &str, one_read: usize) -> bool {
-        self.host_sizes
+    /// mark is among the host's records, so a host whose last read took one call (or that was
+    /// never read) costs one call either way, and a look that finds the mark moved needs no
+    /// second read.
+    pub fn host_fits_one_read(&self, record: &str) -> bool {
+        self.one_call_hosts
             .lock()
-            .expect("host sizes lock")
+            .expect("host reads lock")
             .get(record)
-            .is_none_or(|size| *size < one_read)
+            .is_none_or(|one_call| *one_call)
     }
 
-    /// How many records the last read of `record`'s host found.
-    pub fn note_host_size(&self, record: &str, size: usize) {
-        self.host_sizes
+    /// Whether the last read of `record`'s host took one call.
+    pub fn note_host_read(&self, record: &str, one_call: bool) {
+        self.one_call_hosts
             .lock()
-            .expect("host sizes lock")
-            .insert(record.to_string(), size);
+            .expect("host reads lock")
+            .insert(record.to_string(), one_call);
     }
 
     /// Makes the next refresh of `record` read its host's mark: after this cluster wrote, others
@@ -480,13 +483,13 @@ mod tests {
     }
 
     #[test]
-    fn a_host_is_read_whole_until_a_read_finds_it_too_large_for_one() {
+    fn a_host_is_read_whole_until_a_read_of_it_takes_more_than_one_call() {
         let marks = HostMarks::default();
-        assert!(marks.host_fits_one_read("r", 300), "never read");
-        marks.note_host_size("r", 299);
-        assert!(marks.host_fits_one_read("r", 300));
-        marks.note_host_size("r", 300);
-        assert!(!marks.host_fits_one_read("r", 300));
-        assert!(marks.host_fits_one_read("other", 300));
+        assert!(marks.host_fits_one_read("r"), "never read");
+        marks.note_host_read("r", true);
+        assert!(marks.host_fits_one_read("r"));
+        marks.note_host_read("r", false);
+        assert!(!marks.host_fits_one_read("r"));
+        assert!(marks.host_fits_one_read("other"));
     }
 }

@@ -691,16 +691,22 @@ impl ZoneProvider {
     }
 
     /// The records at and below `host`, where the provider reads them without listing the
-    /// whole zone (Route53: from the host's name onward, one call for up to 300 record sets).
+    /// whole zone (Route53: from the host's name onward, one call for up to 300 record sets),
+    /// and whether that took one call.
     /// `None` elsewhere: RFC2136 has no such read (a zone transfer is the whole zone), and the
     /// other providers list the whole zone anyway.
     pub async fn read_host(
         &self,
         zone_id: &str,
         host: &str,
-    ) -> Option<Result<Vec<Endpoint>, ProviderError>> {
+    ) -> Option<Result<HostRead, ProviderError>> {
         match self {
-            ZoneProvider::Route53(p) => Some(p.host_records(zone_id, host).await),
+            ZoneProvider::Route53(p) => Some(p.host_records_paged(zone_id, host).await.map(
+                |(records, calls)| HostRead {
+                    records,
+                    one_call: calls <= 1,
+                },
+            )),
             _ => None,
         }
     }
@@ -1323,6 +1329,15 @@ async fn build_provider(
             type_: other.to_string(),
         }),
     }
+}
+
+/// A read of a host's own records ([`ZoneProvider::read_host`]).
+#[derive(Debug, Clone)]
+pub struct HostRead {
+    pub records: Vec<Endpoint>,
+    /// Whether the read took one call (siblings sharing the host's first characters can make
+    /// it page on).
+    pub one_call: bool,
 }
 
 #[cfg(test)]

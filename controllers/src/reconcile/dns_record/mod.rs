@@ -39,7 +39,7 @@ use crate::decide::host_marks::{last_modified_name, look_settles};
 use crate::decide::shared_health;
 use crate::runtime::caches::run_controller;
 use crate::runtime::journal;
-use crate::zones::zone_provider::ZoneProvider;
+use crate::zones::zone_provider::{HostRead, ZoneProvider};
 use crate::{
     Context, Error, decide::plan_guard, delete_if_present, retry_after, runtime::indexes,
     with_finalizer,
@@ -347,19 +347,14 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
             // A shared host that fits one read is looked at whole: its mark is among its
             // records, so the look costs one call, and one that finds the mark moved needs no
             // second read to settle.
-            let whole = !sole_owner
-                && ctx.host_marks.host_fits_one_read(
-                    &record_key,
-                    meridian_providers::route53::HOST_READ_ITEMS as usize,
-                );
+            let whole = !sole_owner && ctx.host_marks.host_fits_one_read(&record_key);
             let (mark, host_read) =
                 match read_mark(&provider, &zone_id, &root_host, &mark_name, whole).await {
                     Ok(read) => read,
                     Err(error) => return provider_failed(record, ctx, &provider, error).await,
                 };
-            if let Some(host_records) = &host_read {
-                ctx.host_marks
-                    .note_host_size(&record_key, host_records.len());
+            if let Some(read) = &host_read {
+                ctx.host_marks.note_host_read(&record_key, read.one_call);
             }
             look_since = Instant::now();
             if !sole_owner {
@@ -369,7 +364,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
                     look_since,
                     crate::jittered(crate::decide::host_marks::look_interval(
                         ctx.config.resync,
-                        owners,
+                        owners * verify::shared_hosts_seen(&ctx.caches.records.state(), &zone),
                     )),
                 );
             }
@@ -390,9 +385,11 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
                     Some(Err(error)) => {
                         return provider_failed(record, ctx, &provider, error).await;
                     }
-                    Some(Ok(host_records)) => {
-                        ctx.host_marks
-                            .note_host_size(&record_key, host_records.len());
+                    Some(Ok(HostRead {
+                        records: host_records,
+                        one_call,
+                    })) => {
+                        ctx.host_marks.note_host_read(&record_key, one_call);
                         let published = previous.as_deref().unwrap_or_default();
                         let settled = look_settles(
                             &owner,
@@ -710,19 +707,19 @@ async fn read_mark(
     root_host: &str,
     mark_name: &str,
     whole: bool,
-) -> Result<(Option<String>, Option<Vec<Endpoint>>), meridian_providers::ProviderError> {
+) -> Result<(Option<String>, Option<HostRead>), meridian_providers::ProviderError> {
     let mark_of = |found: Option<&Endpoint>| found.map(|m| m.targets.join(""));
     if whole
         && is_at_or_below(mark_name, root_host.trim_start_matches("*."))
         && let Some(read) = provider.read_host(zone_id, root_host).await
     {
-        let host_records = read?;
+        let read = read?;
         let mark = mark_of(
-            host_records
+            read.records
                 .iter()
                 .find(|e| e.record_type == RecordType::Txt && e.dns_name == mark_name),
         );
-        return Ok((mark, Some(host_records)));
+        return Ok((mark, Some(read)));
     }
     let mark = provider
         .read_record(zone_id, mark_name, RecordType::Txt)

@@ -56,7 +56,15 @@ pub(super) async fn provider_failed(
     {
         // Another writer of the same names got there first (distributed mode): not a failure
         // to report or back off from; read and plan again shortly. Refused every time, it is
-        // reported below like any provider error.
+        // reported below like any provider error. The retry looks at the host at once,
+        // whenever its next look was due: status still says Ready as before, and only a look
+        // can tell it there is something to plan (a withdrawal, a repair) that lost the race.
+        let key = crate::object_key(
+            "DNSRecord",
+            record.namespace().as_deref(),
+            &record.name_any(),
+        );
+        ctx.host_marks.read_next_refresh(&key);
         return Err(Error::Raced(format!("{}: {message}", provider.kind())));
     }
     let message = format!("{}: {error}", provider.kind());

@@ -151,6 +151,24 @@ pub fn fleet_seen(records: &[Arc<DNSRecord>], zone: &ManagedZone) -> usize {
         .max(1)
 }
 
+/// How many of this cluster's records in `zone` found other owners for their host (at least 1):
+/// Route53's budget is the account's, so a cluster's looks at all its shared hosts are spaced
+/// out together.
+pub fn shared_hosts_seen(records: &[Arc<DNSRecord>], zone: &ManagedZone) -> usize {
+    records
+        .iter()
+        .filter(|r| {
+            r.namespace() == zone.namespace() && r.spec.managed_zone.name == zone.name_any()
+        })
+        .filter(|r| {
+            r.status
+                .as_ref()
+                .is_some_and(|status| status.domain_owners.len() > 1)
+        })
+        .count()
+        .max(1)
+}
+
 /// Reads the zone once and returns the records whose published records drifted, each marked
 /// so that its next pass reads the zone.
 async fn verify_zone(
