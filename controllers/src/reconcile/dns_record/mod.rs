@@ -353,6 +353,13 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
                     Ok(read) => read,
                     Err(error) => return provider_failed(record, ctx, &provider, error).await,
                 };
+            // The owners as they are now where the look read the host's member list (a
+            // health-checked host): status has them as of the last plan, far behind a fleet
+            // that is still joining.
+            let owners = host_read
+                .as_ref()
+                .and_then(|read| shared_health::read_members(&read.records, &root_host))
+                .map_or(owners, |(_, members)| owners.max(members.len()));
             if let Some(read) = &host_read {
                 ctx.host_marks.note_host_read(&record_key, read.one_call);
             }
