@@ -351,7 +351,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
             let (mark, host_read) =
                 match read_mark(&provider, &zone_id, &root_host, &mark_name, whole).await {
                     Ok(read) => read,
-                    Err(error) => return provider_failed(record, ctx, &provider, error).await,
+                    Err(error) => return look_failed(record, ctx, &provider, error).await,
                 };
             // The owners as they are now where the look read the host's member list (a
             // health-checked host): status has them as of the last plan, far behind a fleet
@@ -390,7 +390,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
                 match host_read {
                     None => false,
                     Some(Err(error)) => {
-                        return provider_failed(record, ctx, &provider, error).await;
+                        return look_failed(record, ctx, &provider, error).await;
                     }
                     Some(Ok(HostRead {
                         records: host_records,
@@ -703,6 +703,24 @@ fn tier_notes(tiers: &meridian_dns::tiers::TierChoice, distributed: bool) -> Vec
             )
         })
         .collect()
+}
+
+/// A look at a host that could not read: a throttled one changes nothing at the provider and
+/// says nothing new of the host, so status stays as it is and the look is tried again with
+/// backoff. Marking the record not Ready would make its next pass plan from a listing of the
+/// whole zone, several calls where the look was one, and at a fleet's cold start, when the
+/// budget is short, that turned every throttled look into more of what throttled it. Other
+/// errors are reported as a plan's would be.
+async fn look_failed(
+    record: &DNSRecord,
+    ctx: &Context,
+    provider: &ZoneProvider,
+    error: meridian_providers::ProviderError,
+) -> Result<Action, Error> {
+    if let meridian_providers::ProviderError::Throttled(_) = &error {
+        return Err(Error::Provider(error));
+    }
+    provider_failed(record, ctx, provider, error).await
 }
 
 /// A look at a host's last-modified mark: the mark's value, and the host's records when `whole`
