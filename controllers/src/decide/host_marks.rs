@@ -26,9 +26,18 @@ pub const LOOK_SPACING: Duration = Duration::from_millis(500);
 /// Per cluster publishing into a zone: how much a cluster's full reads of the zone
 /// (verification) and its looks at hosts only it publishes are spaced out once the fleet is
 /// large: every `clusters × 20 s` (100 min at 300 clusters) if longer than the zone's
-/// verification interval. A full read costs a call per 300 record sets; at 300 clusters a
-/// verification every 10 min alone would take half of Route53's budget.
+/// verification interval.
 pub const VERIFY_SPACING: Duration = Duration::from_secs(20);
+
+/// Per cluster and per page of the zone: a full read costs a call per page (Route53's 300
+/// record sets), and the zone grows with the fleet, so verification is spaced by both: the
+/// fleet's full reads together then come to one page every 4 s (5 % of Route53's budget),
+/// whatever the fleet's size. At 300 clusters sharing a zone of 15 pages, every 5 hours.
+pub const VERIFY_PAGE_SPACING: Duration = Duration::from_secs(4);
+
+/// The record sets of one page of a zone's listing (Route53's), by which a zone's size is
+/// counted for [`fleet_verification_interval`] at every provider.
+pub const ZONE_PAGE_RECORDS: usize = 300;
 
 /// How long a cluster waits between two looks at a host it shares with `owners` clusters
 /// (itself included; times the shared hosts it looks at in the zone): the refresh, or
@@ -37,20 +46,26 @@ pub fn look_interval(refresh: Duration, owners: usize) -> Duration {
     refresh.max(LOOK_SPACING.saturating_mul(u32::try_from(owners).unwrap_or(u32::MAX)))
 }
 
+fn per_cluster(fleet: usize) -> Duration {
+    VERIFY_SPACING.saturating_mul(u32::try_from(fleet).unwrap_or(u32::MAX))
+}
+
 /// How long a cluster of a fleet of `fleet` clusters (the most owners any of its hosts in the
-/// zone has) waits between two full reads of the zone: the zone's own interval, or
-/// [`VERIFY_SPACING`] per cluster if longer.
-pub fn fleet_verification_interval(configured: Duration, fleet: usize) -> Duration {
-    configured.max(VERIFY_SPACING.saturating_mul(u32::try_from(fleet).unwrap_or(u32::MAX)))
+/// zone has) waits between two full reads of a zone of `pages` pages (as its last read found
+/// it): the zone's own interval, or [`VERIFY_SPACING`] per cluster, or
+/// [`VERIFY_PAGE_SPACING`] per cluster and page, whichever is longest.
+pub fn fleet_verification_interval(configured: Duration, fleet: usize, pages: usize) -> Duration {
+    let fleet_pages = u32::try_from(fleet.saturating_mul(pages)).unwrap_or(u32::MAX);
+    configured
+        .max(per_cluster(fleet))
+        .max(VERIFY_PAGE_SPACING.saturating_mul(fleet_pages))
 }
 
 /// Refreshes a host only this cluster publishes goes without a read of its mark, in a fleet of
-/// `fleet` clusters: [`SOLE_OWNER_REFRESHES_UNREAD`], or as many as fill
-/// [`fleet_verification_interval`]'s spacing if more (the zone's verification, which sees new
-/// owners too, comes about as often).
+/// `fleet` clusters: [`SOLE_OWNER_REFRESHES_UNREAD`], or as many as fill [`VERIFY_SPACING`]
+/// per cluster if more (one item a read, however large the zone).
 pub fn sole_owner_refreshes_unread(refresh: Duration, fleet: usize) -> u32 {
-    let paced = fleet_verification_interval(Duration::ZERO, fleet).as_secs_f64()
-        / refresh.as_secs_f64().max(1.0);
+    let paced = per_cluster(fleet).as_secs_f64() / refresh.as_secs_f64().max(1.0);
     SOLE_OWNER_REFRESHES_UNREAD.max((paced.ceil() as u32).saturating_sub(1))
 }
 
@@ -407,25 +422,33 @@ mod tests {
     #[test]
     fn a_large_fleet_spaces_its_looks_so_the_fleet_stays_inside_a_fixed_share_of_the_budget() {
         let refresh = Duration::from_secs(60);
-        // (owners or clusters, look interval s, verification s, sole owner's refreshes unread)
+        // (owners or clusters, the zone's pages, look interval s, verification s, sole
+        // owner's refreshes unread)
         let cases = [
-            (1, 60, 600, 9),
-            (10, 60, 600, 9),
-            (100, 60, 2_000, 33),
-            (120, 60, 2_400, 39),
-            (300, 150, 6_000, 99),
-            (3_000, 1_500, 60_000, 999),
+            (1, 1, 60, 600, 9),
+            (10, 1, 60, 600, 9),
+            (100, 5, 60, 2_000, 33),
+            (120, 6, 60, 2_880, 39),
+            (300, 15, 150, 18_000, 99),
+            (3_000, 150, 1_500, 1_800_000, 999),
         ];
-        for (fleet, look, verify, unread) in cases {
+        for (fleet, pages, look, verify, unread) in cases {
             assert_eq!(
                 look_interval(refresh, fleet),
                 Duration::from_secs(look),
                 "{fleet}"
             );
             assert_eq!(
-                fleet_verification_interval(Duration::from_secs(600), fleet),
+                fleet_verification_interval(Duration::from_secs(600), fleet, pages),
                 Duration::from_secs(verify),
                 "{fleet}"
+            );
+            // The fleet's full reads: one page every 4 s once past the zone's own interval.
+            let pages_per_second =
+                (fleet * pages) as f64 / Duration::from_secs(verify).as_secs_f64();
+            assert!(
+                pages_per_second <= 0.25 + 1e-9,
+                "{fleet}: {pages_per_second}"
             );
             assert_eq!(
                 sole_owner_refreshes_unread(refresh, fleet),
@@ -440,7 +463,7 @@ mod tests {
         }
         // A zone's own longer interval stands; a slow refresh is never shortened.
         assert_eq!(
-            fleet_verification_interval(Duration::from_secs(86_400), 300),
+            fleet_verification_interval(Duration::from_secs(86_400), 300, 1),
             Duration::from_secs(86_400)
         );
         assert_eq!(

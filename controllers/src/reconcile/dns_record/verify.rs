@@ -65,28 +65,40 @@ pub fn start(
             schedules.retain(|key, _| zones.iter().any(|(live, _)| live == key));
             for (key, zone) in zones {
                 let mut interval = verification_interval(&zone);
-                if ctx.config.distributed.is_some() {
-                    // Every cluster of the fleet reads the whole zone: spaced with its size,
-                    // as it is now (a fleet that grew since the last read waits longer).
-                    let fleet = fleet_seen(&ctx.caches.records.state(), &zone);
-                    interval =
-                        crate::decide::host_marks::fleet_verification_interval(interval, fleet);
-                }
                 let now = Instant::now();
                 let schedule = schedules
                     .entry(key.clone())
                     .or_insert_with(|| Schedule::from(now));
+                if ctx.config.distributed.is_some() {
+                    // Every cluster of the fleet reads the whole zone: spaced with the fleet's
+                    // size as it is now (a fleet that grew since the last read waits longer)
+                    // and the zone's as the last read found it.
+                    let fleet = fleet_seen(&ctx.caches.records.state(), &zone);
+                    interval = crate::decide::host_marks::fleet_verification_interval(
+                        interval,
+                        fleet,
+                        schedule.pages,
+                    );
+                }
                 if !schedule.due(now, interval) {
                     continue;
                 }
                 match verify_zone(&zone, &ctx).await {
-                    Ok(drifted) => {
+                    Ok((drifted, read)) => {
                         for record in drifted {
                             if wake.unbounded_send(record).is_err() {
                                 return;
                             }
                         }
-                        *schedule = Schedule::from(Instant::now());
+                        let pages = read
+                            .map_or(schedule.pages, |records| {
+                                records.div_ceil(crate::decide::host_marks::ZONE_PAGE_RECORDS)
+                            })
+                            .max(1);
+                        *schedule = Schedule {
+                            pages,
+                            ..Schedule::from(Instant::now())
+                        };
                     }
                     Err(message) => {
                         tracing::warn!(zone = %key, %message, "zone verification failed; trying again later");
@@ -107,6 +119,8 @@ struct Schedule {
     since: Instant,
     spread: f64,
     retry_at: Option<Instant>,
+    /// The zone's pages as its last read found them (1 before the first).
+    pages: usize,
 }
 
 impl Schedule {
@@ -116,6 +130,7 @@ impl Schedule {
             since,
             spread,
             retry_at: None,
+            pages: 1,
         }
     }
 
@@ -136,14 +151,20 @@ pub fn verification_interval(zone: &ManagedZone) -> Duration {
         .unwrap_or(DEFAULT_VERIFICATION_INTERVAL)
 }
 
+/// The records of `records` that publish into `zone`.
+fn records_in_zone<'a>(
+    records: &'a [Arc<DNSRecord>],
+    zone: &'a ManagedZone,
+) -> impl Iterator<Item = &'a Arc<DNSRecord>> {
+    records.iter().filter(|r| {
+        r.namespace() == zone.namespace() && r.spec.managed_zone.name == zone.name_any()
+    })
+}
+
 /// In distributed mode, how many clusters publish into `zone` as far as this one knows: the most
 /// owners any of its records there found for their host (1 with none published).
 pub fn fleet_seen(records: &[Arc<DNSRecord>], zone: &ManagedZone) -> usize {
-    records
-        .iter()
-        .filter(|r| {
-            r.namespace() == zone.namespace() && r.spec.managed_zone.name == zone.name_any()
-        })
+    records_in_zone(records, zone)
         .filter_map(|r| r.status.as_ref())
         .map(|status| status.domain_owners.len())
         .max()
@@ -155,11 +176,7 @@ pub fn fleet_seen(records: &[Arc<DNSRecord>], zone: &ManagedZone) -> usize {
 /// Route53's budget is the account's, so a cluster's looks at all its shared hosts are spaced
 /// out together.
 pub fn shared_hosts_seen(records: &[Arc<DNSRecord>], zone: &ManagedZone) -> usize {
-    records
-        .iter()
-        .filter(|r| {
-            r.namespace() == zone.namespace() && r.spec.managed_zone.name == zone.name_any()
-        })
+    records_in_zone(records, zone)
         .filter(|r| {
             r.status
                 .as_ref()
@@ -170,22 +187,19 @@ pub fn shared_hosts_seen(records: &[Arc<DNSRecord>], zone: &ManagedZone) -> usiz
 }
 
 /// Reads the zone once and returns the records whose published records drifted, each marked
-/// so that its next pass reads the zone.
+/// so that its next pass reads the zone, and how many record sets it read (`None`: nothing to
+/// verify, so nothing was read).
 async fn verify_zone(
     zone: &ManagedZone,
     ctx: &Context,
-) -> Result<Vec<ObjectRef<DNSRecord>>, String> {
-    let namespace = zone.namespace();
-    let records: Vec<Arc<DNSRecord>> = ctx
-        .caches
-        .records
-        .state()
-        .into_iter()
-        .filter(|r| r.namespace() == namespace && r.spec.managed_zone.name == zone.name_any())
+) -> Result<(Vec<ObjectRef<DNSRecord>>, Option<usize>), String> {
+    let cached = ctx.caches.records.state();
+    let records: Vec<Arc<DNSRecord>> = records_in_zone(&cached, zone)
         .filter(|r| published_and_ready(r))
+        .cloned()
         .collect();
     if records.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), None));
     }
     // Counted once the zone is read (or could not be): a zone with nothing published to
     // verify reads nothing.
@@ -236,7 +250,7 @@ async fn verify_zone(
         drifted.push(ObjectRef::from_obj(&*record));
     }
     tracing::debug!(zone = %zone.name_any(), records = current.len(), drifted = drifted.len(), "zone verified");
-    Ok(drifted)
+    Ok((drifted, Some(current.len())))
 }
 
 /// Whether the record's status says its current generation is published in full: only those
@@ -261,6 +275,7 @@ mod tests {
             since: start,
             spread: 1.0,
             retry_at: None,
+            pages: 1,
         };
         let minutes = |m: u64| Duration::from_secs(m * 60);
         assert!(!schedule.due(start + minutes(9), minutes(10)));
