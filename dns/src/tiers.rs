@@ -23,6 +23,21 @@ pub struct TierMemory {
     switched_at: BTreeMap<String, u64>,
 }
 
+impl TierMemory {
+    /// A memory read back from somewhere that outlives the process (in distributed mode, the
+    /// shared zone): since when each (set name, set identifier) has been healthy, and when
+    /// each set's traffic last moved.
+    pub fn seeded(
+        live_since: BTreeMap<(String, String), u64>,
+        switched_at: BTreeMap<String, u64>,
+    ) -> Self {
+        Self {
+            live_since,
+            switched_at,
+        }
+    }
+}
+
 /// The inputs of one pass that are not records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TierClock {

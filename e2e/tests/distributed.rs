@@ -124,6 +124,18 @@ async fn agent_probing_from(
     source: Option<std::net::IpAddr>,
     providers: ProviderSettings,
 ) -> Result<JoinHandle<anyhow::Result<()>>, Error> {
+    agent_labelled(client, name, geo, &[], source, providers).await
+}
+
+/// A distributed-mode agent whose cluster carries `labels` (`--cluster-label`) beside its geo.
+async fn agent_labelled(
+    client: &Client,
+    name: &str,
+    geo: &str,
+    labels: &[(&str, &str)],
+    source: Option<std::net::IpAddr>,
+    providers: ProviderSettings,
+) -> Result<JoinHandle<anyhow::Result<()>>, Error> {
     let cluster_id = meridian_agent::report::cluster_id(client).await?;
     let local = LocalCluster {
         name: name.into(),
@@ -132,7 +144,9 @@ async fn agent_probing_from(
             "kuadrant.io/lb-attribute-geo-code".to_string(),
             geo.to_string(),
         )]
-        .into(),
+        .into_iter()
+        .chain(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+        .collect(),
         namespace: None,
     };
     let probes = meridian_agent::health::ZoneProbes::start(std::sync::Arc::new(
@@ -1197,5 +1211,244 @@ async fn a_distributed_cluster_joins_a_host_the_dns_operator_publishes() -> Resu
         Some(vec!["ie.klb.api.example.com".to_string()])
     );
     distributed.abort();
+    Ok(())
+}
+
+/// The addresses the host's weighted set answers with in a zone: each member's target's A
+/// record.
+fn serving_addresses(zone: &[Endpoint]) -> BTreeSet<String> {
+    zone.iter()
+        .filter(|e| e.record_type == RecordType::Cname && e.set_identifier.is_some())
+        .filter(|e| e.dns_name.ends_with(&format!(".klb.{HOST}")))
+        .flat_map(|member| {
+            zone.iter()
+                .filter(|leaf| {
+                    leaf.record_type == RecordType::A && leaf.dns_name == member.targets[0]
+                })
+                .flat_map(|leaf| leaf.targets.clone())
+        })
+        .collect()
+}
+
+/// Priority tiers without a hub: spoke-1 (IE) is tier 1, spoke-2 and spoke-3 (US) tier 2, in
+/// one weighted set on Route53 (moto), each gateway a real HTTP backend every cluster probes.
+/// Only tier 1 is published; when its gateway fails, tier 2 takes over, and the set is never
+/// empty on the way (each cluster leaves only once its successor is in); when it recovers,
+/// it takes the traffic back only after the hold-down, which its agent, restarted meanwhile,
+/// reads back from the zone. A drain label on tier 1 (its agent restarted with it) then
+/// hands the traffic to tier 2 in steps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn priority_tiers_fail_over_and_back_through_a_shared_route53_zone() -> Result<(), Error> {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
+    let (moto, proxy) = route53_zone().await?;
+    let gateways: Vec<std::net::IpAddr> = ["127.0.6.1", "127.0.6.2", "127.0.6.3"]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let sources: Vec<std::net::IpAddr> = ["127.0.7.1", "127.0.7.2", "127.0.7.3"]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let backends = Backends::default();
+    let port = start_backends(&gateways, backends.clone()).await;
+    let clusters = [("spoke-1", "IE"), ("spoke-2", "US"), ("spoke-3", "US")];
+    let fleet = fleet_without_ocm(&clusters.map(|c| c.0)).await?;
+    let spec = json!({
+        "targetRef": { "name": "prod-web" },
+        "routingStrategy": "loadbalanced",
+        "ttl": "5s",
+        "loadBalancing": {
+            "weighted": { "defaultWeight": 120 },
+            "failover": {
+                "priorities": [
+                    { "attribute": "geo-code", "value": "IE", "priority": 1 },
+                    { "attribute": "geo-code", "value": "US", "priority": 2 },
+                ],
+                "holdDown": "20s",
+            },
+        },
+        "healthCheck": {
+            "endpoint": "/healthz", "port": port, "protocol": "HTTP", "interval": "5s", "failureThreshold": 1,
+        },
+    });
+    let providers = ProviderSettings {
+        aws_endpoint: Some(proxy.endpoint()),
+        ..ProviderSettings::test_bed()
+    };
+    let mut agents = Vec::new();
+    let mut ids = Vec::new();
+    for (index, (name, geo)) in clusters.into_iter().enumerate() {
+        let client = fleet.spoke(name).client();
+        install(
+            &client,
+            route53_secret(),
+            &gateways[index].to_string(),
+            policy(spec.clone()),
+        )
+        .await?;
+        ids.push(meridian_agent::report::cluster_id(&client).await?);
+        agents.push(
+            agent_probing_from(&client, name, geo, Some(sources[index]), providers.clone()).await?,
+        );
+    }
+    let route53 = moto.provider(1000);
+    let zone_id = zone_id_of(&route53, "example.com").await;
+    let zone = || async {
+        route53
+            .records(&zone_id)
+            .await
+            .map_err(|e| Error::Component(e.to_string()))
+    };
+    let addresses =
+        |items: &[&str]| -> BTreeSet<String> { items.iter().map(|s| s.to_string()).collect() };
+    let tier_1 = addresses(&["127.0.6.1"]);
+    let tier_2 = addresses(&["127.0.6.2", "127.0.6.3"]);
+    // Waits until the set answers with `expected`.
+    let serves = |what: &'static str, expected: BTreeSet<String>| {
+        let zone = &zone;
+        eventually(what, DEFAULT_PATIENCE, move || {
+            let expected = expected.clone();
+            async move {
+                let seen = serving_addresses(&zone().await?);
+                Ok((seen == expected).then_some(()))
+            }
+        })
+    };
+
+    // Tier 1 alone serves; tier 2's leaves are published too (nothing points at them), so every
+    // cluster probes them, and every cluster keeps its standing in the zone.
+    let owners: BTreeSet<String> = ids.iter().cloned().collect();
+    eventually(
+        "tier 1 alone serves, every leaf is published and every cluster has its standing",
+        DEFAULT_PATIENCE,
+        || async {
+            let zone = zone().await?;
+            let leaves = gateways.iter().all(|gateway| {
+                zone.iter().any(|e| {
+                    e.record_type == RecordType::A && e.targets.contains(&gateway.to_string())
+                })
+            });
+            let standing: BTreeSet<String> =
+                meridian_controllers::decide::shared_tiers::read_standings(&zone, HOST)
+                    .into_iter()
+                    .map(|s| s.owner)
+                    .collect();
+            Ok((serving_addresses(&zone) == tier_1 && leaves && standing == owners).then_some(()))
+        },
+    )
+    .await?;
+
+    // Tier 1's gateway fails for everyone: tier 2 takes over, never leaving the set empty.
+    backends.lock().unwrap().dead.insert(gateways[0]);
+    // From here on the set is read every 200 ms: it must never be empty.
+    let emptied = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let watch_for_empty = tokio::spawn({
+        let route53 = moto.provider(1000);
+        let zone_id = zone_id.clone();
+        let emptied = emptied.clone();
+        async move {
+            loop {
+                if let Ok(zone) = route53.records(&zone_id).await
+                    && serving_addresses(&zone).is_empty()
+                {
+                    emptied.lock().unwrap().push(zone);
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    });
+    serves("tier 2 serves once tier 1 fails", tier_2.clone()).await?;
+    let spoke_2_records = Api::<DNSRecord>::namespaced(fleet.spoke("spoke-2").client(), NAMESPACE);
+
+    // Tier 1 recovers. Its agent restarts meanwhile: the hold-down goes on from when tier 1
+    // said it was live, read back from the zone, and tier 2 says why it still serves.
+    backends.lock().unwrap().dead.clear();
+    let live_since = |zone: &[Endpoint]| {
+        meridian_controllers::decide::shared_tiers::read_standings(zone, HOST)
+            .into_iter()
+            .find(|s| s.owner == ids[0])
+            .and_then(|s| s.live_since)
+    };
+    let since = eventually("tier 1 says it is live again", DEFAULT_PATIENCE, || async {
+        Ok(live_since(&zone().await?))
+    })
+    .await?;
+    eventually(
+        "tier 2 says tier 1 is held down",
+        DEFAULT_PATIENCE,
+        || async {
+            let message = ready_message(&spoke_2_records, "prod-web-api").await?;
+            Ok(message
+                .contains("takes traffic back after 20 s of hold-down")
+                .then_some(()))
+        },
+    )
+    .await?;
+    agents[0].abort();
+    agents[0] = agent_probing_from(
+        &fleet.spoke("spoke-1").client(),
+        "spoke-1",
+        "IE",
+        Some(sources[0]),
+        providers.clone(),
+    )
+    .await?;
+    serves(
+        "tier 1 takes its traffic back after the hold-down",
+        tier_1.clone(),
+    )
+    .await?;
+    assert_eq!(
+        live_since(&zone().await?),
+        Some(since),
+        "the restarted agent kept tier 1's hold-down as the zone had it"
+    );
+
+    // A drain label on tier 1 (its agent restarted with it): its weight steps down to 0 and
+    // tier 2, still weighted, takes the traffic.
+    agents[0].abort();
+    agents[0] = agent_labelled(
+        &fleet.spoke("spoke-1").client(),
+        "spoke-1",
+        "IE",
+        &[(meridian_api::labels::DRAIN_LABEL, "true")],
+        Some(sources[0]),
+        providers.clone(),
+    )
+    .await?;
+    // In steps a TTL apart (5 s), not at once: the agent, restarted with the label, takes
+    // the drain up from its policy's status.
+    let policies = Api::<meridian_api::kuadrant::DNSPolicy>::namespaced(
+        fleet.spoke("spoke-1").client(),
+        NAMESPACE,
+    );
+    eventually(
+        "spoke-1 drains a step at a time",
+        DEFAULT_PATIENCE,
+        || async {
+            let policy = policies.get("prod-web").await?;
+            let steps: Vec<u32> = policy
+                .status
+                .iter()
+                .flat_map(|s| &s.draining)
+                .filter(|d| d.phase == "Draining")
+                .map(|d| d.weight_percent)
+                .collect();
+            Ok(steps.iter().any(|p| *p == 50 || *p == 10).then_some(()))
+        },
+    )
+    .await?;
+    serves("tier 2 serves once tier 1 is drained", tier_2.clone()).await?;
+
+    watch_for_empty.abort();
+    let emptied = emptied.lock().unwrap();
+    assert!(
+        emptied.is_empty(),
+        "the set was empty: {:#?}",
+        emptied.first()
+    );
+    for agent in agents {
+        agent.abort();
+    }
     Ok(())
 }

@@ -13,6 +13,7 @@ pub mod policy;
 pub mod probe_policy;
 pub mod probe_seal;
 pub mod shared_health;
+pub mod shared_tiers;
 pub mod silence;
 pub mod zone_claims;
 pub mod zone_serial;

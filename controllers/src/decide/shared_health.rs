@@ -201,10 +201,11 @@ pub fn read_members(zone: &[Endpoint], host: &str) -> Option<(Endpoint, BTreeSet
 }
 
 /// The changes that take `me` out of every member list and failure report at or below
-/// `base` (a host, or a zone's apex to leave everything).
+/// `base` (a host, or a zone's apex to leave everything), and delete its tier records
+/// ([`crate::decide::shared_tiers`]).
 pub fn leave(me: &str, zone: &[Endpoint], base: &str) -> Changes {
     let base = base.trim_start_matches("*.");
-    let mut changes = Changes::default();
+    let mut changes = crate::decide::shared_tiers::leave(me, zone, base);
     let mut rewrite = |record: &Endpoint, remaining: &BTreeSet<String>, values: Vec<String>| {
         if remaining.is_empty() {
             changes.deletes.push(record.clone());
@@ -251,6 +252,9 @@ pub struct SharedVerdict {
     pub changes: Changes,
     /// This cluster's own addresses to leave out of its branch.
     pub withdrawn: BTreeSet<String>,
+    /// Every address of the host the fleet agrees is failing (none while every address is:
+    /// then all stay published).
+    pub down: BTreeSet<String>,
     /// For status.
     pub notes: Vec<String>,
 }
@@ -348,6 +352,12 @@ pub fn decide(
         ));
         return verdict;
     }
+    verdict.down = addresses
+        .iter()
+        .chain(reports.keys())
+        .filter(|a| down(a))
+        .cloned()
+        .collect();
     for address in own.iter().filter(|a| down(a)) {
         let ids = &agreed[address];
         verdict.notes.push(format!(

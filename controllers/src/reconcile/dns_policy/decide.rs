@@ -57,6 +57,33 @@ pub fn step_drains(
         .collect()
 }
 
+/// Where the drains stood as the policy's status says (`draining`), for a process that has no
+/// memory of the policy: each cluster at the step status names, its next step a whole step
+/// from `now` (when it last moved is not kept). `None` when no status was written yet, so a
+/// marked cluster is then taken as fully drained ([`meridian_dns::drain::drain_step`]).
+pub fn drains_in_status(
+    status: Option<&meridian_api::kuadrant::DNSPolicyStatus>,
+    now: u64,
+) -> Option<BTreeMap<String, DrainState>> {
+    let status = status.filter(|status| status.observed_generation.is_some())?;
+    Some(
+        status
+            .draining
+            .iter()
+            .map(|cluster| {
+                (
+                    cluster.cluster.clone(),
+                    DrainState {
+                        percent: cluster.weight_percent.min(100),
+                        moved_at: now,
+                        draining: cluster.phase == "Draining",
+                    },
+                )
+            })
+            .collect(),
+    )
+}
+
 /// The policy's decision, from what was gathered: the whole tree on the hub, this cluster's
 /// branch in distributed mode.
 pub fn decide(seen: &Seen, distributed: bool) -> Decision {
@@ -709,6 +736,53 @@ mod tests {
         let states = step_drains(None, &marked(&[("a", true), ("b", false)]), 1_000, 60);
         assert_eq!(states["a"].percent, 0);
         assert!(!states.contains_key("b"));
+    }
+
+    /// A restart (in distributed mode, the way a cluster's drain label changes) takes each
+    /// drain up where status left it: a half-drained cluster goes on in steps, and one whose
+    /// mark went while the agent was down comes back in steps, not at once.
+    #[test]
+    fn after_a_restart_drains_go_on_from_the_step_status_says() {
+        let status = |draining: &[(&str, u32, &str)]| meridian_api::kuadrant::DNSPolicyStatus {
+            observed_generation: Some(1),
+            draining: draining
+                .iter()
+                .map(|(cluster, percent, phase)| DrainingCluster {
+                    cluster: cluster.to_string(),
+                    weight_percent: *percent,
+                    phase: phase.to_string(),
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let step = 60;
+        let seeded = drains_in_status(
+            Some(&status(&[("a", 50, "Draining"), ("b", 0, "Draining")])),
+            1_000,
+        );
+        let states = step_drains(
+            seeded.as_ref(),
+            &marked(&[("a", true), ("b", false), ("c", true)]),
+            1_000,
+            step,
+        );
+        // Where status left them, the next step a whole step away.
+        assert_eq!(states["a"].percent, 50);
+        assert_eq!(states["b"].percent, 0);
+        // A mark status never saw starts at the first step, as without a restart.
+        assert_eq!(states["c"].percent, 50);
+        let later = step_drains(
+            Some(&states),
+            &marked(&[("a", true), ("b", false), ("c", true)]),
+            1_000 + step,
+            step,
+        );
+        assert_eq!(later["a"].percent, 10);
+        assert_eq!((later["b"].percent, later["b"].draining), (10, false));
+        // No status written yet: as before, a marked cluster is taken as drained.
+        assert_eq!(drains_in_status(None, 1_000), None);
+        let unwritten = meridian_api::kuadrant::DNSPolicyStatus::default();
+        assert_eq!(drains_in_status(Some(&unwritten), 1_000), None);
     }
 
     #[test]

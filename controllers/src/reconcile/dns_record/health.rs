@@ -28,6 +28,8 @@ pub(super) struct AgreedHealth {
     pub(super) endpoints: Vec<Endpoint>,
     pub(super) changes: meridian_dns::changes::Changes,
     pub(super) notes: Vec<String>,
+    /// Every address of the host the fleet agrees is failing (for the shared tiers).
+    pub(super) down: std::collections::BTreeSet<String>,
 }
 
 /// Distributed mode: probes the host's addresses from here (with the check's headers),
@@ -56,26 +58,34 @@ pub(super) async fn agree_on_health(
         current,
         ctx.config.failure_threshold_percent,
     );
-    let endpoints = if verdict.withdrawn.is_empty() {
-        desired
-    } else {
-        let down = verdict
-            .withdrawn
-            .iter()
-            .map(|address| (address.clone(), meridian_dns::tree::Health::Unhealthy))
-            .collect();
-        match RecordTree::from_records(root_host.as_str(), desired).prune(&down) {
-            meridian_dns::tree::Pruned::Endpoints(endpoints) => endpoints,
-            // Nothing of this cluster's is healthy: its branch goes, the others serve.
-            meridian_dns::tree::Pruned::NoHealthyLeaf => Vec::new(),
-        }
-    };
+    let endpoints = without_withdrawn(root_host, desired, &verdict.withdrawn);
     notes.extend(verdict.notes);
     Ok(AgreedHealth {
         endpoints,
         changes: verdict.changes,
         notes,
+        down: verdict.down,
     })
+}
+
+/// This cluster's branch without the leaves the fleet agreed to withdraw.
+pub(super) fn without_withdrawn(
+    root_host: &str,
+    desired: Vec<Endpoint>,
+    withdrawn: &std::collections::BTreeSet<String>,
+) -> Vec<Endpoint> {
+    if withdrawn.is_empty() {
+        return desired;
+    }
+    let down = withdrawn
+        .iter()
+        .map(|address| (address.clone(), meridian_dns::tree::Health::Unhealthy))
+        .collect();
+    match RecordTree::from_records(root_host, desired).prune(&down) {
+        meridian_dns::tree::Pruned::Endpoints(endpoints) => endpoints,
+        // Nothing of this cluster's is healthy: its branch goes, the others serve.
+        meridian_dns::tree::Pruned::NoHealthyLeaf => Vec::new(),
+    }
 }
 
 /// Points this cluster's probes of `record` at the addresses of its host

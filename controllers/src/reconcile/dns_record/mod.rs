@@ -16,6 +16,7 @@ mod gather;
 mod health;
 pub mod publication;
 mod status;
+mod tiers;
 pub mod triggers;
 pub mod verify;
 
@@ -241,18 +242,20 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     let distributed = ctx.config.distributed.is_some();
     // Of each weighted set with priorities, only the active tier is published (for every
     // provider: it is what they all can serve, and one failover costs one set's change).
+    // In distributed mode this cluster's branch holds only its own records, which pass
+    // through here; the tiers are agreed through the zone once it is read (below).
+    let has_tiers = distributed && crate::decide::shared_tiers::has_tiers(&requested);
+    // A provider of plain records publishes every cluster's address in one record: no
+    // cluster has a weighted record of its own to leave out.
+    let weighted = provider.fidelity().weights != meridian_dns::fidelity::Support::Missing;
+    let tiered = has_tiers && weighted;
+    let tier_clock = tiers::tier_clock(record, ctx);
     let tiers = ctx.record_memory.tiers.choose(
         &record_key,
         healthy_endpoints,
         &requested,
         previous.as_deref(),
-        meridian_dns::tiers::TierClock {
-            now: (ctx.clock)().as_second().max(0) as u64,
-            hold_down: record
-                .spec
-                .failback_hold_down_seconds
-                .map_or(meridian_dns::tiers::DEFAULT_HOLD_DOWN, u64::from),
-        },
+        tier_clock,
     );
     let (desired, mut notes) = match provider.publishable(&root_host, &tiers.endpoints) {
         Ok(publishable) => publishable,
@@ -277,6 +280,12 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         Err(error) => return provider_failed(record, ctx, &provider, error).await,
     };
     notes.extend(tier_notes(&tiers, distributed));
+    if has_tiers && !weighted {
+        notes.push(format!(
+            "priority tiers are not applied in distributed mode on {}, which has no weighted records: every cluster's address is published",
+            provider.kind()
+        ));
+    }
     let resync = tiers.recheck_after.map_or(resync, |after| {
         resync.min(std::time::Duration::from_secs(after))
     });
@@ -290,7 +299,11 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         status.observed_generation == record.metadata.generation
             && conditions::condition_status(&status.conditions, conditions::READY) == Some(true)
             && status.owner_id.as_deref() == Some(owner.as_str())
-    }) && previous.as_deref() == Some(desired.as_slice());
+    }) && previous.as_deref().is_some_and(|previous| {
+        previous == desired.as_slice()
+            // A cluster on standby publishes its branch without its tiered records.
+            || tiered && tiers::published_but_standby(&requested, &desired, previous)
+    });
     let mark_name = last_modified_name(&root_host);
     let shared = shared_check.zip(ctx.shared_probes.as_ref());
     let failing = shared.map(|(_, probes)| probes.failing(&record_key));
@@ -302,6 +315,12 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     });
     // A verification pass of the zone found this record drifted: read and re-plan it.
     let drifted = ctx.record_memory.drifted.take(&record_key);
+    // A better tier's hold-down ended: nothing in the zone says so, so plan.
+    let tier_recheck = tiered
+        && ctx
+            .record_memory
+            .tier_rechecks
+            .due(&record_key, tier_clock.now);
     // The zone listing this plan reads must start after whatever made it look: this pass's
     // start (or shortly before, for a record never published under any owner), or the read of
     // the host's mark below (see `meridian_providers::listing`).
@@ -313,6 +332,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     if published_as_desired
         && health_unchanged
         && !drifted
+        && !tier_recheck
         && !matches!(provider, ZoneProvider::Embedded(_))
     {
         // On the hub, nothing but this record changes what this record publishes. In
@@ -414,7 +434,19 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
                                 &host_records,
                             )
                             .is_ok()
-                        });
+                        }) && (!tiered
+                            || tiers::tiers_settle(
+                                record,
+                                ctx,
+                                tiers::TierLook {
+                                    owner: &owner,
+                                    requested: &requested,
+                                    proposed: &desired,
+                                    published,
+                                    host_records: &host_records,
+                                    failing: failing.as_ref(),
+                                },
+                            ));
                         tracing::debug!(record = %record_key, settled, "looked at the host's records");
                         if settled {
                             ctx.host_marks.remember(&record_key, mark);
@@ -436,13 +468,20 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
                 Vec::new(),
             )
             .await?;
-            // The next refresh, or the next look if that comes first.
+            // The next refresh, or the next look or a hold-down's end if that comes first.
             let next_look = if distributed && !sole_owner {
                 ctx.host_marks.next_look_in(&record_key, Instant::now())
             } else {
                 resync
             };
-            return Ok(Action::requeue(resync.min(next_look.max(MIN_REQUEUE))));
+            let recheck = ctx
+                .record_memory
+                .tier_rechecks
+                .wait(&record_key, tier_clock.now)
+                .map_or(resync, std::time::Duration::from_secs);
+            return Ok(Action::requeue(
+                resync.min(next_look.min(recheck).max(MIN_REQUEUE)),
+            ));
         }
     }
 
@@ -474,6 +513,8 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     // Probe verdicts withdraw leaves in this pass (evidence, which the plan guard never holds).
     let mut health_withdraws =
         health.is_some_and(|h| h.endpoints.len() < requested.len()) || tiers.switched;
+    let proposed = tiered.then(|| desired.clone());
+    let mut down = std::collections::BTreeSet::new();
     if let (Some((check, probes)), Some(failing)) = (shared, failing) {
         let proposed_count = desired.len();
         let agreed = agree_on_health(
@@ -490,7 +531,32 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         desired = agreed.endpoints;
         notes.extend(agreed.notes);
         health_changes = agreed.changes;
+        down = agreed.down;
         ctx.record_memory.probes_seen.remember(&record_key, failing);
+    }
+    // Distributed mode: which of this cluster's weighted records serve, from every cluster's
+    // tier standing in the zone.
+    let mut resync = resync;
+    if let Some(proposed) = &proposed {
+        let shared_tiers = tiers::share_tiers(
+            record,
+            ctx,
+            tiers::TierPass {
+                owner: &owner,
+                requested: &requested,
+                proposed,
+                healthy: &desired,
+                zone: &current,
+                down: &down,
+            },
+        );
+        desired = shared_tiers.endpoints;
+        notes.extend(shared_tiers.notes);
+        health_changes.append(shared_tiers.changes);
+        health_withdraws |= shared_tiers.withdraws;
+        if let Some(after) = shared_tiers.recheck_after {
+            resync = resync.min(std::time::Duration::from_secs(after.max(1)));
+        }
     }
     let mark_next = format!("{} {owner}", (ctx.clock)());
     let decided = publication::decide(publication::Inputs {
@@ -687,10 +753,9 @@ fn why_changed(
 
 /// What status says about tiers: the sets not served by their best tier, and why.
 fn tier_notes(tiers: &meridian_dns::tiers::TierChoice, distributed: bool) -> Vec<String> {
-    if distributed && !tiers.active.is_empty() {
-        return vec![
-            "priority tiers are not applied in distributed mode: every cluster's branch is published".into(),
-        ];
+    // Agreed through the zone instead ([`tiers`]), which says its own.
+    if distributed {
+        return Vec::new();
     }
     tiers
         .active

@@ -21,6 +21,7 @@ pub struct RecordMemory {
     pub failovers: Failovers,
     pub probes_seen: ProbesSeen,
     pub drifted: Drifted,
+    pub tier_rechecks: TierRechecks,
 }
 
 /// Per record, what its priority tiers remember between passes (see [`meridian_dns::tiers`]).
@@ -168,6 +169,41 @@ impl Drifted {
     }
 }
 
+/// Distributed mode: per record, when (seconds) a better tier held back by its hold-down may
+/// take traffic back. The pass at that time plans, whatever the look at the zone says: nothing
+/// in the zone changes when a hold-down ends. Lost on restart, when every record plans anyway.
+#[derive(Debug, Default)]
+pub struct TierRechecks(Mutex<HashMap<String, u64>>);
+
+impl TierRechecks {
+    /// `record` is to plan again at `at`, or (`None`) has nothing held back.
+    pub fn set(&self, record: &str, at: Option<u64>) {
+        let mut rechecks = self.0.lock().expect("tier rechecks lock");
+        match at {
+            Some(at) => rechecks.insert(record.to_string(), at),
+            None => rechecks.remove(record),
+        };
+    }
+
+    /// Seconds from `now` until `record`'s recheck, if one is set.
+    pub fn wait(&self, record: &str, now: u64) -> Option<u64> {
+        self.0
+            .lock()
+            .expect("tier rechecks lock")
+            .get(record)
+            .map(|at| at.saturating_sub(now))
+    }
+
+    /// Whether `record`'s recheck is due at `now`.
+    pub fn due(&self, record: &str, now: u64) -> bool {
+        self.0
+            .lock()
+            .expect("tier rechecks lock")
+            .get(record)
+            .is_some_and(|at| now >= *at)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,6 +245,20 @@ mod tests {
         failovers.called_off("r", "192.0.2.1");
         failovers.published(&metrics, "r", &[], at(112), "example.com");
         assert!(!metrics.render().contains("meridian_failover_seconds_count"));
+    }
+
+    #[test]
+    fn a_tier_recheck_is_due_from_its_time_until_it_is_cleared() {
+        let rechecks = TierRechecks::default();
+        assert!(!rechecks.due("r", 100));
+        assert_eq!(rechecks.wait("r", 100), None);
+        rechecks.set("r", Some(160));
+        assert_eq!(rechecks.wait("r", 100), Some(60));
+        assert!(!rechecks.due("r", 159));
+        assert!(rechecks.due("r", 160));
+        assert!(rechecks.due("r", 200));
+        rechecks.set("r", None);
+        assert!(!rechecks.due("r", 200));
     }
 
     #[test]
