@@ -57,33 +57,6 @@ pub fn step_drains(
         .collect()
 }
 
-/// Where the drains stood as the policy's status says (`draining`), for a process that has no
-/// memory of the policy: each cluster at the step status names, its next step a whole step
-/// from `now` (when it last moved is not kept). `None` when no status was written yet, so a
-/// marked cluster is then taken as fully drained ([`meridian_dns::drain::drain_step`]).
-pub fn drains_in_status(
-    status: Option<&meridian_api::kuadrant::DNSPolicyStatus>,
-    now: u64,
-) -> Option<BTreeMap<String, DrainState>> {
-    let status = status.filter(|status| status.observed_generation.is_some())?;
-    Some(
-        status
-            .draining
-            .iter()
-            .map(|cluster| {
-                (
-                    cluster.cluster.clone(),
-                    DrainState {
-                        percent: cluster.weight_percent.min(100),
-                        moved_at: now,
-                        draining: cluster.phase == "Draining",
-                    },
-                )
-            })
-            .collect(),
-    )
-}
-
 /// The policy's decision, from what was gathered: the whole tree on the hub, this cluster's
 /// branch in distributed mode.
 pub fn decide(seen: &Seen, distributed: bool) -> Decision {
@@ -756,7 +729,7 @@ mod tests {
             ..Default::default()
         };
         let step = 60;
-        let seeded = drains_in_status(
+        let seeded = crate::reconcile::memory::drains::drains_in_status(
             Some(&status(&[("a", 50, "Draining"), ("b", 0, "Draining")])),
             1_000,
         );
@@ -780,9 +753,15 @@ mod tests {
         assert_eq!(later["a"].percent, 10);
         assert_eq!((later["b"].percent, later["b"].draining), (10, false));
         // No status written yet: as before, a marked cluster is taken as drained.
-        assert_eq!(drains_in_status(None, 1_000), None);
+        assert_eq!(
+            crate::reconcile::memory::drains::drains_in_status(None, 1_000),
+            None
+        );
         let unwritten = meridian_api::kuadrant::DNSPolicyStatus::default();
-        assert_eq!(drains_in_status(Some(&unwritten), 1_000), None);
+        assert_eq!(
+            crate::reconcile::memory::drains::drains_in_status(Some(&unwritten), 1_000),
+            None
+        );
     }
 
     #[test]

@@ -825,7 +825,10 @@ pub fn gather(policy: &DNSPolicy, ctx: &Context) -> Result<Seen, Refusal> {
         // A restarted controller (an agent restarted to change its cluster's labels, in
         // distributed mode) takes the drains up where its status left them.
         drains: ctx.drains.recalled(&key).or_else(|| {
-            super::decide::drains_in_status(policy.status.as_ref(), now.as_second().max(0) as u64)
+            crate::reconcile::memory::drains::drains_in_status(
+                policy.status.as_ref(),
+                now.as_second().max(0) as u64,
+            )
         }),
         drain_step_seconds: u64::from(answer_ttl.unwrap_or(meridian_dns::tree::LEAF_TTL)),
         now,

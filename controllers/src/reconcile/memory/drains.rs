@@ -44,3 +44,30 @@ impl DrainMemory {
         }
     }
 }
+
+/// Where the drains stood as the policy's status says (`draining`), for a process that has no
+/// memory of the policy: each cluster at the step status names, its next step a whole step
+/// from `now` (when it last moved is not kept). `None` when no status was written yet, so a
+/// marked cluster is then taken as fully drained ([`meridian_dns::drain::drain_step`]).
+pub fn drains_in_status(
+    status: Option<&meridian_api::kuadrant::DNSPolicyStatus>,
+    now: u64,
+) -> Option<BTreeMap<String, DrainState>> {
+    let status = status.filter(|status| status.observed_generation.is_some())?;
+    Some(
+        status
+            .draining
+            .iter()
+            .map(|cluster| {
+                (
+                    cluster.cluster.clone(),
+                    DrainState {
+                        percent: cluster.weight_percent.min(100),
+                        moved_at: now,
+                        draining: cluster.phase == "Draining",
+                    },
+                )
+            })
+            .collect(),
+    )
+}
