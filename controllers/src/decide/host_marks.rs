@@ -150,13 +150,15 @@ pub fn last_modified_name(root_host: &str) -> String {
 
 /// Per record, its host's mark as this process last saw it, the refreshes since it was last
 /// read (a host only this cluster publishes is read every few refreshes, not every one), when
-/// its next look is due, and whether the host's last read took one call.
+/// its next look is due, whether the host's last read took one call, and how many members its
+/// last look found.
 #[derive(Debug, Default)]
 pub struct HostMarks {
     marks: Mutex<HashMap<String, Option<String>>>,
     refreshes_unread: Mutex<HashMap<String, u32>>,
     next_looks: Mutex<HashMap<String, Instant>>,
     one_call_hosts: Mutex<HashMap<String, bool>>,
+    owners_looked: Mutex<HashMap<String, usize>>,
 }
 
 /// What the refresh count of a record whose next refresh must read starts from.
@@ -212,6 +214,24 @@ impl HostMarks {
             .expect("host reads lock")
             .get(record)
             .is_none_or(|one_call| *one_call)
+    }
+
+    /// The owners a look at `record`'s host found (its member list as read): status has them
+    /// as of the last plan, which a look that settles does not update.
+    pub fn note_owners(&self, record: &str, owners: usize) {
+        self.owners_looked
+            .lock()
+            .expect("owners lock")
+            .insert(record.to_string(), owners);
+    }
+
+    /// The owners the last look at `record`'s host found, if one read its member list.
+    pub fn owners_looked(&self, record: &str) -> Option<usize> {
+        self.owners_looked
+            .lock()
+            .expect("owners lock")
+            .get(record)
+            .copied()
     }
 
     /// Whether the last read of `record`'s host took one call.

@@ -355,7 +355,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
             || if sole_owner {
                 let unread_limit = crate::decide::host_marks::sole_owner_refreshes_unread(
                     ctx.config.resync,
-                    verify::fleet_seen(&ctx.caches.records.state(), &zone),
+                    verify::fleet_seen(&ctx.caches.records.state(), &zone, &ctx.host_marks),
                 );
                 ctx.host_marks.read_due(&record_key, true, unread_limit)
             } else {
@@ -380,6 +380,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
                 .as_ref()
                 .and_then(|read| shared_health::read_members(&read.records, &root_host))
                 .map_or(owners, |(_, members)| owners.max(members.len()));
+            ctx.host_marks.note_owners(&record_key, owners);
             if let Some(read) = &host_read {
                 ctx.host_marks.note_host_read(&record_key, read.one_call);
             }

@@ -73,7 +73,7 @@ pub fn start(
                     // Every cluster of the fleet reads the whole zone: spaced with the fleet's
                     // size as it is now (a fleet that grew since the last read waits longer)
                     // and the zone's as the last read found it.
-                    let fleet = fleet_seen(&ctx.caches.records.state(), &zone);
+                    let fleet = fleet_seen(&ctx.caches.records.state(), &zone, &ctx.host_marks);
                     interval = crate::decide::host_marks::fleet_verification_interval(
                         interval,
                         fleet,
@@ -162,11 +162,19 @@ fn records_in_zone<'a>(
 }
 
 /// In distributed mode, how many clusters publish into `zone` as far as this one knows: the most
-/// owners any of its records there found for their host (1 with none published).
-pub fn fleet_seen(records: &[Arc<DNSRecord>], zone: &ManagedZone) -> usize {
+/// owners any of its records there found for their host, at its last plan (status) or its last
+/// look (which settles without writing status), 1 with none published.
+pub fn fleet_seen(
+    records: &[Arc<DNSRecord>],
+    zone: &ManagedZone,
+    host_marks: &crate::decide::host_marks::HostMarks,
+) -> usize {
     records_in_zone(records, zone)
-        .filter_map(|r| r.status.as_ref())
-        .map(|status| status.domain_owners.len())
+        .map(|r| {
+            let planned = r.status.as_ref().map_or(0, |s| s.domain_owners.len());
+            let key = crate::object_key("DNSRecord", r.namespace().as_deref(), &r.name_any());
+            planned.max(host_marks.owners_looked(&key).unwrap_or_default())
+        })
         .max()
         .unwrap_or_default()
         .max(1)
