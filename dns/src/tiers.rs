@@ -215,10 +215,10 @@ pub fn choose_tiers(
                 match ready {
                     Some(tier) if since_switch >= ttl => (
                         *tier,
+                        // Worded the same on every pass: status says it until the next move.
                         format!(
-                            "tier {} took traffic back after {} s healthy",
-                            tier.priority,
-                            held_for(tier)
+                            "tier {} took traffic back after its {} s hold-down",
+                            tier.priority, clock.hold_down
                         ),
                     ),
                     _ => {

@@ -35,6 +35,11 @@ pub const VERIFY_SPACING: Duration = Duration::from_secs(20);
 /// whatever the fleet's size. At 300 clusters sharing a zone of 15 pages, every 5 hours.
 pub const VERIFY_PAGE_SPACING: Duration = Duration::from_secs(4);
 
+/// The longest the fleet's size and the zone's space verification out (a zone's own longer
+/// `spec.verificationInterval` stands): however large a zone grows (another writer could
+/// inflate it), each cluster still reads it daily.
+pub const MAX_FLEET_VERIFICATION: Duration = Duration::from_secs(86_400);
+
 /// The record sets of one page of a zone's listing (Route53's), by which a zone's size is
 /// counted for [`fleet_verification_interval`] at every provider.
 pub const ZONE_PAGE_RECORDS: usize = 300;
@@ -53,12 +58,12 @@ fn per_cluster(fleet: usize) -> Duration {
 /// How long a cluster of a fleet of `fleet` clusters (the most owners any of its hosts in the
 /// zone has) waits between two full reads of a zone of `pages` pages (as its last read found
 /// it): the zone's own interval, or [`VERIFY_SPACING`] per cluster, or
-/// [`VERIFY_PAGE_SPACING`] per cluster and page, whichever is longest.
+/// [`VERIFY_PAGE_SPACING`] per cluster and page, whichever is longest (the last two at most
+/// [`MAX_FLEET_VERIFICATION`]).
 pub fn fleet_verification_interval(configured: Duration, fleet: usize, pages: usize) -> Duration {
     let fleet_pages = u32::try_from(fleet.saturating_mul(pages)).unwrap_or(u32::MAX);
-    configured
-        .max(per_cluster(fleet))
-        .max(VERIFY_PAGE_SPACING.saturating_mul(fleet_pages))
+    let spacing = per_cluster(fleet).max(VERIFY_PAGE_SPACING.saturating_mul(fleet_pages));
+    configured.max(spacing.min(MAX_FLEET_VERIFICATION))
 }
 
 /// Refreshes a host only this cluster publishes goes without a read of its mark, in a fleet of
@@ -450,7 +455,7 @@ mod tests {
             (100, 5, 60, 2_000, 33),
             (120, 6, 60, 2_880, 39),
             (300, 15, 150, 18_000, 99),
-            (3_000, 150, 1_500, 1_800_000, 999),
+            (3_000, 150, 1_500, 86_400, 999),
         ];
         for (fleet, pages, look, verify, unread) in cases {
             assert_eq!(
@@ -463,11 +468,12 @@ mod tests {
                 Duration::from_secs(verify),
                 "{fleet}"
             );
-            // The fleet's full reads: one page every 4 s once past the zone's own interval.
+            // The fleet's full reads: one page every 4 s once past the zone's own interval,
+            // until a day between reads.
             let pages_per_second =
                 (fleet * pages) as f64 / Duration::from_secs(verify).as_secs_f64();
             assert!(
-                pages_per_second <= 0.25 + 1e-9,
+                pages_per_second <= 0.25 + 1e-9 || verify == 86_400,
                 "{fleet}: {pages_per_second}"
             );
             assert_eq!(

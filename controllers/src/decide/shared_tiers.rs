@@ -206,7 +206,15 @@ pub fn decide(inputs: TierInputs<'_>) -> SharedTiers {
         clock,
     } = inputs;
     let now = clock.now;
-    let everyone = read_standings(zone, host);
+    let everyone: Vec<Standing> = read_standings(zone, host)
+        .into_iter()
+        .map(|mut s| {
+            // A time to come never counts: it would hold a hold-down or a move off for ever.
+            s.live_since = s.live_since.map(|at| at.min(now));
+            s.serving_since = s.serving_since.map(|at| at.min(now));
+            s
+        })
+        .collect();
     let before: BTreeMap<(&str, &str), &Standing> = everyone
         .iter()
         .filter(|s| s.owner == me)
@@ -235,6 +243,22 @@ pub fn decide(inputs: TierInputs<'_>) -> SharedTiers {
         })
         .collect();
     mine.sort();
+    let my_sets: BTreeSet<&str> = mine.iter().map(|s| s.set.as_str()).collect();
+    let my_ids: BTreeSet<(&str, &str)> = mine
+        .iter()
+        .map(|s| (s.set.as_str(), s.id.as_str()))
+        .collect();
+    // The others that count: in one of this cluster's sets, owners of records under the host
+    // (the standing of no one who publishes here, a forged owner's, is passed over), and
+    // never speaking for one of this cluster's own records.
+    let owners = crate::decide::shared_health::host_owners(zone, host);
+    let others: Vec<Standing> = everyone
+        .iter()
+        .filter(|s| s.owner != me && owners.contains(&s.owner))
+        .filter(|s| my_sets.contains(s.set.as_str()))
+        .filter(|s| !my_ids.contains(&(s.set.as_str(), s.id.as_str())))
+        .cloned()
+        .collect();
     let ttl_of = |set: &str| {
         requested
             .iter()
@@ -243,8 +267,9 @@ pub fn decide(inputs: TierInputs<'_>) -> SharedTiers {
             .max()
             .unwrap_or(TIER_TTL)
     };
-    // Another cluster is live by its own word, unless the fleet agrees every address of its
-    // leaf is failing.
+    // Another cluster is live by its own word, unless its leaf is gone from the zone or the
+    // fleet agrees every address of it is failing. (A leaf outside the host, a gateway's own
+    // hostname, is taken on its word.)
     let leaf_down = |id: &str| {
         let addresses: Vec<&String> = zone
             .iter()
@@ -253,23 +278,21 @@ pub fn decide(inputs: TierInputs<'_>) -> SharedTiers {
             })
             .flat_map(|e| &e.targets)
             .collect();
-        !addresses.is_empty() && addresses.iter().all(|a| down.contains(*a))
+        if addresses.is_empty() {
+            is_at_or_below(id, host.trim_start_matches("*."))
+        } else {
+            addresses.iter().all(|a| down.contains(*a))
+        }
     };
     let standings: Vec<Standing> = mine
         .iter()
         .cloned()
-        .chain(
-            everyone
-                .iter()
-                .filter(|s| s.owner != me)
-                .cloned()
-                .map(|mut s| {
-                    if leaf_down(&s.id) {
-                        s.live_since = None;
-                    }
-                    s
-                }),
-        )
+        .chain(others.into_iter().map(|mut s| {
+            if leaf_down(&s.id) {
+                s.live_since = None;
+            }
+            s
+        }))
         .collect();
     let live = |s: &Standing| s.live_since.is_some();
 
@@ -524,7 +547,17 @@ mod tests {
                 hold_down: HOLD_DOWN,
             },
         });
-        // The branch as published: this cluster's records replaced by what it publishes now.
+        // The branch as published: this cluster's records replaced by what it publishes now,
+        // vouched for by its ownership record as a plan writes it.
+        let vouch = Endpoint::new(
+            meridian_dns::plan::ownership_txt_name(cluster.id, RecordType::A, &leaf(cluster)),
+            RecordType::Txt,
+            [meridian_dns::plan::ownership_txt_value(cluster.id)],
+            0,
+        );
+        if !zone.contains(&vouch) {
+            zone.push(vouch);
+        }
         zone.retain(|e| !proposed.iter().any(|p| p.key() == e.key()));
         zone.extend(out.endpoints.iter().cloned());
         let changes = out.changes.clone();
@@ -729,6 +762,45 @@ mod tests {
         let eu = standings.iter().find(|s| s.owner == "eu-1").unwrap();
         assert_eq!(eu.live_since, Some(1_000));
         pass(&mut zone, &fleet[2], &BTreeSet::new(), 1_001);
+        assert_eq!(serving(&zone), ["eu-1"]);
+    }
+
+    /// A peer with write access to the zone could always publish records of its own; what it
+    /// must not do through standings is more: speak for a cluster that publishes nothing here,
+    /// or for another cluster's record.
+    #[test]
+    fn standings_of_no_publisher_or_for_another_clusters_record_do_not_count() {
+        let fleet = fleet();
+        let mut zone = Vec::new();
+        all_pass(&mut zone, &fleet, &BTreeSet::new(), 1_000);
+        let value = |owner: &str, id: &str, priority: u32| Standing {
+            owner: owner.into(),
+            set: SET.into(),
+            id: id.into(),
+            priority,
+            weight: 120,
+            live_since: Some(0),
+            serving_since: Some(0),
+        };
+        // "mallory" owns nothing under the host: its tier 0 does not exist for the fleet.
+        zone.push(Endpoint::new(
+            tier_record_name("mallory", HOST),
+            RecordType::Txt,
+            [value("mallory", "mallory-lb.klb.api.example.com", 0).value()],
+            60,
+        ));
+        all_pass(&mut zone, &fleet, &BTreeSet::new(), 1_100);
+        let out = pass(&mut zone, &fleet[0], &BTreeSet::new(), 1_101);
+        assert!(out.notes.is_empty(), "{:?}", out.notes);
+        assert_eq!(serving(&zone), ["eu-1"]);
+        // us-1 claims eu-1's own record as a live tier-2 one. eu-1 fails and looks first: its
+        // record is not "replaced" by that claim, so it stays rather than empty the set.
+        let name = tier_record_name("us-1", HOST);
+        let at = zone.iter().position(|e| e.dns_name == name).unwrap();
+        zone[at]
+            .targets
+            .push(value("us-1", &leaf(&fleet[0]), 2).value());
+        pass(&mut zone, &fleet[0], &set(&["10.0.0.1"]), 1_200);
         assert_eq!(serving(&zone), ["eu-1"]);
     }
 

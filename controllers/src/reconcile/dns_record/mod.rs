@@ -514,7 +514,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     // Probe verdicts withdraw leaves in this pass (evidence, which the plan guard never holds).
     let mut health_withdraws =
         health.is_some_and(|h| h.endpoints.len() < requested.len()) || tiers.switched;
-    let proposed = tiered.then(|| desired.clone());
+    let proposed = distributed.then(|| desired.clone());
     let mut down = std::collections::BTreeSet::new();
     if let (Some((check, probes)), Some(failing)) = (shared, failing) {
         let proposed_count = desired.len();
@@ -536,7 +536,8 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         ctx.record_memory.probes_seen.remember(&record_key, failing);
     }
     // Distributed mode: which of this cluster's weighted records serve, from every cluster's
-    // tier standing in the zone.
+    // tier standing in the zone. A record without tiers (any more) only has its standing
+    // deleted, so no one counts a tier it left.
     let mut resync = resync;
     if let Some(proposed) = &proposed {
         let shared_tiers = tiers::share_tiers(
@@ -544,19 +545,21 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
             ctx,
             tiers::TierPass {
                 owner: &owner,
-                requested: &requested,
+                requested: if tiered { &requested } else { &[] },
                 proposed,
                 healthy: &desired,
                 zone: &current,
                 down: &down,
             },
         );
-        desired = shared_tiers.endpoints;
-        notes.extend(shared_tiers.notes);
         health_changes.append(shared_tiers.changes);
-        health_withdraws |= shared_tiers.withdraws;
-        if let Some(after) = shared_tiers.recheck_after {
-            resync = resync.min(std::time::Duration::from_secs(after.max(1)));
+        if tiered {
+            desired = shared_tiers.endpoints;
+            notes.extend(shared_tiers.notes);
+            health_withdraws |= shared_tiers.withdraws;
+            if let Some(after) = shared_tiers.recheck_after {
+                resync = resync.min(std::time::Duration::from_secs(after.max(1)));
+            }
         }
     }
     let mark_next = format!("{} {owner}", (ctx.clock)());

@@ -104,6 +104,7 @@ pub(super) fn tiers_settle(record: &DNSRecord, ctx: &Context, look: TierLook<'_>
         None => Default::default(),
     };
     let healthy = without_withdrawn(&root_host, proposed.to_vec(), &withdrawn);
+    let clock = tier_clock(record, ctx);
     let out = shared_tiers::decide(TierInputs {
         me: owner,
         host: &root_host,
@@ -112,8 +113,13 @@ pub(super) fn tiers_settle(record: &DNSRecord, ctx: &Context, look: TierLook<'_>
         healthy: &healthy,
         zone: host_records,
         down: &down,
-        clock: tier_clock(record, ctx),
+        clock,
     });
+    // A hold-down this look found (a restart's first look, say) ends in a plan too.
+    ctx.record_memory.tier_rechecks.set(
+        &record_key(record),
+        out.recheck_after.map(|after| clock.now + after),
+    );
     let mut published = published.to_vec();
     sort_endpoints(&mut published);
     // Status must say it too: which tier serves and why changes without a change here.
