@@ -151,7 +151,7 @@ bench-failover: packages testbed images ## Clients through Unbound and real gate
 	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-failover
 
 # DISTRIBUTED_SIZES: clusters, comma-separated; REFRESH: each agent's refresh seconds.
-DISTRIBUTED_SIZES ?= 10,50,100
+DISTRIBUTED_SIZES ?= 10,100,300
 REFRESH ?= 60
 bench-distributed: packages testbed ## Hub-less mode at DISTRIBUTED_SIZES clusters on one Route53 (moto, paced at 5 calls/s) and one BIND zone: calls, budget, change convergence
 	$(CARGO) run --quiet --locked --release -p meridian-bench --bin bench-distributed -- --sizes $(DISTRIBUTED_SIZES) --refresh-seconds $(REFRESH)

@@ -65,7 +65,7 @@ enum ProviderKind {
 #[command(name = "bench-distributed", about)]
 struct Args {
     /// Fleet sizes (clusters).
-    #[arg(long, value_delimiter = ',', default_value = "10,50,100")]
+    #[arg(long, value_delimiter = ',', default_value = "10,100,300")]
     sizes: Vec<usize>,
     /// Providers holding the shared zone.
     #[arg(
@@ -78,8 +78,9 @@ struct Args {
     /// Each agent's `--refresh-seconds` (the agent's default is 60).
     #[arg(long, default_value_t = 60)]
     refresh_seconds: u64,
-    /// Seconds to wait for a cold start or a change before giving up on it.
-    #[arg(long, default_value_t = 1200)]
+    /// Seconds to wait for a cold start or a change before giving up on it (300 clusters on
+    /// Route53 take about 15 minutes).
+    #[arg(long, default_value_t = 2400)]
     patience_seconds: u64,
     #[arg(long, env = "MERIDIAN_LOG", default_value = "warn,kube_client=off")]
     log: String,
