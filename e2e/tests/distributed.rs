@@ -166,6 +166,11 @@ async fn agent_labelled(
     )))
 }
 
+/// Loopback addresses, for gateways and probe sources.
+fn loopback(addresses: &[&str]) -> Vec<std::net::IpAddr> {
+    addresses.iter().map(|a| a.parse().unwrap()).collect()
+}
+
 fn dig(server: SocketAddr) -> Vec<String> {
     dig_host(server, HOST, None)
 }
@@ -604,14 +609,8 @@ async fn three_clusters_share_a_route53_zone_agree_and_stay_thrifty() -> Result<
 async fn three_clusters_agree_on_health_through_the_zone() -> Result<(), Error> {
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let bind = bind_zone().await?;
-    let gateways: Vec<std::net::IpAddr> = ["127.0.4.1", "127.0.4.2", "127.0.4.3"]
-        .iter()
-        .map(|a| a.parse().unwrap())
-        .collect();
-    let sources: Vec<std::net::IpAddr> = ["127.0.5.1", "127.0.5.2", "127.0.5.3"]
-        .iter()
-        .map(|a| a.parse().unwrap())
-        .collect();
+    let gateways = loopback(&["127.0.4.1", "127.0.4.2", "127.0.4.3"]);
+    let sources = loopback(&["127.0.5.1", "127.0.5.2", "127.0.5.3"]);
     let backends = Backends::default();
     // The backends want a token, which each cluster's policy names in a Secret of its own.
     backends.lock().unwrap().required_header = Some(("X-Probe-Token".into(), "s3cret".into()));
@@ -791,14 +790,8 @@ async fn a_look_settled_on_route53_still_probes_another_clusters_new_address() -
 {
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let (moto, proxy) = route53_zone().await?;
-    let gateways: Vec<std::net::IpAddr> = ["127.0.6.1", "127.0.6.2", "127.0.6.3", "127.0.6.33"]
-        .iter()
-        .map(|a| a.parse().unwrap())
-        .collect();
-    let sources: Vec<std::net::IpAddr> = ["127.0.7.1", "127.0.7.2", "127.0.7.3"]
-        .iter()
-        .map(|a| a.parse().unwrap())
-        .collect();
+    let gateways = loopback(&["127.0.6.1", "127.0.6.2", "127.0.6.3", "127.0.6.33"]);
+    let sources = loopback(&["127.0.7.1", "127.0.7.2", "127.0.7.3"]);
     let backends = Backends::default();
     let port = start_backends(&gateways, backends.clone()).await;
     let fleet = fleet_without_ocm(&CLUSTERS.map(|c| c.0)).await?;
@@ -1241,14 +1234,8 @@ fn serving_addresses(zone: &[Endpoint]) -> BTreeSet<String> {
 async fn priority_tiers_fail_over_and_back_through_a_shared_route53_zone() -> Result<(), Error> {
     let _one_at_a_time = ONE_AT_A_TIME.lock().await;
     let (moto, proxy) = route53_zone().await?;
-    let gateways: Vec<std::net::IpAddr> = ["127.0.6.1", "127.0.6.2", "127.0.6.3"]
-        .iter()
-        .map(|a| a.parse().unwrap())
-        .collect();
-    let sources: Vec<std::net::IpAddr> = ["127.0.7.1", "127.0.7.2", "127.0.7.3"]
-        .iter()
-        .map(|a| a.parse().unwrap())
-        .collect();
+    let gateways = loopback(&["127.0.8.1", "127.0.8.2", "127.0.8.3"]);
+    let sources = loopback(&["127.0.9.1", "127.0.9.2", "127.0.9.3"]);
     let backends = Backends::default();
     let port = start_backends(&gateways, backends.clone()).await;
     let clusters = [("spoke-1", "IE"), ("spoke-2", "US"), ("spoke-3", "US")];
@@ -1301,8 +1288,8 @@ async fn priority_tiers_fail_over_and_back_through_a_shared_route53_zone() -> Re
     };
     let addresses =
         |items: &[&str]| -> BTreeSet<String> { items.iter().map(|s| s.to_string()).collect() };
-    let tier_1 = addresses(&["127.0.6.1"]);
-    let tier_2 = addresses(&["127.0.6.2", "127.0.6.3"]);
+    let tier_1 = addresses(&["127.0.8.1"]);
+    let tier_2 = addresses(&["127.0.8.2", "127.0.8.3"]);
     // Waits until the set answers with `expected`.
     let serves = |what: &'static str, expected: BTreeSet<String>| {
         let zone = &zone;
