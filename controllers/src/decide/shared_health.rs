@@ -201,11 +201,11 @@ pub fn read_members(zone: &[Endpoint], host: &str) -> Option<(Endpoint, BTreeSet
 }
 
 /// The changes that take `me` out of every member list and failure report at or below
-/// `base` (a host, or a zone's apex to leave everything), and delete its tier records
-/// ([`crate::decide::shared_tiers`]).
+/// `base` (a host, or a zone's apex to leave everything). Its tier records go with
+/// [`crate::decide::shared_tiers::leave`].
 pub fn leave(me: &str, zone: &[Endpoint], base: &str) -> Changes {
     let base = base.trim_start_matches("*.");
-    let mut changes = crate::decide::shared_tiers::leave(me, zone, base);
+    let mut changes = Changes::default();
     let mut rewrite = |record: &Endpoint, remaining: &BTreeSet<String>, values: Vec<String>| {
         if remaining.is_empty() {
             changes.deletes.push(record.clone());

@@ -138,6 +138,7 @@ pub async fn purge<P: Provider>(
     let mut changes = planned.changes;
     // Out of every member list and failure report as well.
     changes.append(crate::decide::shared_health::leave(owner, &zone, apex));
+    changes.append(crate::decide::shared_tiers::leave(owner, &zone, apex));
     if !changes.is_empty() {
         provider.apply(zone_id, &changes).await?;
     }

@@ -921,6 +921,9 @@ async fn withdraw(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     if ctx.config.distributed.is_some() {
         // Out of the host's member list and failure reports too.
         changes.append(shared_health::leave(&owner, &current, &root_host));
+        changes.append(crate::decide::shared_tiers::leave(
+            &owner, &current, &root_host,
+        ));
     }
     if ctx.config.distributed.is_some() && !changes.is_empty() {
         let mark_name = last_modified_name(&root_host);
