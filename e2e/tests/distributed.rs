@@ -166,6 +166,35 @@ async fn agent_labelled(
     )))
 }
 
+/// Installs each cluster (`name`, `geo`) of `fleet` on the Route53 zone with the policy `spec`,
+/// its Gateway at `gateways[i]`, and starts its agent probing from `sources[i]`. Returns the
+/// agents and the clusters' IDs, in order.
+async fn install_probing(
+    fleet: &Fleet,
+    clusters: &[(&str, &str)],
+    (gateways, sources): (&[std::net::IpAddr], &[std::net::IpAddr]),
+    providers: &ProviderSettings,
+    spec: &Value,
+) -> Result<(Vec<JoinHandle<anyhow::Result<()>>>, Vec<String>), Error> {
+    let mut agents = Vec::new();
+    let mut ids = Vec::new();
+    for (index, (name, geo)) in clusters.iter().enumerate() {
+        let client = fleet.spoke(name).client();
+        install(
+            &client,
+            route53_secret(),
+            &gateways[index].to_string(),
+            policy(spec.clone()),
+        )
+        .await?;
+        ids.push(meridian_agent::report::cluster_id(&client).await?);
+        agents.push(
+            agent_probing_from(&client, name, geo, Some(sources[index]), providers.clone()).await?,
+        );
+    }
+    Ok((agents, ids))
+}
+
 /// Loopback addresses, for gateways and probe sources.
 fn loopback(addresses: &[&str]) -> Vec<std::net::IpAddr> {
     addresses.iter().map(|a| a.parse().unwrap()).collect()
@@ -795,34 +824,25 @@ async fn a_look_settled_on_route53_still_probes_another_clusters_new_address() -
     let backends = Backends::default();
     let port = start_backends(&gateways, backends.clone()).await;
     let fleet = fleet_without_ocm(&CLUSTERS.map(|c| c.0)).await?;
-    let secret = route53_secret();
     let providers = ProviderSettings {
         aws_endpoint: Some(proxy.endpoint()),
         ..ProviderSettings::test_bed()
     };
-    let mut agents = Vec::new();
-    let mut ids = Vec::new();
-    for (index, (name, _, geo)) in CLUSTERS.into_iter().enumerate() {
-        let client = fleet.spoke(name).client();
-        let spec = json!({
-            "targetRef": { "name": "prod-web" },
-            "routingStrategy": "simple",
-            "healthCheck": {
-                "endpoint": "/healthz", "port": port, "protocol": "HTTP", "interval": "5s", "failureThreshold": 1,
-            },
-        });
-        install(
-            &client,
-            secret.clone(),
-            &gateways[index].to_string(),
-            policy(spec),
-        )
-        .await?;
-        ids.push(meridian_agent::report::cluster_id(&client).await?);
-        agents.push(
-            agent_probing_from(&client, name, geo, Some(sources[index]), providers.clone()).await?,
-        );
-    }
+    let spec = json!({
+        "targetRef": { "name": "prod-web" },
+        "routingStrategy": "simple",
+        "healthCheck": {
+            "endpoint": "/healthz", "port": port, "protocol": "HTTP", "interval": "5s", "failureThreshold": 1,
+        },
+    });
+    let (agents, ids) = install_probing(
+        &fleet,
+        &CLUSTERS.map(|(name, _, geo)| (name, geo)),
+        (&gateways, &sources),
+        &providers,
+        &spec,
+    )
+    .await?;
     let route53 = moto.provider(1000);
     let zone_id = zone_id_of(&route53, "example.com").await;
     let answers = || async {
@@ -1262,22 +1282,8 @@ async fn priority_tiers_fail_over_and_back_through_a_shared_route53_zone() -> Re
         aws_endpoint: Some(proxy.endpoint()),
         ..ProviderSettings::test_bed()
     };
-    let mut agents = Vec::new();
-    let mut ids = Vec::new();
-    for (index, (name, geo)) in clusters.into_iter().enumerate() {
-        let client = fleet.spoke(name).client();
-        install(
-            &client,
-            route53_secret(),
-            &gateways[index].to_string(),
-            policy(spec.clone()),
-        )
-        .await?;
-        ids.push(meridian_agent::report::cluster_id(&client).await?);
-        agents.push(
-            agent_probing_from(&client, name, geo, Some(sources[index]), providers.clone()).await?,
-        );
-    }
+    let (mut agents, ids) =
+        install_probing(&fleet, &clusters, (&gateways, &sources), &providers, &spec).await?;
     let route53 = moto.provider(1000);
     let zone_id = zone_id_of(&route53, "example.com").await;
     let zone = || async {
