@@ -31,7 +31,7 @@ const SECONDS_PER_RUN: u32 = 6;
 /// How Meridian's nameserver names its UDP threads (`dns-udp-0`, …).
 const MERIDIAN_UDP_THREADS: &str = "dns-udp-";
 /// Alternating rounds per server and case (`MERIDIAN_BENCH_ROUNDS` overrides).
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CaseKind {
@@ -154,6 +154,28 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
+/// The peers or cases an environment variable names (comma-separated words, each the start of
+/// a name, any case), for measuring a few of them quickly; unset, all of them.
+struct Selection(Option<Vec<String>>);
+
+impl Selection {
+    fn from_env(name: &str) -> Selection {
+        Selection(std::env::var(name).ok().map(|list| {
+            list.split(',')
+                .map(|word| word.trim().to_lowercase())
+                .filter(|word| !word.is_empty())
+                .collect()
+        }))
+    }
+
+    fn admits(&self, name: &str) -> bool {
+        let name = name.to_lowercase();
+        self.0
+            .as_ref()
+            .is_none_or(|words| words.iter().any(|word| name.starts_with(word.as_str())))
+    }
+}
+
 /// One server under load: its name, address and what it serves.
 struct Contender<'a> {
     name: &'a str,
@@ -205,16 +227,30 @@ fn run(dir: &Path) -> Result<(), BoxError> {
         server.publish(zone, bench_zone());
         Ok::<_, BoxError>(server)
     })?;
-    let peers: Vec<Peer> = vec![
-        peers::knot(dir)?,
-        peers::nsd(dir)?,
-        peers::gdnsd(dir, &database_path)?,
-        peers::powerdns(dir, &database_path, false, false)?,
-        peers::powerdns(dir, &database_path, true, false)?,
-        peers::knot_online_signing(dir)?,
-        peers::powerdns(dir, &database_path, false, true)?,
-        peers::powerdns(dir, &database_path, true, true)?,
+    let only_peers = Selection::from_env("MERIDIAN_BENCH_PEERS");
+    let starts: [(&str, &dyn Fn() -> Result<Peer, BoxError>); 8] = [
+        ("knot", &|| peers::knot(dir)),
+        ("nsd", &|| peers::nsd(dir)),
+        ("gdnsd", &|| peers::gdnsd(dir, &database_path)),
+        ("powerdns", &|| {
+            peers::powerdns(dir, &database_path, false, false)
+        }),
+        ("powerdns", &|| {
+            peers::powerdns(dir, &database_path, true, false)
+        }),
+        ("knot", &|| peers::knot_online_signing(dir)),
+        ("powerdns", &|| {
+            peers::powerdns(dir, &database_path, false, true)
+        }),
+        ("powerdns", &|| {
+            peers::powerdns(dir, &database_path, true, true)
+        }),
     ];
+    let peers: Vec<Peer> = starts
+        .iter()
+        .filter(|(name, _)| only_peers.admits(name))
+        .map(|(_, start)| start())
+        .collect::<Result<_, _>>()?;
     // Meridian signed comes first among the signed cases: the ratios are against it. The
     // unsigned server asked the same (DO set, nothing to sign) shows what signing costs.
     let mut contenders = vec![
@@ -277,7 +313,8 @@ fn run(dir: &Path) -> Result<(), BoxError> {
     let clock_ticks = cpu::ticks_per_second();
     let mut meridian_static = None;
     let mut unsigned_rates = Vec::new();
-    for case in &CASES {
+    let only_cases = Selection::from_env("MERIDIAN_BENCH_CASES");
+    for case in CASES.iter().filter(|case| only_cases.admits(case.name)) {
         let serving: Vec<&Contender> = contenders
             .iter()
             .filter(|c| c.serves.contains(&case.kind))
@@ -300,7 +337,7 @@ fn run(dir: &Path) -> Result<(), BoxError> {
             meridian_static = Some(ours.qps);
         }
         if !case.dnssec {
-            unsigned_rates.push(ours.qps);
+            unsigned_rates.push((case.qname, case.name, ours.qps));
         }
         println!();
         println!(
@@ -334,14 +371,13 @@ fn run(dir: &Path) -> Result<(), BoxError> {
         }
         if case.dnssec {
             // The unsigned case of the same name, measured earlier in this run.
-            let index = CASES
+            if let Some((_, name, unsigned)) = unsigned_rates
                 .iter()
-                .position(|c| c.qname == case.qname && !c.dnssec);
-            if let Some(unsigned) = index.and_then(|i| unsigned_rates.get(i)) {
+                .find(|(qname, ..)| *qname == case.qname)
+            {
                 println!(
-                    "{:<14} Meridian signed / Meridian unsigned ({}): {:.2}x",
+                    "{:<14} Meridian signed / Meridian unsigned ({name}): {:.2}x",
                     "",
-                    CASES[index.unwrap_or_default()].name,
                     ours.qps / unsigned
                 );
             }
