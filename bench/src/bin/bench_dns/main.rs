@@ -176,6 +176,9 @@ impl Selection {
     }
 }
 
+/// Starts one peer, named for `MERIDIAN_BENCH_PEERS`.
+type StartPeer<'a> = &'a dyn Fn() -> Result<Peer, BoxError>;
+
 /// One server under load: its name, address and what it serves.
 struct Contender<'a> {
     name: &'a str,
@@ -228,7 +231,7 @@ fn run(dir: &Path) -> Result<(), BoxError> {
         Ok::<_, BoxError>(server)
     })?;
     let only_peers = Selection::from_env("MERIDIAN_BENCH_PEERS");
-    let starts: [(&str, &dyn Fn() -> Result<Peer, BoxError>); 8] = [
+    let starts: [(&str, StartPeer); 8] = [
         ("knot", &|| peers::knot(dir)),
         ("nsd", &|| peers::nsd(dir)),
         ("gdnsd", &|| peers::gdnsd(dir, &database_path)),
