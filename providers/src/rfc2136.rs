@@ -210,7 +210,41 @@ impl Rfc2136Provider {
                 }
             }
         }
-        self.exchange(message, |_| true).await.map(drop)
+        self.exchange(message, |_| true)
+            .await
+            .map(drop)
+            .map_err(|error| explain_failure(error, changes))
+    }
+}
+
+/// The most records BIND (9.18.28 and later, 9.20) holds in one RRset by default
+/// (`max-records-per-type`, the fix of CVE-2024-1737).
+const BIND_RRSET_LIMIT: usize = 100;
+
+/// `error` with its likely cause when the server failed an UPDATE that writes an RRset larger
+/// than BIND accepts by default: BIND answers that with SERVFAIL and nothing else, and a
+/// flattened host of more than 100 clusters meets it first.
+fn explain_failure(error: ProviderError, changes: &[Change]) -> ProviderError {
+    let ProviderError::Rejected(message) = error else {
+        return error;
+    };
+    let largest = changes
+        .iter()
+        .filter(|change| change.action != Action::Delete)
+        .map(|change| (change.record.targets.len(), &change.record.dns_name))
+        .max();
+    match largest {
+        Some((records, name))
+            if records > BIND_RRSET_LIMIT
+                && message.ends_with(&ResponseCode::ServFail.to_string()) =>
+        {
+            ProviderError::Rejected(format!(
+                "{message}: the update gives {name} {records} records, and BIND refuses an \
+                 RRset of more than {BIND_RRSET_LIMIT} by default (raise max-records-per-type \
+                 in the server's options)"
+            ))
+        }
+        _ => ProviderError::Rejected(message),
     }
 }
 
@@ -422,6 +456,59 @@ impl Drained {
 mod tests {
     use super::*;
     use meridian_dns::model::GEO_CODE;
+
+    #[test]
+    fn a_server_failure_on_an_rrset_over_bind_s_limit_says_so() {
+        let addresses = |count: usize| {
+            Endpoint::new(
+                "shared.example.com",
+                RecordType::A,
+                (0..count).map(|i| format!("10.0.{}.{}", i / 250, i % 250 + 1)),
+                60,
+            )
+        };
+        let change = |action, count| Change {
+            action,
+            record: addresses(count),
+            replaces: None,
+        };
+        let failed =
+            || ProviderError::Rejected(format!("127.0.0.1:53 answered {}", ResponseCode::ServFail));
+        let refused =
+            || ProviderError::Rejected(format!("127.0.0.1:53 answered {}", ResponseCode::Refused));
+        let explained = |error, changes: &[Change]| match explain_failure(error, changes) {
+            ProviderError::Rejected(message) => message,
+            other => panic!("{other:?}"),
+        };
+        let over = explained(failed(), &[change(Action::Upsert, 101)]);
+        assert!(
+            over.ends_with(
+                "shared.example.com 101 records, and BIND refuses an RRset of more than 100 by \
+                 default (raise max-records-per-type in the server's options)"
+            ),
+            "{over}"
+        );
+        assert!(over.starts_with("127.0.0.1:53 answered"), "{over}");
+        // At the limit, another code, or a deletion of a large RRset: as the server said.
+        for (error, changes, expected) in [
+            (failed(), vec![change(Action::Upsert, 100)], failed()),
+            (refused(), vec![change(Action::Create, 101)], refused()),
+            (failed(), vec![change(Action::Delete, 101)], failed()),
+        ] {
+            let ProviderError::Rejected(expected) = expected else {
+                unreachable!()
+            };
+            assert_eq!(explained(error, &changes), expected);
+        }
+        // Other errors pass through untouched.
+        assert!(matches!(
+            explain_failure(
+                ProviderError::Stale("raced".into()),
+                &[change(Action::Upsert, 101)]
+            ),
+            ProviderError::Stale(_)
+        ));
+    }
 
     /// `api` → klb (GEO `*`) → default.klb (weighted) → one cluster record each.
     fn tree(weights: &[(&str, u32)]) -> Vec<Endpoint> {
