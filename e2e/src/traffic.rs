@@ -746,12 +746,17 @@ impl Outcome {
 /// One request as a user's client sends it: resolve `host` through `resolver`, then
 /// `GET /` on the first address answered, on the gateway port.
 pub async fn request(resolver: SocketAddr, host: &str, timeout: Duration) -> Outcome {
+    request_at(resolver, host, GATEWAY_PORT, timeout).await
+}
+
+/// [`request`] to gateways listening on `port`.
+pub async fn request_at(resolver: SocketAddr, host: &str, port: u16, timeout: Duration) -> Outcome {
     let addresses = match resolve(resolver, host, timeout).await {
         Ok(addresses) if !addresses.is_empty() => addresses,
         Ok(_) => return Outcome::Unresolved("no address".into()),
         Err(problem) => return Outcome::Unresolved(problem),
     };
-    let target = SocketAddr::from((addresses[0], GATEWAY_PORT));
+    let target = SocketAddr::from((addresses[0], port));
     let request = format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
     match http_exchange(target, &request, timeout).await {
         Ok((200, body)) => {
@@ -786,6 +791,17 @@ impl Clients {
         period: Duration,
         timeout: Duration,
     ) -> Self {
+        Self::start_at(workers, resolver, (host, GATEWAY_PORT), period, timeout)
+    }
+
+    /// [`Self::start`] for gateways listening on `port`.
+    pub fn start_at(
+        workers: usize,
+        resolver: SocketAddr,
+        (host, port): (&str, u16),
+        period: Duration,
+        timeout: Duration,
+    ) -> Self {
         let started = Instant::now();
         let samples = Arc::new(Mutex::new(Vec::new()));
         let workers = (0..workers)
@@ -802,7 +818,7 @@ impl Clients {
                         // A request counts at the time it was sent: "requests succeed again
                         // from then on", without a timed-out request's wait added to it.
                         let at = started.elapsed();
-                        let outcome = request(resolver, &host, timeout).await;
+                        let outcome = request_at(resolver, &host, port, timeout).await;
                         samples
                             .lock()
                             .unwrap_or_else(PoisonError::into_inner)

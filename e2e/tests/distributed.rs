@@ -1445,3 +1445,215 @@ async fn priority_tiers_fail_over_and_back_through_a_shared_route53_zone() -> Re
     }
     Ok(())
 }
+
+/// Priority tiers on a zone of plain records, with real clients: spoke-1 (IE) is tier 1,
+/// spoke-2 and spoke-3 (US) tier 2, and BIND holds the zone, where the host's one A record
+/// answers with the serving tier's addresses and every cluster's leaf stays published for the
+/// fleet to probe. Clients resolve the host through Unbound and send a request to the address
+/// it gives every 100 ms; each gateway is a real HTTP backend that says which address served.
+/// Tier 1 fails: its traffic goes to tier 2 once the clusters agree and the resolver's cache
+/// expires. It recovers: the traffic comes back after the hold-down without one failed
+/// request, since tier 1 is in the record before tier 2 leaves it. The host answers with some
+/// address throughout (BIND is asked every 200 ms).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn priority_tiers_move_real_traffic_through_a_shared_bind_zone() -> Result<(), Error> {
+    use meridian_e2e::traffic::{Clients, Outcome, Resolver, Sample, recovery};
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
+    let bind = bind_zone().await?;
+    let gateways = loopback(&["127.0.10.1", "127.0.10.2", "127.0.10.3"]);
+    let sources = loopback(&["127.0.11.1", "127.0.11.2", "127.0.11.3"]);
+    let backends = Backends::default();
+    let port = start_backends(&gateways, backends.clone()).await;
+    let clusters = [("spoke-1", "IE"), ("spoke-2", "US"), ("spoke-3", "US")];
+    let fleet = fleet_without_ocm(&clusters.map(|c| c.0)).await?;
+    let spec = json!({
+        "targetRef": { "name": "prod-web" },
+        "routingStrategy": "loadbalanced",
+        "ttl": "5s",
+        "loadBalancing": {
+            "weighted": { "defaultWeight": 120 },
+            "failover": {
+                "priorities": [
+                    { "attribute": "geo-code", "value": "IE", "priority": 1 },
+                    { "attribute": "geo-code", "value": "US", "priority": 2 },
+                ],
+                "holdDown": "20s",
+            },
+        },
+        "healthCheck": {
+            "endpoint": "/healthz", "port": port, "protocol": "HTTP", "interval": "5s", "failureThreshold": 1,
+        },
+    });
+    let mut agents = Vec::new();
+    let mut ids = BTreeSet::new();
+    for (index, (name, geo)) in clusters.iter().enumerate() {
+        let client = fleet.spoke(name).client();
+        install(
+            &client,
+            rfc2136_secret(&bind),
+            &gateways[index].to_string(),
+            policy(spec.clone()),
+        )
+        .await?;
+        ids.insert(meridian_agent::report::cluster_id(&client).await?);
+        agents.push(
+            agent_probing_from(
+                &client,
+                name,
+                geo,
+                Some(sources[index]),
+                ProviderSettings::test_bed(),
+            )
+            .await?,
+        );
+    }
+    let provider = Rfc2136Provider::new(bind.config.clone()).unwrap();
+    let tier_1 = vec!["127.0.10.1".to_string()];
+    let tier_2 = vec!["127.0.10.2".to_string(), "127.0.10.3".to_string()];
+
+    // Tier 1 alone is in the host's record; every leaf is published and every cluster has
+    // its standing.
+    eventually(
+        "tier 1 alone answers, every leaf is published and every cluster has its standing",
+        DEFAULT_PATIENCE,
+        || async {
+            let zone = provider.records("example.com").await.unwrap();
+            let answers: Vec<String> = zone
+                .iter()
+                .filter(|e| e.dns_name == HOST && e.record_type == RecordType::A)
+                .flat_map(|e| e.targets.clone())
+                .collect();
+            let leaves = gateways.iter().all(|gateway| {
+                zone.iter().any(|e| {
+                    e.record_type == RecordType::A
+                        && e.dns_name != HOST
+                        && e.targets.contains(&gateway.to_string())
+                })
+            });
+            let standing: BTreeSet<String> =
+                meridian_controllers::decide::shared_tiers::read_standings(&zone, HOST)
+                    .into_iter()
+                    .map(|s| s.owner)
+                    .collect();
+            Ok((answers == tier_1 && leaves && standing == ids).then_some(()))
+        },
+    )
+    .await?;
+    dig_answers(bind.config.server, &["127.0.10.1"]).await?;
+
+    // Real clients through Unbound, in front of BIND.
+    let resolver = Resolver::start("example.com", &[bind.config.server]).await?;
+    let clients = Clients::start_at(
+        4,
+        resolver.address(),
+        (HOST, port),
+        Duration::from_millis(100),
+        Duration::from_secs(1),
+    );
+    let mut samples: Vec<Sample> = Vec::new();
+    // Waits until the last two seconds of requests were all served by `expected`.
+    let served_only_by = |samples: &mut Vec<Sample>, expected: Vec<String>, what: &str| {
+        let what = what.to_string();
+        let clients = &clients;
+        let taken = std::sync::Mutex::new(std::mem::take(samples));
+        async move {
+            let result = eventually(&what, DEFAULT_PATIENCE, || async {
+                let mut taken = taken.lock().unwrap();
+                taken.extend(clients.take());
+                let since = clients.now().saturating_sub(Duration::from_secs(2));
+                let recent: Vec<&Sample> = taken.iter().filter(|s| s.at >= since).collect();
+                let only = recent.len() >= 10
+                    && recent.iter().all(|s| match &s.outcome {
+                        Outcome::Served(address) => expected.contains(address),
+                        _ => false,
+                    });
+                Ok(only.then_some(()))
+            })
+            .await;
+            (result, taken.into_inner().unwrap())
+        }
+    };
+    let (served, taken) =
+        served_only_by(&mut samples, tier_1.clone(), "clients are served by tier 1").await;
+    samples = taken;
+    served?;
+    let steady = recovery(&samples, Duration::ZERO);
+    assert_eq!(steady.failed, 0, "before any fault: {steady:?}");
+
+    // From here on BIND is asked every 200 ms: the host must always answer with an address.
+    let emptied = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let watch_for_empty = tokio::spawn({
+        let server = bind.config.server;
+        let emptied = emptied.clone();
+        async move {
+            loop {
+                let outcome = meridian_e2e::example::dig_outcome_async(server, HOST, None).await;
+                if !outcome.unanswered() && outcome.answers.is_empty() {
+                    emptied.lock().unwrap().push(outcome);
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    });
+
+    // Tier 1's gateway fails for everyone: the clients end up at tier 2.
+    let failed_at = clients.now();
+    backends.lock().unwrap().dead.insert(gateways[0]);
+    let (served, taken) = served_only_by(
+        &mut samples,
+        tier_2.clone(),
+        "clients are served by tier 2 once tier 1 fails",
+    )
+    .await;
+    samples = taken;
+    served?;
+    dig_answers(bind.config.server, &["127.0.10.2", "127.0.10.3"]).await?;
+    let failover = recovery(&samples, failed_at);
+    eprintln!("failover to tier 2: {failover:?}");
+    assert!(
+        failover.served_by.keys().any(|a| tier_2.contains(a)),
+        "{failover:?}"
+    );
+
+    // Tier 1 recovers: after the hold-down it takes its traffic back, and no request fails on
+    // the way (tier 2 serves until tier 1 is in the record, and still answers after).
+    let recovered_at = clients.now();
+    backends.lock().unwrap().dead.clear();
+    let spoke_2_records = Api::<DNSRecord>::namespaced(fleet.spoke("spoke-2").client(), NAMESPACE);
+    eventually(
+        "tier 2 says tier 1 is held down",
+        DEFAULT_PATIENCE,
+        || async {
+            let message = ready_message(&spoke_2_records, "prod-web-api").await?;
+            Ok(message
+                .contains("takes traffic back after 20 s of hold-down")
+                .then_some(()))
+        },
+    )
+    .await?;
+    let (served, taken) = served_only_by(
+        &mut samples,
+        tier_1.clone(),
+        "clients are served by tier 1 again after the hold-down",
+    )
+    .await;
+    samples = taken;
+    served?;
+    let failback = recovery(&samples, recovered_at);
+    eprintln!("failback to tier 1: {failback:?}");
+    assert_eq!(failback.failed, 0, "failback lost requests: {failback:?}");
+    dig_answers(bind.config.server, &["127.0.10.1"]).await?;
+
+    watch_for_empty.abort();
+    let emptied = emptied.lock().unwrap();
+    assert!(
+        emptied.is_empty(),
+        "the host answered with no address: {:?}",
+        emptied.first()
+    );
+    drop(clients);
+    for agent in agents {
+        agent.abort();
+    }
+    Ok(())
+}

@@ -384,21 +384,24 @@ pub fn plain_dns_records(host: &str, endpoints: &[Endpoint]) -> (Vec<Endpoint>, 
     let mut notes = vec![format!(
         "{host}: this provider has no weighted or GEO records; every cluster address weighing more than 0 is published, so weights and GEO are not honoured"
     )];
+    // The host's answer changes whenever any record of the tree does (a failover moves a
+    // weighted record, not a leaf), so resolvers keep it no longer than the shortest of them.
+    let ttl = endpoints
+        .iter()
+        .map(|e| e.record_ttl)
+        .filter(|ttl| *ttl > 0)
+        .min()
+        .unwrap_or(LEAF_TTL);
     let mut records = Vec::new();
     if !v4.is_empty() {
-        records.push(Endpoint::new(host, RecordType::A, v4, LEAF_TTL));
+        records.push(Endpoint::new(host, RecordType::A, v4, ttl));
     }
     if !v6.is_empty() {
-        records.push(Endpoint::new(host, RecordType::Aaaa, v6, LEAF_TTL));
+        records.push(Endpoint::new(host, RecordType::Aaaa, v6, ttl));
     }
     if records.is_empty() {
         if let Some(first) = hostnames.first() {
-            records.push(Endpoint::new(
-                host,
-                RecordType::Cname,
-                [first.clone()],
-                LEAF_TTL,
-            ));
+            records.push(Endpoint::new(host, RecordType::Cname, [first.clone()], ttl));
             if hostnames.len() > 1 {
                 notes.push(format!(
                     "{host}: only {first} of the hostnames {} can be published",
@@ -550,6 +553,23 @@ mod tests {
         let (records, _) = plain_dns_records("api.example.com", &tree(weights));
         assert_eq!(records.len(), 1, "{records:?}");
         records[0].targets.clone()
+    }
+
+    /// A failover changes a weighted record, not a leaf: the host's plain answer must expire
+    /// as soon as the shortest-lived record of the tree would.
+    #[test]
+    fn plain_records_live_no_longer_than_the_shortest_lived_record_of_the_tree() {
+        let mut records = tree(&[("10.0.0.1", 1), ("10.0.0.2", 1)]);
+        let ttl =
+            |records: &[Endpoint]| plain_dns_records("api.example.com", records).0[0].record_ttl;
+        assert_eq!(ttl(&records), 60);
+        for record in records.iter_mut().filter(|e| e.set_identifier.is_some()) {
+            record.record_ttl = 5;
+        }
+        assert_eq!(ttl(&records), 5);
+        // A TTL of 0 is no TTL given: it does not make the answer uncacheable.
+        records[0].record_ttl = 0;
+        assert_eq!(ttl(&records), 5);
     }
 
     #[test]

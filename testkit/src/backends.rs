@@ -1,7 +1,8 @@
 //! HTTP backends for health-check tests: one listener per gateway address, all on one port,
 //! each answering 200, or 503 when it is marked dead or failing for the probe's source address
 //! (so agents probing from different loopback addresses can see different things), or 401
-//! without a required header.
+//! without a required header. A body names the address that answered (`served by 127.0.4.1`), as
+//! the demo app names its cluster, so real clients can tell which gateway served them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -71,10 +72,14 @@ pub async fn start_backends(addresses: &[IpAddr], state: Backends) -> u16 {
                                 (true, false) => "200 OK",
                             }
                         };
+                        let body = format!("served by {local}");
                         let _ = stream
                             .write_all(
-                                format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-                                    .as_bytes(),
+                                format!(
+                                    "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                                    body.len()
+                                )
+                                .as_bytes(),
                             )
                             .await;
                     });

@@ -17,6 +17,12 @@
 //! whatever its record says. A standby tier's leaf records stay published (nothing points at
 //! them), so every cluster keeps probing them.
 //!
+//! A zone of plain records (RFC2136, webhooks) has no weighted records: the set is the host's
+//! own A and AAAA records, which hold every serving cluster's addresses, and a cluster's
+//! record is in the set when an address of its leaf is there ([`TierInputs::plain`]). Its
+//! leaf records are published under the host as on any provider (no one resolves them), so
+//! the fleet probes a standby and reads its ownership.
+//!
 //! Traffic moves make-before-break, since no one writes the whole set at once: a cluster
 //! leaves a set for a better tier only once a live record of that tier is in the set, and a
 //! failing cluster that is the last record of its set stays (with its leaf) until the tier
@@ -172,6 +178,9 @@ pub struct TierInputs<'a> {
     /// The addresses the fleet agrees are failing.
     pub down: &'a BTreeSet<String>,
     pub clock: TierClock,
+    /// The zone holds plain records: a record is in its set when an address of its leaf is
+    /// among the host's own addresses (there are no weighted records to find).
+    pub plain: bool,
 }
 
 /// What this cluster publishes after the tiers, and the change to its tier record.
@@ -204,6 +213,7 @@ pub fn decide(inputs: TierInputs<'_>) -> SharedTiers {
         zone,
         down,
         clock,
+        plain,
     } = inputs;
     let now = clock.now;
     let everyone: Vec<Standing> = read_standings(zone, host)
@@ -220,7 +230,36 @@ pub fn decide(inputs: TierInputs<'_>) -> SharedTiers {
         .filter(|s| s.owner == me)
         .map(|s| ((s.set.as_str(), s.id.as_str()), s))
         .collect();
-    let published = |set: &str, id: &str| zone.iter().any(|e| is_member(e, set, id));
+    // On plain records, the addresses the host answers with, and a leaf's: this cluster's
+    // as it proposes them (its leaf may not be in the zone yet), another's as the zone has it.
+    let is_address = |e: &Endpoint| matches!(e.record_type, RecordType::A | RecordType::Aaaa);
+    let host_answers: BTreeSet<&str> = zone
+        .iter()
+        .filter(|e| is_address(e) && e.dns_name == host)
+        .flat_map(|e| e.targets.iter().map(String::as_str))
+        .collect();
+    let leaf_answers = |id: &str| -> Vec<&str> {
+        let named = |e: &&Endpoint| is_address(e) && e.dns_name == id;
+        let own: Vec<&str> = proposed
+            .iter()
+            .filter(named)
+            .flat_map(|e| e.targets.iter().map(String::as_str))
+            .collect();
+        if !own.is_empty() {
+            return own;
+        }
+        zone.iter()
+            .filter(named)
+            .flat_map(|e| e.targets.iter().map(String::as_str))
+            .collect()
+    };
+    let published = |set: &str, id: &str| {
+        if plain {
+            leaf_answers(id).iter().any(|a| host_answers.contains(a))
+        } else {
+            zone.iter().any(|e| is_member(e, set, id))
+        }
+    };
 
     // This cluster's standings as they are now.
     let mut mine: Vec<Standing> = requested
@@ -517,7 +556,12 @@ mod tests {
 
     /// One pass of `cluster` at `now`, the fleet agreeing `down` is failing; the zone takes its
     /// publication and its tier record. Returns the pass's outcome.
+    /// Weighted records (Route53's kind) or plain ones (RFC2136's).
+    const WEIGHTED: bool = false;
+    const PLAIN: bool = true;
+
     fn pass(
+        plain: bool,
         zone: &mut Vec<Endpoint>,
         cluster: &Cluster,
         down: &BTreeSet<String>,
@@ -546,6 +590,7 @@ mod tests {
                 now,
                 hold_down: HOLD_DOWN,
             },
+            plain,
         });
         // The branch as published: this cluster's records replaced by what it publishes now,
         // vouched for by its ownership record as a plan writes it.
@@ -558,8 +603,33 @@ mod tests {
         if !zone.contains(&vouch) {
             zone.push(vouch);
         }
-        zone.retain(|e| !proposed.iter().any(|p| p.key() == e.key()));
-        zone.extend(out.endpoints.iter().cloned());
+        if plain {
+            // Its leaf as published, and its address in the host's one A record (which every
+            // cluster's plan merges into) while its weighted record serves.
+            zone.retain(|e| e.dns_name != leaf(cluster));
+            zone.extend(
+                out.endpoints
+                    .iter()
+                    .filter(|e| e.dns_name == leaf(cluster))
+                    .cloned(),
+            );
+            let mut answers: BTreeSet<String> = zone
+                .iter()
+                .filter(|e| e.dns_name == HOST && e.record_type == RecordType::A)
+                .flat_map(|e| e.targets.clone())
+                .collect();
+            answers.remove(cluster.address);
+            if out.endpoints.iter().any(|e| e.dns_name == SET) {
+                answers.insert(cluster.address.to_string());
+            }
+            zone.retain(|e| !(e.dns_name == HOST && e.record_type == RecordType::A));
+            if !answers.is_empty() {
+                zone.push(Endpoint::new(HOST, RecordType::A, answers, 60));
+            }
+        } else {
+            zone.retain(|e| !proposed.iter().any(|p| p.key() == e.key()));
+            zone.extend(out.endpoints.iter().cloned());
+        }
         let changes = out.changes.clone();
         zone.retain(|e| !changes.deletes.contains(e));
         for update in &changes.updates {
@@ -579,12 +649,25 @@ mod tests {
         out
     }
 
+    /// The clusters the set answers with: its weighted records', or on plain records those
+    /// whose address the host's A record holds.
     fn serving(zone: &[Endpoint]) -> Vec<String> {
+        let answers: BTreeSet<&String> = zone
+            .iter()
+            .filter(|e| e.dns_name == HOST && e.record_type == RecordType::A)
+            .flat_map(|e| &e.targets)
+            .collect();
         let mut ids: Vec<String> = zone
             .iter()
             .filter(|e| e.dns_name == SET)
             .filter_map(|e| e.set_identifier.clone())
             .map(|id| id.trim_end_matches(&format!("-lb.klb.{HOST}")).to_string())
+            .chain(
+                fleet()
+                    .into_iter()
+                    .filter(|c| answers.contains(&c.address.to_string()))
+                    .map(|c| c.id.to_string()),
+            )
             .collect();
         ids.sort();
         ids
@@ -613,9 +696,15 @@ mod tests {
         ]
     }
 
-    fn all_pass(zone: &mut Vec<Endpoint>, fleet: &[Cluster], down: &BTreeSet<String>, now: u64) {
+    fn all_pass(
+        plain: bool,
+        zone: &mut Vec<Endpoint>,
+        fleet: &[Cluster],
+        down: &BTreeSet<String>,
+        now: u64,
+    ) {
         for cluster in fleet {
-            pass(zone, cluster, down, now);
+            pass(plain, zone, cluster, down, now);
         }
     }
 
@@ -625,32 +714,34 @@ mod tests {
 
     #[test]
     fn the_best_tier_serves_and_the_others_stand_by_with_their_leaves_published() {
-        for order in [[0, 1, 2], [0, 2, 1]] {
-            let fleet = fleet();
-            let mut zone = Vec::new();
-            for _ in 0..2 {
-                for &i in &order {
-                    pass(&mut zone, &fleet[i], &BTreeSet::new(), 1_000);
+        for plain in [WEIGHTED, PLAIN] {
+            for order in [[0, 1, 2], [0, 2, 1]] {
+                let fleet = fleet();
+                let mut zone = Vec::new();
+                for _ in 0..2 {
+                    for &i in &order {
+                        pass(plain, &mut zone, &fleet[i], &BTreeSet::new(), 1_000);
+                    }
                 }
-            }
-            assert_eq!(serving(&zone), ["eu-1"], "order {order:?}");
-            // Standby leaves stay, so every cluster keeps probing them.
-            for cluster in &fleet {
-                assert!(
-                    zone.iter().any(|e| e.dns_name == leaf(cluster)),
-                    "{}",
-                    cluster.id
+                assert_eq!(serving(&zone), ["eu-1"], "order {order:?}");
+                // Standby leaves stay, so every cluster keeps probing them.
+                for cluster in &fleet {
+                    assert!(
+                        zone.iter().any(|e| e.dns_name == leaf(cluster)),
+                        "{}",
+                        cluster.id
+                    );
+                }
+                let standings = read_standings(&zone, HOST);
+                assert_eq!(standings.len(), 3);
+                let eu = standings.iter().find(|s| s.owner == "eu-1").unwrap();
+                assert_eq!(
+                    (eu.live_since, eu.serving_since),
+                    (Some(1_000), Some(1_000))
                 );
+                let us = standings.iter().find(|s| s.owner == "us-1").unwrap();
+                assert_eq!((us.live_since, us.serving_since), (Some(1_000), None));
             }
-            let standings = read_standings(&zone, HOST);
-            assert_eq!(standings.len(), 3);
-            let eu = standings.iter().find(|s| s.owner == "eu-1").unwrap();
-            assert_eq!(
-                (eu.live_since, eu.serving_since),
-                (Some(1_000), Some(1_000))
-            );
-            let us = standings.iter().find(|s| s.owner == "us-1").unwrap();
-            assert_eq!((us.live_since, us.serving_since), (Some(1_000), None));
         }
     }
 
@@ -658,92 +749,106 @@ mod tests {
     /// takes the traffic after the hold-down, as a recovered one does.
     #[test]
     fn a_better_tier_joining_late_takes_over_after_the_hold_down() {
-        let fleet = fleet();
-        let mut zone = Vec::new();
-        for &i in &[2, 1, 0] {
-            pass(&mut zone, &fleet[i], &BTreeSet::new(), 1_000);
+        for plain in [WEIGHTED, PLAIN] {
+            let fleet = fleet();
+            let mut zone = Vec::new();
+            for &i in &[2, 1, 0] {
+                pass(plain, &mut zone, &fleet[i], &BTreeSet::new(), 1_000);
+            }
+            assert_eq!(serving(&zone), ["us-1", "us-2"]);
+            let out = pass(plain, &mut zone, &fleet[0], &BTreeSet::new(), 1_010);
+            assert_eq!(out.recheck_after, Some(50));
+            assert_eq!(serving(&zone), ["us-1", "us-2"]);
+            all_pass(
+                plain,
+                &mut zone,
+                &fleet,
+                &BTreeSet::new(),
+                1_000 + HOLD_DOWN,
+            );
+            assert_eq!(serving(&zone), ["eu-1"]);
         }
-        assert_eq!(serving(&zone), ["us-1", "us-2"]);
-        let out = pass(&mut zone, &fleet[0], &BTreeSet::new(), 1_010);
-        assert_eq!(out.recheck_after, Some(50));
-        assert_eq!(serving(&zone), ["us-1", "us-2"]);
-        all_pass(&mut zone, &fleet, &BTreeSet::new(), 1_000 + HOLD_DOWN);
-        assert_eq!(serving(&zone), ["eu-1"]);
     }
 
     #[test]
     fn failover_is_make_before_break_and_failback_waits_out_the_hold_down_read_from_the_zone() {
-        let fleet = fleet();
-        let mut zone = Vec::new();
-        all_pass(&mut zone, &fleet, &BTreeSet::new(), 1_000);
-        assert_eq!(serving(&zone), ["eu-1"]);
+        for plain in [WEIGHTED, PLAIN] {
+            let fleet = fleet();
+            let mut zone = Vec::new();
+            all_pass(plain, &mut zone, &fleet, &BTreeSet::new(), 1_000);
+            assert_eq!(serving(&zone), ["eu-1"]);
 
-        // eu-1 fails. It looks first: the set would be empty without it, so it stays.
-        let down = set(&["10.0.0.1"]);
-        let out = pass(&mut zone, &fleet[0], &down, 1_010);
-        assert_eq!(serving(&zone), ["eu-1"]);
-        assert!(
-            out.notes.iter().any(|n| n.contains("stays in")),
-            "{:?}",
-            out.notes
-        );
-        // Tier 2 takes over at its clusters' next looks; eu-1 then leaves.
-        pass(&mut zone, &fleet[1], &down, 1_011);
-        assert_eq!(serving(&zone), ["eu-1", "us-1"]);
-        pass(&mut zone, &fleet[0], &down, 1_012);
-        assert_eq!(serving(&zone), ["us-1"]);
-        pass(&mut zone, &fleet[2], &down, 1_013);
-        assert_eq!(serving(&zone), ["us-1", "us-2"]);
+            // eu-1 fails. It looks first: the set would be empty without it, so it stays.
+            let down = set(&["10.0.0.1"]);
+            let out = pass(plain, &mut zone, &fleet[0], &down, 1_010);
+            assert_eq!(serving(&zone), ["eu-1"]);
+            assert!(
+                out.notes.iter().any(|n| n.contains("stays in")),
+                "{:?}",
+                out.notes
+            );
+            // Tier 2 takes over at its clusters' next looks; eu-1 then leaves.
+            pass(plain, &mut zone, &fleet[1], &down, 1_011);
+            assert_eq!(serving(&zone), ["eu-1", "us-1"]);
+            pass(plain, &mut zone, &fleet[0], &down, 1_012);
+            assert_eq!(serving(&zone), ["us-1"]);
+            pass(plain, &mut zone, &fleet[2], &down, 1_013);
+            assert_eq!(serving(&zone), ["us-1", "us-2"]);
 
-        // eu-1 recovers at 1,100 and says so; tier 2 keeps serving through the hold-down,
-        // even for a us-1 that restarted (the decision has no memory but the zone).
-        let healthy = BTreeSet::new();
-        pass(&mut zone, &fleet[0], &healthy, 1_100);
-        assert_eq!(serving(&zone), ["us-1", "us-2"]);
-        let out = pass(&mut zone, &fleet[1], &healthy, 1_130);
-        assert_eq!(serving(&zone), ["us-1", "us-2"]);
-        assert_eq!(out.recheck_after, Some(30));
-        // Hold-down over: eu-1 publishes first, tier 2 leaves only after.
-        let out = pass(&mut zone, &fleet[1], &healthy, 1_160);
-        assert_eq!(serving(&zone), ["us-1", "us-2"], "{:?}", out.notes);
-        pass(&mut zone, &fleet[0], &healthy, 1_161);
-        assert_eq!(serving(&zone), ["eu-1", "us-1", "us-2"]);
-        let out = pass(&mut zone, &fleet[1], &healthy, 1_162);
-        assert!(out.withdraws);
-        pass(&mut zone, &fleet[2], &healthy, 1_163);
-        assert_eq!(serving(&zone), ["eu-1"]);
+            // eu-1 recovers at 1,100 and says so; tier 2 keeps serving through the hold-down,
+            // even for a us-1 that restarted (the decision has no memory but the zone).
+            let healthy = BTreeSet::new();
+            pass(plain, &mut zone, &fleet[0], &healthy, 1_100);
+            assert_eq!(serving(&zone), ["us-1", "us-2"]);
+            let out = pass(plain, &mut zone, &fleet[1], &healthy, 1_130);
+            assert_eq!(serving(&zone), ["us-1", "us-2"]);
+            assert_eq!(out.recheck_after, Some(30));
+            // Hold-down over: eu-1 publishes first, tier 2 leaves only after.
+            let out = pass(plain, &mut zone, &fleet[1], &healthy, 1_160);
+            assert_eq!(serving(&zone), ["us-1", "us-2"], "{:?}", out.notes);
+            pass(plain, &mut zone, &fleet[0], &healthy, 1_161);
+            assert_eq!(serving(&zone), ["eu-1", "us-1", "us-2"]);
+            let out = pass(plain, &mut zone, &fleet[1], &healthy, 1_162);
+            assert!(out.withdraws);
+            pass(plain, &mut zone, &fleet[2], &healthy, 1_163);
+            assert_eq!(serving(&zone), ["eu-1"]);
+        }
     }
 
     #[test]
     fn a_cluster_the_fleet_sees_failing_is_not_live_whatever_its_own_record_says() {
-        let fleet = fleet();
-        let mut zone = Vec::new();
-        all_pass(&mut zone, &fleet, &BTreeSet::new(), 1_000);
-        // eu-1's agent is gone (its record still says live); the fleet sees its gateway fail.
-        let down = set(&["10.0.0.1"]);
-        pass(&mut zone, &fleet[1], &down, 1_010);
-        assert_eq!(serving(&zone), ["eu-1", "us-1"]);
-        // Without that evidence, its word stands: us-2 stays on standby.
-        pass(&mut zone, &fleet[2], &BTreeSet::new(), 1_011);
-        assert_eq!(serving(&zone), ["eu-1", "us-1"]);
+        for plain in [WEIGHTED, PLAIN] {
+            let fleet = fleet();
+            let mut zone = Vec::new();
+            all_pass(plain, &mut zone, &fleet, &BTreeSet::new(), 1_000);
+            // eu-1's agent is gone (its record still says live); the fleet sees its gateway fail.
+            let down = set(&["10.0.0.1"]);
+            pass(plain, &mut zone, &fleet[1], &down, 1_010);
+            assert_eq!(serving(&zone), ["eu-1", "us-1"]);
+            // Without that evidence, its word stands: us-2 stays on standby.
+            pass(plain, &mut zone, &fleet[2], &BTreeSet::new(), 1_011);
+            assert_eq!(serving(&zone), ["eu-1", "us-1"]);
+        }
     }
 
     #[test]
     fn a_fully_drained_tier_hands_its_traffic_to_the_next() {
-        let mut fleet = fleet();
-        let mut zone = Vec::new();
-        all_pass(&mut zone, &fleet, &BTreeSet::new(), 1_000);
-        fleet[0].weight = 0;
-        all_pass(&mut zone, &fleet, &BTreeSet::new(), 1_100);
-        all_pass(&mut zone, &fleet, &BTreeSet::new(), 1_101);
-        assert_eq!(serving(&zone), ["us-1", "us-2"]);
+        for plain in [WEIGHTED, PLAIN] {
+            let mut fleet = fleet();
+            let mut zone = Vec::new();
+            all_pass(plain, &mut zone, &fleet, &BTreeSet::new(), 1_000);
+            fleet[0].weight = 0;
+            all_pass(plain, &mut zone, &fleet, &BTreeSet::new(), 1_100);
+            all_pass(plain, &mut zone, &fleet, &BTreeSet::new(), 1_101);
+            assert_eq!(serving(&zone), ["us-1", "us-2"]);
+        }
     }
 
     #[test]
     fn a_value_in_another_clusters_record_cannot_speak_for_it() {
         let fleet = fleet();
         let mut zone = Vec::new();
-        all_pass(&mut zone, &fleet, &BTreeSet::new(), 1_000);
+        all_pass(WEIGHTED, &mut zone, &fleet, &BTreeSet::new(), 1_000);
         // us-1's record claims eu-1 is not live: passed over.
         let forged = Standing {
             owner: "eu-1".into(),
@@ -761,7 +866,7 @@ mod tests {
         let standings = read_standings(&zone, HOST);
         let eu = standings.iter().find(|s| s.owner == "eu-1").unwrap();
         assert_eq!(eu.live_since, Some(1_000));
-        pass(&mut zone, &fleet[2], &BTreeSet::new(), 1_001);
+        pass(WEIGHTED, &mut zone, &fleet[2], &BTreeSet::new(), 1_001);
         assert_eq!(serving(&zone), ["eu-1"]);
     }
 
@@ -772,7 +877,7 @@ mod tests {
     fn standings_of_no_publisher_or_for_another_clusters_record_do_not_count() {
         let fleet = fleet();
         let mut zone = Vec::new();
-        all_pass(&mut zone, &fleet, &BTreeSet::new(), 1_000);
+        all_pass(WEIGHTED, &mut zone, &fleet, &BTreeSet::new(), 1_000);
         let value = |owner: &str, id: &str, priority: u32| Standing {
             owner: owner.into(),
             set: SET.into(),
@@ -789,8 +894,8 @@ mod tests {
             [value("mallory", "mallory-lb.klb.api.example.com", 0).value()],
             60,
         ));
-        all_pass(&mut zone, &fleet, &BTreeSet::new(), 1_100);
-        let out = pass(&mut zone, &fleet[0], &BTreeSet::new(), 1_101);
+        all_pass(WEIGHTED, &mut zone, &fleet, &BTreeSet::new(), 1_100);
+        let out = pass(WEIGHTED, &mut zone, &fleet[0], &BTreeSet::new(), 1_101);
         assert!(out.notes.is_empty(), "{:?}", out.notes);
         assert_eq!(serving(&zone), ["eu-1"]);
         // us-1 claims eu-1's own record as a live tier-2 one. eu-1 fails and looks first: its
@@ -800,7 +905,7 @@ mod tests {
         zone[at]
             .targets
             .push(value("us-1", &leaf(&fleet[0]), 2).value());
-        pass(&mut zone, &fleet[0], &set(&["10.0.0.1"]), 1_200);
+        pass(WEIGHTED, &mut zone, &fleet[0], &set(&["10.0.0.1"]), 1_200);
         assert_eq!(serving(&zone), ["eu-1"]);
     }
 
@@ -808,7 +913,7 @@ mod tests {
     fn leaving_deletes_only_this_clusters_tier_records() {
         let fleet = fleet();
         let mut zone = Vec::new();
-        all_pass(&mut zone, &fleet, &BTreeSet::new(), 1_000);
+        all_pass(WEIGHTED, &mut zone, &fleet, &BTreeSet::new(), 1_000);
         let changes = leave("us-1", &zone, HOST);
         assert_eq!(changes.deletes.len(), 1);
         assert_eq!(changes.deletes[0].dns_name, tier_record_name("us-1", HOST));
@@ -838,6 +943,7 @@ mod tests {
                 now: 1,
                 hold_down: HOLD_DOWN,
             },
+            plain: false,
         });
         let mut expected = proposed.clone();
         sort_endpoints(&mut expected);
@@ -851,11 +957,12 @@ mod tests {
         /// a few rounds of looks leave exactly the best live tier serving.
         #[test]
         fn the_set_never_empties_and_settles_on_the_best_live_tier(
+            plain in any::<bool>(),
             steps in proptest::collection::vec((0usize..3, proptest::collection::vec(any::<bool>(), 3), 0u64..40), 1..40),
         ) {
             let fleet = fleet();
             let mut zone = Vec::new();
-            all_pass(&mut zone, &fleet, &BTreeSet::new(), 1_000);
+            all_pass(plain, &mut zone, &fleet, &BTreeSet::new(), 1_000);
             let mut now = 1_000;
             let mut down = BTreeSet::new();
             for (who, failing, wait) in steps {
@@ -866,13 +973,13 @@ mod tests {
                     .filter(|(_, f)| **f)
                     .map(|(c, _)| c.address.to_string())
                     .collect();
-                pass(&mut zone, &fleet[who], &down, now);
+                pass(plain, &mut zone, &fleet[who], &down, now);
                 prop_assert!(!serving(&zone).is_empty(), "the set emptied: {zone:?}");
             }
             // Every cluster sees the health as it now is, then the hold-down passes.
-            all_pass(&mut zone, &fleet, &down, now + 1);
+            all_pass(plain, &mut zone, &fleet, &down, now + 1);
             for round in 0..3 {
-                all_pass(&mut zone, &fleet, &down, now + 1 + HOLD_DOWN + round);
+                all_pass(plain, &mut zone, &fleet, &down, now + 1 + HOLD_DOWN + round);
             }
             let best = fleet
                 .iter()

@@ -30,6 +30,8 @@ pub(super) struct AgreedHealth {
     pub(super) notes: Vec<String>,
     /// Every address of the host the fleet agrees is failing (for the shared tiers).
     pub(super) down: std::collections::BTreeSet<String>,
+    /// This cluster's addresses left out for it.
+    pub(super) withdrawn: std::collections::BTreeSet<String>,
 }
 
 /// Distributed mode: probes the host's addresses from here (with the check's headers),
@@ -65,6 +67,7 @@ pub(super) async fn agree_on_health(
         changes: verdict.changes,
         notes,
         down: verdict.down,
+        withdrawn: verdict.withdrawn,
     })
 }
 

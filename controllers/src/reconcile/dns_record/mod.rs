@@ -245,10 +245,10 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     // In distributed mode this cluster's branch holds only its own records, which pass
     // through here; the tiers are agreed through the zone once it is read (below).
     let has_tiers = distributed && crate::decide::shared_tiers::has_tiers(&requested);
-    // A provider of plain records publishes every cluster's address in one record: no
-    // cluster has a weighted record of its own to leave out.
-    let weighted = provider.fidelity().weights != meridian_dns::fidelity::Support::Missing;
-    let tiered = has_tiers && weighted;
+    // A provider of plain records publishes every serving cluster's address in the host's
+    // own records: a cluster on standby leaves its addresses out of them.
+    let plain = provider.fidelity().weights == meridian_dns::fidelity::Support::Missing;
+    let tiered = has_tiers;
     let tier_clock = tiers::tier_clock(record, ctx);
     let tiers = ctx.record_memory.tiers.choose(
         &record_key,
@@ -258,6 +258,10 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         tier_clock,
     );
     let (desired, mut notes) = match provider.publishable(&root_host, &tiers.endpoints) {
+        // Tiers on plain records: the leaves stay published beside the host's records.
+        Ok((_, notes)) if tiered && plain => {
+            (tiers::plain_branch(&root_host, &tiers.endpoints), notes)
+        }
         Ok(publishable) => publishable,
         Err(missing) => {
             // Nothing is changed at the provider: what was published stays published.
@@ -280,12 +284,6 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         Err(error) => return provider_failed(record, ctx, &provider, error).await,
     };
     notes.extend(tier_notes(&tiers, distributed));
-    if has_tiers && !weighted {
-        notes.push(format!(
-            "priority tiers are not applied in distributed mode on {}, which has no weighted records: every cluster's address is published",
-            provider.kind()
-        ));
-    }
     let resync = tiers.recheck_after.map_or(resync, |after| {
         resync.min(std::time::Duration::from_secs(after))
     });
@@ -302,7 +300,12 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     }) && previous.as_deref().is_some_and(|previous| {
         previous == desired.as_slice()
             // A cluster on standby publishes its branch without its tiered records.
-            || tiered && tiers::published_but_standby(&requested, &desired, previous)
+            || tiered
+                && if plain {
+                    tiers::plain_published_but_standby(&root_host, &desired, previous)
+                } else {
+                    tiers::published_but_standby(&requested, &desired, previous)
+                }
     });
     let mark_name = last_modified_name(&root_host);
     let shared = shared_check.zip(ctx.shared_probes.as_ref());
@@ -446,6 +449,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
                                     published,
                                     host_records: &host_records,
                                     failing: failing.as_ref(),
+                                    plain_tree: plain.then_some(tiers.endpoints.as_slice()),
                                 },
                             ));
                         tracing::debug!(record = %record_key, settled, "looked at the host's records");
@@ -516,6 +520,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         health.is_some_and(|h| h.endpoints.len() < requested.len()) || tiers.switched;
     let proposed = distributed.then(|| desired.clone());
     let mut down = std::collections::BTreeSet::new();
+    let mut withdrawn = std::collections::BTreeSet::new();
     if let (Some((check, probes)), Some(failing)) = (shared, failing) {
         let proposed_count = desired.len();
         let agreed = agree_on_health(
@@ -533,6 +538,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         notes.extend(agreed.notes);
         health_changes = agreed.changes;
         down = agreed.down;
+        withdrawn = agreed.withdrawn;
         ctx.record_memory.probes_seen.remember(&record_key, failing);
     }
     // Distributed mode: which of this cluster's weighted records serve, from every cluster's
@@ -540,20 +546,41 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     // deleted, so no one counts a tier it left.
     let mut resync = resync;
     if let Some(proposed) = &proposed {
+        // On plain records the tiers decide on the branch as a tree, its leaves as health
+        // left them.
+        let plain_tiers = tiered && plain;
+        let healthy_tree = plain_tiers
+            .then(|| health::without_withdrawn(&root_host, tiers.endpoints.clone(), &withdrawn));
         let shared_tiers = tiers::share_tiers(
             record,
             ctx,
             tiers::TierPass {
                 owner: &owner,
                 requested: if tiered { &requested } else { &[] },
-                proposed,
-                healthy: &desired,
+                proposed: if plain_tiers {
+                    &tiers.endpoints
+                } else {
+                    proposed
+                },
+                healthy: healthy_tree.as_deref().unwrap_or(&desired),
                 zone: &current,
                 down: &down,
+                plain: plain_tiers,
             },
         );
         health_changes.append(shared_tiers.changes);
-        if tiered {
+        if plain_tiers {
+            // As the provider stores them, as the records before the tiers were.
+            desired = match provider.adjusted(&root_host, shared_tiers.endpoints).await {
+                Ok((adjusted, _)) => adjusted,
+                Err(error) => return provider_failed(record, ctx, &provider, error).await,
+            };
+            notes.extend(shared_tiers.notes);
+            health_withdraws |= shared_tiers.withdraws || !withdrawn.is_empty();
+            if let Some(after) = shared_tiers.recheck_after {
+                resync = resync.min(std::time::Duration::from_secs(after.max(1)));
+            }
+        } else if tiered {
             desired = shared_tiers.endpoints;
             notes.extend(shared_tiers.notes);
             health_withdraws |= shared_tiers.withdraws;

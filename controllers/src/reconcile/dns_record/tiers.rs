@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use kube::ResourceExt;
 use meridian_api::kuadrant::DNSRecord;
-use meridian_dns::model::{Endpoint, PRIORITY, sort_endpoints};
+use meridian_dns::model::{Endpoint, PRIORITY, RecordType, sort_endpoints};
 use meridian_dns::tiers::{DEFAULT_HOLD_DOWN, TierClock};
 
 use crate::Context;
@@ -44,12 +44,15 @@ pub(super) struct TierPass<'a> {
     pub(super) healthy: &'a [Endpoint],
     pub(super) zone: &'a [Endpoint],
     pub(super) down: &'a BTreeSet<String>,
+    /// The zone holds plain records: `proposed` and `healthy` are the branch as a tree, and
+    /// what comes out is [`plain_branch`]'s.
+    pub(super) plain: bool,
 }
 
 pub(super) fn share_tiers(record: &DNSRecord, ctx: &Context, pass: TierPass<'_>) -> SharedTiers {
     let clock = tier_clock(record, ctx);
     let root_host = record.spec.effective_root_host().unwrap_or_default();
-    let out = shared_tiers::decide(TierInputs {
+    let mut out = shared_tiers::decide(TierInputs {
         me: pass.owner,
         host: &root_host,
         requested: pass.requested,
@@ -58,12 +61,46 @@ pub(super) fn share_tiers(record: &DNSRecord, ctx: &Context, pass: TierPass<'_>)
         zone: pass.zone,
         down: pass.down,
         clock,
+        plain: pass.plain,
     });
+    if pass.plain {
+        out.endpoints = plain_branch(&root_host, &out.endpoints);
+    }
     ctx.record_memory.tier_rechecks.set(
         &record_key(record),
         out.recheck_after.map(|after| clock.now + after),
     );
     out
+}
+
+/// A branch after the tiers (`tree`) as a zone of plain records holds it: the host's own
+/// records answer with the addresses of the weighted records still in their sets, flattened as
+/// any plain zone's are, and every leaf stays published under its own name (nothing resolves
+/// it), on standby or not, so the fleet keeps probing it and finds its owner there.
+pub(super) fn plain_branch(host: &str, tree: &[Endpoint]) -> Vec<Endpoint> {
+    let is_leaf = |e: &Endpoint| {
+        matches!(e.record_type, RecordType::A | RecordType::Aaaa) && e.dns_name != host
+    };
+    let pointed_at: BTreeSet<&str> = tree
+        .iter()
+        .filter(|e| e.record_type == RecordType::Cname)
+        .flat_map(|e| e.targets.iter().map(String::as_str))
+        .collect();
+    let serving: Vec<Endpoint> = tree
+        .iter()
+        .filter(|e| !is_leaf(e) || pointed_at.contains(e.dns_name.as_str()))
+        .cloned()
+        .collect();
+    // With every weighted record on standby, the host answers with none of this branch (what
+    // is left is a chain of names that leads nowhere).
+    let mut records = if serving.iter().any(|e| e.set_identifier.is_some()) {
+        meridian_providers::rfc2136::plain_dns_records(host, &serving).0
+    } else {
+        Vec::new()
+    };
+    records.extend(tree.iter().filter(|e| is_leaf(e)).cloned());
+    sort_endpoints(&mut records);
+    records
 }
 
 /// Whether a look at the host's records (`host_records`) leaves this cluster's tiers as they
@@ -77,6 +114,9 @@ pub(super) struct TierLook<'a> {
     pub(super) published: &'a [Endpoint],
     pub(super) host_records: &'a [Endpoint],
     pub(super) failing: Option<&'a BTreeSet<String>>,
+    /// `Some(tree)` on a zone of plain records: the branch as a tree, `proposed` being its
+    /// flattened records ([`plain_branch`]).
+    pub(super) plain_tree: Option<&'a [Endpoint]>,
 }
 
 pub(super) fn tiers_settle(record: &DNSRecord, ctx: &Context, look: TierLook<'_>) -> bool {
@@ -87,6 +127,7 @@ pub(super) fn tiers_settle(record: &DNSRecord, ctx: &Context, look: TierLook<'_>
         published,
         host_records,
         failing,
+        plain_tree,
     } = look;
     let root_host = record.spec.effective_root_host().unwrap_or_default();
     let (withdrawn, down) = match failing {
@@ -103,9 +144,10 @@ pub(super) fn tiers_settle(record: &DNSRecord, ctx: &Context, look: TierLook<'_>
         }
         None => Default::default(),
     };
+    let proposed = plain_tree.unwrap_or(proposed);
     let healthy = without_withdrawn(&root_host, proposed.to_vec(), &withdrawn);
     let clock = tier_clock(record, ctx);
-    let out = shared_tiers::decide(TierInputs {
+    let mut out = shared_tiers::decide(TierInputs {
         me: owner,
         host: &root_host,
         requested,
@@ -114,7 +156,11 @@ pub(super) fn tiers_settle(record: &DNSRecord, ctx: &Context, look: TierLook<'_>
         zone: host_records,
         down: &down,
         clock,
+        plain: plain_tree.is_some(),
     });
+    if plain_tree.is_some() {
+        out.endpoints = plain_branch(&root_host, &out.endpoints);
+    }
     // A hold-down this look found (a restart's first look, say) ends in a plan too.
     ctx.record_memory.tier_rechecks.set(
         &record_key(record),
@@ -165,4 +211,89 @@ pub(super) fn published_but_standby(
     sort_endpoints(&mut expected);
     sort_endpoints(&mut published);
     expected == published
+}
+
+/// [`published_but_standby`] on a zone of plain records: what status says is published is
+/// the `proposed` records ([`plain_branch`] of the whole branch) but for addresses the host's
+/// own records leave out (a standby's; its leaves stay).
+pub(super) fn plain_published_but_standby(
+    host: &str,
+    proposed: &[Endpoint],
+    published: &[Endpoint],
+) -> bool {
+    let at_host = |e: &Endpoint| {
+        matches!(e.record_type, RecordType::A | RecordType::Aaaa) && e.dns_name == host
+    };
+    let answered: BTreeSet<&String> = published
+        .iter()
+        .filter(|e| at_host(e))
+        .flat_map(|e| &e.targets)
+        .collect();
+    let mut expected: Vec<Endpoint> = proposed
+        .iter()
+        .filter_map(|e| {
+            if !at_host(e) {
+                return Some(e.clone());
+            }
+            let mut kept = e.clone();
+            kept.targets.retain(|t| answered.contains(t));
+            (!kept.targets.is_empty()).then_some(kept)
+        })
+        .collect();
+    let mut published = published.to_vec();
+    sort_endpoints(&mut expected);
+    sort_endpoints(&mut published);
+    expected == published
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_dns::model::WEIGHT;
+
+    const HOST: &str = "api.example.com";
+    const SET: &str = "default.klb.api.example.com";
+    const LEAF: &str = "c1-gw.klb.api.example.com";
+
+    /// A cluster's branch: the host through its GEO and weighted records to its leaf; the
+    /// weighted record left out when `member` is false (on standby).
+    fn branch(member: bool) -> Vec<Endpoint> {
+        let mut records = vec![
+            Endpoint::new(HOST, RecordType::Cname, ["klb.api.example.com".into()], 5),
+            Endpoint::new("klb.api.example.com", RecordType::Cname, [SET.into()], 5)
+                .with_set_identifier("default")
+                .with_property(meridian_dns::model::GEO_CODE, "*"),
+            Endpoint::new(LEAF, RecordType::A, ["10.0.0.1".into()], 60),
+        ];
+        if member {
+            records.push(
+                Endpoint::new(SET, RecordType::Cname, [LEAF.into()], 5)
+                    .with_set_identifier(LEAF)
+                    .with_property(WEIGHT, "120"),
+            );
+        }
+        records
+    }
+
+    #[test]
+    fn a_plain_branch_answers_with_serving_leaves_and_keeps_every_leaf_published() {
+        let leaf = Endpoint::new(LEAF, RecordType::A, ["10.0.0.1".into()], 60);
+        let serving = plain_branch(HOST, &branch(true));
+        let mut expected = vec![
+            Endpoint::new(HOST, RecordType::A, ["10.0.0.1".into()], 5),
+            leaf.clone(),
+        ];
+        sort_endpoints(&mut expected);
+        assert_eq!(serving, expected);
+        // On standby: the leaf alone, and nothing at the host (not the chain of CNAMEs).
+        assert_eq!(plain_branch(HOST, &branch(false)), vec![leaf]);
+        // What status says is published on standby is the branch but for the host's
+        // addresses; anything else is not.
+        let standby = plain_branch(HOST, &branch(false));
+        assert!(plain_published_but_standby(HOST, &serving, &standby));
+        assert!(plain_published_but_standby(HOST, &serving, &serving));
+        assert!(!plain_published_but_standby(HOST, &serving, &[]));
+        let moved = vec![Endpoint::new(LEAF, RecordType::A, ["10.0.0.9".into()], 60)];
+        assert!(!plain_published_but_standby(HOST, &serving, &moved));
+    }
 }
