@@ -272,6 +272,28 @@ impl HostMarks {
             .expect("marks lock")
             .insert(record.to_string(), mark);
     }
+
+    /// Drops what is kept of `record`, withdrawn: a fleet whose records come and go would
+    /// otherwise keep every record it ever published.
+    pub fn forget(&self, record: &str) {
+        self.marks.lock().expect("marks lock").remove(record);
+        self.refreshes_unread
+            .lock()
+            .expect("refreshes lock")
+            .remove(record);
+        self.next_looks
+            .lock()
+            .expect("next looks lock")
+            .remove(record);
+        self.one_call_hosts
+            .lock()
+            .expect("host reads lock")
+            .remove(record);
+        self.owners_looked
+            .lock()
+            .expect("owners lock")
+            .remove(record);
+    }
 }
 
 #[cfg(test)]
@@ -442,6 +464,27 @@ mod tests {
         assert!(reads[0] && reads[10], "{reads:?}");
         marks.read_next_refresh("r");
         assert!(marks.read_due("r", true, limit));
+    }
+
+    #[test]
+    fn a_withdrawn_record_is_forgotten_and_starts_afresh_if_it_comes_back() {
+        let marks = HostMarks::default();
+        let now = Instant::now();
+        marks.remember("gone", Some("mark".into()));
+        marks.looked("gone", now, Duration::from_secs(60));
+        marks.note_owners("gone", 3);
+        marks.note_host_read("gone", false);
+        assert!(marks.read_due("gone", true, 10));
+        assert!(!marks.read_due("gone", true, 10));
+        marks.remember("kept", Some("other".into()));
+        marks.forget("gone");
+        assert_eq!(marks.last_seen("gone"), None);
+        assert_eq!(marks.owners_looked("gone"), None);
+        assert!(marks.host_fits_one_read("gone"));
+        // As a record never seen: looked at and read at once.
+        assert!(marks.look_due("gone", now));
+        assert!(marks.read_due("gone", true, 10));
+        assert_eq!(marks.last_seen("kept"), Some(Some("other".into())));
     }
 
     #[test]

@@ -112,6 +112,11 @@ pub async fn reconcile(record: Arc<DNSRecord>, ctx: Arc<Context>) -> Result<Acti
             async move {
                 let action = withdraw(&record, ctx).await?;
                 release_gateways(&record, ctx).await?;
+                ctx.host_marks.forget(&crate::object_key(
+                    "DNSRecord",
+                    record.namespace().as_deref(),
+                    &record.name_any(),
+                ));
                 Ok(action)
             }
         },
@@ -521,6 +526,9 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     let proposed = distributed.then(|| desired.clone());
     let mut down = std::collections::BTreeSet::new();
     let mut withdrawn = std::collections::BTreeSet::new();
+    // What this cluster's probes say, remembered once the plan made of it has landed: a
+    // refused or held plan must be made again, not taken as done by the next refresh.
+    let mut seen_failing = None;
     if let (Some((check, probes)), Some(failing)) = (shared, failing) {
         let proposed_count = desired.len();
         let agreed = agree_on_health(
@@ -539,7 +547,7 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         health_changes = agreed.changes;
         down = agreed.down;
         withdrawn = agreed.withdrawn;
-        ctx.record_memory.probes_seen.remember(&record_key, failing);
+        seen_failing = Some(failing);
     }
     // Distributed mode: which of this cluster's weighted records serve, from every cluster's
     // tier standing in the zone. A record without tiers (any more) only has its standing
@@ -660,6 +668,9 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
         (ctx.clock)(),
         &zone.spec.domain_name,
     );
+    if let Some(failing) = seen_failing {
+        ctx.record_memory.probes_seen.remember(&record_key, failing);
+    }
     if distributed {
         ctx.host_marks.remember(&record_key, write.mark_after);
         if !write.changes.is_empty() {
