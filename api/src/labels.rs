@@ -83,3 +83,7 @@ mod tests {
         }
     }
 }
+
+/// Label on ManifestWorks naming the hub Gateway they place (`<namespace>.<name>`, shortened
+/// past 63 characters).
+pub const GATEWAY_WORK_LABEL: &str = "meridian.dev/gateway";

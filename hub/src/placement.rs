@@ -19,7 +19,7 @@ use meridian_controllers::decide::listener_sets::{self, SetListener};
 use meridian_dns::shortcode::shortcode;
 
 /// Label on ManifestWorks naming the hub Gateway they place (`<namespace>.<name>`).
-pub const GATEWAY_WORK_LABEL: &str = "meridian.dev/gateway";
+pub use meridian_api::labels::GATEWAY_WORK_LABEL;
 /// Annotation on a ManifestWork whose cluster left the placement: since when (RFC 3339).
 pub const LEAVING_SINCE: &str = "meridian.dev/leaving-since";
 /// Name of the ManifestWork that installs the agent in a cluster namespace.

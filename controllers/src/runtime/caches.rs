@@ -719,7 +719,7 @@ impl Caches {
             secrets: Cache::default(),
             config_maps: Cache::default(),
             gateway_classes: Cache::default(),
-            works: Cache::default(),
+            works: Cache::grouped_by(crate::runtime::indexes::work_group),
             listener_sets: Cache::grouped_by(crate::runtime::indexes::listener_set_group),
             role_bindings: Cache::default(),
         }

@@ -12,7 +12,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
 use meridian_api::labels::PLACEMENT_LABEL;
-use meridian_api::upstream::{Gateway, ListenerSet, PlacementDecision};
+use meridian_api::upstream::{Gateway, ListenerSet, ManifestWork, PlacementDecision};
 
 /// A Placement: its namespace and name.
 pub type PlacementKey = (String, String);
@@ -74,6 +74,15 @@ pub fn decision_group(decision: &PlacementDecision) -> Option<String> {
         decision.metadata.namespace.as_deref()?,
         placement,
     ))
+}
+
+/// A ManifestWork's group in the work cache: the hub Gateway it places (its
+/// [`meridian_api::labels::GATEWAY_WORK_LABEL`]), so a Gateway's pass finds its works without
+/// going through every cluster's.
+pub fn work_group(work: &ManifestWork) -> Option<String> {
+    work.labels()
+        .get(meridian_api::labels::GATEWAY_WORK_LABEL)
+        .cloned()
 }
 
 /// A ListenerSet's group in the ListenerSet cache: the Gateway it names

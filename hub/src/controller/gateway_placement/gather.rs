@@ -9,9 +9,7 @@ use meridian_api::labels::PLACEMENT_LABEL;
 use meridian_api::upstream::{Gateway, GatewayClass, ManifestWork, PlacementDecision};
 
 use super::PlacementContext;
-use crate::placement::{
-    DEFAULT_DOWNSTREAM_CLASS, GATEWAY_WORK_LABEL, gateway_label, tls_secret_names,
-};
+use crate::placement::{DEFAULT_DOWNSTREAM_CLASS, gateway_label, tls_secret_names};
 use meridian_controllers::decide::listener_sets::{self, SetListener};
 use meridian_controllers::runtime::indexes;
 
@@ -131,12 +129,7 @@ pub fn works_of(gateway: &Gateway, ctx: &PlacementContext) -> Vec<Arc<ManifestWo
         &gateway.namespace().unwrap_or_default(),
         &gateway.name_any(),
     );
-    ctx.caches
-        .works
-        .state()
-        .into_iter()
-        .filter(|work| work.labels().get(GATEWAY_WORK_LABEL) == Some(&label))
-        .collect()
+    ctx.caches.works.group(&label)
 }
 
 #[cfg(test)]
