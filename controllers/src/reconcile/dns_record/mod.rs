@@ -249,11 +249,10 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     // provider: it is what they all can serve, and one failover costs one set's change).
     // In distributed mode this cluster's branch holds only its own records, which pass
     // through here; the tiers are agreed through the zone once it is read (below).
-    let has_tiers = distributed && crate::decide::shared_tiers::has_tiers(&requested);
+    let tiered = distributed && crate::decide::shared_tiers::has_tiers(&requested);
     // A provider of plain records publishes every serving cluster's address in the host's
     // own records: a cluster on standby leaves its addresses out of them.
     let plain = provider.fidelity().weights == meridian_dns::fidelity::Support::Missing;
-    let tiered = has_tiers;
     let tier_clock = tiers::tier_clock(record, ctx);
     let tiers = ctx.record_memory.tiers.choose(
         &record_key,
@@ -577,19 +576,18 @@ async fn publish(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
             },
         );
         health_changes.append(shared_tiers.changes);
-        if plain_tiers {
-            // As the provider stores them, as the records before the tiers were.
-            desired = match provider.adjusted(&root_host, shared_tiers.endpoints).await {
-                Ok((adjusted, _)) => adjusted,
-                Err(error) => return provider_failed(record, ctx, &provider, error).await,
+        if tiered {
+            desired = if plain_tiers {
+                // As the provider stores them, as the records before the tiers were.
+                match provider.adjusted(&root_host, shared_tiers.endpoints).await {
+                    Ok((adjusted, _)) => adjusted,
+                    Err(error) => return provider_failed(record, ctx, &provider, error).await,
+                }
+            } else {
+                shared_tiers.endpoints
             };
-            notes.extend(shared_tiers.notes);
-            health_withdraws |= shared_tiers.withdraws || !withdrawn.is_empty();
-            if let Some(after) = shared_tiers.recheck_after {
-                resync = resync.min(std::time::Duration::from_secs(after.max(1)));
-            }
-        } else if tiered {
-            desired = shared_tiers.endpoints;
+            // The tree's leaves left out for health are the fleet's evidence too.
+            health_withdraws |= plain_tiers && !withdrawn.is_empty();
             notes.extend(shared_tiers.notes);
             health_withdraws |= shared_tiers.withdraws;
             if let Some(after) = shared_tiers.recheck_after {
