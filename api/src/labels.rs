@@ -56,6 +56,10 @@ pub fn routing_delegation_zone(record: &str) -> Option<&str> {
 
 const ROUTING_DELEGATION_SUFFIX: &str = "-routing-delegate";
 
+/// Label on ManifestWorks naming the hub Gateway they place (`<namespace>.<name>`, shortened
+/// past 63 characters).
+pub const GATEWAY_WORK_LABEL: &str = "meridian.dev/gateway";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,7 +87,3 @@ mod tests {
         }
     }
 }
-
-/// Label on ManifestWorks naming the hub Gateway they place (`<namespace>.<name>`, shortened
-/// past 63 characters).
-pub const GATEWAY_WORK_LABEL: &str = "meridian.dev/gateway";
