@@ -39,19 +39,18 @@ use meridian_dns::tiers::{BEST_TIER, TierClock, TierMemory, choose_tiers};
 const TIER_TTL: u32 = 60;
 
 const TIER_RECORD_PREFIX: &str = "kuadrant.tier.";
+/// A wildcard host's tier records start with a label of their own: `*.example.com`'s and
+/// `example.com`'s standings would otherwise share one record, each host's pass writing over
+/// the other's.
+const WILDCARD_TIER_RECORD_PREFIX: &str = "kuadrant.tier-wildcard.";
 
 /// The name of `owner`'s tier record under a host.
 pub fn tier_record_name(owner: &str, host: &str) -> String {
-    format!(
-        "{TIER_RECORD_PREFIX}{}.{}",
-        shortcode(owner, 8),
-        host.trim_start_matches("*.")
-    )
-}
-
-/// The name every tier record of `owner` starts with, whatever its host.
-pub fn tier_record_prefix(owner: &str) -> String {
-    format!("{TIER_RECORD_PREFIX}{}.", shortcode(owner, 8))
+    let (prefix, base) = match host.strip_prefix("*.") {
+        Some(base) => (WILDCARD_TIER_RECORD_PREFIX, base),
+        None => (TIER_RECORD_PREFIX, host),
+    };
+    format!("{prefix}{}.{base}", shortcode(owner, 8))
 }
 
 /// One cluster's record in one weighted set with priorities, as its tier record says.
@@ -115,8 +114,19 @@ impl Standing {
 
 fn is_tier_record(record: &Endpoint, base: &str) -> bool {
     record.record_type == RecordType::Txt
-        && record.dns_name.starts_with(TIER_RECORD_PREFIX)
+        && (record.dns_name.starts_with(TIER_RECORD_PREFIX)
+            || record.dns_name.starts_with(WILDCARD_TIER_RECORD_PREFIX))
         && is_at_or_below(&record.dns_name, base)
+}
+
+/// Whether `record` holds a standing of `me`'s (a value of another form, or another owner's,
+/// does not make it `me`'s to delete).
+fn holds_standing_of(record: &Endpoint, me: &str) -> bool {
+    record
+        .targets
+        .iter()
+        .filter_map(|value| Standing::parse(value))
+        .any(|standing| standing.owner == me)
 }
 
 /// Every cluster's standings under a host. A value is taken only from its owner's own record
@@ -141,20 +151,33 @@ pub fn read_standings(zone: &[Endpoint], host: &str) -> Vec<Standing> {
     standings
 }
 
-/// The changes that delete `me`'s tier records at or below `base` (a host, or a zone's apex).
-pub fn leave(me: &str, zone: &[Endpoint], base: &str) -> Changes {
-    let base = base.trim_start_matches("*.");
-    let prefix = tier_record_prefix(me);
+/// The changes that delete every tier record of `me` at or below `apex` (a cluster purged
+/// from a zone).
+pub fn leave(me: &str, zone: &[Endpoint], apex: &str) -> Changes {
+    let apex = apex.trim_start_matches("*.");
+    let code = shortcode(me, 8);
+    let prefixes = [TIER_RECORD_PREFIX, WILDCARD_TIER_RECORD_PREFIX].map(|p| format!("{p}{code}."));
     Changes {
         deletes: zone
             .iter()
-            .filter(|e| is_tier_record(e, base) && e.dns_name.starts_with(&prefix))
-            .filter(|e| {
-                e.targets
-                    .iter()
-                    .filter_map(|value| Standing::parse(value))
-                    .any(|standing| standing.owner == me)
-            })
+            .filter(|e| is_tier_record(e, apex))
+            .filter(|e| prefixes.iter().any(|p| e.dns_name.starts_with(p)))
+            .filter(|e| holds_standing_of(e, me))
+            .cloned()
+            .collect(),
+        ..Changes::default()
+    }
+}
+
+/// The changes that delete `me`'s tier record of `host` alone (a record withdrawn): the
+/// hosts under it, and its wildcard or apex, keep theirs.
+pub fn leave_host(me: &str, zone: &[Endpoint], host: &str) -> Changes {
+    let name = tier_record_name(me, host);
+    Changes {
+        deletes: zone
+            .iter()
+            .filter(|e| e.record_type == RecordType::Txt && e.dns_name == name)
+            .filter(|e| holds_standing_of(e, me))
             .cloned()
             .collect(),
         ..Changes::default()
@@ -919,6 +942,52 @@ mod tests {
         assert_eq!(changes.deletes[0].dns_name, tier_record_name("us-1", HOST));
         assert!(changes.updates.is_empty() && changes.creates.is_empty());
         assert!(leave("us-1", &zone, "other.example.com").is_empty());
+    }
+
+    /// A wildcard host and its apex, and a host and one under it, each keep their own tier
+    /// records: one host's standings neither count for nor overwrite the other's, and
+    /// withdrawing one host deletes its record alone (purging a cluster deletes them all).
+    #[test]
+    fn a_wildcard_its_apex_and_a_host_below_keep_separate_standings() {
+        let hosts = ["example.com", "*.example.com", "api.example.com"];
+        let names: BTreeSet<String> = hosts.iter().map(|h| tier_record_name("eu-1", h)).collect();
+        assert_eq!(names.len(), 3, "{names:?}");
+        let standing = |host: &str, priority: u32| {
+            let base = host.trim_start_matches("*.");
+            Standing {
+                owner: "eu-1".into(),
+                set: format!("ie.klb.{base}"),
+                id: format!("eu-1-lb.klb.{base}"),
+                priority,
+                weight: 120,
+                live_since: Some(1),
+                serving_since: None,
+            }
+        };
+        let zone: Vec<Endpoint> = hosts
+            .iter()
+            .zip(1..)
+            .map(|(host, priority)| {
+                Endpoint::new(
+                    tier_record_name("eu-1", host),
+                    RecordType::Txt,
+                    [standing(host, priority).value()],
+                    60,
+                )
+            })
+            .collect();
+        for (host, priority) in hosts.iter().zip(1..) {
+            assert_eq!(
+                read_standings(&zone, host),
+                vec![standing(host, priority)],
+                "{host}"
+            );
+            let left = leave_host("eu-1", &zone, host);
+            assert_eq!(left.deletes.len(), 1, "{host}");
+            assert_eq!(left.deletes[0].dns_name, tier_record_name("eu-1", host));
+            assert!(leave_host("us-1", &zone, host).is_empty());
+        }
+        assert_eq!(leave("eu-1", &zone, "example.com").deletes.len(), 3);
     }
 
     #[test]

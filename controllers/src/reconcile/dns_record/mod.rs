@@ -957,7 +957,7 @@ async fn withdraw(record: &DNSRecord, ctx: &Context) -> Result<Action, Error> {
     if ctx.config.distributed.is_some() {
         // Out of the host's member list and failure reports too.
         changes.append(shared_health::leave(&owner, &current, &root_host));
-        changes.append(crate::decide::shared_tiers::leave(
+        changes.append(crate::decide::shared_tiers::leave_host(
             &owner, &current, &root_host,
         ));
     }
