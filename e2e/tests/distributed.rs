@@ -166,14 +166,14 @@ async fn agent_labelled(
     )))
 }
 
-/// Installs each cluster (`name`, `geo`) of `fleet` on the Route53 zone with the policy `spec`,
+/// Installs each cluster (`name`, `geo`) of `fleet` on the zone `secret` names with the policy `spec`,
 /// its Gateway at `gateways[i]`, and starts its agent probing from `sources[i]`. Returns the
 /// agents and the clusters' IDs, in order.
 async fn install_probing(
     fleet: &Fleet,
     clusters: &[(&str, &str)],
     (gateways, sources): (&[std::net::IpAddr], &[std::net::IpAddr]),
-    providers: &ProviderSettings,
+    (providers, secret): (&ProviderSettings, &Value),
     spec: &Value,
 ) -> Result<(Vec<JoinHandle<anyhow::Result<()>>>, Vec<String>), Error> {
     let mut agents = Vec::new();
@@ -182,7 +182,7 @@ async fn install_probing(
         let client = fleet.spoke(name).client();
         install(
             &client,
-            route53_secret(),
+            secret.clone(),
             &gateways[index].to_string(),
             policy(spec.clone()),
         )
@@ -839,7 +839,7 @@ async fn a_look_settled_on_route53_still_probes_another_clusters_new_address() -
         &fleet,
         &CLUSTERS.map(|(name, _, geo)| (name, geo)),
         (&gateways, &sources),
-        &providers,
+        (&providers, &route53_secret()),
         &spec,
     )
     .await?;
@@ -1243,24 +1243,14 @@ fn serving_addresses(zone: &[Endpoint]) -> BTreeSet<String> {
         .collect()
 }
 
-/// Priority tiers without a hub: spoke-1 (IE) is tier 1, spoke-2 and spoke-3 (US) tier 2, in
-/// one weighted set on Route53 (moto), each gateway a real HTTP backend every cluster probes.
-/// Only tier 1 is published; when its gateway fails, tier 2 takes over, and the set is never
-/// empty on the way (each cluster leaves only once its successor is in); when it recovers,
-/// it takes the traffic back only after the hold-down, which its agent, restarted meanwhile,
-/// reads back from the zone. A drain label on tier 1 (its agent restarted with it) then
-/// hands the traffic to tier 2 in steps.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn priority_tiers_fail_over_and_back_through_a_shared_route53_zone() -> Result<(), Error> {
-    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
-    let (moto, proxy) = route53_zone().await?;
-    let gateways = loopback(&["127.0.8.1", "127.0.8.2", "127.0.8.3"]);
-    let sources = loopback(&["127.0.9.1", "127.0.9.2", "127.0.9.3"]);
-    let backends = Backends::default();
-    let port = start_backends(&gateways, backends.clone()).await;
-    let clusters = [("spoke-1", "IE"), ("spoke-2", "US"), ("spoke-3", "US")];
-    let fleet = fleet_without_ocm(&clusters.map(|c| c.0)).await?;
-    let spec = json!({
+/// The tier tests' fleet: spoke-1 in Ireland, tier 1; spoke-2 and spoke-3 in the US, tier 2.
+const TIERED_CLUSTERS: [(&str, &str); 3] =
+    [("spoke-1", "IE"), ("spoke-2", "US"), ("spoke-3", "US")];
+
+/// The tier tests' policy: one weighted set, IE before US with a 20 s hold-down, a 5 s TTL, and
+/// gateways probed on `port` every 5 s.
+fn tiered_spec(port: u16) -> Value {
+    json!({
         "targetRef": { "name": "prod-web" },
         "routingStrategy": "loadbalanced",
         "ttl": "5s",
@@ -1277,13 +1267,39 @@ async fn priority_tiers_fail_over_and_back_through_a_shared_route53_zone() -> Re
         "healthCheck": {
             "endpoint": "/healthz", "port": port, "protocol": "HTTP", "interval": "5s", "failureThreshold": 1,
         },
-    });
+    })
+}
+
+/// Priority tiers without a hub: spoke-1 (IE) is tier 1, spoke-2 and spoke-3 (US) tier 2, in
+/// one weighted set on Route53 (moto), each gateway a real HTTP backend every cluster probes.
+/// Only tier 1 is published; when its gateway fails, tier 2 takes over, and the set is never
+/// empty on the way (each cluster leaves only once its successor is in); when it recovers,
+/// it takes the traffic back only after the hold-down, which its agent, restarted meanwhile,
+/// reads back from the zone. A drain label on tier 1 (its agent restarted with it) then
+/// hands the traffic to tier 2 in steps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn priority_tiers_fail_over_and_back_through_a_shared_route53_zone() -> Result<(), Error> {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().await;
+    let (moto, proxy) = route53_zone().await?;
+    let gateways = loopback(&["127.0.8.1", "127.0.8.2", "127.0.8.3"]);
+    let sources = loopback(&["127.0.9.1", "127.0.9.2", "127.0.9.3"]);
+    let backends = Backends::default();
+    let port = start_backends(&gateways, backends.clone()).await;
+    let clusters = TIERED_CLUSTERS;
+    let fleet = fleet_without_ocm(&clusters.map(|c| c.0)).await?;
+    let spec = tiered_spec(port);
     let providers = ProviderSettings {
         aws_endpoint: Some(proxy.endpoint()),
         ..ProviderSettings::test_bed()
     };
-    let (mut agents, ids) =
-        install_probing(&fleet, &clusters, (&gateways, &sources), &providers, &spec).await?;
+    let (mut agents, ids) = install_probing(
+        &fleet,
+        &clusters,
+        (&gateways, &sources),
+        (&providers, &route53_secret()),
+        &spec,
+    )
+    .await?;
     let route53 = moto.provider(1000);
     let zone_id = zone_id_of(&route53, "example.com").await;
     let zone = || async {
@@ -1464,49 +1480,18 @@ async fn priority_tiers_move_real_traffic_through_a_shared_bind_zone() -> Result
     let sources = loopback(&["127.0.11.1", "127.0.11.2", "127.0.11.3"]);
     let backends = Backends::default();
     let port = start_backends(&gateways, backends.clone()).await;
-    let clusters = [("spoke-1", "IE"), ("spoke-2", "US"), ("spoke-3", "US")];
+    let clusters = TIERED_CLUSTERS;
     let fleet = fleet_without_ocm(&clusters.map(|c| c.0)).await?;
-    let spec = json!({
-        "targetRef": { "name": "prod-web" },
-        "routingStrategy": "loadbalanced",
-        "ttl": "5s",
-        "loadBalancing": {
-            "weighted": { "defaultWeight": 120 },
-            "failover": {
-                "priorities": [
-                    { "attribute": "geo-code", "value": "IE", "priority": 1 },
-                    { "attribute": "geo-code", "value": "US", "priority": 2 },
-                ],
-                "holdDown": "20s",
-            },
-        },
-        "healthCheck": {
-            "endpoint": "/healthz", "port": port, "protocol": "HTTP", "interval": "5s", "failureThreshold": 1,
-        },
-    });
-    let mut agents = Vec::new();
-    let mut ids = BTreeSet::new();
-    for (index, (name, geo)) in clusters.iter().enumerate() {
-        let client = fleet.spoke(name).client();
-        install(
-            &client,
-            rfc2136_secret(&bind),
-            &gateways[index].to_string(),
-            policy(spec.clone()),
-        )
-        .await?;
-        ids.insert(meridian_agent::report::cluster_id(&client).await?);
-        agents.push(
-            agent_probing_from(
-                &client,
-                name,
-                geo,
-                Some(sources[index]),
-                ProviderSettings::test_bed(),
-            )
-            .await?,
-        );
-    }
+    let spec = tiered_spec(port);
+    let (agents, ids) = install_probing(
+        &fleet,
+        &clusters,
+        (&gateways, &sources),
+        (&ProviderSettings::test_bed(), &rfc2136_secret(&bind)),
+        &spec,
+    )
+    .await?;
+    let ids: BTreeSet<String> = ids.into_iter().collect();
     let provider = Rfc2136Provider::new(bind.config.clone()).unwrap();
     let tier_1 = vec!["127.0.10.1".to_string()];
     let tier_2 = vec!["127.0.10.2".to_string(), "127.0.10.3".to_string()];
