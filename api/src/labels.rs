@@ -60,6 +60,39 @@ const ROUTING_DELEGATION_SUFFIX: &str = "-routing-delegate";
 /// past 63 characters).
 pub const GATEWAY_WORK_LABEL: &str = "meridian.dev/gateway";
 
+/// Label on the ManifestWorks that bundle a cluster's hub Gateways (`meridian-gateways`,
+/// `meridian-gateways-1`, …): one work per cluster instead of one per Gateway and cluster.
+/// Its value is `true`; which Gateways a bundle holds is in [`GATEWAY_BUNDLE_ENTRIES`].
+pub const GATEWAY_BUNDLE_LABEL: &str = "meridian.dev/gateway-bundle";
+
+/// Annotation on a bundle: a JSON object from each Gateway's work label ([`GATEWAY_WORK_LABEL`]'s
+/// value) to its [`BundleEntry`].
+pub const GATEWAY_BUNDLE_ENTRIES: &str = "meridian.dev/gateways";
+
+/// One hub Gateway in a bundle: which it is, which of the bundle's manifests are its, and since
+/// when it is leaving the cluster (it left the placement, or was deleted), if it is.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BundleEntry {
+    /// `<namespace>/<name>` of the hub Gateway.
+    pub gateway: String,
+    /// Its manifests, as `<kind>/<namespace>/<name>` (a manifest two Gateways share, their
+    /// downstream Namespace or a TLS Secret, is in the bundle once and in both lists).
+    pub manifests: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leaving_since: Option<String>,
+}
+
+/// The entries of a bundle, from its annotations; none when it has no readable list.
+pub fn bundle_entries(
+    annotations: Option<&std::collections::BTreeMap<String, String>>,
+) -> std::collections::BTreeMap<String, BundleEntry> {
+    annotations
+        .and_then(|a| a.get(GATEWAY_BUNDLE_ENTRIES))
+        .and_then(|json| serde_json::from_str(json).ok())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

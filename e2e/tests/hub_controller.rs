@@ -1287,31 +1287,35 @@ async fn a_dns_policy_follows_placement_labels_and_its_own_changes_to_its_deleti
     apply_ocm(&hub, placement(&["US"])).await?;
     answers_become(nameserver, Some(UNITED_STATES), &["10.0.0.1"]).await?;
     let spoke_2_works: Api<ManifestWork> = Api::namespaced(hub.clone(), "spoke-2");
-    let work_name = meridian_hub::placement::gateway_work_name(NAMESPACE, "prod-web");
-    // The work is kept, marked as leaving (the placement controller and the DNSPolicy
-    // controller follow the same decision independently, so the mark may come just after DNS
-    // moved; the work goes only a grace period after the mark).
+    let work_name = meridian_hub::gateway_bundle::BUNDLE_WORK.to_string();
+    let label = meridian_hub::placement::gateway_label(NAMESPACE, "prod-web");
+    // The Gateway stays in spoke-2's bundle, marked as leaving (the placement controller and
+    // the DNSPolicy controller follow the same decision independently, so the mark may come
+    // just after DNS moved; it goes only a grace period after the mark). It was the bundle's
+    // only Gateway, so the bundle goes with it.
     eventually(
-        "spoke-2's Gateway work is marked as leaving",
+        "spoke-2's Gateway is marked as leaving in its bundle",
         DEFAULT_PATIENCE,
         || {
             let works = spoke_2_works.clone();
-            let name = work_name.clone();
+            let (name, label) = (work_name.clone(), label.clone());
             async move {
                 let work = works
                     .get_opt(&name)
                     .await?
-                    .expect("the work stays until a grace period after it is marked");
-                Ok(work
-                    .annotations()
-                    .contains_key("meridian.dev/leaving-since")
-                    .then_some(()))
+                    .expect("the bundle stays until a grace period after the mark");
+                let entries =
+                    meridian_api::labels::bundle_entries(work.metadata.annotations.as_ref());
+                let entry = entries
+                    .get(&label)
+                    .expect("the Gateway stays in the bundle");
+                Ok(entry.leaving_since.is_some().then_some(()))
             }
         },
     )
     .await?;
     eventually(
-        "spoke-2's Gateway work is removed after the grace period",
+        "spoke-2's bundle is removed after the grace period",
         DEFAULT_PATIENCE,
         || {
             let works = spoke_2_works.clone();
@@ -2844,17 +2848,24 @@ async fn priority_tiers_fail_over_at_once_fail_back_after_the_hold_down_and_drai
     Ok(())
 }
 
-/// An upgrade from a hub that named a Gateway's work `gateway-<namespace>-<name>` (which two
-/// namespaces could make one work): the new hub applies the work under its hashed name, and
-/// once the spoke's work agent has applied it, orphans and deletes the old one. The spoke's
-/// Gateway is never deleted on the way (the same UID before and after). The agent's Roles and
-/// seal key copy that hub kept in the cluster namespace go.
+/// An upgrade from hubs that wrote a work per Gateway and cluster (under its hashed name, and
+/// before that as `gateway-<namespace>-<name>`, which two namespaces could make one work): the
+/// new hub puts the Gateway in the cluster's bundle, and once the spoke's work agent has applied
+/// the bundle, orphans and deletes both old works. The spoke's Gateway is never deleted on the
+/// way (the same UID before and after). The agent's Roles and seal key copy that hub kept in the
+/// cluster namespace go. Then the Gateway is deleted three ways (with the hub up, and down with
+/// and without an earlier hub's finalizer): each time it is marked leaving in the bundle, and
+/// leaves the spoke after the grace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_earlier_hubs_work_and_finalizer_are_handed_over_and_a_deleted_gateways_works_go()
 -> Result<(), Error> {
+    use meridian_api::labels::bundle_entries;
     use meridian_e2e::example::{CLUSTER_SET, CLUSTER_SET_LABEL, GATEWAY};
-    use meridian_hub::placement::{LEAVING_SINCE, LEGACY_GATEWAY_FINALIZER as LEGACY_FINALIZER};
-    use meridian_hub::placement::{gateway_work, gateway_work_name, legacy_gateway_work_name};
+    use meridian_hub::gateway_bundle::BUNDLE_WORK;
+    use meridian_hub::placement::LEGACY_GATEWAY_FINALIZER as LEGACY_FINALIZER;
+    use meridian_hub::placement::{
+        gateway_label, gateway_work, gateway_work_name, legacy_gateway_work_name,
+    };
 
     let fleet = Fleet::builder()
         .spoke(
@@ -2887,18 +2898,22 @@ async fn an_earlier_hubs_work_and_finalizer_are_handed_over_and_a_deleted_gatewa
         Ok(placed.then_some(()))
     })
     .await?;
-    // What the earlier hub wrote: the same work, under the old name.
+    // What earlier hubs wrote: a work of the Gateway's own, under the name hubs before bundles
+    // gave it, and under the older name before that.
+    let own_name = gateway_work_name(NAMESPACE, GATEWAY);
     let legacy_name = legacy_gateway_work_name(NAMESPACE, GATEWAY);
-    let mut legacy = gateway_work(&gateway, "istio", &[], &[], "spoke-1");
-    legacy["metadata"]["name"] = json!(legacy_name);
     let works: Api<ManifestWork> = Api::namespaced(hub.clone(), "spoke-1");
-    works
-        .patch(
-            &legacy_name,
-            &meridian_controllers::apply_params(),
-            &Patch::Apply(legacy),
-        )
-        .await?;
+    for name in [&own_name, &legacy_name] {
+        let mut own = gateway_work(&gateway, "istio", &[], &[], "spoke-1");
+        own["metadata"]["name"] = json!(name);
+        works
+            .patch(
+                name,
+                &meridian_controllers::apply_params(),
+                &Patch::Apply(own),
+            )
+            .await?;
+    }
     let downstream: Api<Gateway> = Api::namespaced(
         fleet.spoke("spoke-1").client(),
         &format!("kuadrant-{NAMESPACE}"),
@@ -2972,8 +2987,12 @@ async fn an_earlier_hubs_work_and_finalizer_are_handed_over_and_a_deleted_gatewa
     // A grace long enough to see a deleted Gateway's work marked and still there.
     let grace = 10;
     let running = start_hub_with_grace(fleet.hub.kubeconfig_path(), &geoip, grace).await;
-    let new_name = gateway_work_name(NAMESPACE, GATEWAY);
-    assert_ne!(new_name, legacy_name);
+    let new_name = BUNDLE_WORK.to_string();
+    let label = gateway_label(NAMESPACE, GATEWAY);
+    // The Gateway's entry in the bundle, if the bundle holds it.
+    let entry = |work: Option<ManifestWork>| {
+        work.and_then(|w| bundle_entries(w.metadata.annotations.as_ref()).remove(&label))
+    };
     eventually(
         "the hub lets go of the earlier hub's finalizer, and of no other",
         DEFAULT_PATIENCE,
@@ -2984,12 +3003,13 @@ async fn an_earlier_hubs_work_and_finalizer_are_handed_over_and_a_deleted_gatewa
     )
     .await?;
     eventually(
-        "the earlier work is handed over and gone",
+        "the earlier works are handed over to the bundle and gone",
         DEFAULT_PATIENCE * 2,
         || async {
+            let own = works.get_opt(&own_name).await?;
             let legacy = works.get_opt(&legacy_name).await?;
-            let new = works.get_opt(&new_name).await?;
-            Ok((legacy.is_none() && new.is_some()).then_some(()))
+            let held = entry(works.get_opt(&new_name).await?).is_some();
+            Ok((own.is_none() && legacy.is_none() && held).then_some(()))
         },
     )
     .await?;
@@ -3028,15 +3048,16 @@ async fn an_earlier_hubs_work_and_finalizer_are_handed_over_and_a_deleted_gatewa
         async move {
             let marked = eventually(what, DEFAULT_PATIENCE, || async {
                 let work = works.get_opt(&new_name).await?;
-                Ok(work.and_then(|w| w.annotations().get(LEAVING_SINCE).cloned()))
+                Ok(entry(work).and_then(|e| e.leaving_since))
             })
             .await?;
             assert!(
                 downstream.get_opt(GATEWAY).await?.is_some(),
-                "the spoke's Gateway stays while its work is marked leaving (since {marked})"
+                "the spoke's Gateway stays while it is marked leaving (since {marked})"
             );
+            // It was the bundle's only Gateway: the bundle goes with it.
             eventually(
-                "after the grace, the work and the spoke's Gateway go",
+                "after the grace, the bundle and the spoke's Gateway go",
                 DEFAULT_PATIENCE,
                 || async {
                     let gone = works.get_opt(&new_name).await?.is_none()
@@ -3060,7 +3081,7 @@ async fn an_earlier_hubs_work_and_finalizer_are_handed_over_and_a_deleted_gatewa
             "the Gateway is placed again, on the spoke too",
             DEFAULT_PATIENCE,
             || async {
-                let placed = works.get_opt(&new_name).await?.is_some()
+                let placed = entry(works.get_opt(&new_name).await?).is_some()
                     && downstream.get_opt(GATEWAY).await?.is_some();
                 Ok(placed.then_some(()))
             },
@@ -3073,29 +3094,24 @@ async fn an_earlier_hubs_work_and_finalizer_are_handed_over_and_a_deleted_gatewa
     gateways.delete(GATEWAY, &DeleteParams::default()).await?;
     let terminating = gateways.get(GATEWAY).await?;
     assert!(terminating.metadata.deletion_timestamp.is_some());
-    assert!(
-        works
-            .get(&new_name)
-            .await?
-            .annotations()
-            .get(LEAVING_SINCE)
-            .is_none(),
-        "a Gateway being deleted keeps its work unmarked while it is still there"
+    let held = entry(works.get_opt(&new_name).await?).expect("the bundle holds it");
+    assert_eq!(
+        held.leaving_since, None,
+        "a Gateway being deleted stays unmarked in the bundle while it is still there"
     );
     set_finalizers(vec![]).await?;
-    // Gone now: its work is marked leaving, stays for the grace, then goes with the spoke's
-    // Gateway.
-    marked_then_gone("the deleted Gateway's work is marked leaving").await?;
+    // Gone now: it is marked leaving, stays for the grace, then goes with the spoke's Gateway.
+    marked_then_gone("the deleted Gateway is marked leaving").await?;
 
-    // Deleted while the hub is down, holding an earlier hub's finalizer: the restarted hub
-    // removes the works at once and lets the Gateway go.
+    // Deleted while the hub is down, holding an earlier hub's finalizer: the restarted hub lets
+    // the Gateway go, and it leaves the bundle after the grace.
     recreate().await?;
     running.stop().await;
     set_finalizers(vec![LEGACY_FINALIZER]).await?;
     gateways.delete(GATEWAY, &DeleteParams::default()).await?;
     let running = start_hub_with_grace(fleet.hub.kubeconfig_path(), &geoip, grace).await;
     eventually(
-        "the earlier hub's finalizer: the works go, then the Gateway",
+        "the earlier hub's finalizer: the Gateway goes, then the bundle",
         DEFAULT_PATIENCE,
         || async {
             let gone = gateways.get_opt(GATEWAY).await?.is_none()
@@ -3105,8 +3121,8 @@ async fn an_earlier_hubs_work_and_finalizer_are_handed_over_and_a_deleted_gatewa
     )
     .await?;
 
-    // Deleted while the hub is down, with no finalizer: the work stays until the hub is back,
-    // then leaves as above.
+    // Deleted while the hub is down, with no finalizer: it stays in the bundle until the hub is
+    // back, then leaves as above.
     recreate().await?;
     running.stop().await;
     gateways.delete(GATEWAY, &DeleteParams::default()).await?;
@@ -3115,12 +3131,11 @@ async fn an_earlier_hubs_work_and_finalizer_are_handed_over_and_a_deleted_gatewa
     })
     .await?;
     assert!(
-        works.get_opt(&new_name).await?.is_some(),
-        "with no hub running, the deleted Gateway's work is still there"
+        entry(works.get_opt(&new_name).await?).is_some(),
+        "with no hub running, the deleted Gateway is still in the bundle"
     );
     let running = start_hub_with_grace(fleet.hub.kubeconfig_path(), &geoip, grace).await;
-    marked_then_gone("the restarted hub marks the work of the Gateway deleted while it was down")
-        .await?;
+    marked_then_gone("the restarted hub marks the Gateway deleted while it was down").await?;
     running.stop().await;
     Ok(())
 }

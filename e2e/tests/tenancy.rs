@@ -655,7 +655,8 @@ async fn a_tenant_cannot_reach_another_namespaces_gateway_or_its_work() -> Resul
         CLUSTER_SET, FRANCE, GATEWAY, IRELAND, NAMESPACE, RunningExample, UNITED_STATES, apply_ocm,
         dig, with_example_spokes,
     };
-    use meridian_hub::placement::{gateway_work_name, legacy_gateway_work_name};
+    use meridian_hub::gateway_bundle::{BUNDLE_WORK, Part, held_parts};
+    use meridian_hub::placement::{gateway_label, legacy_gateway_work_name};
 
     const COLLIDING: &str = "gateways-prod";
     const TENANT_GATEWAY: &str = "web";
@@ -693,9 +694,22 @@ async fn a_tenant_cannot_reach_another_namespaces_gateway_or_its_work() -> Resul
         },
     )
     .await?;
-    let victim_work_name = gateway_work_name(NAMESPACE, GATEWAY);
+    // The part of spoke-1's bundle a Gateway has, if it has one.
     let works: Api<ManifestWork> = Api::namespaced(admin.clone(), "spoke-1");
-    let victim_work = works.get(&victim_work_name).await?;
+    let part_of = |namespace: &'static str, name: &'static str| {
+        let works = works.clone();
+        async move {
+            let bundle = serde_json::to_value(works.get(BUNDLE_WORK).await?)
+                .expect("a ManifestWork serializes");
+            let part: Option<Part> = held_parts(&[(0, &bundle)])
+                .remove(&gateway_label(namespace, name))
+                .map(|(_, part)| part);
+            Ok::<_, Error>(part)
+        }
+    };
+    let victim_part = part_of(NAMESPACE, GATEWAY)
+        .await?
+        .expect("the victim's Gateway is in spoke-1's bundle");
     let spoke_gateways: Api<Gateway> = Api::namespaced(
         fleet.spoke("spoke-1").client(),
         &format!("kuadrant-{NAMESPACE}"),
@@ -778,7 +792,7 @@ async fn a_tenant_cannot_reach_another_namespaces_gateway_or_its_work() -> Resul
     )
     .await?;
 
-    // The tenant's Gateway did reach the spoke, under a work of its own: the attack ran.
+    // The tenant's Gateway did reach the spoke, as a part of its own: the attack ran.
     let tenant_on_spoke: Api<Gateway> = Api::namespaced(
         fleet.spoke("spoke-1").client(),
         &format!("kuadrant-{COLLIDING}"),
@@ -789,12 +803,7 @@ async fn a_tenant_cannot_reach_another_namespaces_gateway_or_its_work() -> Resul
         || async { Ok(tenant_on_spoke.get_opt(TENANT_GATEWAY).await?) },
     )
     .await?;
-    assert!(
-        works
-            .get_opt(&gateway_work_name(COLLIDING, TENANT_GATEWAY))
-            .await?
-            .is_some()
-    );
+    assert!(part_of(COLLIDING, TENANT_GATEWAY).await?.is_some());
     let condition = condition_becomes(
         &policies,
         "borrowed",
@@ -816,13 +825,12 @@ async fn a_tenant_cannot_reach_another_namespaces_gateway_or_its_work() -> Resul
         "no record was made from the victim's Gateway"
     );
 
-    // The victim: the same work, the same Gateway on the spoke, the same conditions and
-    // answers.
-    let work_after = works.get(&victim_work_name).await?;
-    assert_eq!(work_after.metadata.uid, victim_work.metadata.uid);
+    // The victim: the same part of the bundle, the same Gateway on the spoke, the same
+    // conditions and answers.
     assert_eq!(
-        work_after.metadata.generation, victim_work.metadata.generation,
-        "the victim's work was not rewritten"
+        part_of(NAMESPACE, GATEWAY).await?,
+        Some(victim_part),
+        "the victim's part of the bundle was not rewritten"
     );
     assert_eq!(
         spoke_gateways.get(GATEWAY).await?.metadata.uid,

@@ -9,6 +9,7 @@ pub mod check_manifests_command;
 pub mod controller;
 pub mod convert;
 pub mod explain_command;
+pub mod gateway_bundle;
 pub mod http;
 pub mod http_auth;
 pub mod insight;

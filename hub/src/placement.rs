@@ -3,7 +3,7 @@
 //! can write only in that cluster's namespace on the hub), and when a cluster that left the
 //! placement loses its ManifestWork.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::ObjectMeta;
+use meridian_api::labels::{GATEWAY_BUNDLE_LABEL, bundle_entries};
 use meridian_api::upstream::{Gateway, Listener, ManagedCluster, ManifestWork};
 use serde_json::{Value, json};
 
@@ -328,22 +329,34 @@ pub fn gateway_labels<'a>(gateways: impl IntoIterator<Item = &'a ObjectMeta>) ->
         .collect()
 }
 
-/// The works among `works` placing a Gateway whose label is not in `present` (the labels of
-/// every Gateway there is, of any class): the Gateway was deleted, so its works go. Works
-/// without the label are not a Gateway's and never listed; a Gateway that is still there keeps
-/// its works whatever its class (one no longer multi-cluster keeps them as they are).
-pub fn works_of_deleted_gateways<'a>(
+/// The Gateways among those `works` hold (a Gateway's own work, as earlier hubs wrote them,
+/// or a bundle's entry) whose label is not in `present` (the labels of every Gateway there is,
+/// of any class): deleted, with the clusters holding each. A Gateway that is still there keeps
+/// its parts whatever its class (one no longer multi-cluster keeps them as they are); works of
+/// no Gateway (the agent's) hold none.
+pub fn deleted_gateways(
     present: &HashSet<String>,
-    works: &'a [Arc<ManifestWork>],
-) -> Vec<&'a Arc<ManifestWork>> {
-    works
-        .iter()
-        .filter(|work| {
-            work.labels()
-                .get(GATEWAY_WORK_LABEL)
-                .is_some_and(|label| !present.contains(label))
-        })
-        .collect()
+    works: &[Arc<ManifestWork>],
+) -> BTreeMap<String, BTreeSet<String>> {
+    let mut deleted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for work in works {
+        let labels: Vec<String> = match work.labels().get(GATEWAY_WORK_LABEL) {
+            Some(label) => vec![label.clone()],
+            None if work.labels().contains_key(GATEWAY_BUNDLE_LABEL) => {
+                bundle_entries(work.metadata.annotations.as_ref())
+                    .into_keys()
+                    .collect()
+            }
+            None => Vec::new(),
+        };
+        for label in labels.into_iter().filter(|l| !present.contains(l)) {
+            deleted
+                .entry(label)
+                .or_default()
+                .insert(work.namespace().unwrap_or_default());
+        }
+    }
+    deleted
 }
 
 /// A kubeconfig for the agent: the hub's address and CA, and a token of the agent's hub
@@ -935,7 +948,7 @@ mod tests {
     }
 
     #[test]
-    fn only_the_works_of_deleted_gateways_go() {
+    fn only_gateways_gone_from_every_list_are_deleted() {
         use meridian_api::upstream::MULTI_CLUSTER_GATEWAY_CLASS;
 
         let gateway = |namespace: &str, name: &str, class: &str| {
@@ -986,26 +999,38 @@ mod tests {
             // Not a Gateway's work (the agent's).
             work("spoke-1", None),
         ];
+        // A bundle holding two that are there and one deleted (`blog/web`).
+        let entry = |gateway: &str| json!({ "gateway": gateway, "manifests": [] });
+        let entries = json!({
+            gateway_label("shop", "web"): entry("shop/web"),
+            gateway_label("shop", &long_name): entry(&format!("shop/{long_name}")),
+            gateway_label("blog", "web"): entry("blog/web"),
+        });
+        let bundle: Arc<ManifestWork> = serde_json::from_value(json!({
+            "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+            "metadata": {
+                "name": "meridian-gateways", "namespace": "spoke-3",
+                "labels": { GATEWAY_BUNDLE_LABEL: "true" },
+                "annotations": { meridian_api::labels::GATEWAY_BUNDLE_ENTRIES: entries.to_string() },
+            },
+            "spec": { "workload": { "manifests": [] } },
+        }))
+        .map(Arc::new)
+        .expect("a bundle");
+        let works: Vec<Arc<ManifestWork>> = works.into_iter().chain([bundle]).collect();
         let present = gateway_labels(gateways.iter().map(|g| &g.metadata));
-        let gone: Vec<(String, String)> = works_of_deleted_gateways(&present, &works)
-            .into_iter()
-            .map(|w| {
-                (
-                    w.namespace().unwrap_or_default(),
-                    w.labels()[GATEWAY_WORK_LABEL].clone(),
-                )
-            })
-            .collect();
+        let clusters = |names: &[&str]| names.iter().map(|n| n.to_string()).collect();
         assert_eq!(
-            gone,
-            [
-                ("spoke-1".to_string(), "shop.api".to_string()),
-                ("spoke-2".to_string(), "shop.api".to_string()),
-                ("spoke-1".to_string(), "other.web".to_string()),
-            ]
+            deleted_gateways(&present, &works),
+            BTreeMap::from([
+                ("blog.web".to_string(), clusters(&["spoke-3"])),
+                ("other.web".to_string(), clusters(&["spoke-1"])),
+                ("shop.api".to_string(), clusters(&["spoke-1", "spoke-2"])),
+            ])
         );
-        // With no Gateway at all every Gateway's work goes, and the agent's stays.
-        assert_eq!(works_of_deleted_gateways(&HashSet::new(), &works).len(), 7);
+        // With no Gateway at all every Gateway the works hold is deleted, and the agent's work
+        // holds none.
+        assert_eq!(deleted_gateways(&HashSet::new(), &works).len(), 6);
     }
 
     fn at(seconds: i64) -> Timestamp {

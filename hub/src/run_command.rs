@@ -521,6 +521,7 @@ impl RunningHub {
             agent: Some(agent),
             withdrawal_grace: std::time::Duration::from_secs(args.withdrawal_grace_seconds),
             agent_installs: Default::default(),
+            gone: Default::default(),
         });
         let ready = Arc::new(AtomicBool::new(false));
         let health_listener = TcpListener::bind(args.health_addr).await?;

@@ -772,9 +772,11 @@ async fn wait_converged(
     outcome
 }
 
-/// Waits until the ManifestWorks number one per placed Gateway and cluster, and each placed
+/// Waits until every placed Gateway is in a work on each of its clusters, and each placed
 /// cluster has its agent: one more work (`work` delivery) or a ManagedClusterAddOn (`addon`).
-/// Counted with one-item lists (the API server's remaining count), so the wait costs the API
+/// A hub writes either a work per Gateway and cluster (hubs before bundles: counted with
+/// one-item lists, the API server's remaining count) or a bundle per cluster (once there are
+/// as many works as that needs, the bundles' entries are counted), so the wait costs the API
 /// server next to nothing.
 async fn wait_placed(
     client: &Client,
@@ -789,25 +791,54 @@ async fn wait_placed(
         .len();
     let gateway_works = fleet.gateways * CLUSTERS_PER_GATEWAY;
     let by_work = agent_delivery == "work";
-    let (works_expected, addons_expected) = if by_work {
-        (gateway_works + placed_clusters, 0)
-    } else {
-        (gateway_works, placed_clusters)
-    };
+    let agent_works = if by_work { placed_clusters } else { 0 };
+    let addons_expected = if by_work { 0 } else { placed_clusters };
+    let all_works = Api::<ManifestWork>::all(client.clone());
+    let bundles = ListParams::default().labels(meridian_api::labels::GATEWAY_BUNDLE_LABEL);
     let mut next_progress = started.elapsed() + PROGRESS_EVERY;
     loop {
-        let works = count(&Api::<ManifestWork>::all(client.clone())).await?;
+        let works = count(&all_works).await?;
         let addons = if by_work {
             0
         } else {
             count(&Api::<ManagedClusterAddOn>::all(client.clone())).await?
         };
-        if works >= works_expected && addons >= addons_expected {
+        let bundled = !all_works
+            .list(&bundles.clone().limit(1))
+            .await?
+            .items
+            .is_empty();
+        let (placed, progress) = if bundled {
+            let mut entries = 0;
+            if works >= placed_clusters + agent_works {
+                entries = all_works
+                    .list(&bundles)
+                    .await?
+                    .items
+                    .iter()
+                    .map(|w| {
+                        meridian_api::labels::bundle_entries(w.metadata.annotations.as_ref()).len()
+                    })
+                    .sum();
+            }
+            (
+                entries >= gateway_works,
+                format!(
+                    "{works} ManifestWorks ({entries} of {gateway_works} Gateways in bundles), {addons} of {addons_expected} ManagedClusterAddOns"
+                ),
+            )
+        } else {
+            let works_expected = gateway_works + agent_works;
+            (
+                works >= works_expected,
+                format!(
+                    "{works} of {works_expected} ManifestWorks, {addons} of {addons_expected} ManagedClusterAddOns"
+                ),
+            )
+        };
+        if placed && addons >= addons_expected {
             return Ok(());
         }
-        let progress = format!(
-            "{works} of {works_expected} ManifestWorks, {addons} of {addons_expected} ManagedClusterAddOns"
-        );
         anyhow::ensure!(started.elapsed() < timeout, "{progress} after {timeout:?}");
         if started.elapsed() >= next_progress {
             eprintln!("   {:>5.0} s: {progress}", started.elapsed().as_secs_f64());

@@ -134,49 +134,81 @@ fn truncate_note(note: &str) -> String {
 /// The key an object is grouped under (`None`: in no group).
 pub type GroupKey<K> = fn(&K) -> Option<String>;
 
+/// The keys an object is grouped under, when it belongs to several groups (a PlacementDecision
+/// under its Placement and under each cluster it decides).
+pub type GroupKeys<K> = fn(&K) -> Vec<String>;
+
+/// How a cache's objects are grouped.
+enum KeyOf<K> {
+    One(GroupKey<K>),
+    Many(GroupKeys<K>),
+}
+
+impl<K> Clone for KeyOf<K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K> Copy for KeyOf<K> {}
+
+impl<K> KeyOf<K> {
+    fn keys(self, object: &K) -> Vec<String> {
+        match self {
+            KeyOf::One(key_of) => key_of(object).into_iter().collect(),
+            KeyOf::Many(keys_of) => keys_of(object),
+        }
+    }
+}
+
 /// A secondary index of a cache: its objects grouped by a key read from each (a policy by the
 /// Gateway it targets, a record by its policy). Kept as the store changes, so a reconcile asks
 /// for its group instead of walking every object of the kind: at 6,000 policies those walks were
 /// a fifth of a cold start's CPU.
 struct Groups<K: Resource<DynamicType = ()>> {
-    key_of: Option<GroupKey<K>>,
+    key_of: Option<KeyOf<K>>,
     members: std::sync::RwLock<HashMap<String, HashSet<ObjectRef<K>>>>,
 }
 
 impl<K: Resource<DynamicType = ()> + Clone> Groups<K> {
-    fn new(key_of: Option<GroupKey<K>>) -> Self {
+    fn new(key_of: Option<KeyOf<K>>) -> Self {
         Groups {
             key_of,
             members: Default::default(),
         }
     }
 
-    /// Moves an object from the group it was in to the one it is in now.
+    /// Moves an object from the groups it was in to those it is in now.
     fn regroup(&self, old: Option<&K>, new: Option<&K>) {
         let Some(key_of) = self.key_of else {
             return;
         };
-        let (old_key, new_key) = (old.and_then(key_of), new.and_then(key_of));
-        if old_key == new_key && new.is_some() {
+        let keys = |object: Option<&K>| object.map(|o| key_of.keys(o)).unwrap_or_default();
+        let (old_keys, new_keys) = (keys(old), keys(new));
+        if old_keys == new_keys && new.is_some() {
             return;
         }
         let mut members = self
             .members
             .write()
             .expect("no panics while groups are held");
-        if let (Some(key), Some(object)) = (old_key, old)
-            && let Some(group) = members.get_mut(&key)
-        {
-            group.remove(&ObjectRef::from_obj(object));
-            if group.is_empty() {
-                members.remove(&key);
+        if let Some(object) = old {
+            for key in &old_keys {
+                if let Some(group) = members.get_mut(key) {
+                    group.remove(&ObjectRef::from_obj(object));
+                    if group.is_empty() {
+                        members.remove(key);
+                    }
+                }
             }
         }
-        if let (Some(key), Some(object)) = (new_key, new) {
-            members
-                .entry(key)
-                .or_default()
-                .insert(ObjectRef::from_obj(object));
+        if let Some(object) = new {
+            for key in new_keys {
+                members
+                    .entry(key)
+                    .or_default()
+                    .insert(ObjectRef::from_obj(object));
+            }
         }
     }
 
@@ -187,7 +219,7 @@ impl<K: Resource<DynamicType = ()> + Clone> Groups<K> {
         };
         let mut members: HashMap<String, HashSet<ObjectRef<K>>> = HashMap::new();
         for object in objects {
-            if let Some(key) = key_of(object) {
+            for key in key_of.keys(object) {
                 members
                     .entry(key)
                     .or_default()
@@ -235,10 +267,15 @@ where
 {
     /// A cache that also groups its objects by `key_of`, for [`Cache::group`].
     pub fn grouped_by(key_of: GroupKey<K>) -> Self {
-        Cache::with_groups(Some(key_of))
+        Cache::with_groups(Some(KeyOf::One(key_of)))
     }
 
-    fn with_groups(key_of: Option<GroupKey<K>>) -> Self {
+    /// A cache that groups each object under every key `keys_of` gives it, for [`Cache::group`].
+    pub fn grouped_under(keys_of: GroupKeys<K>) -> Self {
+        Cache::with_groups(Some(KeyOf::Many(keys_of)))
+    }
+
+    fn with_groups(key_of: Option<KeyOf<K>>) -> Self {
         let (store, writer) = reflector::store();
         Cache {
             store,
@@ -273,7 +310,7 @@ where
         let belongs = |object: &Arc<K>| {
             self.groups
                 .key_of
-                .is_some_and(|key_of| key_of(object).as_deref() == Some(key))
+                .is_some_and(|key_of| key_of.keys(object).iter().any(|k| k == key))
         };
         self.groups
             .of(key)
@@ -708,10 +745,10 @@ impl Caches {
             hub_namespace: None,
             policies: Cache::grouped_by(crate::runtime::indexes::policy_group),
             records: Cache::grouped_by(crate::runtime::indexes::record_group),
-            gateways: Cache::default(),
+            gateways: Cache::grouped_by(crate::runtime::indexes::gateway_group),
             zones: Cache::default(),
             probes: Cache::default(),
-            decisions: Cache::grouped_by(crate::runtime::indexes::decision_group),
+            decisions: Cache::grouped_under(crate::runtime::indexes::decision_groups),
             clusters: Cache::default(),
             reports: Cache::default(),
             probe_results: Cache::default(),
@@ -719,7 +756,7 @@ impl Caches {
             secrets: Cache::default(),
             config_maps: Cache::default(),
             gateway_classes: Cache::default(),
-            works: Cache::grouped_by(crate::runtime::indexes::work_group),
+            works: Cache::grouped_under(crate::runtime::indexes::work_groups),
             listener_sets: Cache::grouped_by(crate::runtime::indexes::listener_set_group),
             role_bindings: Cache::default(),
         }

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use meridian_api::kuadrant::{DNSPolicy, DNSRecord, ManagedZone};
-use meridian_api::labels::PLACEMENT_LABEL;
+use meridian_api::labels::{
+    GATEWAY_BUNDLE_LABEL, GATEWAY_WORK_LABEL, PLACEMENT_LABEL, bundle_entries,
+};
 use meridian_api::upstream::{Gateway, ListenerSet, ManifestWork, PlacementDecision};
 
 /// A Placement: its namespace and name.
@@ -67,22 +69,51 @@ pub fn record_group(record: &DNSRecord) -> Option<String> {
     Some(group_key(record.metadata.namespace.as_deref()?, policy))
 }
 
-/// A PlacementDecision's group in the decision cache: its Placement.
-pub fn decision_group(decision: &PlacementDecision) -> Option<String> {
-    let placement = decision.labels().get(PLACEMENT_LABEL)?;
-    Some(group_key(
-        decision.metadata.namespace.as_deref()?,
-        placement,
-    ))
+/// A PlacementDecision's groups in the decision cache: its Placement, and each cluster it
+/// decides ([`cluster_group`]), so a cluster's pass finds the Placements that chose it without
+/// going through every decision.
+pub fn decision_groups(decision: &PlacementDecision) -> Vec<String> {
+    let placement = decision
+        .labels()
+        .get(PLACEMENT_LABEL)
+        .zip(decision.metadata.namespace.as_deref())
+        .map(|(placement, namespace)| group_key(namespace, placement));
+    let clusters = decision
+        .status
+        .iter()
+        .flat_map(|status| &status.decisions)
+        .filter(|d| !d.cluster_name.is_empty())
+        .map(|d| cluster_group(&d.cluster_name));
+    placement.into_iter().chain(clusters).collect()
 }
 
-/// A ManifestWork's group in the work cache: the hub Gateway it places (its
-/// [`meridian_api::labels::GATEWAY_WORK_LABEL`]), so a Gateway's pass finds its works without
-/// going through every cluster's.
-pub fn work_group(work: &ManifestWork) -> Option<String> {
-    work.labels()
-        .get(meridian_api::labels::GATEWAY_WORK_LABEL)
-        .cloned()
+/// The group of what concerns one cluster (the decisions that chose it, the hub's works in its
+/// namespace): apart from a Placement's (`namespace/name`: a cluster name has no `:`).
+pub fn cluster_group(cluster: &str) -> String {
+    format!("cluster:{cluster}")
+}
+
+/// A ManifestWork's groups in the work cache: the hub Gateways it places (a Gateway's own work
+/// by its [`GATEWAY_WORK_LABEL`], a cluster's bundle by each of its entries), and, for either,
+/// its cluster ([`cluster_group`]). Other works are in no group.
+pub fn work_groups(work: &ManifestWork) -> Vec<String> {
+    let cluster = work.metadata.namespace.as_deref().map(cluster_group);
+    if let Some(label) = work.labels().get(GATEWAY_WORK_LABEL) {
+        return [label.clone()].into_iter().chain(cluster).collect();
+    }
+    if work.labels().contains_key(GATEWAY_BUNDLE_LABEL) {
+        return bundle_entries(work.metadata.annotations.as_ref())
+            .into_keys()
+            .chain(cluster)
+            .collect();
+    }
+    Vec::new()
+}
+
+/// A Gateway's group in the Gateway cache: the Placement it follows.
+pub fn gateway_group(gateway: &Gateway) -> Option<String> {
+    let (namespace, placement) = gateway_placement(gateway)?;
+    Some(group_key(namespace, placement))
 }
 
 /// A ListenerSet's group in the ListenerSet cache: the Gateway it names

@@ -12,7 +12,7 @@ use kube::{Resource, ResourceExt};
 use meridian_api::names::{
     DNSSEC_KEYS_SECRET, PROBE_HEADERS_READER, PROBE_HEADERS_SECRET, PROBE_SEAL_SECRET,
 };
-use meridian_api::upstream::{ClusterManagementAddOn, Gateway, ManagedClusterAddOn, ManifestWork};
+use meridian_api::upstream::{ClusterManagementAddOn, ManagedClusterAddOn, ManifestWork};
 use serde_json::{Value, json};
 
 use super::{AgentDelivery, AgentInstall, PlacementContext};
@@ -21,9 +21,10 @@ use crate::addon::{
     is_available, managed_cluster_addon, template_name, template_resource,
 };
 use crate::placement::{
-    AGENT_WORK, AgentLayout, GATEWAY_WORK_LABEL, LEAVING_SINCE, LEGACY_AGENT_ROLE, WorkFate,
-    agent_hub_rbac, agent_kubeconfig, agent_manifests, agent_work,
+    AGENT_WORK, AgentLayout, LEGACY_AGENT_ROLE, agent_hub_rbac, agent_kubeconfig, agent_manifests,
+    agent_work,
 };
+use meridian_api::labels::GATEWAY_BUNDLE_LABEL;
 use meridian_controllers::runtime::applied::already_applied;
 use meridian_controllers::{Error, apply_params, delete_if_present};
 
@@ -39,22 +40,20 @@ fn works_api(ctx: &PlacementContext, cluster: &str) -> Api<ManifestWork> {
     Api::namespaced(ctx.client.clone(), cluster)
 }
 
-/// Applies a Gateway's work on `cluster` unless the cache shows it already there. A work of
-/// that name the hub did not label as this Gateway's is someone else's: it is left alone.
-pub async fn work(
+/// Applies a cluster's bundle `name` unless the cache shows it already there. A work of that
+/// name the hub did not label as a bundle is someone else's: it is left alone.
+pub async fn bundle(
     cluster: &str,
     name: &str,
     work: Value,
     ctx: &PlacementContext,
 ) -> Result<(), Error> {
     let current = ctx.caches.works.get(Some(cluster), name);
-    let ours = work["metadata"]["labels"][GATEWAY_WORK_LABEL].as_str();
     if let Some(current) = &current
-        && current.labels().get(GATEWAY_WORK_LABEL).map(String::as_str) != ours
+        && !current.labels().contains_key(GATEWAY_BUNDLE_LABEL)
     {
         return Err(Error::Waiting(format!(
-            "ManifestWork {cluster}/{name} exists and is not this Gateway's (label {GATEWAY_WORK_LABEL} is not {}): left alone",
-            ours.unwrap_or_default()
+            "ManifestWork {cluster}/{name} exists and is not the hub's bundle (no label {GATEWAY_BUNDLE_LABEL}): left alone"
         )));
     }
     if !already_applied(current.as_deref(), &work) {
@@ -66,12 +65,12 @@ pub async fn work(
 }
 
 /// How soon to look again while a work is handed over.
-const HAND_OVER_RECHECK: Duration = Duration::from_secs(5);
+pub const HAND_OVER_RECHECK: Duration = Duration::from_secs(5);
 
-/// Hands `legacy` (this Gateway's work under an earlier hub's name) over to the work `name` in
-/// the same cluster namespace: once the work agent reports that one applied, `legacy` is set
-/// to orphan what it applied and deleted, so the spoke's Gateway and Secrets stay, owned by the
-/// new work. Until then, returns when to look again.
+/// Hands `legacy` (a Gateway's own work, as earlier hubs wrote them) over to the bundle `name`
+/// holding the Gateway, in the same cluster namespace: once the work agent reports the bundle
+/// applied, `legacy` is set to orphan what it applied and deleted, so the spoke's Gateway and
+/// Secrets stay, owned by the bundle. Until then, returns when to look again.
 pub async fn hand_over(
     legacy: &ManifestWork,
     name: &str,
@@ -119,60 +118,6 @@ pub async fn delete_work(work: &ManifestWork, ctx: &PlacementContext) -> Result<
         &work.name_any(),
     )
     .await
-}
-
-/// Carries out a work's fate; returns when to look again, if sooner than the resync.
-pub async fn settle(
-    gateway: &Gateway,
-    work: &ManifestWork,
-    fate: WorkFate,
-    ctx: &PlacementContext,
-) -> Result<Option<Duration>, Error> {
-    let cluster = work.namespace().unwrap_or_default();
-    let name = gateway.name_any();
-    let leaving = work.annotations().contains_key(LEAVING_SINCE);
-    let api = works_api(ctx, &cluster);
-    match fate {
-        WorkFate::Keep => {
-            if leaving {
-                // Placed again: forget that it was leaving.
-                let patch = json!({ "metadata": { "annotations": { LEAVING_SINCE: null } } });
-                api.patch(&work.name_any(), &Default::default(), &Patch::Merge(patch))
-                    .await?;
-            }
-            Ok(None)
-        }
-        WorkFate::MarkLeaving => {
-            tracing::info!(%cluster, gateway = %name, grace = ?ctx.withdrawal_grace, "cluster left the placement: withdrawn from DNS; its Gateway stays for the grace period");
-            ctx.notify(
-                gateway,
-                false,
-                "ClusterLeaving",
-                "Withdraw",
-                format!("{cluster} left the placement: withdrawn from DNS; its Gateway is removed after {:?}", ctx.withdrawal_grace),
-            )
-            .await;
-            mark_leaving(work, ctx).await?;
-            Ok(Some(ctx.withdrawal_grace))
-        }
-        // Just after the grace ends.
-        WorkFate::Wait(left) => Ok(Some(left + Duration::from_millis(100))),
-        WorkFate::Delete => {
-            tracing::info!(%cluster, gateway = %name, "removing the Gateway's ManifestWork");
-            delete_if_present(&api, &work.name_any()).await?;
-            Ok(None)
-        }
-    }
-}
-
-/// Notes on `work` since when it is leaving: it goes once the grace period has passed.
-pub async fn mark_leaving(work: &ManifestWork, ctx: &PlacementContext) -> Result<(), Error> {
-    let patch =
-        json!({ "metadata": { "annotations": { LEAVING_SINCE: (ctx.clock)().to_string() } } });
-    works_api(ctx, &work.namespace().unwrap_or_default())
-        .patch(&work.name_any(), &Default::default(), &Patch::Merge(patch))
-        .await?;
-    Ok(())
 }
 
 /// Installs (or refreshes) the agent on `cluster`: hub RBAC scoped to the cluster namespace,

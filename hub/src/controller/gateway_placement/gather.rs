@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use meridian_api::labels::PLACEMENT_LABEL;
+use meridian_api::labels::{GATEWAY_WORK_LABEL, PLACEMENT_LABEL};
 use meridian_api::upstream::{Gateway, GatewayClass, ManifestWork, PlacementDecision};
 
 use super::PlacementContext;
@@ -21,10 +21,6 @@ pub struct Seen {
     /// empty if need be, for every Placement it schedules), or the Placement is gone. Not
     /// evidence that any cluster left.
     pub undecided: bool,
-    /// Its ManifestWorks, on clusters it is or was placed on.
-    pub works: Vec<Arc<ManifestWork>>,
-    /// Its GatewayClass, when there is one.
-    pub class: Option<Arc<GatewayClass>>,
     /// The class the downstream copies take unless their cluster names its own.
     pub downstream_class: String,
     /// The TLS Secrets its listeners name that exist.
@@ -72,8 +68,6 @@ pub fn gather(gateway: &Gateway, ctx: &PlacementContext) -> Seen {
     Seen {
         placed,
         undecided,
-        works: works_of(gateway, ctx),
-        class,
         downstream_class,
         tls_secrets,
         set_listeners,
@@ -123,13 +117,39 @@ fn downstream_class(class: Option<&GatewayClass>, ctx: &PlacementContext) -> Str
         .unwrap_or_else(|| DEFAULT_DOWNSTREAM_CLASS.to_string())
 }
 
-/// The Gateway's ManifestWorks (one per cluster it is, or was, placed on).
+/// The multi-cluster Gateways whose Placement chose `cluster` (through the decisions grouped
+/// under it), but those being deleted.
+pub fn placed_on(cluster: &str, ctx: &PlacementContext) -> Vec<Arc<Gateway>> {
+    let caches = &ctx.caches;
+    let placements: BTreeSet<indexes::PlacementKey> = caches
+        .decisions
+        .group(&indexes::cluster_group(cluster))
+        .iter()
+        .filter_map(|decision| indexes::placement_of(decision))
+        .collect();
+    placements
+        .iter()
+        .flat_map(|(namespace, placement)| {
+            caches
+                .gateways
+                .group(&indexes::group_key(namespace, placement))
+        })
+        .filter(|gateway| {
+            super::is_multi_cluster(gateway) && gateway.metadata.deletion_timestamp.is_none()
+        })
+        .collect()
+}
+
+/// The Gateway's own ManifestWorks (earlier hubs wrote one per cluster it was placed on; the
+/// bundles holding it are not among them).
 pub fn works_of(gateway: &Gateway, ctx: &PlacementContext) -> Vec<Arc<ManifestWork>> {
     let label = gateway_label(
         &gateway.namespace().unwrap_or_default(),
         &gateway.name_any(),
     );
-    ctx.caches.works.group(&label)
+    let mut works = ctx.caches.works.group(&label);
+    works.retain(|work| work.labels().get(GATEWAY_WORK_LABEL) == Some(&label));
+    works
 }
 
 #[cfg(test)]

@@ -1,27 +1,35 @@
 //! Gateway placement: hub Gateways of class `kuadrant-multi-cluster-gateway-instance-per-cluster`
-//! → one ManifestWork per placed cluster with the downstream Gateway and its TLS Secrets, and
-//! the Meridian agent installed on each placed cluster with hub credentials scoped to that
-//! cluster's namespace. A cluster that leaves the placement is withdrawn from DNS at once (the
-//! DNSPolicy controller follows the same decisions) and its ManifestWork is deleted after the
-//! grace period (so are a deleted Gateway's, see [`deleted`]); at once when the ManagedCluster
-//! is gone. A Placement with no PlacementDecision at all (OCM has not decided yet, or the
-//! Placement is gone) is not evidence: the Gateway's works stay as they are until there is one.
+//! → the downstream Gateway and its TLS Secrets on each cluster its Placement chose, all of a
+//! cluster's Gateways in one ManifestWork (its bundle, [`crate::gateway_bundle`]), and the
+//! Meridian agent installed on each placed cluster with hub credentials scoped to that
+//! cluster's namespace. The pass is the cluster's ([`cluster`]): one write per cluster at a
+//! cold start, however many Gateways it has (a work per Gateway and cluster was 30,000 writes
+//! at 3,000 clusters × 6,000 Gateways). A Gateway's own pass accepts its GatewayClass.
 //!
-//! Gateways carry no finalizer of the hub's: a deleted Gateway's works are found by their label
-//! once neither the cache nor a list of every Gateway has it ([`deleted`]). A finalizer cost a
-//! write per Gateway at a cold start (6,000 at 3,000 clusters), and a Gateway the hub no longer
-//! ran for (uninstalled) could not be deleted. The one earlier hubs held is let go.
+//! A cluster that leaves a Gateway's placement is withdrawn from DNS at once (the DNSPolicy
+//! controller follows the same decisions); the Gateway is marked leaving in its bundle and
+//! leaves it after the grace period (so does a deleted Gateway, see [`deleted`]); every work of
+//! the hub's goes at once when the ManagedCluster is gone. A Placement with no PlacementDecision
+//! at all (OCM has not decided yet, or the Placement is gone) is not evidence: the Gateway's
+//! parts stay as they are until there is one. Works of one Gateway each, as earlier hubs wrote
+//! them, are handed over to the bundle without the spoke's objects leaving.
+//!
+//! Gateways carry no finalizer of the hub's: a deleted Gateway is found by its label once
+//! neither the cache nor a list of every Gateway has it ([`deleted`]). A finalizer cost a write
+//! per Gateway at a cold start (6,000 at 3,000 clusters), and a Gateway the hub no longer ran
+//! for (uninstalled) could not be deleted. The one earlier hubs held is let go.
 //!
 //! | | |
 //! |---|---|
 //! | **Watches** (shared caches) | Gateways, PlacementDecisions, ManagedClusters, Secrets, GatewayClasses, ConfigMaps, ManifestWorks, ListenerSets |
-//! | **Triggered by** ([`triggers`]) | the Gateway; a decision of its Placement; a cluster joining or leaving OCM, or changing its downstream class; its TLS Secret; a GatewayClass or its parameters; a work of its changed or deleted by someone else; a ListenerSet naming it |
-//! | **Gathers** ([`gather`]) | the placed clusters, the Gateway's works, the fleet's downstream class, the TLS Secrets, the listeners of the ListenerSets it admits, from the caches only |
-//! | **Decides** (`crate::placement`, pure) | each work's fate (keep, mark leaving, wait, delete), each cluster's downstream class (its label, its ClusterClaim, the fleet's), the downstream Gateway's work (with its ListenerSets' copies), the agent's RBAC and work |
-//! | **Writes** ([`apply`], [`status`]) | ManifestWorks (only where they differ from the cache), the agent's RBAC, token and addon registration when due; GatewayClass `Accepted`; Events; the finalizer earlier hubs held, let go |
-//! | **Deletes** ([`deleted`]) | the works of deleted Gateways (gone from the cache and from a list of them), marked leaving, then removed after the grace: looked at on start, after a Gateway's deletion or a relist, when a grace ends, once per resync |
+//! | **Triggered by** ([`triggers`]) | a cluster: joining OCM or changing its downstream class; a decision choosing it or letting it go; a change of a Gateway placed on it or held by its bundle, of such a Gateway's TLS Secret or ListenerSet; a GatewayClass or its parameters; a work of the hub's in its namespace changed or deleted by someone else; a Gateway it holds confirmed deleted. A Gateway: its own change, its class |
+//! | **Gathers** ([`gather`], [`cluster`]) | the Gateways placed on the cluster (through the decisions grouped by cluster), its bundles and the earlier hubs' works, each Gateway's placed clusters, the fleet's downstream class, the TLS Secrets, the listeners of the ListenerSets it admits, from the caches only |
+//! | **Decides** (`crate::gateway_bundle`, `crate::placement`, [`cluster::standing`], pure) | each Gateway's standing on the cluster (placed, left, as it is) and fate (keep, mark leaving, wait, drop), each cluster's downstream class, each Gateway's part, the parts' bundles (shared manifests once, under OCM's size limit, each Gateway staying where it is), the agent's RBAC and work |
+//! | **Writes** ([`apply`], [`status`]) | bundles (only where they differ from the cache), the hand-over of earlier hubs' works, the agent's RBAC, token and addon registration when due; GatewayClass `Accepted`; Events; the finalizer earlier hubs held, let go |
+//! | **Deletes** ([`deleted`], [`cluster`]) | bundles no Gateway needs; earlier hubs' works once handed over, or with their Gateway; every work of the hub's of a cluster gone from OCM |
 
 mod apply;
+mod cluster;
 mod deleted;
 mod gather;
 mod status;
@@ -34,17 +42,15 @@ use futures::FutureExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
-use meridian_api::upstream::{Gateway, MULTI_CLUSTER_GATEWAY_CLASS};
+use meridian_api::upstream::{Gateway, MULTI_CLUSTER_GATEWAY_CLASS, ManagedCluster};
 
 pub use apply::AgentInstalls;
 
-use crate::placement::{
-    LEGACY_GATEWAY_FINALIZER, cluster_downstream_class, gateway_work, gateway_work_name,
-    legacy_finalizer_release, work_fate,
-};
+use crate::placement::{LEGACY_GATEWAY_FINALIZER, legacy_finalizer_release};
 use meridian_controllers::{Context, Error, counted, retry_after};
 
 const CONTROLLER: &str = "gatewayplacement";
+const CLUSTER_CONTROLLER: &str = "gatewaybundle";
 
 /// What placement needs besides what every reconcile shares.
 #[derive(Debug)]
@@ -57,6 +63,9 @@ pub struct PlacementContext {
     pub withdrawal_grace: Duration,
     /// The installs of agents under way, one per cluster at a time.
     pub agent_installs: AgentInstalls,
+    /// The work labels of Gateways a list of every Gateway confirmed deleted ([`deleted`]):
+    /// their parts leave the clusters' bundles after the grace.
+    pub gone: std::sync::RwLock<std::collections::HashSet<String>>,
 }
 
 impl std::ops::Deref for PlacementContext {
@@ -98,25 +107,35 @@ pub fn is_multi_cluster(gateway: &Gateway) -> bool {
     gateway.spec.gateway_class_name == MULTI_CLUSTER_GATEWAY_CLASS
 }
 
-/// Runs the controller until `stop` resolves.
+/// Runs the controllers until `stop` resolves: the Gateways' (their class), the clusters'
+/// (their bundles and agents), and the look for deleted Gateways.
 pub async fn run(
     placement: Arc<PlacementContext>,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
-    let all = placement.shared.caches.gateways.store().clone();
-    let requests = triggers::requests(&placement.shared.caches);
+    let caches = placement.shared.caches.clone();
+    let (wake, woken) = tokio::sync::mpsc::unbounded_channel();
     let stop = stop.shared();
     tokio::join!(
         meridian_controllers::runtime::caches::run_controller(
-            all,
+            caches.gateways.store().clone(),
             placement.shared.config.concurrency.placement,
-            requests,
+            triggers::requests(&caches),
             reconcile,
             error_policy,
             placement.clone(),
             stop.clone(),
         ),
-        deleted::remove_works_of_deleted_gateways(placement, stop),
+        meridian_controllers::runtime::caches::run_controller(
+            caches.clusters.store().clone(),
+            placement.shared.config.concurrency.placement,
+            triggers::cluster_requests(&caches, woken),
+            reconcile_cluster,
+            cluster_error_policy,
+            placement.clone(),
+            stop.clone(),
+        ),
+        deleted::look_for_deleted_gateways(placement, wake, stop),
     );
 }
 
@@ -176,93 +195,38 @@ pub fn error_policy(gateway: Arc<Gateway>, error: &Error, ctx: Arc<PlacementCont
     retry_after(&*gateway, error, &ctx.shared, CONTROLLER)
 }
 
-/// Gather → decide → apply → status.
+/// A Gateway's own pass: its GatewayClass accepted. What goes to its clusters is their pass
+/// ([`cluster`]).
 async fn place(gateway: &Gateway, ctx: &PlacementContext) -> Result<Action, Error> {
-    let seen = gather::gather(gateway, ctx);
-    let now = (ctx.clock)();
-
-    // Clusters that left first (DNS withdraws them at once; marking them is one write each):
-    // the work stays for the grace period, then goes.
-    let mut next_look = ctx.config.next_resync();
-    if seen.undecided && !seen.works.is_empty() {
-        // Fail static: no decision is no evidence, so every work stays as it is (none marked
-        // leaving, none written) until OCM decides.
-        tracing::info!(gateway = %gateway.name_any(), works = seen.works.len(), "its Placement has no decision yet; its works stay as they are");
-    }
-    for work in &seen.works {
-        let cluster = work.namespace().unwrap_or_default();
-        let fate = work_fate(
-            seen.placed.contains(&cluster) || seen.undecided,
-            ctx.caches.clusters.get(None, &cluster).is_some(),
-            work.annotations()
-                .get(crate::placement::LEAVING_SINCE)
-                .map(String::as_str),
-            now,
-            ctx.withdrawal_grace,
-        );
-        if let Some(look) = apply::settle(gateway, work, fate, ctx).await? {
-            next_look = next_look.min(look);
-        }
-    }
-
-    if let Some(class) = &seen.class {
+    let class = ctx
+        .caches
+        .gateway_classes
+        .get(None, &gateway.spec.gateway_class_name);
+    if let Some(class) = &class {
         status::accept_class(class, ctx).await?;
     }
-    let work_name = gateway_work_name(
-        &gateway.namespace().unwrap_or_default(),
-        &gateway.name_any(),
-    );
-    for cluster in &seen.placed {
-        let (class, refused) = cluster_downstream_class(
-            ctx.caches.clusters.get(None, cluster).as_deref(),
-            &seen.downstream_class,
-        );
-        if let Some(refused) = refused {
-            tracing::warn!(gateway = %gateway.name_any(), %cluster, %class, "{refused}");
-            let note = format!("{refused}; its downstream Gateway takes {class}");
-            ctx.notify(gateway, true, "InvalidDownstreamClass", "Place", note)
-                .await;
-        }
-        // Fail static: while ListenerSets cannot be read, a work that carries copies of some
-        // stays as it is rather than lose them.
-        let carries_sets = || {
-            ctx.caches
-                .works
-                .get(Some(cluster), &work_name)
-                .is_some_and(|work| {
-                    work.spec
-                        .workload
-                        .manifests
-                        .iter()
-                        .any(|m| m["kind"] == "ListenerSet")
-                })
-        };
-        if seen.sets_readable || !carries_sets() {
-            let work = gateway_work(
-                gateway,
-                &class,
-                &seen.tls_secrets,
-                &seen.set_listeners,
-                cluster,
-            );
-            apply::work(cluster, &work_name, work, ctx).await?;
-        } else {
-            tracing::warn!(gateway = %gateway.name_any(), %cluster, "ListenerSets cannot be read; the work keeps its copies as they are");
-        }
-        if let Some(look) = apply::install_agent(cluster, ctx).await? {
-            next_look = next_look.min(look);
-        }
-    }
-    // Works of this Gateway under another name (an earlier hub's) on clusters still placed:
-    // handed over to the work above once it is applied, without removing what they applied.
-    for legacy in seen.works.iter().filter(|work| {
-        work.name_any() != work_name && seen.placed.contains(&work.namespace().unwrap_or_default())
-    }) {
-        if let Some(look) = apply::hand_over(legacy, &work_name, ctx).await? {
-            next_look = next_look.min(look);
-        }
-    }
-    Ok(Action::requeue(next_look))
+    Ok(Action::await_change())
+}
+
+pub async fn reconcile_cluster(
+    cluster: Arc<ManagedCluster>,
+    ctx: Arc<PlacementContext>,
+) -> Result<Action, Error> {
+    counted(
+        &*cluster,
+        &ctx.shared,
+        CLUSTER_CONTROLLER,
+        cluster::place(&cluster, &ctx),
+    )
+    .await
+}
+
+pub fn cluster_error_policy(
+    cluster: Arc<ManagedCluster>,
+    error: &Error,
+    ctx: Arc<PlacementContext>,
+) -> Action {
+    retry_after(&*cluster, error, &ctx.shared, CLUSTER_CONTROLLER)
 }
 
 /// Deletes every ManifestWork of the Gateway at once (a Gateway an earlier hub held).

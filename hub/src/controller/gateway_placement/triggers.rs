@@ -1,8 +1,10 @@
 //! What wakes a hub Gateway's placement: pure indexes over the caches, and the trigger
 //! streams built from them.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::ResourceExt;
@@ -15,105 +17,199 @@ use super::is_multi_cluster;
 use crate::placement::{
     AGENT_WORK, GATEWAY_WORK_LABEL, cluster_downstream_class, gateway_label, tls_secret_names,
 };
+use meridian_api::labels::GATEWAY_BUNDLE_LABEL;
 use meridian_controllers::decide::listener_sets;
 use meridian_controllers::runtime::caches::{
     Caches, Change, everything_once, own_changes, triggers,
 };
 use meridian_controllers::runtime::indexes;
 
-/// Every Gateway once at start, its own changes, and:
-/// - a PlacementDecision → the Gateways following its Placement;
-/// - a cluster joining or leaving OCM → every multi-cluster Gateway (its work comes or goes at
-///   once); a cluster changing the downstream class it names → the Gateways placed on it;
-/// - a Secret → the Gateways whose listeners carry it;
-/// - a GatewayClass, or a ConfigMap a class names as parameters → every multi-cluster Gateway;
-/// - a ManifestWork someone else changed or deleted → the Gateways it serves.
+/// Every Gateway once at start, its own changes, and a GatewayClass's: a Gateway's own pass
+/// accepts its class.
 pub fn requests(caches: &Caches) -> Vec<BoxStream<'static, ObjectRef<Gateway>>> {
     let all = caches.gateways.store().clone();
-    let multi_cluster = {
+    let by_class = {
         let gateways = all.clone();
-        move || multi_cluster_gateways(&gateways.state())
+        move |_: &Change<GatewayClass>| multi_cluster_gateways(&gateways.state())
     };
-    let by_decision = {
-        let gateways = all.clone();
-        move |change: &Change<PlacementDecision>| match change.object() {
-            Some(decision) => {
-                let placements = indexes::placement_of(decision).into_iter().collect();
-                indexes::gateways_following(&gateways.state(), &placements)
-            }
-            None => Vec::new(),
+    vec![
+        everything_once(&caches.gateways),
+        own_changes(&caches.gateways),
+        triggers(caches.gateway_classes.subscribe(), all, by_class),
+    ]
+}
+
+/// What wakes a cluster's pass (its bundle, its agent): every cluster once at start, and
+/// - the cluster joining OCM, or changing the downstream class it names;
+/// - a PlacementDecision → the clusters it chose or let go;
+/// - a Gateway's change beyond its status, its TLS Secret, a ListenerSet naming it → the
+///   clusters it is placed on or held by;
+/// - a GatewayClass's change beyond its status, or a ConfigMap a class names → every cluster;
+/// - a work of the hub's in the cluster's namespace changed or deleted by someone else;
+/// - `woken`: the clusters holding a Gateway a list confirmed deleted.
+pub fn cluster_requests(
+    caches: &Arc<Caches>,
+    woken: tokio::sync::mpsc::UnboundedReceiver<ObjectRef<ManagedCluster>>,
+) -> Vec<BoxStream<'static, ObjectRef<ManagedCluster>>> {
+    let all = caches.clusters.store().clone();
+    let every_cluster = {
+        let clusters = all.clone();
+        move || {
+            clusters
+                .state()
+                .iter()
+                .map(|c| ObjectRef::from_obj(&**c))
+                .collect::<Vec<_>>()
         }
     };
-    let by_cluster = {
-        let multi_cluster = multi_cluster.clone();
-        let (gateways, decisions) = (all.clone(), caches.decisions.store().clone());
-        move |change: &Change<ManagedCluster>| match change {
-            Change::Applied { old: None, .. } | Change::Deleted(_) => multi_cluster(),
-            // Only the Gateways placed on it: a spoke that flips its claim wakes its own.
-            Change::Applied {
-                old: Some(old),
-                new,
-            } if class_changed(old, new) => {
-                let placements = indexes::placements_deciding(&decisions.state(), &new.name_any());
-                indexes::gateways_following(&gateways.state(), &placements)
+    let by_cluster = |change: &Change<ManagedCluster>| match change {
+        Change::Applied { old: None, new } => vec![ObjectRef::from_obj(&**new)],
+        Change::Applied {
+            old: Some(old),
+            new,
+        } if class_changed(old, new) => vec![ObjectRef::from_obj(&**new)],
+        _ => Vec::new(),
+    };
+    let by_decision = |change: &Change<PlacementDecision>| {
+        let Some((before, after)) = change.before_after() else {
+            return Vec::new();
+        };
+        clusters_changed(before, after)
+            .iter()
+            .map(|c| ObjectRef::new(c))
+            .collect()
+    };
+    let by_gateway = {
+        let caches = caches.clone();
+        move |change: &Change<Gateway>| match change {
+            Change::Applied { old, new } if indexes::changed_beyond_status(old.as_deref(), new) => {
+                clusters_of(&caches, new)
             }
             _ => Vec::new(),
         }
     };
     let by_secret = {
-        let (gateways, sets) = (all.clone(), caches.listener_sets.store().clone());
+        let caches = caches.clone();
         move |change: &Change<Secret>| match change.object() {
             Some(secret) => gateways_using_secret(
-                &gateways.state(),
-                &sets.state(),
+                &caches.gateways.state(),
+                &caches.listener_sets.state(),
                 &secret.namespace().unwrap_or_default(),
                 &secret.name_any(),
-            ),
+            )
+            .iter()
+            .filter_map(|g| caches.gateways.get(g.namespace.as_deref(), &g.name))
+            .flat_map(|g| clusters_of(&caches, &g))
+            .collect(),
             None => Vec::new(),
         }
     };
     // A ListenerSet adds, changes or takes away listeners of the Gateway it names (of both,
     // when it moves from one to another).
-    let by_listener_set = |change: &Change<ListenerSet>| {
-        let Some((before, after)) = change.before_after() else {
-            return Vec::new();
-        };
-        indexes::gateways_of_listener_set_change(before, after)
-            .into_iter()
-            .map(|(namespace, name)| ObjectRef::new(&name).within(&namespace))
-            .collect()
+    let by_listener_set = {
+        let caches = caches.clone();
+        move |change: &Change<ListenerSet>| {
+            let Some((before, after)) = change.before_after() else {
+                return Vec::new();
+            };
+            indexes::gateways_of_listener_set_change(before, after)
+                .into_iter()
+                .filter_map(|(namespace, name)| caches.gateways.get(Some(&namespace), &name))
+                .flat_map(|g| clusters_of(&caches, &g))
+                .collect()
+        }
     };
     let by_class = {
-        let multi_cluster = multi_cluster.clone();
-        move |_: &Change<GatewayClass>| multi_cluster()
+        let every_cluster = every_cluster.clone();
+        move |change: &Change<GatewayClass>| match change {
+            Change::Applied { old, new }
+                if !indexes::changed_beyond_status(old.as_deref(), new) =>
+            {
+                Vec::new()
+            }
+            _ => every_cluster(),
+        }
     };
     let by_parameters = {
         let classes = caches.gateway_classes.store().clone();
         move |change: &Change<ConfigMap>| match change.object() {
             Some(config_map) if parameters_of_a_class(&classes.state(), config_map) => {
-                multi_cluster()
+                every_cluster()
             }
             _ => Vec::new(),
         }
     };
-    let by_work = {
-        let (gateways, decisions) = (all.clone(), caches.decisions.store().clone());
-        move |change: &Change<ManifestWork>| match changed_by_others(change) {
-            Some(work) => gateways_served_by(&gateways.state(), &decisions.state(), work),
-            None => Vec::new(),
-        }
+    let by_work = |change: &Change<ManifestWork>| match changed_by_others(change) {
+        Some(work) if is_the_hubs(work) => work
+            .namespace()
+            .map(|cluster| vec![ObjectRef::new(&cluster)])
+            .unwrap_or_default(),
+        _ => Vec::new(),
     };
+    let woken = futures::stream::unfold(woken, |mut woken| async move {
+        woken.recv().await.map(|cluster| (cluster, woken))
+    })
+    .boxed();
     vec![
-        everything_once(&caches.gateways),
-        own_changes(&caches.gateways),
-        triggers(caches.decisions.subscribe(), all.clone(), by_decision),
+        everything_once(&caches.clusters),
         triggers(caches.clusters.subscribe(), all.clone(), by_cluster),
+        triggers(caches.decisions.subscribe(), all.clone(), by_decision),
+        triggers(caches.gateways.subscribe(), all.clone(), by_gateway),
         triggers(caches.secrets.subscribe(), all.clone(), by_secret),
         triggers(caches.gateway_classes.subscribe(), all.clone(), by_class),
         triggers(caches.config_maps.subscribe(), all.clone(), by_parameters),
         triggers(caches.works.subscribe(), all.clone(), by_work),
         triggers(caches.listener_sets.subscribe(), all, by_listener_set),
+        woken,
     ]
+}
+
+/// The clusters a Gateway concerns: those its Placement chose, and those whose works hold it.
+pub fn clusters_of(caches: &Caches, gateway: &Gateway) -> Vec<ObjectRef<ManagedCluster>> {
+    let namespace = gateway.namespace().unwrap_or_default();
+    let mut clusters: BTreeSet<String> = indexes::gateway_placement(gateway)
+        .map(|(namespace, placement)| {
+            let decisions = caches
+                .decisions
+                .group(&indexes::group_key(namespace, placement));
+            indexes::decided_clusters(&decisions, namespace, placement)
+        })
+        .unwrap_or_default();
+    clusters.extend(
+        caches
+            .works
+            .group(&gateway_label(&namespace, &gateway.name_any()))
+            .iter()
+            .filter_map(|work| work.namespace()),
+    );
+    clusters.iter().map(|c| ObjectRef::new(c)).collect()
+}
+
+/// The clusters a change of a PlacementDecision chose or let go (`before` is none for a new
+/// one, `after` none for a deleted one).
+pub fn clusters_changed(
+    before: Option<&PlacementDecision>,
+    after: Option<&PlacementDecision>,
+) -> BTreeSet<String> {
+    let chosen = |decision: Option<&PlacementDecision>| -> BTreeSet<String> {
+        decision
+            .and_then(|d| d.status.as_ref())
+            .iter()
+            .flat_map(|s| &s.decisions)
+            .map(|d| d.cluster_name.clone())
+            .filter(|name| !name.is_empty())
+            .collect()
+    };
+    let (before, after) = (chosen(before), chosen(after));
+    before.symmetric_difference(&after).cloned().collect()
+}
+
+/// Whether a work is one the hub writes for placement: a bundle, a Gateway's own work (an
+/// earlier hub's), or the agent's.
+fn is_the_hubs(work: &ManifestWork) -> bool {
+    work.labels().contains_key(GATEWAY_BUNDLE_LABEL)
+        || work.labels().contains_key(GATEWAY_WORK_LABEL)
+        || work.name_any() == AGENT_WORK
 }
 
 /// Whether a cluster's own downstream class (label or claim) changed; status updates of
@@ -190,28 +286,6 @@ pub fn parameters_of_a_class(classes: &[Arc<GatewayClass>], config_map: &ConfigM
                 && p.namespace == config_map.namespace()
         })
     })
-}
-
-/// The hub Gateways a ManifestWork serves: the Gateway whose copy it carries, or for the
-/// agent's work, every Gateway placed on its cluster (each installs the agent there).
-pub fn gateways_served_by(
-    gateways: &[Arc<Gateway>],
-    decisions: &[Arc<PlacementDecision>],
-    work: &ManifestWork,
-) -> Vec<ObjectRef<Gateway>> {
-    let cluster = work.namespace().unwrap_or_default();
-    if work.name_any() == AGENT_WORK {
-        let placements = indexes::placements_deciding(decisions, &cluster);
-        return indexes::gateways_following(gateways, &placements);
-    }
-    let Some(label) = work.labels().get(GATEWAY_WORK_LABEL) else {
-        return Vec::new();
-    };
-    gateways
-        .iter()
-        .filter(|g| gateway_label(&g.namespace().unwrap_or_default(), &g.name_any()) == *label)
-        .map(|g| ObjectRef::from_obj(&**g))
-        .collect()
 }
 
 #[cfg(test)]
@@ -355,49 +429,67 @@ mod tests {
             &config_map("meridian", "unrelated")
         ));
 
-        let decision: Arc<PlacementDecision> = from_json(json!({
-            "apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "PlacementDecision",
-            "metadata": { "name": "europe-decision-1", "namespace": "gw",
-                          "labels": { meridian_api::labels::PLACEMENT_LABEL: "europe" } },
-            "status": { "decisions": [{ "clusterName": "eu-1", "reason": "" }] },
-        }));
-        let decisions = [decision];
-        let work = |cluster: &str, name: &str, label: Option<&str>| -> ManifestWork {
+        let work = |cluster: &str, name: &str, label: Option<(&str, &str)>| -> ManifestWork {
             let mut work = ManifestWork::new(name, Default::default());
             work.metadata.namespace = Some(cluster.into());
-            work.metadata.labels =
-                label.map(|l| [(GATEWAY_WORK_LABEL.to_string(), l.to_string())].into());
+            work.metadata.labels = label.map(|(k, v)| [(k.to_string(), v.to_string())].into());
             work
         };
         let cases = [
             (
-                work("eu-1", "gateway-gw-web", Some("gw.web")),
-                vec!["gw/web"],
-                "a Gateway's copy",
+                work(
+                    "eu-1",
+                    "gateway-gw-web",
+                    Some((GATEWAY_WORK_LABEL, "gw.web")),
+                ),
+                true,
+                "a Gateway's own work",
             ),
             (
-                work("eu-1", AGENT_WORK, None),
-                vec!["gw/api"],
-                "the agent, on a cluster placed by europe",
+                work(
+                    "eu-1",
+                    "meridian-gateways",
+                    Some((GATEWAY_BUNDLE_LABEL, "true")),
+                ),
+                true,
+                "a bundle",
             ),
-            (
-                work("us-1", AGENT_WORK, None),
-                vec![],
-                "the agent, on a cluster nobody placed",
-            ),
+            (work("eu-1", AGENT_WORK, None), true, "the agent's"),
             (
                 work("eu-1", "unrelated", None),
-                vec![],
+                false,
                 "someone else's work",
             ),
         ];
-        for (work, expected, what) in cases {
-            assert_eq!(
-                meridian_testkit::fixtures::names(gateways_served_by(&gateways, &decisions, &work)),
-                expected,
-                "{what}"
-            );
+        for (work, hubs, what) in cases {
+            assert_eq!(is_the_hubs(&work), hubs, "{what}");
         }
+    }
+
+    #[test]
+    fn a_decision_wakes_the_clusters_it_chose_or_let_go_only() {
+        let decision = |clusters: &[&str]| -> PlacementDecision {
+            serde_json::from_value(json!({
+                "apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "PlacementDecision",
+                "metadata": { "name": "europe-decision-1", "namespace": "gw",
+                              "labels": { meridian_api::labels::PLACEMENT_LABEL: "europe" } },
+                "status": { "decisions": clusters.iter()
+                    .map(|c| json!({ "clusterName": c, "reason": "" })).collect::<Vec<_>>() },
+            }))
+            .expect("a PlacementDecision")
+        };
+        let set = |clusters: &[&str]| -> BTreeSet<String> {
+            clusters.iter().map(|c| c.to_string()).collect()
+        };
+        let (one, two) = (decision(&["eu-1", "eu-2"]), decision(&["eu-2", "eu-3"]));
+        assert_eq!(
+            clusters_changed(Some(&one), Some(&two)),
+            set(&["eu-1", "eu-3"])
+        );
+        assert_eq!(clusters_changed(Some(&one), Some(&one)), set(&[]));
+        assert_eq!(clusters_changed(None, Some(&one)), set(&["eu-1", "eu-2"]));
+        assert_eq!(clusters_changed(Some(&two), None), set(&["eu-2", "eu-3"]));
+        assert_eq!(clusters_changed(None, Some(&decision(&[""]))), set(&[]));
     }
 
     #[test]
