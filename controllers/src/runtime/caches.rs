@@ -1134,6 +1134,57 @@ mod tests {
         assert!(group(&cache, "b/web").is_empty());
     }
 
+    #[test]
+    fn an_object_in_several_groups_moves_between_them_key_by_key() {
+        use meridian_api::upstream::PlacementDecision;
+        let decision = |name: &str, placement: &str, clusters: &[&str]| -> PlacementDecision {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "PlacementDecision",
+                "metadata": { "name": name, "namespace": "shop",
+                              "labels": { meridian_api::labels::PLACEMENT_LABEL: placement } },
+                "status": { "decisions": clusters.iter()
+                    .map(|c| serde_json::json!({ "clusterName": c, "reason": "" }))
+                    .collect::<Vec<_>>() },
+            }))
+            .expect("a PlacementDecision")
+        };
+        let cache = Cache::grouped_under(crate::runtime::indexes::decision_groups);
+        let mut writer = cache.writer.lock().unwrap().take().unwrap();
+        let mut relisting = false;
+        let mut apply = |event| cache.apply(&mut writer, &event, &mut relisting);
+        let names = |key: &str| -> Vec<String> {
+            let mut names: Vec<String> = cache.group(key).iter().map(|d| d.name_any()).collect();
+            names.sort();
+            names
+        };
+        apply(watcher::Event::Init);
+        apply(watcher::Event::InitApply(decision(
+            "eu-1",
+            "eu",
+            &["a", "b"],
+        )));
+        apply(watcher::Event::InitApply(decision(
+            "all-1",
+            "all",
+            &["b", "c"],
+        )));
+        apply(watcher::Event::InitDone);
+        assert_eq!(names("shop/eu"), ["eu-1"]);
+        assert_eq!(names("cluster:a"), ["eu-1"]);
+        assert_eq!(names("cluster:b"), ["all-1", "eu-1"]);
+        // A cluster let go leaves that group alone; a cluster chosen joins its group.
+        apply(watcher::Event::Apply(decision("eu-1", "eu", &["b", "d"])));
+        assert!(names("cluster:a").is_empty());
+        assert_eq!(names("cluster:b"), ["all-1", "eu-1"]);
+        assert_eq!(names("cluster:d"), ["eu-1"]);
+        assert_eq!(names("shop/eu"), ["eu-1"]);
+        // Deleted: out of every group.
+        apply(watcher::Event::Delete(decision("eu-1", "eu", &["b", "d"])));
+        assert_eq!(names("cluster:b"), ["all-1"]);
+        assert!(names("cluster:d").is_empty());
+        assert!(names("shop/eu").is_empty());
+    }
+
     /// A policy as the API server may hold it and the types cannot read.
     fn unreadable(namespace: &str, name: &str, version: &str) -> DeserializeGuard<DNSPolicy> {
         serde_json::from_value(serde_json::json!({
